@@ -1,0 +1,105 @@
+"""Runs blocking store calls off the GUI thread and brings results back to it.
+
+The store is synchronous (SQLAlchemy + SQLite), so every call goes to a small
+thread pool. Completions are delivered on the GUI thread through a queued
+signal, which works under any Qt event loop (qasync's in the app, pytest-qt's
+in tests). `run()` is the coroutine form for `@asyncSlot` handlers.
+Callers that care only about the newest answer use `Latest`, which drops
+completions of superseded requests (the git-cola/mne-qt-browser guard).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from PySide6.QtCore import QObject, Signal
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+OnDone = Callable[[Any], None]
+OnError = Callable[[BaseException], None]
+
+
+class StoreRunner(QObject):
+    """A thread pool for store calls whose callbacks run on the thread that owns this object."""
+
+    _completed = Signal(object, object, object, object)  # result, error, on_done, on_error
+    error = Signal(str)
+    """Errors nobody handled, as one sentence for the status bar."""
+    busy_changed = Signal(int)
+
+    def __init__(self, max_workers: int = 4, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agentdesk-store")
+        self._completed.connect(self._deliver)
+        self._in_flight = 0
+
+    def submit(self, fn: Callable[..., T], *args: Any, on_done: OnDone | None = None,
+               on_error: OnError | None = None) -> Future[T]:
+        self._in_flight += 1
+        self.busy_changed.emit(self._in_flight)
+        future = self._pool.submit(fn, *args)
+
+        def finished(f: Future[T]) -> None:
+            exc = f.exception()
+            self._completed.emit(None if exc else f.result(), exc, on_done, on_error)
+
+        future.add_done_callback(finished)
+        return future
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Await a store call from a coroutine running on the qasync loop."""
+        return await asyncio.wrap_future(self._pool.submit(fn, *args))
+
+    def _deliver(self, result: Any, exc: BaseException | None, on_done: OnDone | None,
+                 on_error: OnError | None) -> None:
+        self._in_flight -= 1
+        self.busy_changed.emit(self._in_flight)
+        try:
+            if exc is not None:
+                if on_error is not None:
+                    on_error(exc)
+                else:
+                    log.error("store call failed: %s", exc, exc_info=exc)
+                    self.error.emit(str(exc))
+            elif on_done is not None:
+                on_done(result)
+        except Exception as callback_error:  # a broken callback must not kill the event loop
+            log.exception("store call callback failed")
+            self.error.emit(str(callback_error))
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class Latest:
+    """Keeps only the newest request's answer: older completions are silently dropped."""
+
+    def __init__(self, runner: StoreRunner) -> None:
+        self._runner = runner
+        self._seq = 0
+
+    def submit(self, fn: Callable[..., Any], *args: Any, on_done: OnDone,
+               on_error: OnError | None = None) -> None:
+        self._seq += 1
+        mine = self._seq
+
+        def done(result: Any) -> None:
+            if mine == self._seq:
+                on_done(result)
+
+        def failed(exc: BaseException) -> None:
+            if mine == self._seq and on_error is not None:
+                on_error(exc)
+            elif mine == self._seq:
+                self._runner.error.emit(str(exc))
+
+        self._runner.submit(fn, *args, on_done=done, on_error=failed)
+
+    def cancel(self) -> None:
+        self._seq += 1

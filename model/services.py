@@ -1,0 +1,27 @@
+"""The handful of objects every model needs, built once per window."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from store.native import NativeSource
+
+from .bridge import BusBridge
+from .runner import StoreRunner
+
+
+@dataclass
+class Services:
+    source: NativeSource
+    runner: StoreRunner
+    bridge: BusBridge
+    actor: str = "operator"
+    """The operator's name, recorded with every decision and edit."""
+
+    @classmethod
+    def create(cls, source: NativeSource, actor: str = "operator", coalesce_ms: int = 30) -> Services:
+        return cls(source, StoreRunner(), BusBridge(source.bus, coalesce_ms), actor)
+
+    def close(self) -> None:
+        self.bridge.close()
+        self.runner.shutdown()

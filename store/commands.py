@@ -1,0 +1,300 @@
+"""Operator commands on agentdesk's own schema.
+
+Each is one transaction guarded by compare-and-set (a status or a revision),
+appends an audit record and records its changes; a failed guard raises a typed
+`Conflict` and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from sqlalchemy import select, update
+
+from . import readmodel as rm
+from . import schema as sc
+from .convert import ts_opt
+from .database import Store
+from .ids import new_id
+from .errors import AlreadyDecided, Conflict, Expired, InvalidInput, NotFound, StaleRevision
+from .queries import NativeQueries
+from .uow import UnitOfWork
+from .validation import (
+    canonical_arguments,
+    check_name,
+    check_text,
+    estimate_tokens,
+    parse_json_arguments,
+    payload_hash,
+)
+
+
+def approval_parents(row: sc.ApprovalRow) -> dict[str, str]:
+    return {"project": row.project_id, "task": row.task_id, "session": row.session_id,
+            "agent": row.agent_id, "run": row.run_id}
+
+
+def decide(store: Store, approval_id: str, approve: bool, actor: str, reason: str | None = None,
+           edited_arguments: str | None = None) -> rm.Approval:
+    """Approve or deny a pending, unexpired approval, exactly once even across processes."""
+    actor = check_name("actor name", actor)
+    reason = check_name("reason", reason, required=not approve) or None
+    edited = edited_hash = None
+    if edited_arguments is not None:
+        if not approve:
+            raise InvalidInput("Arguments can only be edited when approving.")
+        edited = canonical_arguments(parse_json_arguments(edited_arguments))
+    A = sc.ApprovalRow
+    status = "approved" if approve else "denied"
+    with UnitOfWork(store) as uow:
+        row = uow.session.get(A, approval_id)
+        if row is None:
+            raise NotFound(f"There is no approval with id {approval_id}.")
+        if edited is not None:
+            edited_hash = payload_hash(row.tool_name, edited)
+        won = uow.session.execute(
+            update(A).where(A.id == approval_id, A.status == "pending",
+                            (A.expires_at.is_(None)) | (A.expires_at > uow.now))
+            .values(status=status, decided_at=uow.now, decided_by=actor, reason=reason,
+                    edited_arguments=edited, edited_hash=edited_hash, revision=A.revision + 1)
+            .execution_options(synchronize_session=False)).rowcount
+        if won != 1:
+            _explain_lost_decision(uow, approval_id)
+        if row.tool_call_id:
+            uow.session.execute(update(sc.ToolCallRow).where(sc.ToolCallRow.id == row.tool_call_id)
+                                .values(status=status))
+        uow.audit(actor, f"approval.{status}", "approval", approval_id, {
+            "reason": reason, "tool": row.tool_name, "original_arguments": row.arguments,
+            "payload_hash": row.payload_hash, "edited_arguments": edited, "edited_hash": edited_hash})
+        uow.record("approval", "update", approval_id, approval_parents(row), row.revision + 1)
+    return NativeQueries(store).approval(approval_id)
+
+
+def _explain_lost_decision(uow: UnitOfWork, approval_id: str) -> None:
+    uow.session.expire_all()
+    row = uow.session.get(sc.ApprovalRow, approval_id)
+    assert row is not None
+    if row.status == "pending":
+        raise Expired(f"Approval {approval_id} expired before it was decided; it can no longer be approved.")
+    when = rm_time(row.decided_at)
+    raise AlreadyDecided(approval_id, row.status, row.decided_by, when)
+
+
+def rm_time(value: float | None) -> str | None:
+    moment = ts_opt(value)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else None
+
+
+def expire_overdue(store: Store, actor: str = "agentdesk") -> list[str]:
+    """Mark every pending approval past its deadline as expired; returns their ids."""
+    A = sc.ApprovalRow
+    with UnitOfWork(store) as uow:
+        rows = uow.session.execute(select(A).where(A.status == "pending", A.expires_at.is_not(None),
+                                                   A.expires_at <= uow.now)).scalars().all()
+        expired = []
+        for row in rows:
+            won = uow.session.execute(update(A).where(A.id == row.id, A.status == "pending")
+                                      .values(status="expired", decided_at=uow.now, revision=A.revision + 1)
+                                      .execution_options(synchronize_session=False)).rowcount
+            if won:
+                expired.append(row.id)
+                uow.audit(actor, "approval.expired", "approval", row.id, {"expires_at": row.expires_at})
+                uow.record("approval", "update", row.id, approval_parents(row), row.revision + 1)
+    return expired
+
+
+def _bump_context(uow: UnitOfWork, agent_id: str) -> int:
+    agent = uow.session.get(sc.AgentRow, agent_id)
+    assert agent is not None
+    agent.context_revision += 1
+    uow.record("context", "update", agent_id, {"agent": agent_id, "session": agent.session_id},
+               agent.context_revision)
+    return agent.context_revision
+
+
+def _bump_item(uow: UnitOfWork, item: sc.ContextItemRow, content: str | None = None) -> None:
+    if content is not None:
+        item.content = content
+        item.token_estimate = estimate_tokens(content)
+    item.revision += 1
+    uow.session.add(sc.ContextItemRevisionRow(item_id=item.id, revision=item.revision, content=item.content,
+                                              token_estimate=item.token_estimate, created_at=uow.now))
+    uow.record("context_item", "update", item.id, {"agent": item.agent_id, "group": item.group_id},
+               item.revision)
+
+
+def _item(uow: UnitOfWork, item_id: str) -> sc.ContextItemRow:
+    item = uow.session.get(sc.ContextItemRow, item_id)
+    if item is None or item.removed:
+        raise NotFound(f"There is no context item with id {item_id}.")
+    return item
+
+
+def set_group_visibility(store: Store, group_id: str, visible: bool, expected_revision: int,
+                         actor: str) -> None:
+    """Show or hide a whole turn group: a tool call and its result always go together."""
+    actor = check_name("actor name", actor)
+    G, I = sc.ContextGroupRow, sc.ContextItemRow
+    with UnitOfWork(store) as uow:
+        group = uow.session.get(G, group_id)
+        if group is None:
+            raise NotFound(f"There is no turn group with id {group_id}.")
+        if group.revision != expected_revision:
+            raise StaleRevision(f"Turn group {group_id} changed since you loaded it (revision "
+                                f"{group.revision}, you had {expected_revision}); reload and try again.")
+        items = uow.session.execute(select(I).where(I.group_id == group_id, I.removed.is_(False))).scalars().all()
+        if any(i.compaction_id for i in items):
+            raise Conflict("This turn group is covered by a compaction; undo the compaction first.")
+        if not visible and any(i.locked for i in items):
+            raise Conflict("This turn group holds a locked item; unlock it before hiding the group.")
+        changed = [i for i in items if bool(i.visible) != visible]
+        for item in changed:
+            item.visible = visible
+            _bump_item(uow, item)
+        group.revision += 1
+        uow.record("context_group", "update", group_id, {"agent": group.agent_id}, group.revision)
+        _bump_context(uow, group.agent_id)
+        uow.audit(actor, "context.show" if visible else "context.hide", "context_group", group_id,
+                  {"items": [i.id for i in changed]})
+
+
+def _guard_item_revision(item: sc.ContextItemRow, expected_revision: int) -> None:
+    if item.revision != expected_revision:
+        raise StaleRevision(f"Context item {item.id} changed since you loaded it (revision {item.revision}, "
+                            f"you had {expected_revision}); reload and try again.")
+
+
+def _touch_group(uow: UnitOfWork, group_id: str) -> None:
+    group = uow.session.get(sc.ContextGroupRow, group_id)
+    assert group is not None
+    group.revision += 1
+    uow.record("context_group", "update", group_id, {"agent": group.agent_id}, group.revision)
+
+
+def set_item_locked(store: Store, item_id: str, locked: bool, expected_revision: int, actor: str) -> None:
+    actor = check_name("actor name", actor)
+    with UnitOfWork(store) as uow:
+        item = _item(uow, item_id)
+        _guard_item_revision(item, expected_revision)
+        item.locked = locked
+        _bump_item(uow, item)
+        _touch_group(uow, item.group_id)
+        _bump_context(uow, item.agent_id)
+        uow.audit(actor, "context.lock" if locked else "context.unlock", "context_item", item_id, {})
+
+
+def edit_item(store: Store, item_id: str, content: str, expected_revision: int, actor: str) -> None:
+    actor = check_name("actor name", actor)
+    check_text("item content", content)
+    with UnitOfWork(store) as uow:
+        item = _item(uow, item_id)
+        _guard_item_revision(item, expected_revision)
+        if item.locked:
+            raise Conflict(f"Context item {item_id} is locked; unlock it before editing.")
+        if item.compaction_id:
+            raise Conflict(f"Context item {item_id} is covered by a compaction; undo it before editing.")
+        before = item.content
+        _bump_item(uow, item, content)
+        _touch_group(uow, item.group_id)
+        _bump_context(uow, item.agent_id)
+        uow.audit(actor, "context.edit", "context_item", item_id,
+                  {"before_revision": expected_revision, "before_tokens": estimate_tokens(before),
+                   "after_tokens": item.token_estimate})
+
+
+def compact(store: Store, agent_id: str, item_ids: Sequence[str], summary: str, focus: str,
+            expected_context_revision: int, actor: str) -> str:
+    """Replace a run of consecutive visible, unlocked items by one summary item."""
+    actor = check_name("actor name", actor)
+    summary = check_name("summary", summary)
+    check_text("summary", summary)
+    focus = check_text("focus", (focus or "").strip())
+    if not item_ids:
+        raise InvalidInput("Choose at least one item to compact.")
+    I = sc.ContextItemRow
+    with UnitOfWork(store) as uow:
+        agent = uow.session.get(sc.AgentRow, agent_id)
+        if agent is None:
+            raise NotFound(f"There is no agent with id {agent_id}.")
+        if agent.context_revision != expected_context_revision:
+            raise StaleRevision(f"The context of {agent.name} changed since you loaded it (revision "
+                                f"{agent.context_revision}, you had {expected_context_revision}); "
+                                "reload and try again.")
+        listed = uow.session.execute(select(I).where(I.agent_id == agent_id, I.removed.is_(False),
+                                                     I.compaction_id.is_(None))
+                                     .order_by(I.position, I.summary_of.is_(None), I.created_at)).scalars().all()
+        covered = _consecutive_selection(listed, set(item_ids))
+        comp_id = new_id("cmp")
+        group = sc.ContextGroupRow(id=new_id("grp"), agent_id=agent_id, ordinal=_group_ordinal(uow, covered[0]),
+                                   kind="compaction", revision=1, created_at=uow.now)
+        summary_item = sc.ContextItemRow(
+            id=new_id("itm"), agent_id=agent_id, group_id=group.id, position=covered[0].position,
+            kind="compaction", role="system", content=summary, visible=True, locked=False, revision=1,
+            token_estimate=estimate_tokens(summary), summary_of=comp_id, removed=False, created_at=uow.now)
+        uow.session.add_all([group, summary_item])
+        uow.session.flush()
+        uow.session.add(sc.ContextItemRevisionRow(item_id=summary_item.id, revision=1, content=summary,
+                                                  token_estimate=summary_item.token_estimate, created_at=uow.now))
+        uow.session.add(sc.CompactionRow(
+            id=comp_id, agent_id=agent_id, summary_item_id=summary_item.id,
+            covered_item_ids=json.dumps([i.id for i in covered]), focus=focus,
+            source_revision=expected_context_revision, created_at=uow.now, created_by=actor))
+        for item in covered:
+            item.compaction_id = comp_id
+            uow.record("context_item", "update", item.id, {"agent": agent_id, "group": item.group_id},
+                       item.revision)
+        uow.record("context_item", "insert", summary_item.id, {"agent": agent_id, "group": group.id}, 1)
+        uow.record("compaction", "insert", comp_id, {"agent": agent_id}, 1)
+        _bump_context(uow, agent_id)
+        uow.audit(actor, "context.compact", "compaction", comp_id, {
+            "covered": [i.id for i in covered], "focus": focus, "source_revision": expected_context_revision,
+            "tokens_before": sum(i.token_estimate for i in covered), "tokens_after": summary_item.token_estimate})
+        return comp_id
+
+
+def _group_ordinal(uow: UnitOfWork, first: sc.ContextItemRow) -> int:
+    group = uow.session.get(sc.ContextGroupRow, first.group_id)
+    return group.ordinal if group else 0
+
+
+def _consecutive_selection(listed: Sequence[sc.ContextItemRow], wanted: set[str]) -> list[sc.ContextItemRow]:
+    positions = [n for n, item in enumerate(listed) if item.id in wanted]
+    if len(positions) != len(wanted):
+        raise InvalidInput("Some chosen items are not in this agent's current context (reload and try again).")
+    if positions != list(range(positions[0], positions[0] + len(positions))):
+        raise InvalidInput("Only consecutive items can be compacted together.")
+    chosen = [listed[n] for n in positions]
+    if any(not i.visible for i in chosen):
+        raise InvalidInput("Hidden items cannot be compacted; show them first or leave them out.")
+    if any(i.locked for i in chosen):
+        raise Conflict("Locked items cannot be compacted; unlock them or leave them out.")
+    return chosen
+
+
+def undo_compaction(store: Store, compaction_id: str, actor: str) -> None:
+    """Bring back exactly the items a compaction covered and retire its summary."""
+    actor = check_name("actor name", actor)
+    C, I = sc.CompactionRow, sc.ContextItemRow
+    with UnitOfWork(store) as uow:
+        comp = uow.session.get(C, compaction_id)
+        if comp is None:
+            raise NotFound(f"There is no compaction with id {compaction_id}.")
+        summary = uow.session.get(I, comp.summary_item_id)
+        if summary is not None and summary.compaction_id:
+            raise Conflict("This compaction's summary is itself compacted; undo the later compaction first.")
+        won = uow.session.execute(update(C).where(C.id == compaction_id, C.undone_at.is_(None))
+                                  .values(undone_at=uow.now).execution_options(synchronize_session=False)).rowcount
+        if won != 1:
+            raise Conflict(f"Compaction {compaction_id} was already undone.")
+        covered = uow.session.execute(select(I).where(I.compaction_id == compaction_id)).scalars().all()
+        for item in covered:
+            item.compaction_id = None
+            uow.record("context_item", "update", item.id, {"agent": comp.agent_id, "group": item.group_id},
+                       item.revision)
+        if summary is not None:
+            summary.removed = True
+            uow.record("context_item", "delete", summary.id, {"agent": comp.agent_id, "group": summary.group_id})
+        uow.record("compaction", "update", compaction_id, {"agent": comp.agent_id})
+        _bump_context(uow, comp.agent_id)
+        uow.audit(actor, "context.uncompact", "compaction", compaction_id, {"restored": [i.id for i in covered]})

@@ -1,0 +1,217 @@
+"""Opening a store: find it, check what it is, migrate it, and hand out transactions.
+
+Opening never damages a file it does not understand: every check that can refuse
+runs before anything is written, and a refusal is a `StoreUnavailable` with one
+sentence an operator can act on.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import platformdirs
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, func, select
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.orm import Session
+
+from alembic import command
+
+from . import sqlite
+from .bus import ChangeBus
+from .errors import ReadOnlyStore, StoreUnavailable
+from .readmodel import StoreInfo
+from .schema import (
+    AgentRow,
+    ApprovalRow,
+    AuditRow,
+    ProjectRow,
+    RunRow,
+    SessionRow,
+    SpanRow,
+    TaskRow,
+)
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+OUR_TABLES = {"projects", "runs", "spans", "approvals", "audit_log", "change_log", "agentdesk_meta"}
+DEFAULT_BUSY_TIMEOUT_S = 5.0
+
+
+def default_store_location() -> str:
+    """$AGENTDESK_STORE, else a file in the user's data directory."""
+    env = os.environ.get("AGENTDESK_STORE")
+    if env:
+        return env
+    return str(Path(platformdirs.user_data_dir("agentdesk", appauthor=False)) / "agentdesk.sqlite")
+
+
+def to_url(location: str) -> str:
+    if "://" in location:
+        return location
+    return f"sqlite:///{Path(location).expanduser().resolve()}"
+
+
+def alembic_config(connection: object | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def known_revisions() -> set[str]:
+    return {s.revision for s in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+
+
+class Store:
+    """One opened store: its engines, its bus and its identity as a writer.
+
+    `origin` tags every change this process writes so its own watcher can skip
+    them (they were already published in-process after commit).
+    """
+
+    def __init__(self, url: str, engine: Engine, *, read_only: bool, schema_version: str | None) -> None:
+        self.url = url
+        self.engine = engine
+        self.write_engine = sqlite.writer_engine(engine) if sqlite.is_sqlite_url(url) else engine
+        self.read_only = read_only
+        self.schema_version = schema_version
+        self.bus = ChangeBus()
+        self.origin = uuid.uuid4().hex
+
+    @property
+    def path(self) -> Path | None:
+        return sqlite.path_of(self.url)
+
+    @contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A short read transaction; lock and I/O failures become `StoreUnavailable`."""
+        try:
+            with Session(self.engine) as session, session.begin():
+                yield session
+        except OperationalError as exc:
+            raise StoreUnavailable(describe_operational_error(exc, self.url)) from exc
+
+    def writing_session(self) -> Session:
+        if self.read_only:
+            raise ReadOnlyStore(f"The store {self.display_name} is open read-only.")
+        return Session(self.write_engine)
+
+    @property
+    def display_name(self) -> str:
+        return str(self.path) if self.path else self.url
+
+    def info(self) -> StoreInfo:
+        counts: dict[str, int] = {}
+        with self.reading() as session:
+            for label, row in (("projects", ProjectRow), ("tasks", TaskRow), ("sessions", SessionRow),
+                               ("agents", AgentRow), ("runs", RunRow), ("spans", SpanRow),
+                               ("approvals", ApprovalRow), ("audit records", AuditRow)):
+                counts[label] = session.execute(select(func.count()).select_from(row)).scalar_one()
+            counts["pending approvals"] = session.execute(
+                select(func.count()).select_from(ApprovalRow).where(ApprovalRow.status == "pending")
+            ).scalar_one()
+        return StoreInfo("agentdesk", self.display_name, self.schema_version, self.read_only, counts)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def describe_operational_error(exc: DBAPIError, url: str) -> str:
+    text = str(exc.orig) if exc.orig is not None else str(exc)
+    name = sqlite.path_of(url) or url
+    if "locked" in text or "busy" in text:
+        return f"The store {name} is locked by another writer and stayed locked past the busy timeout."
+    if "readonly" in text or "read-only" in text:
+        return f"The store {name} cannot be written (the file or its folder is read-only)."
+    if "not a database" in text or "malformed" in text:
+        return f"The store {name} is not a readable SQLite database ({text})."
+    return f"The store {name} could not be used: {text}."
+
+
+def open_store(location: str | None = None, *, create: bool = True, read_only: bool = False,
+               busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Store:
+    """Open (and if asked, create or upgrade) an agentdesk store."""
+    url = to_url(location or default_store_location())
+    if not sqlite.is_sqlite_url(url):
+        return _open_server_store(url, create=create, read_only=read_only)
+    path = sqlite.path_of(url)
+    if path is None:
+        raise StoreUnavailable(f"{url} is not a store location agentdesk can open.")
+    fresh = not path.exists() or path.stat().st_size == 0
+    if fresh:
+        if not create or read_only:
+            raise StoreUnavailable(f"There is no store at {path}; run `agentdesk init` to create one.")
+        path.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        _check_existing_file(path, busy_timeout_s)
+    engine = sqlite.create_sqlite_engine(path, read_only=read_only, busy_timeout_s=busy_timeout_s)
+    try:
+        version = _migrate(engine, url, upgrade=not read_only)
+    except OperationalError as exc:
+        engine.dispose()
+        raise StoreUnavailable(describe_operational_error(exc, url)) from exc
+    except StoreUnavailable:
+        engine.dispose()
+        raise
+    return Store(url, engine, read_only=read_only, schema_version=version)
+
+
+def _open_server_store(url: str, *, create: bool, read_only: bool) -> Store:
+    try:
+        engine = create_engine(url, pool_pre_ping=True)
+        version = _migrate(engine, url, upgrade=create and not read_only)
+    except (DBAPIError, ImportError) as exc:
+        raise StoreUnavailable(f"Could not open the store at {url}: {exc}.") from exc
+    return Store(url, engine, read_only=read_only, schema_version=version)
+
+
+def _check_existing_file(path: Path, busy_timeout_s: float) -> None:
+    """Refuse, before anything is written, a file that is not an agentdesk store."""
+    try:
+        if not sqlite.looks_like_sqlite(path):
+            raise StoreUnavailable(f"{path} is not a SQLite database, so it cannot be an agentdesk store.")
+        conn = sqlite.open_probe(path, busy_timeout_s)
+        try:
+            tables = set(sqlite.table_names(conn))
+        finally:
+            conn.close()
+    except PermissionError as exc:
+        raise StoreUnavailable(f"{path} cannot be read: permission denied.") from exc
+    except sqlite3.DatabaseError as exc:
+        raise StoreUnavailable(f"{path} is not a readable SQLite database ({exc}).") from exc
+    if tables and not (tables & OUR_TABLES):
+        shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
+        raise StoreUnavailable(
+            f"{path} is a SQLite database of another schema (tables: {shown}), not an agentdesk store.")
+
+
+def _migrate(engine: Engine, url: str, *, upgrade: bool) -> str | None:
+    head = head_revision()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    if current is not None and current not in known_revisions():
+        raise StoreUnavailable(
+            f"The store {sqlite.path_of(url) or url} was written by a newer agentdesk "
+            f"(schema {current}); this version understands up to {head}. Nothing was changed.")
+    if current == head:
+        return current
+    if not upgrade:
+        if current is None:
+            raise StoreUnavailable(f"{sqlite.path_of(url) or url} has no agentdesk schema yet.")
+        return current
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "head")
+    return head

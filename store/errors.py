@@ -1,0 +1,63 @@
+"""Typed errors that every layer can show to an operator as one clear sentence.
+
+Each error carries the CLI exit code it maps to, so the command line and the GUI
+agree on what kind of failure happened without string matching.
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of all errors the store raises on purpose."""
+
+    exit_code = 1
+
+
+class InvalidInput(StoreError):
+    """The caller gave something the store refuses (bad JSON, oversize payload, wrong shape)."""
+
+    exit_code = 2
+
+
+class Conflict(StoreError):
+    """A compare-and-set guard failed: someone else changed the thing first, or it expired."""
+
+    exit_code = 3
+
+
+class AlreadyDecided(Conflict):
+    """An approval was decided by someone else; says who and when."""
+
+    def __init__(self, approval_id: str, status: str, actor: str | None, at: str | None) -> None:
+        who = actor or "the runtime"
+        super().__init__(f"Approval {approval_id} was already {status} by {who} at {at}.")
+        self.approval_id = approval_id
+        self.status = status
+        self.actor = actor
+        self.at = at
+
+
+class Expired(Conflict):
+    """An approval's deadline passed before the decision arrived."""
+
+
+class StaleRevision(Conflict):
+    """The caller's view of a revision is out of date; reload and try again."""
+
+
+class NotFound(StoreError):
+    exit_code = 4
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be read: not a database, another schema, newer version, or locked."""
+
+    exit_code = 5
+
+
+class ReadOnlyStore(StoreUnavailable):
+    """A write was attempted on a store opened read-only."""
+
+
+class AuditChainBroken(StoreError):
+    exit_code = 6

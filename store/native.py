@@ -1,0 +1,83 @@
+"""agentdesk's own schema as a `Source`: the queries plus the operator commands."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import commands
+from . import readmodel as rm
+from .audit import ChainReport, verify_chain
+from .bus import ChangeBus
+from .database import Store, open_store
+from .queries import NativeQueries
+from .source import Capability
+from .watcher import ChangeWatcher
+
+NATIVE_CAPABILITIES = frozenset(Capability)
+
+
+class NativeSource(NativeQueries):
+    """Reads and commands on one agentdesk store; `watch()` adds other processes' changes to its bus."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self._watcher: ChangeWatcher | None = None
+
+    @classmethod
+    def open(cls, location: str | None = None, **kwargs: object) -> NativeSource:
+        return cls(open_store(location, **kwargs))  # type: ignore[arg-type]
+
+    @property
+    def bus(self) -> ChangeBus:
+        return self.store.bus
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return frozenset() if self.store.read_only else NATIVE_CAPABILITIES
+
+    def info(self) -> rm.StoreInfo:
+        return self.store.info()
+
+    def watch(self, poll_interval_s: float | None = None) -> ChangeWatcher:
+        if self._watcher is None:
+            kwargs = {} if poll_interval_s is None else {"poll_interval_s": poll_interval_s}
+            self._watcher = ChangeWatcher(self.store, **kwargs).start()
+        return self._watcher
+
+    @property
+    def watcher(self) -> ChangeWatcher | None:
+        return self._watcher
+
+    def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        self.store.close()
+
+    def verify(self) -> ChainReport:
+        with self.store.reading() as session:
+            return verify_chain(session)
+
+    # -- commands --------------------------------------------------------------------------
+    def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
+               edited_arguments: str | None = None) -> rm.Approval:
+        return commands.decide(self.store, approval_id, approve, actor, reason, edited_arguments)
+
+    def expire_overdue(self) -> list[str]:
+        return commands.expire_overdue(self.store)
+
+    def set_group_visibility(self, group_id: str, visible: bool, expected_revision: int, actor: str) -> None:
+        commands.set_group_visibility(self.store, group_id, visible, expected_revision, actor)
+
+    def set_item_locked(self, item_id: str, locked: bool, expected_revision: int, actor: str) -> None:
+        commands.set_item_locked(self.store, item_id, locked, expected_revision, actor)
+
+    def edit_item(self, item_id: str, content: str, expected_revision: int, actor: str) -> None:
+        commands.edit_item(self.store, item_id, content, expected_revision, actor)
+
+    def compact(self, agent_id: str, item_ids: Sequence[str], summary: str, focus: str,
+                expected_context_revision: int, actor: str) -> str:
+        return commands.compact(self.store, agent_id, item_ids, summary, focus, expected_context_revision, actor)
+
+    def undo_compaction(self, compaction_id: str, actor: str) -> None:
+        commands.undo_compaction(self.store, compaction_id, actor)

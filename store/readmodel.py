@@ -1,0 +1,295 @@
+"""The canonical read model: plain frozen values every view consumes.
+
+Views never see ORM rows or live sessions. Every source (agentdesk's own schema,
+later the seed runtimes' databases) fills these same types, so a view written
+against them works for every backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    WAITING = "waiting"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class SpanKind(StrEnum):
+    AGENT = "agent"
+    MODEL = "model"
+    TOOL = "tool"
+    SUB_AGENT = "sub_agent"
+    GUARDRAIL = "guardrail"
+    GATE = "gate"
+    INTERNAL = "internal"
+
+
+class SpanStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+    RUNNING = "running"
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+
+class ItemKind(StrEnum):
+    MESSAGE = "message"
+    TOOL_CALLS = "tool_calls"
+    RESULT = "result"
+    COMPACTION = "compaction"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    id: str
+    name: str
+    status: str
+    created_at: datetime
+    revision: int
+    pending_approvals: int = 0
+    task_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: str
+    project_id: str
+    title: str
+    status: str
+    created_at: datetime
+    revision: int
+    pending_approvals: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    id: str
+    project_id: str
+    task_id: str
+    title: str
+    status: str
+    created_at: datetime
+    ended_at: datetime | None
+    revision: int
+    pending_approvals: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    id: str
+    project_id: str
+    task_id: str
+    session_id: str
+    parent_agent_id: str | None
+    name: str
+    model: str
+    status: str
+    context_revision: int
+    context_budget: int
+    created_at: datetime
+    revision: int
+    pending_approvals: int = 0
+    run_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    id: str
+    project_id: str
+    task_id: str
+    session_id: str
+    agent_id: str
+    title: str
+    status: str
+    started_at: datetime
+    ended_at: datetime | None
+    error: str | None
+    usage: Usage
+    revision: int
+    pending_approvals: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    id: str
+    run_id: str
+    parent_span_id: str | None
+    kind: str
+    name: str
+    status: str
+    started_at: datetime
+    ended_at: datetime | None
+    usage: Usage
+    attributes: dict[str, Any]
+    input_text: str | None
+    output_text: str | None
+    error: str | None
+    context_revision: int | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.ended_at is None:
+            return None
+        return (self.ended_at - self.started_at).total_seconds()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    run_id: str
+    span_id: str | None
+    tool_name: str
+    arguments: str
+    status: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    id: str
+    tool_call_id: str | None
+    project_id: str
+    task_id: str
+    session_id: str
+    agent_id: str
+    run_id: str
+    span_id: str | None
+    tool_name: str
+    arguments: str
+    payload_hash: str
+    status: str
+    created_at: datetime
+    expires_at: datetime | None
+    decided_at: datetime | None
+    decided_by: str | None
+    reason: str | None
+    edited_arguments: str | None
+    edited_hash: str | None
+    agent_name: str = ""
+    project_name: str = ""
+    context_revision: int | None = None
+
+    def is_expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
+
+
+@dataclass(frozen=True, slots=True)
+class ContextGroup:
+    id: str
+    agent_id: str
+    ordinal: int
+    kind: str
+    revision: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ContextItem:
+    id: str
+    agent_id: str
+    group_id: str
+    position: int
+    kind: str
+    role: str | None
+    content: str
+    visible: bool
+    locked: bool
+    revision: int
+    token_estimate: int
+    compaction_id: str | None
+    """Set when a live compaction covers (hides) this item."""
+    summary_of: str | None = None
+    """For a compaction item: the id of the compaction it summarises."""
+
+    @property
+    def effective_visible(self) -> bool:
+        return self.visible and self.compaction_id is None
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    id: str
+    agent_id: str
+    summary_item_id: str
+    covered_item_ids: tuple[str, ...]
+    focus: str
+    source_revision: int
+    created_at: datetime
+    created_by: str
+    undone_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentContext:
+    """One consistent snapshot of an agent's context window."""
+
+    agent_id: str
+    context_revision: int
+    budget: int
+    groups: tuple[ContextGroup, ...]
+    items: tuple[ContextItem, ...]
+    """Items in order; covered items are included (with compaction_id set)."""
+    compactions: tuple[Compaction, ...] = field(default=())
+
+    @property
+    def visible_tokens(self) -> int:
+        return sum(i.token_estimate for i in self.items if i.effective_visible)
+
+
+@dataclass(frozen=True, slots=True)
+class SentItem:
+    """One item exactly as a model call saw it (content at the revision it was sent)."""
+
+    item_id: str
+    revision: int
+    position: int
+    kind: str
+    role: str | None
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    seq: int
+    at: datetime
+    actor: str
+    action: str
+    entity: str
+    entity_id: str
+    payload: str
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    kind: str
+    url: str
+    schema_version: str | None
+    read_only: bool
+    counts: dict[str, int]

@@ -1,0 +1,241 @@
+"""agentdesk's own tables, as typed SQLAlchemy declarative models.
+
+Times are stored as float seconds since the epoch (UTC): portable across SQLite
+and PostgreSQL, cheap to compare in SQL (expiry checks) and to feed to the
+timeline as arrays. The hierarchy ids (project, task, session, agent) are copied
+onto lower rows because they never change and it makes per-level counts (pending
+approvals, status roll-ups) one indexed GROUP BY instead of a chain of joins.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class ProjectRow(Base):
+    __tablename__ = "projects"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class TaskRow(Base):
+    __tablename__ = "tasks"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"), index=True)
+    title: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"), index=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"), index=True)
+    title: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class AgentRow(Base):
+    __tablename__ = "agents"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"), index=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"), index=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)
+    parent_agent_id: Mapped[str | None] = mapped_column(ForeignKey("agents.id"), index=True)
+    name: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16))
+    context_revision: Mapped[int] = mapped_column(Integer, default=0)
+    context_budget: Mapped[int] = mapped_column(Integer, default=128_000)
+    created_at: Mapped[float] = mapped_column(Float)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+    __table_args__ = (Index("runs_by_agent", "agent_id", "started_at"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"), index=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"), index=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    title: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class SpanRow(Base):
+    __tablename__ = "spans"
+    __table_args__ = (Index("spans_by_run", "run_id", "started_at"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    parent_span_id: Mapped[str | None] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    attributes: Mapped[str] = mapped_column(Text, default="{}")
+    input_text: Mapped[str | None] = mapped_column(Text)
+    output_text: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    context_revision: Mapped[int | None] = mapped_column(Integer)
+
+
+class SpanContextRow(Base):
+    """Which item revisions a model-call span sent, in order: rebuilds "what the model saw"."""
+
+    __tablename__ = "span_context_items"
+    span_id: Mapped[str] = mapped_column(ForeignKey("spans.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[str] = mapped_column(String(64))
+    item_revision: Mapped[int] = mapped_column(Integer)
+
+
+class ToolCallRow(Base):
+    __tablename__ = "tool_calls"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    span_id: Mapped[str | None] = mapped_column(String(64))
+    tool_name: Mapped[str] = mapped_column(String(128))
+    arguments: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ApprovalRow(Base):
+    __tablename__ = "approvals"
+    __table_args__ = (Index("approvals_by_status", "status", "created_at"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tool_call_id: Mapped[str | None] = mapped_column(ForeignKey("tool_calls.id"))
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"))
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"))
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    span_id: Mapped[str | None] = mapped_column(String(64))
+    tool_name: Mapped[str] = mapped_column(String(128))
+    arguments: Mapped[str] = mapped_column(Text)
+    payload_hash: Mapped[str] = mapped_column(String(80))
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float | None] = mapped_column(Float)
+    decided_at: Mapped[float | None] = mapped_column(Float)
+    decided_by: Mapped[str | None] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(Text)
+    edited_arguments: Mapped[str | None] = mapped_column(Text)
+    edited_hash: Mapped[str | None] = mapped_column(String(80))
+    context_revision: Mapped[int | None] = mapped_column(Integer)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class ContextGroupRow(Base):
+    __tablename__ = "context_groups"
+    __table_args__ = (Index("groups_by_agent", "agent_id", "ordinal"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    ordinal: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ContextItemRow(Base):
+    __tablename__ = "context_items"
+    __table_args__ = (Index("items_by_agent", "agent_id", "position"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    group_id: Mapped[str] = mapped_column(ForeignKey("context_groups.id"))
+    position: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    role: Mapped[str | None] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    visible: Mapped[bool] = mapped_column(Boolean, default=True)
+    locked: Mapped[bool] = mapped_column(Boolean, default=False)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    token_estimate: Mapped[int] = mapped_column(Integer, default=0)
+    compaction_id: Mapped[str | None] = mapped_column(String(64))
+    summary_of: Mapped[str | None] = mapped_column(String(64))
+    removed: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ContextItemRevisionRow(Base):
+    """Every content revision an item ever had, so old model calls can be replayed exactly."""
+
+    __tablename__ = "context_item_revisions"
+    item_id: Mapped[str] = mapped_column(ForeignKey("context_items.id"), primary_key=True)
+    revision: Mapped[int] = mapped_column(Integer, primary_key=True)
+    content: Mapped[str] = mapped_column(Text)
+    token_estimate: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class CompactionRow(Base):
+    __tablename__ = "compactions"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"), index=True)
+    summary_item_id: Mapped[str] = mapped_column(String(64))
+    covered_item_ids: Mapped[str] = mapped_column(Text)
+    focus: Mapped[str] = mapped_column(Text)
+    source_revision: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(Text)
+    undone_at: Mapped[float | None] = mapped_column(Float)
+
+
+class AuditRow(Base):
+    """Append-only, hash-chained: each record's hash covers its content and the previous hash."""
+
+    __tablename__ = "audit_log"
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[float] = mapped_column(Float)
+    actor: Mapped[str] = mapped_column(Text)
+    action: Mapped[str] = mapped_column(String(64))
+    entity: Mapped[str] = mapped_column(String(32))
+    entity_id: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[str] = mapped_column(Text)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+
+
+class ChangeRow(Base):
+    """Cross-process change feed: watchers in other processes read rows past their high-water mark."""
+
+    __tablename__ = "change_log"
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[float] = mapped_column(Float)
+    origin: Mapped[str] = mapped_column(String(64))
+    entity: Mapped[str] = mapped_column(String(32))
+    op: Mapped[str] = mapped_column(String(16))
+    entity_id: Mapped[str] = mapped_column(String(64))
+    parents: Mapped[str] = mapped_column(Text, default="{}")
+    revision: Mapped[int | None] = mapped_column(Integer)
+
+
+class MetaRow(Base):
+    """Key/value facts about the store itself (creator, schema generation)."""
+
+    __tablename__ = "agentdesk_meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

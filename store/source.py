@@ -1,0 +1,109 @@
+"""The source protocol: what every backend (our schema, later the seed runtimes) offers views.
+
+A source answers read queries with read-model values, says which operator
+commands it supports (its capabilities, so the UI can disable the rest with a
+reason), executes them, and publishes changes on its bus.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Generic, Protocol, TypeVar, runtime_checkable
+
+from . import readmodel as rm
+from .bus import ChangeBus
+
+T = TypeVar("T")
+
+
+class Capability(StrEnum):
+    APPROVE = "approve"
+    DENY = "deny"
+    EDIT_ARGUMENTS = "edit_arguments"
+    EXPIRE = "expire"
+    SET_VISIBILITY = "set_visibility"
+    LOCK = "lock"
+    EDIT_ITEM = "edit_item"
+    COMPACT = "compact"
+    UNDO_COMPACTION = "undo_compaction"
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: tuple[T, ...]
+    offset: int
+    total: int
+
+    @property
+    def has_more(self) -> bool:
+        return self.offset + len(self.items) < self.total
+
+
+@dataclass(frozen=True, slots=True)
+class SpanTable:
+    """Columns of a run's spans, without their large texts: what the waterfall needs, fast."""
+
+    ids: list[str]
+    parent_ids: list[str | None]
+    kinds: list[str]
+    names: list[str]
+    statuses: list[str]
+    starts: list[float]
+    ends: list[float | None]
+    input_tokens: list[int]
+    output_tokens: list[int]
+    costs: list[float]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where an entity sits in the tree, from the project down."""
+
+    project_id: str
+    task_id: str | None = None
+    session_id: str | None = None
+    agent_ids: tuple[str, ...] = ()
+    """The agent chain from the top-level agent down to the entity's agent."""
+    run_id: str | None = None
+    span_id: str | None = None
+
+
+@runtime_checkable
+class Source(Protocol):
+    bus: ChangeBus
+
+    @property
+    def capabilities(self) -> frozenset[Capability]: ...
+    def info(self) -> rm.StoreInfo: ...
+
+    def projects(self) -> list[rm.Project]: ...
+    def tasks(self, project_id: str) -> list[rm.Task]: ...
+    def sessions(self, task_id: str) -> list[rm.Session]: ...
+    def agents(self, session_id: str) -> list[rm.Agent]: ...
+    def runs(self, agent_id: str, offset: int = 0, limit: int = 200) -> Page[rm.Run]: ...
+    def node(self, entity: str, entity_id: str) -> object: ...
+    def locate(self, entity: str, entity_id: str) -> Location: ...
+
+    def span_table(self, run_id: str) -> SpanTable: ...
+    def span(self, span_id: str) -> rm.Span: ...
+    def sent_context(self, span_id: str) -> list[rm.SentItem]: ...
+
+    def approvals(self, status: str | None = "pending", limit: int = 1000) -> list[rm.Approval]: ...
+    def approval(self, approval_id: str) -> rm.Approval: ...
+
+    def context(self, agent_id: str) -> rm.AgentContext: ...
+
+    def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
+               edited_arguments: str | None = None) -> rm.Approval: ...
+    def set_group_visibility(self, group_id: str, visible: bool, expected_revision: int,
+                             actor: str) -> None: ...
+    def set_item_locked(self, item_id: str, locked: bool, expected_revision: int, actor: str) -> None: ...
+    def edit_item(self, item_id: str, content: str, expected_revision: int, actor: str) -> None: ...
+    def compact(self, agent_id: str, item_ids: Sequence[str], summary: str, focus: str,
+                expected_context_revision: int, actor: str) -> str: ...
+    def undo_compaction(self, compaction_id: str, actor: str) -> None: ...

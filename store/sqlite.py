@@ -1,0 +1,85 @@
+"""Everything SQLite-specific lives here, so the rest of the store stays portable.
+
+- connection pragmas (WAL, busy timeout, foreign keys, query_only for read-only);
+- `BEGIN IMMEDIATE` for write transactions: a deferred transaction that reads and
+  then writes fails at once with "database is locked" after another writer
+  committed, whatever the busy timeout, so writers take the lock up front;
+- `PRAGMA data_version`, the cheap "did anyone else commit?" probe watchers poll.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.pool import NullPool
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+IMMEDIATE = "agentdesk_immediate"
+
+
+def is_sqlite_url(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+def path_of(url: str) -> Path | None:
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or url == prefix:
+        return None
+    return Path(url[len(prefix):].split("?", 1)[0])
+
+
+def looks_like_sqlite(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+
+
+def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float) -> Engine:
+    """An engine on one SQLite file; read-only opens use the `mode=ro` URI plus query_only."""
+    timeout_ms = int(busy_timeout_s * 1000)
+
+    def connect() -> sqlite3.Connection:
+        uri = f"file:{path}?mode=ro" if read_only else f"file:{path}"
+        conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False,
+                               isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout={timeout_ms}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        if read_only:
+            conn.execute("PRAGMA query_only=ON")
+        else:
+            # WAL lets the GUI read while a runtime writes; it persists, so this is cheap after the first time.
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    engine = create_engine("sqlite://", creator=connect, poolclass=NullPool if read_only else None)
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        immediate = conn.get_execution_options().get(IMMEDIATE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def writer_engine(engine: Engine) -> Engine:
+    return engine.execution_options(**{IMMEDIATE: True})
+
+
+def open_probe(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """A dedicated autocommit connection for `data_version` polling (never pooled, never shared)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_timeout_s,
+                           check_same_thread=False, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+    return conn
+
+
+def data_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def table_names(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name").fetchall()
+    return [r[0] for r in rows]

@@ -1,0 +1,60 @@
+"""Input checks shared by commands and the runtime API: sizes, JSON, token estimates."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+from .errors import InvalidInput
+
+MAX_ARGUMENTS_BYTES = 1_000_000
+MAX_TEXT_BYTES = 4_000_000
+MAX_SHORT_TEXT = 2_000
+
+
+def parse_json_arguments(text: str) -> Any:
+    """Validate edited tool arguments: JSON, an object, and of a sane size."""
+    size = len(text.encode())
+    if size > MAX_ARGUMENTS_BYTES:
+        raise InvalidInput(f"The arguments are {size:,} bytes; the limit is {MAX_ARGUMENTS_BYTES:,} bytes.")
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidInput(f"The arguments are not valid JSON: {exc}.") from exc
+    if not isinstance(value, dict):
+        raise InvalidInput("The arguments must be a JSON object.")
+    return value
+
+
+def canonical_arguments(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def payload_hash(tool_name: str, arguments: str) -> str:
+    """sha256 over tool name and canonical arguments: what an approval is an approval *of*."""
+    try:
+        canon = canonical_arguments(json.loads(arguments))
+    except ValueError:
+        canon = arguments
+    return "sha256:" + hashlib.sha256(f"{tool_name}\n{canon}".encode()).hexdigest()
+
+
+def check_text(label: str, text: str, limit: int = MAX_TEXT_BYTES) -> str:
+    size = len(text.encode())
+    if size > limit:
+        raise InvalidInput(f"The {label} is {size:,} bytes; the limit is {limit:,} bytes.")
+    return text
+
+
+def check_name(label: str, text: str | None, *, required: bool = True) -> str:
+    value = (text or "").strip()
+    if required and not value:
+        raise InvalidInput(f"A {label} is required.")
+    return check_text(label, value, MAX_SHORT_TEXT)
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token: close enough for budgets, with no tokenizer to ship."""
+    return max(1, math.ceil(len(text) / 4)) if text else 0
