@@ -75,7 +75,7 @@ def group(row: sc.ContextGroupRow) -> rm.ContextGroup:
 def item(row: sc.ContextItemRow) -> rm.ContextItem:
     return rm.ContextItem(row.id, row.agent_id, row.group_id, row.position, row.kind, row.role, row.content,
                           bool(row.visible), bool(row.locked), row.revision, row.token_estimate,
-                          row.compaction_id, row.summary_of)
+                          row.compaction_id, row.summary_of, ts(row.created_at))
 
 
 def compaction(row: sc.CompactionRow) -> rm.Compaction:

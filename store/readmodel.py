@@ -225,6 +225,7 @@ class ContextItem:
     """Set when a live compaction covers (hides) this item."""
     summary_of: str | None = None
     """For a compaction item: the id of the compaction it summarises."""
+    created_at: datetime | None = None
 
     @property
     def effective_visible(self) -> bool:
