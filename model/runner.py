@@ -73,6 +73,10 @@ class StoreRunner(QObject):
             log.exception("store call callback failed")
             self.error.emit(str(callback_error))
 
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 log = logging.getLogger(__name__)
 
@@ -38,18 +38,28 @@ Subscriber = Callable[[Sequence[Change]], None]
 
 
 def coalesce(changes: Iterable[Change]) -> list[Change]:
-    """Keep one change per (entity, id): the latest, with 'insert' surviving later updates.
+    """One change per (entity, id), in the order each key *first* appeared.
 
-    Order follows each key's last occurrence, so an insert still precedes the
-    changes of children inserted after it.
+    First-appearance order keeps a parent's insert ahead of its children's even
+    when the parent is updated again later in the batch. An insert absorbs later
+    updates (the subscriber has not seen the row yet); an insert followed by a
+    delete cancels out (the subscriber never needs to hear of that row). A reset
+    makes every other change moot, so a batch holding one becomes just a reset.
     """
+    changes = list(changes)
+    resets = [c for c in changes if c.op == RESET]
+    if resets:
+        seqs = [c.seq for c in changes if c.seq is not None]
+        return [replace(resets[-1], seq=max(seqs) if seqs else None)]
     merged: dict[tuple[str, str], Change] = {}
     for change in changes:
         key = (change.entity, change.id)
-        earlier = merged.pop(key, None)
-        if earlier is not None and earlier.op == "insert" and change.op == "update":
-            change = Change(change.entity, "insert", change.id, change.parents, change.revision,
-                            change.seq, change.origin, change.at)
+        earlier = merged.get(key)
+        if earlier is not None and earlier.op == "insert":
+            if change.op == "delete":
+                del merged[key]
+                continue
+            change = replace(change, op="insert")
         merged[key] = change
     return list(merged.values())
 
@@ -80,12 +90,12 @@ class ChangeBus:
     def publish(self, changes: Sequence[Change]) -> None:
         if not changes:
             return
+        seqs = [c.seq for c in changes if c.seq is not None]
         batch = coalesce(changes)
-        seqs = [c.seq for c in batch if c.seq is not None]
-        if seqs:
-            self.last_seq = max(self.last_seq, *seqs)
         with self._lock:
-            subscribers = list(self._subscribers)
+            if seqs:
+                self.last_seq = max(self.last_seq, *seqs)
+            subscribers = list(self._subscribers) if batch else []
         for callback in subscribers:
             try:
                 callback(batch)

@@ -16,10 +16,10 @@ from . import readmodel as rm
 from . import schema as sc
 from .convert import ts_opt
 from .database import Store
-from .ids import new_id
 from .errors import AlreadyDecided, Conflict, Expired, InvalidInput, NotFound, StaleRevision
+from .ids import new_id
 from .queries import NativeQueries
-from .uow import UnitOfWork
+from .uow import UnitOfWork, affected
 from .validation import (
     canonical_arguments,
     check_name,
@@ -53,12 +53,12 @@ def decide(store: Store, approval_id: str, approve: bool, actor: str, reason: st
             raise NotFound(f"There is no approval with id {approval_id}.")
         if edited is not None:
             edited_hash = payload_hash(row.tool_name, edited)
-        won = uow.session.execute(
+        won = affected(uow.session.execute(
             update(A).where(A.id == approval_id, A.status == "pending",
                             (A.expires_at.is_(None)) | (A.expires_at > uow.now))
             .values(status=status, decided_at=uow.now, decided_by=actor, reason=reason,
                     edited_arguments=edited, edited_hash=edited_hash, revision=A.revision + 1)
-            .execution_options(synchronize_session=False)).rowcount
+            .execution_options(synchronize_session=False)))
         if won != 1:
             _explain_lost_decision(uow, approval_id)
         if row.tool_call_id:
@@ -76,9 +76,12 @@ def _explain_lost_decision(uow: UnitOfWork, approval_id: str) -> None:
     row = uow.session.get(sc.ApprovalRow, approval_id)
     assert row is not None
     if row.status == "pending":
-        raise Expired(f"Approval {approval_id} expired before it was decided; it can no longer be approved.")
-    when = rm_time(row.decided_at)
-    raise AlreadyDecided(approval_id, row.status, row.decided_by, when)
+        raise Expired(f"Approval {approval_id} expired at {rm_time(row.expires_at)} before it was decided; "
+                      "it can no longer be approved or denied.")
+    if row.status == "expired":
+        raise Expired(f"Approval {approval_id} expired at {rm_time(row.expires_at)}; "
+                      "it can no longer be approved or denied.")
+    raise AlreadyDecided(approval_id, row.status, row.decided_by, rm_time(row.decided_at))
 
 
 def rm_time(value: float | None) -> str | None:
@@ -94,9 +97,10 @@ def expire_overdue(store: Store, actor: str = "agentdesk") -> list[str]:
                                                    A.expires_at <= uow.now)).scalars().all()
         expired = []
         for row in rows:
-            won = uow.session.execute(update(A).where(A.id == row.id, A.status == "pending")
-                                      .values(status="expired", decided_at=uow.now, revision=A.revision + 1)
-                                      .execution_options(synchronize_session=False)).rowcount
+            won = affected(uow.session.execute(
+                update(A).where(A.id == row.id, A.status == "pending")
+                .values(status="expired", decided_at=uow.now, revision=A.revision + 1)
+                .execution_options(synchronize_session=False)))
             if won:
                 expired.append(row.id)
                 uow.audit(actor, "approval.expired", "approval", row.id, {"expires_at": row.expires_at})
@@ -135,7 +139,7 @@ def set_group_visibility(store: Store, group_id: str, visible: bool, expected_re
                          actor: str) -> None:
     """Show or hide a whole turn group: a tool call and its result always go together."""
     actor = check_name("actor name", actor)
-    G, I = sc.ContextGroupRow, sc.ContextItemRow
+    G, Item = sc.ContextGroupRow, sc.ContextItemRow
     with UnitOfWork(store) as uow:
         group = uow.session.get(G, group_id)
         if group is None:
@@ -143,7 +147,8 @@ def set_group_visibility(store: Store, group_id: str, visible: bool, expected_re
         if group.revision != expected_revision:
             raise StaleRevision(f"Turn group {group_id} changed since you loaded it (revision "
                                 f"{group.revision}, you had {expected_revision}); reload and try again.")
-        items = uow.session.execute(select(I).where(I.group_id == group_id, I.removed.is_(False))).scalars().all()
+        items = uow.session.execute(select(Item).where(Item.group_id == group_id, Item.removed.is_(False))
+                                    ).scalars().all()
         if any(i.compaction_id for i in items):
             raise Conflict("This turn group is covered by a compaction; undo the compaction first.")
         if not visible and any(i.locked for i in items):
@@ -165,6 +170,12 @@ def _guard_item_revision(item: sc.ContextItemRow, expected_revision: int) -> Non
                             f"you had {expected_revision}); reload and try again.")
 
 
+def _guard_not_covered(item: sc.ContextItemRow) -> None:
+    """A covered item stays frozen while its compaction lives, so undo restores exactly what was covered."""
+    if item.compaction_id:
+        raise Conflict(f"Context item {item.id} is covered by a compaction; undo the compaction first.")
+
+
 def _touch_group(uow: UnitOfWork, group_id: str) -> None:
     group = uow.session.get(sc.ContextGroupRow, group_id)
     assert group is not None
@@ -177,6 +188,7 @@ def set_item_locked(store: Store, item_id: str, locked: bool, expected_revision:
     with UnitOfWork(store) as uow:
         item = _item(uow, item_id)
         _guard_item_revision(item, expected_revision)
+        _guard_not_covered(item)
         item.locked = locked
         _bump_item(uow, item)
         _touch_group(uow, item.group_id)
@@ -192,8 +204,7 @@ def edit_item(store: Store, item_id: str, content: str, expected_revision: int, 
         _guard_item_revision(item, expected_revision)
         if item.locked:
             raise Conflict(f"Context item {item_id} is locked; unlock it before editing.")
-        if item.compaction_id:
-            raise Conflict(f"Context item {item_id} is covered by a compaction; undo it before editing.")
+        _guard_not_covered(item)
         before = item.content
         _bump_item(uow, item, content)
         _touch_group(uow, item.group_id)
@@ -207,12 +218,13 @@ def compact(store: Store, agent_id: str, item_ids: Sequence[str], summary: str, 
             expected_context_revision: int, actor: str) -> str:
     """Replace a run of consecutive visible, unlocked items by one summary item."""
     actor = check_name("actor name", actor)
-    summary = check_name("summary", summary)
-    check_text("summary", summary)
+    summary = check_text("summary", summary.strip())
+    if not summary:
+        raise InvalidInput("A summary is required.")
     focus = check_text("focus", (focus or "").strip())
     if not item_ids:
         raise InvalidInput("Choose at least one item to compact.")
-    I = sc.ContextItemRow
+    Item = sc.ContextItemRow
     with UnitOfWork(store) as uow:
         agent = uow.session.get(sc.AgentRow, agent_id)
         if agent is None:
@@ -221,21 +233,24 @@ def compact(store: Store, agent_id: str, item_ids: Sequence[str], summary: str, 
             raise StaleRevision(f"The context of {agent.name} changed since you loaded it (revision "
                                 f"{agent.context_revision}, you had {expected_context_revision}); "
                                 "reload and try again.")
-        listed = uow.session.execute(select(I).where(I.agent_id == agent_id, I.removed.is_(False),
-                                                     I.compaction_id.is_(None))
-                                     .order_by(I.position, I.summary_of.is_(None), I.created_at)).scalars().all()
+        listed = uow.session.execute(
+            select(Item).where(Item.agent_id == agent_id, Item.removed.is_(False),
+                               Item.compaction_id.is_(None))
+            .order_by(Item.position, Item.summary_of.is_(None), Item.created_at)).scalars().all()
         covered = _consecutive_selection(listed, set(item_ids))
         comp_id = new_id("cmp")
-        group = sc.ContextGroupRow(id=new_id("grp"), agent_id=agent_id, ordinal=_group_ordinal(uow, covered[0]),
-                                   kind="compaction", revision=1, created_at=uow.now)
+        group = sc.ContextGroupRow(id=new_id("grp"), agent_id=agent_id, kind="compaction", revision=1,
+                                   ordinal=_group_ordinal(uow, covered[0]), created_at=uow.now)
         summary_item = sc.ContextItemRow(
             id=new_id("itm"), agent_id=agent_id, group_id=group.id, position=covered[0].position,
             kind="compaction", role="system", content=summary, visible=True, locked=False, revision=1,
-            token_estimate=estimate_tokens(summary), summary_of=comp_id, removed=False, created_at=uow.now)
+            token_estimate=estimate_tokens(summary), summary_of=comp_id, removed=False,
+            created_at=uow.now)
         uow.session.add_all([group, summary_item])
         uow.session.flush()
-        uow.session.add(sc.ContextItemRevisionRow(item_id=summary_item.id, revision=1, content=summary,
-                                                  token_estimate=summary_item.token_estimate, created_at=uow.now))
+        uow.session.add(sc.ContextItemRevisionRow(
+            item_id=summary_item.id, revision=1, content=summary, token_estimate=summary_item.token_estimate,
+            created_at=uow.now))
         uow.session.add(sc.CompactionRow(
             id=comp_id, agent_id=agent_id, summary_item_id=summary_item.id,
             covered_item_ids=json.dumps([i.id for i in covered]), focus=focus,
@@ -248,8 +263,10 @@ def compact(store: Store, agent_id: str, item_ids: Sequence[str], summary: str, 
         uow.record("compaction", "insert", comp_id, {"agent": agent_id}, 1)
         _bump_context(uow, agent_id)
         uow.audit(actor, "context.compact", "compaction", comp_id, {
-            "covered": [i.id for i in covered], "focus": focus, "source_revision": expected_context_revision,
-            "tokens_before": sum(i.token_estimate for i in covered), "tokens_after": summary_item.token_estimate})
+            "covered": [i.id for i in covered], "focus": focus,
+            "source_revision": expected_context_revision,
+            "tokens_before": sum(i.token_estimate for i in covered),
+            "tokens_after": summary_item.token_estimate})
         return comp_id
 
 
@@ -258,10 +275,11 @@ def _group_ordinal(uow: UnitOfWork, first: sc.ContextItemRow) -> int:
     return group.ordinal if group else 0
 
 
-def _consecutive_selection(listed: Sequence[sc.ContextItemRow], wanted: set[str]) -> list[sc.ContextItemRow]:
+def _consecutive_selection(listed: Sequence[sc.ContextItemRow],
+                           wanted: set[str]) -> list[sc.ContextItemRow]:
     positions = [n for n, item in enumerate(listed) if item.id in wanted]
     if len(positions) != len(wanted):
-        raise InvalidInput("Some chosen items are not in this agent's current context (reload and try again).")
+        raise InvalidInput("Some chosen items are not in this agent's current context; reload and try again.")
     if positions != list(range(positions[0], positions[0] + len(positions))):
         raise InvalidInput("Only consecutive items can be compacted together.")
     chosen = [listed[n] for n in positions]
@@ -275,26 +293,29 @@ def _consecutive_selection(listed: Sequence[sc.ContextItemRow], wanted: set[str]
 def undo_compaction(store: Store, compaction_id: str, actor: str) -> None:
     """Bring back exactly the items a compaction covered and retire its summary."""
     actor = check_name("actor name", actor)
-    C, I = sc.CompactionRow, sc.ContextItemRow
+    C, Item = sc.CompactionRow, sc.ContextItemRow
     with UnitOfWork(store) as uow:
         comp = uow.session.get(C, compaction_id)
         if comp is None:
             raise NotFound(f"There is no compaction with id {compaction_id}.")
-        summary = uow.session.get(I, comp.summary_item_id)
+        summary = uow.session.get(Item, comp.summary_item_id)
         if summary is not None and summary.compaction_id:
             raise Conflict("This compaction's summary is itself compacted; undo the later compaction first.")
-        won = uow.session.execute(update(C).where(C.id == compaction_id, C.undone_at.is_(None))
-                                  .values(undone_at=uow.now).execution_options(synchronize_session=False)).rowcount
+        won = affected(uow.session.execute(
+            update(C).where(C.id == compaction_id, C.undone_at.is_(None)).values(undone_at=uow.now)
+            .execution_options(synchronize_session=False)))
         if won != 1:
             raise Conflict(f"Compaction {compaction_id} was already undone.")
-        covered = uow.session.execute(select(I).where(I.compaction_id == compaction_id)).scalars().all()
+        covered = uow.session.execute(select(Item).where(Item.compaction_id == compaction_id)).scalars().all()
         for item in covered:
             item.compaction_id = None
             uow.record("context_item", "update", item.id, {"agent": comp.agent_id, "group": item.group_id},
                        item.revision)
         if summary is not None:
             summary.removed = True
-            uow.record("context_item", "delete", summary.id, {"agent": comp.agent_id, "group": summary.group_id})
+            uow.record("context_item", "delete", summary.id,
+                       {"agent": comp.agent_id, "group": summary.group_id})
         uow.record("compaction", "update", compaction_id, {"agent": comp.agent_id})
         _bump_context(uow, comp.agent_id)
-        uow.audit(actor, "context.uncompact", "compaction", compaction_id, {"restored": [i.id for i in covered]})
+        uow.audit(actor, "context.uncompact", "compaction", compaction_id,
+                  {"restored": [i.id for i in covered]})

@@ -40,7 +40,10 @@ from .schema import (
 )
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-OUR_TABLES = {"projects", "runs", "spans", "approvals", "audit_log", "change_log", "agentdesk_meta"}
+SIGNATURE_TABLES = frozenset({"agentdesk_meta", "audit_log", "change_log", "alembic_version"})
+"""Tables only an agentdesk store has together: a file holding them all (and a schema version) is ours."""
+ALEMBIC_TABLE = "alembic_version"
+NEUTRAL_TABLES = frozenset({ALEMBIC_TABLE, "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 
 
@@ -179,33 +182,44 @@ def _open_server_store(url: str, *, create: bool, read_only: bool) -> Store:
 
 
 def _check_existing_file(path: Path, busy_timeout_s: float) -> None:
-    """Refuse, before anything is written, a file that is not an agentdesk store."""
+    """Refuse, before anything is written, a file that is not an agentdesk store we can use.
+
+    Everything here runs on a read-only probe: even switching the journal mode to
+    WAL (which the writable engine does on connect) would change a refused file.
+    """
     try:
         if not sqlite.looks_like_sqlite(path):
             raise StoreUnavailable(f"{path} is not a SQLite database, so it cannot be an agentdesk store.")
         conn = sqlite.open_probe(path, busy_timeout_s)
         try:
             tables = set(sqlite.table_names(conn))
+            version = sqlite.alembic_version(conn) if ALEMBIC_TABLE in tables else None
         finally:
             conn.close()
     except PermissionError as exc:
         raise StoreUnavailable(f"{path} cannot be read: permission denied.") from exc
     except sqlite3.DatabaseError as exc:
         raise StoreUnavailable(f"{path} is not a readable SQLite database ({exc}).") from exc
-    if tables and not (tables & OUR_TABLES):
-        shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
+    meaningful = tables - NEUTRAL_TABLES
+    if meaningful and (version is None or not SIGNATURE_TABLES <= tables):
+        shown = ", ".join(sorted(meaningful)[:6]) + (", ..." if len(meaningful) > 6 else "")
         raise StoreUnavailable(
             f"{path} is a SQLite database of another schema (tables: {shown}), not an agentdesk store.")
+    _refuse_unknown_revision(version, str(path))
+
+
+def _refuse_unknown_revision(version: str | None, name: str) -> None:
+    if version is not None and version not in known_revisions():
+        raise StoreUnavailable(
+            f"The store {name} was written by a newer agentdesk (schema {version}); this version "
+            f"understands up to {head_revision()}. Nothing was changed.")
 
 
 def _migrate(engine: Engine, url: str, *, upgrade: bool) -> str | None:
     head = head_revision()
     with engine.connect() as conn:
         current = MigrationContext.configure(conn).get_current_revision()
-    if current is not None and current not in known_revisions():
-        raise StoreUnavailable(
-            f"The store {sqlite.path_of(url) or url} was written by a newer agentdesk "
-            f"(schema {current}); this version understands up to {head}. Nothing was changed.")
+    _refuse_unknown_revision(current, str(sqlite.path_of(url) or url))
     if current == head:
         return current
     if not upgrade:

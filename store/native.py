@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlalchemy import func, select
+
 from . import commands
 from . import readmodel as rm
 from .audit import ChainReport, verify_chain
 from .bus import ChangeBus
 from .database import Store, open_store
 from .queries import NativeQueries
-from .source import Capability
+from .schema import RunRow, SpanRow
+from .source import Capability, SourceDescriptor
 from .watcher import ChangeWatcher
 
 NATIVE_CAPABILITIES = frozenset(Capability)
@@ -32,8 +35,19 @@ class NativeSource(NativeQueries):
         return self.store.bus
 
     @property
+    def descriptor(self) -> SourceDescriptor:
+        return SourceDescriptor("agentdesk", self.store.display_name, self.store.read_only,
+                                self.store.schema_version)
+
+    @property
     def capabilities(self) -> frozenset[Capability]:
         return frozenset() if self.store.read_only else NATIVE_CAPABILITIES
+
+    def why_not(self, capability: Capability) -> str:
+        """Why a command is unavailable, for a disabled button's tooltip ("" when it is available)."""
+        if capability in self.capabilities:
+            return ""
+        return "The store is open read-only."
 
     def info(self) -> rm.StoreInfo:
         return self.store.info()
@@ -53,6 +67,14 @@ class NativeSource(NativeQueries):
             self._watcher.stop()
             self._watcher = None
         self.store.close()
+
+    def showcase_run(self) -> str | None:
+        """The run most worth showing first (most spans among the newest runs): screenshots and first start."""
+        recent = select(RunRow.id).order_by(RunRow.started_at.desc()).limit(200).scalar_subquery()
+        with self.store.reading() as session:
+            return session.execute(
+                select(SpanRow.run_id).where(SpanRow.run_id.in_(recent)).group_by(SpanRow.run_id)
+                .order_by(func.count().desc()).limit(1)).scalar()
 
     def verify(self) -> ChainReport:
         with self.store.reading() as session:

@@ -73,12 +73,28 @@ class Location:
     span_id: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SourceDescriptor:
+    """What a source is, cheaply: shown in the title and status bar, and by `agentdesk info`."""
+
+    kind: str
+    """`agentdesk`, or the foreign runtime that wrote the database (lensagent, stageflow, ...)."""
+    location: str
+    read_only: bool
+    schema_version: str | None
+    notes: str = ""
+    """What this source cannot keep in step or does not have, in one sentence for the operator."""
+
+
 @runtime_checkable
 class Source(Protocol):
     bus: ChangeBus
 
     @property
+    def descriptor(self) -> SourceDescriptor: ...
+    @property
     def capabilities(self) -> frozenset[Capability]: ...
+    def why_not(self, capability: Capability) -> str: ...
     def info(self) -> rm.StoreInfo: ...
 
     def projects(self) -> list[rm.Project]: ...

@@ -36,8 +36,13 @@ def looks_like_sqlite(path: Path) -> bool:
         return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
 
 
-def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float) -> Engine:
-    """An engine on one SQLite file; read-only opens use the `mode=ro` URI plus query_only."""
+def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float,
+                         manage_journal: bool = True) -> Engine:
+    """An engine on one SQLite file; read-only opens use the `mode=ro` URI plus query_only.
+
+    `manage_journal=False` is for other runtimes' databases: their journal mode is theirs
+    (it persists in the file), so we never change it.
+    """
     timeout_ms = int(busy_timeout_s * 1000)
 
     def connect() -> sqlite3.Connection:
@@ -48,8 +53,8 @@ def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float) 
         conn.execute("PRAGMA foreign_keys=ON")
         if read_only:
             conn.execute("PRAGMA query_only=ON")
-        else:
-            # WAL lets the GUI read while a runtime writes; it persists, so this is cheap after the first time.
+        elif manage_journal:
+            # WAL lets the GUI read while a runtime writes; it persists, so later opens are cheap.
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
         return conn
@@ -78,6 +83,11 @@ def open_probe(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
 
 def data_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def alembic_version(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("SELECT version_num FROM alembic_version LIMIT 1").fetchone()
+    return None if row is None else str(row[0])
 
 
 def table_names(conn: sqlite3.Connection) -> list[str]:

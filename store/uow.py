@@ -12,9 +12,9 @@ import json
 import time
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert
+from sqlalchemy import CursorResult, insert
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -56,6 +56,7 @@ class UnitOfWork:
             if exc_type is not None:
                 session.rollback()
                 self._changes.clear()
+                _translate(exc, self.store.url)
                 return
             published = self._write_change_log()
             session.commit()
@@ -93,3 +94,16 @@ class UnitOfWork:
 def guard(condition: bool, error: StoreError) -> None:
     if not condition:
         raise error
+
+
+def affected(result: object) -> int:
+    """Rows matched by an UPDATE/DELETE: the answer to a compare-and-set."""
+    return int(cast(CursorResult[Any], result).rowcount or 0)
+
+
+def _translate(exc: BaseException | None, url: str) -> None:
+    """Lock and constraint failures inside the body become the store's typed errors."""
+    if isinstance(exc, OperationalError):
+        raise StoreUnavailable(describe_operational_error(exc, url)) from exc
+    if isinstance(exc, IntegrityError):
+        raise InvalidInput(f"The store refused the write: {exc.orig}.") from exc

@@ -1,10 +1,16 @@
 """Turns other processes' commits into bus events.
 
-On SQLite a dedicated connection polls `PRAGMA data_version`, which moves only
-when another connection committed; the change log is read only then. Elsewhere
-the watcher polls the change log's high-water mark. Each poll publishes at most
-one coalesced batch, so a runtime writing ten thousand changes a second costs a
-subscriber one callback per poll interval.
+On SQLite a dedicated read-only connection polls `PRAGMA data_version`, which
+moves only when another connection committed (verified for WAL and for commits
+from other processes); the change log is read only then. Elsewhere the watcher
+polls the change log's high-water mark. Each poll publishes at most one
+coalesced batch, so a runtime writing ten thousand changes a second costs a
+subscriber one callback per poll interval, and an idle store costs one cheap
+pragma per interval (no busy loop: the thread sleeps on an event).
+
+When the watcher cannot follow the feed exactly (the log was pruned past its
+high-water mark, it fell too far behind, or the feed went backwards because the
+file was replaced) it publishes one `reset` change: subscribers reload.
 """
 
 from __future__ import annotations
@@ -14,7 +20,6 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 
 from sqlalchemy import func, select
 
@@ -26,14 +31,20 @@ from .schema import ChangeRow
 log = logging.getLogger(__name__)
 
 DEFAULT_POLL_INTERVAL_S = 0.025
-READ_BATCH = 20_000
+"""Measured by bench/bus_latency.py: p99 commit→callback well under 100 ms, idle cost far below 1% of a core."""
+READ_BATCH = 5_000
+MAX_CATCH_UP = 50_000
+"""Further behind than this, reloading is cheaper for subscribers than replaying: publish a reset."""
+MAX_BACKOFF_S = 2.0
 
 
 class ChangeWatcher:
     """Background thread publishing foreign changes on `store.bus`.
 
     `include_own` is for tools like `agentdesk watch` that want every change,
-    including those written through the same Store object.
+    including those written through the same Store object. `healthy` is False
+    until started and whenever the last poll failed; `high_water` is the last
+    change-log seq read.
     """
 
     def __init__(self, store: Store, *, poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
@@ -45,17 +56,23 @@ class ChangeWatcher:
         self.high_water = 0
         self.last_change_at: float | None = None
         self.healthy = False
+        self.resets = 0
         self._stop = threading.Event()
+        self._poll_lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._probe: sqlite3.Connection | None = None
         self._last_version: int | None = None
+        self._failures = 0
 
     def start(self, from_seq: int | None = None) -> ChangeWatcher:
+        """Start after the current end of the feed (or after `from_seq`)."""
+        if self._thread is not None:
+            return self
+        # Probe first, then read the high-water mark: a commit landing in between
+        # moves data_version, so the first poll picks it up instead of losing it.
+        self._open_probe()
         self.high_water = self._current_max_seq() if from_seq is None else from_seq
-        path = self.store.path
-        if path is not None:
-            self._probe = sqlite.open_probe(path, 5.0)
-            self._last_version = sqlite.data_version(self._probe)
+        self.healthy = True
         self._thread = threading.Thread(target=self._run, name="agentdesk-watcher", daemon=True)
         self._thread.start()
         return self
@@ -63,56 +80,99 @@ class ChangeWatcher:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=2)
+            self._thread.join(timeout=5)
+            self._thread = None
         if self._probe is not None:
-            self._probe.close()
+            self._probe.close()  # the thread has exited (or is wedged in I/O: closing is still safe)
+            self._probe = None
+        self.healthy = False
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _open_probe(self) -> None:
+        path = self.store.path
+        if path is not None and self._probe is None:
+            self._probe = sqlite.open_probe(path, 5.0)
+            self._last_version = sqlite.data_version(self._probe)
 
     def _run(self) -> None:
-        moved: Callable[[], bool] = self._data_version_moved if self._probe else self._max_seq_moved
-        while not self._stop.wait(self.poll_interval_s):
+        while not self._stop.wait(self._next_wait()):
             try:
-                if moved():
+                self._open_probe()
+                if self._moved():
                     self.poll_once()
+            except Exception as exc:  # keep watching: a locked or busy moment must not kill live updates
+                self._failed(exc)
+            else:
+                if self._failures:
+                    log.info("change watcher recovered after %d failed polls", self._failures)
+                self._failures = 0
                 self.healthy = True
-            except Exception:  # keep watching: a locked or busy moment must not kill live updates
-                self.healthy = False
-                log.exception("change watcher poll failed")
 
-    def _data_version_moved(self) -> bool:
-        assert self._probe is not None
+    def _next_wait(self) -> float:
+        if not self._failures:
+            return self.poll_interval_s
+        return min(MAX_BACKOFF_S, self.poll_interval_s * 2 ** min(self._failures, 10))
+
+    def _failed(self, exc: Exception) -> None:
+        self.healthy = False
+        self._failures += 1
+        if self._failures == 1:
+            log.warning("change watcher poll failed; retrying with back-off", exc_info=exc)
+        if self._probe is not None:  # the file may have been replaced or the handle broken
+            self._probe.close()
+            self._probe = None
+            self._last_version = None
+
+    def _moved(self) -> bool:
+        if self._probe is None:
+            return self._current_max_seq() != self.high_water
         version = sqlite.data_version(self._probe)
         if version != self._last_version:
             self._last_version = version
             return True
         return False
 
-    def _max_seq_moved(self) -> bool:
-        return self._current_max_seq() != self.high_water
-
     def _current_max_seq(self) -> int:
         with self.store.reading() as session:
             return int(session.execute(select(func.max(ChangeRow.seq))).scalar() or 0)
 
     def poll_once(self) -> int:
-        """Read everything past the high-water mark and publish it as one batch."""
+        """Read everything past the high-water mark and publish it as one batch; returns its size."""
+        with self._poll_lock:
+            changes = self._read_new()
+            if changes:
+                self.last_change_at = time.time()
+                self.bus.publish(changes)
+            return len(changes)
+
+    def _read_new(self) -> list[Change]:
+        C = ChangeRow
+        columns = (C.seq, C.at, C.origin, C.entity, C.op, C.entity_id, C.parents, C.revision)
         changes: list[Change] = []
-        with self.store.reading() as session:
-            lowest = session.execute(select(func.min(ChangeRow.seq))).scalar()
-            if lowest is not None and lowest > self.high_water + 1 and self.high_water > 0:
-                changes.append(Change("*", RESET, "*", at=time.time()))  # the feed was pruned past us
+        with self.store.reading() as session:  # one snapshot: gap check and rows agree
+            lowest, highest = session.execute(select(func.min(C.seq), func.max(C.seq))).one()
+            if highest is None or highest == self.high_water:
+                return []
+            if self._lost_track(lowest, highest):
+                self.high_water = highest
+                self.resets += 1
+                return [Change("*", RESET, "*", seq=highest, at=time.time())]
             while True:
-                rows = session.execute(
-                    select(ChangeRow).where(ChangeRow.seq > self.high_water)
-                    .order_by(ChangeRow.seq).limit(READ_BATCH)).scalars().all()
-                for row in rows:
-                    self.high_water = row.seq
-                    if row.origin == self.store.origin and not self.include_own:
-                        continue
-                    changes.append(Change(row.entity, row.op, row.entity_id, json.loads(row.parents),
-                                          row.revision, row.seq, row.origin, row.at))
+                rows = session.execute(select(*columns).where(C.seq > self.high_water)
+                                       .order_by(C.seq).limit(READ_BATCH)).all()
+                for seq, at, origin, entity, op, entity_id, parents, revision in rows:
+                    self.high_water = seq
+                    if origin != self.store.origin or self.include_own:
+                        changes.append(Change(entity, op, entity_id, json.loads(parents), revision, seq,
+                                              origin, at))
                 if len(rows) < READ_BATCH:
-                    break
-        if changes:
-            self.last_change_at = time.time()
-            self.bus.publish(changes)
-        return len(changes)
+                    return changes
+
+    def _lost_track(self, lowest: int, highest: int) -> bool:
+        pruned_past_us = lowest > self.high_water + 1
+        went_backwards = highest < self.high_water
+        too_far_behind = highest - self.high_water > MAX_CATCH_UP
+        return pruned_past_us or went_backwards or too_far_behind

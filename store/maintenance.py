@@ -1,0 +1,73 @@
+"""Housekeeping that keeps a long-lived store small: pruning the change log.
+
+The change log only exists so watchers in other processes can follow commits;
+once every watcher has read a row it is dead weight. Pruning keeps a window
+(by age and by count) and never deletes the newest row: SQLite hands out
+`max(seq) + 1` for a plain INTEGER PRIMARY KEY, so an emptied log would restart
+at 1 and watchers would mistake new changes for ones they already read. A
+watcher that fell behind the pruned window notices the gap and publishes a
+reset instead of silently missing changes.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from .audit import AuditAppender
+from .database import Store, describe_operational_error
+from .errors import InvalidInput, ReadOnlyStore, StoreUnavailable
+from .schema import ChangeRow
+
+DEFAULT_KEEP_SECONDS = 24 * 3600.0
+DEFAULT_KEEP_ROWS = 100_000
+DELETE_CHUNK = 50_000
+"""Rows per transaction, so pruning a huge backlog never holds the write lock for long."""
+
+
+def prune_change_log(store: Store, *, keep_seconds: float | None = DEFAULT_KEEP_SECONDS,
+                     keep_rows: int = DEFAULT_KEEP_ROWS, actor: str = "agentdesk",
+                     now: float | None = None) -> int:
+    """Delete change-log rows older than `keep_seconds` and outside the newest `keep_rows`.
+
+    A row survives if either rule keeps it; `keep_seconds=None` prunes by count only.
+    Returns how many rows were deleted.
+    """
+    if store.read_only:
+        raise ReadOnlyStore(f"The store {store.display_name} is open read-only.")
+    if keep_rows < 1:
+        raise InvalidInput("Pruning must keep at least the newest change (keep_rows >= 1).")
+    cutoff = None if keep_seconds is None else (time.time() if now is None else now) - keep_seconds
+    total = 0
+    try:
+        while True:
+            deleted = _prune_chunk(store, cutoff, keep_rows, actor)
+            total += deleted
+            if deleted < DELETE_CHUNK:
+                return total
+    except OperationalError as exc:
+        raise StoreUnavailable(describe_operational_error(exc, store.url)) from exc
+
+
+def _prune_chunk(store: Store, cutoff: float | None, keep_rows: int, actor: str) -> int:
+    """Delete one chunk from the *front* of the log: pruning never leaves holes a watcher could miss."""
+    C = ChangeRow
+    with Session(store.write_engine) as session, session.begin():
+        lowest, highest = session.execute(select(func.min(C.seq), func.max(C.seq))).one()
+        if highest is None:
+            return 0
+        last = min(highest - keep_rows, lowest + DELETE_CHUNK - 1)
+        if cutoff is not None:
+            first_young = session.execute(select(C.seq).where(C.at >= cutoff).order_by(C.seq).limit(1)).scalar()
+            if first_young is not None:
+                last = min(last, first_young - 1)
+        if last < lowest:
+            return 0
+        deleted = int(session.execute(delete(C).where(C.seq <= last)  # type: ignore[attr-defined]
+                                      .execution_options(synchronize_session=False)).rowcount or 0)
+        AuditAppender(session).append(actor, "changelog.prune", "change_log", str(last),
+                                      {"deleted": deleted, "through_seq": last, "cutoff": cutoff})
+        return deleted
