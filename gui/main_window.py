@@ -181,4 +181,5 @@ class MainWindow(QMainWindow):
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
         self.settings.sync()
+        self.context_editor.shutdown()
         super().closeEvent(event)

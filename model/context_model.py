@@ -1,26 +1,15 @@
-"""One agent's context window as a Qt tree: turn groups, their items, and what compactions replaced.
+"""One agent's context window as a Qt tree model (see `context_tree` for its shape).
 
-Shape (a tree rather than a flat table with header rows, because compactions nest):
-
-    Turn 1                      group row: Visible acts on the whole group
-      message · user · "The settlement test …"
-    Compaction                  the group a compaction created
-      summary · system · "…"    the summary item; its children are the items it replaced,
-        result · tool · …       greyed and without toggles (the model no longer sees them)
-
-A group appears where its first uncovered item sits; a group whose items are all
-covered appears only through the summary that replaced them. The cache holds plain
-values (read-model dataclasses plus precomputed previews). It only changes when a
-reload arrives — commands go to the store through the runner and the bus event
-brings the result back — and a reload is applied as exact remove/insert/dataChanged
-calls, so selection and expansion survive other writers' changes.
+The cache only changes when a reload arrives: commands go to the store through
+the runner, and the bus event (or the command's completion) reloads. A reload is
+applied as exact remove/insert/dataChanged calls per parent, so selection and
+expansion survive other writers' changes.
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +28,7 @@ from store import readmodel as rm
 from store.bus import RESET, Change
 from store.source import Capability
 
+from .context_tree import GROUP_LABELS, KIND_LABELS, GroupRow, ItemRow, Node, build_tree, tooltip_text
 from .runner import Latest, OnDone, OnError
 from .services import Services
 
@@ -54,114 +44,18 @@ NodeTypeRole = Qt.ItemDataRole.UserRole + 2
 AddedAfterRole = Qt.ItemDataRole.UserRole + 3
 CoveredRole = Qt.ItemDataRole.UserRole + 4
 
-KIND_LABELS = {"message": "message", "tool_calls": "tool call", "result": "result", "compaction": "summary"}
 KIND_COLOURS = {"message": "#5b8def", "tool_calls": "#e0a030", "result": "#2fa38b", "compaction": "#8e6bd8"}
 MUTED = QColor("#8b949e")
-ADDED_AFTER = QColor(240, 160, 32, 60)
-PREVIEW_CHARS = 160
+ADDED_AFTER = QColor(240, 160, 32, 70)
+NO_PARENT = QModelIndex()
 RELOAD_DEBOUNCE_MS = 40
-
-
-def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """The first non-blank line, whitespace collapsed; never scans more than a few KB."""
-    head = text[: limit * 8]
-    first = next((line for line in head.splitlines() if line.strip()), "")
-    flat = " ".join(first.split())
-    more = len(flat) > limit or len(head) < len(text) or "\n" in head.strip()
-    return (flat[:limit].rstrip() + " …") if more else flat
-
-
-def tooltip_text(text: str, limit: int = 600) -> str:
-    """Agent text for a tooltip: escaped and forced to rich text so entities show literally."""
-    clipped = text[:limit] + (" …" if len(text) > limit else "")
-    return f"<p style='white-space:pre-wrap'>{html.escape(clipped)}</p>"
-
-
-@dataclass(frozen=True, slots=True)
-class ItemRow:
-    item: rm.ContextItem
-    preview: str
-    covered: bool
-    added_after: bool
-    replaces: int = 0
-    """For a summary item: how many items it replaced."""
-
-
-@dataclass(frozen=True, slots=True)
-class GroupRow:
-    group: rm.ContextGroup
-    items: int
-    tokens: int
-    visible: Qt.CheckState
-    has_covered: bool
-    has_locked: bool
-    added_after: bool
-
-
-@dataclass(eq=False)
-class Node:
-    key: tuple[str, str]
-    value: ItemRow | GroupRow | None
-    parent: Node | None = None
-    children: list[Node] = field(default_factory=list)
-    row: int = 0
-
-    def adopt(self, child: Node) -> None:
-        child.parent, child.row = self, len(self.children)
-        self.children.append(child)
-
-    def renumber(self) -> None:
-        for n, child in enumerate(self.children):
-            child.row = n
-
-
-def build_tree(ctx: rm.AgentContext, as_of: datetime | None) -> Node:
-    """Groups in order of their first uncovered item; covered items under the summary that replaced them."""
-    root = Node(("root", ""), None)
-    live = {c.id: c.summary_item_id for c in ctx.compactions if c.undone_at is None}
-    nodes = {i.id: Node(("item", i.id), None) for i in ctx.items}
-    groups: dict[str, Node] = {}
-    covered_in_group: set[str] = set()
-    for item in ctx.items:
-        summary = nodes.get(live.get(item.compaction_id or "", ""))
-        if summary is not None:
-            summary.adopt(nodes[item.id])
-            covered_in_group.add(item.group_id)
-            continue
-        if item.group_id not in groups:
-            groups[item.group_id] = Node(("group", item.group_id), None)
-            root.adopt(groups[item.group_id])
-        groups[item.group_id].adopt(nodes[item.id])
-    items = {i.id: i for i in ctx.items}
-    for item in ctx.items:
-        node = nodes[item.id]
-        node.value = ItemRow(item, preview(item.content), node.parent is not None and node.parent.key[0] == "item",
-                             _after(item.created_at, as_of), len(node.children))
-    by_id = {g.id: g for g in ctx.groups}
-    for gid, node in groups.items():
-        node.value = _group_row(by_id[gid], [items[c.key[1]] for c in node.children], gid in covered_in_group,
-                                as_of)
-    return root
-
-
-def _after(created: datetime | None, as_of: datetime | None) -> bool:
-    return as_of is not None and created is not None and created > as_of
-
-
-def _group_row(group: rm.ContextGroup, items: list[rm.ContextItem], has_covered: bool,
-               as_of: datetime | None) -> GroupRow:
-    shown = sum(i.visible for i in items)
-    state = (Qt.CheckState.Checked if shown == len(items) else
-             Qt.CheckState.Unchecked if shown == 0 else Qt.CheckState.PartiallyChecked)
-    return GroupRow(group, len(items), sum(i.token_estimate for i in items if i.visible), state, has_covered,
-                    any(i.locked for i in items), bool(items) and all(_after(i.created_at, as_of) for i in items))
 
 
 class ContextModel(QAbstractItemModel):
     reloaded = Signal()
     """A snapshot was applied (also after the first load of an agent)."""
-    command_failed = Signal(object)
-    """A store command failed and no `on_error` was given: the exception."""
+    command_failed = Signal(object, int)
+    """A command without its own `on_error` failed: the exception and the context revision it started from."""
     load_failed = Signal(str)
 
     def __init__(self, services: Services, parent: QObject | None = None) -> None:
@@ -179,7 +73,14 @@ class ContextModel(QAbstractItemModel):
         self._italic.setItalic(True)
         self._timer = QTimer(self, singleShot=True, interval=RELOAD_DEBOUNCE_MS)
         self._timer.timeout.connect(self.reload)
+        self._closed = False
         services.bridge.changes.connect(self._on_changes)
+
+    def close(self) -> None:
+        """Stop reloading (before the services shut down); the model keeps what it shows."""
+        self._closed = True
+        self._timer.stop()
+        self._latest.cancel()
 
     # -- what is shown ---------------------------------------------------------------------
     @property
@@ -196,6 +97,7 @@ class ContextModel(QAbstractItemModel):
 
     def set_agent(self, agent_id: str | None, as_of: datetime | None = None) -> None:
         self._latest.cancel()
+        self._timer.stop()
         self.beginResetModel()
         self._agent_id, self._snapshot, self._as_of = agent_id, None, _aware(as_of)
         self._root, self._by_key = Node(("root", ""), None), {}
@@ -208,7 +110,7 @@ class ContextModel(QAbstractItemModel):
             self._timer.start()
 
     def reload(self) -> None:
-        if self._agent_id is None:
+        if self._agent_id is None or self._closed:
             return
         self._latest.submit(self._services.source.context, self._agent_id, on_done=self._apply,
                             on_error=lambda exc: self.load_failed.emit(str(exc)))
@@ -251,8 +153,13 @@ class ContextModel(QAbstractItemModel):
         return [c.key[1] for c in node.children] if node is not None else []
 
     # -- commands: through the runner; the cache changes only when the reload arrives --------
-    def can(self, capability: Capability) -> bool:
-        return capability in self._services.source.capabilities
+    def cannot(self, capability: Capability) -> str | None:
+        """Why the source refuses this command (for a disabled control's tooltip), or None if it can."""
+        source = self._services.source
+        if capability in source.capabilities:
+            return None
+        why = getattr(source, "why_not", None)
+        return (why(capability) if why else "") or "This source does not support that."
 
     def set_group_visible(self, group_id: str, visible: bool, on_done: OnDone | None = None,
                           on_error: OnError | None = None) -> bool:
@@ -268,14 +175,14 @@ class ContextModel(QAbstractItemModel):
         item = self.item(item_id)
         if item is None:
             return False
-        self._submit(self._services.source.set_item_locked, item_id, locked, item.revision, self._services.actor,
-                     on_done=on_done, on_error=on_error)
+        self._submit(self._services.source.set_item_locked, item_id, locked, item.revision,
+                     self._services.actor, on_done=on_done, on_error=on_error)
         return True
 
     def edit_item(self, item_id: str, content: str, expected_revision: int, on_done: OnDone | None = None,
                   on_error: OnError | None = None) -> None:
-        self._submit(self._services.source.edit_item, item_id, content, expected_revision, self._services.actor,
-                     on_done=on_done, on_error=on_error)
+        self._submit(self._services.source.edit_item, item_id, content, expected_revision,
+                     self._services.actor, on_done=on_done, on_error=on_error)
 
     def compact(self, item_ids: Sequence[str], summary: str, focus: str, expected_context_revision: int,
                 on_done: OnDone | None = None, on_error: OnError | None = None) -> None:
@@ -295,9 +202,14 @@ class ContextModel(QAbstractItemModel):
             if on_done is not None:
                 on_done(result)
 
+        basis = self._snapshot.context_revision if self._snapshot else 0
+
         def failed(exc: BaseException) -> None:
             self.schedule_reload()
-            (on_error or self.command_failed.emit)(exc)
+            if on_error is not None:
+                on_error(exc)
+            else:
+                self.command_failed.emit(exc, basis)
 
         self._services.runner.submit(fn, *args, on_done=done, on_error=failed)
 
@@ -331,7 +243,8 @@ class ContextModel(QAbstractItemModel):
                                       self.createIndex(node.row, len(HEADERS) - 1, node))
             self._sync(node, self.createIndex(node.row, 0, node), new.children)
 
-    def _remove_stale(self, parent: Node, parent_index: QModelIndex, order: dict[tuple[str, str], int]) -> None:
+    def _remove_stale(self, parent: Node, parent_index: QModelIndex,
+                      order: dict[tuple[str, str], int]) -> None:
         last, doomed = -1, []
         for node in parent.children:  # survivors must keep their relative order; others go
             pos = order.get(node.key, -1)
@@ -360,7 +273,7 @@ class ContextModel(QAbstractItemModel):
     def _node(self, index: Index) -> Node:
         return index.internalPointer() if index.isValid() else self._root  # type: ignore[return-value]
 
-    def index(self, row: int, column: int, parent: Index = QModelIndex()) -> QModelIndex:
+    def index(self, row: int, column: int, parent: Index = NO_PARENT) -> QModelIndex:
         node = self._node(parent)
         if parent.isValid() and parent.column() != 0:
             return QModelIndex()
@@ -368,7 +281,7 @@ class ContextModel(QAbstractItemModel):
             return self.createIndex(row, column, node.children[row])
         return QModelIndex()
 
-    def parent(self, index: Index = QModelIndex()) -> QModelIndex:  # type: ignore[override]
+    def parent(self, index: Index = NO_PARENT) -> QModelIndex:  # type: ignore[override]
         if not index.isValid():
             return QModelIndex()
         up = self._node(index).parent
@@ -376,12 +289,12 @@ class ContextModel(QAbstractItemModel):
             return QModelIndex()
         return self.createIndex(up.row, 0, up)
 
-    def rowCount(self, parent: Index = QModelIndex()) -> int:
+    def rowCount(self, parent: Index = NO_PARENT) -> int:
         if parent.isValid() and parent.column() != 0:
             return 0
         return len(self._node(parent).children)
 
-    def columnCount(self, parent: Index = QModelIndex()) -> int:
+    def columnCount(self, parent: Index = NO_PARENT) -> int:
         return len(HEADERS)
 
     def headerData(self, section: int, orientation: Qt.Orientation,
@@ -400,9 +313,9 @@ class ContextModel(QAbstractItemModel):
         column = index.column()
         if column not in (VISIBLE, LOCKED):
             return base
-        if self.toggle_refusal(index) is not None:
-            return Qt.ItemFlag.ItemIsSelectable if self.data(index, Qt.ItemDataRole.CheckStateRole) is not None \
-                else base
+        if self.toggle_refusal(index) is not None:  # a toggle that cannot be used looks disabled
+            has_box = self.data(index, Qt.ItemDataRole.CheckStateRole) is not None
+            return Qt.ItemFlag.ItemIsSelectable if has_box else base
         return base | Qt.ItemFlag.ItemIsUserCheckable
 
     def toggle_refusal(self, index: Index) -> str | None:
@@ -412,15 +325,11 @@ class ContextModel(QAbstractItemModel):
             group = self.group(value.item.group_id) if isinstance(value, ItemRow) else value
             if isinstance(value, ItemRow) and value.covered:
                 return "Replaced by the compaction summary above; undo the compaction to bring it back."
-            if not self.can(Capability.SET_VISIBILITY):
-                return "This source cannot change visibility."
-            return _visibility_refusal(group)
+            return self.cannot(Capability.SET_VISIBILITY) or _visibility_refusal(group)
         if index.column() == LOCKED:
             if not isinstance(value, ItemRow) or value.covered:
                 return "Only items in the context can be locked."
-            if not self.can(Capability.LOCK):
-                return "This source cannot lock items."
-            return None
+            return self.cannot(Capability.LOCK)
         return "Not a toggle."
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -434,7 +343,8 @@ class ContextModel(QAbstractItemModel):
         return None
 
     def setData(self, index: Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
-        if role != Qt.ItemDataRole.CheckStateRole or not (self.flags(index) & Qt.ItemFlag.ItemIsUserCheckable):
+        checkable = self.flags(index) & Qt.ItemFlag.ItemIsUserCheckable
+        if role != Qt.ItemDataRole.CheckStateRole or not checkable:
             return False
         checked = Qt.CheckState(value) == Qt.CheckState.Checked
         row = self.row_value(index)
@@ -465,7 +375,8 @@ class ContextModel(QAbstractItemModel):
         item = row.item
         if column == KIND:
             label = KIND_LABELS.get(item.kind, item.kind)
-            return f"{label} ({row.replaces} replaced)" if row.replaces else label
+            label = f"{label} of {row.replaces}" if row.replaces else label
+            return f"{label} · later" if row.added_after else label
         if column == ROLE:
             return item.role or ""
         if column == PREVIEW:
@@ -488,7 +399,8 @@ class ContextModel(QAbstractItemModel):
     def _group_text(self, row: GroupRow, column: int) -> str | None:
         group = row.group
         if column == KIND:
-            return "Compaction" if group.kind == "compaction" else f"{group.kind.capitalize()} {group.ordinal}"
+            label = GROUP_LABELS.get(group.kind, group.kind.capitalize())
+            return "Compaction" if group.kind == "compaction" else f"{label} {group.ordinal}"
         if column == PREVIEW:
             count = f"{row.items} item{'s' if row.items != 1 else ''}"
             return count if row.visible != Qt.CheckState.Unchecked else f"{count} · hidden from the model"

@@ -38,9 +38,14 @@ class StoreRunner(QObject):
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agentdesk-store")
         self._completed.connect(self._deliver)
         self._in_flight = 0
+        self._closed = False
 
     def submit(self, fn: Callable[..., T], *args: Any, on_done: OnDone | None = None,
                on_error: OnError | None = None) -> Future[T]:
+        if self._closed:  # a late timer after the window closed: nothing left to answer to
+            future: Future[T] = Future()
+            future.cancel()
+            return future
         self._in_flight += 1
         self.busy_changed.emit(self._in_flight)
         future = self._pool.submit(fn, *args)
@@ -78,6 +83,7 @@ class StoreRunner(QObject):
         return self._in_flight
 
     def shutdown(self) -> None:
+        self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 

@@ -15,14 +15,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import platformdirs
+from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, func, select
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
-
-from alembic import command
 
 from . import sqlite
 from .bus import ChangeBus
@@ -201,7 +200,7 @@ def _check_existing_file(path: Path, busy_timeout_s: float) -> None:
     except sqlite3.DatabaseError as exc:
         raise StoreUnavailable(f"{path} is not a readable SQLite database ({exc}).") from exc
     meaningful = tables - NEUTRAL_TABLES
-    if meaningful and (version is None or not SIGNATURE_TABLES <= tables):
+    if meaningful and (version is None or not tables >= SIGNATURE_TABLES):
         shown = ", ".join(sorted(meaningful)[:6]) + (", ..." if len(meaningful) > 6 else "")
         raise StoreUnavailable(
             f"{path} is a SQLite database of another schema (tables: {shown}), not an agentdesk store.")

@@ -21,6 +21,7 @@ from .audit import AuditAppender
 from .database import Store, describe_operational_error
 from .errors import InvalidInput, ReadOnlyStore, StoreUnavailable
 from .schema import ChangeRow
+from .uow import affected
 
 DEFAULT_KEEP_SECONDS = 24 * 3600.0
 DEFAULT_KEEP_ROWS = 100_000
@@ -61,13 +62,14 @@ def _prune_chunk(store: Store, cutoff: float | None, keep_rows: int, actor: str)
             return 0
         last = min(highest - keep_rows, lowest + DELETE_CHUNK - 1)
         if cutoff is not None:
-            first_young = session.execute(select(C.seq).where(C.at >= cutoff).order_by(C.seq).limit(1)).scalar()
+            first_young = session.execute(select(C.seq).where(C.at >= cutoff)
+                                          .order_by(C.seq).limit(1)).scalar()
             if first_young is not None:
                 last = min(last, first_young - 1)
         if last < lowest:
             return 0
-        deleted = int(session.execute(delete(C).where(C.seq <= last)  # type: ignore[attr-defined]
-                                      .execution_options(synchronize_session=False)).rowcount or 0)
+        deleted = affected(session.execute(delete(C).where(C.seq <= last)
+                                           .execution_options(synchronize_session=False)))
         AuditAppender(session).append(actor, "changelog.prune", "change_log", str(last),
                                       {"deleted": deleted, "through_seq": last, "cutoff": cutoff})
         return deleted

@@ -14,7 +14,7 @@ from .database import Store, open_store
 from .queries import NativeQueries
 from .schema import RunRow, SpanRow
 from .source import Capability, SourceDescriptor
-from .watcher import ChangeWatcher
+from .watcher import DEFAULT_POLL_INTERVAL_S, ChangeWatcher
 
 NATIVE_CAPABILITIES = frozenset(Capability)
 
@@ -54,8 +54,8 @@ class NativeSource(NativeQueries):
 
     def watch(self, poll_interval_s: float | None = None) -> ChangeWatcher:
         if self._watcher is None:
-            kwargs = {} if poll_interval_s is None else {"poll_interval_s": poll_interval_s}
-            self._watcher = ChangeWatcher(self.store, **kwargs).start()
+            interval = DEFAULT_POLL_INTERVAL_S if poll_interval_s is None else poll_interval_s
+            self._watcher = ChangeWatcher(self.store, poll_interval_s=interval).start()
         return self._watcher
 
     @property
@@ -69,7 +69,7 @@ class NativeSource(NativeQueries):
         self.store.close()
 
     def showcase_run(self) -> str | None:
-        """The run most worth showing first (most spans among the newest runs): screenshots and first start."""
+        """The run most worth showing first (most spans among the newest runs), for screenshots."""
         recent = select(RunRow.id).order_by(RunRow.started_at.desc()).limit(200).scalar_subquery()
         with self.store.reading() as session:
             return session.execute(
@@ -99,7 +99,8 @@ class NativeSource(NativeQueries):
 
     def compact(self, agent_id: str, item_ids: Sequence[str], summary: str, focus: str,
                 expected_context_revision: int, actor: str) -> str:
-        return commands.compact(self.store, agent_id, item_ids, summary, focus, expected_context_revision, actor)
+        return commands.compact(self.store, agent_id, item_ids, summary, focus, expected_context_revision,
+                                actor)
 
     def undo_compaction(self, compaction_id: str, actor: str) -> None:
         commands.undo_compaction(self.store, compaction_id, actor)

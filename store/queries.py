@@ -6,8 +6,8 @@ level (one GROUP BY for all rows of a level), never one query per row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Collection, Iterable
+from typing import Any, NoReturn
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
@@ -59,8 +59,8 @@ class NativeQueries:
             ids = [r.id for r in rows]
             pending = pending_by(s, sc.ApprovalRow.project_id, ids)
             status = statuses_by(s, sc.AgentRow.project_id, ids)
-            tasks = dict(s.execute(select(sc.TaskRow.project_id, func.count()).group_by(sc.TaskRow.project_id))
-                         .tuples().all())
+            tasks: dict[str, int] = {key: n for key, n in s.execute(
+                select(sc.TaskRow.project_id, func.count()).group_by(sc.TaskRow.project_id))}
             return [convert.project(r, status.get(r.id, "idle"), pending.get(r.id, 0), tasks.get(r.id, 0))
                     for r in rows]
 
@@ -87,8 +87,9 @@ class NativeQueries:
                              .order_by(sc.AgentRow.created_at)).scalars().all()
             ids = [r.id for r in rows]
             pending = pending_by(s, sc.ApprovalRow.agent_id, ids)
-            runs = dict(s.execute(select(sc.RunRow.agent_id, func.count()).where(sc.RunRow.agent_id.in_(ids))
-                                  .group_by(sc.RunRow.agent_id)).tuples().all())
+            runs: dict[str, int] = {key: n for key, n in s.execute(
+                select(sc.RunRow.agent_id, func.count()).where(sc.RunRow.agent_id.in_(ids))
+                .group_by(sc.RunRow.agent_id))}
             return [convert.agent(r, pending.get(r.id, 0), runs.get(r.id, 0)) for r in rows]
 
     def runs(self, agent_id: str, offset: int = 0, limit: int = 200) -> Page[rm.Run]:
@@ -128,7 +129,7 @@ class NativeQueries:
         return next(v for v in values if v.id == entity_id)
 
     @staticmethod
-    def _missing(entity: str, entity_id: str) -> Any:
+    def _missing(entity: str, entity_id: str) -> NoReturn:
         raise NotFound(f"There is no {entity} with id {entity_id}.")
 
     def locate(self, entity: str, entity_id: str) -> Location:
@@ -151,11 +152,11 @@ class NativeQueries:
                 return Location(row.project_id, row.id)
             if isinstance(row, sc.SessionRow):
                 return Location(row.project_id, row.task_id, row.id)
-            agent_id = row.id if isinstance(row, sc.AgentRow) else row.agent_id  # type: ignore[union-attr]
+            assert isinstance(row, sc.AgentRow | sc.RunRow)
+            agent_id = row.id if isinstance(row, sc.AgentRow) else row.agent_id
             chain = self._agent_chain(s, agent_id)
             run_id = row.id if isinstance(row, sc.RunRow) else None
-            return Location(row.project_id, row.task_id, row.session_id, chain, run_id,  # type: ignore[union-attr]
-                            span_id)
+            return Location(row.project_id, row.task_id, row.session_id, chain, run_id, span_id)
 
     @staticmethod
     def _agent_chain(s: Session, agent_id: str) -> tuple[str, ...]:
@@ -167,13 +168,19 @@ class NativeQueries:
                                 .where(sc.AgentRow.id == current)).scalar()
         return tuple(reversed(chain))
 
-    def span_table(self, run_id: str) -> SpanTable:
+    def span_table(self, run_id: str, span_ids: Collection[str] | None = None) -> SpanTable:
+        """A run's span columns; with `span_ids`, only those spans (a live view's changed rows)."""
         S = sc.SpanRow
+        query = select(S.id, S.parent_span_id, S.kind, S.name, S.status, S.started_at, S.ended_at,
+                       S.input_tokens, S.output_tokens, S.cost_usd).where(S.run_id == run_id)
+        wanted = list(span_ids) if span_ids is not None else None
         with self.store.reading() as s:
-            rows = s.execute(select(S.id, S.parent_span_id, S.kind, S.name, S.status, S.started_at,
-                                    S.ended_at, S.input_tokens, S.output_tokens, S.cost_usd)
-                             .where(S.run_id == run_id).order_by(S.started_at, S.id)).all()
-        cols = list(zip(*rows, strict=True)) if rows else [[] for _ in range(10)]
+            if wanted is None:
+                rows = s.execute(query.order_by(S.started_at, S.id)).all()
+            else:  # in chunks: SQLite caps the number of bound parameters
+                rows = [row for n in range(0, len(wanted), 500)
+                        for row in s.execute(query.where(S.id.in_(wanted[n:n + 500]))).all()]
+        cols: list[Any] = list(zip(*rows, strict=True)) if rows else [[] for _ in range(10)]
         return SpanTable(*[list(c) for c in cols])
 
     def span(self, span_id: str) -> rm.Span:
@@ -185,12 +192,12 @@ class NativeQueries:
 
     def sent_context(self, span_id: str) -> list[rm.SentItem]:
         """Exactly the item revisions a model call sent, in the order it sent them."""
-        L, R, I = sc.SpanContextRow, sc.ContextItemRevisionRow, sc.ContextItemRow
+        L, R, Item = sc.SpanContextRow, sc.ContextItemRevisionRow, sc.ContextItemRow
         with self.store.reading() as s:
             rows = s.execute(
-                select(L.item_id, L.item_revision, L.position, I.kind, I.role, R.content)
+                select(L.item_id, L.item_revision, L.position, Item.kind, Item.role, R.content)
                 .join(R, (R.item_id == L.item_id) & (R.revision == L.item_revision))
-                .join(I, I.id == L.item_id).where(L.span_id == span_id).order_by(L.position)).all()
+                .join(Item, Item.id == L.item_id).where(L.span_id == span_id).order_by(L.position)).all()
         return [rm.SentItem(*row) for row in rows]
 
     def approvals(self, status: str | None = "pending", limit: int = 1000) -> list[rm.Approval]:
@@ -222,16 +229,21 @@ class NativeQueries:
             groups = s.execute(select(sc.ContextGroupRow).where(sc.ContextGroupRow.agent_id == agent_id)
                                .order_by(sc.ContextGroupRow.ordinal)).scalars().all()
             items = s.execute(select(sc.ContextItemRow)
-                              .where(sc.ContextItemRow.agent_id == agent_id, sc.ContextItemRow.removed.is_(False))
+                              .where(sc.ContextItemRow.agent_id == agent_id,
+                                     sc.ContextItemRow.removed.is_(False))
                               .order_by(sc.ContextItemRow.position, sc.ContextItemRow.summary_of.is_(None),
                                         sc.ContextItemRow.created_at)).scalars().all()
             comps = s.execute(select(sc.CompactionRow).where(sc.CompactionRow.agent_id == agent_id)
                               .order_by(sc.CompactionRow.created_at)).scalars().all()
+            used = {i.group_id for i in items}  # an undone compaction's group is left empty: not shown
+            shown = [g for g in groups if g.kind != "compaction" or g.id in used]
             return rm.AgentContext(agent.id, agent.context_revision, agent.context_budget,
-                                   tuple(convert.group(g) for g in groups), tuple(convert.item(i) for i in items),
+                                   tuple(convert.group(g) for g in shown),
+                                   tuple(convert.item(i) for i in items),
                                    tuple(convert.compaction(c) for c in comps))
 
     def audit_records(self, limit: int = 100) -> list[rm.AuditRecord]:
         with self.store.reading() as s:
-            rows = s.execute(select(sc.AuditRow).order_by(sc.AuditRow.seq.desc()).limit(limit)).scalars().all()
+            rows = s.execute(select(sc.AuditRow).order_by(sc.AuditRow.seq.desc())
+                             .limit(limit)).scalars().all()
             return [convert.audit(r) for r in rows]

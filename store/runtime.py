@@ -18,7 +18,7 @@ from sqlalchemy import select, update
 from . import schema as sc
 from .commands import approval_parents, expire_overdue
 from .database import Store
-from .errors import NotFound
+from .errors import InvalidInput, NotFound
 from .ids import new_id
 from .uow import UnitOfWork
 from .validation import canonical_arguments, check_text, estimate_tokens, parse_json_arguments, payload_hash
@@ -51,7 +51,9 @@ class AgentRuntime:
     def create_task(self, project_id: str, title: str) -> str:
         tid = new_id("tsk")
         with UnitOfWork(self.store) as uow:
-            uow.session.add(sc.TaskRow(id=tid, project_id=project_id, title=title, created_at=uow.now, revision=1))
+            self._get(uow, sc.ProjectRow, project_id)
+            uow.session.add(sc.TaskRow(id=tid, project_id=project_id, title=title, created_at=uow.now,
+                                       revision=1))
             uow.record("task", "insert", tid, {"project": project_id})
             uow.audit(self.actor, "task.create", "task", tid, {"title": title})
         return tid
@@ -141,8 +143,8 @@ class AgentRuntime:
         with UnitOfWork(self.store) as uow:
             run = self._get(uow, sc.RunRow, run_id)
             span = sc.SpanRow(
-                id=span_id, run_id=run_id, parent_span_id=parent_span_id, kind=kind, name=name, status="running",
-                started_at=uow.now, attributes=json.dumps(dict(attributes or {})),
+                id=span_id, run_id=run_id, parent_span_id=parent_span_id, kind=kind, name=name,
+                status="running", started_at=uow.now, attributes=json.dumps(dict(attributes or {})),
                 input_text=check_text("span input", input_text) if input_text else None)
             uow.session.add(span)
             uow.session.flush()
@@ -152,14 +154,15 @@ class AgentRuntime:
         return span_id
 
     def _snapshot_context(self, uow: UnitOfWork, span_id: str, agent_id: str) -> int:
-        I = sc.ContextItemRow
+        Item = sc.ContextItemRow
         agent = self._get(uow, sc.AgentRow, agent_id)
         items = uow.session.execute(
-            select(I.id, I.revision).where(I.agent_id == agent_id, I.removed.is_(False), I.visible.is_(True),
-                                           I.compaction_id.is_(None))
-            .order_by(I.position, I.summary_of.is_(None), I.created_at)).all()
-        uow.session.add_all([sc.SpanContextRow(span_id=span_id, position=n, item_id=item_id, item_revision=rev)
-                             for n, (item_id, rev) in enumerate(items)])
+            select(Item.id, Item.revision)
+            .where(Item.agent_id == agent_id, Item.removed.is_(False), Item.visible.is_(True),
+                   Item.compaction_id.is_(None))
+            .order_by(Item.position, Item.summary_of.is_(None), Item.created_at)).all()
+        uow.session.add_all([sc.SpanContextRow(span_id=span_id, position=n, item_id=item_id,
+                                               item_revision=rev) for n, (item_id, rev) in enumerate(items)])
         return agent.context_revision
 
     def finish_span(self, span_id: str, status: str = "ok", output_text: str | None = None,
@@ -188,6 +191,7 @@ class AgentRuntime:
         gid = new_id("grp")
         with UnitOfWork(self.store) as uow:
             G = sc.ContextGroupRow
+            self._get(uow, sc.AgentRow, agent_id)
             last = uow.session.execute(select(G.ordinal).where(G.agent_id == agent_id)
                                        .order_by(G.ordinal.desc()).limit(1)).scalar()
             uow.session.add(G(id=gid, agent_id=agent_id, ordinal=(last or 0) + 1, kind=kind, revision=1,
@@ -200,19 +204,21 @@ class AgentRuntime:
         """Append one item at the end of the agent's context (bumps its context revision)."""
         iid = new_id("itm")
         check_text("context item", content)
-        I = sc.ContextItemRow
+        Item = sc.ContextItemRow
         with UnitOfWork(self.store) as uow:
             agent = self._get(uow, sc.AgentRow, agent_id)
-            last = uow.session.execute(select(I.position).where(I.agent_id == agent_id)
-                                       .order_by(I.position.desc()).limit(1)).scalar()
+            group = self._get(uow, sc.ContextGroupRow, group_id)
+            if group.agent_id != agent_id:
+                raise InvalidInput(f"Turn group {group_id} belongs to another agent.")
+            last = uow.session.execute(select(Item.position).where(Item.agent_id == agent_id)
+                                       .order_by(Item.position.desc()).limit(1)).scalar()
             tokens = estimate_tokens(content)
-            uow.session.add(I(id=iid, agent_id=agent_id, group_id=group_id, position=(last or 0) + 1, kind=kind,
-                              role=role, content=content, visible=True, locked=locked, revision=1,
-                              token_estimate=tokens, removed=False, created_at=uow.now))
+            uow.session.add(Item(id=iid, agent_id=agent_id, group_id=group_id, position=(last or 0) + 1,
+                                 kind=kind, role=role, content=content, visible=True, locked=locked,
+                                 revision=1, token_estimate=tokens, removed=False, created_at=uow.now))
             uow.session.flush()
             uow.session.add(sc.ContextItemRevisionRow(item_id=iid, revision=1, content=content,
                                                       token_estimate=tokens, created_at=uow.now))
-            group = self._get(uow, sc.ContextGroupRow, group_id)
             group.revision += 1
             agent.context_revision += 1
             uow.record("context_item", "insert", iid, {"agent": agent_id, "group": group_id}, 1)
@@ -237,8 +243,9 @@ class AgentRuntime:
             row = sc.ApprovalRow(
                 id=aid, tool_call_id=cid, project_id=run.project_id, task_id=run.task_id,
                 session_id=run.session_id, agent_id=run.agent_id, run_id=run_id, span_id=span_id,
-                tool_name=tool_name, arguments=args, payload_hash=payload_hash(tool_name, args), status="pending",
-                created_at=uow.now, expires_at=None if timeout_s is None else uow.now + timeout_s,
+                tool_name=tool_name, arguments=args, payload_hash=payload_hash(tool_name, args),
+                status="pending", created_at=uow.now,
+                expires_at=None if timeout_s is None else uow.now + timeout_s,
                 context_revision=agent.context_revision, revision=1)
             uow.session.add(row)
             uow.record("approval", "insert", aid, approval_parents(row), 1)
@@ -296,4 +303,5 @@ class AgentRuntime:
 
     @staticmethod
     def _run_parents(run: sc.RunRow) -> dict[str, str]:
-        return {"project": run.project_id, "task": run.task_id, "session": run.session_id, "agent": run.agent_id}
+        return {"project": run.project_id, "task": run.task_id, "session": run.session_id,
+                "agent": run.agent_id}

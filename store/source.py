@@ -88,7 +88,8 @@ class SourceDescriptor:
 
 @runtime_checkable
 class Source(Protocol):
-    bus: ChangeBus
+    @property
+    def bus(self) -> ChangeBus: ...
 
     @property
     def descriptor(self) -> SourceDescriptor: ...

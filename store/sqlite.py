@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, Pool, QueuePool
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 IMMEDIATE = "agentdesk_immediate"
@@ -59,7 +59,11 @@ def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float,
             conn.execute("PRAGMA synchronous=NORMAL")
         return conn
 
-    engine = create_engine("sqlite://", creator=connect, poolclass=NullPool if read_only else None)
+    # The URL names the file so SQLAlchemy treats it as one (a bare "sqlite://" means :memory: and gets a
+    # SingletonThreadPool: every session of a thread would share one connection, so a read nested in another
+    # read or in a write fails with "cannot start a transaction within a transaction").
+    pool: type[Pool] = NullPool if read_only else QueuePool
+    engine = create_engine(f"sqlite:///{path}", creator=connect, poolclass=pool)
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Any) -> None:

@@ -1,0 +1,152 @@
+"""The waterfall's axes: time since run start at the bottom, one indented label per lane on the left."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QFontMetrics, QPainter
+
+from model.timeline_data import ERROR, RUNNING, TimelineData
+
+from .palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
+
+log = logging.getLogger(__name__)
+
+NICE_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 3 * 3600, 6 * 3600, 12 * 3600,
+              86400)
+INDENT_PX = 12
+MAX_INDENT_LEVELS = 10
+MIN_LABEL_LANE_PX = 11.0
+
+
+def format_duration(seconds: float) -> str:
+    """A short human duration: 850 µs, 12.3 ms, 4.56 s, 2 m 05 s, 1 h 02 m."""
+    s = abs(seconds)
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} µs"
+    if s < 1:
+        return f"{s * 1e3:.1f} ms"
+    if s < 60:
+        return f"{s:.2f} s"
+    if s < 3600:
+        return f"{int(s // 60)} m {int(s % 60):02d} s"
+    return f"{int(s // 3600)} h {int(s % 3600 // 60):02d} m"
+
+
+def clock(value: float, places: int) -> str:
+    """Seconds as [h:]m:ss(.fff) or, under a minute, as seconds."""
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    if value < 60:
+        return f"{sign}{value:.{places}f} s"
+    minutes, secs = divmod(value, 60)
+    width = 3 + places if places else 2
+    text = f"{secs:0{width}.{places}f}"
+    if minutes < 60:
+        return f"{sign}{int(minutes)}:{text}"
+    hours, minutes = divmod(int(minutes), 60)
+    return f"{sign}{hours}:{minutes:02d}:{text}"
+
+
+class TimeAxis(pg.AxisItem):
+    """Seconds since the run started, stepping in seconds, minutes and hours an operator reads."""
+
+    def __init__(self, orientation: str = "bottom") -> None:
+        super().__init__(orientation)
+        self.enableAutoSIPrefix(False)
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
+        span = maxVal - minVal
+        if span <= 0 or size <= 0:
+            return []
+        target = span * 90 / size
+        if target < 1:
+            decade = 10 ** math.floor(math.log10(target))
+            step = next(m * decade for m in (1, 2, 5, 10) if m * decade >= target)
+        else:
+            step = next((s for s in NICE_STEPS if s >= target), NICE_STEPS[-1] * math.ceil(target / 86400))
+        return [(step, 0.0)]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        places = max(0, math.ceil(-math.log10(spacing))) if 0 < spacing < 1 else 0
+        return [clock(v, places) for v in values]
+
+
+class LaneAxis(pg.AxisItem):
+    """Lane names indented by depth when lanes are tall enough; else the tree's outline.
+
+    Painted directly from the layout arrays, so only the visible lanes cost anything.
+    """
+
+    def __init__(self, data: Callable[[], TimelineData | None]) -> None:
+        super().__init__("left")
+        self._data = data
+        self.text_colour = QColor("#202020")
+        self.muted_colour = QColor("#808080")
+        self.setWidth(230)
+        self.setStyle(showValues=False)
+
+    def paint(self, p: QPainter, *args: object) -> None:
+        try:
+            self._paint(p)
+        except Exception:  # a broken label must never take the window down
+            log.exception("lane labels failed to paint")
+
+    def _paint(self, p: QPainter) -> None:
+        data, view = self._data(), self.linkedView()
+        if data is None or view is None or not len(data):
+            return
+        rect = self.boundingRect()
+        top, bottom = view.viewRange()[1]
+        if bottom <= top or rect.height() <= 0:
+            return
+        lane_px = rect.height() / (bottom - top)
+        lo, hi = max(0, math.floor(top)), min(len(data), math.ceil(bottom))
+        if lo >= hi:
+            return
+        p.setPen(self.muted_colour)
+        p.drawLine(int(rect.right()) - 1, int(rect.top()), int(rect.right()) - 1, int(rect.bottom()))
+        if lane_px >= MIN_LABEL_LANE_PX:
+            self._labels(p, data, lo, hi, top, lane_px, rect)
+        else:
+            self._outline(p, data, lo, hi, top, lane_px, rect)
+
+    def _labels(self, p: QPainter, data: TimelineData, lo: int, hi: int, top: float, lane_px: float,
+                rect: QRectF) -> None:
+        metrics = QFontMetrics(p.font())
+        box = max(6, min(10, int(lane_px * 0.6)))
+        for lane in range(lo, hi):
+            y = rect.top() + (lane - top) * lane_px
+            x = rect.left() + 4 + min(int(data.depth[lane]), MAX_INDENT_LEVELS) * INDENT_PX
+            p.fillRect(QRectF(x, y + (lane_px - box) / 2, box, box), kind_colour(data.kind_names[lane]))
+            status = data.status[lane]
+            prefix = "✖ " if status == ERROR else "▶ " if status == RUNNING else ""
+            colour = QColor(ERROR_COLOUR) if status == ERROR else self.text_colour
+            if status == RUNNING:
+                colour = QColor(RUNNING_COLOUR)
+            width = rect.right() - 6 - (x + box + 4)
+            text = metrics.elidedText(prefix + data.names[lane], Qt.TextElideMode.ElideRight, int(width))
+            p.setPen(colour)
+            p.drawText(QRectF(x + box + 4, y, width, lane_px),
+                       int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+
+    def _outline(self, p: QPainter, data: TimelineData, lo: int, hi: int, top: float, lane_px: float,
+                 rect: QRectF) -> None:
+        """Too many lanes to name: draw each pixel row's shallowest depth, the tree's silhouette."""
+        rows = np.floor((np.arange(lo, hi) - top) * lane_px).astype(np.int64)
+        first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        depth = np.minimum.reduceat(data.depth[lo:hi], first)
+        p.setPen(self.muted_colour)
+        right = int(rect.right()) - 3
+        for row, level in zip(rows[first].tolist(), depth.tolist(), strict=True):
+            x = int(rect.left()) + 4 + min(level, MAX_INDENT_LEVELS) * INDENT_PX
+            y = int(rect.top()) + row
+            p.drawLine(x, y, right, y)
+        p.setPen(self.text_colour)
+        p.drawText(rect.adjusted(4, 4, -6, -4), int(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft),
+                   f"{len(data):,} spans — zoom in for names")

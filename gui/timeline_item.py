@@ -1,0 +1,282 @@
+"""One graphics item that draws every span of a run: rectangles batched per colour, culled, merged.
+
+Painting happens in device pixels: the visible lanes are one slice of the layout
+arrays (lanes are in depth-first order), the slice is culled to the visible
+time window, and when lanes are thinner than two pixels the spans of each
+pixel row are merged into blocks per colour (`pixel_blocks`). Each colour is
+then one `QPainter.drawRects` call straight from a numpy buffer. Every paint
+records its own duration in `paint_ms`, which the benchmark reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
+from shiboken6 import Shiboken
+
+from model.timeline_data import CANCELLED, ERROR, KINDS, TimelineData, pixel_blocks
+
+from .palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
+from .timeline_axes import format_duration
+
+log = logging.getLogger(__name__)
+
+ERROR_GROUP = len(KINDS)
+CANCELLED_GROUP = ERROR_GROUP + 1
+GROUP_COLOURS = [*(SPAN_KIND_COLOURS[k] for k in KINDS), ERROR_COLOUR, "#8b949e"]
+DRAW_ORDER = [*range(len(KINDS)), CANCELLED_GROUP, ERROR_GROUP]
+"""Errors last, so a merged block never hides one."""
+MERGE_GAP_PX = 2.0
+MARKER_PX = 7.0
+MIN_TEXT_LANE_PX = 13.0
+
+
+def draw_rects(p: QPainter, rects: np.ndarray) -> None:
+    """Draw an (n, 4) array of x, y, w, h in one call: QPainter reads the numpy memory as QRectF[n]."""
+    if len(rects):
+        rects = np.ascontiguousarray(rects, dtype=np.float64)
+        first: Any = Shiboken.wrapInstance(rects.ctypes.data, QRectF)
+        p.drawRects(first, len(rects))
+
+
+class SpanItem(pg.GraphicsObject):
+    """All of a run's spans; x is seconds since the run started, lane i spans y in [i, i + 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data: TimelineData | None = None
+        self.now = 0.0
+        """Seconds since run start that open spans reach."""
+        self.live = False
+        self.selected = -1
+        self.paint_ms: deque[float] = deque(maxlen=1000)
+        self.text_colour = QColor("#202020")
+        self.band_colour = QColor(0, 0, 0, 14)
+        self.select_colour = QColor("#2f6fd0")
+        self.background = QColor("#ffffff")
+        self._group: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._bounds = QRectF()
+        self._failed = False
+
+    # -- state ------------------------------------------------------------------------------
+    def set_data(self, data: TimelineData | None, now: float) -> None:
+        self.data, self.now = data, now
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read the data (after an in-place update) and repaint."""
+        data = self.data
+        if data is not None:
+            group = data.kind.astype(np.int64)
+            group[data.status == CANCELLED] = CANCELLED_GROUP
+            group[data.status == ERROR] = ERROR_GROUP
+            self._group = group
+        self._update_bounds()
+        self.update()
+
+    def set_now(self, now: float) -> None:
+        self.now = now
+        self._update_bounds()
+        self.update()
+
+    def select(self, lane: int) -> None:
+        self.selected = lane
+        self.update()
+
+    def _update_bounds(self) -> None:
+        data = self.data
+        if data is None or not len(data):
+            bounds = QRectF()
+        else:
+            x0, x1 = data.extent(self.now)
+            bounds = QRectF(x0, 0.0, max(x1 - x0, 1e-9), float(len(data)))
+        if bounds != self._bounds:
+            self.prepareGeometryChange()
+            self._bounds = bounds
+
+    def boundingRect(self) -> QRectF:
+        """The data, plus the visible view: names and markers are drawn in pixels beside the spans."""
+        if self._bounds.isNull():
+            return QRectF()
+        view = self.viewRect()
+        return self._bounds if view is None else self._bounds.united(view)
+
+    def viewTransformChanged(self) -> None:
+        super().viewTransformChanged()  # drops the cached view rect
+        self.prepareGeometryChange()
+
+    def dataBounds(self, ax: int, frac: float = 1.0, orthoRange: object = None) -> tuple[float, float] | None:
+        if self._bounds.isNull():
+            return None
+        if ax == 0:
+            return self._bounds.left(), self._bounds.right()
+        return 0.0, self._bounds.bottom()
+
+    # -- painting ---------------------------------------------------------------------------
+    def paint(self, p: QPainter, *args: object) -> None:
+        started = time.perf_counter()
+        try:
+            if self.data is not None and len(self.data):
+                p.save()
+                try:
+                    self._paint(p, self.data)
+                finally:
+                    p.restore()
+        except Exception:  # a paint error must not take the window down; say it once
+            if not self._failed:
+                log.exception("timeline paint failed")
+                self._failed = True
+        finally:
+            self.paint_ms.append((time.perf_counter() - started) * 1000.0)
+
+    def _paint(self, p: QPainter, data: TimelineData) -> None:
+        view = self.viewRect()
+        tr = p.transform()
+        sx, sy, dx, dy = tr.m11(), tr.m22(), tr.dx(), tr.dy()
+        if view is None or sx <= 0 or sy == 0:
+            return
+        lo, hi = max(0, math.floor(view.top())), min(len(data), math.ceil(view.bottom()))
+        if lo >= hi:
+            return
+        left, right = view.left() * sx + dx, view.right() * sx + dx
+        start, end = data.start[lo:hi], data.end[lo:hi]
+        is_open = np.isnan(end)
+        end = np.where(is_open, np.maximum(start, self.now), end)
+        visible = (end >= view.left()) & (start <= view.right())
+        lanes = lo + np.flatnonzero(visible)
+        px0 = np.clip(start[visible] * sx + dx, left - 20, right + 2)
+        px1 = np.maximum(np.clip(end[visible] * sx + dx, left - 20, right + 2), px0 + 1.0)
+        lane_px = abs(sy)
+        tops = np.minimum(lanes * sy + dy, (lanes + 1) * sy + dy)
+        p.resetTransform()
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        self._bands(p, lo, hi, sy, dy, left, right)
+        group = self._group[lanes]
+        if lane_px >= 2:
+            self._lanes(p, group, px0, px1, tops, lane_px)
+        else:
+            self._merged(p, group, px0, px1, tops)
+        if self.live:
+            self._running(p, is_open[visible], px0, px1, tops, lane_px)
+        self._markers(p, data.status[lanes] == ERROR, px0, tops, max(lane_px, 1.0))
+        if lane_px >= MIN_TEXT_LANE_PX and len(lanes) <= 400:
+            self._names(p, data, lanes, end[visible] - start[visible], px0, px1, tops, lane_px, (left, right))
+        self._selection(p, data, lo, hi, sx, sy, dx, dy, left, right)
+
+    def _bands(self, p: QPainter, lo: int, hi: int, sy: float, dy: float, left: float, right: float) -> None:
+        """Zebra stripes, so a lane can be followed from its label to its bar."""
+        if abs(sy) < 8:
+            return
+        odd = np.arange(lo + (lo % 2 == 0), hi, 2)
+        tops = np.minimum(odd * sy + dy, (odd + 1) * sy + dy)
+        rects = np.column_stack((np.full(len(odd), left), tops, np.full(len(odd), right - left),
+                                 np.full(len(odd), abs(sy))))
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(self.band_colour)
+        draw_rects(p, rects)
+
+    def _lanes(self, p: QPainter, group: np.ndarray, px0: np.ndarray, px1: np.ndarray, tops: np.ndarray,
+               lane_px: float) -> None:
+        pad = lane_px * 0.15 if lane_px >= 6 else 0.5 if lane_px >= 3 else 0.0
+        rects = np.column_stack((px0, tops + pad, px1 - px0, np.full(len(px0), lane_px - 2 * pad)))
+        self._draw_groups(p, group, rects)
+
+    def _merged(self, p: QPainter, group: np.ndarray, px0: np.ndarray, px1: np.ndarray,
+                tops: np.ndarray) -> None:
+        rows = np.floor(tops).astype(np.int64)
+        base = int(rows.min()) if len(rows) else 0
+        row, grp, x0, x1 = pixel_blocks(rows - base, group, px0, px1, MERGE_GAP_PX)
+        rects = np.column_stack((x0, row + base, x1 - x0, np.ones(len(row))))
+        self._draw_groups(p, grp, rects)
+
+    def _draw_groups(self, p: QPainter, group: np.ndarray, rects: np.ndarray) -> None:
+        p.setPen(Qt.PenStyle.NoPen)
+        order = np.argsort(group, kind="stable")
+        group, rects = group[order], rects[order]
+        bounds = np.searchsorted(group, np.arange(len(GROUP_COLOURS) + 1))
+        for g in DRAW_ORDER:
+            if bounds[g + 1] > bounds[g]:
+                p.setBrush(QColor(GROUP_COLOURS[g]))
+                draw_rects(p, rects[bounds[g]:bounds[g + 1]])
+
+    def _running(self, p: QPainter, is_open: np.ndarray, px0: np.ndarray, px1: np.ndarray, tops: np.ndarray,
+                 lane_px: float) -> None:
+        """Open spans of a live run: a bright growing edge at the end that advances with the clock."""
+        if not is_open.any():
+            return
+        x1, y = px1[is_open], tops[is_open]
+        edge = np.minimum(4.0, x1 - px0[is_open])
+        height = max(lane_px, 1.0)
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(QColor(RUNNING_COLOUR))
+        draw_rects(p, np.column_stack((x1 - edge, y, edge, np.full(len(x1), height))))
+
+    def _markers(self, p: QPainter, is_error: np.ndarray, px0: np.ndarray, tops: np.ndarray,
+                 lane_px: float) -> None:
+        """A red diamond left of each failed span, one per few pixels, so errors show at any zoom."""
+        if not is_error.any():
+            return
+        cx = px0[is_error] - MARKER_PX * 0.5 - 2
+        cy = tops[is_error] + lane_px * 0.5
+        cells = np.unique(np.column_stack((np.floor(cx / 4), np.floor(cy / 4))), axis=0)
+        cx, cy = cells[:, 0] * 4 + 2, cells[:, 1] * 4 + 2
+        side = MARKER_PX / math.sqrt(2)
+        u, v = (cx + cy) / math.sqrt(2), (cy - cx) / math.sqrt(2)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        p.rotate(45)
+        p.setPen(QPen(self.background, 1.0))
+        p.setBrush(QColor(ERROR_COLOUR))
+        sides = np.full(len(u), side)
+        draw_rects(p, np.column_stack((u - side / 2, v - side / 2, sides, sides)))
+        p.resetTransform()
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+
+    def _names(self, p: QPainter, data: TimelineData, lanes: np.ndarray, durations: np.ndarray,
+               px0: np.ndarray, px1: np.ndarray, tops: np.ndarray, lane_px: float,
+               edges: tuple[float, float]) -> None:
+        """Names inside wide bars (dark on colour), else just right of the bar with the duration."""
+        metrics = QFontMetrics(p.font())
+        left, right = edges
+        rows = zip(lanes.tolist(), durations.tolist(), px0.tolist(), px1.tolist(), tops.tolist(), strict=True)
+        for lane, duration, x0, x1, top in rows:
+            name = data.names[lane]
+            label = f"{name}  {format_duration(duration)}"
+            inside_left = max(x0, left) + 4
+            if x1 - inside_left - 4 >= metrics.horizontalAdvance(name):
+                p.setPen(QColor("#ffffff") if self._group[lane] == ERROR_GROUP else QColor("#101418"))
+                rect = QRectF(inside_left, top, x1 - inside_left - 4, lane_px)
+                text = name
+            else:
+                p.setPen(self.text_colour)
+                rect = QRectF(x1 + 5, top, max(0.0, right - x1 - 5), lane_px)
+                text = metrics.elidedText(label, Qt.TextElideMode.ElideRight, int(rect.width()))
+            p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+
+    def _selection(self, p: QPainter, data: TimelineData, lo: int, hi: int, sx: float, sy: float, dx: float,
+                   dy: float, left: float, right: float) -> None:
+        lane = self.selected
+        if not lo <= lane < hi:
+            return
+        top = min(lane * sy + dy, (lane + 1) * sy + dy)
+        height = max(abs(sy), 1.0)
+        band = QColor(self.select_colour)
+        band.setAlpha(40)
+        p.fillRect(QRectF(left, top, right - left, height), band)
+        x0 = data.start[lane] * sx + dx
+        end = data.end[lane] if not math.isnan(data.end[lane]) else max(data.start[lane], self.now)
+        x1 = max(end * sx + dx, x0 + 1)
+        x0, x1 = max(x0, left - 3), min(x1, right + 3)
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.setPen(QPen(self.select_colour, 1.0))
+        cy = top + height / 2
+        half = max(height / 2 + 1, 3.5)
+        p.drawRect(QRectF(QPointF(x0 - 2.5, cy - half), QPointF(x1 + 2.5, cy + half)))
+        p.drawRect(QRectF(QPointF(x0 - 3.5, cy - half - 1), QPointF(x1 + 3.5, cy + half + 1)))

@@ -1,0 +1,98 @@
+"""What every part of the maka source shares: the cached topology and the status roll-ups.
+
+Statuses are read fresh on every query (run headers change in place); only the
+structure is cached, keyed on `topology.signature`, so a tree refresh costs one cheap
+signature query plus the status scan.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from ...errors import NotFound
+from ...queries import roll_up
+from ..foreign import ForeignSource
+from . import codec, topology
+from .topology import AgentNode, Topology
+
+PENDING_SQL = text(
+    "SELECT q.session_id, q.run_id, count(*) AS n FROM core_interaction_requests q "
+    "WHERE NOT EXISTS (SELECT 1 FROM core_interaction_outcomes o WHERE o.request_id = q.request_id) "
+    "GROUP BY q.session_id, q.run_id")
+RUN_STATUS_SQL = text(
+    "SELECT session_id, run_id, json_extract(record_json, '$.status') AS status FROM core_agent_runs")
+
+
+class MakaBase(ForeignSource):
+    """Shared state and helpers of the maka source's query mixins."""
+
+    kind = "maka"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._topo_lock = threading.Lock()
+        self._topo: tuple[tuple[Any, ...], Topology] | None = None
+
+    def topology(self, conn: Connection) -> Topology:
+        """The tree structure, reloaded only when sessions, runs or projects changed."""
+        sig = topology.signature(conn)
+        with self._topo_lock:
+            if self._topo is not None and self._topo[0] == sig:
+                return self._topo[1]
+        topo = topology.load(conn)
+        with self._topo_lock:
+            self._topo = (sig, topo)
+        return topo
+
+    @staticmethod
+    def pending_by_run(conn: Connection) -> dict[str, int]:
+        return {codec.run_key(s, r): n for s, r, n in conn.execute(PENDING_SQL)}
+
+    @staticmethod
+    def run_statuses(conn: Connection) -> dict[str, str]:
+        """Native header status of every run."""
+        return {codec.run_key(s, r): st or "" for s, r, st in conn.execute(RUN_STATUS_SQL)}
+
+    @staticmethod
+    def agent_status(topo: Topology, agent_id: str, statuses: dict[str, str], pending: dict[str, int]) -> str:
+        """Waiting while a request is open; else the roll-up of unfinished runs, else the latest run's."""
+        keys = topo.runs_by_agent.get(agent_id, [])
+        if any(pending.get(k) for k in keys):
+            return "waiting"
+        if not keys:
+            return "idle"
+        open_runs = [codec.RUN_STATUS.get(statuses.get(k, ""), "pending") for k in keys
+                     if statuses.get(k) not in codec.TERMINAL_RUN]
+        if open_runs:
+            return roll_up(open_runs)
+        latest = max(keys, key=lambda k: (topo.runs[k].created_ms or 0, k))
+        return codec.RUN_STATUS.get(statuses.get(latest, ""), "pending")
+
+    def agent_statuses(self, conn: Connection, topo: Topology,
+                       agents: Iterable[AgentNode]) -> tuple[dict[str, str], dict[str, int]]:
+        """Status and pending count of each agent, from one status scan and one pending scan."""
+        statuses, pending = self.run_statuses(conn), self.pending_by_run(conn)
+        status: dict[str, str] = {}
+        counts: dict[str, int] = {}
+        for agent in agents:
+            status[agent.id] = self.agent_status(topo, agent.id, statuses, pending)
+            counts[agent.id] = sum(pending.get(k, 0) for k in topo.runs_by_agent.get(agent.id, []))
+        return status, counts
+
+    @staticmethod
+    def require_agent(topo: Topology, agent_id: str) -> AgentNode:
+        agent = topo.agents.get(agent_id)
+        if agent is None:
+            raise NotFound(f"There is no agent with id {agent_id}.")
+        return agent
+
+    @staticmethod
+    def require_run(topo: Topology, run_id: str) -> topology.RunNode:
+        node = topo.runs.get(run_id)
+        if node is None:
+            raise NotFound(f"There is no run with id {run_id}.")
+        return node

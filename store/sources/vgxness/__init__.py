@@ -1,0 +1,20 @@
+"""vgxness's own SQLite database, opened in place as an agentdesk source.
+
+See `docs/sources/vgxness.md` for what maps to what; `common.py` for the tree levels.
+"""
+
+from __future__ import annotations
+
+from .approvals import ApprovalMixin
+from .spans import SpanMixin
+from .tree import TreeMixin
+from .watch import WatchMixin
+
+
+class VgxnessSource(WatchMixin, TreeMixin, SpanMixin, ApprovalMixin):
+    """Reads, live changes and approval resolutions on a vgxness memory database."""
+
+
+SOURCE = VgxnessSource
+
+__all__ = ["SOURCE", "VgxnessSource"]

@@ -1,0 +1,93 @@
+"""Pruning the change log: a window by age and count, front-only, never the newest row."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from store import maintenance
+from store.database import Store, open_store
+from store.errors import InvalidInput, ReadOnlyStore
+from store.maintenance import prune_change_log
+from store.runtime import AgentRuntime
+from tests.conftest import World
+
+
+def change_seqs(path: Path) -> list[int]:
+    conn = sqlite3.connect(path)
+    try:
+        return [r[0] for r in conn.execute("SELECT seq FROM change_log ORDER BY seq")]
+    finally:
+        conn.close()
+
+
+def churn(rt: AgentRuntime, agent: str, n: int) -> None:
+    for k in range(n):
+        rt.set_agent_status(agent, "waiting" if k % 2 else "running")
+
+
+def test_prune_keeps_the_newest_rows(store: Store, rt: AgentRuntime, world: World, store_path: Path) -> None:
+    churn(rt, world.sub_agent, 30)
+    before = change_seqs(store_path)
+    deleted = prune_change_log(store, keep_seconds=None, keep_rows=10)
+    assert change_seqs(store_path) == before[-10:]
+    assert deleted == len(before) - 10
+    assert prune_change_log(store, keep_seconds=None, keep_rows=10) == 0
+
+
+def test_prune_by_age_keeps_recent_rows(store: Store, rt: AgentRuntime, world: World,
+                                        store_path: Path) -> None:
+    old = change_seqs(store_path)
+    time.sleep(0.02)
+    cutoff = time.time()
+    churn(rt, world.sub_agent, 5)
+    recent = change_seqs(store_path)[len(old):]
+    assert prune_change_log(store, keep_seconds=0, keep_rows=1, now=cutoff) == len(old)
+    assert change_seqs(store_path) == recent
+
+
+def test_prune_only_cuts_the_front_of_the_log(store: Store, rt: AgentRuntime, world: World,
+                                              store_path: Path) -> None:
+    churn(rt, world.sub_agent, 6)
+    seqs = change_seqs(store_path)
+    conn = sqlite3.connect(store_path)  # clocks are not monotonic: one late row carries an old time
+    conn.execute("UPDATE change_log SET at = 0")
+    conn.execute("UPDATE change_log SET at = ? WHERE seq = ?", (time.time(), seqs[3]))
+    conn.commit()
+    conn.close()
+    prune_change_log(store, keep_seconds=10, keep_rows=1)
+    assert change_seqs(store_path) == seqs[3:]  # no hole a watcher could fall into
+
+
+def test_prune_never_empties_the_log(store: Store, rt: AgentRuntime, world: World, store_path: Path) -> None:
+    with pytest.raises(InvalidInput):
+        prune_change_log(store, keep_seconds=None, keep_rows=0)
+    prune_change_log(store, keep_seconds=None, keep_rows=1)
+    [last] = change_seqs(store_path)
+    rt.create_project("after pruning")
+    assert change_seqs(store_path)[-1] > last  # seqs keep growing: watchers' marks stay meaningful
+
+
+def test_prune_works_in_chunks_and_is_audited(store: Store, rt: AgentRuntime, world: World,
+                                              store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(maintenance, "DELETE_CHUNK", 7)
+    churn(rt, world.sub_agent, 30)
+    total = len(change_seqs(store_path))
+    assert prune_change_log(store, keep_seconds=None, keep_rows=2, actor="janitor") == total - 2
+    conn = sqlite3.connect(store_path)
+    actions = conn.execute("SELECT actor, action FROM audit_log WHERE action = 'changelog.prune'").fetchall()
+    conn.close()
+    assert actions and all(a == ("janitor", "changelog.prune") for a in actions)
+    assert len(actions) == -(-(total - 2) // 7)
+
+
+def test_prune_refuses_a_read_only_store(store_path: Path, world: World) -> None:
+    ro = open_store(str(store_path), read_only=True)
+    try:
+        with pytest.raises(ReadOnlyStore):
+            prune_change_log(ro)
+    finally:
+        ro.close()
