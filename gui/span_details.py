@@ -33,7 +33,7 @@ from store import readmodel as rm
 from store.native import NativeSource
 
 from .palette import ERROR_COLOUR, status_colour
-from .timeline_axes import format_duration
+from .timeline_util import format_duration
 
 SHOWN_CHARS = 200_000
 PRETTY_LIMIT = 20_000_000

@@ -28,9 +28,10 @@ from store.source import SpanTable
 
 from .palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
 from .span_details import SpanDetails
-from .timeline_axes import MIN_LABEL_LANE_PX, LaneAxis, TimeAxis, format_duration
+from .timeline_axes import MIN_LABEL_LANE_PX, LaneAxis, TimeAxis
 from .timeline_item import SpanItem
 from .timeline_tokens import RIGHT_AXIS_WIDTH, TokensPlot
+from .timeline_util import format_duration
 
 LANE_AXIS_WIDTH = 230
 REFRESH_MS = 150
@@ -111,18 +112,21 @@ class TimelinePanel(QWidget):
         item.hideButtons()
         item.setLabel("bottom", "time since run start")
         item.showAxis("right")
-        item.getAxis("right").setStyle(showValues=False)
+        item.getAxis("right").setStyle(showValues=False, tickLength=0)
+        item.getAxis("right").setTicks([[], []])
         item.getAxis("right").setWidth(RIGHT_AXIS_WIDTH)
         self.view = item.vb
         self.view.invertY(True)
         self.view.disableAutoRange()
         self.view.sigRangeChangedManually.connect(self._stop_following)
+        _paint_once_per_change(self.view)
         self.item = SpanItem()
         self.plot.addItem(self.item)
         self.plot.scene().sigMouseMoved.connect(self._hover)
         self.plot.scene().sigMouseClicked.connect(self._clicked)
         self.tokens = TokensPlot(LANE_AXIS_WIDTH)
         self.tokens.setXLink(self.plot)
+        _paint_once_per_change(self.tokens.getPlotItem().vb)
         self.details = SpanDetails(self.services)
         plots = QSplitter(Qt.Orientation.Vertical)
         plots.addWidget(self.plot)
@@ -180,6 +184,11 @@ class TimelinePanel(QWidget):
         height = max(self.view.height(), 1.0)
         lanes = max(float(len(self.data)), height / FIT_LANE_PX)
         self.view.setRange(xRange=(x0, max(x1, x0 + 1e-3)), yRange=(0, lanes), padding=0.02)
+
+    def show_window(self, start_s: float, end_s: float, first_lane: float, last_lane: float) -> None:
+        """Show a time window (seconds since run start) and a lane range; a live run stops being followed."""
+        self._follow = False
+        self.view.setRange(xRange=(start_s, end_s), yRange=(first_lane, last_lane), padding=0)
 
     def zoom(self, factor: float) -> None:
         """Zoom both axes around the view's centre (factor < 1 zooms in)."""
@@ -429,6 +438,12 @@ class TimelinePanel(QWidget):
         parts += [f"{usage.input_tokens:,} in / {usage.output_tokens:,} out tokens",
                   f"${usage.cost_usd:,.4f}"]
         self.header.setText(" · ".join(parts))
+
+
+def _paint_once_per_change(view: pg.ViewBox) -> None:
+    """Apply a new range's transform at once: left to the next paint (pyqtgraph's default) it
+    moves the items during that paint and Qt paints the whole view a second time."""
+    view.sigRangeChanged.connect(lambda *args: view.updateMatrix())
 
 
 def _timer(parent: QObject, ms: int, slot: Callable[[], None], *, single: bool) -> QTimer:

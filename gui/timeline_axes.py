@@ -14,6 +14,7 @@ from PySide6.QtGui import QColor, QFontMetrics, QPainter
 from model.timeline_data import ERROR, RUNNING, TimelineData
 
 from .palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
+from .timeline_util import compact, draw_rects, time_label
 
 log = logging.getLogger(__name__)
 
@@ -22,35 +23,6 @@ NICE_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 3 *
 INDENT_PX = 12
 MAX_INDENT_LEVELS = 10
 MIN_LABEL_LANE_PX = 11.0
-
-
-def format_duration(seconds: float) -> str:
-    """A short human duration: 850 µs, 12.3 ms, 4.56 s, 2 m 05 s, 1 h 02 m."""
-    s = abs(seconds)
-    if s < 1e-3:
-        return f"{s * 1e6:.0f} µs"
-    if s < 1:
-        return f"{s * 1e3:.1f} ms"
-    if s < 60:
-        return f"{s:.2f} s"
-    if s < 3600:
-        return f"{int(s // 60)} m {int(s % 60):02d} s"
-    return f"{int(s // 3600)} h {int(s % 3600 // 60):02d} m"
-
-
-def clock(value: float, places: int) -> str:
-    """Seconds as [h:]m:ss(.fff) or, under a minute, as seconds."""
-    sign = "-" if value < 0 else ""
-    value = abs(value)
-    if value < 60:
-        return f"{sign}{value:.{places}f} s"
-    minutes, secs = divmod(value, 60)
-    width = 3 + places if places else 2
-    text = f"{secs:0{width}.{places}f}"
-    if minutes < 60:
-        return f"{sign}{int(minutes)}:{text}"
-    hours, minutes = divmod(int(minutes), 60)
-    return f"{sign}{hours}:{minutes:02d}:{text}"
 
 
 class TimeAxis(pg.AxisItem):
@@ -73,8 +45,18 @@ class TimeAxis(pg.AxisItem):
         return [(step, 0.0)]
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
-        places = max(0, math.ceil(-math.log10(spacing))) if 0 < spacing < 1 else 0
-        return [clock(v, places) for v in values]
+        return [time_label(v, spacing) for v in values]
+
+
+class CompactAxis(pg.AxisItem):
+    """Counts and money as 1.2k, 3.4M: narrow and readable at any magnitude."""
+
+    def __init__(self, orientation: str) -> None:
+        super().__init__(orientation)
+        self.enableAutoSIPrefix(False)
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        return [compact(v) for v in values]
 
 
 class LaneAxis(pg.AxisItem):
@@ -101,7 +83,7 @@ class LaneAxis(pg.AxisItem):
         data, view = self._data(), self.linkedView()
         if data is None or view is None or not len(data):
             return
-        rect = self.boundingRect()
+        rect = self.mapRectFromParent(self.geometry())
         top, bottom = view.viewRange()[1]
         if bottom <= top or rect.height() <= 0:
             return
@@ -137,16 +119,20 @@ class LaneAxis(pg.AxisItem):
 
     def _outline(self, p: QPainter, data: TimelineData, lo: int, hi: int, top: float, lane_px: float,
                  rect: QRectF) -> None:
-        """Too many lanes to name: draw each pixel row's shallowest depth, the tree's silhouette."""
+        """Too many lanes to name: a faint bar per pixel row as long as its shallowest depth.
+
+        The tree's indentation profile: where sub-agents nest deeper, the bars grow.
+        """
         rows = np.floor((np.arange(lo, hi) - top) * lane_px).astype(np.int64)
         first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-        depth = np.minimum.reduceat(data.depth[lo:hi], first)
-        p.setPen(self.muted_colour)
-        right = int(rect.right()) - 3
-        for row, level in zip(rows[first].tolist(), depth.tolist(), strict=True):
-            x = int(rect.left()) + 4 + min(level, MAX_INDENT_LEVELS) * INDENT_PX
-            y = int(rect.top()) + row
-            p.drawLine(x, y, right, y)
+        depth = np.minimum(np.minimum.reduceat(data.depth[lo:hi], first), MAX_INDENT_LEVELS)
+        rects = np.column_stack((np.full(len(first), rect.left() + 4), rect.top() + rows[first],
+                                 (depth + 1) * INDENT_PX, np.ones(len(first))))
+        faint = QColor(self.muted_colour)
+        faint.setAlpha(max(30, faint.alpha() // 2))
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(faint)
+        draw_rects(p, rects.astype(np.float64))
         p.setPen(self.text_colour)
-        p.drawText(rect.adjusted(4, 4, -6, -4), int(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft),
-                   f"{len(data):,} spans — zoom in for names")
+        p.drawText(rect.adjusted(4, 0, -6, 0), int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap),
+                   f"{hi - lo:,} of {len(data):,} spans here.\nZoom in (wheel, +) to read their names.")

@@ -14,18 +14,16 @@ import logging
 import math
 import time
 from collections import deque
-from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
-from shiboken6 import Shiboken
 
 from model.timeline_data import CANCELLED, ERROR, KINDS, TimelineData, pixel_blocks
 
 from .palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
-from .timeline_axes import format_duration
+from .timeline_util import draw_rects, format_duration
 
 log = logging.getLogger(__name__)
 
@@ -34,17 +32,13 @@ CANCELLED_GROUP = ERROR_GROUP + 1
 GROUP_COLOURS = [*(SPAN_KIND_COLOURS[k] for k in KINDS), ERROR_COLOUR, "#8b949e"]
 DRAW_ORDER = [*range(len(KINDS)), CANCELLED_GROUP, ERROR_GROUP]
 """Errors last, so a merged block never hides one."""
-MERGE_GAP_PX = 2.0
+MERGE_GAP_PX = 2
+ROWS_PER_BAND = 1800
+"""Pixel rows merged per call: rows x colour groups must stay below 2**14 (see `pixel_blocks`)."""
 MARKER_PX = 7.0
+MARKER_CELL_PX = 10.0
+"""At most one error marker per cell of this size: thousands of failures stay readable."""
 MIN_TEXT_LANE_PX = 13.0
-
-
-def draw_rects(p: QPainter, rects: np.ndarray) -> None:
-    """Draw an (n, 4) array of x, y, w, h in one call: QPainter reads the numpy memory as QRectF[n]."""
-    if len(rects):
-        rects = np.ascontiguousarray(rects, dtype=np.float64)
-        first: Any = Shiboken.wrapInstance(rects.ctypes.data, QRectF)
-        p.drawRects(first, len(rects))
 
 
 class SpanItem(pg.GraphicsObject):
@@ -103,15 +97,15 @@ class SpanItem(pg.GraphicsObject):
             self._bounds = bounds
 
     def boundingRect(self) -> QRectF:
-        """The data, plus the visible view: names and markers are drawn in pixels beside the spans."""
+        """The data with a wide margin: names and markers are drawn in pixels beside the spans.
+
+        Independent of the view on purpose: a view-dependent rect would need
+        prepareGeometryChange on every pan, which makes Qt paint every frame twice.
+        """
         if self._bounds.isNull():
             return QRectF()
-        view = self.viewRect()
-        return self._bounds if view is None else self._bounds.united(view)
-
-    def viewTransformChanged(self) -> None:
-        super().viewTransformChanged()  # drops the cached view rect
-        self.prepareGeometryChange()
+        width = self._bounds.width()
+        return self._bounds.adjusted(-width, -1.0, width, 1.0)
 
     def dataBounds(self, ax: int, frac: float = 1.0, orthoRange: object = None) -> tuple[float, float] | None:
         if self._bounds.isNull():
@@ -152,8 +146,8 @@ class SpanItem(pg.GraphicsObject):
         end = np.where(is_open, np.maximum(start, self.now), end)
         visible = (end >= view.left()) & (start <= view.right())
         lanes = lo + np.flatnonzero(visible)
-        px0 = np.clip(start[visible] * sx + dx, left - 20, right + 2)
-        px1 = np.maximum(np.clip(end[visible] * sx + dx, left - 20, right + 2), px0 + 1.0)
+        px0 = np.clip(start[visible] * sx + dx, max(left - 20, 0), right + 2)
+        px1 = np.maximum(np.clip(end[visible] * sx + dx, max(left - 20, 0), right + 2), px0 + 1.0)
         lane_px = abs(sy)
         tops = np.minimum(lanes * sy + dy, (lanes + 1) * sy + dy)
         p.resetTransform()
@@ -191,11 +185,22 @@ class SpanItem(pg.GraphicsObject):
 
     def _merged(self, p: QPainter, group: np.ndarray, px0: np.ndarray, px1: np.ndarray,
                 tops: np.ndarray) -> None:
+        """Lanes thinner than 2 px: merge each pixel row's spans into blocks per colour."""
+        if not len(tops):
+            return
         rows = np.floor(tops).astype(np.int64)
-        base = int(rows.min()) if len(rows) else 0
-        row, grp, x0, x1 = pixel_blocks(rows - base, group, px0, px1, MERGE_GAP_PX)
-        rects = np.column_stack((x0, row + base, x1 - x0, np.ones(len(row))))
-        self._draw_groups(p, grp, rects)
+        rows -= rows[0]
+        band = ROWS_PER_BAND
+        parts = []
+        for first in range(0, int(rows[-1]) + 1, band):  # one band unless the view is > 1,800 px tall
+            lo, hi = np.searchsorted(rows, (first, first + band))
+            row, grp, x0, x1 = pixel_blocks(rows[lo:hi] - first, group[lo:hi], px0[lo:hi], px1[lo:hi],
+                                            MERGE_GAP_PX)
+            parts.append((row + first, grp, x0, x1))
+        row, grp, x0, x1 = (np.concatenate(column) for column in zip(*parts, strict=True))
+        top = np.floor(tops[0])
+        rects = np.column_stack((x0, row + top, np.maximum(x1 - x0, 1), np.ones(len(row))))
+        self._draw_groups(p, grp, rects.astype(np.float64))
 
     def _draw_groups(self, p: QPainter, group: np.ndarray, rects: np.ndarray) -> None:
         p.setPen(Qt.PenStyle.NoPen)
@@ -221,14 +226,17 @@ class SpanItem(pg.GraphicsObject):
 
     def _markers(self, p: QPainter, is_error: np.ndarray, px0: np.ndarray, tops: np.ndarray,
                  lane_px: float) -> None:
-        """A red diamond left of each failed span, one per few pixels, so errors show at any zoom."""
+        """A red diamond just left of each failed span (one per 10 px cell), so errors show at any zoom."""
         if not is_error.any():
             return
-        cx = px0[is_error] - MARKER_PX * 0.5 - 2
+        size = MARKER_PX if lane_px >= 6 else MARKER_PX - 2
+        cx = px0[is_error] - size * 0.5 - 3
         cy = tops[is_error] + lane_px * 0.5
-        cells = np.unique(np.column_stack((np.floor(cx / 4), np.floor(cy / 4))), axis=0)
-        cx, cy = cells[:, 0] * 4 + 2, cells[:, 1] * 4 + 2
-        side = MARKER_PX / math.sqrt(2)
+        cell = MARKER_CELL_PX if lane_px < 6 else 1.0
+        keys = np.floor(cx / cell) * 1e6 + np.floor(cy / cell)
+        _, keep = np.unique(keys, return_index=True)
+        cx, cy = cx[keep], cy[keep]
+        side = size / math.sqrt(2)
         u, v = (cx + cy) / math.sqrt(2), (cy - cx) / math.sqrt(2)
         p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
         p.rotate(45)

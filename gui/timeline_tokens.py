@@ -9,6 +9,8 @@ from PySide6.QtWidgets import QWidget
 
 from model.timeline_data import TokenSeries
 
+from .timeline_axes import CompactAxis
+
 INPUT_COLOUR = "#5b8def"
 OUTPUT_COLOUR = "#2fa38b"
 COST_COLOUR = "#e0a030"
@@ -17,7 +19,7 @@ RIGHT_AXIS_WIDTH = 64
 
 class TokensPlot(pg.PlotWidget):
     def __init__(self, left_axis_width: int, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent, axisItems={"left": CompactAxis("left"), "right": CompactAxis("right")})
         item = self.getPlotItem()
         item.setMenuEnabled(False)
         item.hideButtons()
@@ -29,7 +31,6 @@ class TokensPlot(pg.PlotWidget):
         right = item.getAxis("right")
         right.setWidth(RIGHT_AXIS_WIDTH)
         right.setLabel("cost $")
-        right.enableAutoSIPrefix(False)
         self.cost_view = pg.ViewBox(enableMenu=False)
         self.cost_view.setMouseEnabled(x=False, y=False)
         item.scene().addItem(self.cost_view)
@@ -48,6 +49,8 @@ class TokensPlot(pg.PlotWidget):
         self.legend.setColumnCount(3)
         for curve in (self.input_curve, self.output_curve, self.cost_curve):
             curve.setClipToView(True)
+            curve.setDownsampling(auto=True, method="subsample")  # cumulative, so subsampling is faithful
+        item.vb.disableAutoRange(axis="x")  # x follows the waterfall; clip-to-view needs this off
         item.vb.enableAutoRange(axis="y")
         item.vb.setAutoVisible(y=True)
         self.cost_view.enableAutoRange(axis="y")

@@ -79,37 +79,42 @@ def depths(parent: np.ndarray) -> np.ndarray:
 
 
 def merge_blocks(key: np.ndarray, x0: np.ndarray, x1: np.ndarray,
-                 gap: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Merge intervals of equal key that overlap or lie within `gap`; input sorted by (key, x0).
+                 gap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge integer intervals of equal key that overlap or lie within `gap`; input sorted by (key, x0).
 
-    Intervals must be narrower than 1e7 (pixels, clipped to the viewport), which
-    keeps keys apart when they are folded into one running maximum.
+    Keys below 2**14 and x in [0, 65535]: key and x are packed into one int32, so
+    a single running maximum walks every key at once without crossing between keys.
     """
     if len(key) == 0:
         return key, x0, x1
-    offset = key.astype(np.float64) * 1e7
-    reach = np.maximum.accumulate(x1 + offset)
-    new = np.empty(len(key), dtype=bool)
+    high = key.astype(np.int32) << 16
+    a, b = high | x0.astype(np.int32), high | x1.astype(np.int32)
+    reach = np.maximum.accumulate(b)
+    new = np.empty(len(a), dtype=bool)
     new[0] = True
-    new[1:] = (x0[1:] + offset[1:]) > reach[:-1] + gap
+    np.greater(a[1:], reach[:-1] + gap, out=new[1:])
     first = np.flatnonzero(new)
-    return key[first], x0[first], np.maximum.reduceat(x1, first)
+    return key[first], x0[first], np.maximum.reduceat(b, first) & 0xFFFF
 
 
 def pixel_blocks(row: np.ndarray, group: np.ndarray, px0: np.ndarray, px1: np.ndarray,
-                 gap: float = 2.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                 gap: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Level of detail: one block per run of same-colour spans in a pixel row (row, group, x0, x1).
 
-    Two stable 16-bit sorts (numpy radix-sorts them) order the spans by row,
-    group and x without a comparison sort, so 100,000 spans cost a millisecond or two.
+    Pixel columns are integers in [0, 65535] (clip to the viewport first) and
+    rows * groups must stay below 2**14. Two stable 16-bit sorts (numpy
+    radix-sorts those) order the spans by row, group and x without a comparison
+    sort, so 100,000 spans cost a few milliseconds.
     """
     groups = int(group.max()) + 1 if len(group) else 1
-    key = row.astype(np.int64) * groups + group
-    by_x = np.argsort(np.clip(px0, 0, 65535).astype(np.uint16), kind="stable")
-    key_dtype = np.uint16 if len(key) and key.max() < 65536 and key.min() >= 0 else np.int64
-    order = by_x[np.argsort(key[by_x].astype(key_dtype), kind="stable")]
-    k, x0, x1 = merge_blocks(key[order], px0[order], px1[order], gap)
-    return k // groups, k % groups, x0, x1
+    key = (row.astype(np.int32) * groups + group).astype(np.uint16)
+    x0 = np.clip(px0, 0, 65535).astype(np.uint16)
+    x1 = np.clip(px1, 0, 65535).astype(np.uint16)
+    by_x = np.argsort(x0, kind="stable")
+    order = by_x[np.argsort(key[by_x], kind="stable")]
+    k, b0, b1 = merge_blocks(key[order], x0[order], x1[order], gap)
+    k = k.astype(np.int64)
+    return k // groups, k % groups, b0.astype(np.int64), b1.astype(np.int64)
 
 
 @dataclass(frozen=True, slots=True)

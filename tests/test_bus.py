@@ -308,3 +308,16 @@ def test_watcher_survives_a_failing_poll_and_recovers(store: Store, rt: AgentRun
         assert watcher.healthy
     finally:
         watcher.stop()
+
+
+def test_a_read_only_viewer_follows_a_writer(store_path: Path, rt: AgentRuntime, world: World) -> None:
+    viewer = NativeSource.open(str(store_path), read_only=True)
+    recorder = Recorder()
+    viewer.bus.subscribe(recorder)
+    viewer.watch(poll_interval_s=0.01)
+    try:
+        rid = rt.start_run(world.agent, "seen by a read-only viewer")
+        recorder.wait_for(lambda cs: any(x.id == rid for x in cs))
+        assert viewer.runs(world.agent).items[0].id == rid
+    finally:
+        viewer.close()

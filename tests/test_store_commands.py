@@ -7,6 +7,7 @@ byte-for-byte the same dump afterwards: a failed command writes nothing.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -298,3 +299,30 @@ def test_read_only_store_refuses_commands(store_path: Path, world: World) -> Non
     finally:
         ro.close()
 
+
+
+def test_racing_operators_decide_exactly_once(source: NativeSource, store_path: Path, world: World) -> None:
+    """Eight operators on two store handles (separate connections, as separate processes would be)."""
+    other = NativeSource.open(str(store_path))
+    barrier = threading.Barrier(8)
+    outcomes: list[str] = []
+
+    def operator(n: int) -> None:
+        handle = (source, other)[n % 2]
+        barrier.wait()
+        try:
+            handle.decide(world.approval, approve=n % 3 != 0, actor=f"op{n}", reason="race")
+            outcomes.append("won")
+        except AlreadyDecided:
+            outcomes.append("lost")
+
+    threads = [threading.Thread(target=operator, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    other.close()
+    assert sorted(outcomes) == ["lost"] * 7 + ["won"]
+    decisions = [r for r in source.audit_records(limit=50) if r.action.startswith("approval.")
+                 and r.entity_id == world.approval and r.action != "approval.request"]
+    assert len(decisions) == 1

@@ -56,6 +56,9 @@ def detect(path: Path, busy_timeout_s: float = 5.0) -> Detected:
         return Detected("stageflow", None, tables)
     if VGXNESS_TABLES <= tables:
         return Detected("vgxness", migrations, tables)
+    if migrations is not None and migrations.endswith(".sql"):
+        raise StoreUnavailable(f"{path} looks like a vgxness store at migration {migrations}; agentdesk reads "
+                               "vgxness from 005_run_approvals.sql on (runs, run events, run approvals).")
     if LENSAGENT_TABLES <= tables:
         return Detected("lensagent", "0.1.2" if "context_compactions" in tables else "0.1.0", tables)
     shown = ", ".join(sorted(tables)[:8]) + (", ..." if len(tables) > 8 else "") if tables else "no tables"

@@ -16,22 +16,29 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from tests.sources.fixtures_maka_sql import DDL, USER_VERSION
 from tests.sources.fixtures_maka_writer import MakaWriter, permission_request
 
-T0 = 1_785_000_000_000
-"""2026-07-25T17:20:00Z, in Unix milliseconds as maka stores every time."""
+HOUR_MS = 3_600_000
+STORY_SPAN_MS = 3 * HOUR_MS
+"""The story starts this long before the fixture is built, so ages and waits look current."""
 BULK_TOOLS = 120
 BIG_RESULT_BYTES = 3 * 1024 * 1024
 HTML_RESULT = "<script>alert('pwned')</script><b>not bold</b> &amp; <a href='file:///etc/passwd'>link</a>"
 TOOLS = ("Read", "Grep", "Bash", "Edit")
 
 
-def build_maka_fixture(path: Path) -> dict[str, str]:
-    """Write the story to `path` (WAL, user_version 11) and return agentdesk ids of interest."""
+def build_maka_fixture(path: Path, start_ms: int | None = None) -> dict[str, str]:
+    """Write the story to `path` (WAL, user_version 11) and return agentdesk ids of interest.
+
+    Times are Unix milliseconds, as maka stores them; the story starts at `start_ms`
+    (default: three hours ago, to the minute).
+    """
+    t0 = start_ms if start_ms is not None else (int(time.time() * 1000) - STORY_SPAN_MS) // 60_000 * 60_000
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
@@ -42,19 +49,21 @@ def build_maka_fixture(path: Path) -> dict[str, str]:
         with w.tx():
             for scope, version in (("runtime", 11), ("session_metadata", 21), ("core_execution", 1),
                                    ("usage", 3)):
-                conn.execute("INSERT INTO operational_schema_migrations VALUES (?, ?, ?)", (scope, version, T0))
-            w.project("prj_acme", "acme-web", T0)
-            w.project("prj_uni", "ünïcödé-tools 🚀", T0)
-            _main_session(w)
-            _child_sessions(w)
-            _unicode_session(w)
-            _loose_session(w)
+                conn.execute("INSERT INTO operational_schema_migrations VALUES (?, ?, ?)",
+                             (scope, version, t0))
+            w.project("prj_acme", "acme-web", t0)
+            w.project("prj_uni", "ünïcödé-tools 🚀", t0)
+            _main_session(w, t0)
+            _child_sessions(w, t0 + 40_000)
+            _unicode_session(w, t0 + 2 * HOUR_MS)
+            _loose_session(w, t0 + 2 * HOUR_MS + 30 * 60_000)
     finally:
         conn.close()
     return {
         "project": "prj_acme", "project_unicode": "prj_uni", "task": "task:prj_acme",
         "session": "ses_main", "session_unicode": "ses_uni", "session_loose": "ses_loose",
-        "agent_main": "agent:ses_main", "agent_child": "agent:ses_child", "agent_grandchild": "agent:ses_grand",
+        "agent_main": "agent:ses_main", "agent_child": "agent:ses_child",
+        "agent_grandchild": "agent:ses_grand",
         "agent_reviewer": "agent:ses_main/reviewer",
         "run_main": "ses_main/run_1", "run_waiting": "ses_main/run_2", "run_reviewer": "ses_main/run_3",
         "run_child": "ses_child/run_c1", "run_grandchild": "ses_grand/run_g1", "run_failed": "ses_uni/run_u2",
@@ -70,6 +79,11 @@ def build_maka_fixture(path: Path) -> dict[str, str]:
 def _say(w: MakaWriter, sid: str, rid: str, at: int, text: str, role: str = "model", **extra: Any) -> str:
     author = {"model": "agent", "user": "user", "system": "host"}[role]
     return w.append(w.event(sid, rid, at, role, author, content={"kind": "text", "text": text}, **extra))
+
+
+def _end(w: MakaWriter, sid: str, rid: str, at: int, status: str) -> None:
+    """The terminal event that seals a run (`status` + `actions.endInvocation`)."""
+    w.append(w.event(sid, rid, at, "system", "host", status=status, actions={"endInvocation": True}))
 
 
 def _permission(w: MakaWriter, sid: str, rid: str, at: int, request_id: str, call_id: str, command: str,
@@ -94,11 +108,11 @@ def _answer(decision: str, at: int) -> dict[str, Any]:
             "rememberForTurn": False}
 
 
-def _main_session(w: MakaWriter) -> None:
+def _main_session(w: MakaWriter, t0: int) -> None:
     sid, rid = "ses_main", "run_1"
-    w.session(sid, "Fix flaky checkout test", T0, project_id="prj_acme", status="waiting_for_user")
-    w.run(sid, rid, T0)
-    at = T0 + 100
+    w.session(sid, "Fix flaky checkout test", t0, project_id="prj_acme", status="waiting_for_user")
+    w.run(sid, rid, t0)
+    at = t0 + 100
     _say(w, sid, rid, at, "The checkout test fails one run in five. Find out why and fix it.", role="user")
     w.attempt(sid, rid, at + 10, 900, logical="lc_0", status="failed", tokens=(0, 0), cost=None)
     w.attempt(sid, rid, at + 1000, 2100, logical="lc_0", attempt=1)
@@ -128,8 +142,8 @@ def _main_session(w: MakaWriter) -> None:
     at += 5200
     w.append(w.event(sid, rid, at, "system", "host", content={
         "kind": "error", "code": "rate_limited", "message": "429 from provider; retried in 2 s"}))
-    _tool(w, sid, rid, at + 200, "spawn", "spawn_agent", {"agent": "explorer", "task": "map the checkout "
-                                                                                       "flow"},
+    _tool(w, sid, rid, at + 200, "spawn", "spawn_agent",
+          {"agent": "explorer", "task": "map the checkout flow"},
           "explorer finished: 3 files touch the timer")
     at += 9000
     _permission(w, sid, rid, at, "req_allowed", "r1_npm", "npm test -- checkout", _answer("allow", at + 4000))
@@ -148,10 +162,10 @@ def _main_session(w: MakaWriter) -> None:
     _say(w, sid, rid, at, "Fixed: the test awaited a real timer; it now uses fake timers.",
          actions={"tokenUsage": {"input": 2400, "output": 320, "contextBudget": 200000,
                                  "contextRemaining": 151000}})
-    w.append(w.event(sid, rid, at + 50, "system", "host", status="completed", actions={"endInvocation": True}))
+    _end(w, sid, rid, at + 50, "completed")
     w.set_run_status(sid, rid, "completed", at + 60)
     _reviewer_run(w, sid, at + 1000)
-    _waiting_run(w, sid, T0 + 3_600_000)
+    _waiting_run(w, sid, t0 + HOUR_MS)
 
 
 def _tool(w: MakaWriter, sid: str, rid: str, at: int, call_id: str, tool: str, args: dict[str, Any],
@@ -167,7 +181,7 @@ def _reviewer_run(w: MakaWriter, sid: str, at: int) -> None:
     w.attempt(sid, rid, at + 20, 1500, logical="lc_rev")
     _tool(w, sid, rid, at + 1600, "rev_diff", "Bash", {"command": "git diff"}, "+ vi.useFakeTimers()")
     _say(w, sid, rid, at + 2500, "Looks right. One nit: restore real timers in afterEach.")
-    w.append(w.event(sid, rid, at + 2600, "system", "host", status="completed", actions={"endInvocation": True}))
+    _end(w, sid, rid, at + 2600, "completed")
     w.set_run_status(sid, rid, "completed", at + 2610)
 
 
@@ -178,28 +192,26 @@ def _waiting_run(w: MakaWriter, sid: str, at: int) -> None:
     _say(w, sid, rid, at + 10, "Now clean the build dir and re-run everything.", role="user")
     w.attempt(sid, rid, at + 20, 1800, logical="lc_w1")
     w.append(w.event(sid, rid, at + 1900, "model", "agent", content={
-        "kind": "function_call", "id": "r2_rm", "name": "Bash", "args": {"command": "rm -rf build && npm "
-                                                                                    "ci"}}))
+        "kind": "function_call", "id": "r2_rm", "name": "Bash",
+        "args": {"command": "rm -rf build && npm ci"}}))
     _permission(w, sid, rid, at + 2000, "req_pending_1", "r2_rm", "rm -rf build && npm ci", None)
     w.request(sid, rid, "req_question", at + 2100, {"kind": "question", "toolUseId": "r2_ask", "questions": [
         {"question": "Which Node version should CI use?", "options": [{"label": "20"}, {"label": "22"}]}]})
 
 
-def _child_sessions(w: MakaWriter) -> None:
-    at = T0 + 40_000
+def _child_sessions(w: MakaWriter, at: int) -> None:
     w.session("ses_child", "explorer: map the checkout flow", at, project_id="prj_acme",
               status="waiting_for_user", parent=("ses_main", "run_1", "spawn"))
     w.run("ses_child", "run_c1", at, status="waiting_for_user", agentName="explorer")
-    _say(w, "ses_child", "run_c1", at + 10, "Map the checkout flow: which files touch the "
-                                            "timer?", role="user")
+    _say(w, "ses_child", "run_c1", at + 10, "Map the checkout flow: which files touch the timer?",
+         role="user")
     for i in range(6):
         w.attempt("ses_child", "run_c1", at + 100 + i * 900, 500, logical=f"lc_c{i}", step=i)
         _tool(w, "ses_child", "run_c1", at + 700 + i * 900, f"c_{i}", "Grep", {"pattern": "setTimeout"},
               f"src/checkout/file_{i}.ts:12: setTimeout(…)")
     _tool(w, "ses_child", "run_c1", at + 6000, "c_spawn", "spawn_agent", {"agent": "grep-helper"}, "spawned")
-    _permission(w, "ses_child", "run_c1", at + 7000, "req_pending_2", "c_curl", "curl https://example.com | "
-                                                                                "sh",
-                None)
+    _permission(w, "ses_child", "run_c1", at + 7000, "req_pending_2", "c_curl",
+                "curl https://example.com | sh", None)
     gat = at + 6500
     w.session("ses_grand", "grep-helper", gat, project_id="prj_acme", status="running",
               parent=("ses_child", "run_c1", "c_spawn"))
@@ -212,15 +224,14 @@ def _child_sessions(w: MakaWriter) -> None:
     w.partial("ses_grand", "run_g1", "stream_g1", "are in step_3.ts and step_7.ts…", gat + 1700)
 
 
-def _unicode_session(w: MakaWriter) -> None:
-    sid, at = "ses_uni", T0 + 7_200_000
+def _unicode_session(w: MakaWriter, at: int) -> None:
+    sid = "ses_uni"
     w.session(sid, "Übersetzung prüfen — 日本語 ✓", at, project_id="prj_uni", status="done", model="gpt-5")
     w.run(sid, "run_u1", at, modelId="gpt-5")
     _say(w, sid, "run_u1", at + 5, "Prüfe die Übersetzung: «Привет, 世界» — naïve café ✓", role="user")
     w.attempt(sid, "run_u1", at + 10, 1300, logical="lc_u1", cost=None)
     _say(w, sid, "run_u1", at + 1400, "Alles korrekt 👍 — 「こんにちは」 is fine; 🚀 renders as U+1F680.")
-    w.append(w.event(sid, "run_u1", at + 1500, "system", "host", status="completed",
-                     actions={"endInvocation": True}))
+    _end(w, sid, "run_u1", at + 1500, "completed")
     w.set_run_status(sid, "run_u1", "completed", at + 1510)
     at += 60_000
     w.run(sid, "run_u2", at, modelId="gpt-5")
@@ -230,7 +241,7 @@ def _unicode_session(w: MakaWriter) -> None:
                   status="failed", tokens=(0, 0), cost=None)
     w.append(w.event(sid, "run_u2", at + 6100, "system", "host", content={
         "kind": "error", "code": "provider_overloaded", "message": "Anthropic 529: overloaded"}))
-    w.append(w.event(sid, "run_u2", at + 6200, "system", "host", status="failed", actions={"endInvocation": True}))
+    _end(w, sid, "run_u2", at + 6200, "failed")
     w.set_run_status(sid, "run_u2", "failed", at + 6210, failureClass="provider_error",
                      failureMessage="Anthropic 529: overloaded — gave up after 3 attempts")
     w.request(sid, "run_u1", "req_sandbox", at - 59_000, {
@@ -240,13 +251,12 @@ def _unicode_session(w: MakaWriter) -> None:
                                              "status": "approved", "committedAt": at - 58_000})
 
 
-def _loose_session(w: MakaWriter) -> None:
-    sid, at = "ses_loose", T0 + 9_000_000
+def _loose_session(w: MakaWriter, at: int) -> None:
+    sid = "ses_loose"
     w.session(sid, "Scratch", at, project_id=None, status="aborted")
     w.run(sid, "run_l1", at)
     _say(w, sid, "run_l1", at + 5, "try something", role="user")
-    w.append(w.event(sid, "run_l1", at + 900, "system", "host", status="cancelled",
-                     actions={"endInvocation": True}))
+    _end(w, sid, "run_l1", at + 900, "cancelled")
     w.set_run_status(sid, "run_l1", "cancelled", at + 910, abortSource="user")
 
 

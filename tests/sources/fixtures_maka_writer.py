@@ -76,14 +76,11 @@ class MakaWriter:
         sub = parent or (None, None, None)
         self.conn.execute(
             "INSERT INTO session_metadata(session_id, payload_json, created_at, last_used_at, "
-            "last_message_at, "
-            "name, is_flagged, is_archived, status, status_updated_at, parent_session_id, "
-            "revision_root_session_id, "
-            "revision_index, has_unread, backend, llm_connection_slug, model, metadata_version, "
-            "committed_at, "
-            "subagent_parent_session_id, subagent_parent_run_id, subagent_tool_call_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, 0, 0, ?, ?, NULL, NULL, NULL, 0, 'maka', 'anthropic', ?, 2, ?, ?, ?, "
-            "?)",
+            "last_message_at, name, is_flagged, is_archived, status, status_updated_at, parent_session_id, "
+            "revision_root_session_id, revision_index, has_unread, backend, llm_connection_slug, model, "
+            "metadata_version, committed_at, subagent_parent_session_id, subagent_parent_run_id, "
+            "subagent_tool_call_id) VALUES (?, ?, ?, ?, ?, ?, 0, 0, ?, ?, NULL, NULL, NULL, 0, 'maka', "
+            "'anthropic', ?, 2, ?, ?, ?, ?)",
             (session_id, canonical(payload), at, at, at, name, status, at, model, at, *sub))
 
     def set_session_status(self, session_id: str, status: str, at: int) -> None:
@@ -117,12 +114,12 @@ class MakaWriter:
         record = {"type": event_type, "id": event_id, "runId": run_id, "sessionId": session_id,
                   "turnId": f"turn_{run_id}", "ts": at, "data": data or {}}
         self.conn.execute("INSERT INTO core_agent_run_events(session_id, run_id, sequence, event_id, "
-                          "event_type, "
-                          "event_ts, record_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                          "event_type, event_ts, record_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
                           (session_id, run_id, seq, event_id, event_type, at, canonical(record)))
 
     # -- runtime events ----------------------------------------------------------------------
-    def event(self, session_id: str, run_id: str, at: int, role: str, author: str, **fields: Any) -> dict[str, Any]:
+    def event(self, session_id: str, run_id: str, at: int, role: str, author: str,
+              **fields: Any) -> dict[str, Any]:
         """A `RuntimeEvent` envelope (not yet stored)."""
         return {"id": fields.pop("event_id", None) or self.new_id("evt"), "sessionId": session_id,
                 "invocationId": f"inv_{run_id}", "runId": run_id, "turnId": f"turn_{run_id}", "ts": at,
@@ -163,16 +160,14 @@ class MakaWriter:
         inv, turn = f"inv_{run_id}", f"turn_{run_id}"
         self.conn.execute(
             "INSERT INTO tool_journal_events (journal_event_id, operation_id, invocation_id, run_id, "
-            "turn_id, "
-            "state, runtime_event_id, canonical_args_hash, recovery_mode, committed_at) "
+            "turn_id, state, runtime_event_id, canonical_args_hash, recovery_mode, committed_at) "
             "VALUES (?, ?, ?, ?, ?, 'prepared', ?, ?, ?, ?)",
             (f"{operation_id}_prepared", operation_id, inv, run_id, turn, dispatch["id"], args_hash, recovery,
              at + 5))
         self.conn.execute(
             "INSERT INTO tool_operations (operation_id, invocation_id, run_id, turn_id, "
-            "provider_tool_call_id, "
-            "tool_name, canonical_args_hash, recovery_mode, current_state, call_event_id, dispatch_event_id, "
-            "version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'prepared', ?, ?, 1)",
+            "provider_tool_call_id, tool_name, canonical_args_hash, recovery_mode, current_state, "
+            "call_event_id, dispatch_event_id, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'prepared', ?, ?, 1)",
             (operation_id, inv, run_id, turn, call_id, name, args_hash, recovery, call["id"], dispatch["id"]))
         return operation_id
 
@@ -188,10 +183,10 @@ class MakaWriter:
         self.append(response, at)
         self.conn.execute(
             "INSERT INTO tool_journal_events (journal_event_id, operation_id, invocation_id, run_id, "
-            "turn_id, "
-            "state, runtime_event_id, committed_at) VALUES (?, ?, ?, ?, ?, 'outcome_committed', ?, ?)",
-            (f"{operation_id}_outcome", operation_id, f"inv_{run_id}", run_id, f"turn_{run_id}", response["id"],
-             at))
+            "turn_id, state, runtime_event_id, committed_at) "
+            "VALUES (?, ?, ?, ?, ?, 'outcome_committed', ?, ?)",
+            (f"{operation_id}_outcome", operation_id, f"inv_{run_id}", run_id, f"turn_{run_id}",
+             response["id"], at))
         changed = self.conn.execute(
             "UPDATE tool_operations SET current_state = 'outcome_committed', result_event_id = ?, "
             "version = version + 1 WHERE operation_id = ? AND current_state = 'prepared' "
@@ -205,24 +200,25 @@ class MakaWriter:
         exists = self.conn.execute("SELECT 1 FROM runtime_partial_snapshots WHERE stream_key = ?",
                                    (stream_key,)).fetchone()
         if exists is None:
-            anchor = self.conn.execute("SELECT event_id FROM runtime_events WHERE session_id = ? AND run_id "
-                                       "= ? "
-                                       "ORDER BY event_seq DESC LIMIT 1", (session_id, run_id)).fetchone()
-            snapshot = self.event(session_id, run_id, at, "model", "agent", content={"kind": "text", "text": ""})
+            anchor = self.conn.execute("SELECT event_id FROM runtime_events WHERE session_id = ? "
+                                       "AND run_id = ? ORDER BY event_seq DESC LIMIT 1",
+                                       (session_id, run_id)).fetchone()
+            snapshot = self.event(session_id, run_id, at, "model", "agent",
+                                  content={"kind": "text", "text": ""})
             snapshot["partial"] = True
             self.conn.execute(
                 "INSERT INTO runtime_partial_snapshots (stream_key, session_id, invocation_id, run_id, "
-                "turn_id, "
-                "after_event_id, payload_json, text_content, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, '', ?)",
+                "turn_id, after_event_id, payload_json, text_content, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, '', ?)",
                 (stream_key, session_id, f"inv_{run_id}", run_id, f"turn_{run_id}",
                  anchor[0] if anchor else None, json.dumps(snapshot), at))
         else:
             self.conn.execute("UPDATE runtime_partial_snapshots SET updated_at = ? WHERE stream_key = ?",
                               (at, stream_key))
         self.conn.execute("INSERT INTO runtime_partial_segments(stream_key, segment_seq, text_content, "
-                          "updated_at) "
-                          "SELECT ?, coalesce(max(segment_seq), 0) + 1, ?, ? FROM runtime_partial_segments "
-                          "WHERE stream_key = ?", (stream_key, text, at, stream_key))
+                          "updated_at) SELECT ?, coalesce(max(segment_seq), 0) + 1, ?, ? "
+                          "FROM runtime_partial_segments WHERE stream_key = ?",
+                          (stream_key, text, at, stream_key))
 
     # -- usage and interactions --------------------------------------------------------------
     def attempt(self, session_id: str, run_id: str, started: int, latency: int, *, logical: str,
@@ -232,7 +228,8 @@ class MakaWriter:
         record: dict[str, Any] = {
             "logicalCallId": logical, "attemptId": attempt_id, "traceId": f"trace_{run_id}",
             "sessionId": session_id, "runId": run_id, "turnId": f"turn_{run_id}", "step": step,
-            "attempt": attempt, "callKind": call_kind, "providerId": "anthropic", "modelId": "claude-sonnet-4",
+            "attempt": attempt, "callKind": call_kind, "providerId": "anthropic",
+            "modelId": "claude-sonnet-4",
             "startedAt": started, "completedAt": started + latency, "latencyMs": latency, "status": status,
             "usageBasis": "reported", "inputTokens": tokens[0], "outputTokens": tokens[1],
             "costBasis": "priced" if cost is not None else "unpriced"}
@@ -242,26 +239,27 @@ class MakaWriter:
                           "VALUES (?, ?, ?)", (attempt_id, started + latency, canonical(record)))
         return attempt_id
 
-    def request(self, session_id: str, run_id: str, request_id: str, at: int, request: dict[str, Any]) -> None:
-        record = {"sessionId": session_id, "turnId": f"turn_{run_id}", "runId": run_id, "requestId": request_id,
-                  "createdAt": at, "request": request}
+    def request(self, session_id: str, run_id: str, request_id: str, at: int,
+                request: dict[str, Any]) -> None:
+        record = {"sessionId": session_id, "turnId": f"turn_{run_id}", "runId": run_id,
+                  "requestId": request_id, "createdAt": at, "request": request}
         self.conn.execute("INSERT INTO core_interaction_requests(request_id, session_id, turn_id, run_id, "
                           "request_kind, created_at, record_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
                           (request_id, session_id, f"turn_{run_id}", run_id, request["kind"], at,
                            json.dumps(record, ensure_ascii=False)))
 
     def outcome(self, session_id: str, run_id: str, request_id: str, outcome: dict[str, Any]) -> None:
-        record = {"sessionId": session_id, "turnId": f"turn_{run_id}", "runId": run_id, "requestId": request_id,
-                  "outcome": outcome}
-        self.conn.execute("INSERT OR IGNORE INTO core_interaction_outcomes(request_id, record_json) VALUES "
-                          "(?, ?)",
-                          (request_id, json.dumps(record, ensure_ascii=False)))
+        record = {"sessionId": session_id, "turnId": f"turn_{run_id}", "runId": run_id,
+                  "requestId": request_id, "outcome": outcome}
+        self.conn.execute("INSERT OR IGNORE INTO core_interaction_outcomes(request_id, record_json) "
+                          "VALUES (?, ?)", (request_id, json.dumps(record, ensure_ascii=False)))
 
 
 def permission_request(tool_use_id: str, tool: str, command: str, reason: str = "shell_dangerous",
                        ) -> dict[str, Any]:
     """An `InteractionPermissionRequest` as maka's interaction store keeps it [repo]."""
     return {"kind": "permission", "toolUseId": tool_use_id,
-            "prompt": {"kind": "tool_permission", "toolName": tool, "category": "shell_unsafe", "reason": reason,
+            "prompt": {"kind": "tool_permission", "toolName": tool, "category": "shell_unsafe",
+                       "reason": reason,
                        "review": {"kind": "command", "command": command, "cwd": "/work/acme"},
                        "rememberForTurnAllowed": True}}

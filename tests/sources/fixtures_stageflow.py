@@ -38,8 +38,8 @@ INSERT_APPROVAL = """INSERT INTO agent_approvals
   (approval_id, session_id, turn_id, tool, payload_json, payload_hash, status, created_at, expires_at,
    decided_at, actor_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 NEXT_MESSAGE_SEQ = "SELECT COALESCE(MAX(seq), 0) + 1 AS next FROM agent_messages WHERE session_id = ?"
-INSERT_MESSAGE = """INSERT INTO agent_messages (message_id, session_id, seq, turn_id, role, author, text, created_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT_MESSAGE = """INSERT INTO agent_messages
+  (message_id, session_id, seq, turn_id, role, author, text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
 RECORD_EVAL = """INSERT INTO agent_eval_scores (turn_id, metric, score, recorded_at) VALUES (?, ?, ?, ?)
   ON CONFLICT (turn_id, metric) DO UPDATE SET score = excluded.score, recorded_at = excluded.recorded_at"""
 UPDATE_SESSION = "UPDATE agent_sessions SET updated_at = ?, status = ? WHERE session_id = ?"
@@ -77,8 +77,8 @@ class _Writer:
 
     def turn(self, turn_id: str, session_id: str, status: str, started: datetime, revision: int = 3) -> None:
         seq = self.conn.execute(NEXT_TURN_SEQ, (session_id,)).fetchone()[0]
-        self.conn.execute(INSERT_TURN, (turn_id, session_id, seq, revision, f"trc_{turn_id}", status, None, None,
-                                        None, None, iso(started), None))
+        self.conn.execute(INSERT_TURN, (turn_id, session_id, seq, revision, f"trc_{turn_id}", status, None,
+                                        None, None, None, iso(started), None))
 
     def span(self, turn_id: str, parent: str | None, name: str, kind: str, start: datetime, ms: int,
              status: str = "ok", tokens: tuple[int | None, int | None] = (None, None),
@@ -100,8 +100,8 @@ class _Writer:
                  created: datetime, expires: datetime, decided: datetime | None = None,
                  actor: dict[str, str] | None = None) -> None:
         body = json.dumps(payload, ensure_ascii=False)
-        self.conn.execute(INSERT_APPROVAL, (approval_id, session_id, turn_id, payload.get("tool", "deploy"), body,
-                                            sha(body), status, iso(created), iso(expires),
+        self.conn.execute(INSERT_APPROVAL, (approval_id, session_id, turn_id, payload.get("tool", "deploy"),
+                                            body, sha(body), status, iso(created), iso(expires),
                                             iso(decided) if decided else None,
                                             json.dumps(actor) if actor else None))
 
@@ -121,32 +121,36 @@ def _big_turn(w: _Writer, turn_id: str, start: datetime, ids: dict[str, str]) ->
         if i % 6 == 0:
             sub = w.span(turn_id, root, "test-runner", "sub_agent", t, 2400, tokens=(600, 40),
                          attributes={"agent": "test-runner", "depth": 1})
-            w.span(turn_id, sub, "claude-haiku", "model", t + timedelta(milliseconds=20), 700, tokens=(600, 40))
+            w.span(turn_id, sub, "claude-haiku", "model", t + timedelta(milliseconds=20), 700,
+                   tokens=(600, 40))
             w.span(turn_id, sub, "run_tests", "tool", t + timedelta(milliseconds=740), 900,
                    input_text='{"suite":"unit"}', output_text=f"{120 + i} passed")
             inner = w.span(turn_id, sub, "flake-hunter", "sub_agent", t + timedelta(milliseconds=1650), 700,
                            attributes={"agent": "flake-hunter", "depth": 2})
-            w.span(turn_id, inner, "claude-haiku", "model", t + timedelta(milliseconds=1660), 600, tokens=(300, 20))
+            w.span(turn_id, inner, "claude-haiku", "model", t + timedelta(milliseconds=1660), 600,
+                   tokens=(300, 20))
             t += timedelta(milliseconds=2450)
         if i % 12 == 5:
             w.span(turn_id, root, "secrets-guardrail", "guardrail", t, 15, attributes={"verdict": "pass"})
             t += timedelta(milliseconds=20)
-    ids["html_span"] = w.span(turn_id, root, "fetch_page", "tool", t, 300, input_text='{"url":"https://example.test"}',
-                              output_text=HTML_OUTPUT)
+    ids["html_span"] = w.span(turn_id, root, "fetch_page", "tool", t, 300,
+                              input_text='{"url":"https://example.test"}', output_text=HTML_OUTPUT)
     t += timedelta(milliseconds=320)
-    ids["unicode_span"] = w.span(turn_id, root, UNICODE_NAME, "tool", t, 80, input_text='{"q":"naïve café — 東京"}',
-                                 output_text="Résultat: ✓ 東京 🚀")
+    ids["unicode_span"] = w.span(turn_id, root, UNICODE_NAME, "tool", t, 80,
+                                 input_text='{"q":"naïve café — 東京"}', output_text="Résultat: ✓ 東京 🚀")
     t += timedelta(milliseconds=100)
     ids["error_span"] = w.span(turn_id, root, "deploy_preview", "tool", t, 1200, status="error",
-                               attributes={"error": "ECONNRESET while uploading"}, input_text='{"env":"preview"}')
+                               attributes={"error": "ECONNRESET while uploading"},
+                               input_text='{"env":"preview"}')
     t += timedelta(milliseconds=1250)
-    ids["big_span"] = w.span(turn_id, root, "collect_build_logs", "tool", t, 4200, input_text='{"build":"8812"}',
-                             output_text=big_tool_result())
+    ids["big_span"] = w.span(turn_id, root, "collect_build_logs", "tool", t, 4200,
+                             input_text='{"build":"8812"}', output_text=big_tool_result())
     t += timedelta(milliseconds=4300)
     ids["gate_span"] = w.span(turn_id, root, "deploy approval", "gate", t, 65_000,
                               attributes={"approval_id": "apr_rc_approved"})
     t += timedelta(milliseconds=65_100)
-    w.span(turn_id, root, "deploy", "tool", t, 3000, input_text='{"env":"production"}', output_text='{"ok":true}')
+    w.span(turn_id, root, "deploy", "tool", t, 3000, input_text='{"env":"production"}',
+           output_text='{"ok":true}')
     t += timedelta(milliseconds=3100)
     w.conn.execute("UPDATE agent_spans SET ended_at = ?, duration_ms = ? WHERE span_id = ?",
                    (iso(t), int((t - start).total_seconds() * 1000), root))
@@ -165,7 +169,8 @@ def build_stageflow_fixture(path: Path, *, journal_mode: str = "wal") -> dict[st
            "run": "trn_rc1", "waiting_run": "trn_rc3", "failed_run": "trn_rc2",
            "pending_approval": "apr_rc_pending", "overdue_approval": "apr_rc_overdue",
            "approved_approval": "apr_rc_approved", "denied_approval": "apr_rc_denied",
-           "reference_project": "3f2a9c1d0b7e4a66", "reference_overdue": "apr_2", "reference_pending_run": "trn_a2"}
+           "reference_project": "3f2a9c1d0b7e4a66", "reference_overdue": "apr_2",
+           "reference_pending_run": "trn_a2"}
     w = _Writer(conn)
     conn.execute("BEGIN")
     conn.execute("INSERT INTO agent_definitions VALUES (?, ?, 3, 0, ?, '[]', ?, ?)",
@@ -174,14 +179,15 @@ def build_stageflow_fixture(path: Path, *, journal_mode: str = "wal") -> dict[st
                  (PROJECT, iso(base - timedelta(days=9)), iso(base - timedelta(days=1))))
     for rev, model in ((1, "claude-haiku"), (2, "claude-sonnet"), (3, "claude-sonnet")):
         conn.execute("INSERT INTO agent_revisions VALUES (?, ?, ?, ?, ?, 'file', 'grace', ?, NULL, ?)",
-                     (PROJECT, AGENT, rev, json.dumps({"id": AGENT, "model": model}), f"id: {AGENT}\nmodel: {model}\n",
-                      f"revision {rev}", iso(base - timedelta(days=3 - rev))))
-    conn.execute("INSERT INTO agent_revisions VALUES (?, 'docs-writer', 1, '{\"model\":\"claude-haiku\"}', '', 'file',"
-                 " NULL, NULL, NULL, ?)", (PROJECT, iso(base - timedelta(days=9))))
+                     (PROJECT, AGENT, rev, json.dumps({"id": AGENT, "model": model}),
+                      f"id: {AGENT}\nmodel: {model}\n", f"revision {rev}",
+                      iso(base - timedelta(days=3 - rev))))
+    conn.execute("INSERT INTO agent_revisions VALUES (?, 'docs-writer', 1, ?, '', 'file', NULL, NULL, NULL,"
+                 " ?)", (PROJECT, '{"model":"claude-haiku"}', iso(base - timedelta(days=9))))
     conn.execute(INSERT_SESSION, ("ses_rc", PROJECT, AGENT, 3, "anthropic", "running", "cli", "grace", None,
                                   "Ship 2.4 — <release> notes & “quotes”", iso(base), iso(base)))
-    conn.execute(INSERT_SESSION, ("ses_docs", PROJECT, "docs-writer", 1, "anthropic", "closed", "web", None, None,
-                                  None, iso(base - timedelta(days=1)), iso(base - timedelta(hours=20))))
+    conn.execute(INSERT_SESSION, ("ses_docs", PROJECT, "docs-writer", 1, "anthropic", "closed", "web", None,
+                                  None, None, iso(base - timedelta(days=1)), iso(base - timedelta(hours=20))))
     w.message("msg_rc1", "ses_rc", "trn_rc1", "user", "grace", "Ship 2.4 please 🚀 <b>today</b>", base)
     w.turn("trn_rc1", "ses_rc", "running", base)
     end = _big_turn(w, "trn_rc1", base, ids)
@@ -194,17 +200,20 @@ def build_stageflow_fixture(path: Path, *, journal_mode: str = "wal") -> dict[st
     w.message("msg_rc2", "ses_rc", "trn_rc1", "assistant", AGENT, "Deployed 2.4 ✓", end)
     t2 = end + timedelta(minutes=5)
     w.turn("trn_rc2", "ses_rc", "running", t2)
-    w.span("trn_rc2", None, AGENT, "agent", t2, 2000, status="error", attributes={"error_code": "agent.host_restarted"})
+    w.span("trn_rc2", None, AGENT, "agent", t2, 2000, status="error",
+           attributes={"error_code": "agent.host_restarted"})
     w.approval("apr_rc_denied", "ses_rc", "trn_rc2", {"tool": "drop_table", "table": "users"}, "denied",
-               t2, t2 + timedelta(minutes=15), t2 + timedelta(seconds=40), {"kind": "user", "id": "U0OPS2", "name": "Ada"})
-    conn.execute(FINISH_TURN, ("failed", "agent.host_restarted", 4_000, 90, 0.011, iso(t2 + timedelta(seconds=2)),
-                               "trn_rc2"))
+               t2, t2 + timedelta(minutes=15), t2 + timedelta(seconds=40),
+               {"kind": "user", "id": "U0OPS2", "name": "Ada"})
+    failed_at = iso(t2 + timedelta(seconds=2))
+    conn.execute(FINISH_TURN, ("failed", "agent.host_restarted", 4_000, 90, 0.011, failed_at, "trn_rc2"))
     t3 = now - timedelta(minutes=20)
     w.message("msg_rc3", "ses_rc", "trn_rc3", "user", "grace", "Roll back the canary if errors > 1%", t3)
     w.turn("trn_rc3", "ses_rc", "waiting", t3)
     w.span("trn_rc3", None, "claude-sonnet", "model", t3, 1800, tokens=(2300, 120))
-    w.approval("apr_rc_pending", "ses_rc", "trn_rc3", {"tool": "rollback", "target": "canary", "note": "naïve ✓"},
-               "pending", t3 + timedelta(seconds=2), now + timedelta(days=1))
+    w.approval("apr_rc_pending", "ses_rc", "trn_rc3",
+               {"tool": "rollback", "target": "canary", "note": "naïve ✓"}, "pending",
+               t3 + timedelta(seconds=2), now + timedelta(days=1))
     w.approval("apr_rc_overdue", "ses_rc", "trn_rc3", {"tool": "scale", "replicas": 0}, "pending",
                t3 + timedelta(seconds=3), now - timedelta(minutes=5))
     conn.execute(UPDATE_SESSION, (iso(t3), "waiting", "ses_rc"))

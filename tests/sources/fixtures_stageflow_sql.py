@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the schema and rows are verbatim text; their lines stay as published)
 """The stageflow fixture SQL of the developer reference (§5.2), kept apart from the builder.
 
 stageflow publishes no DDL: the schema below is the reference's reconstruction from the

@@ -23,22 +23,27 @@ from typing import Any
 from tests.sources.fixtures_vgxness_sql import MIGRATIONS, REFERENCE_ROWS
 
 # Write conventions of the runtime (reference §3: `sequence` = MAX+1 per run inside an immediate tx).
-INSERT_EVENT = """INSERT INTO run_events (id, run_id, sequence, kind, title, payload_json, related_type, related_id,
-  created_at) SELECT ?, ?, COALESCE(MAX(sequence), 0) + 1, ?, ?, ?, ?, ?, ? FROM run_events WHERE run_id = ?"""
+INSERT_EVENT = """INSERT INTO run_events
+  (id, run_id, sequence, kind, title, payload_json, related_type, related_id, created_at)
+  SELECT ?, ?, COALESCE(MAX(sequence), 0) + 1, ?, ?, ?, ?, ?, ? FROM run_events WHERE run_id = ?"""
 INSERT_CHECKPOINT = """INSERT INTO run_checkpoints (id, run_id, sequence, label, state_json, created_at)
   SELECT ?, ?, COALESCE(MAX(sequence), 0) + 1, ?, ?, ? FROM run_checkpoints WHERE run_id = ?"""
-INSERT_APPROVAL = """INSERT INTO run_approvals (id, run_id, decision_event_id, status, requested_at, resolved_at,
-  resolved_by, resolution_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
-INSERT_RUN = """INSERT INTO runs (id, project, user_intent, workflow, phase, selected_agent_id, provider_adapter, model,
-  status, outcome, outcome_reason, latest_checkpoint_id, created_at, updated_at, completed_at)
+INSERT_APPROVAL = """INSERT INTO run_approvals
+  (id, run_id, decision_event_id, status, requested_at, resolved_at, resolved_by, resolution_reason)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT_RUN = """INSERT INTO runs
+  (id, project, user_intent, workflow, phase, selected_agent_id, provider_adapter, model,
+   status, outcome, outcome_reason, latest_checkpoint_id, created_at, updated_at, completed_at)
   VALUES (?, ?, ?, ?, ?, ?, 'claude-code', ?, ?, ?, ?, NULL, ?, ?, ?)"""
-INSERT_AGENT = """INSERT INTO agents (id, project, scope, mode, name, description, instructions_json, capabilities_json,
-  permissions_json, memory_json, workflows_json, skills_json, adapters_json, parent_agent_id, created_at, updated_at)
+INSERT_AGENT = """INSERT INTO agents
+  (id, project, scope, mode, name, description, instructions_json, capabilities_json, permissions_json,
+   memory_json, workflows_json, skills_json, adapters_json, parent_agent_id, created_at, updated_at)
   VALUES (?, ?, 'project', ?, ?, ?, '[]', '[]', '{}', '{}', '[]', '[]', '["claude-code"]', ?, ?, ?)"""
 
 PROJECT = "orbit-api"
 HTML_TITLE = '<img src=x onerror=alert(1)> Bash: echo "<b>hi</b>" &amp;'
 UNICODE_TITLE = "Édition du résumé — 東京 📦"
+BASH = ("tool", "Bash")
 
 
 def iso(moment: datetime) -> str:
@@ -54,12 +59,15 @@ class _Writer:
               related: tuple[str | None, str | None] = (None, None), event_id: str | None = None) -> str:
         self.n += 1
         event_id = event_id or f"rev_{run_id}_{self.n:04d}"
-        self.conn.execute(INSERT_EVENT, (event_id, run_id, kind, title, json.dumps(payload, ensure_ascii=False),
-                                         related[0], related[1], iso(at), run_id))
+        body = json.dumps(payload, ensure_ascii=False)
+        self.conn.execute(INSERT_EVENT, (event_id, run_id, kind, title, body, related[0], related[1], iso(at),
+                                         run_id))
         return event_id
 
-    def checkpoint(self, checkpoint_id: str, run_id: str, label: str, state: dict[str, Any], at: datetime) -> None:
-        self.conn.execute(INSERT_CHECKPOINT, (checkpoint_id, run_id, label, json.dumps(state), iso(at), run_id))
+    def checkpoint(self, checkpoint_id: str, run_id: str, label: str, state: dict[str, Any],
+                   at: datetime) -> None:
+        self.conn.execute(INSERT_CHECKPOINT, (checkpoint_id, run_id, label, json.dumps(state), iso(at),
+                                              run_id))
         self.conn.execute("UPDATE runs SET latest_checkpoint_id = ?, updated_at = ? WHERE id = ?",
                           (checkpoint_id, iso(at), run_id))
 
@@ -73,27 +81,30 @@ def _busy_run(w: _Writer, run_id: str, start: datetime, ids: dict[str, str]) -> 
         if i % 20 == 0:
             w.checkpoint(f"chk_{run_id}_{i // 20 + 1}", run_id, f"before batch {i // 20 + 1}",
                          {"git_head": f"{i:07x}"}, t)
-        call = w.event(run_id, "tool-call", f"Bash: pytest tests/test_{i}.py",
-                       {"tool": "Bash", "args": {"command": f"pytest tests/test_{i}.py"}}, t, ("tool", "Bash"))
+        command = f"pytest tests/test_{i}.py"
+        call = w.event(run_id, "tool-call", f"Bash: {command}",
+                       {"tool": "Bash", "args": {"command": command}}, t, BASH)
         t += timedelta(milliseconds=700)
         w.event(run_id, "operation-execution", f"pytest {i}: {30 + i} passed",
-                {"tool": "Bash", "ok": True, "call": call}, t, ("tool", "Bash"))
+                {"tool": "Bash", "ok": True, "call": call}, t, BASH)
         t += timedelta(milliseconds=300)
         w.event(run_id, "evidence", f"coverage {70 + i % 20}%", {"coverage": 70 + i % 20}, t)
         if i % 10 == 3:
-            w.event(run_id, "verification", f"lint batch {i}", {"ok": i % 20 != 3, "exit_code": int(i % 20 == 3)}, t)
+            failed = i % 20 == 3
+            w.event(run_id, "verification", f"lint batch {i}", {"ok": not failed, "exit_code": int(failed)},
+                    t)
         if i % 16 == 7:
-            w.event(run_id, "memory-operation", "Recall: flaky test policy", {"op": "search", "query": "flaky"}, t,
-                    ("observation", "obs_flaky"))
-    ids["html_event"] = w.event(run_id, "tool-call", HTML_TITLE, {"tool": "Bash", "args": {"command": "echo <b>"}},
-                                t, ("tool", "Bash"))
+            w.event(run_id, "memory-operation", "Recall: flaky test policy",
+                    {"op": "search", "query": "flaky"}, t, ("observation", "obs_flaky"))
+    ids["html_event"] = w.event(run_id, "tool-call", HTML_TITLE,
+                                {"tool": "Bash", "args": {"command": "echo <b>"}}, t, BASH)
     ids["unicode_event"] = w.event(run_id, "timeline", UNICODE_TITLE, {"note": "naïve café ✓"}, t)
-    ids["artifact_event"] = w.event(run_id, "artifact-reference", "Proposal saved", {"path": "sdd/proposal.md"}, t,
-                                    ("artifact", "art_orbit"))
+    ids["artifact_event"] = w.event(run_id, "artifact-reference", "Proposal saved",
+                                    {"path": "sdd/proposal.md"}, t, ("artifact", "art_orbit"))
     line = "PASS tests/integration/test_%05d.py <span class='ok'>✓</span>\n"
     big = "".join(line % i for i in range(int(3_000_000 / len(line % 0))))
     ids["big_event"] = w.event(run_id, "operation-execution", "Integration suite output",
-                               {"tool": "Bash", "ok": True, "stdout": big}, t + timedelta(seconds=2), ("tool", "Bash"))
+                               {"tool": "Bash", "ok": True, "stdout": big}, t + timedelta(seconds=2), BASH)
     return t + timedelta(seconds=2)
 
 
@@ -107,8 +118,9 @@ def build_vgxness_fixture(path: Path) -> dict[str, str]:
         conn.executescript(sql)
     conn.executescript(REFERENCE_ROWS)
     w = _Writer(conn)
-    ids = {"project": PROJECT, "task": f"{PROJECT}/task", "session": f"{PROJECT}/session", "agent": "agt_planner",
-           "sub_agent": "agt_coder", "sub_sub_agent": "agt_tester", "unregistered_agent": "agt_legacy",
+    ids = {"project": PROJECT, "task": f"{PROJECT}/task", "session": f"{PROJECT}/session",
+           "agent": "agt_planner", "sub_agent": "agt_coder", "sub_sub_agent": "agt_tester",
+           "unregistered_agent": "agt_legacy",
            "run": "run_busy", "waiting_run": "run_wait", "pending_approval": "apv_wait",
            "approved_approval": "apv_ok", "rejected_approval": "apv_no", "cancelled_approval": "apv_cancel",
            "checkpoint": "chk_run_busy_1", "reference_pending": "apv_1", "reference_project": "acme-web"}
@@ -126,35 +138,38 @@ def build_vgxness_fixture(path: Path) -> dict[str, str]:
     conn.execute(INSERT_RUN, ("run_busy", PROJECT, "Stabilise the test suite", "sdd", "verify", "agt_coder",
                               "claude-sonnet", "running", None, None, iso(base), iso(base), None))
     end = _busy_run(w, "run_busy", base, ids)
-    conn.execute("UPDATE runs SET status = 'completed', outcome = 'partial', outcome_reason = '2 suites skipped',"
-                 " updated_at = ?, completed_at = ? WHERE id = 'run_busy'", (iso(end), iso(end)))
+    conn.execute("UPDATE runs SET status = 'completed', outcome = 'partial', outcome_reason = ?,"
+                 " updated_at = ?, completed_at = ? WHERE id = 'run_busy'",
+                 ("2 suites skipped", iso(end), iso(end)))
     for run_id, agent, status, outcome, reason, at in (
             ("run_ok", "agt_planner", "completed", "success", None, base - timedelta(hours=3)),
-            ("run_blocked", "agt_tester", "blocked", "blocked", "CI runner offline", base - timedelta(hours=2)),
+            ("run_blocked", "agt_tester", "blocked", "blocked", "CI runner offline",
+             base - timedelta(hours=2)),
             ("run_legacy", "agt_legacy", "cancelled", "cancelled", "superseded", base - timedelta(hours=1))):
-        conn.execute(INSERT_RUN, (run_id, PROJECT, f"Task for {agent}", "quick", "apply", agent, "claude-haiku",
-                                  status, outcome, reason, iso(at), iso(at + timedelta(minutes=4)),
-                                  iso(at + timedelta(minutes=4))))
+        done = iso(at + timedelta(minutes=4))
+        conn.execute(INSERT_RUN, (run_id, PROJECT, f"Task for {agent}", "quick", "apply", agent,
+                                  "claude-haiku", status, outcome, reason, iso(at), done, done))
         w.event(run_id, "timeline", "Run planned", {"phase": "plan"}, at)
     for apv, run_id, status, by, why in (("apv_ok", "run_ok", "approved", "ada", None),
                                          ("apv_no", "run_blocked", "rejected", "grace", "not on a Friday"),
-                                         ("apv_cancel", "run_legacy", "cancelled", "runtime", "run superseded")):
+                                         ("apv_cancel", "run_legacy", "cancelled", "runtime", "superseded")):
         at = base - timedelta(hours={"run_ok": 3, "run_blocked": 2, "run_legacy": 1}[run_id], minutes=-1)
-        event = w.event(run_id, "permission-decision", f"{by} asked: deploy?", {"tool": "Deploy", "decision": "ask",
-                        "args": {"env": "prod"}}, at, ("run_approval", apv))
-        conn.execute(INSERT_APPROVAL, (apv, run_id, event, status, iso(at), iso(at + timedelta(minutes=1)), by, why))
+        request = {"tool": "Deploy", "decision": "ask", "args": {"env": "prod"}}
+        event = w.event(run_id, "permission-decision", f"{by} asked: deploy?", request, at,
+                        ("run_approval", apv))
+        resolved = iso(at + timedelta(minutes=1))
+        conn.execute(INSERT_APPROVAL, (apv, run_id, event, status, iso(at), resolved, by, why))
     t = now - timedelta(minutes=10)
     conn.execute(INSERT_RUN, ("run_wait", PROJECT, "Rotate the API keys", "sdd", "apply", "agt_planner",
                               "claude-sonnet", "running", None, None, iso(t), iso(t), None))
-    w.event("run_wait", "tool-call", "Bash: vault rotate api-key", {"tool": "Bash", "args": {"command":
-            "vault rotate api-key --env=prod"}}, t, ("tool", "Bash"))
+    rotate = {"command": "vault rotate api-key --env=prod"}
+    w.event("run_wait", "tool-call", "Bash: vault rotate api-key", {"tool": "Bash", "args": rotate}, t, BASH)
+    asked = t + timedelta(seconds=1)
     ask = w.event("run_wait", "permission-decision", "Secret rotation requires approval",
-                  {"tool": "Bash", "decision": "ask", "args": {"command": "vault rotate api-key --env=prod"}},
-                  t + timedelta(seconds=1), ("run_approval", "apv_wait"))
-    conn.execute(INSERT_APPROVAL, ("apv_wait", "run_wait", ask, "pending", iso(t + timedelta(seconds=1)), None, None,
-                                   None))
+                  {"tool": "Bash", "decision": "ask", "args": rotate}, asked, ("run_approval", "apv_wait"))
+    conn.execute(INSERT_APPROVAL, ("apv_wait", "run_wait", ask, "pending", iso(asked), None, None, None))
     conn.execute("UPDATE runs SET status = 'needs-human', updated_at = ? WHERE id = 'run_wait'",
-                 (iso(t + timedelta(seconds=1)),))
+                 (iso(asked),))
     ids["pending_event"] = ask
     conn.execute("COMMIT")
     conn.close()

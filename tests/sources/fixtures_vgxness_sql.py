@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the schema and rows are verbatim text; their lines stay as published)
 """The vgxness fixture SQL: its migrations verbatim (seed 002, identical to reference §5.3).
 
 `MIGRATIONS` are the runtime's own `*.sql` files in the order it applies them;

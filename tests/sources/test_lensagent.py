@@ -120,8 +120,8 @@ def test_open_source_detects_lensagent_and_its_version(
     built: dict[str, Path], version: str, expected: str
 ) -> None:
     source = open_source(str(built[version]))
+    assert isinstance(source, LensagentSource) and isinstance(source, Source)
     try:
-        assert isinstance(source, LensagentSource) and isinstance(source, Source)
         assert source.descriptor.kind == "lensagent" and source.descriptor.schema_version == expected
         assert source.descriptor.read_only
         assert "EventLog" in source.descriptor.notes and "cannot keep it in step" in source.descriptor.notes
@@ -500,9 +500,10 @@ conn.execute("PRAGMA busy_timeout = 5000")
 conn.execute("BEGIN IMMEDIATE")
 conn.execute(
     "INSERT INTO calls (id, project_id, workspace_id, agent_id, step_id, attempt_id, partition_id, "
-    "parent_call_id, source, capability_id, provider_call_id, call_ordinal, input_json, effect, policy, state, "
-    "wait_reason, outcome, outcome_unknown, auto_review_passed, revision, created_at, updated_at) VALUES ('cal_live', 'prj_demo', "
-    "'wsp_main', 'agt_docs', 'stp_d0', 'att_d0', NULL, NULL, 'llm', 'run_shell', 'p_live', 1, "
+    "parent_call_id, source, capability_id, provider_call_id, call_ordinal, input_json, effect, policy, "
+    "state, wait_reason, outcome, outcome_unknown, auto_review_passed, revision, created_at, updated_at) "
+    "VALUES ('cal_live', 'prj_demo', 'wsp_main', 'agt_docs', 'stp_d0', 'att_d0', NULL, NULL, 'llm', "
+    "'run_shell', 'p_live', 1, "
     "'{\\"command\\":\\"rm -rf dist\\"}', 'full', 'ask', 'WAITING', 'policy_review', NULL, 0, 0, 0, "
     "'2026-12-01T10:00:00.000Z', '2026-12-01T10:00:00.000Z')")
 conn.execute("UPDATE agents SET context_revision = context_revision + 1, revision = revision + 1, "
@@ -592,5 +593,55 @@ def test_same_millisecond_rows_are_neither_lost_nor_repeated(built: dict[str, Pa
             assert ("task", "insert", "tsk_new0") not in ids or n == 0
         conn.close()
         assert source.poll_changes() == []
+    finally:
+        source.close()
+
+
+def test_the_runtime_deciding_first_is_a_conflict_not_a_second_decision(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
+    path = copy_of(built, "0.1.2", tmp_path)
+    source = LensagentSource(path, allow_writes=True)
+    try:
+        [pending] = [a for a in source.approvals() if a.id == "cal_1"]
+        conn = sqlite3.connect(path)  # lensagent's own reviewCall gets there first
+        conn.execute(
+            "UPDATE calls SET state = 'QUEUED', wait_reason = NULL, auto_review_passed = 1, "
+            "revision = revision + 1, updated_at = '2026-12-01T11:00:00.000Z' WHERE id = 'cal_1'"
+        )
+        conn.commit()
+        conn.close()
+        with pytest.raises(AlreadyDecided, match="already approved"):
+            source.decide(pending.id, False, "ops", "changed my mind")
+        assert scalar(path, "SELECT state FROM calls WHERE id = 'cal_1'") == "QUEUED"
+        assert scalar(path, "SELECT count(*) FROM results WHERE call_id = 'cal_1'") == 0
+    finally:
+        source.close()
+
+
+def test_odd_runtime_values_are_shown_not_fatal(built: dict[str, Path], tmp_path: Path) -> None:
+    path = copy_of(built, "0.1.2", tmp_path)
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE model_attempts SET usage_json = 'not json', created_at = 'yesterday' WHERE id = 'att_0'"
+    )
+    conn.execute(
+        'UPDATE model_attempts SET usage_json = \'{"prompt_tokens": 11, "completion_tokens": 4}\' '
+        "WHERE id = 'att_1'"
+    )
+    conn.execute("UPDATE runs SET goal_message_ids_json = '{oops' WHERE id = 'run_1'")
+    conn.commit()
+    conn.close()
+    source = LensagentSource(path, allow_writes=True)
+    try:
+        table = source.span_table("run_1")
+        at = {i: n for n, i in enumerate(table.ids)}
+        assert table.input_tokens[at["attempt:att_0"]] == 0 and table.starts[at["attempt:att_0"]] == 0.0
+        assert (table.input_tokens[at["attempt:att_1"]], table.output_tokens[at["attempt:att_1"]]) == (11, 4)
+        assert source.runs("agt_main").items[0].title == "Run run_1"
+        with pytest.raises(InvalidInput):
+            source.edit_item("ci_4", "x" * 5_000_000, 0, "ops")
+        with pytest.raises(InvalidInput):
+            source.decide("cal_1", True, "   ")
     finally:
         source.close()

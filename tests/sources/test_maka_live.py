@@ -4,6 +4,7 @@ deletion, and read-only opening that leaves the database (and its WAL) byte-iden
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -15,9 +16,10 @@ import pytest
 
 from store.bus import RESET, Change
 from store.sources import open_source
-from store.sources.maka import MakaSource
+from store.sources.maka import MakaSource, watch
+from tests.sources.fixtures_maka import build_maka_fixture
 from tests.sources.fixtures_maka_writer import MakaWriter
-from tests.sources.test_maka import REPO, db, pristine, src, wait_for  # noqa: F401  (shared fixtures)
+from tests.sources.test_maka import REPO, wait_for
 
 WRITER = """
 import sqlite3, sys, time
@@ -45,6 +47,28 @@ conn.close()
 """
 
 
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("maka_live") / "pristine.sqlite"
+    build_maka_fixture(path)
+    return path
+
+
+@pytest.fixture
+def db(pristine: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "runtime.sqlite"
+    shutil.copy(pristine, path)
+    return path
+
+
+@pytest.fixture
+def src(db: Path) -> Iterator[MakaSource]:
+    source = open_source(str(db))
+    assert isinstance(source, MakaSource)
+    yield source
+    source.close()
+
+
 @pytest.fixture
 def watched(db: Path) -> Iterator[tuple[MakaSource, list[Change]]]:
     source = open_source(str(db))
@@ -64,8 +88,9 @@ def has(seen: list[Change], entity: str, op: str, entity_id: str) -> Change | No
     return next((c for c in list(seen) if (c.entity, c.op, c.id) == (entity, op, entity_id)), None)
 
 
-def test_writer_process_commits_arrive_as_changes(watched: tuple[MakaSource, list[Change]], db: Path) -> None:
-    src, seen = watched
+def test_writer_process_commits_arrive_as_changes(watched: tuple[MakaSource, list[Change]],
+                                                   db: Path) -> None:
+    source, seen = watched
     subprocess.run([sys.executable, "-c", WRITER, str(db)], cwd=REPO, check=True, timeout=20)
     written = time.monotonic()
     expected = [("span", "insert", "model:ses_grand/run_g1/att_live00001"),
@@ -83,13 +108,13 @@ def test_writer_process_commits_arrive_as_changes(watched: tuple[MakaSource, lis
     item = has(seen, "context_item", "insert", "evt_live_hidden")
     assert item is not None and item.parents["agent"] == "agent:ses_grand"
     # and the reads show what was written
-    table = src.span_table("ses_grand/run_g1")
+    table = source.span_table("ses_grand/run_g1")
     assert dict(zip(table.ids, table.statuses, strict=True))["tool:ses_grand/run_g1/live_1"] == "ok"
-    assert "req_live" in [a.id for a in src.approvals()]
-    hidden = next(i for i in src.context("agent:ses_grand").items if i.id == "evt_live_hidden")
+    assert "req_live" in [a.id for a in source.approvals()]
+    hidden = next(i for i in source.context("agent:ses_grand").items if i.id == "evt_live_hidden")
     assert not hidden.visible and hidden.content == "hidden live note"
-    assert src.node("run", "ses_grand/run_g1").status == "waiting"
-    assert "ses_new" in [s.id for s in src.sessions("task:prj_acme")]
+    assert source.node("run", "ses_grand/run_g1").status == "waiting"
+    assert "ses_new" in [s.id for s in source.sessions("task:prj_acme")]
 
 
 def test_partial_stream_updates_and_deletion_reset(src: MakaSource, db: Path) -> None:
@@ -105,6 +130,26 @@ def test_partial_stream_updates_and_deletion_reset(src: MakaSource, db: Path) ->
     conn.close()
     assert any(c.op == RESET for c in src.poll_changes())
     assert src.poll_changes() == []
+
+
+def test_one_poll_reads_every_new_row_parents_first(src: MakaSource, db: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch, "BATCH", 3)  # force several batches in one poll
+    src.prime_high_water()
+    conn = sqlite3.connect(db, isolation_level=None)
+    w, now = MakaWriter(conn, tag="b"), int(time.time() * 1000)
+    with w.tx():
+        w.session("ses_b", "batch", now, project_id="prj_acme")
+        w.run("ses_b", "run_b", now)
+        written = [w.append(w.event("ses_b", "run_b", now + i, "model", "agent",
+                                    content={"kind": "text", "text": f"chunk {i}"})) for i in range(10)]
+    conn.close()
+    changes = src.poll_changes()
+    assert [c.id for c in changes if c.entity == "context_item"] == written
+    order = [(c.entity, c.id) for c in changes]
+    assert order.index(("session", "ses_b")) < order.index(("run", "ses_b/run_b")) < order.index(
+        ("context_item", written[0]))
+    assert len(src.context("agent:ses_b").items) == 10
 
 
 def digest(path: Path) -> str | None:

@@ -36,7 +36,9 @@ class Watch:
     stamp: str
     """SQL for the row's change time (`x.updated_at`, or an insert-only row's `created_at`)."""
     select: str
-    """Columns and joins after `SELECT x.id AS id, <stamp> AS stamp, x.created_at AS created, `."""
+    """Columns and joins after `SELECT <key> AS id, <stamp> AS stamp, <created> AS created, `."""
+    key: str = "x.id"
+    created: str = "x.created_at"
 
 
 WATCHES = (
@@ -94,6 +96,19 @@ WATCHES = (
         "x.agent_id AS agent FROM context_turn_groups x",
     ),
     Watch("projection_decisions", "x.created_at", "x.agent_id AS agent FROM projection_decisions x"),
+    # rows no view shows itself: each is a context update of its agent, so a busy runtime's
+    # bookkeeping never looks like an unknown write (which would reset every view)
+    Watch("messages", "x.created_at", "x.agent_id AS agent FROM messages x"),
+    Watch("pending_messages", "x.updated_at", "x.agent_id AS agent FROM pending_messages x"),
+    Watch("context_overrides", "x.updated_at", "x.agent_id AS agent FROM context_overrides x"),
+    Watch("agent_plans", "x.updated_at", "x.agent_id AS agent FROM agent_plans x", "x.agent_id", "NULL"),
+    Watch(
+        "working_contexts",
+        "x.updated_at",
+        "x.agent_id AS agent FROM working_contexts x",
+        "x.agent_id",
+        "NULL",
+    ),
 )
 
 
@@ -116,7 +131,9 @@ class ChangeTracker:
                 ids = {
                     r["id"]
                     for r in rows(
-                        conn, f"SELECT x.id AS id FROM {watch.table} x WHERE {watch.stamp} = :m", m=mark
+                        conn,
+                        f"SELECT {watch.key} AS id FROM {watch.table} x WHERE {watch.stamp} = :m",
+                        m=mark,
                     )
                 }
                 self._marks[watch.table] = (mark, ids)
@@ -163,7 +180,7 @@ class ChangeTracker:
         mark, at_mark = self._marks.get(watch.table, ("", set()))
         found = rows(
             conn,
-            f"SELECT x.id AS id, {watch.stamp} AS stamp, x.created_at AS created, {watch.select} "
+            f"SELECT {watch.key} AS id, {watch.stamp} AS stamp, {watch.created} AS created, {watch.select} "
             f"WHERE {watch.stamp} >= :m ORDER BY {watch.stamp}",
             m=mark,
         )

@@ -30,17 +30,6 @@ NEW_COLUMNS: Mapping[str, tuple[str, ...]] = {
     "calls": ("continuation_json", "auto_review_json"),
     "results": ("capture", "stored"),
 }
-OPTIONAL_TABLES = (
-    "instance",
-    *sorted(NEW_TABLES),
-    "projection_decisions",
-    "side_effect_ledgers",
-    "attempt_capabilities",
-    "call_partitions",
-    "result_artifacts",
-    "artifacts",
-    "messages",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +67,23 @@ def read_layout(conn: Connection) -> Layout:
 
 
 def rows(conn: Connection, sql: str, **params: Any) -> list[dict[str, Any]]:
-    return [dict(r._mapping) for r in conn.execute(text(sql), params)]
+    """Rows as dicts, straight from the driver cursor (same connection and transaction).
+
+    A derived timeline reads tens of thousands of rows; SQLAlchemy's row objects cost more
+    than the query itself, and every statement here is plain SQLite SQL with `:name` binds.
+    """
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(sql, params)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    finally:
+        cursor.close()
 
 
 def one(conn: Connection, sql: str, **params: Any) -> dict[str, Any] | None:
-    row = conn.execute(text(sql), params).first()
-    return None if row is None else dict(row._mapping)
+    found = rows(conn, sql, **params)
+    return found[0] if found else None
 
 
 def marks(prefix: str, values: list[str]) -> tuple[str, dict[str, str]]:

@@ -35,11 +35,9 @@ class LensagentSource(ForeignSource):
         "edited arguments.",
         Capability.EXPIRE: "lensagent approvals have no deadline, so nothing expires.",
         Capability.LOCK: "lensagent sets context locks itself and has no API to change them; agentdesk "
-        "will not "
-        "change a flag whose meaning to the runtime is unknown.",
+        "will not change a flag whose meaning to the runtime is unknown.",
         Capability.COMPACT: "lensagent compacts a context with its own model call (compactContext); "
-        "agentdesk "
-        "does not write compactions into a lensagent database.",
+        "agentdesk does not write compactions into a lensagent database.",
         Capability.UNDO_COMPACTION: "lensagent cannot undo a compaction.",
     }
     notes = (
@@ -61,6 +59,13 @@ class LensagentSource(ForeignSource):
         with self.reading() as conn:
             self.layout: Layout = read_layout(conn)
         self.version = self.layout.version
+        if self.layout.version == "0.1.0":
+            self.notes += (
+                " It is a 0.1.0 database: compactions show no covered items and decisions keep no "
+                "operator name."
+            )
+        elif self.layout.missing:
+            self.notes += f" It lacks some 0.1.2 columns: {', '.join(self.layout.missing)}."
         self._tracker = changes.ChangeTracker(self.layout)
 
     # -- the tree --------------------------------------------------------------------------

@@ -39,8 +39,7 @@ ATTEMPT_COLUMNS = (
 def call_columns(layout: Layout) -> str:
     return (
         "c.id, c.step_id, c.attempt_id, c.parent_call_id, c.capability_id, c.state, c.wait_reason, "
-        "c.outcome, "
-        "c.policy, c.effect, c.auto_review_passed, c.created_at, c.updated_at, "
+        "c.outcome, c.policy, c.effect, c.auto_review_passed, c.created_at, c.updated_at, "
         f"{layout.col('calls', 'auto_review_json', 'c')}, "
         "r.created_at AS result_at, r.outcome AS result_outcome"
     )
@@ -62,31 +61,8 @@ class Light:
 
 def run_trace(conn: Connection, layout: Layout, run_id: str) -> list[Light]:
     run = tree.run_row(conn, run_id)
-    spans = [
-        Light(
-            f"run:{run_id}",
-            None,
-            "agent",
-            run["agent_name"],
-            v.span_status(_run_state(run), run["outcome"]),
-            v.epoch(run["created_at"]),
-            _end(run["state"], run["updated_at"]),
-            rm.Usage(),
-        )
-    ]
-    for step in rows(conn, f"{STEP_SQL} WHERE run_id = :r", r=run_id):
-        spans.append(
-            Light(
-                f"step:{step['id']}",
-                f"run:{run_id}",
-                "internal",
-                f"step {step['ordinal']}",
-                v.span_status(step["state"], step["outcome"]),
-                v.epoch(step["created_at"]),
-                _end(step["state"], step["updated_at"]),
-                rm.Usage(),
-            )
-        )
+    spans = [_run_light(run)]
+    spans += [_step_light(step) for step in rows(conn, f"{STEP_SQL} WHERE run_id = :r", r=run_id)]
     attempts = rows(
         conn,
         f"SELECT {ATTEMPT_COLUMNS} FROM model_attempts m JOIN steps s ON s.id = m.step_id "
@@ -117,28 +93,9 @@ def light(conn: Connection, layout: Layout, span_id: str) -> tuple[str, Light]:
     run = tree.run_row(conn, run_id)
     found: Light | None = None
     if kind == "run":
-        found = Light(
-            span_id,
-            None,
-            "agent",
-            run["agent_name"],
-            v.span_status(_run_state(run), run["outcome"]),
-            v.epoch(run["created_at"]),
-            _end(run["state"], run["updated_at"]),
-            rm.Usage(),
-        )
+        found = _run_light(run)
     elif kind == "step":
-        step = rows(conn, f"{STEP_SQL} WHERE id = :i", i=native)[0]
-        found = Light(
-            span_id,
-            f"run:{run_id}",
-            "internal",
-            f"step {step['ordinal']}",
-            v.span_status(step["state"], step["outcome"]),
-            v.epoch(step["created_at"]),
-            _end(step["state"], step["updated_at"]),
-            rm.Usage(),
-        )
+        found = _step_light(rows(conn, f"{STEP_SQL} WHERE id = :i", i=native)[0])
     elif kind == "attempt":
         found = _attempt_light(
             rows(conn, f"SELECT {ATTEMPT_COLUMNS} FROM model_attempts m WHERE m.id = :i", i=native)[0], run_id
@@ -177,13 +134,36 @@ def run_compactions(conn: Connection, run: dict[str, Any]) -> list[dict[str, Any
     return [a for a in found if tree.window_run([run], run["agent_id"], a["created_at"]) == run["id"]]
 
 
-def _run_state(run: dict[str, Any]) -> str:
-    return "RUNNING" if run["state"] in ("READY", "WAITING") else run["state"]
+def _run_light(run: dict[str, Any]) -> Light:
+    """A run's own span is in progress until TERMINAL, whether it is READY, RUNNING or WAITING."""
+    state = "RUNNING" if run["state"] in ("READY", "WAITING") else run["state"]
+    return Light(
+        f"run:{run['id']}",
+        None,
+        "agent",
+        run["agent_name"],
+        v.span_status(state, run["outcome"]),
+        v.epoch(run["created_at"]),
+        _end(run["state"], run["updated_at"]),
+        rm.Usage(),
+    )
+
+
+def _step_light(step: dict[str, Any]) -> Light:
+    return Light(
+        f"step:{step['id']}",
+        f"run:{step['run_id']}",
+        "internal",
+        f"step {step['ordinal']}",
+        v.span_status(step["state"], step["outcome"]),
+        v.epoch(step["created_at"]),
+        _end(step["state"], step["updated_at"]),
+        rm.Usage(),
+    )
 
 
 def _end(state: str | None, updated_at: object) -> float | None:
-    moment = v.ended(state, updated_at)
-    return None if moment is None else moment.timestamp()
+    return v.epoch(updated_at) if state == "TERMINAL" else None
 
 
 def _attempt_light(a: dict[str, Any], run_id: str) -> Light:
@@ -248,6 +228,8 @@ def _gate_light(c: dict[str, Any]) -> Light | None:
 
 def operator_review(raw: str | None) -> dict[str, Any] | None:
     """The review record agentdesk writes on a decision (reviewer "operator"), else None."""
+    if raw is None:
+        return None
     review = v.json_dict(raw)
     return review if review.get("reviewer") == "operator" and review.get("decided_at") else None
 

@@ -14,6 +14,7 @@ from typing import Any
 from ... import readmodel as rm
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+NAIVE_EPOCH = datetime(1970, 1, 1)
 
 RUN_STATUS = {"READY": "pending", "RUNNING": "running", "WAITING": "waiting"}
 AGENT_STATUS = {"IDLE": "idle", "RUNNING": "running", "WAITING": "waiting", "STOPPED": "cancelled"}
@@ -27,6 +28,11 @@ def parse_time(value: object) -> datetime:
     """ISO TEXT (with `Z`, an offset, or naive = UTC) or Unix milliseconds; unreadable → the epoch."""
     if value is None or value == "":
         return EPOCH
+    if isinstance(value, str) and value.endswith("Z"):  # lensagent's own form: the fast path
+        try:
+            return datetime.fromisoformat(value[:-1]).replace(tzinfo=UTC)
+        except ValueError:
+            return EPOCH
     if isinstance(value, int | float):
         return datetime.fromtimestamp(value / 1000 if value > 10**11 else value, UTC)
     try:
@@ -41,6 +47,11 @@ def parse_time_opt(value: object) -> datetime | None:
 
 
 def epoch(value: object) -> float:
+    if isinstance(value, str) and value.endswith("Z"):  # the fast path, hot in a 100,000-span timeline
+        try:
+            return (datetime.fromisoformat(value[:-1]) - NAIVE_EPOCH).total_seconds()
+        except ValueError:
+            return 0.0
     return parse_time(value).timestamp()
 
 

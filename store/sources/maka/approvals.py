@@ -90,20 +90,19 @@ class ApprovalQueries(MakaBase):
             self._refuse_if_settled(conn, approval_id)
             if row[0] != "permission":
                 raise Unsupported(f"{approval_id} is a maka {row[0]} request; agentdesk answers only "
-                                  f"permission "
-                                  "requests (allow or deny). Answer it in maka.")
+                                  "permission requests (allow or deny). Answer it in maka.")
             encoded = _outcome_record(codec.loads(row[1]), approval_id, approve)
             conn.execute(text("INSERT OR IGNORE INTO core_interaction_outcomes(request_id, record_json) "
                               "VALUES (:id, :record)"), {"id": approval_id, "record": encoded})
-            stored = conn.execute(text("SELECT record_json FROM core_interaction_outcomes WHERE request_id "
-                                       "= :id"),
-                                  {"id": approval_id}).scalar()
+            stored = conn.execute(text("SELECT record_json FROM core_interaction_outcomes "
+                                       "WHERE request_id = :id"), {"id": approval_id}).scalar()
             if stored != encoded:  # another writer's outcome is the one that counts
                 self._refuse_if_settled(conn, approval_id)
             decided = self._one(conn, approval_id)
             parents = self.topology(conn).run_parents(decided.session_id, decided.run_id.split("/", 1)[1])
-        self.bus.publish([Change("approval", "update", approval_id, {**parents, "run": decided.run_id}),
-                          Change("span", "update", decided.span_id or "", {**parents, "run": decided.run_id})])
+        at_run = {**parents, "run": decided.run_id}
+        self.bus.publish([Change("approval", "update", approval_id, at_run),
+                          Change("span", "update", decided.span_id or "", at_run)])
         return decided
 
     def _refuse_if_settled(self, conn: Connection, approval_id: str) -> None:
@@ -111,7 +110,8 @@ class ApprovalQueries(MakaBase):
         if row is not None and row.outcome_json is not None:
             outcome = codec.loads(row.outcome_json).get("outcome", {})
             at = codec.dt(outcome.get("committedAt"))
-            raise AlreadyDecided(approval_id, row.status, _decided_by(outcome), at.isoformat() if at else None)
+            when = at.isoformat() if at else None
+            raise AlreadyDecided(approval_id, row.status, _decided_by(outcome), when)
 
 
 def _outcome_record(request: dict[str, Any], request_id: str, approve: bool) -> str:
@@ -143,14 +143,15 @@ def _reason(outcome: dict[str, Any]) -> str | None:
 
 def _approval(topo: Topology, r: dict[str, Any], call_args: dict[tuple[str, str, str], str]) -> rm.Approval:
     record = codec.loads(r["request_json"])
-    request = record.get("request") if isinstance(record.get("request"), dict) else {}
+    request: dict[str, Any] = record["request"] if isinstance(record.get("request"), dict) else {}
     outcome = codec.loads(r["outcome_json"]).get("outcome", {}) if r["outcome_json"] else {}
     sid, rid, kind = r["session_id"], r["run_id"], r["request_kind"]
     tool_use = request.get("toolUseId")
-    prompt = request.get("prompt") if isinstance(request.get("prompt"), dict) else {}
+    prompt: dict[str, Any] = request["prompt"] if isinstance(request.get("prompt"), dict) else {}
     if kind == "permission":
         tool = str(prompt.get("toolName") or "?")
-        arguments = call_args.get((sid, rid, str(tool_use))) or json.dumps(prompt.get("review"), ensure_ascii=False)
+        arguments = (call_args.get((sid, rid, str(tool_use)))
+                     or json.dumps(prompt.get("review"), ensure_ascii=False))
     else:
         tool = kind
         arguments = json.dumps({k: v for k, v in request.items() if k != "kind"}, ensure_ascii=False)
@@ -160,6 +161,7 @@ def _approval(topo: Topology, r: dict[str, Any], call_args: dict[tuple[str, str,
         r["request_id"], tool_use, project, codec.task_of(project), agent.top if agent else sid,
         agent.id if agent else codec.root_agent(sid), codec.run_key(sid, rid),
         codec.span_id("perm", sid, rid, r["request_id"]), tool, arguments,
-        hashlib.sha256((r["request_json"] or "").encode()).hexdigest(), r["status"], codec.dt0(r["created_at"]),
-        None, codec.dt(outcome.get("committedAt")), _decided_by(outcome), _reason(outcome), None, None,
+        hashlib.sha256((r["request_json"] or "").encode()).hexdigest(), r["status"],
+        codec.dt0(r["created_at"]), None, codec.dt(outcome.get("committedAt")), _decided_by(outcome),
+        _reason(outcome), None, None,
         agent.name if agent else "", topo.projects[project].name if project in topo.projects else "")

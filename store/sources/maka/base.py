@@ -17,7 +17,7 @@ from ...errors import NotFound
 from ...queries import roll_up
 from ..foreign import ForeignSource
 from . import codec, topology
-from .topology import AgentNode, Topology
+from .topology import AgentNode, RunNode, Topology
 
 PENDING_SQL = text(
     "SELECT q.session_id, q.run_id, count(*) AS n FROM core_interaction_requests q "
@@ -84,6 +84,20 @@ class MakaBase(ForeignSource):
         return status, counts
 
     @staticmethod
+    def session_budget(conn: Connection, session_id: str) -> int:
+        """The last `tokenUsage.contextBudget` the session reported (0 when it never did).
+
+        Tool calls and results are skipped: they never carry token usage, and a
+        multi-megabyte result should not be parsed just to find that out.
+        """
+        value = conn.execute(text(
+            "SELECT json_extract(payload_json, '$.actions.tokenUsage.contextBudget') FROM runtime_events "
+            "WHERE session_id = :sid AND event_kind NOT IN ('function_call', 'function_response') "
+            "AND json_extract(payload_json, '$.actions.tokenUsage.contextBudget') IS NOT NULL "
+            "ORDER BY committed_at DESC LIMIT 1"), {"sid": session_id}).scalar()
+        return int(value) if isinstance(value, int | float) else 0
+
+    @staticmethod
     def require_agent(topo: Topology, agent_id: str) -> AgentNode:
         agent = topo.agents.get(agent_id)
         if agent is None:
@@ -91,7 +105,7 @@ class MakaBase(ForeignSource):
         return agent
 
     @staticmethod
-    def require_run(topo: Topology, run_id: str) -> topology.RunNode:
+    def require_run(topo: Topology, run_id: str) -> RunNode:
         node = topo.runs.get(run_id)
         if node is None:
             raise NotFound(f"There is no run with id {run_id}.")

@@ -24,17 +24,16 @@ ITEM_KIND = {"text": "message", "thinking": "message", "error": "message", "func
              "function_response": "result"}
 EVENTS_SQL = text(
     "SELECT o.ordinal, e.event_id, e.run_id, e.event_kind, e.committed_at, "
-    "json_extract(e.payload_json, '$.role') AS role, json_extract(e.payload_json, '$.modelVisibility') AS "
-    "vis, "
-    "json_extract(e.payload_json, '$.content.text') AS body, json_extract(e.payload_json, '$.content.name') "
-    "AS name, "
+    "json_extract(e.payload_json, '$.role') AS role, "
+    "json_extract(e.payload_json, '$.modelVisibility') AS vis, "
+    "json_extract(e.payload_json, '$.content.text') AS body, "
+    "json_extract(e.payload_json, '$.content.name') AS name, "
     "json_extract(e.payload_json, '$.content.args') AS args, "
     "json_extract(e.payload_json, '$.content.result') AS result, "
     "json_extract(e.payload_json, '$.content.message') AS message "
     "FROM runtime_session_event_ordinals o JOIN runtime_events e ON e.event_id = o.event_id "
-    "WHERE o.session_id = :sid AND e.event_kind IN ('text', 'thinking', 'function_call', "
-    "'function_response', "
-    "'error') ORDER BY o.ordinal")
+    "WHERE o.session_id = :sid AND e.event_kind IN ("
+    + ", ".join(f"'{k}'" for k in codec.CONTENT_KINDS) + ") ORDER BY o.ordinal")
 
 
 class ContextQueries(MakaBase):
@@ -52,7 +51,7 @@ class ContextQueries(MakaBase):
                 ", ".join(f"'{t}'" for t in codec.COMPACTION_EVENTS) + ")"), {"sid": sid}).all()
             revision = conn.execute(text("SELECT max(ordinal) FROM runtime_session_event_ordinals "
                                          "WHERE session_id = :sid"), {"sid": sid}).scalar() or 0
-            budget = self._budget(conn, sid)
+            budget = self.session_budget(conn, sid)
         groups = tuple(rm.ContextGroup(k, agent_id, n, "turn", 0, codec.dt0(topo.runs[k].created_ms))
                        for n, k in enumerate(sorted(keys, key=lambda k: (topo.runs[k].created_ms or 0, k))))
         merged: list[tuple[int, int, Any]] = [(e["committed_at"], e["ordinal"], e) for e in events
@@ -62,24 +61,15 @@ class ContextQueries(MakaBase):
         items = tuple(_item(agent_id, sid, pos, value) for pos, (_, _, value) in enumerate(merged))
         return rm.AgentContext(agent_id, int(revision), budget, groups, items)
 
-    @staticmethod
-    def _budget(conn: Any, sid: str) -> int:
-        value = conn.execute(text(
-            "SELECT json_extract(payload_json, '$.actions.tokenUsage.contextBudget') FROM runtime_events "
-            "WHERE session_id = :sid AND event_kind NOT IN ('function_call', 'function_response') "
-            "AND json_extract(payload_json, '$.actions.tokenUsage.contextBudget') IS NOT NULL "
-            "ORDER BY committed_at DESC LIMIT 1"), {"sid": sid}).scalar()
-        return int(value) if isinstance(value, int | float) else 0
-
 
 def _item(agent_id: str, sid: str, position: int, value: Any) -> rm.ContextItem:
     if isinstance(value, tuple):  # a compaction checkpoint
         rid, seq, ts, checkpoint = value
         content = (f"History compacted here (checkpoint {checkpoint or 'unnamed'}). maka does not record "
                    "which events the checkpoint replaced.")
-        return rm.ContextItem(codec.span_id("compact", sid, rid, seq), agent_id, codec.run_key(sid, rid), position,
-                              "compaction", "system", content, True, False, 1, len(content) // 4, None,
-                              created_at=codec.dt(ts))
+        return rm.ContextItem(codec.span_id("compact", sid, rid, seq), agent_id, codec.run_key(sid, rid),
+                              position, "compaction", "system", content, True, False, 1, len(content) // 4,
+                              None, created_at=codec.dt(ts))
     kind = value["event_kind"]
     if kind == "function_call":
         content = f"{value['name']}({value['args'] or ''})"

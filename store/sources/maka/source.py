@@ -38,7 +38,7 @@ class MakaSource(WatchMixin, TreeQueries, SpanQueries, ApprovalQueries, ContextQ
         Capability.EXPIRE: "maka has no approval deadlines; only its host closes a request (closure "
                            "'timed_out'), and agentdesk does not write closures for it.",
         Capability.SET_VISIBILITY: f"{IMMUTABLE}; model visibility is a field of each event, fixed when "
-                                   f"written.",
+                                   "it was written.",
         Capability.LOCK: "maka has no notion of locking context items.",
         Capability.EDIT_ITEM: f"{IMMUTABLE}.",
         Capability.COMPACT: "maka compacts history only inside a running turn (history_compact "
@@ -46,12 +46,11 @@ class MakaSource(WatchMixin, TreeQueries, SpanQueries, ApprovalQueries, ContextQ
         Capability.UNDO_COMPACTION: "maka compaction checkpoints are immutable and record no covered items, "
                                     "so there is nothing to undo.",
     }
-    notes = ("maka's context is read-only and its approvals have no deadlines. An allow or deny written here "
-             "is the outcome row maka's interaction store reads, but a hosted maka runtime holds the pending "
-             "request in memory and may not notice an outcome written by another process: settle through the "
-             "maka host when one is running. The operator's name and reason are not stored (maka records "
-             "only "
-             "reviewer 'user').")
+    notes = ("maka's context is read-only and its approvals have no deadlines. An allow or deny written "
+             "here is the outcome row maka's interaction store reads, but a hosted maka runtime holds the "
+             "pending request in memory and may not notice an outcome written by another process: settle "
+             "through the maka host when one is running. The operator's name and reason are not stored "
+             "(maka records only reviewer 'user').")
 
     def __init__(self, path: Path, *, version: str | None = None, allow_writes: bool = False,
                  busy_timeout_s: float = 5.0) -> None:
@@ -65,6 +64,5 @@ class MakaSource(WatchMixin, TreeQueries, SpanQueries, ApprovalQueries, ContextQ
         if found not in SUPPORTED_USER_VERSIONS:
             self.engine.dispose()
             raise StoreUnavailable(f"{path} is a maka runtime store of schema version {found}; agentdesk "
-                                   f"reads "
-                                   f"maka schema version(s) {sorted(SUPPORTED_USER_VERSIONS)} only.")
+                                   f"reads maka schema version(s) {sorted(SUPPORTED_USER_VERSIONS)} only.")
         self.version = str(found)

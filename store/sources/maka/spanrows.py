@@ -79,13 +79,15 @@ def _turn(conn: Connection, header: dict[str, Any], sid: str, rid: str, root: st
     if native in codec.TERMINAL_RUN:
         end = header.get("completedAt") or header.get("updatedAt") or last
     models = [r for r in children if r.kind == "model"]
-    attrs = _attrs(native_status=native, turn_id=header.get("turnId"), invocation_id=header.get("invocationId"),
-                   model=header.get("modelId"), backend=header.get("backendKind"),
-                   permission_mode=header.get("permissionMode"), agent_name=header.get("agentName"))
+    attrs = _attrs(native_status=native, turn_id=header.get("turnId"),
+                   invocation_id=header.get("invocationId"), model=header.get("modelId"),
+                   backend=header.get("backendKind"), permission_mode=header.get("permissionMode"),
+                   agent_name=header.get("agentName"))
     return SpanRow(root, None, "agent", f"turn {header.get('turnId') or rid}",
                    codec.TURN_SPAN_STATUS.get(status, "running"), start or 0, end,
                    sum(r.input_tokens for r in models), sum(r.output_tokens for r in models),
-                   sum(r.cost for r in models), attrs, header.get("failureMessage") or header.get("failureClass"))
+                   sum(r.cost for r in models), attrs,
+                   header.get("failureMessage") or header.get("failureClass"))
 
 
 def _attempts(conn: Connection, sid: str, rid: str, root: str) -> list[SpanRow]:
@@ -195,8 +197,9 @@ def _gates(conn: Connection, sid: str, rid: str, root: str) -> list[SpanRow]:
         status = "running" if d is None else ("ok" if d["decision"] == "allow" else "error")
         attrs = {"native_status": d["decision"] if d else "requested", "request_id": f["req"],
                  "source": "runtime_events"}
-        out.append(SpanRow(codec.span_id("perm", sid, rid, f["req"]), root, "gate", f"permission: {f['tool']}",
-                           status, f["committed_at"], d["committed_at"] if d else None, attributes=attrs))
+        out.append(SpanRow(codec.span_id("perm", sid, rid, f["req"]), root, "gate",
+                           f"permission: {f['tool']}", status, f["committed_at"],
+                           d["committed_at"] if d else None, attributes=attrs))
     return out
 
 
@@ -237,6 +240,6 @@ def _streams(conn: Connection, sid: str, rid: str, root: str) -> list[SpanRow]:
         kind = r["kind"] or "output"
         attrs = {"native_status": "partial", "updated_at_ms": r["updated_at"]}
         out.append(SpanRow(codec.span_id("stream", sid, rid, r["stream_key"]), root,
-                           "model" if kind in ("text", "thinking") else "tool", f"streaming {kind}", "running",
-                           r["after_ms"] or r["updated_at"], None, attributes=attrs))
+                           "model" if kind in ("text", "thinking") else "tool", f"streaming {kind}",
+                           "running", r["after_ms"] or r["updated_at"], None, attributes=attrs))
     return out

@@ -33,14 +33,15 @@ class SpanQueries(MakaBase):
     def span(self, span_id: str) -> rm.Span:
         kind, sid, rid, native = codec.split_span(span_id)
         with self.reading() as conn:
-            row = next((r for r in spanrows.project(conn, self.topology(conn), sid, rid) if r.id == span_id), None)
+            rows = spanrows.project(conn, self.topology(conn), sid, rid)
+            row = next((r for r in rows if r.id == span_id), None)
             if row is None:
                 raise NotFound(f"There is no span with id {span_id}.")
             texts = _TEXTS.get(kind, _no_texts)(conn, sid, rid, native)
         usage = rm.Usage(row.input_tokens, row.output_tokens, row.cost)
         return rm.Span(row.id, codec.run_key(sid, rid), row.parent, row.kind, row.name, row.status,
-                       codec.dt0(row.start_ms), codec.dt(row.end_ms), usage, row.attributes, texts[0], texts[1],
-                       row.error)
+                       codec.dt0(row.start_ms), codec.dt(row.end_ms), usage, row.attributes, texts[0],
+                       texts[1], row.error)
 
     def sent_context(self, span_id: str) -> list[rm.SentItem]:
         """Always empty: maka does not record which events a model call was sent."""
@@ -64,8 +65,8 @@ def _turn_texts(conn: Connection, sid: str, rid: str, native: str) -> Texts:
     """The user's message in, the model's last text out."""
     rows = conn.execute(text(
         "SELECT json_extract(payload_json, '$.role'), json_extract(payload_json, '$.content.text') "
-        "FROM runtime_events WHERE session_id = :sid AND run_id = :rid AND event_kind = 'text' ORDER BY "
-        "event_seq"),
+        "FROM runtime_events WHERE session_id = :sid AND run_id = :rid AND event_kind = 'text' "
+        "ORDER BY event_seq"),
         {"sid": sid, "rid": rid}).all()
     user = next((t for role, t in rows if role == "user"), None)
     model = next((t for role, t in reversed(rows) if role == "model"), None)
@@ -76,8 +77,8 @@ def _tool_texts(conn: Connection, sid: str, rid: str, call_id: str) -> Texts:
     """The call's arguments and the tool's result, exactly as stored (large results included)."""
     args = conn.execute(text(
         "SELECT json_extract(payload_json, '$.content.args') FROM runtime_events WHERE session_id = :sid "
-        "AND run_id = :rid AND event_kind = 'function_call' AND json_extract(payload_json, '$.content.id') "
-        "= :c"),
+        "AND run_id = :rid AND event_kind = 'function_call' "
+        "AND json_extract(payload_json, '$.content.id') = :c"),
         {"sid": sid, "rid": rid, "c": call_id}).scalar()
     payload = conn.execute(text(
         "SELECT payload_json FROM runtime_events WHERE session_id = :sid AND run_id = :rid "
@@ -89,9 +90,9 @@ def _tool_texts(conn: Connection, sid: str, rid: str, call_id: str) -> Texts:
 
 def _gate_texts(conn: Connection, sid: str, rid: str, request_id: str) -> Texts:
     row = conn.execute(text(
-        "SELECT q.record_json, o.record_json FROM core_interaction_requests q LEFT JOIN "
-        "core_interaction_outcomes o "
-        "ON o.request_id = q.request_id WHERE q.request_id = :id"), {"id": request_id}).first()
+        "SELECT q.record_json, o.record_json FROM core_interaction_requests q "
+        "LEFT JOIN core_interaction_outcomes o ON o.request_id = q.request_id WHERE q.request_id = :id"),
+        {"id": request_id}).first()
     if row is None:
         fact = conn.execute(text(
             "SELECT json_extract(payload_json, '$.actions.permissionRequest') FROM runtime_events "
@@ -104,9 +105,10 @@ def _gate_texts(conn: Connection, sid: str, rid: str, request_id: str) -> Texts:
 
 
 def _compaction_texts(conn: Connection, sid: str, rid: str, sequence: str) -> Texts:
+    seq = int(sequence) if sequence.isdigit() else -1
     record = conn.execute(text(
         "SELECT record_json FROM core_agent_run_events WHERE session_id = :sid AND run_id = :rid "
-        "AND sequence = :seq"), {"sid": sid, "rid": rid, "seq": int(sequence) if sequence.isdigit() else -1}).scalar()
+        "AND sequence = :seq"), {"sid": sid, "rid": rid, "seq": seq}).scalar()
     return _pretty(record), None
 
 

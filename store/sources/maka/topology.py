@@ -135,8 +135,8 @@ def load(conn: Connection) -> Topology:
         "FROM session_metadata ORDER BY created_at, session_id"))]
     runs = [dict(r._mapping) for r in conn.execute(text(
         "SELECT session_id, run_id, created_at, json_extract(record_json, '$.parentRunId') AS parent_run, "
-        "json_extract(record_json, '$.agentId') AS agent_key, json_extract(record_json, '$.agentName') AS "
-        "agent_name, "
+        "json_extract(record_json, '$.agentId') AS agent_key, "
+        "json_extract(record_json, '$.agentName') AS agent_name, "
         "json_extract(record_json, '$.modelId') AS model FROM core_agent_runs ORDER BY created_at, run_id"))]
     _sessions(topo, sessions, runs)
     _agents(topo, runs)
@@ -147,11 +147,11 @@ def _sessions(topo: Topology, rows: list[dict[str, Any]], runs: list[dict[str, A
     by_id = {r["session_id"]: r for r in rows}
     for run in runs:  # runs of a session without metadata still belong somewhere: show, never drop
         if run["session_id"] not in by_id:
-            by_id[run["session_id"]] = {"session_id": run["session_id"], "name": f"(no metadata) "
-                                                                                 f"{run['session_id']}",
-                                        "status": "unknown", "created_at": run["created_at"], "model": "",
-                                        "status_updated_at": None, "project_id": None, "parent": None}
-            rows.append(by_id[run["session_id"]])
+            sid = run["session_id"]
+            by_id[sid] = {"session_id": sid, "name": f"(no metadata) {sid}", "status": "unknown",
+                          "created_at": run["created_at"], "model": "", "status_updated_at": None,
+                          "project_id": None, "parent": None}
+            rows.append(by_id[sid])
 
     def top_of(sid: str) -> str:
         seen: list[str] = []
@@ -165,12 +165,12 @@ def _sessions(topo: Topology, rows: list[dict[str, Any]], runs: list[dict[str, A
         project = by_id[top].get("project_id")
         if project not in topo.projects:
             project = codec.NO_PROJECT
-            topo.projects.setdefault(codec.NO_PROJECT, ProjectNode(codec.NO_PROJECT, codec.NO_PROJECT_NAME, None))
+            topo.projects.setdefault(project, ProjectNode(project, codec.NO_PROJECT_NAME, None))
         parent = row.get("parent") if row.get("parent") in by_id else None
         topo.sessions[row["session_id"]] = SessionNode(
             row["session_id"], row["name"], row["status"], project, top, row["created_at"],
-            row.get("status_updated_at"), row.get("model") or "", parent, row.get("parent_run") if parent else None,
-            row.get("tool_call") if parent else None)
+            row.get("status_updated_at"), row.get("model") or "", parent,
+            row.get("parent_run") if parent else None, row.get("tool_call") if parent else None)
 
 
 def _agents(topo: Topology, runs: list[dict[str, Any]]) -> None:

@@ -32,7 +32,8 @@ class TreeQueries(MakaBase):
         out = []
         for p in topo.projects.values():
             agents = [a.id for a in topo.agents.values() if a.project_id == p.id]
-            created = min((s.created_ms or 0 for s in sessions if s.project_id == p.id), default=p.last_used_ms)
+            created = min((s.created_ms or 0 for s in sessions if s.project_id == p.id),
+                          default=p.last_used_ms)
             out.append(rm.Project(p.id, p.name, roll_up(status[a] for a in agents), codec.dt0(created), 0,
                                   sum(pending[a] for a in agents), 1))
         return out
@@ -41,8 +42,8 @@ class TreeQueries(MakaBase):
         project = next((p for p in self.projects() if p.id == project_id), None)
         if project is None:
             return []
-        return [rm.Task(codec.task_of(project.id), project.id, TASK_TITLE, project.status, project.created_at, 0,
-                        project.pending_approvals)]
+        return [rm.Task(codec.task_of(project.id), project.id, TASK_TITLE, project.status, project.created_at,
+                        0, project.pending_approvals)]
 
     def sessions(self, task_id: str) -> list[rm.Session]:
         project_id = task_id.removeprefix("task:")
@@ -57,8 +58,8 @@ class TreeQueries(MakaBase):
         status = codec.SESSION_STATUS.get(s.native_status, "idle")
         ended = codec.dt(s.status_ms) if status in ("done", "cancelled") else None
         count = sum(pending[a.id] for a in topo.agents_of(s.id))
-        return rm.Session(s.id, s.project_id, codec.task_of(s.project_id), s.name, status, codec.dt0(s.created_ms),
-                          ended, 0, count)
+        return rm.Session(s.id, s.project_id, codec.task_of(s.project_id), s.name, status,
+                          codec.dt0(s.created_ms), ended, 0, count)
 
     def agents(self, session_id: str) -> list[rm.Agent]:
         """The session's root agent, then sub-agents (child sessions and header agents), parents first."""
@@ -66,7 +67,7 @@ class TreeQueries(MakaBase):
             topo = self.topology(conn)
             agents = topo.agents_of(session_id)
             status, pending = self.agent_statuses(conn, topo, agents)
-            budgets = self._budgets(conn, {a.session_id for a in agents})
+            budgets = {sid: self.session_budget(conn, sid) for sid in {a.session_id for a in agents}}
         return [self._agent(topo, a, status[a.id], pending[a.id], budgets) for a in agents]
 
     @staticmethod
@@ -74,19 +75,6 @@ class TreeQueries(MakaBase):
         return rm.Agent(a.id, a.project_id, codec.task_of(a.project_id), a.top, a.parent_agent_id, a.name,
                         a.model, status, 0, budgets.get(a.session_id, 0), codec.dt0(a.created_ms), 0, pending,
                         len(topo.runs_by_agent.get(a.id, [])))
-
-    @staticmethod
-    def _budgets(conn: Connection, session_ids: set[str]) -> dict[str, int]:
-        """The last `tokenUsage.contextBudget` each session reported (0 when it never did)."""
-        out: dict[str, int] = {}
-        for sid in session_ids:
-            row = conn.execute(text(
-                "SELECT json_extract(payload_json, '$.actions.tokenUsage.contextBudget') FROM runtime_events "
-                "WHERE session_id = :sid AND event_kind NOT IN ('function_call', 'function_response') "
-                "AND json_extract(payload_json, '$.actions.tokenUsage.contextBudget') IS NOT NULL "
-                "ORDER BY committed_at DESC LIMIT 1"), {"sid": sid}).scalar()
-            out[sid] = int(row) if isinstance(row, int | float) else 0
-        return out
 
     def runs(self, agent_id: str, offset: int = 0, limit: int = 200) -> Page[rm.Run]:
         """Newest first, like the native store."""
@@ -108,8 +96,8 @@ class TreeQueries(MakaBase):
                 if r in wanted}
             titles = self._titles(conn, sid, wanted)
             usage = self._usage(conn, sid)
-            for n in (n for n in nodes if n.session_id == sid):
-                out.append(self._run(topo, n, headers.get(n.run_id, {}), titles.get(n.run_id), usage, pending))
+            out.extend(self._run(topo, n, headers.get(n.run_id, {}), titles.get(n.run_id), usage, pending)
+                       for n in nodes if n.session_id == sid)
         order = {n.key: i for i, n in enumerate(nodes)}
         return sorted(out, key=lambda r: order[r.id])
 
@@ -118,11 +106,14 @@ class TreeQueries(MakaBase):
              usage: dict[str, rm.Usage], pending: dict[str, int]) -> rm.Run:
         agent = topo.agents[n.agent_id]
         native = str(header.get("status", ""))
-        ended = header.get("completedAt") or (header.get("updatedAt") if native in codec.TERMINAL_RUN else None)
+        ended = header.get("completedAt")
+        if ended is None and native in codec.TERMINAL_RUN:
+            ended = header.get("updatedAt")
         error = header.get("failureMessage") or header.get("failureClass") or (
             f"aborted by {header['abortSource']}" if header.get("abortSource") else None)
-        return rm.Run(n.key, agent.project_id, codec.task_of(agent.project_id), agent.top, agent.id,
-                      title or f"turn {header.get('turnId') or n.run_id}", codec.RUN_STATUS.get(native, "pending"),
+        title = title or f"turn {header.get('turnId') or n.run_id}"
+        return rm.Run(n.key, agent.project_id, codec.task_of(agent.project_id), agent.top, agent.id, title,
+                      codec.RUN_STATUS.get(native, "pending"),
                       codec.dt0(header.get("createdAt", n.created_ms)), codec.dt(ended), error,
                       usage.get(n.run_id, rm.Usage()), 0, pending.get(n.key, 0))
 
@@ -132,9 +123,8 @@ class TreeQueries(MakaBase):
         out: dict[str, str] = {}
         for rid, body in conn.execute(text(
                 "SELECT run_id, json_extract(payload_json, '$.content.text') FROM runtime_events "
-                "WHERE session_id = :sid AND event_kind = 'text' AND json_extract(payload_json, '$.role') = "
-                "'user' "
-                "ORDER BY event_seq"), {"sid": session_id}):
+                "WHERE session_id = :sid AND event_kind = 'text' "
+                "AND json_extract(payload_json, '$.role') = 'user' ORDER BY event_seq"), {"sid": session_id}):
             if rid in run_ids and rid not in out and codec.first_line(body):
                 out[rid] = codec.first_line(body)
         return out
@@ -144,8 +134,8 @@ class TreeQueries(MakaBase):
         """Tokens and cost per run from `usage_model_call_attempts`, maka's metering authority."""
         rows = conn.execute(text(
             "SELECT json_extract(record_json, '$.runId') AS rid, "
-            "total(json_extract(record_json, '$.inputTokens')), total(json_extract(record_json, "
-            "'$.outputTokens')), "
+            "total(json_extract(record_json, '$.inputTokens')), "
+            "total(json_extract(record_json, '$.outputTokens')), "
             "total(json_extract(record_json, '$.costUsd')) FROM usage_model_call_attempts "
             "WHERE json_extract(record_json, '$.sessionId') = :sid GROUP BY rid"), {"sid": session_id})
         return {rid: rm.Usage(int(i), int(o), float(c)) for rid, i, o, c in rows}
@@ -159,8 +149,8 @@ class TreeQueries(MakaBase):
         elif entity == "session":
             with self.reading() as conn:
                 s = self.topology(conn).sessions.get(entity_id)
-            found = next((x for x in self.sessions(codec.task_of(s.project_id)) if x.id == entity_id), None) if s \
-                else None
+            rows = self.sessions(codec.task_of(s.project_id)) if s else []
+            found = next((x for x in rows if x.id == entity_id), None)
         elif entity == "agent":
             with self.reading() as conn:
                 a = self.topology(conn).agents.get(entity_id)
@@ -214,14 +204,14 @@ class TreeQueries(MakaBase):
             topo = self.topology(conn)
             events = conn.execute(text("SELECT count(*) FROM runtime_events")).scalar_one()
             pending = sum(self.pending_by_run(conn).values())
-        return {"projects": len(topo.projects), "sessions": sum(s.top == s.id for s in topo.sessions.values()),
+        tops = sum(s.top == s.id for s in topo.sessions.values())
+        return {"projects": len(topo.projects), "sessions": tops,
                 "agents": len(topo.agents), "runs": len(topo.runs), "runtime_events": int(events),
                 "pending_approvals": pending}
 
     def showcase_run(self) -> str | None:
         """The run with the most runtime events: the richest timeline to show first."""
         with self.reading() as conn:
-            row = conn.execute(text("SELECT session_id, run_id FROM runtime_events GROUP BY session_id, "
-                                    "run_id "
-                                    "ORDER BY count(*) DESC LIMIT 1")).first()
+            row = conn.execute(text("SELECT session_id, run_id FROM runtime_events "
+                                    "GROUP BY session_id, run_id ORDER BY count(*) DESC LIMIT 1")).first()
         return codec.run_key(row[0], row[1]) if row else None

@@ -21,25 +21,34 @@ from . import codec
 from .base import MakaBase
 from .topology import Topology
 
-APPEND_ONLY = ("runtime_events", "usage_model_call_attempts", "core_agent_run_events", "core_interaction_requests",
-               "core_interaction_outcomes")
+APPEND_ONLY = ("runtime_events", "usage_model_call_attempts", "core_agent_run_events",
+               "core_interaction_requests", "core_interaction_outcomes")
 NEW_ROWS = {
-    "runtime_events": "SELECT rowid, event_id, session_id, run_id, event_kind, "
-    "coalesce(json_extract(payload_json, '$.refs.toolCallId'), json_extract(payload_json, '$.content.id')) "
-    "AS call, "
-    "coalesce(json_extract(payload_json, '$.actions.permissionRequest.requestId'), "
-    "json_extract(payload_json, '$.actions.permissionDecision.requestId')) AS req FROM runtime_events",
-    "usage_model_call_attempts": "SELECT rowid, attempt_id, json_extract(record_json, '$.sessionId') AS "
-                                 "session_id, "
-    "json_extract(record_json, '$.runId') AS run_id FROM usage_model_call_attempts",
-    "core_agent_run_events": "SELECT rowid, session_id, run_id, sequence, event_type FROM "
-                             "core_agent_run_events",
-    "core_interaction_requests": "SELECT rowid, request_id, session_id, run_id FROM "
-                                 "core_interaction_requests",
-    "core_interaction_outcomes": "SELECT o.rowid, o.request_id, q.session_id, q.run_id FROM "
-                                 "core_interaction_outcomes o "
-    "JOIN core_interaction_requests q ON q.request_id = o.request_id",
+    "runtime_events":
+        "SELECT rowid, event_id, session_id, run_id, event_kind, "
+        "coalesce(json_extract(payload_json, '$.refs.toolCallId'), "
+        "json_extract(payload_json, '$.content.id')) AS call, "
+        "coalesce(json_extract(payload_json, '$.actions.permissionRequest.requestId'), "
+        "json_extract(payload_json, '$.actions.permissionDecision.requestId')) AS req FROM runtime_events",
+    "usage_model_call_attempts":
+        "SELECT rowid, attempt_id, json_extract(record_json, '$.sessionId') AS session_id, "
+        "json_extract(record_json, '$.runId') AS run_id FROM usage_model_call_attempts",
+    "core_agent_run_events":
+        "SELECT rowid, session_id, run_id, sequence, event_type FROM core_agent_run_events",
+    "core_interaction_requests":
+        "SELECT rowid, request_id, session_id, run_id FROM core_interaction_requests",
+    "core_interaction_outcomes":
+        "SELECT o.rowid, o.request_id, q.session_id, q.run_id FROM core_interaction_outcomes o "
+        "JOIN core_interaction_requests q ON q.request_id = o.request_id",
 }
+REWRITTEN = {
+    "project": "SELECT project_id, name, last_used_at, archived_at FROM projects",
+    "session": "SELECT session_id, committed_at, status, name FROM session_metadata",
+    "stream": "SELECT p.stream_key, p.session_id, p.run_id, p.updated_at, "
+              "(SELECT count(*) FROM runtime_partial_segments s WHERE s.stream_key = p.stream_key) "
+              "FROM runtime_partial_snapshots p",
+}
+"""Rows maka updates in place, compared by a signature of their changing columns."""
 BATCH = 5000
 
 
@@ -61,31 +70,39 @@ class WatchMixin(MakaBase):
             return self._scan(conn, emit=True)
 
     def _scan(self, conn: Connection, emit: bool) -> list[Change]:
+        """Everything since the last scan, parents first (projects, sessions, runs, then their rows)."""
         topo = self.topology(conn)
-        out: list[Change] = []
-        for table in APPEND_ONLY:
-            hw, count = self._marks.get(table, (0, 0))
-            top, now = conn.execute(text(f"SELECT ifnull(max(rowid), 0), count(*) FROM {table}")).one()
-            if emit and (now < count or top < hw):
-                out.append(Change("*", RESET, "*"))
-            if emit and top > hw:
-                alias = "o." if table == "core_interaction_outcomes" else ""
-                rows = conn.execute(text(f"{NEW_ROWS[table]} WHERE {alias}rowid > :hw ORDER BY {alias}rowid "
-                                         f"LIMIT {BATCH}"), {"hw": hw}).all()
-                for row in rows:
-                    out.extend(_row_changes(topo, table, row._mapping))
-                top = rows[-1][0] if len(rows) == BATCH else top
-            self._marks[table] = (top, now)
+        out = self._rewritten(conn, topo, emit, ("project", "session"))
         out.extend(self._watch_runs(conn, topo, emit))
-        for name, sql in (("session", "SELECT session_id, committed_at, status, name FROM session_metadata"),
-                          ("project", "SELECT project_id, name, last_used_at, archived_at FROM projects"),
-                          ("stream", "SELECT p.stream_key, p.session_id, p.run_id, p.updated_at, "
-                                     "(SELECT count(*) FROM runtime_partial_segments s "
-                                     "WHERE s.stream_key = p.stream_key) FROM runtime_partial_snapshots p")):
-            now_rows = {r[0]: tuple(r) for r in conn.execute(text(sql))}
-            before = self._known.get(name, {})
+        for table in APPEND_ONLY:
+            out.extend(self._appended(conn, topo, table, emit))
+        out.extend(self._rewritten(conn, topo, emit, ("stream",)))
+        return out
+
+    def _appended(self, conn: Connection, topo: Topology, table: str, emit: bool) -> list[Change]:
+        hw, count = self._marks.get(table, (0, 0))
+        top, now = conn.execute(text(f"SELECT ifnull(max(rowid), 0), count(*) FROM {table}")).one()
+        self._marks[table] = (top, now)
+        if not emit:
+            return []
+        out = [Change("*", RESET, "*")] if now < count or top < hw else []
+        alias = "o." if table == "core_interaction_outcomes" else ""
+        while hw < top:  # in batches, so a burst of commits never loads at once
+            rows = conn.execute(text(f"{NEW_ROWS[table]} WHERE {alias}rowid > :hw AND {alias}rowid <= :top "
+                                     f"ORDER BY {alias}rowid LIMIT {BATCH}"), {"hw": hw, "top": top}).all()
+            if not rows:
+                break
+            out.extend(c for row in rows for c in _row_changes(topo, table, row._mapping))
+            hw = rows[-1][0] if len(rows) == BATCH else top
+        return out
+
+    def _rewritten(self, conn: Connection, topo: Topology, emit: bool,
+                   names: tuple[str, ...]) -> list[Change]:
+        out: list[Change] = []
+        for name in names:
+            now_rows = {r[0]: tuple(r) for r in conn.execute(text(REWRITTEN[name]))}
             if emit:
-                out.extend(_diff(topo, name, before, now_rows))
+                out.extend(_diff(topo, name, self._known.get(name, {}), now_rows))
             self._known[name] = now_rows
         return out
 
@@ -93,31 +110,36 @@ class WatchMixin(MakaBase):
         """New run headers by rowid; header updates by signature, for unfinished runs only."""
         sql = ("SELECT rowid, session_id, run_id, json_extract(record_json, '$.status'), "
                "json_extract(record_json, '$.updatedAt') FROM core_agent_runs WHERE rowid > :hw")
-        rows = conn.execute(text(sql), {"hw": self._runs_hw}).all()
+        rows = list(conn.execute(text(sql), {"hw": self._runs_hw}))
         if self._open_runs:
             marks = ", ".join(str(int(r)) for r in self._open_runs)
-            rows += conn.execute(text(sql.replace("rowid > :hw", f"rowid IN ({marks})")), {}).all()
+            rows += conn.execute(text(sql.replace("rowid > :hw", f"rowid IN ({marks})")))
         out: list[Change] = []
         for rowid, sid, rid, status, updated in rows:
             is_new = rowid > self._runs_hw
             if not is_new and self._open_runs.get(rowid) == (status, updated):
                 continue
-            parents = topo.run_parents(sid, rid)
+            parents, key = topo.run_parents(sid, rid), codec.run_key(sid, rid)
             if emit:
-                key = codec.run_key(sid, rid)
-                agent = topo.agents.get(topo.agent_of_run(sid, rid))
-                if is_new and agent is not None and agent.session_id == sid and agent.id != codec.root_agent(sid) \
-                        and topo.runs_by_agent.get(agent.id, [])[:1] == [key]:
-                    out.append(Change("agent", "insert", agent.id, topo.agent_parents(agent)))  # a new header agent
+                if is_new and _first_run_of_header_agent(topo, sid, key):
+                    agent = topo.agents[topo.runs[key].agent_id]
+                    out.append(Change("agent", "insert", agent.id, topo.agent_parents(agent)))
                 out.append(Change("run", "insert" if is_new else "update", key, parents))
-                out.append(Change("span", "update", codec.span_id("turn", sid, rid), {**parents,
-                                                                                     "run": codec.run_key(sid, rid)}))
+                out.append(Change("span", "update", codec.span_id("turn", sid, rid), {**parents, "run": key}))
             if status in codec.TERMINAL_RUN:
                 self._open_runs.pop(rowid, None)
             else:
                 self._open_runs[rowid] = (status, updated)
         self._runs_hw = max([self._runs_hw, *(r[0] for r in rows)])
         return out
+
+
+def _first_run_of_header_agent(topo: Topology, sid: str, key: str) -> bool:
+    """A run that brings a new in-session sub-agent (run header `parentRunId`) into the tree."""
+    node = topo.runs.get(key)
+    if node is None or node.agent_id == codec.root_agent(sid) or node.agent_id not in topo.agents:
+        return False
+    return topo.runs_by_agent.get(node.agent_id, [])[:1] == [key]
 
 
 def _row_changes(topo: Topology, table: str, row: Any) -> list[Change]:
@@ -180,7 +202,8 @@ def _diff(topo: Topology, name: str, before: dict[str, tuple[Any, ...]],
         else:
             out.extend(_stream_change(topo, op, row))
     if name == "stream":
-        out.extend(c for key, row in before.items() if key not in now for c in _stream_change(topo, "delete", row))
+        gone = [row for key, row in before.items() if key not in now]
+        out.extend(c for row in gone for c in _stream_change(topo, "delete", row))
     return out
 
 
