@@ -70,7 +70,8 @@ def select(queue: ApprovalQueue, *approval_ids: str) -> None:
         table.selectionModel().select(
             queue.pending_model.index(queue.pending_model.row_of(approval_id), 0),
             table.selectionModel().SelectionFlag.Select | table.selectionModel().SelectionFlag.Rows)
-    table.setCurrentIndex(queue.pending_model.index(queue.pending_model.row_of(approval_ids[0]), 0))
+    table.selectionModel().setCurrentIndex(queue.pending_model.index(queue.pending_model.row_of(approval_ids[0]), 0),
+                                           table.selectionModel().SelectionFlag.NoUpdate)
     table.setFocus()
 
 

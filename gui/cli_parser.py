@@ -1,0 +1,108 @@
+"""The `agentdesk` argument parser: commands, options and their defaults.
+
+Global options (`--store`, `--busy-timeout`, `--allow-writes`) are accepted both
+before and after the command name (`agentdesk --store X info` and `agentdesk info
+--store X`), because people type them in both places.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+STATUSES = ("pending", "approved", "denied", "expired", "all")
+VIEWS = ("window", "tree", "timeline", "context", "approvals")
+THEMES = ("system", "light", "dark")
+DEFAULT_BUSY_TIMEOUT_S = 5.0
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not a number: {text}") from exc
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+        return value
+    return parse
+
+
+def common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", default=argparse.SUPPRESS, metavar="PATH_OR_URL",
+                        help="store file or database URL (default: $AGENTDESK_STORE, else the user data folder)")
+    common.add_argument("--busy-timeout", type=positive(float), default=argparse.SUPPRESS, metavar="SECONDS",
+                        help=f"how long to wait for another writer's lock (default {DEFAULT_BUSY_TIMEOUT_S:g})")
+    common.add_argument("--allow-writes", action="store_true", default=argparse.SUPPRESS,
+                        help="allow decisions and edits in another runtime's database (opened read-only otherwise)")
+    return common
+
+
+def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
+    """`handlers` maps each command name to the function that runs it."""
+    common = common_options()
+    parser = argparse.ArgumentParser(prog="agentdesk", parents=[common],
+                                     description="Inspect and control LLM agent runs.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=text, description=text)
+        p.set_defaults(handler=handlers[name])
+        return p
+
+    command("init", "create or upgrade the store")
+    sim_options(command("simulate", "play simulated agents writing to the store"))
+    p = command("watch", "print every change as it is committed (Ctrl-C stops)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--count", type=positive(int), help="stop after printing this many changes")
+    p.add_argument("--timeout", type=positive(float), metavar="SECONDS", help="stop after this long")
+    p.add_argument("--since", type=int, metavar="SEQ", help="first replay the changes after this sequence number")
+    p = command("approvals", "list approvals (newest first; pending ones oldest first)")
+    p.add_argument("--status", choices=STATUSES, default="pending")
+    p.add_argument("--json", action="store_true", help="one JSON array with stable keys")
+    p.add_argument("--limit", type=positive(int), default=1000)
+    p = command("approve", "approve a pending tool call")
+    decision_options(p, reason_required=False)
+    p.add_argument("--args", metavar="JSON", help="edited arguments: JSON text, @FILE, or - for stdin (<= 1 MB)")
+    decision_options(command("deny", "deny a pending tool call"), reason_required=True)
+    command("info", "what the store is: kind, schema, size, counts").add_argument("--json", action="store_true")
+    p = command("verify", "walk the audit chain; exit 6 when a record was altered")
+    p.add_argument("--json", action="store_true")
+    p = command("demo", "a throwaway store with simulated agents working, in the window")
+    sim_options(p)
+    p.add_argument("--theme", choices=THEMES, default="system")
+    p = command("gui", "open the window on the store")
+    p.add_argument("--screenshot", metavar="PATH", help="render offscreen, save a PNG and exit")
+    p.add_argument("--view", choices=VIEWS, default="window")
+    p.add_argument("--select", metavar="ID", help="select this entity (any id) at start")
+    p.add_argument("--theme", choices=THEMES, default="system")
+    return parser
+
+
+def decision_options(p: argparse.ArgumentParser, *, reason_required: bool) -> None:
+    p.add_argument("id")
+    p.add_argument("--actor", required=True, help="your name, recorded with the decision and in the audit log")
+    p.add_argument("--reason", required=reason_required)
+
+
+def sim_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agents", type=positive(int), default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--duration", type=positive(float), metavar="SECONDS",
+                   help="stop after this long (default: until Ctrl-C)")
+    p.add_argument("--approval-timeout", type=positive(float), default=120.0, metavar="SECONDS",
+                   help="how long an agent waits for a human before giving up (default 120)")
+    p.add_argument("--speed", type=positive(float), default=1.0,
+                   help="simulated work runs this many times faster (approval deadlines stay real)")
+
+
+def parse(argv: list[str] | None, handlers: dict[str, Handler]) -> argparse.Namespace:
+    """Parse, then fill the global options' defaults (SUPPRESS lets either position set them)."""
+    args = build_parser(handlers).parse_args(argv)
+    args.store = getattr(args, "store", None)
+    args.busy_timeout = getattr(args, "busy_timeout", DEFAULT_BUSY_TIMEOUT_S)
+    args.allow_writes = getattr(args, "allow_writes", False)
+    return args
