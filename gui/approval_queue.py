@@ -366,10 +366,14 @@ class ApprovalQueue(QWidget):
     # -- decisions ------------------------------------------------------------------------
     def approve_selected(self) -> None:
         if self.approve_button.isEnabled():
-            self._decide(self._decidable(), approve=True)
+            self._decide(self._undecided(), approve=True)
+
+    def _undecided(self) -> list[rm.Approval]:
+        """Selected and not being decided; expired ones are reported as skipped when the decision runs."""
+        return [a for a in self.selected_pending() if a.id not in self._deciding]
 
     def deny_selected(self) -> None:
-        approvals = self._decidable()
+        approvals = self._undecided()
         if not self.deny_button.isEnabled() or not approvals or self._dialog is not None:
             return
         dialog = ReasonDialog(approvals, self)
@@ -402,16 +406,25 @@ class ApprovalQueue(QWidget):
 
     def _decide(self, approvals: list[rm.Approval], approve: bool, reason: str | None = None,
                 edited: str | None = None) -> None:
+        live = [a for a in approvals if not self.pending_model.is_expired(a)]  # may have expired meanwhile
         if not approvals:
             return
         ids = [a.id for a in approvals]
         batch = _Batch("approved" if approve else "denied", len(ids), self._next_after(ids))
-        self._deciding.update(ids)
+        self._deciding.update(a.id for a in live)
         self._mine.update(ids)
-        self.result_line.setText(f"{'Approving' if approve else 'Denying'} {len(ids)}…")
+        self.result_line.setText(f"{'Approving' if approve else 'Denying'} {len(live)}…")
+        for approval in approvals:
+            if approval not in live:
+                batch.expired += 1
+                batch.done += 1
+                self._report(f"✖ {approval.id} ({approval.tool_name}) expired; skipped")
+        if not live:
+            self._finish_batch(batch)
+            return
         self._update_actions()
         source, actor = self._services.source, self._services.actor
-        for approval in approvals:
+        for approval in live:
             self._services.runner.submit(source.decide, approval.id, approve, actor, reason, edited,
                                          on_done=partial(self._decided, batch, approval),
                                          on_error=partial(self._not_decided, batch, approval))
@@ -454,10 +467,18 @@ class ApprovalQueue(QWidget):
     def _finish_one(self, batch: _Batch, approval_id: str) -> None:
         batch.done += 1
         self._deciding.discard(approval_id)
-        summary = batch.summary()
-        self.result_line.setText(summary[:1].upper() + summary[1:])
         if batch.done < batch.total:
+            self.result_line.setText(self._sentence(batch.summary()))
             return
+        self._finish_batch(batch)
+
+    @staticmethod
+    def _sentence(text: str) -> str:
+        return text[:1].upper() + text[1:]
+
+    def _finish_batch(self, batch: _Batch) -> None:
+        summary = batch.summary()
+        self.result_line.setText(self._sentence(summary))
         self._update_actions()
         if batch.next_id and self.pending_model.row_of(batch.next_id) >= 0:
             self.tabs.setCurrentIndex(PENDING_TAB)

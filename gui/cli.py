@@ -2,10 +2,14 @@
 
 Exit codes are a contract: 0 ok, 2 usage or bad input, 3 conflict (already decided,
 expired, stale), 4 not found, 5 store unreadable/locked/unknown schema, 6 audit
-chain broken. Failures print one sentence on stderr, never a traceback. Qt is
-imported only by the `gui` and `demo` commands, so scripts and servers without a
-display can use everything else. Commands that only read open the store
-read-only and never create it, so a mistyped path is an error, not a new file.
+chain broken. Failures print one sentence on stderr, never a traceback.
+
+Qt is imported only by the `gui` and `demo` commands, so scripts and machines
+without a display can use everything else. Commands that only read open the
+store read-only and never create it: a mistyped path is an error, not a new
+file, and listing never writes (not even to sweep expired approvals).
+Another runtime's database (lensagent, stageflow, vgxness, maka) is read in
+place through its source; it is written only with `--allow-writes`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sqlite3
 import sys
 import tempfile
@@ -20,29 +25,28 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol, cast
 
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from store import sqlite as sqlite_files
+from store.audit import ChainReport
 from store.bus import Change, ChangeBus
-from store.database import (
-    Store,
-    default_store_location,
-    describe_operational_error,
-    head_revision,
-    open_store,
-)
+from store.database import Store, default_store_location, describe_operational_error, open_store, to_url
 from store.errors import InvalidInput, StoreError
 from store.native import NativeSource
-from store.readmodel import Approval
+from store.readmodel import Approval, StoreInfo
 from store.sim.player import SimEvent, Simulator
+from store.source import Source, SourceDescriptor
+from store.sources import open_source
+from store.sources.detect import detect
 from store.validation import parse_json_arguments
 from store.watcher import ChangeWatcher
 
 from . import cli_output as out
+from .cli_parser import Handler, parse
 
-EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 2, 5
-STATUSES = ("pending", "approved", "denied", "expired", "all")
-VIEWS = ("window", "tree", "timeline", "context", "approvals")
+EXIT_OK, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_BROKEN_CHAIN = 0, 1, 5, 6
 
 
 class CommandFailed(Exception):
@@ -51,9 +55,17 @@ class CommandFailed(Exception):
         self.code = code
 
 
-# -- helpers -------------------------------------------------------------------------------
+class AnySource(Source, Protocol):
+    """What the CLI uses of a source: the protocol plus closing and the audit check."""
+
+    def close(self) -> None: ...
+    def verify(self) -> ChainReport: ...
+    def watch(self, poll_interval_s: float | None = None) -> object: ...
+
+
+# -- opening -------------------------------------------------------------------------------
 def location_of(args: argparse.Namespace) -> str:
-    return args.store or default_store_location()
+    return str(args.store or default_store_location())
 
 
 def open_for(args: argparse.Namespace, *, write: bool = False, create: bool = False) -> Store:
@@ -61,12 +73,23 @@ def open_for(args: argparse.Namespace, *, write: bool = False, create: bool = Fa
     return open_store(location_of(args), create=create, read_only=not write, busy_timeout_s=args.busy_timeout)
 
 
+def open_any(args: argparse.Namespace, *, write: bool = False) -> AnySource:
+    """An agentdesk store, or another runtime's database when the file is one (detected read-only)."""
+    location = location_of(args)
+    path = sqlite_files.path_of(to_url(location))
+    if path is not None and path.is_file() and path.stat().st_size:
+        if detect(path, args.busy_timeout).kind != "agentdesk":
+            source = open_source(location, allow_writes=args.allow_writes, busy_timeout_s=args.busy_timeout)
+            return cast(AnySource, source)
+    return NativeSource(open_for(args, write=write))
+
+
 def say(text: str) -> None:
     print(text, flush=True)
 
 
 def read_arguments(value: str) -> str:
-    """`--args` text, `@FILE`, or `-` for stdin: a large payload cannot fit in a command line (128 KiB)."""
+    """`--args` as JSON text, `@FILE`, or `-` for stdin (one command-line argument is capped at 128 KiB)."""
     if value == "-":
         text = sys.stdin.read()
     elif value.startswith("@"):
@@ -76,7 +99,7 @@ def read_arguments(value: str) -> str:
             raise InvalidInput(f"Cannot read the arguments file {value[1:]}: {exc}.") from exc
     else:
         text = value
-    parse_json_arguments(text)
+    parse_json_arguments(text)  # refuse bad JSON or an oversize payload before touching the store
     return text
 
 
@@ -114,7 +137,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 class VerbatimBus(ChangeBus):
-    """`watch` prints every change-log row, so it skips the bus's coalescing meant for views."""
+    """`watch` prints every change-log row, so it skips the coalescing the bus does for views."""
 
     def publish(self, changes: Sequence[Change]) -> None:
         with self._lock:
@@ -124,7 +147,7 @@ class VerbatimBus(ChangeBus):
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    store = open_for(args)
+    source = open_any(args)
     done, printed = threading.Event(), [0]
     render: Callable[[Change], str] = out.change_json if args.json else out.change_line
 
@@ -141,26 +164,39 @@ def cmd_watch(args: argparse.Namespace) -> int:
             if args.count is not None and printed[0] >= args.count:
                 done.set()
 
-    bus = VerbatimBus()
-    bus.subscribe(show)
-    watcher = ChangeWatcher(store, include_own=True, bus=bus, poll_interval_s=0.05)
+    stop_watching = start_watching(source, show, args.since)
     try:
-        watcher.start(from_seq=args.since)
         done.wait(args.timeout)
     except KeyboardInterrupt:
         pass
     finally:
-        watcher.stop()
-        store.close()
+        stop_watching()
+        source.close()
     return EXIT_OK
 
 
+def start_watching(source: AnySource, show: Callable[[Sequence[Change]], None],
+                   since: int | None) -> Callable[[], None]:
+    """Native stores: a watcher that reports every change, ours included; others: the source's own."""
+    if isinstance(source, NativeSource):
+        bus = VerbatimBus()
+        bus.subscribe(show)
+        watcher = ChangeWatcher(source.store, include_own=True, bus=bus, poll_interval_s=0.05)
+        watcher.start(from_seq=since)
+        if since is not None:
+            watcher.poll_once()  # replay now: an idle store would not move data_version to trigger a poll
+        return watcher.stop
+    source.bus.subscribe(show)
+    source.watch()
+    return lambda: None  # the source's close() stops its watcher
+
+
 def cmd_approvals(args: argparse.Namespace) -> int:
-    store = open_for(args)
+    source = open_any(args)
     try:
-        rows = select_approvals(NativeSource(store), args.status, args.limit)
+        rows = select_approvals(source, args.status, args.limit)
     finally:
-        store.close()
+        source.close()
     now = datetime.now(UTC)
     if args.json:
         say(json.dumps([out.approval_json(a, now) for a in rows], ensure_ascii=False, indent=2))
@@ -171,7 +207,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def select_approvals(source: NativeSource, status: str, limit: int) -> list[Approval]:
+def select_approvals(source: Source, status: str, limit: int) -> list[Approval]:
     """Filter by the status an operator would see: a pending approval past its deadline counts as expired."""
     now = datetime.now(UTC)
     if status == "pending":
@@ -186,11 +222,11 @@ def select_approvals(source: NativeSource, status: str, limit: int) -> list[Appr
 def cmd_decide(args: argparse.Namespace) -> int:
     approve = args.command == "approve"
     edited = read_arguments(args.args) if approve and args.args is not None else None
-    store = open_for(args, write=True)
+    source = open_any(args, write=True)
     try:
-        result = NativeSource(store).decide(args.id, approve, args.actor, args.reason, edited)
+        result = source.decide(args.id, approve, args.actor, args.reason, edited)
     finally:
-        store.close()
+        source.close()
     verb = "Approved" if approve else "Denied"
     extra = " with edited arguments" if result.edited_arguments else ""
     why = f": {out.clean(result.reason)}" if result.reason else ""
@@ -199,81 +235,91 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    store = open_for(args)
+    source = open_any(args)
     try:
-        info = store.info()
-        path = store.path
+        info, descriptor = source.info(), source.descriptor
     finally:
-        store.close()
-    size = path.stat().st_size if path is not None and path.exists() else None
-    head = head_revision()
-    facts = {"kind": info.kind, "location": info.url, "schema_version": info.schema_version,
-             "schema_head": head, "up_to_date": info.schema_version == head, "size_bytes": size,
-             "counts": info.counts}
+        source.close()
+    facts = info_facts(info, descriptor)
     if args.json:
-        say(json.dumps(facts, indent=2))
+        say(json.dumps(facts, indent=2, ensure_ascii=False))
         return EXIT_OK
-    schema = f"{info.schema_version}" + ("" if facts["up_to_date"] else f" (this agentdesk upgrades to {head})")
-    say(f"{info.kind} store at {info.url}")
-    say(f"schema: {schema}" + (f"; size: {size:,} bytes" if size is not None else ""))
+    say(f"{info.kind} store at {info.url}" + (" (read-only)" if descriptor.read_only and info.kind != "agentdesk"
+                                               else ""))
+    size = facts["size_bytes"]
+    say(f"schema: {info.schema_version or 'unknown'}" + (f"; size: {size:,} bytes" if size is not None else ""))
+    if descriptor.notes:
+        say(f"note: {out.clean(descriptor.notes)}")
     for label, count in info.counts.items():
         say(f"  {label:<18} {count:>12,}")
     return EXIT_OK
 
 
+def info_facts(info: StoreInfo, descriptor: SourceDescriptor) -> dict[str, object]:
+    path = sqlite_files.path_of(to_url(info.url))
+    size = path.stat().st_size if path is not None and path.is_file() else None
+    return {"kind": info.kind, "location": info.url, "schema_version": info.schema_version,
+            "size_bytes": size, "notes": descriptor.notes, "counts": info.counts}
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
-    store = open_for(args)
+    source = open_any(args)
     try:
-        report = NativeSource(store).verify()
+        report, kind = source.verify(), source.descriptor.kind
     finally:
-        store.close()
+        source.close()
     if args.json:
         say(json.dumps({"ok": report.ok, "records": report.records, "broken_seq": report.broken_seq,
                         "reason": report.reason}))
     if not report.ok:
         raise CommandFailed(f"The audit chain is broken at record {report.broken_seq}: {report.reason} "
-                            f"({report.records} records before it verify).", 6)
+                            f"({report.records} records before it verify).", EXIT_BROKEN_CHAIN)
     if not args.json:
-        say(f"Audit chain intact: {report.records:,} records verified.")
+        say(f"Audit chain intact: {report.records:,} records verified." if kind == "agentdesk" else
+            f"This {kind} database has no agentdesk audit chain; nothing to verify.")
     return EXIT_OK
 
 
-def gui_available() -> bool:
+def gui_module_exists() -> bool:
     return importlib.util.find_spec("gui.app") is not None
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
-    open_for(args).close()  # a clear exit 5 for a bad store before any window opens
-    if not gui_available():
-        raise CommandFailed("The window is not available in this build (gui.app is missing).", 1)
+    if not gui_module_exists():
+        raise CommandFailed("The window is not available in this build (gui.app is missing).", EXIT_FAILED)
     from gui.app import run_gui  # Qt is imported here and only here
 
     return int(run_gui(location_of(args), screenshot=args.screenshot, view=args.view, select=args.select,
-                       allow_writes=args.allow_writes))
+                       allow_writes=args.allow_writes, theme=args.theme))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """A throwaway store, agents working in it, and the window on top (or `watch` output without one)."""
-    folder = Path(tempfile.mkdtemp(prefix="agentdesk-demo-"))
-    location = str(folder / "agentdesk.sqlite")
+    """A throwaway store, agents working in it, and the window on top (or the change feed without one)."""
+    location = str(Path(tempfile.mkdtemp(prefix="agentdesk-demo-")) / "agentdesk.sqlite")
     store = open_store(location, create=True, busy_timeout_s=args.busy_timeout)
     sim = Simulator(store, agents=args.agents, seed=args.seed, approval_timeout_s=args.approval_timeout,
                     speed=args.speed, duration_s=args.duration)
     say(f"Demo store: {location}")
     try:
         sim.start()
-        if gui_available():
+        if gui_module_exists():
             from gui.app import run_gui  # Qt is imported here and only here
 
-            return int(run_gui(location, simulator=sim, allow_writes=True))
-        # Fallback while gui.app does not exist yet: show the live change feed instead of a window.
+            return int(run_gui(location, simulator=sim, allow_writes=True, theme=args.theme))
+        # Fallback for a build without the window (gui.app absent): show the live change feed instead.
         say("(no window in this build: showing the change feed; Ctrl-C stops)")
-        watch_args = argparse.Namespace(store=location, busy_timeout=args.busy_timeout, json=False,
-                                        count=None, timeout=args.duration, since=None)
-        return cmd_watch(watch_args)
+        return cmd_watch(argparse.Namespace(store=location, busy_timeout=args.busy_timeout, allow_writes=False,
+                                            json=False, count=None, timeout=args.duration, since=0))
     finally:
         sim.stop()
         store.close()
+
+
+HANDLERS: dict[str, Handler] = {
+    "init": cmd_init, "simulate": cmd_simulate, "watch": cmd_watch, "approvals": cmd_approvals,
+    "approve": cmd_decide, "deny": cmd_decide, "info": cmd_info, "verify": cmd_verify, "demo": cmd_demo,
+    "gui": cmd_gui,
+}
 
 
 # -- entry point ---------------------------------------------------------------------------
@@ -284,11 +330,9 @@ def fail(message: str, code: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as exc:  # argparse already printed usage (exit 2) or help (exit 0)
+        args = parse(None if argv is None else list(argv), HANDLERS)
+    except SystemExit as exc:  # argparse printed the usage error (exit 2) or the help (exit 0)
         return int(exc.code or 0)
-    args.store = getattr(args, "store", None)
-    args.busy_timeout = getattr(args, "busy_timeout", 5.0)
     try:
         return int(args.handler(args))
     except CommandFailed as exc:
@@ -296,9 +340,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:
         return fail(str(exc), exc.exit_code)
     except DBAPIError as exc:
-        return fail(describe_operational_error(exc, args.store or default_store_location()), EXIT_UNAVAILABLE)
+        return fail(describe_operational_error(exc, location_of(args)), EXIT_UNAVAILABLE)
     except (sqlite3.Error, SQLAlchemyError) as exc:
         return fail(f"The store {location_of(args)} could not be used: {exc}.", EXIT_UNAVAILABLE)
+    except BrokenPipeError:  # `agentdesk approvals | head`: the reader left; that is not an error
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at interpreter exit
+        return EXIT_OK
     except OSError as exc:
         return fail(f"The store {location_of(args)} could not be used: {exc.strerror or exc}.", EXIT_UNAVAILABLE)
     except KeyboardInterrupt:

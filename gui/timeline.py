@@ -247,7 +247,7 @@ class TimelinePanel(QWidget):
         self.data = data
         self.item.live = self._live()
         self.item.set_data(data, self._now())
-        self.tokens.set_series(tokens)
+        self.tokens.set_series(tokens, until=self._now())
         lane = data.lane_of.get(self.selected_id, -1) if self.selected_id else -1
         self.item.select(lane)
         self._update_limits()
@@ -324,6 +324,8 @@ class TimelinePanel(QWidget):
             self._tick_timer.stop()
             return
         self.item.set_now(self._now())
+        if self.tokens.series is not None and len(self.tokens.series.t) < 20_000:  # keep ticks cheap
+            self.tokens.set_series(self.tokens.series, until=self.item.now)
         self._update_limits()
         if self._follow:
             self.fit()

@@ -6,7 +6,6 @@ import logging
 import math
 from collections.abc import Callable
 
-import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter
@@ -14,7 +13,7 @@ from PySide6.QtGui import QColor, QFontMetrics, QPainter
 from model.timeline_data import ERROR, RUNNING, TimelineData
 
 from .palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
-from .timeline_util import compact, draw_rects, time_label
+from .timeline_util import compact, time_label
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +95,7 @@ class LaneAxis(pg.AxisItem):
         if lane_px >= MIN_LABEL_LANE_PX:
             self._labels(p, data, lo, hi, top, lane_px, rect)
         else:
-            self._outline(p, data, lo, hi, top, lane_px, rect)
+            self._summary(p, data, lo, hi, rect)
 
     def _labels(self, p: QPainter, data: TimelineData, lo: int, hi: int, top: float, lane_px: float,
                 rect: QRectF) -> None:
@@ -117,22 +116,8 @@ class LaneAxis(pg.AxisItem):
             p.drawText(QRectF(x + box + 4, y, width, lane_px),
                        int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
 
-    def _outline(self, p: QPainter, data: TimelineData, lo: int, hi: int, top: float, lane_px: float,
-                 rect: QRectF) -> None:
-        """Too many lanes to name: a faint bar per pixel row as long as its shallowest depth.
-
-        The tree's indentation profile: where sub-agents nest deeper, the bars grow.
-        """
-        rows = np.floor((np.arange(lo, hi) - top) * lane_px).astype(np.int64)
-        first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-        depth = np.minimum(np.minimum.reduceat(data.depth[lo:hi], first), MAX_INDENT_LEVELS)
-        rects = np.column_stack((np.full(len(first), rect.left() + 4), rect.top() + rows[first],
-                                 (depth + 1) * INDENT_PX, np.ones(len(first))))
-        faint = QColor(self.muted_colour)
-        faint.setAlpha(max(30, faint.alpha() // 2))
-        p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(faint)
-        draw_rects(p, rects.astype(np.float64))
+    def _summary(self, p: QPainter, data: TimelineData, lo: int, hi: int, rect: QRectF) -> None:
+        """Too many lanes to name: say how many there are and how to get to the names."""
         p.setPen(self.text_colour)
         p.drawText(rect.adjusted(4, 0, -6, 0), int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap),
                    f"{hi - lo:,} of {len(data):,} spans here.\nZoom in (wheel, +) to read their names.")

@@ -33,6 +33,8 @@ GROUP_COLOURS = [*(SPAN_KIND_COLOURS[k] for k in KINDS), ERROR_COLOUR, "#8b949e"
 DRAW_ORDER = [*range(len(KINDS)), CANCELLED_GROUP, ERROR_GROUP]
 """Errors last, so a merged block never hides one."""
 MERGE_GAP_PX = 2
+LOD_BLOCK_PX = 3.0
+"""Merged blocks are drawn this tall (over their neighbours) so colours stay visible when zoomed out."""
 ROWS_PER_BAND = 1800
 """Pixel rows merged per call: rows x colour groups must stay below 2**14 (see `pixel_blocks`)."""
 MARKER_PX = 7.0
@@ -198,8 +200,8 @@ class SpanItem(pg.GraphicsObject):
                                             MERGE_GAP_PX)
             parts.append((row + first, grp, x0, x1))
         row, grp, x0, x1 = (np.concatenate(column) for column in zip(*parts, strict=True))
-        top = np.floor(tops[0])
-        rects = np.column_stack((x0, row + top, np.maximum(x1 - x0, 1), np.ones(len(row))))
+        top = np.floor(tops[0]) - (LOD_BLOCK_PX - 1) / 2
+        rects = np.column_stack((x0, row + top, np.maximum(x1 - x0, 1), np.full(len(row), LOD_BLOCK_PX)))
         self._draw_groups(p, grp, rects.astype(np.float64))
 
     def _draw_groups(self, p: QPainter, group: np.ndarray, rects: np.ndarray) -> None:

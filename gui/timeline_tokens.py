@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
@@ -50,18 +51,23 @@ class TokensPlot(pg.PlotWidget):
         for curve in (self.input_curve, self.output_curve, self.cost_curve):
             curve.setClipToView(True)
             curve.setDownsampling(auto=True, method="subsample")  # cumulative, so subsampling is faithful
-        item.vb.disableAutoRange(axis="x")  # x follows the waterfall; clip-to-view needs this off
-        item.vb.enableAutoRange(axis="y")
-        item.vb.setAutoVisible(y=True)
-        self.cost_view.enableAutoRange(axis="y")
-        self.cost_view.setAutoVisible(y=True)
+        item.vb.disableAutoRange()  # x follows the waterfall, y is fitted by `_fit_y`
+        self.cost_view.disableAutoRange()
+        item.vb.sigXRangeChanged.connect(self._fit_y)
+        self.series: TokenSeries | None = None
 
     def _sync_views(self) -> None:
         vb = self.getPlotItem().vb
         self.cost_view.setGeometry(vb.sceneBoundingRect())
         self.cost_view.linkedViewChanged(vb, self.cost_view.XAxis)
 
-    def set_series(self, series: TokenSeries | None) -> None:
+    def set_series(self, series: TokenSeries | None, until: float = 0.0) -> None:
+        """Show cumulative usage, held flat until `until` (the run's end, or now while it runs)."""
+        if series is not None and len(series.t) and until > series.t[-1]:
+            series = TokenSeries(*(np.append(column, column[-1]) for column in
+                                   (series.t, series.input_tokens, series.output_tokens, series.cost)))
+            series.t[-1] = until
+        self.series = series
         if series is None or len(series.t) < 2:
             for curve in (self.input_curve, self.output_curve, self.cost_curve):
                 curve.setData([], [])
@@ -69,6 +75,20 @@ class TokensPlot(pg.PlotWidget):
         self.input_curve.setData(series.t, series.input_tokens)
         self.output_curve.setData(series.t, series.output_tokens)
         self.cost_curve.setData(series.t, series.cost)
+        self._fit_y()
+
+    def _fit_y(self, *args: object) -> None:
+        """Cumulative series: the visible range runs from the value at the left edge to the right's."""
+        series = self.series
+        if series is None or len(series.t) < 2:
+            return
+        x0, x1 = self.getPlotItem().vb.viewRange()[0]
+        i0, i1 = (max(0, int(np.searchsorted(series.t, x, side="right")) - 1) for x in (x0, x1))
+        lo = min(series.input_tokens[i0], series.output_tokens[i0])
+        hi = max(series.input_tokens[i1], series.output_tokens[i1])
+        self.getPlotItem().vb.setYRange(float(lo), float(max(hi, lo + 1)), padding=0.08)
+        self.cost_view.setYRange(float(series.cost[i0]), float(max(series.cost[i1], series.cost[i0] + 1e-6)),
+                                 padding=0.08)
 
     def apply_colours(self, background: QColor, text: QColor, muted: QColor) -> None:
         self.setBackground(background)

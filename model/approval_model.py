@@ -35,7 +35,7 @@ from store.errors import NotFound
 from store.source import Source
 
 from .services import Services
-from .tree_model import escaped_tooltip, one_line
+from .tree_rows import escaped_tooltip, one_line
 
 Index = QModelIndex | QPersistentModelIndex
 TOP = QModelIndex()

@@ -64,15 +64,14 @@ def queue(services: Services, qtbot: Any) -> ApprovalQueue:
 
 
 def select(queue: ApprovalQueue, *approval_ids: str) -> None:
-    table = queue.pending_table
-    table.clearSelection()
+    """Select these pending rows, the first one current, as shift/ctrl-clicks would."""
+    model, selection = queue.pending_model, queue.pending_table.selectionModel()
+    flags = selection.SelectionFlag
+    selection.clearSelection()
     for approval_id in approval_ids:
-        table.selectionModel().select(
-            queue.pending_model.index(queue.pending_model.row_of(approval_id), 0),
-            table.selectionModel().SelectionFlag.Select | table.selectionModel().SelectionFlag.Rows)
-    table.selectionModel().setCurrentIndex(queue.pending_model.index(queue.pending_model.row_of(approval_ids[0]), 0),
-                                           table.selectionModel().SelectionFlag.NoUpdate)
-    table.setFocus()
+        selection.select(model.index(model.row_of(approval_id), 0), flags.Select | flags.Rows)
+    selection.setCurrentIndex(model.index(model.row_of(approval_ids[0]), 0), flags.NoUpdate)
+    queue.pending_table.setFocus()
 
 
 def test_models_pass_the_model_tester(services: Services, runtime: AgentRuntime, world: World,
@@ -223,6 +222,17 @@ def test_expired_approvals_cannot_be_approved(world: World, services: Services, 
     qtbot.wait(100)
     assert stored(world, world.approval_ids[0]).status == "pending"
     assert queue.results.count() == 0
+
+
+def test_expired_rows_in_a_multi_selection_are_skipped(world: World, services: Services, qtbot: Any) -> None:
+    past_first = lambda: utc_now() + timedelta(seconds=700)  # noqa: E731  only the 600 s deadline passed
+    queue = make_queue(services, qtbot, clock=past_first)
+    select(queue, world.approval_ids[0], world.approval_ids[1])
+    assert queue.approve_button.isEnabled()
+    with qtbot.waitSignal(queue.decisions_reported, timeout=3000) as report:
+        qtbot.keyClick(queue.pending_table, Qt.Key.Key_A)
+    assert report.args == ["approved 1, 1 expired"]
+    assert [stored(world, i).status for i in world.approval_ids[:2]] == ["pending", "approved"]
 
 
 def test_store_refuses_an_expired_approval_the_queue_still_showed(

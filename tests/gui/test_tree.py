@@ -109,10 +109,15 @@ def test_model_passes_the_model_tester_while_loading_and_updating(
     model = ProjectTreeModel(services, page_size=2)
     qtmodeltester.check(model, force_py=True)  # fetches as it walks, re-checks on every signal
     settle(qtbot, model)
-    run_id = runtime.start_run(world.sub_agent_id, "sub run")
+    runtime.start_run(world.sub_agent_id, "sub run")
     runtime.set_run_status(world.run_id, "done")
     expected = store_tree(world.path)
-    qtbot.waitUntil(lambda: settle(qtbot, model) or model_tree(model) == expected, timeout=3000)
+
+    def equal() -> bool:
+        settle(qtbot, model)
+        return model_tree(model) == expected
+
+    qtbot.waitUntil(equal, timeout=3000)
 
 
 def test_sub_agents_nest_under_their_parent_agent(world: World, services: Services, qtbot: Any) -> None:

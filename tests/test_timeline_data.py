@@ -1,0 +1,163 @@
+"""The waterfall layout without Qt: order, depths, open spans, live updates, level of detail, hits."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+from model.timeline_data import (
+    ERROR,
+    KIND_CODES,
+    RUNNING,
+    TimelineData,
+    depths,
+    dfs_order,
+    merge_blocks,
+    pixel_blocks,
+)
+from store.source import SpanTable
+
+
+def table(rows: list[tuple[str, str | None, float, float | None]], kind: str = "tool",
+          status: str = "ok") -> SpanTable:
+    """Rows of (id, parent id, start, end); tokens 10 in / 1 out and $0.01 per finished span."""
+    return SpanTable([r[0] for r in rows], [r[1] for r in rows], [kind] * len(rows), [r[0] for r in rows],
+                     ["running" if r[3] is None else status for r in rows], [r[2] for r in rows],
+                     [r[3] for r in rows], [0 if r[3] is None else 10 for r in rows],
+                     [0 if r[3] is None else 1 for r in rows], [0.0 if r[3] is None else 0.01 for r in rows])
+
+
+TREE = [  # given in start order, as span_table returns them
+    ("root", None, 100.0, 200.0),
+    ("a", "root", 101.0, 150.0),
+    ("a1", "a", 102.0, 110.0),
+    ("b", "root", 103.0, 190.0),
+    ("a2", "a", 120.0, 140.0),
+    ("b1", "b", 130.0, None),
+]
+
+
+def test_children_follow_their_parent_and_siblings_their_start() -> None:
+    data = TimelineData.from_table(table(TREE), t0=100.0)
+    assert data.ids == ["root", "a", "a1", "a2", "b", "b1"]
+    assert data.depth.tolist() == [0, 1, 2, 2, 1, 2]
+    assert data.parent.tolist() == [-1, 0, 1, 1, 0, 4]
+    assert data.start.tolist() == [0.0, 1.0, 2.0, 20.0, 3.0, 30.0]
+    assert data.lane_of["b1"] == 5
+
+
+def test_siblings_are_ordered_by_start_even_when_the_input_is_not() -> None:
+    shuffled = [TREE[i] for i in (4, 0, 5, 3, 1, 2)]
+    assert TimelineData.from_table(table(shuffled), t0=100.0).ids == ["root", "a", "a1", "a2", "b", "b1"]
+
+
+def test_open_spans_reach_now_and_grow_with_it() -> None:
+    data = TimelineData.from_table(table(TREE), t0=100.0)
+    lane = data.lane_of["b1"]
+    assert math.isnan(data.end[lane]) and data.open.tolist() == [False] * 5 + [True]
+    assert data.ends(now=50.0)[lane] == 50.0
+    assert data.ends(now=75.0)[lane] == 75.0
+    assert data.ends(now=10.0)[lane] == 30.0  # never before its own start
+    assert data.extent(now=250.0) == (0.0, 250.0)
+    assert data.status[lane] == RUNNING
+
+
+def test_orphans_become_roots_and_cycles_are_cut() -> None:
+    rows = [("x", "missing", 1.0, 2.0), ("c1", "c2", 3.0, 4.0), ("c2", "c1", 5.0, 6.0), ("self", "self", 7.0, 8.0)]
+    data = TimelineData.from_table(table(rows), t0=0.0)
+    assert sorted(data.ids) == sorted(r[0] for r in rows)
+    assert data.ids[0] == "x" and data.depth[0] == 0
+    assert data.depth[data.lane_of["c1"]] == 0 and data.depth[data.lane_of["c2"]] == 1
+    assert data.depth[data.lane_of["self"]] == 0
+
+
+def test_a_100000_deep_chain_needs_no_recursion() -> None:
+    n = 100_000
+    parent = np.arange(-1, n - 1)
+    order, cut = dfs_order(parent, np.arange(n, dtype=np.float64))
+    assert order.tolist() == list(range(n)) and (cut == parent).all()
+    assert depths(parent)[-1] == n - 1
+
+
+def test_finishing_a_span_updates_its_lane_in_place() -> None:
+    data = TimelineData.from_table(table(TREE), t0=100.0)
+    rows = table([("b1", "b", 130.0, 160.0)], status="error")
+    assert not data.needs_relayout(rows)
+    assert data.update(rows) is data
+    lane = data.lane_of["b1"]
+    assert data.end[lane] == 60.0 and data.status[lane] == ERROR and data.version == 1
+    assert data.input_tokens[lane] == 10
+
+
+def test_a_new_span_is_laid_out_under_its_parent_in_a_copy() -> None:
+    data = TimelineData.from_table(table(TREE), t0=100.0)
+    rows = table([("a3", "a", 145.0, None)])
+    assert data.needs_relayout(rows)
+    new = data.update(rows)
+    assert new is not data and len(data) == 6
+    assert new.ids == ["root", "a", "a1", "a2", "a3", "b", "b1"]
+    assert new.depth[new.lane_of["a3"]] == 2 and new.t0 == 100.0
+
+
+def test_kinds_and_unknown_values_get_codes() -> None:
+    rows = table(TREE, kind="weird_kind", status="strange")
+    data = TimelineData.from_table(rows)
+    assert set(data.kind.tolist()) == {KIND_CODES["internal"]}
+    assert data.kind_names[0] == "weird_kind"
+    assert data.t0 == 100.0  # defaults to the first start
+
+
+def test_token_series_is_cumulative_by_end_time() -> None:
+    data = TimelineData.from_table(table(TREE), t0=100.0)
+    series = data.token_series()
+    assert series.t.tolist() == [0.0, 10.0, 40.0, 50.0, 90.0, 100.0]
+    assert series.input_tokens.tolist() == [0, 10, 20, 30, 40, 50]
+    assert series.cost[-1] == pytest.approx(0.05)
+
+
+def test_hit_finds_the_span_under_the_pointer() -> None:
+    data = TimelineData.from_table(table(TREE), t0=100.0)
+    assert data.hit(5.0, 2.5, tol_x=0.1, tol_y=0.0, now=50.0) == 2  # a1: lane 2, 2..10 s
+    assert data.hit(12.0, 2.5, tol_x=0.1, tol_y=0.0, now=50.0) == -1
+    assert data.hit(10.05, 2.5, tol_x=0.1, tol_y=0.0, now=50.0) == 2  # within the pixel tolerance
+    assert data.hit(45.0, 5.5, tol_x=0.1, tol_y=0.0, now=50.0) == 5  # the open span reaches now
+    assert data.hit(1.0, 99.0, tol_x=0.1, tol_y=0.0, now=50.0) == -1
+
+
+def coverage(row: np.ndarray, group: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> set[tuple[int, int, int]]:
+    return {(r, g, x) for r, g, a, b in zip(row.tolist(), group.tolist(), x0.tolist(), x1.tolist(), strict=True)
+            for x in range(int(a), int(b))}
+
+
+def test_level_of_detail_merges_without_changing_what_is_covered() -> None:
+    rng = np.random.default_rng(7)
+    n = 5000
+    row = np.sort(rng.integers(0, 40, n))
+    group = rng.integers(0, 9, n)
+    x0 = rng.integers(0, 1000, n).astype(np.float64)
+    x1 = x0 + rng.integers(1, 30, n)
+    r, g, b0, b1 = pixel_blocks(row, group, x0, x1, gap=0)
+    assert len(r) < n
+    assert coverage(r, g, b0, b1) == coverage(row, group, x0, x1)
+
+
+def test_merge_blocks_joins_within_the_gap_only() -> None:
+    key = np.array([0, 0, 0, 1])
+    k, a, b = merge_blocks(key, np.array([0, 5, 20, 0]), np.array([4, 8, 25, 3]), gap=1)
+    assert (k.tolist(), a.tolist(), b.tolist()) == ([0, 0, 1], [0, 20, 0], [8, 25, 3])
+
+
+def test_layout_of_100000_spans_is_quick() -> None:
+    rng = np.random.default_rng(1)
+    n = 100_000
+    parents: list[str | None] = [None] + [f"s{int(p)}" for p in rng.integers(0, np.arange(1, n) // 10 + 1)]
+    starts = np.sort(rng.random(n) * 3600).tolist()
+    big = SpanTable([f"s{i}" for i in range(n)], parents, ["model"] * n, ["x"] * n, ["ok"] * n, starts,
+                    [s + 1 for s in starts], [1] * n, [1] * n, [0.0] * n)
+    began = time.perf_counter()
+    data = TimelineData.from_table(big)
+    assert time.perf_counter() - began < 2.0  # ~0.1 s on a laptop; generous for shared CI
+    assert len(data) == n and (data.depth[1:] > 0).all()
