@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from model.approval_model import (
+    D_REASON,
     D_STATUS,
     EXPIRES,
     Clock,
@@ -138,9 +139,12 @@ class ApprovalQueue(QWidget):
         self.pending_table = self._table(self.pending_model)
         self.decided_table = self._table(self.decided_model)
         for table, widths in ((self.pending_table, (110, 100, 120, 70, 78)),
-                              (self.decided_table, (70, 100, 90, 70, 150, 55))):
+                              (self.decided_table, (66, 100, 90, 70, 0, 52, 110))):
             for column, width in enumerate(widths):
                 table.horizontalHeader().resizeSection(column, width)
+        decided_header = self.decided_table.horizontalHeader()
+        decided_header.setStretchLastSection(False)
+        decided_header.setSectionResizeMode(D_REASON, QHeaderView.ResizeMode.Stretch)
         self.tabs = QTabWidget(self)
         self.tabs.addTab(self.pending_table, "Pending")
         self.tabs.addTab(self.decided_table, "Decided")

@@ -33,7 +33,7 @@ from store import readmodel as rm
 from store.native import NativeSource
 
 from .palette import ERROR_COLOUR, status_colour
-from .timeline_util import format_duration
+from .timeline_util import format_duration, one_line
 
 SHOWN_CHARS = 200_000
 PRETTY_LIMIT = 20_000_000
@@ -214,12 +214,12 @@ class SpanDetails(QWidget):
     def set_view(self, view: SpanView) -> None:
         span = view.span
         self.span_id, self.view = span.id, view
-        self.title.setText(_short(span.name, 300))
+        self.title.setText(one_line(span.name, 300))
         self.subtitle.setText(f"{span.kind} · {span.status}")
         self.subtitle.setStyleSheet(f"color: {status_colour(span.status).name()};")
         failed = span.status == "error" or bool(span.error)
         error = span.error or "no error message was recorded"
-        self.error.setText(f"✖ Failed: {_short(error, 300)}" if failed else "")
+        self.error.setText(f"✖ Failed: {one_line(error, 300)}" if failed else "")
         self.error.setVisible(failed)
         self._facts(span)
         self.output.set_text(view.output_text)
@@ -242,12 +242,6 @@ class SpanDetails(QWidget):
         self.facts["Tokens"].setText(f"{usage.input_tokens:,} in · {usage.output_tokens:,} out")
         self.facts["Cost"].setText(f"${usage.cost_usd:,.4f}")
         self.facts["Id"].setText(span.id)
-
-
-def _short(text: str, limit: int) -> str:
-    """One line, at most `limit` characters: for labels that must not grow with agent text."""
-    line = " ".join(text[:limit * 2].split())
-    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 def _label(bold: bool = False) -> QLabel:

@@ -13,7 +13,7 @@ from PySide6.QtGui import QColor, QFontMetrics, QPainter
 from model.timeline_data import ERROR, RUNNING, TimelineData
 
 from .palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
-from .timeline_util import compact, time_label
+from .timeline_util import compact, one_line, time_label
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,8 @@ class LaneAxis(pg.AxisItem):
             if status == RUNNING:
                 colour = QColor(RUNNING_COLOUR)
             width = rect.right() - 6 - (x + box + 4)
-            text = metrics.elidedText(prefix + data.names[lane], Qt.TextElideMode.ElideRight, int(width))
+            name = prefix + one_line(data.names[lane])
+            text = metrics.elidedText(name, Qt.TextElideMode.ElideRight, int(width))
             p.setPen(colour)
             p.drawText(QRectF(x + box + 4, y, width, lane_px),
                        int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)

@@ -23,15 +23,17 @@ from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
 from model.timeline_data import CANCELLED, ERROR, KINDS, TimelineData, pixel_blocks
 
 from .palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
-from .timeline_util import draw_rects, format_duration
+from .timeline_util import draw_rects, format_duration, one_line
 
 log = logging.getLogger(__name__)
 
 ERROR_GROUP = len(KINDS)
 CANCELLED_GROUP = ERROR_GROUP + 1
 GROUP_COLOURS = [*(SPAN_KIND_COLOURS[k] for k in KINDS), ERROR_COLOUR, "#8b949e"]
-DRAW_ORDER = [*range(len(KINDS)), CANCELLED_GROUP, ERROR_GROUP]
-"""Errors last, so a merged block never hides one."""
+DRAW_ORDER = [KINDS.index(kind) for kind in
+              ("internal", "gate", "guardrail", "model", "tool", "sub_agent", "agent")]
+DRAW_ORDER += [CANCELLED_GROUP, ERROR_GROUP]
+"""Where merged blocks overlap, the rarer, structural kinds (agents) and failures stay on top."""
 MERGE_GAP_PX = 2
 LOD_BLOCK_PX = 3.0
 """Merged blocks are drawn this tall (over their neighbours) so colours stay visible when zoomed out."""
@@ -159,7 +161,9 @@ class SpanItem(pg.GraphicsObject):
         if lane_px >= 2:
             self._lanes(p, group, px0, px1, tops, lane_px)
         else:
-            self._merged(p, group, px0, px1, tops)
+            # merged rows show kinds; a failure is shown by its marker, or one failed span in a
+            # hundred would paint every row red
+            self._merged(p, data.kind[lanes].astype(np.int64), px0, px1, tops)
         if self.live:
             self._running(p, is_open[visible], px0, px1, tops, lane_px)
         self._markers(p, data.status[lanes] == ERROR, px0, tops, max(lane_px, 1.0))
@@ -257,7 +261,7 @@ class SpanItem(pg.GraphicsObject):
         left, right = edges
         rows = zip(lanes.tolist(), durations.tolist(), px0.tolist(), px1.tolist(), tops.tolist(), strict=True)
         for lane, duration, x0, x1, top in rows:
-            name = data.names[lane]
+            name = one_line(data.names[lane])
             label = f"{name}  {format_duration(duration)}"
             inside_left = max(x0, left) + 4
             if x1 - inside_left - 4 >= metrics.horizontalAdvance(name):

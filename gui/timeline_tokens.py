@@ -43,8 +43,10 @@ class TokensPlot(pg.PlotWidget):
                                      name="input tokens")
         self.output_curve = item.plot(pen=pg.mkPen(OUTPUT_COLOUR, width=1), stepMode="left",
                                       name="output tokens")
+        fill = QColor(COST_COLOUR)
+        fill.setAlpha(40)
         self.cost_curve = pg.PlotDataItem(pen=pg.mkPen(COST_COLOUR, width=1, style=Qt.PenStyle.DashLine),
-                                          stepMode="left", name="cost")
+                                          stepMode="left", name="cost", fillLevel=0.0, brush=fill)
         self.cost_view.addItem(self.cost_curve)
         self.legend.addItem(self.cost_curve, "cost")
         self.legend.setColumnCount(3)
@@ -98,3 +100,5 @@ class TokensPlot(pg.PlotWidget):
             axis.setPen(muted)
             axis.setTextPen(text)
         self.legend.setLabelTextColor(text)
+        for _sample, label in self.legend.items:
+            label.setText(label.text, color=text)

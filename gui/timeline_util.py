@@ -1,14 +1,20 @@
-"""Small drawing and formatting helpers shared by the timeline's items, axes and details pane."""
+"""Drawing, formatting and labelling helpers shared by the timeline's items, axes, panel and details."""
 
 from __future__ import annotations
 
+import html
 import math
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QRectF
+from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QPainter
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 from shiboken6 import Shiboken
+
+from model.timeline_data import ERROR, TimelineData
+
+from .palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
 
 
 def draw_rects(p: QPainter, rects: np.ndarray) -> None:
@@ -56,3 +62,43 @@ def compact(value: float) -> str:
         if size >= limit:
             return f"{value / limit:.3g}{suffix}"
     return f"{value:.3g}"
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """Agent text for a label: one line, at most `limit` characters (huge names stay cheap to draw)."""
+    line = " ".join(text[:limit * 2].split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def span_tooltip(data: TimelineData, lane: int, now: float) -> str:
+    """Hover text for a lane, as rich text with every piece of agent text escaped (so it shows literally)."""
+    end = data.ends(now)[lane]
+    duration = format_duration(float(end - data.start[lane]))
+    lines = [one_line(data.names[lane]),
+             f"{one_line(data.kind_names[lane], 40)} · {one_line(data.status_names[lane], 40)}",
+             f"{'running for' if data.open[lane] else 'took'} {duration}, "
+             f"from +{format_duration(float(data.start[lane]))}",
+             f"tokens {int(data.input_tokens[lane]):,} in / {int(data.output_tokens[lane]):,} out · "
+             f"${float(data.cost[lane]):.4f}"]
+    if data.status[lane] == ERROR:
+        lines.append("failed — click for the error")
+    body = "<br>".join(html.escape(line) for line in lines)
+    return f"<p style='white-space:pre'>{body}</p>"
+
+
+def legend() -> QWidget:
+    """Kind colours, error and running marks, so the waterfall reads without a manual."""
+    box = QWidget()
+    row = QHBoxLayout(box)
+    row.setContentsMargins(0, 0, 0, 0)
+    row.setSpacing(8)
+    entries = [(kind.replace("_", " "), colour) for kind, colour in SPAN_KIND_COLOURS.items()]
+    entries += [("failed", ERROR_COLOUR), ("running", RUNNING_COLOUR)]
+    for name, colour in entries:
+        swatch = QLabel("■", textFormat=Qt.TextFormat.PlainText)
+        swatch.setStyleSheet(f"color: {colour};")
+        row.addWidget(swatch)
+        row.addWidget(QLabel(name, textFormat=Qt.TextFormat.PlainText))
+        row.addSpacing(4)
+    return box
+

@@ -100,6 +100,15 @@ def local_time(moment: datetime | None) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") if moment else ""
 
 
+def short_local_time(moment: datetime | None, now: datetime) -> str:
+    """The time alone for today, the date and minute otherwise: fits a narrow column."""
+    if moment is None:
+        return ""
+    local = moment.astimezone()
+    same_day = local.date() == now.astimezone().date()
+    return local.strftime("%H:%M:%S" if same_day else "%b %d %H:%M")
+
+
 def read_approvals(source: Source, ids: Sequence[str]) -> dict[str, rm.Approval | None]:
     """Runs on the pool: the current state of each approval (None when it is gone)."""
     found: dict[str, rm.Approval | None] = {}
@@ -393,7 +402,7 @@ class DecidedApprovalModel(_ApprovalTable):
             return one_line(approval.reason or "", 120)
         if column == D_EDITED:
             return "edited" if approval.edited_arguments else ""
-        return local_time(approval.decided_at)
+        return short_local_time(approval.decided_at, self._clock())
 
     def _tooltip(self, approval: rm.Approval, column: int) -> str:
         if column == D_REASON and approval.reason:
@@ -401,4 +410,6 @@ class DecidedApprovalModel(_ApprovalTable):
         if column == D_EDITED and approval.edited_arguments:
             return escaped_tooltip("Approved with edited arguments:",
                                    *pretty_arguments(approval.edited_arguments)[:3000].splitlines())
+        if column == D_DECIDED_AT:
+            return escaped_tooltip(f"Decided at {local_time(approval.decided_at)}")
         return super()._tooltip(approval, column)

@@ -66,7 +66,9 @@ def test_open_spans_reach_now_and_grow_with_it() -> None:
 
 
 def test_orphans_become_roots_and_cycles_are_cut() -> None:
-    rows = [("x", "missing", 1.0, 2.0), ("c1", "c2", 3.0, 4.0), ("c2", "c1", 5.0, 6.0), ("self", "self", 7.0, 8.0)]
+    rows: list[tuple[str, str | None, float, float | None]] = [
+        ("x", "missing", 1.0, 2.0), ("c1", "c2", 3.0, 4.0), ("c2", "c1", 5.0, 6.0),
+        ("self", "self", 7.0, 8.0)]
     data = TimelineData.from_table(table(rows), t0=0.0)
     assert sorted(data.ids) == sorted(r[0] for r in rows)
     assert data.ids[0] == "x" and data.depth[0] == 0
@@ -128,8 +130,8 @@ def test_hit_finds_the_span_under_the_pointer() -> None:
 
 
 def coverage(row: np.ndarray, group: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> set[tuple[int, int, int]]:
-    return {(r, g, x) for r, g, a, b in zip(row.tolist(), group.tolist(), x0.tolist(), x1.tolist(), strict=True)
-            for x in range(int(a), int(b))}
+    spans = zip(row.tolist(), group.tolist(), x0.tolist(), x1.tolist(), strict=True)
+    return {(r, g, x) for r, g, a, b in spans for x in range(int(a), int(b))}
 
 
 def test_level_of_detail_merges_without_changing_what_is_covered() -> None:

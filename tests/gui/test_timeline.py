@@ -1,0 +1,190 @@
+"""The timeline panel against a real store: lanes, selection, details, errors, live spans, keys."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import time
+
+import pytest
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QToolTip
+from sqlalchemy import insert
+
+from gui.palette import ERROR_COLOUR
+from gui.span_details import SHOWN_CHARS, SpanDetails, SpanView
+from gui.timeline import TimelinePanel
+from model.services import Services
+from model.timeline_data import ERROR
+from store import schema as sc
+from store.runtime import AgentRuntime
+
+from .conftest import World
+
+if sys.version_info < (3, 12):
+    # PySide6 6.12.0 on Python 3.11 returns None/True from void methods and `emit` without a
+    # reference; a long session then dies in `none_dealloc`. 3.12 makes them immortal.
+    for _value in (None, True, False):
+        ctypes.c_ssize_t.from_address(id(_value)).value += 1 << 40
+
+
+@pytest.fixture
+def panel(services: Services, qtbot) -> TimelinePanel:  # type: ignore[no-untyped-def]
+    widget = TimelinePanel(services)
+    qtbot.addWidget(widget)
+    widget.resize(1200, 700)
+    widget.show()
+    return widget
+
+
+def shown(panel: TimelinePanel, qtbot, run_id: str, spans: int) -> None:  # type: ignore[no-untyped-def]
+    panel.show_run(run_id)
+    qtbot.waitUntil(lambda: panel.data is not None and len(panel.data) == spans, timeout=5000)
+
+
+def span_point(panel: TimelinePanel, lane: int) -> QPoint:
+    """Where a span's bar is on screen (viewport pixels)."""
+    assert panel.data is not None
+    now = panel.item.now
+    x = (panel.data.start[lane] + panel.data.ends(now)[lane]) / 2
+    scene = panel.view.mapViewToScene(QPointF(float(x), lane + 0.5))
+    return panel.plot.mapFromScene(scene)
+
+
+def test_show_run_draws_one_lane_per_span(panel: TimelinePanel, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world.run_id, 5)
+    assert panel.data is not None
+    assert panel.data.names[0] == "planner" and panel.data.depth.tolist() == [0, 1, 1, 1, 1]
+    panel.grab()
+    assert len(panel.item.paint_ms) > 0
+    assert "5 spans" in panel.header.text() and "1 failed" in panel.header.text()
+
+
+def test_clicking_a_span_selects_it_and_fills_the_details(panel: TimelinePanel, world: World,
+                                                          qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world.run_id, 5)
+    assert panel.data is not None
+    panel.show_window(-0.001, float(panel.data.ends(panel.item.now).max()) + 0.001, 0, 5)
+    lane = panel.data.lane_of[world.tool_span_id]
+    panel.reveal(lane)
+    qtbot.wait(50)
+    qtbot.mouseMove(panel.plot.viewport(), span_point(panel, lane))
+    qtbot.waitUntil(lambda: QToolTip.isVisible(), timeout=2000)
+    assert "read_file" in QToolTip.text() and "took" in QToolTip.text()
+    with qtbot.waitSignal(panel.span_selected, timeout=2000) as signal:
+        qtbot.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton, pos=span_point(panel, lane))
+    assert signal.args == [world.tool_span_id]
+    assert panel.item.selected == lane
+    qtbot.waitUntil(lambda: panel.details.view is not None, timeout=3000)
+    assert panel.details.title.text() == "read_file"
+    assert panel.details.title.textFormat() == Qt.TextFormat.PlainText
+
+
+def test_html_looking_output_shows_literally(panel: TimelinePanel, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world.run_id, 5)
+    panel.select_span(world.tool_span_id)
+    qtbot.waitUntil(lambda: panel.details.view is not None, timeout=3000)
+    assert panel.details.output.shown_text == "<html><a href='x'>not a link</a></html>"
+
+
+def test_an_error_span_is_marked(panel: TimelinePanel, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world.run_id, 5)
+    assert panel.data is not None
+    lane = panel.data.lane_of[world.error_span_id]
+    assert panel.data.status[lane] == ERROR
+    image = panel.plot.grab().toImage()
+    red = QColor(ERROR_COLOUR).rgb()
+    pixels = [image.pixel(x, y) for x in range(0, image.width(), 2) for y in range(0, image.height(), 2)]
+    assert pixels.count(red) > 0  # the red diamond beside the failed span
+    panel.select_span(world.error_span_id)
+    qtbot.waitUntil(lambda: panel.details.view is not None, timeout=3000)
+    assert panel.details.error.isVisibleTo(panel.details)
+    assert "pytest failed" in panel.details.error.text()
+    assert "failed" in panel.tooltip(lane)
+
+
+def test_tooltips_escape_agent_text(panel: TimelinePanel, world: World, services: Services,
+                                    qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world.run_id, 5)
+    AgentRuntime(services.source.store).start_span(world.run_id, "tool", "<b>bold</b> & <img src=x>")
+    qtbot.waitUntil(lambda: panel.data is not None and len(panel.data) == 6, timeout=5000)
+    assert panel.data is not None
+    lane = panel.data.names.index("<b>bold</b> & <img src=x>")
+    tip = panel.tooltip(lane)
+    assert "&lt;b&gt;bold&lt;/b&gt; &amp; &lt;img src=x&gt;" in tip and "<b>" not in tip
+
+
+def test_a_new_span_appears_without_reselecting_the_run(panel: TimelinePanel, world: World,
+                                                        services: Services, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world.run_id, 5)
+    runtime = AgentRuntime(services.source.store)
+    root = panel.data.ids[0] if panel.data is not None else None
+    new = runtime.start_span(world.run_id, "tool", "grep", parent_span_id=root)
+    qtbot.waitUntil(lambda: panel.data is not None and new in panel.data.lane_of, timeout=5000)
+    assert panel.data is not None
+    lane = panel.data.lane_of[new]
+    assert panel.data.depth[lane] == 1 and panel.data.open[lane]
+    runtime.finish_span(new, "ok", "found", input_tokens=7)
+    qtbot.waitUntil(lambda: panel.data is not None and not panel.data.open[panel.data.lane_of[new]],
+                    timeout=5000)
+    assert panel.data.input_tokens[panel.data.lane_of[new]] == 7
+
+
+def test_a_1000_span_run_shows(panel: TimelinePanel, world: World, services: Services, qtbot) -> None:  # type: ignore[no-untyped-def]
+    runtime = AgentRuntime(services.source.store)
+    run_id = runtime.start_run(world.agent_id, "big")
+    now = time.time()
+    rows = [dict(id=f"spn_bulk_{i:04d}", run_id=run_id, parent_span_id=None if i == 0 else "spn_bulk_0000",
+                 kind="model" if i % 2 else "tool", name=f"step {i}", status="error" if i % 97 == 0 else "ok",
+                 started_at=now + i * 0.01, ended_at=now + i * 0.01 + 0.005, attributes="{}")
+             for i in range(1000)]
+    with services.source.store.write_engine.begin() as conn:
+        conn.execute(insert(sc.SpanRow), rows)
+    shown(panel, qtbot, run_id, 1000)
+    panel.fit()
+    panel.grab()
+    assert panel.item.paint_ms and max(panel.item.paint_ms) < 1000
+    assert panel.data is not None and panel.data.depth.max() == 1
+
+
+def test_f_fits_and_plus_minus_zoom(panel: TimelinePanel, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world.run_id, 5)
+    panel.plot.setFocus()
+    full = panel.view.viewRange()[0][1] - panel.view.viewRange()[0][0]
+    qtbot.keyClick(panel.plot, Qt.Key.Key_Plus)
+    qtbot.keyClick(panel.plot, Qt.Key.Key_Plus)
+    zoomed = panel.view.viewRange()[0][1] - panel.view.viewRange()[0][0]
+    assert zoomed < full * 0.3
+    qtbot.keyClick(panel.plot, Qt.Key.Key_Minus)
+    assert panel.view.viewRange()[0][1] - panel.view.viewRange()[0][0] > zoomed * 1.5
+    qtbot.keyClick(panel.plot, Qt.Key.Key_F)
+    assert panel.data is not None
+    (x0, x1), (y0, y1) = panel.view.viewRange()
+    start, end = panel.data.extent(panel.item.now)
+    assert x0 <= start and x1 >= end * 0.98 and y0 <= 0 and y1 >= len(panel.data)
+
+
+def test_select_span_before_the_run_loaded_is_applied_after(panel: TimelinePanel, world: World,
+                                                            qtbot) -> None:  # type: ignore[no-untyped-def]
+    panel.show_run(world.run_id)
+    panel.select_span(world.model_span_id)
+    qtbot.waitUntil(lambda: panel.data is not None and panel.item.selected >= 0, timeout=5000)
+    assert panel.data is not None and panel.data.ids[panel.item.selected] == world.model_span_id
+    qtbot.waitUntil(lambda: panel.details.view is not None, timeout=3000)
+    assert panel.details.sent.items.count() == 5  # what the model saw
+    assert panel.details.tabs.isTabEnabled(4)
+
+
+def test_huge_text_shows_the_first_200_kb_until_asked(services: Services, world: World,
+                                                      qtbot) -> None:  # type: ignore[no-untyped-def]
+    details = SpanDetails(services)
+    qtbot.addWidget(details)
+    span = services.source.span(world.tool_span_id)
+    huge = "x" * (3 * SHOWN_CHARS)
+    details.set_view(SpanView(span, "", "", huge, ()))
+    assert len(details.output.shown_text) == SHOWN_CHARS
+    assert details.output.show_all.isVisibleTo(details)
+    details.output.show_all.click()
+    assert details.output.shown_text == huge
+
