@@ -28,6 +28,7 @@ from model.services import Services
 from model.timeline_data import TimelineData
 from store.native import NativeSource
 from store.sim.generator import populate_bulk
+from store.source import SpanTable
 
 
 def immortalize_singletons() -> None:
@@ -72,6 +73,20 @@ def measure_layout(source: NativeSource, run_id: str) -> None:
     print(f"store read (span_table): {read_ms:7.1f} ms for {len(data):,} spans")
     print(f"layout (DFS, depths):    {layouts[0]:7.1f} ms first, {min(layouts):.1f} ms best of 3")
     print(f"tokens series:           {tokens_ms:7.1f} ms")
+    measure_live_updates(source, run_id, data)
+
+
+def measure_live_updates(source: NativeSource, run_id: str, data: TimelineData) -> None:
+    """What a live change costs: fetch the changed rows, then update in place or lay out again."""
+    some = data.ids[len(data) // 2:len(data) // 2 + 5]
+    rows, fetch_ms = timed(lambda: source.span_table(run_id, some))
+    _, in_place_ms = timed(lambda: data.update(rows))  # type: ignore[arg-type]
+    parent = data.ids[len(data) // 2]
+    new = SpanTable(["spn_bench_new"], [parent], ["tool"], ["new"], ["running"],
+                    [data.t0 + float(data.start[len(data) // 2]) + 0.1], [None], [0], [0], [0.0])
+    _, relayout_ms = timed(lambda: data.relaid_out(new))
+    print(f"live: fetch 5 changed rows {fetch_ms:.1f} ms; apply in place {in_place_ms:.2f} ms; "
+          f"a new span (full re-layout, off the GUI thread) {relayout_ms:.1f} ms")
 
 
 def main() -> None:

@@ -246,6 +246,7 @@ class ApprovalQueue(QWidget):
                                  context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
             shortcut.activated.connect(slot)
         self.setFocusProxy(self.pending_table)
+        self._count_changed()
 
     # -- what is selected -----------------------------------------------------------------
     def _active(self) -> tuple[QTableView, PendingApprovalModel | DecidedApprovalModel]:
@@ -492,6 +493,9 @@ class ApprovalQueue(QWidget):
 
     # -- decisions made elsewhere ---------------------------------------------------------
     def _on_left(self, approval_id: str, approval: rm.Approval | None) -> None:
+        current = self.pending_table.currentIndex()
+        if current.isValid() and not self.pending_table.selectionModel().hasSelection():
+            self._select_row(self.pending_table, current.row())  # keep a row under the keyboard
         self._update_actions()
         self._on_selection()
         if approval_id in self._mine:

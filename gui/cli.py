@@ -22,85 +22,34 @@ import sqlite3
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol, cast
 
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from store import sqlite as sqlite_files
-from store.audit import ChainReport
-from store.bus import Change, ChangeBus
-from store.database import Store, default_store_location, describe_operational_error, open_store, to_url
-from store.errors import InvalidInput, StoreError
-from store.native import NativeSource
+from store.database import describe_operational_error, open_store, to_url
+from store.errors import StoreError
 from store.readmodel import Approval, StoreInfo
 from store.sim.player import SimEvent, Simulator
 from store.source import Source, SourceDescriptor
-from store.sources import open_source
-from store.sources.detect import detect
-from store.validation import parse_json_arguments
-from store.watcher import ChangeWatcher
 
 from . import cli_output as out
 from .cli_parser import Handler, parse
-
-EXIT_OK, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_BROKEN_CHAIN = 0, 1, 5, 6
-
-
-class CommandFailed(Exception):
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class AnySource(Source, Protocol):
-    """What the CLI uses of a source: the protocol plus closing and the audit check."""
-
-    def close(self) -> None: ...
-    def verify(self) -> ChainReport: ...
-    def watch(self, poll_interval_s: float | None = None) -> object: ...
-
-
-# -- opening -------------------------------------------------------------------------------
-def location_of(args: argparse.Namespace) -> str:
-    return str(args.store or default_store_location())
-
-
-def open_for(args: argparse.Namespace, *, write: bool = False, create: bool = False) -> Store:
-    """Readers open read-only and never create; writers open read-write (creating only if asked)."""
-    return open_store(location_of(args), create=create, read_only=not write, busy_timeout_s=args.busy_timeout)
-
-
-def open_any(args: argparse.Namespace, *, write: bool = False) -> AnySource:
-    """An agentdesk store, or another runtime's database when the file is one (detected read-only)."""
-    location = location_of(args)
-    path = sqlite_files.path_of(to_url(location))
-    if path is not None and path.is_file() and path.stat().st_size:
-        if detect(path, args.busy_timeout).kind != "agentdesk":
-            source = open_source(location, allow_writes=args.allow_writes, busy_timeout_s=args.busy_timeout)
-            return cast(AnySource, source)
-    return NativeSource(open_for(args, write=write))
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
-
-
-def read_arguments(value: str) -> str:
-    """`--args` as JSON text, `@FILE`, or `-` for stdin (one command-line argument is capped at 128 KiB)."""
-    if value == "-":
-        text = sys.stdin.read()
-    elif value.startswith("@"):
-        try:
-            text = Path(value[1:]).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidInput(f"Cannot read the arguments file {value[1:]}: {exc}.") from exc
-    else:
-        text = value
-    parse_json_arguments(text)  # refuse bad JSON or an oversize payload before touching the store
-    return text
+from .cli_store import (
+    EXIT_BROKEN_CHAIN,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    CommandFailed,
+    location_of,
+    open_any,
+    open_for,
+    read_arguments,
+    say,
+)
+from .cli_watch import cmd_watch
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -131,64 +80,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if sim.failures:
-        raise CommandFailed(f"The simulation hit {len(sim.failures)} store errors; the first: {sim.failures[0]}",
+        first = sim.failures[0]
+        raise CommandFailed(f"The simulation hit {len(sim.failures)} store errors; the first: {first}",
                             EXIT_UNAVAILABLE)
     return EXIT_OK
-
-
-class VerbatimBus(ChangeBus):
-    """`watch` prints every change-log row, so it skips the coalescing the bus does for views."""
-
-    def publish(self, changes: Sequence[Change]) -> None:
-        with self._lock:
-            subscribers = list(self._subscribers)
-        for callback in subscribers:
-            callback(list(changes))
-
-
-def cmd_watch(args: argparse.Namespace) -> int:
-    source = open_any(args)
-    done, printed = threading.Event(), [0]
-    render: Callable[[Change], str] = out.change_json if args.json else out.change_line
-
-    def show(batch: Sequence[Change]) -> None:
-        for change in batch:
-            if done.is_set():
-                return
-            try:
-                say(render(change))
-            except BrokenPipeError:
-                done.set()
-                return
-            printed[0] += 1
-            if args.count is not None and printed[0] >= args.count:
-                done.set()
-
-    stop_watching = start_watching(source, show, args.since)
-    try:
-        done.wait(args.timeout)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        stop_watching()
-        source.close()
-    return EXIT_OK
-
-
-def start_watching(source: AnySource, show: Callable[[Sequence[Change]], None],
-                   since: int | None) -> Callable[[], None]:
-    """Native stores: a watcher that reports every change, ours included; others: the source's own."""
-    if isinstance(source, NativeSource):
-        bus = VerbatimBus()
-        bus.subscribe(show)
-        watcher = ChangeWatcher(source.store, include_own=True, bus=bus, poll_interval_s=0.05)
-        watcher.start(from_seq=since)
-        if since is not None:
-            watcher.poll_once()  # replay now: an idle store would not move data_version to trigger a poll
-        return watcher.stop
-    source.bus.subscribe(show)
-    source.watch()
-    return lambda: None  # the source's close() stops its watcher
 
 
 def cmd_approvals(args: argparse.Namespace) -> int:
@@ -244,14 +139,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         say(json.dumps(facts, indent=2, ensure_ascii=False))
         return EXIT_OK
-    say(f"{info.kind} store at {info.url}" + (" (read-only)" if descriptor.read_only and info.kind != "agentdesk"
-                                               else ""))
+    foreign_read_only = descriptor.read_only and info.kind != "agentdesk"
+    say(f"{info.kind} store at {info.url}" + (" (read-only)" if foreign_read_only else ""))
     size = facts["size_bytes"]
-    say(f"schema: {info.schema_version or 'unknown'}" + (f"; size: {size:,} bytes" if size is not None else ""))
+    sized = f"; size: {size:,} bytes" if size is not None else ""
+    say(f"schema: {info.schema_version or 'unknown'}{sized}")
     if descriptor.notes:
         say(f"note: {out.clean(descriptor.notes)}")
+    width = max((len(label) for label in info.counts), default=0)
     for label, count in info.counts.items():
-        say(f"  {label:<18} {count:>12,}")
+        say(f"  {label:<{width}}  {count:>12,}")
     return EXIT_OK
 
 
@@ -308,8 +205,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return int(run_gui(location, simulator=sim, allow_writes=True, theme=args.theme))
         # Fallback for a build without the window (gui.app absent): show the live change feed instead.
         say("(no window in this build: showing the change feed; Ctrl-C stops)")
-        return cmd_watch(argparse.Namespace(store=location, busy_timeout=args.busy_timeout, allow_writes=False,
-                                            json=False, count=None, timeout=args.duration, since=0))
+        feed = argparse.Namespace(store=location, busy_timeout=args.busy_timeout, allow_writes=False, json=False,
+                                  count=None, timeout=args.duration, since=0)
+        return cmd_watch(feed)
     finally:
         sim.stop()
         store.close()
@@ -347,7 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at interpreter exit
         return EXIT_OK
     except OSError as exc:
-        return fail(f"The store {location_of(args)} could not be used: {exc.strerror or exc}.", EXIT_UNAVAILABLE)
+        return fail(f"The store {location_of(args)} could not be used: {exc.strerror or exc}.",
+                    EXIT_UNAVAILABLE)
     except KeyboardInterrupt:
         return 130
 

@@ -112,7 +112,8 @@ def change_line(change: Change) -> str:
     when = datetime.fromtimestamp(change.at, UTC).strftime("%H:%M:%S.%f")[:-3] if change.at else "--:--:--"
     rev = f"rev={change.revision}" if change.revision is not None else ""
     parents = " ".join(f"{clean(k)}={clean(v)}" for k, v in change.parents.items())
-    line = f"#{change.seq or '-':<6} {when}  {clean(change.entity):<13} {clean(change.op):<6} {clean(change.id)}"
+    entity, op = clean(change.entity), clean(change.op)
+    line = f"#{change.seq or '-':<6} {when}  {entity:<13} {op:<6} {clean(change.id)}"
     return f"{line}  {rev}  {parents}".rstrip()
 
 

@@ -33,11 +33,14 @@ def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
 def common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--store", default=argparse.SUPPRESS, metavar="PATH_OR_URL",
-                        help="store file or database URL (default: $AGENTDESK_STORE, else the user data folder)")
+                        help="store file or database URL (default: $AGENTDESK_STORE, else the user "
+                             "data folder)")
     common.add_argument("--busy-timeout", type=positive(float), default=argparse.SUPPRESS, metavar="SECONDS",
-                        help=f"how long to wait for another writer's lock (default {DEFAULT_BUSY_TIMEOUT_S:g})")
+                        help=f"how long to wait for another writer's lock (default "
+                             f"{DEFAULT_BUSY_TIMEOUT_S:g})")
     common.add_argument("--allow-writes", action="store_true", default=argparse.SUPPRESS,
-                        help="allow decisions and edits in another runtime's database (opened read-only otherwise)")
+                        help="allow decisions and edits in another runtime's database (opened "
+                             "read-only otherwise)")
     return common
 
 
@@ -59,16 +62,19 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--count", type=positive(int), help="stop after printing this many changes")
     p.add_argument("--timeout", type=positive(float), metavar="SECONDS", help="stop after this long")
-    p.add_argument("--since", type=int, metavar="SEQ", help="first replay the changes after this sequence number")
+    p.add_argument("--since", type=int, metavar="SEQ",
+                   help="first replay the changes after this sequence number")
     p = command("approvals", "list approvals (newest first; pending ones oldest first)")
     p.add_argument("--status", choices=STATUSES, default="pending")
     p.add_argument("--json", action="store_true", help="one JSON array with stable keys")
     p.add_argument("--limit", type=positive(int), default=1000)
     p = command("approve", "approve a pending tool call")
     decision_options(p, reason_required=False)
-    p.add_argument("--args", metavar="JSON", help="edited arguments: JSON text, @FILE, or - for stdin (<= 1 MB)")
+    p.add_argument("--args", metavar="JSON",
+                   help="edited arguments: JSON text, @FILE, or - for stdin (<= 1 MB)")
     decision_options(command("deny", "deny a pending tool call"), reason_required=True)
-    command("info", "what the store is: kind, schema, size, counts").add_argument("--json", action="store_true")
+    command("info", "what the store is: kind, schema, size, counts").add_argument("--json",
+                                                                                  action="store_true")
     p = command("verify", "walk the audit chain; exit 6 when a record was altered")
     p.add_argument("--json", action="store_true")
     p = command("demo", "a throwaway store with simulated agents working, in the window")
@@ -84,7 +90,8 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
 
 def decision_options(p: argparse.ArgumentParser, *, reason_required: bool) -> None:
     p.add_argument("id")
-    p.add_argument("--actor", required=True, help="your name, recorded with the decision and in the audit log")
+    p.add_argument("--actor", required=True,
+                   help="your name, recorded with the decision and in the audit log")
     p.add_argument("--reason", required=reason_required)
 
 

@@ -115,7 +115,7 @@ class TimelinePanel(QWidget):
     # -- public API -------------------------------------------------------------------------
     def show_run(self, run_id: str | None) -> None:
         """Show a run (None clears); showing the run already shown keeps the view as it is."""
-        if run_id == self.run_id and run_id is not None:
+        if run_id == self.run_id and run_id is not None and (self.data is not None or self.feed.busy):
             return
         self.feed.show(run_id)
         self._follow = True
@@ -180,6 +180,7 @@ class TimelinePanel(QWidget):
         data, now = self.data, self.feed.now()
         if data is None or self.feed.tokens is None:
             return
+        self._last_tip = -1
         self.item.live = self.feed.live
         self.item.set_data(data, now)
         self.tokens.set_series(self.feed.tokens, until=now)

@@ -194,6 +194,8 @@ class SpanItem(pg.GraphicsObject):
         """Lanes thinner than 2 px: merge each pixel row's spans into blocks per colour."""
         if not len(tops):
             return
+        if tops[0] > tops[-1]:  # y not inverted: lanes run upwards
+            group, px0, px1, tops = group[::-1], px0[::-1], px1[::-1], tops[::-1]
         rows = np.floor(tops).astype(np.int64)
         rows -= rows[0]
         band = ROWS_PER_BAND
@@ -206,14 +208,17 @@ class SpanItem(pg.GraphicsObject):
         row, grp, x0, x1 = (np.concatenate(column) for column in zip(*parts, strict=True))
         top = np.floor(tops[0]) - (LOD_BLOCK_PX - 1) / 2
         rects = np.column_stack((x0, row + top, np.maximum(x1 - x0, 1), np.full(len(row), LOD_BLOCK_PX)))
-        self._draw_groups(p, grp, rects.astype(np.float64))
+        # blocks of one pixel row overlap: draw the commonest kind last, so a row shows its majority
+        common_last = np.argsort(np.bincount(group, minlength=len(GROUP_COLOURS)), kind="stable").tolist()
+        self._draw_groups(p, grp, rects.astype(np.float64), common_last)
 
-    def _draw_groups(self, p: QPainter, group: np.ndarray, rects: np.ndarray) -> None:
+    def _draw_groups(self, p: QPainter, group: np.ndarray, rects: np.ndarray,
+                     draw_order: list[int] | None = None) -> None:
         p.setPen(Qt.PenStyle.NoPen)
         order = np.argsort(group, kind="stable")
         group, rects = group[order], rects[order]
         bounds = np.searchsorted(group, np.arange(len(GROUP_COLOURS) + 1))
-        for g in DRAW_ORDER:
+        for g in draw_order or DRAW_ORDER:
             if bounds[g + 1] > bounds[g]:
                 p.setBrush(QColor(GROUP_COLOURS[g]))
                 draw_rects(p, rects[bounds[g]:bounds[g + 1]])

@@ -179,6 +179,7 @@ class ProjectTree(QWidget):
         self._unfiltered_expansion: list[str] = []
         self._quiet = False
         self._last_key: tuple[str, str] | None = None
+        self._reset_state: tuple[list[str], tuple[str, str] | None] = ([], None)
         self._build()
         self._connect()
 
@@ -242,6 +243,8 @@ class ProjectTree(QWidget):
         selection.currentChanged.connect(self._on_current)
         self.view.verticalScrollBar().valueChanged.connect(self._fetch_visible_tail)
         self.model.children_loaded.connect(self._on_children_loaded)
+        self.model.modelAboutToBeReset.connect(self._before_reset)
+        self.model.modelReset.connect(self._after_reset)
         self.model.load_failed.connect(self.show_message)
 
     def _focus_filter(self) -> None:
@@ -402,6 +405,16 @@ class ProjectTree(QWidget):
     def _on_children_loaded(self, _entity: str, _entity_id: str) -> None:
         self._step_reveal()
         self._expand_pending()
+
+    def _before_reset(self) -> None:
+        """A reset (feed gap) reloads everything: keep what the operator had open and selected."""
+        self._reset_state = (self.expanded_ids(), self.current_selection())
+
+    def _after_reset(self) -> None:
+        expanded, current = self._reset_state
+        self.restore_expanded(expanded)
+        if current is not None:
+            self.select_entity(*current)
 
     # -- expansion state for settings -----------------------------------------------------
     def expanded_ids(self) -> list[str]:

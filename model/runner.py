@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -36,7 +36,9 @@ class StoreRunner(QObject):
     def __init__(self, max_workers: int = 4, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agentdesk-store")
-        self._completed.connect(self._deliver)
+        # Queued even on the same thread: a job that finishes before its callback is attached must
+        # still answer later, from the event loop, never inside the caller's own stack.
+        self._completed.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
         self._in_flight = 0
         self._closed = False
 

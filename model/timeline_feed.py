@@ -94,6 +94,11 @@ class TimelineFeed(QObject):
             self._submit(load_run, self.services.source, run_id, on_done=self._loaded)
 
     @property
+    def busy(self) -> bool:
+        """A load or a refresh is on its way."""
+        return self._busy
+
+    @property
     def live(self) -> bool:
         return self.run is not None and self.run.status in LIVE_STATUSES
 

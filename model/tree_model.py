@@ -23,6 +23,7 @@ from store import readmodel as rm
 from store.bus import RESET, Change
 from store.source import Page
 
+from .runner import StoreRunner
 from .services import Services
 from .tree_rows import LEVELS, Key, RowFields, entity_of, parents_of, plural, read_rows, row_fields
 
@@ -39,6 +40,29 @@ PendingRole = Qt.ItemDataRole.UserRole + 3
 NAME, STATUS, PENDING, INFO = range(4)
 HEADERS = ("Name", "Status", "Pending", "Info")
 DEFAULT_PAGE_SIZE = 200
+
+
+def submit_later(owner: QObject, runner: StoreRunner, fn: Callable[..., Any], *args: Any,
+                 on_done: Callable[[Any], None], on_error: Callable[[BaseException], None]) -> None:
+    """Run a store call on the runner and never deliver inside the caller.
+
+    The runner calls back synchronously when the read finished before it attached
+    its callback; a model must not change rows inside `fetchMore` (a view or the
+    model tester may be in the middle of handling a row change) nor before its
+    owner has connected to it, so such a callback is posted to the event loop.
+    """
+    inside = True
+
+    def later(callback: Callable[[Any], None]) -> Callable[[Any], None]:
+        def deliver(value: Any) -> None:
+            if inside:
+                QTimer.singleShot(0, owner, lambda: callback(value))
+            else:
+                callback(value)
+        return deliver
+
+    runner.submit(fn, *args, on_done=later(on_done), on_error=later(on_error))
+    inside = False
 
 
 class _Node:
@@ -81,7 +105,6 @@ class ProjectTreeModel(QAbstractItemModel):
         self._uids = itertools.count(1)
         self._seqs = itertools.count(1)
         self._generation = 0
-        self._submitting = False
         self._by_uid: dict[int, _Node] = {}
         self._by_key: dict[Key, _Node] = {}
         self._root = _Node(0, "", "", None, None)
@@ -208,10 +231,15 @@ class ProjectTreeModel(QAbstractItemModel):
     def fetch_more(self, index: Index, limit: int | None = None) -> bool:
         """Like `fetchMore`, with a larger page when a view pages through runs on purpose."""
         node = self._node(index)
-        if node is None or not self._can_fetch(node):
+        if node is None or not (self._can_fetch(node) or self._has_more(node)):
             return False
         self._load(node, limit or self._page_size)
         return True
+
+    def has_more(self, index: Index) -> bool:
+        """An agent whose older runs are not loaded yet (`fetchMore` loads the next page)."""
+        node = self._node(index)
+        return node is not None and self._has_more(node)
 
     def reload(self) -> None:
         """Start again from the store: only for a reset (feed gap), never for ordinary changes."""
@@ -229,15 +257,18 @@ class ProjectTreeModel(QAbstractItemModel):
         return node is not None and (not parent.isValid() or parent.column() == 0) and self._can_fetch(node)
 
     def _can_fetch(self, node: _Node) -> bool:
-        if node.entity == "run" or node.loading:
-            return False
-        if not node.loaded:
-            return True
-        return node.entity == "agent" and node.runs_loaded < (node.total or 0)
+        """Only the first load: QTreeView calls `fetchMore` on every relayout of an expanded row while
+        this is true, which would page through all of an agent's runs on its own."""
+        return node.entity != "run" and not node.loading and not node.loaded
+
+    def _has_more(self, node: _Node) -> bool:
+        more = node.runs_loaded < (node.total or 0)
+        return node.entity == "agent" and node.loaded and not node.loading and more
 
     def fetchMore(self, parent: Index) -> None:
+        """The first load of a row's children, or the next page of an agent's runs."""
         node = self._node(parent)
-        if node is not None and self._can_fetch(node):
+        if node is not None and (self._can_fetch(node) or self._has_more(node)):
             self._load(node, self._page_size)
 
     def _load(self, node: _Node, limit: int) -> None:
@@ -256,23 +287,7 @@ class ProjectTreeModel(QAbstractItemModel):
 
     def _submit(self, fn: Callable[..., Any], *args: Any, on_done: Callable[[Any], None],
                 on_error: Callable[[BaseException], None]) -> None:
-        """Never deliver inside the caller: `fetchMore` may run within a view's or tester's row handler.
-
-        The runner calls back synchronously when the read finished before it attached its callback.
-        """
-        def later(callback: Callable[[Any], None]) -> Callable[[Any], None]:
-            def deliver(value: Any) -> None:
-                if self._submitting:
-                    QTimer.singleShot(0, self, lambda: callback(value))
-                else:
-                    callback(value)
-            return deliver
-
-        self._submitting = True
-        try:
-            self._runner.submit(fn, *args, on_done=later(on_done), on_error=later(on_error))
-        finally:
-            self._submitting = False
+        submit_later(self, self._runner, fn, *args, on_done=on_done, on_error=on_error)
 
     def _alive(self, generation: int, node: _Node) -> bool:
         return generation == self._generation and (

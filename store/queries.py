@@ -6,7 +6,7 @@ level (one GROUP BY for all rows of a level), never one query per row.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, NoReturn
 
 from sqlalchemy import func, select
@@ -171,15 +171,18 @@ class NativeQueries:
     def span_table(self, run_id: str, span_ids: Collection[str] | None = None) -> SpanTable:
         """A run's span columns; with `span_ids`, only those spans (a live view's changed rows)."""
         S = sc.SpanRow
-        query = select(S.id, S.parent_span_id, S.kind, S.name, S.status, S.started_at, S.ended_at,
-                       S.input_tokens, S.output_tokens, S.cost_usd).where(S.run_id == run_id)
-        wanted = list(span_ids) if span_ids is not None else None
+        columns = (S.id, S.parent_span_id, S.kind, S.name, S.status, S.started_at, S.ended_at,
+                   S.input_tokens, S.output_tokens, S.cost_usd)
+        rows: Sequence[Any]
         with self.store.reading() as s:
-            if wanted is None:
-                rows = s.execute(query.order_by(S.started_at, S.id)).all()
-            else:  # in chunks: SQLite caps the number of bound parameters
-                rows = [row for n in range(0, len(wanted), 500)
-                        for row in s.execute(query.where(S.id.in_(wanted[n:n + 500]))).all()]
+            if span_ids is None:
+                rows = s.execute(select(*columns).where(S.run_id == run_id)
+                                 .order_by(S.started_at, S.id)).all()
+            else:  # by primary key (the run index would scan the whole run), in chunks of bound parameters
+                wanted = list(span_ids)
+                rows = [row[:-1] for n in range(0, len(wanted), 500)
+                        for row in s.execute(select(*columns, S.run_id).where(S.id.in_(wanted[n:n + 500])))
+                        if row[-1] == run_id]
         cols: list[Any] = list(zip(*rows, strict=True)) if rows else [[] for _ in range(10)]
         return SpanTable(*[list(c) for c in cols])
 

@@ -31,7 +31,8 @@ PR_CAPBSET_DROP, CAP_DAC_OVERRIDE = 24, 1
 def agentdesk(*args: str, stdin: str | None = None, preexec: Callable[[], None] | None = None,
               timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, AGENTDESK_STORE=str(REPO / "no-such-default-store.sqlite"))
-    return subprocess.run([sys.executable, "-m", "gui.cli", *args], input=stdin, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "gui.cli", *args], input=stdin, capture_output=True,
+                          text=True,
                           cwd=REPO, env=env, timeout=timeout, preexec_fn=preexec)
 
 
@@ -39,7 +40,8 @@ def agentdesk_all(*commands: list[str]) -> list[subprocess.CompletedProcess[str]
     """Several independent invocations at once (each its own process), to keep the suite quick."""
     env = dict(os.environ, AGENTDESK_STORE=str(REPO / "no-such-default-store.sqlite"))
     procs = [(argv, subprocess.Popen([sys.executable, "-m", "gui.cli", *argv], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)) for argv in commands]
+                                     stderr=subprocess.PIPE, text=True, cwd=REPO, env=env))
+             for argv in commands]
     results = []
     for argv, proc in procs:
         out, err = proc.communicate(timeout=60)
@@ -85,7 +87,8 @@ def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     path.write_bytes(b"meeting notes, definitely not SQLite\n" * 100)
     before = fingerprint(path)
     store = ["--store", str(path)]
-    for result in agentdesk_all([*store, "info"], [*store, "approve", "apr_x", "--actor", "ops"], [*store, "init"]):
+    for result in agentdesk_all([*store, "info"], [*store, "approve", "apr_x", "--actor", "ops"], [*store,
+                                                                                                   "init"]):
         refused(result, 5, "not a SQLite database")
     assert fingerprint(path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.sqlite"]
@@ -159,12 +162,14 @@ def test_a_read_only_store_file(store_path: Path, closed: World) -> None:
     store_path.chmod(0o444)
     before = fingerprint(store_path)
     try:
-        check = subprocess.run([sys.executable, "-c", f"open({str(store_path)!r}, 'ab')"], capture_output=True,
+        check = subprocess.run([sys.executable, "-c", f"open({str(store_path)!r}, 'ab')"],
+                               capture_output=True,
                                text=True, preexec_fn=without_root_file_override)
         assert "PermissionError" in check.stderr, "the child could still write the 0444 file"
         denied = agentdesk("--store", str(store_path), "approve", closed.approval, "--actor", "ops",
                            preexec=without_root_file_override)
-        listing = agentdesk("--store", str(store_path), "approvals", "--json", preexec=without_root_file_override)
+        listing = agentdesk("--store", str(store_path), "approvals", "--json",
+                            preexec=without_root_file_override)
     finally:
         store_path.chmod(0o644)
     refused(denied, 5, "read-only")
@@ -190,7 +195,8 @@ def test_a_ten_megabyte_argument_payload(store_path: Path, closed: World, tmp_pa
     big = tmp_path / "args.json"
     big.write_text(payload)
     before = fingerprint(store_path)
-    via_stdin = agentdesk("--store", str(store_path), "approve", closed.approval, "--actor", "ops", "--args", "-",
+    via_stdin = agentdesk("--store", str(store_path), "approve", closed.approval, "--actor", "ops", "--args",
+                          "-",
                           stdin=payload)
     (via_file,) = agentdesk_all(["--store", str(store_path), "approve", closed.approval, "--actor", "ops",
                                  "--args", f"@{big}"])
@@ -222,7 +228,8 @@ def test_blank_actor_or_reason_is_refused(store_path: Path, closed: World) -> No
     before = fingerprint(store_path)
     store = ["--store", str(store_path)]
     blank_actor, blank_reason = agentdesk_all([*store, "approve", closed.approval, "--actor", "   "],
-                                              [*store, "deny", closed.approval, "--actor", "ops", "--reason", " "])
+                                              [*store, "deny", closed.approval, "--actor", "ops", "--reason",
+                                               " "])
     refused(blank_actor, 2, "actor")
     refused(blank_reason, 2, "reason")
     assert fingerprint(store_path) == before

@@ -14,6 +14,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import cast
 
 import pytest
 from sqlalchemy import text
@@ -22,12 +23,13 @@ import gui.cli as cli
 from store.database import Store, open_store
 from store.native import NativeSource
 from store.runtime import AgentRuntime
+from store.sim.player import Simulator
 from tests.conftest import World, dump
 
 REPO = Path(__file__).resolve().parents[1]
 APPROVAL_KEYS = {"id", "status", "tool", "arguments", "agent_id", "agent", "project_id", "project", "run_id",
-                 "span_id", "created_at", "expires_at", "decided_at", "decided_by", "reason", "edited_arguments",
-                 "payload_hash", "edited_hash"}
+                 "span_id", "created_at", "expires_at", "decided_at", "decided_by", "reason",
+                 "edited_arguments", "payload_hash", "edited_hash"}
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -52,7 +54,8 @@ def mixed(store: Store, world: World, rt: AgentRuntime) -> dict[str, str]:
 def test_importing_the_cli_imports_no_qt() -> None:
     code = ("import sys, gui.cli; bad = [m for m in sys.modules if m.split('.')[0] in "
             "('PySide6', 'shiboken6', 'qasync', 'pyqtgraph')]; print(bad)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                            timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
 
 
@@ -66,7 +69,8 @@ def test_init_creates_then_reports_the_store(tmp_path: Path, capsys: pytest.Capt
     assert facts["counts"]["runs"] == 0 and facts["size_bytes"] == path.stat().st_size
 
 
-def test_info_for_humans(store_path: Path, store: Store, world: World, capsys: pytest.CaptureFixture[str]) -> None:
+def test_info_for_humans(store_path: Path, store: Store, world: World,
+                         capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--store", str(store_path), "info")
     assert code == 0
     assert out.splitlines()[0] == f"agentdesk store at {store_path}"
@@ -109,7 +113,8 @@ def test_approvals_table_for_humans(store_path: Path, mixed: dict[str, str],
                                    capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--store", str(store_path), "approvals", "--status", "all")
     lines = out.splitlines()
-    assert code == 0 and lines[0].split() == ["ID", "TOOL", "AGENT", "PROJECT", "AGE", "EXPIRES", "IN", "STATUS",
+    assert code == 0 and lines[0].split() == ["ID", "TOOL", "AGENT", "PROJECT", "AGE", "EXPIRES", "IN",
+                                              "STATUS",
                                               "DECIDED", "BY"]
     by_id = {line.split()[0]: line for line in lines[1:]}
     assert "expired" in by_id[mixed["overdue"]] and "alice" in by_id[mixed["approved"]]
@@ -165,10 +170,11 @@ def test_watch_stops_at_its_timeout_when_nothing_happens(store_path: Path, world
     assert (code, out) == (0, "") and time.monotonic() - began < 3
 
 
-def test_watch_follows_another_process_and_stops_on_ctrl_c(store_path: Path, store: Store, world: World) -> None:
+def test_watch_follows_another_process_and_stops_on_ctrl_c(store_path: Path, store: Store,
+                                                           world: World) -> None:
     """A second process prints our commits as they land; Ctrl-C ends it with exit 0."""
     with store.reading() as session:
-        start = session.execute(text("SELECT max(seq) FROM change_log")).scalar()
+        start = int(session.execute(text("SELECT max(seq) FROM change_log")).scalar_one())
     proc = subprocess.Popen([sys.executable, "-m", "gui.cli", "--store", str(store_path), "watch", "--json",
                              "--since", str(start)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -188,7 +194,8 @@ def test_watch_follows_another_process_and_stops_on_ctrl_c(store_path: Path, sto
         proc.wait()
 
 
-def test_verify_reports_an_intact_chain(store_path: Path, world: World, capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_reports_an_intact_chain(store_path: Path, world: World,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--store", str(store_path), "verify")
     assert code == 0 and out.startswith("Audit chain intact:")
     code, out, _ = run(capsys, "--store", str(store_path), "verify", "--json")
@@ -226,7 +233,7 @@ def test_demo_starts_the_simulator_and_hands_it_to_the_window(monkeypatch: pytes
     code, out, _ = run(capsys, "demo", "--agents", "1", "--speed", "50")
     assert code == 0 and seen["running"] is True and seen["allow_writes"] is True
     assert out.startswith("Demo store: ") and Path(str(seen["location"])).exists()
-    assert not getattr(seen["simulator"], "running")  # stopped when the window closed
+    assert not cast(Simulator, seen["simulator"]).running  # stopped when the window closed
 
 
 def test_demo_without_a_window_shows_the_change_feed(monkeypatch: pytest.MonkeyPatch,
@@ -237,7 +244,8 @@ def test_demo_without_a_window_shows_the_change_feed(monkeypatch: pytest.MonkeyP
     assert any(" project " in line and "insert" in line for line in out.splitlines())
 
 
-def test_gui_on_a_missing_store_fails_cleanly_without_creating_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_gui_on_a_missing_store_fails_cleanly_without_creating_it(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")
     missing = tmp_path / "nothing-here.sqlite"

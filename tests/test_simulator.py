@@ -60,7 +60,7 @@ def assert_spans_are_well_nested(spans: list[Row]) -> int:
 
 
 class Operator:
-    """Decides approvals as they appear: approve (with an edit) the first, deny the second, ignore the rest."""
+    """Decides approvals as they appear: approve (edited) the first, deny the second, ignore the rest."""
 
     def __init__(self, store: Store) -> None:
         self.source = NativeSource(store)
@@ -90,7 +90,8 @@ def test_agents_work_live_and_operators_steer_them(store: Store) -> None:
     published: list[int] = []
     store.bus.subscribe(lambda batch: published.append(len(batch)))
     operator = Operator(store)
-    sim = Simulator(store, agents=3, seed=5, speed=40, approval_timeout_s=0.6, approval_rate=1.0, error_rate=0.3)
+    sim = Simulator(store, agents=3, seed=5, speed=40, approval_timeout_s=0.6, approval_rate=1.0,
+                    error_rate=0.3)
     operator.thread.start()
     sim.start()
     try:

@@ -41,9 +41,11 @@ def hierarchy(content: ContentGenerator, new_id: IdMaker, projects: int, now: fl
         for _ in range(r.randint(2, 3)):
             tid = new_id("tsk")
             title = content.task_title()
-            out["tasks"].append({"id": tid, "project_id": pid, "title": title, "created_at": t0 + 1, "revision": 1})
+            out["tasks"].append({"id": tid, "project_id": pid, "title": title, "created_at": t0 + 1,
+                                 "revision": 1})
             sid = new_id("ses")
-            out["sessions"].append({"id": sid, "project_id": pid, "task_id": tid, "title": title, "status": "done",
+            out["sessions"].append({"id": sid, "project_id": pid, "task_id": tid, "title": title,
+                                    "status": "done",
                                     "created_at": t0 + 2, "ended_at": None, "revision": 1})
             parent = _agent_row(content, new_id, pid, tid, sid, None, t0 + 3)
             out["agents"].append(parent)
@@ -55,7 +57,8 @@ def hierarchy(content: ContentGenerator, new_id: IdMaker, projects: int, now: fl
 def _agent_row(content: ContentGenerator, new_id: IdMaker, pid: str, tid: str, sid: str,
                parent: str | None, at: float) -> Row:
     profile = content.agent()
-    return {"id": new_id("agt"), "project_id": pid, "task_id": tid, "session_id": sid, "parent_agent_id": parent,
+    return {"id": new_id("agt"), "project_id": pid, "task_id": tid, "session_id": sid,
+            "parent_agent_id": parent,
             "name": profile.name, "model": profile.model, "status": "idle", "context_revision": 0,
             "context_budget": 128_000, "created_at": at, "revision": 1}
 
@@ -74,7 +77,8 @@ def historic_runs(content: ContentGenerator, new_id: IdMaker, agent: BulkAgent, 
         agent.runs.append({
             "id": new_id("run"), "project_id": a["project_id"], "task_id": a["task_id"],
             "session_id": a["session_id"], "agent_id": a["id"], "title": r.choice(titles), "status": status,
-            "started_at": began, "ended_at": began + r.uniform(5, min(600, spacing * 0.6 + 5)), "error": error,
+            "started_at": began, "ended_at": began + r.uniform(5, min(600,
+                                                                      spacing * 0.6 + 5)), "error": error,
             "input_tokens": tokens_in, "output_tokens": tokens_out,
             "cost_usd": round((tokens_in * 3 + tokens_out * 15) / 1e6, 6), "revision": 2})
 
@@ -124,7 +128,8 @@ def _item(out: dict[str, list[Row]], new_id: IdMaker, agent: BulkAgent, gid: str
     iid, tokens = new_id("itm"), estimate_tokens(text)
     row = {"id": iid, "agent_id": agent.id, "group_id": gid, "position": len(agent.items) + 1, "kind": kind,
            "role": role, "content": text, "visible": True, "locked": locked, "revision": 1,
-           "token_estimate": tokens, "compaction_id": None, "summary_of": None, "removed": False, "created_at": t}
+           "token_estimate": tokens, "compaction_id": None, "summary_of": None, "removed": False,
+           "created_at": t}
     agent.items.append(row)
     out["context_items"].append(row)
     out["context_item_revisions"].append({"item_id": iid, "revision": 1, "content": text,
@@ -148,14 +153,16 @@ def approval(content: ContentGenerator, new_id: IdMaker, run: Row, span_id: str 
     args = call.arguments_json
     cid, aid = new_id("tcl"), new_id("apr")
     expires = created + (7200.0 if status == "pending" else 300.0)
-    decided_at = None if status == "pending" else (expires if status == "expired" else created + r.uniform(5, 250))
+    decided_at = None if status == "pending" else (expires if status == "expired" else created + r.uniform(5,
+                                                                                                           250))
     decided_by = content.operator() if status in ("approved", "denied") else None
     edited = edited_hash = None
     if status == "approved" and r.random() < 0.25:
         edited = json.dumps({**call.arguments, "dry_run": True}, sort_keys=True, separators=(",", ":"),
                             ensure_ascii=False)
         edited_hash = payload_hash(call.tool, edited)
-    tool_call = {"id": cid, "run_id": run["id"], "span_id": span_id, "tool_name": call.tool, "arguments": args,
+    tool_call = {"id": cid, "run_id": run["id"], "span_id": span_id, "tool_name": call.tool,
+                 "arguments": args,
                  "status": status, "created_at": created}
     row: dict[str, Any] = {
         "id": aid, "tool_call_id": cid, "project_id": run["project_id"], "task_id": run["task_id"],

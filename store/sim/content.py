@@ -104,11 +104,14 @@ class ContentGenerator:
             start = r.randint(1, 400)
             return {"path": r.choice(v.FILES), "start_line": start, "end_line": start + r.randint(20, 200)}
         if tool == "write_file":
-            return {"path": r.choice(v.FILES), "content": self._code_snippet(), "create_dirs": r.random() < 0.3}
+            return {"path": r.choice(v.FILES), "content": self._code_snippet(),
+                    "create_dirs": r.random() < 0.3}
         if tool == "run_shell":
-            return {"command": r.choice(v.SHELL_COMMANDS), "cwd": "/workspace/atlas", "timeout_s": r.choice((60, 120, 600))}
+            return {"command": r.choice(v.SHELL_COMMANDS), "cwd": "/workspace/atlas",
+                    "timeout_s": r.choice((60, 120, 600))}
         if tool == "http_get":
-            return {"url": r.choice(v.URLS), "headers": {"Accept": r.choice(("application/json", "text/html"))}}
+            return {"url": r.choice(v.URLS), "headers": {"Accept": r.choice(("application/json",
+                                                                             "text/html"))}}
         if tool == "search_code":
             return {"query": r.choice(v.QUERIES), "path_glob": r.choice(("**/*.py", "src/**", "**/*.ts")),
                     "max_results": r.choice((10, 20, 50))}
@@ -133,16 +136,20 @@ class ContentGenerator:
                 {"title": "Crash in invoice.py", "state": "open", "comments": r.randint(0, 40),
                  "body": r.choice(v.UNICODE_SNIPPETS)}, ensure_ascii=False)
         if tool == "run_shell":
-            return v.ANSI_OUTPUT if r.random() < 0.3 else f"{r.randint(5, 300)} passed in {r.uniform(0.5, 90):.2f}s"
+            if r.random() < 0.3:
+                return v.ANSI_OUTPUT
+            return f"{r.randint(5, 300)} passed in {r.uniform(0.5, 90):.2f}s"
         if tool == "search_code":
-            hits = [f"{r.choice(v.FILES)}:{r.randint(1, 900)}: {call.arguments['query']}" for _ in range(r.randint(0, 6))]
+            query = call.arguments["query"]
+            hits = [f"{r.choice(v.FILES)}:{r.randint(1, 900)}: {query}" for _ in range(r.randint(0, 6))]
             return "\n".join(hits) or "no matches"
         if tool == "sql_query":
             rows = [{"customer_id": r.randint(1, 9999), "total": round(r.uniform(10, 9000), 2)}
                     for _ in range(r.randint(0, 5))]
             return json.dumps({"rows": rows, "row_count": len(rows)})
         if tool == "web_search":
-            return "\n".join(f"{n + 1}. {r.choice(v.URLS)} — {r.choice(v.UNICODE_SNIPPETS)}" for n in range(3))
+            return "\n".join(f"{n + 1}. {r.choice(v.URLS)} - {r.choice(v.UNICODE_SNIPPETS)}"
+                             for n in range(3))
         if tool == "write_file":
             return f"wrote {r.randint(80, 9000)} bytes to {call.arguments['path']}"
         if tool == "send_email":
@@ -173,7 +180,7 @@ class ContentGenerator:
 
     # -- timing and usage ------------------------------------------------------------------
     def model_duration(self) -> float:
-        """0.5–3 s, skewed short like real completions."""
+        """0.5 to 3 s, skewed short like real completions."""
         return min(3.0, 0.5 + self.rng.lognormvariate(-0.3, 0.6))
 
     def tool_duration(self, tool: str) -> float:

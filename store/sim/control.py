@@ -67,7 +67,8 @@ class Control:
         wait = real_s if remaining is None else min(real_s, remaining)
         return self.stop_event.wait(max(0.0, wait)) or self.stopping
 
-    def emit(self, worker: int, agent: str, kind: str, *, tool: str | None = None, arguments: str | None = None,
+    def emit(self, worker: int, agent: str, kind: str, *, tool: str | None = None,
+             arguments: str | None = None,
              detail: str = "", entity_id: str | None = None) -> None:
         event = SimEvent(worker, agent, kind, tool, arguments, detail, entity_id, time.time())
         with self._lock:

@@ -36,7 +36,8 @@ class AgentWorker:
     """The body of one simulator thread; `run()` returns when the simulator stops."""
 
     def __init__(self, index: int, runtime: AgentRuntime, control: Control, rng: random.Random,
-                 project_id: str, *, approval_timeout_s: float, approval_rate: float, error_rate: float) -> None:
+                 project_id: str, *, approval_timeout_s: float, approval_rate: float,
+                 error_rate: float) -> None:
         self.index = index
         self.rt = runtime
         self.control = control
@@ -79,7 +80,8 @@ class AgentWorker:
         task_id = self.rt.create_task(self.project_id, title)
         self.session_id = self.rt.create_session(task_id, title)
         self.sub_agents = {}
-        agent = LiveAgent(self.rt.create_agent(self.session_id, self.profile.name, self.profile.model), self.profile)
+        agent = LiveAgent(self.rt.create_agent(self.session_id, self.profile.name, self.profile.model),
+                          self.profile)
         outcome = "done"
         for _ in range(self.rng.randint(2, 4)):
             ok, _answer = self._run(agent, self.content.task_title() if self.rng.random() < 0.5 else title, 0)
@@ -101,7 +103,8 @@ class AgentWorker:
         error, answer = None, ""
         steps = self.rng.randint(2, 5) if depth == 0 else self.rng.randint(1, 3)
         for step in range(steps):
-            error, answer = self._step(agent, run, root, group if step == 0 else None, step == steps - 1, depth)
+            error, answer = self._step(agent, run, root, group if step == 0 else None, step == steps - 1,
+                                       depth)
             if error:
                 break
         if error is None and self.rng.random() < self.error_rate / 3:
@@ -111,7 +114,8 @@ class AgentWorker:
         self._finish(root, "error" if error else "ok", output=None if error else answer, error=error)
         self.rt.set_run_status(run, "failed" if error else "done", error=error)
         self.open_runs.remove(run)
-        self.control.emit(self.index, agent.profile.name, "run_finished", detail=error or "done", entity_id=run)
+        self.control.emit(self.index, agent.profile.name, "run_finished", detail=error or "done",
+                          entity_id=run)
         return error is None, error or answer
 
     def _step(self, agent: LiveAgent, run: str, root: str, first_group: str | None, final: bool,
@@ -142,7 +146,8 @@ class AgentWorker:
     def _model_call(self, agent: LiveAgent, run: str, parent: str) -> str:
         """A model span; a rate-limit or overload error is retried once after a back-off."""
         for attempt in range(2):
-            span = self._start(run, "model", f"{agent.profile.model} chat", parent, {"model": agent.profile.model,
+            span = self._start(run, "model", f"{agent.profile.model} chat", parent,
+                               {"model": agent.profile.model,
                                                                                    "attempt": attempt + 1},
                                context_of=agent.id)
             self.control.sleep(self.content.model_duration())
@@ -159,7 +164,8 @@ class AgentWorker:
         group = self.rt.new_turn_group(agent.id, "tool")
         self._context(agent, group, "tool_calls", "assistant", text)
         for call in calls:
-            self.control.emit(self.index, agent.profile.name, "tool", tool=call.tool, arguments=call.arguments_json)
+            self.control.emit(self.index, agent.profile.name, "tool", tool=call.tool,
+                              arguments=call.arguments_json)
             outcome = self._tool(agent, run, model, call, group, depth)
             if outcome == "expired":
                 return "approval expired"
@@ -176,7 +182,8 @@ class AgentWorker:
                 return "expired"
             if decision.status == "denied":
                 reason = f"Denied by {decision.actor}: {decision.reason}"
-                span = self._start(run, "tool", call.tool, parent, self._tool_attrs(call, arguments, approval_id))
+                span = self._start(run, "tool", call.tool, parent, self._tool_attrs(call, arguments,
+                                                                                    approval_id))
                 self._finish(span, "error", error=reason)
                 self._context(agent, group, "result", "tool", reason)
                 return "denied"
@@ -217,7 +224,8 @@ class AgentWorker:
         if decision.status == "approved":
             self._finish(gate, "ok", output=f"approved by {decision.actor}")
         else:
-            why = "approval expired" if decision.status == "expired" else f"denied by {decision.actor}: {decision.reason}"
+            why = ("approval expired" if decision.status == "expired"
+                   else f"denied by {decision.actor}: {decision.reason}")
             self._finish(gate, "error", error=why)
         self.control.emit(self.index, agent.profile.name, "approval_decided", tool=call.tool,
                           detail=decision.status, entity_id=approval_id)
@@ -237,13 +245,16 @@ class AgentWorker:
         sub = self.sub_agents.get(role)
         if sub is None:
             profile = self.content.agent(role)
-            sub = LiveAgent(self.rt.create_agent(self.session_id, profile.name, profile.model, agent.id), profile)
+            sub = LiveAgent(self.rt.create_agent(self.session_id, profile.name, profile.model, agent.id),
+                            profile)
             self.sub_agents[role] = sub
         span = self._start(run, "sub_agent", f"delegate → {sub.profile.name}", parent,
                            {"agent_id": sub.id, "role": role}, input_text=str(call.arguments["task"]))
-        self.control.emit(self.index, agent.profile.name, "sub_agent", tool=call.tool, detail=sub.profile.name)
+        self.control.emit(self.index, agent.profile.name, "sub_agent", tool=call.tool,
+                          detail=sub.profile.name)
         ok, answer = self._run(sub, str(call.arguments["task"]), 1)
-        self._finish(span, "ok" if ok else "error", output=answer if ok else None, error=None if ok else answer)
+        self._finish(span, "ok" if ok else "error", output=answer if ok else None,
+                     error=None if ok else answer)
         self._context(agent, group, "result", "tool", answer)
         return "ok" if ok else "error"
 

@@ -146,7 +146,8 @@ class _Plan:
             br.historic_runs(self.content, self.new_id, agent, count, titles, start, self.now - 600)
 
     def _tree(self, agent: br.BulkAgent, run: Row, count: int, start: float) -> list[Row]:
-        builder = SpanTreeBuilder(self.content, self.new_id, model=agent.row["model"], agent_name=agent.row["name"])
+        builder = SpanTreeBuilder(self.content, self.new_id, model=agent.row["model"],
+                                  agent_name=agent.row["name"])
         return builder.build(run["id"], start, count)
 
     def _big_run(self, spans: int) -> Row:
@@ -201,7 +202,8 @@ class _Plan:
         shift_times(rows, self.now - tree_end(rows) - 1.0)
         gate_row: Row = {}
         if gate:
-            model = dict(rows[1], id=self.new_id("spn"), parent_span_id=rows[0]["id"], started_at=self.now - 0.5)
+            model = dict(rows[1], id=self.new_id("spn"), parent_span_id=rows[0]["id"],
+                         started_at=self.now - 0.5)
             gate_row = dict(model, id=self.new_id("spn"), parent_span_id=model["id"], kind="gate",
                             name="approval", attributes="{}", started_at=self.now - 0.4, input_text=None)
             rows += [model, gate_row]
@@ -231,8 +233,10 @@ class _Plan:
         if status == "pending":
             self.pending.append(row["id"])
         else:
-            self.audit_events.append((row["decided_at"], row["decided_by"] or "agentdesk", f"approval.{status}",
-                                      "approval", row["id"], {"reason": row["reason"], "tool": row["tool_name"]}))
+            self.audit_events.append((row["decided_at"], row["decided_by"] or "agentdesk",
+                                      f"approval.{status}",
+                                      "approval", row["id"], {"reason": row["reason"],
+                                                              "tool": row["tool_name"]}))
         return str(row["tool_name"])
 
     def _statuses(self) -> None:
@@ -252,7 +256,8 @@ class _Plan:
         for entity in ("project", "task", "session", "agent"):
             for row in self.tables[entity + "s"]:
                 payload = {"name": row.get("name") or row.get("title")}
-                self.audit_events.append((row["created_at"], "runtime", f"{entity}.create", entity, row["id"], payload))
+                self.audit_events.append((row["created_at"], "runtime", f"{entity}.create", entity,
+                                          row["id"], payload))
 
     def result(self, elapsed: float) -> BulkResult:
         by_project: dict[str, int] = {}

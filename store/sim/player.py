@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 class Simulator:
     """Plays `agents` agents until `duration_s` passes (None: until `stop()`).
 
-    `speed` divides every simulated duration (model calls 0.5–3 s, tools 0.1–2 s at
+    `speed` divides every simulated duration (model calls 0.5 to 3 s, tools 0.1 to 2 s at
     speed 1); approval deadlines stay in real seconds because humans decide them.
     `approval_rate` is the share of risky tool calls (write, shell, SQL, e-mail) that
     ask a human first; `error_rate` the share of tool calls that fail.

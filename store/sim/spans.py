@@ -87,7 +87,8 @@ class SpanTreeBuilder:
         """One model call and everything it caused; returns the time after it and the new context size."""
         model = self._open(parent, "model", f"{self.model} chat", t, {"model": self.model})
         usage = self.content.model_usage(self.model, context_tokens)
-        model.update(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost_usd=usage.cost_usd)
+        model.update(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                     cost_usd=usage.cost_usd)
         t += self.content.model_duration()
         if self._room() and self.rng.random() < 0.25:
             t = self._guardrail(model["id"], t)

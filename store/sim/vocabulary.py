@@ -61,7 +61,8 @@ URLS = ("https://api.github.com/repos/acme/atlas/issues/412", "https://docs.pyth
         "https://news.ycombinator.com/item?id=41234567", "https://pypi.org/pypi/sqlalchemy/json")
 QUERIES = ("def compute_tax", "TODO(security)", "class SessionStore", "retry_with_backoff",
            "SELECT .* FROM invoices", "useEffect(() =>", "unsafe {")
-SQL = ("SELECT customer_id, SUM(amount) FROM invoices WHERE created_at > $1 GROUP BY 1 ORDER BY 2 DESC LIMIT 20",
+SQL = ("SELECT customer_id, SUM(amount) FROM invoices WHERE created_at > $1 GROUP BY 1 ORDER BY 2 DESC "
+       "LIMIT 20",
        "SELECT count(*) FROM events WHERE kind = 'signup' AND at >= now() - interval '7 days'",
        "UPDATE accounts SET plan = 'pro' WHERE id = $1",
        "DELETE FROM sessions WHERE last_seen < now() - interval '90 days'")

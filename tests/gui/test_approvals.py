@@ -135,6 +135,17 @@ def test_decision_by_another_process_leaves_the_queue_and_says_who(
     assert queue.note.isVisible()
     assert queue.note.text() == f"{world.approval_ids[1]} (write_file) was approved by bob"
     assert queue.note.textFormat() == Qt.TextFormat.PlainText
+    assert queue.results.item(0).text() == f"• {world.approval_ids[1]} (write_file) was approved by bob"
+
+
+def test_a_selected_row_decided_elsewhere_hands_selection_on(
+        world: World, queue: ApprovalQueue, qtbot: Any) -> None:
+    select(queue, world.approval_ids[1])
+    source = NativeSource.open(str(world.path))
+    source.decide(world.approval_ids[1], False, "bob", "no")
+    source.close()
+    qtbot.waitUntil(lambda: queue.pending_model.row_of(world.approval_ids[1]) < 0)
+    assert queue.current_approval() is not None and queue.approve_button.isEnabled()
 
 
 def test_deny_asks_for_a_reason(world: World, queue: ApprovalQueue, qtbot: Any) -> None:

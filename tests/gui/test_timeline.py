@@ -188,3 +188,18 @@ def test_huge_text_shows_the_first_200_kb_until_asked(services: Services, world:
     details.output.show_all.click()
     assert details.output.shown_text == huge
 
+
+
+def test_span_table_fetches_just_the_changed_rows_of_the_run(services: Services, world: World) -> None:
+    runtime = AgentRuntime(services.source.store)
+    other_run = runtime.start_run(world.agent_id, "another")
+    other_span = runtime.start_span(other_run, "tool", "elsewhere")
+    rows = services.source.span_table(world.run_id, [world.tool_span_id, other_span, "spn_missing"])
+    assert rows.ids == [world.tool_span_id] and rows.names == ["read_file"]
+    assert len(services.source.span_table(world.run_id)) == 5
+
+
+def test_a_missing_run_says_so(panel: TimelinePanel, qtbot) -> None:  # type: ignore[no-untyped-def]
+    panel.show_run("run_missing")
+    qtbot.waitUntil(lambda: "Could not load" in panel.header.text(), timeout=3000)
+    assert "run_missing" in panel.header.text() and panel.data is None

@@ -37,7 +37,7 @@ def settle(qtbot: Any, model: ProjectTreeModel) -> None:
         busy = False
         for key in [("", ""), *model.loaded_keys()]:
             index = model.find(*key) if key[0] else QModelIndex()
-            if model.canFetchMore(index):
+            if model.canFetchMore(index) or model.has_more(index):
                 model.fetchMore(index)
                 busy = True
             busy = busy or model.is_loading(index)
@@ -197,14 +197,14 @@ def test_runs_are_paged_newest_first(world: World, services: Services, runtime: 
     assert model.rowCount(agent) == 3
     assert [model.index(r, 0, agent).data(EntityRole)[1] for r in range(3)] == ids[::-1][:3]
     assert model.data(model.find(*settle_to, 3)) == "gpt-4.1 · 3 of 7 runs"
-    assert model.canFetchMore(agent)
+    assert model.has_more(agent) and not model.canFetchMore(agent)  # views must not page on their own
     model.fetchMore(agent)
     qtbot.waitUntil(lambda: model.rowCount(model.find(*settle_to)) == 6)
     model.fetchMore(model.find(*settle_to))
     qtbot.waitUntil(lambda: model.rowCount(model.find(*settle_to)) == 7)
     agent = model.find(*settle_to)
     assert [model.index(r, 0, agent).data(EntityRole)[1] for r in range(7)] == ids[::-1]
-    assert not model.canFetchMore(agent)
+    assert not model.has_more(agent)
 
 
 def test_an_agent_with_many_runs_opens_at_once(world: World, services: Services, qtbot: Any) -> None:
@@ -416,3 +416,33 @@ def test_filter_widgets_and_keyboard(world: World, tree: ProjectTree, qtbot: Any
     tree.filter_edit.setText("coder")  # matches show expanded
     assert tree.proxy.mapToSource(tree.view.currentIndex()) == tree.model.find("task", world.task_id)
     assert f"agent:{world.agent_id}" in tree.expanded_ids()
+
+
+def test_moving_to_the_last_runs_loads_the_next_page(world: World, services: Services, runtime: AgentRuntime,
+                                                      qtbot: Any) -> None:
+    for n in range(8):
+        runtime.start_run(world.sub_agent_id, f"run {n}")
+    widget = ProjectTree(services, page_size=3)
+    qtbot.addWidget(widget)
+    widget.show()
+    with qtbot.waitSignal(widget.agent_selected, timeout=3000):
+        widget.select_entity("agent", world.sub_agent_id)
+    agent = widget.proxy.mapFromSource(widget.model.find("agent", world.sub_agent_id))
+    widget.view.expand(agent)
+    qtbot.waitUntil(lambda: widget.model.runs_shown(world.sub_agent_id) == (3, 8))
+    qtbot.wait(100)  # relayouts of the expanded agent must not page on their own
+    assert widget.model.runs_shown(world.sub_agent_id) == (3, 8)
+    widget.view.setFocus()
+    widget.view.setCurrentIndex(widget.proxy.index(2, 0, agent))  # the last loaded run
+    qtbot.waitUntil(lambda: widget.model.runs_shown(world.sub_agent_id) == (6, 8))
+
+
+def test_a_reset_keeps_expansion_and_selection(world: World, services: Services, tree: ProjectTree,
+                                               qtbot: Any) -> None:
+    with qtbot.waitSignal(tree.run_selected, timeout=3000):
+        tree.select_entity("run", world.run_id)
+    expanded = tree.expanded_ids()
+    with qtbot.waitSignal(tree.run_selected, timeout=3000):
+        services.source.bus.publish([Change("*", RESET, "*")])
+    assert tree.current_selection() == ("run", world.run_id)
+    qtbot.waitUntil(lambda: tree.expanded_ids() == expanded, timeout=3000)
