@@ -18,10 +18,12 @@ import argparse
 import importlib.util
 import json
 import os
+import signal
 import sqlite3
 import sys
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +64,12 @@ def cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def interrupt(signum: int, frame: object) -> None:
+    """SIGTERM (`kill`, `timeout`, a service manager) stops the simulation as cleanly as Ctrl-C does,
+    so no run is left looking live forever."""
+    raise KeyboardInterrupt
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     store = open_for(args, write=True, create=True)
     lock = threading.Lock()
@@ -73,12 +81,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     sim = Simulator(store, agents=args.agents, seed=args.seed, duration_s=args.duration,
                     approval_timeout_s=args.approval_timeout, speed=args.speed, on_event=show)
     say(f"Simulating {args.agents} agents (seed {args.seed}) in {store.display_name}; Ctrl-C stops.")
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, interrupt) if in_main_thread else None
     try:
         sim.run()
     except KeyboardInterrupt:
         sim.stop()
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         store.close()
+    kinds = Counter(event.kind for event in sim.events)
+    say(f"Simulation over: {kinds['run_started']} runs started, {kinds['run_finished']} finished, "
+        f"{kinds['approval_requested']} approvals requested.")
     if sim.failures:
         first = sim.failures[0]
         raise CommandFailed(f"The simulation hit {len(sim.failures)} store errors; the first: {first}",
@@ -205,8 +220,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return int(run_gui(location, simulator=sim, allow_writes=True, theme=args.theme))
         # Fallback for a build without the window (gui.app absent): show the live change feed instead.
         say("(no window in this build: showing the change feed; Ctrl-C stops)")
-        feed = argparse.Namespace(store=location, busy_timeout=args.busy_timeout, allow_writes=False, json=False,
-                                  count=None, timeout=args.duration, since=0)
+        feed = argparse.Namespace(store=location, busy_timeout=args.busy_timeout, allow_writes=False,
+                                  json=False, count=None, timeout=args.duration, since=0)
         return cmd_watch(feed)
     finally:
         sim.stop()

@@ -86,7 +86,7 @@ def approval_cells(approval: Approval, now: datetime) -> list[str]:
         expires = span_of((approval.expires_at - now).total_seconds())
     elif status == "pending":
         expires = "never"
-    return [approval.id, clean(approval.tool_name, 24), clean(approval.agent_name, 24),
+    return [clean(approval.id), clean(approval.tool_name, 24), clean(approval.agent_name, 24),
             clean(approval.project_name, 28), span_of((now - approval.created_at).total_seconds()), expires,
             status, clean(approval.decided_by or "-", 20)]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -215,6 +216,34 @@ def test_simulate_writes_live_runs(tmp_path: Path, capsys: pytest.CaptureFixture
     finally:
         store.close()
     assert counts["runs"] >= 2 and counts["spans"] >= 4 and counts["agents"] >= 2
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_simulate_stops_cleanly_on_ctrl_c_or_sigterm(tmp_path: Path, stop_signal: int) -> None:
+    """Interrupted mid-run, the agents still close what they had open: nothing is left looking live."""
+    path = tmp_path / "sim.sqlite"
+    command = [sys.executable, "-m", "gui.cli", "--store", str(path), "simulate", "--agents", "1",
+               "--speed", "2"]
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        while "run started" not in proc.stdout.readline():
+            pass
+        time.sleep(0.3)
+        proc.send_signal(stop_signal)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert "Simulation over:" in out
+    conn = sqlite3.connect(path)
+    try:
+        live = conn.execute("SELECT (SELECT count(*) FROM spans WHERE status = 'running') + (SELECT count(*) "
+                            "FROM runs WHERE status IN ('running', 'waiting'))").fetchone()[0]
+        cancelled = conn.execute("SELECT count(*) FROM runs WHERE status = 'cancelled'").fetchone()[0]
+    finally:
+        conn.close()
+    assert live == 0 and cancelled >= 1
 
 
 def test_demo_starts_the_simulator_and_hands_it_to_the_window(monkeypatch: pytest.MonkeyPatch,

@@ -57,7 +57,12 @@ def populate_bulk(store: Store, *, seed: int = 0, projects: int = 5, runs: int =
                   big_run_spans: int = 100_000, busy_share: float = 0.6, detailed_runs: int = 300,
                   pending_approvals: int = 12, decided_approvals: int = 60, context_turns: int = 40,
                   now: float | None = None) -> BulkResult:
-    """Seed `store` with benchmark data; ids come from `seed`, so use a fresh store (or another seed)."""
+    """Seed `store` with benchmark data; ids come from `seed`, so use a fresh store (or another seed).
+
+    Every agent gets at least one run and the big run at least two spans, so tiny
+    sizes are raised to that; `now` pins every timestamp (two calls with the same
+    seed and `now` write identical databases).
+    """
     began = time.perf_counter()
     plan = _Plan(seed, time.time() if now is None else now)
     plan.build(projects, runs, big_run_spans, busy_share, detailed_runs, pending_approvals, decided_approvals,

@@ -54,6 +54,7 @@ class Simulator:
         self.control = Control(speed=speed, duration_s=duration_s, on_event=on_event)
         self.project_ids: list[str] = []
         self._threads: list[threading.Thread] = []
+        self._finished: list[threading.Event] = []
 
     def start(self) -> Simulator:
         """Create the projects, then start one thread per agent; returns at once."""
@@ -70,10 +71,20 @@ class Simulator:
                 random.Random(f"agentdesk-sim:{self.seed}:agent:{index}"), self.project_ids[index % count],
                 approval_timeout_s=self.approval_timeout_s, approval_rate=self.approval_rate,
                 error_rate=self.error_rate)
-            thread = threading.Thread(target=worker.run, name=f"agentdesk-sim-{index}", daemon=True)
+            finished = threading.Event()
+            thread = threading.Thread(target=self._work, args=(worker, finished),
+                                      name=f"agentdesk-sim-{index}", daemon=True)
             self._threads.append(thread)
+            self._finished.append(finished)
             thread.start()
         return self
+
+    @staticmethod
+    def _work(worker: AgentWorker, finished: threading.Event) -> None:
+        try:
+            worker.run()
+        finally:
+            finished.set()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Ask every agent to stop, and wait for them to close what they had open."""
@@ -81,10 +92,15 @@ class Simulator:
         self.wait(timeout_s)
 
     def wait(self, timeout_s: float | None = None) -> bool:
-        """Block until every agent thread ended (duration over or stopped); False on timeout."""
+        """Block until every agent thread ended (duration over or stopped); False on timeout.
+
+        Waits on events, not `Thread.join()`: on Python 3.11 a join interrupted by Ctrl-C
+        marks a still-running thread as stopped, and the process would then close the store
+        under agents that are still closing their runs.
+        """
         give_up = None if timeout_s is None else time.monotonic() + timeout_s
-        for thread in self._threads:
-            thread.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
+        for finished in self._finished:
+            finished.wait(None if give_up is None else max(0.0, give_up - time.monotonic()))
         return not self.running
 
     def run(self) -> None:
@@ -97,7 +113,7 @@ class Simulator:
 
     @property
     def running(self) -> bool:
-        return any(thread.is_alive() for thread in self._threads)
+        return not all(finished.is_set() for finished in self._finished)
 
     @property
     def events(self) -> list[SimEvent]:

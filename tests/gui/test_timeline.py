@@ -6,9 +6,10 @@ import ctypes
 import sys
 import time
 
+import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import QToolTip
 from sqlalchemy import insert
 
@@ -93,10 +94,9 @@ def test_an_error_span_is_marked(panel: TimelinePanel, world: World, qtbot) -> N
     assert panel.data is not None
     lane = panel.data.lane_of[world.error_span_id]
     assert panel.data.status[lane] == ERROR
-    image = panel.plot.grab().toImage()
-    red = QColor(ERROR_COLOUR).rgb()
-    pixels = [image.pixel(x, y) for x in range(0, image.width(), 2) for y in range(0, image.height(), 2)]
-    assert pixels.count(red) > 0  # the red diamond beside the failed span
+    image = panel.plot.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)
+    pixels = np.frombuffer(image.constBits(), dtype=np.uint32, count=image.width() * image.height())
+    assert (pixels == QColor(ERROR_COLOUR).rgb()).sum() >= 4  # the red diamond beside the failed span
     panel.select_span(world.error_span_id)
     qtbot.waitUntil(lambda: panel.details.view is not None, timeout=3000)
     assert panel.details.error.isVisibleTo(panel.details)
