@@ -10,10 +10,14 @@ import asyncio
 import getpass
 import os
 import sys
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from store.errors import StoreError
-from store.native import NativeSource
+from store.source import Source
+from store.sources import open_source
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QApplication
 
 
 class Stoppable(Protocol):
@@ -31,23 +35,41 @@ def run_gui(location: str, *, screenshot: str | None = None, view: str = "window
             simulator: Stoppable | None = None, allow_writes: bool = False, theme: str = "system") -> int:
     if screenshot and not os.environ.get("QT_QPA_PLATFORM") and not os.environ.get("DISPLAY"):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("agentdesk")
     try:
-        source = NativeSource.open(location, create=False)
+        source = _open(location, allow_writes=allow_writes, ask=screenshot is None)
     except StoreError as exc:
         print(f"agentdesk: {exc}", file=sys.stderr)
         return exc.exit_code
     try:
-        return _run(source, screenshot, view, select, simulator, theme)
+        return _run(app, source, screenshot, view, select, theme)
     finally:
         if simulator is not None:
             simulator.stop()
         source.close()
 
 
-def _run(source: NativeSource, screenshot: str | None, view: str, select: str | None,
-         simulator: Stoppable | None, theme: str) -> int:
+def _open(location: str, *, allow_writes: bool, ask: bool) -> Source:
+    """Other runtimes' databases open read-only unless writes were asked for *and* confirmed here."""
+    from .write_consent import ask_for_writes, writes_confirmed
+
+    source = open_source(location)
+    descriptor = source.descriptor
+    if descriptor.kind == "agentdesk" or not allow_writes:
+        return source
+    if writes_confirmed(descriptor) or (ask and ask_for_writes(descriptor)):
+        source.close()
+        return open_source(location, allow_writes=True)
+    return source
+
+
+def _run(app: QApplication, source: Source, screenshot: str | None, view: str, select: str | None,
+         theme: str) -> int:
     import qasync
-    from PySide6.QtWidgets import QApplication
 
     from model.services import Services
 
@@ -55,9 +77,6 @@ def _run(source: NativeSource, screenshot: str | None, view: str, select: str | 
     from .screenshot import capture, settle
     from .theme import apply_theme
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    assert isinstance(app, QApplication)
-    app.setApplicationName("agentdesk")
     apply_theme(app, theme if screenshot or theme != "system" else "system")
     source.watch()
     services = Services.create(source, actor=getpass.getuser() or "operator")

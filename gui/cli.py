@@ -15,7 +15,6 @@ place through its source; it is written only with `--allow-writes`.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import signal
@@ -41,7 +40,6 @@ from . import cli_output as out
 from .cli_parser import Handler, parse
 from .cli_store import (
     EXIT_BROKEN_CHAIN,
-    EXIT_FAILED,
     EXIT_OK,
     EXIT_UNAVAILABLE,
     CommandFailed,
@@ -192,13 +190,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def gui_module_exists() -> bool:
-    return importlib.util.find_spec("gui.app") is not None
-
-
 def cmd_gui(args: argparse.Namespace) -> int:
-    if not gui_module_exists():
-        raise CommandFailed("The window is not available in this build (gui.app is missing).", EXIT_FAILED)
     from gui.app import run_gui  # Qt is imported here and only here
 
     return int(run_gui(location_of(args), screenshot=args.screenshot, view=args.view, select=args.select,
@@ -206,7 +198,9 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """A throwaway store, agents working in it, and the window on top (or the change feed without one)."""
+    """A throwaway store, agents working in it, and the window on top."""
+    from gui.app import run_gui  # Qt is imported here and only here
+
     location = str(Path(tempfile.mkdtemp(prefix="agentdesk-demo-")) / "agentdesk.sqlite")
     store = open_store(location, create=True, busy_timeout_s=args.busy_timeout)
     sim = Simulator(store, agents=args.agents, seed=args.seed, approval_timeout_s=args.approval_timeout,
@@ -214,15 +208,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     say(f"Demo store: {location}")
     try:
         sim.start()
-        if gui_module_exists():
-            from gui.app import run_gui  # Qt is imported here and only here
-
-            return int(run_gui(location, simulator=sim, allow_writes=True, theme=args.theme))
-        # Fallback for a build without the window (gui.app absent): show the live change feed instead.
-        say("(no window in this build: showing the change feed; Ctrl-C stops)")
-        feed = argparse.Namespace(store=location, busy_timeout=args.busy_timeout, allow_writes=False,
-                                  json=False, count=None, timeout=args.duration, since=0)
-        return cmd_watch(feed)
+        return int(run_gui(location, simulator=sim, allow_writes=True, theme=args.theme))
     finally:
         sim.stop()
         store.close()

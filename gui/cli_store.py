@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Protocol, cast
+from typing import cast
 
 from store import sqlite as sqlite_files
-from store.audit import ChainReport
 from store.database import Store, default_store_location, open_store, to_url
 from store.errors import InvalidInput
 from store.native import NativeSource
@@ -30,12 +29,7 @@ class CommandFailed(Exception):
         self.code = code
 
 
-class AnySource(Source, Protocol):
-    """What the CLI uses of a source: the protocol plus closing and the audit check."""
-
-    def close(self) -> None: ...
-    def verify(self) -> ChainReport: ...
-    def watch(self, poll_interval_s: float | None = None) -> object: ...
+AnySource = Source
 
 
 def location_of(args: argparse.Namespace) -> str:

@@ -88,9 +88,8 @@ class TokensPlot(pg.PlotWidget):
         i0, i1 = (max(0, int(np.searchsorted(series.t, x, side="right")) - 1) for x in (x0, x1))
         lo = min(series.input_tokens[i0], series.output_tokens[i0])
         hi = max(series.input_tokens[i1], series.output_tokens[i1])
-        self.getPlotItem().vb.setYRange(float(lo), float(max(hi, lo + 1)), padding=0.08)
-        self.cost_view.setYRange(float(series.cost[i0]), float(max(series.cost[i1], series.cost[i0] + 1e-6)),
-                                 padding=0.08)
+        self.getPlotItem().vb.setYRange(*_span(float(lo), float(hi), 1.0), padding=0.08)
+        self.cost_view.setYRange(*_span(float(series.cost[i0]), float(series.cost[i1]), 1e-4), padding=0.08)
 
     def apply_colours(self, background: QColor, text: QColor, muted: QColor) -> None:
         self.setBackground(background)
@@ -102,3 +101,8 @@ class TokensPlot(pg.PlotWidget):
         self.legend.setLabelTextColor(text)
         for _sample, label in self.legend.items:
             label.setText(label.text, color=text)
+
+
+def _span(lo: float, hi: float, least: float) -> tuple[float, float]:
+    """The y range of a cumulative curve over the view; flat stretches show from zero, not a sliver."""
+    return (lo, hi) if hi - lo > 1e-6 * max(abs(hi), least) else (0.0, max(hi, least))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from store.native import NativeSource
+from store.source import Source
 
 from .bridge import BusBridge
 from .runner import StoreRunner
@@ -12,14 +12,14 @@ from .runner import StoreRunner
 
 @dataclass
 class Services:
-    source: NativeSource
+    source: Source
     runner: StoreRunner
     bridge: BusBridge
     actor: str = "operator"
     """The operator's name, recorded with every decision and edit."""
 
     @classmethod
-    def create(cls, source: NativeSource, actor: str = "operator", coalesce_ms: int = 30) -> Services:
+    def create(cls, source: Source, actor: str = "operator", coalesce_ms: int = 30) -> Services:
         return cls(source, StoreRunner(), BusBridge(source.bus, coalesce_ms), actor)
 
     def close(self) -> None:

@@ -77,7 +77,9 @@ class ChangeWatcher:
         # Probe first, then read the high-water mark: a commit landing in between
         # moves data_version, so the first poll picks it up instead of losing it.
         self._open_probe()
-        self._last_version = self._data_version()
+        # Replaying from an older seq must not wait for someone else's commit: leave the
+        # version unknown so the first poll reads the feed at once.
+        self._last_version = self._data_version() if from_seq is None else None
         self.high_water = self._current_max_seq() if from_seq is None else from_seq
         self.healthy = True
         self._thread = threading.Thread(target=self._run, name="agentdesk-watcher", daemon=True)

@@ -265,14 +265,6 @@ def test_demo_starts_the_simulator_and_hands_it_to_the_window(monkeypatch: pytes
     assert not cast(Simulator, seen["simulator"]).running  # stopped when the window closed
 
 
-def test_demo_without_a_window_shows_the_change_feed(monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(cli, "gui_module_exists", lambda: False)
-    code, out, _ = run(capsys, "demo", "--agents", "1", "--speed", "50", "--duration", "0.8")
-    assert code == 0 and "showing the change feed" in out
-    assert any(" project " in line and "insert" in line for line in out.splitlines())
-
-
 def test_gui_on_a_missing_store_fails_cleanly_without_creating_it(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
