@@ -31,18 +31,6 @@ from store.sim.generator import populate_bulk
 from store.source import SpanTable
 
 
-def immortalize_singletons() -> None:
-    """Work around PySide6 6.12.0 on Python 3.11: void methods (drawRect, setPen, setText, ...) return
-    None without a reference and `emit` returns True without one, so after some 10,000 Qt calls the
-    process dies with `none_dealloc`/`bool_dealloc`. Python 3.12 makes these objects immortal; on
-    3.11 give them references enough for any run."""
-    if sys.version_info < (3, 12):
-        import ctypes
-
-        for value in (None, True, False):
-            ctypes.c_ssize_t.from_address(id(value)).value += 1 << 40
-
-
 def timed(fn: Callable[[], object]) -> tuple[object, float]:
     started = time.perf_counter()
     result = fn()
@@ -95,7 +83,6 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--shots", type=Path, default=None, help="save screenshots here")
     args = parser.parse_args()
-    immortalize_singletons()
     app = QApplication([])
     with tempfile.TemporaryDirectory() as folder:
         source, run_id = build_store(args.spans, Path(folder))

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 from model.runner import Latest
 from model.services import Services
 from store import readmodel as rm
-from store.native import NativeSource
+from store.source import Source
 
 from .palette import ERROR_COLOUR, status_colour
 from .timeline_util import format_duration, one_line
@@ -66,7 +66,7 @@ class SpanView:
     sent: tuple[rm.SentItem, ...]
 
 
-def load_span_view(source: NativeSource, span_id: str) -> SpanView:
+def load_span_view(source: Source, span_id: str) -> SpanView:
     span = source.span(span_id)
     sent = tuple(source.sent_context(span_id)) if span.kind == "model" else ()
     attributes = (json.dumps(span.attributes, indent=2, ensure_ascii=False, default=str)

@@ -206,9 +206,9 @@ class ProjectTree(QWidget):
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         header = self.view.header()
-        header.setStretchLastSection(False)
-        header.setSectionResizeMode(NAME, QHeaderView.ResizeMode.Stretch)
-        for column, width in ((STATUS, 96), (PENDING, 64), (INFO, 190)):
+        # Names matter most: they get a fixed generous width; Info takes what is left (and scrolls).
+        header.setStretchLastSection(True)
+        for column, width in ((NAME, 230), (STATUS, 88), (PENDING, 58), (INFO, 160)):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
             header.resizeSection(column, width)
         self.message = QLabel(self)

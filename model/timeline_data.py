@@ -225,7 +225,11 @@ class TimelineData:
         return data
 
     def token_series(self) -> TokenSeries:
-        done = ~np.isnan(self.end) & ((self.input_tokens > 0) | (self.output_tokens > 0) | (self.cost > 0))
+        """Usage of model calls when they carry any (some runtimes repeat it on the agent span
+        around them, which would count it twice); otherwise of every span."""
+        used = (self.input_tokens > 0) | (self.output_tokens > 0) | (self.cost > 0)
+        model_calls = used & (self.kind == KIND_CODES["model"])
+        done = ~np.isnan(self.end) & (model_calls if model_calls.any() else used)
         by_end = np.argsort(self.end[done], kind="stable")
 
         def cumulative(values: np.ndarray) -> np.ndarray:

@@ -18,8 +18,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from store import readmodel as rm
 from store.bus import RESET, Change
-from store.native import NativeSource
-from store.source import SpanTable
+from store.queries import NativeQueries
+from store.source import Source, SpanTable
 
 from .services import Services
 from .timeline_data import TimelineData, TokenSeries
@@ -44,13 +44,13 @@ class Changed:
     relaid: tuple[TimelineData, TokenSeries] | None
 
 
-def load_run(source: NativeSource, run_id: str) -> Loaded:
+def load_run(source: Source, run_id: str) -> Loaded:
     run: Any = source.node("run", run_id)
     data = TimelineData.from_table(source.span_table(run_id), run.started_at.timestamp())
     return Loaded(run, data, data.token_series())
 
 
-def load_changes(source: NativeSource, data: TimelineData, run_id: str, span_ids: list[str],
+def load_changes(source: NativeQueries, data: TimelineData, run_id: str, span_ids: list[str],
                  run_changed: bool) -> Changed:
     """Fetch changed rows; when they reshape the tree, lay out a copy here, off the GUI thread."""
     rows = source.span_table(run_id, span_ids)
@@ -168,7 +168,8 @@ class TimelineFeed(QObject):
         if self._busy or self.run_id is None:
             return
         source = self.services.source
-        if self._reload or self.data is None or len(self._dirty) > FULL_RELOAD_OVER:
+        fetches_rows = isinstance(source, NativeQueries)  # other sources only read whole runs
+        if self._reload or self.data is None or len(self._dirty) > FULL_RELOAD_OVER or not fetches_rows:
             self._reload, self._run_dirty = False, False
             self._dirty.clear()
             self._submit(load_run, source, self.run_id, on_done=self._loaded)

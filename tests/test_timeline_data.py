@@ -120,6 +120,13 @@ def test_token_series_is_cumulative_by_end_time() -> None:
     assert series.cost[-1] == pytest.approx(0.05)
 
 
+def test_token_series_counts_model_calls_once_when_agents_repeat_them() -> None:
+    rows = table([("agent", None, 0.0, 10.0), ("call", "agent", 1.0, 2.0)])
+    rows.kinds[1] = "model"  # both carry 10 in / 1 out: the agent span repeats its call's usage
+    series = TimelineData.from_table(rows, t0=0.0).token_series()
+    assert series.input_tokens.tolist() == [0, 10] and series.t.tolist() == [0.0, 2.0]
+
+
 def test_hit_finds_the_span_under_the_pointer() -> None:
     data = TimelineData.from_table(table(TREE), t0=100.0)
     assert data.hit(5.0, 2.5, tol_x=0.1, tol_y=0.0, now=50.0) == 2  # a1: lane 2, 2..10 s

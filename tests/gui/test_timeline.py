@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import sys
 import time
 
 import numpy as np
@@ -19,15 +17,10 @@ from gui.timeline import TimelinePanel
 from model.services import Services
 from model.timeline_data import ERROR
 from store import schema as sc
+from store.native import NativeSource
 from store.runtime import AgentRuntime
 
 from .conftest import World
-
-if sys.version_info < (3, 12):
-    # PySide6 6.12.0 on Python 3.11 returns None/True from void methods and `emit` without a
-    # reference; a long session then dies in `none_dealloc`. 3.12 makes them immortal.
-    for _value in (None, True, False):
-        ctypes.c_ssize_t.from_address(id(_value)).value += 1 << 40
 
 
 @pytest.fixture
@@ -37,6 +30,11 @@ def panel(services: Services, qtbot) -> TimelinePanel:  # type: ignore[no-untype
     widget.resize(1200, 700)
     widget.show()
     return widget
+
+
+def native(services: Services) -> NativeSource:
+    assert isinstance(services.source, NativeSource)
+    return services.source
 
 
 def shown(panel: TimelinePanel, qtbot, run_id: str, spans: int) -> None:  # type: ignore[no-untyped-def]
@@ -107,7 +105,7 @@ def test_an_error_span_is_marked(panel: TimelinePanel, world: World, qtbot) -> N
 def test_tooltips_escape_agent_text(panel: TimelinePanel, world: World, services: Services,
                                     qtbot) -> None:  # type: ignore[no-untyped-def]
     shown(panel, qtbot, world.run_id, 5)
-    AgentRuntime(services.source.store).start_span(world.run_id, "tool", "<b>bold</b> & <img src=x>")
+    AgentRuntime(native(services).store).start_span(world.run_id, "tool", "<b>bold</b> & <img src=x>")
     qtbot.waitUntil(lambda: panel.data is not None and len(panel.data) == 6, timeout=5000)
     assert panel.data is not None
     lane = panel.data.names.index("<b>bold</b> & <img src=x>")
@@ -118,7 +116,7 @@ def test_tooltips_escape_agent_text(panel: TimelinePanel, world: World, services
 def test_a_new_span_appears_without_reselecting_the_run(panel: TimelinePanel, world: World,
                                                         services: Services, qtbot) -> None:  # type: ignore[no-untyped-def]
     shown(panel, qtbot, world.run_id, 5)
-    runtime = AgentRuntime(services.source.store)
+    runtime = AgentRuntime(native(services).store)
     root = panel.data.ids[0] if panel.data is not None else None
     new = runtime.start_span(world.run_id, "tool", "grep", parent_span_id=root)
     qtbot.waitUntil(lambda: panel.data is not None and new in panel.data.lane_of, timeout=5000)
@@ -132,14 +130,14 @@ def test_a_new_span_appears_without_reselecting_the_run(panel: TimelinePanel, wo
 
 
 def test_a_1000_span_run_shows(panel: TimelinePanel, world: World, services: Services, qtbot) -> None:  # type: ignore[no-untyped-def]
-    runtime = AgentRuntime(services.source.store)
+    runtime = AgentRuntime(native(services).store)
     run_id = runtime.start_run(world.agent_id, "big")
     now = time.time()
     rows = [dict(id=f"spn_bulk_{i:04d}", run_id=run_id, parent_span_id=None if i == 0 else "spn_bulk_0000",
                  kind="model" if i % 2 else "tool", name=f"step {i}", status="error" if i % 97 == 0 else "ok",
                  started_at=now + i * 0.01, ended_at=now + i * 0.01 + 0.005, attributes="{}")
              for i in range(1000)]
-    with services.source.store.write_engine.begin() as conn:
+    with native(services).store.write_engine.begin() as conn:
         conn.execute(insert(sc.SpanRow), rows)
     shown(panel, qtbot, run_id, 1000)
     panel.fit()
@@ -191,10 +189,10 @@ def test_huge_text_shows_the_first_200_kb_until_asked(services: Services, world:
 
 
 def test_span_table_fetches_just_the_changed_rows_of_the_run(services: Services, world: World) -> None:
-    runtime = AgentRuntime(services.source.store)
+    runtime = AgentRuntime(native(services).store)
     other_run = runtime.start_run(world.agent_id, "another")
     other_span = runtime.start_span(other_run, "tool", "elsewhere")
-    rows = services.source.span_table(world.run_id, [world.tool_span_id, other_span, "spn_missing"])
+    rows = native(services).span_table(world.run_id, [world.tool_span_id, other_span, "spn_missing"])
     assert rows.ids == [world.tool_span_id] and rows.names == ["read_file"]
     assert len(services.source.span_table(world.run_id)) == 5
 
