@@ -83,7 +83,7 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
     window = MainWindow(services)
     try:
         if screenshot:
-            window.resize(1600, 960)
+            window.resize(1920, 1080)
             window.show()
             target = select or source.showcase_run()
             if target:

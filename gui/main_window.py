@@ -48,7 +48,7 @@ class MainWindow(QMainWindow):
         self.tree_dock = self._dock("Projects", "tree_dock", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.queue_dock = self._dock("Approvals", "queue_dock", self.queue, Qt.DockWidgetArea.RightDockWidgetArea)
         # Room for names in the tree and for the countdown in the queue; the centre gets the rest.
-        self.resizeDocks([self.tree_dock, self.queue_dock], [470, 520], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.tree_dock, self.queue_dock], [420, 450], Qt.Orientation.Horizontal)
         self.status = StoreStatusBar(services, self)
         self.setStatusBar(self.status)
         self._wire()

@@ -25,10 +25,8 @@ def settle(window: MainWindow, *, min_s: float = 1.5, quiet_s: float = 0.6, max_
     while True:
         app.processEvents()
         now = time.monotonic()
-        if window.services.runner.in_flight == 0:
-            quiet_since = quiet_since or now
-        else:
-            quiet_since = None
+        busy = window.services.runner.in_flight > 0
+        quiet_since = None if busy else (quiet_since or now)
         if now - start >= max_s:
             return
         if now - start >= min_s and quiet_since is not None and now - quiet_since >= quiet_s:

@@ -69,7 +69,7 @@ class LaneAxis(pg.AxisItem):
         self._data = data
         self.text_colour = QColor("#202020")
         self.muted_colour = QColor("#808080")
-        self.setWidth(230)
+        self.setWidth(190)
         self.setStyle(showValues=False)
 
     def paint(self, p: QPainter, *args: object) -> None:

@@ -47,19 +47,19 @@ def detect(path: Path, busy_timeout_s: float = 5.0) -> Detected:
         raise StoreUnavailable(f"{path} is not a readable SQLite database ({exc}).") from exc
     if tables & AGENTDESK_TABLES:
         return Detected("agentdesk", None, tables)
-    if MAKA_TABLES <= tables:
+    if tables >= MAKA_TABLES:
         if user_version not in MAKA_USER_VERSIONS:
             raise StoreUnavailable(f"{path} looks like a maka runtime store, but of schema version {user_version}; "
                                    f"agentdesk understands version(s) {sorted(MAKA_USER_VERSIONS)}.")
         return Detected("maka", str(user_version), tables)
-    if STAGEFLOW_TABLES <= tables:
+    if tables >= STAGEFLOW_TABLES:
         return Detected("stageflow", None, tables)
-    if VGXNESS_TABLES <= tables:
+    if tables >= VGXNESS_TABLES:
         return Detected("vgxness", migrations, tables)
     if migrations is not None and migrations.endswith(".sql"):
         raise StoreUnavailable(f"{path} looks like a vgxness store at migration {migrations}; agentdesk reads "
                                "vgxness from 005_run_approvals.sql on (runs, run events, run approvals).")
-    if LENSAGENT_TABLES <= tables:
+    if tables >= LENSAGENT_TABLES:
         return Detected("lensagent", "0.1.2" if "context_compactions" in tables else "0.1.0", tables)
     shown = ", ".join(sorted(tables)[:8]) + (", ..." if len(tables) > 8 else "") if tables else "no tables"
     raise StoreUnavailable(f"{path} is a SQLite database agentdesk does not recognise (found: {shown}); "
