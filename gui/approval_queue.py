@@ -138,7 +138,7 @@ class ApprovalQueue(QWidget):
     def _build(self) -> None:
         self.pending_table = self._table(self.pending_model)
         self.decided_table = self._table(self.decided_model)
-        for table, widths in ((self.pending_table, (104, 104, 120, 76, 92)),
+        for table, widths in ((self.pending_table, (88, 96, 100, 62, 80)),
                               (self.decided_table, (66, 100, 90, 70, 0, 52, 110))):
             for column, width in enumerate(widths):
                 table.horizontalHeader().resizeSection(column, width)

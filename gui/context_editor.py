@@ -73,8 +73,10 @@ class ContextEditor(QWidget):
         self.toolbar = QToolBar()
         self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         self._build_actions()
+        self.summary = plain_label()
         top = QHBoxLayout()
         top.addWidget(self.toolbar, 1)
+        top.addWidget(self.summary)
         top.addWidget(self.gauge)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.view)
@@ -385,6 +387,12 @@ class ContextEditor(QWidget):
         self.gauge.setVisible(ctx is not None)
         if ctx is not None:
             self.gauge.set_tokens(ctx.visible_tokens, ctx.budget)
+            live = [i for i in ctx.items if i.compaction_id is None]
+            hidden = sum(not i.visible for i in live)
+            self.summary.setText(f"{len(live)} items · {hidden} hidden · "
+                                 f"{sum(c.undone_at is None for c in ctx.compactions)} compactions · "
+                                 f"revision {ctx.context_revision}")
+        self.summary.setVisible(ctx is not None)
         self._update_banner()
         self._update_actions()
         self._update_detail()
