@@ -24,11 +24,24 @@ class Stoppable(Protocol):
     def stop(self) -> None: ...
 
 
-def entity_of(entity_id: str) -> str:
-    """Our ids carry their type as a prefix (run_…, apr_…); the tree needs the entity name."""
-    prefixes = {"prj": "project", "tsk": "task", "ses": "session", "agt": "agent", "run": "run",
-                "spn": "span", "apr": "approval"}
-    return prefixes.get(entity_id.split("_", 1)[0], "run")
+ENTITY_PREFIXES = {"prj": "project", "tsk": "task", "ses": "session", "agt": "agent", "run": "run",
+                   "spn": "span", "apr": "approval"}
+
+
+def resolve_entity(source: Source, entity_id: str) -> str:
+    """Which kind of thing `--select ID` names: our ids carry a prefix; foreign ids are looked up.
+
+    Runs once at start-up, before the window exists.
+    """
+    if source.descriptor.kind == "agentdesk":
+        return ENTITY_PREFIXES.get(entity_id.split("_", 1)[0], "run")
+    for entity in ("run", "span", "approval", "agent", "session", "task", "project"):
+        try:
+            source.locate(entity, entity_id)
+        except StoreError:
+            continue
+        return entity
+    return "run"
 
 
 def run_gui(location: str, *, screenshot: str | None = None, view: str = "window", select: str | None = None,
@@ -85,9 +98,10 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
         if screenshot:
             window.resize(1920, 1080)
             window.show()
-            target = select or source.showcase_run()
-            if target:
-                window.select(entity_of(target), target)
+            if select:
+                window.select(resolve_entity(source, select), select)
+            elif showcase := source.showcase_run():
+                window.select("run", showcase)
             settle(window)
             capture(window, view, screenshot)
             print(screenshot)
@@ -95,7 +109,7 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
         window.show()
         window.restore_state()
         if select:
-            window.select(entity_of(select), select)
+            window.select(resolve_entity(source, select), select)
         window.ensure_operator_name()
         loop = qasync.QEventLoop(app)
         asyncio.set_event_loop(loop)

@@ -1,0 +1,101 @@
+"""Re-create the README's screenshots: a simulated store, then `agentdesk gui --screenshot` per view.
+
+    .venv/bin/python docs/make_screenshots.py [OUT_DIR]
+
+The store is played by the simulator for ~40 s; while it runs, an "operator"
+approves, denies and edits a few approvals; afterwards it compacts part of one
+agent's context, so every view has something to show. The seed runtimes'
+fixture databases are rendered too. Everything is offscreen.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from store.database import open_store  # noqa: E402
+from store.native import NativeSource  # noqa: E402
+from store.sim.player import Simulator  # noqa: E402
+
+
+def play(path: Path) -> str:
+    store = open_store(str(path))
+    sim = Simulator(store, agents=6, seed=11, speed=4, duration_s=40, approval_timeout_s=1800).start()
+    source = NativeSource(store)
+    decided = 0
+    while sim.running:
+        time.sleep(2)
+        for approval in source.approvals("pending")[:1]:
+            if decided % 3 == 0:
+                source.decide(approval.id, True, "alice", "looks safe")
+            elif decided % 3 == 1:
+                source.decide(approval.id, False, "bob", "not on production data")
+            decided += 1
+            if decided > 5:
+                break
+    sim.wait()
+    agent_id = compact_some(source)
+    store.close()
+    return agent_id
+
+
+def compact_some(source: NativeSource) -> str:
+    """An operator's edit: fold the first three visible items of the busiest agent into a summary."""
+    agents = [a for p in source.projects() for t in source.tasks(p.id) for s in source.sessions(t.id)
+              for a in source.agents(s.id)]
+    busiest = max(agents, key=lambda a: len(source.context(a.id).items))
+    ctx = source.context(busiest.id)
+    first = [i.id for i in ctx.items if i.effective_visible and not i.locked][:3]
+    source.compact(busiest.id, first, "The user asked for a triage of the crash; the planner read the logs "
+                   "and found the failing query.", "triage", ctx.context_revision, "alice")
+    return busiest.id
+
+
+def shoot(store: Path, out: Path, view: str, theme: str = "light", select: str | None = None) -> None:
+    args = [sys.executable, "-m", "gui.cli", "--store", str(store), "gui", "--screenshot", str(out),
+            "--view", view, "--theme", theme]
+    if select:
+        args += ["--select", select]
+    subprocess.run(args, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    print(out)
+
+
+def error_span(store: Path) -> str | None:
+    import sqlite3
+
+    with sqlite3.connect(store) as conn:
+        row = conn.execute("SELECT s.id FROM spans s WHERE s.status = 'error' AND s.kind IN ('model', 'tool') "
+                           "ORDER BY (SELECT count(*) FROM spans t WHERE t.run_id = s.run_id) DESC").fetchone()
+    return row[0] if row else None
+
+
+def main() -> None:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "screenshots")
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    os.environ["AGENTDESK_CONFIG_DIR"] = tempfile.mkdtemp()
+    work = Path(tempfile.mkdtemp())
+    store = work / "agentdesk.sqlite"
+    compacted_agent = play(store)
+    span = error_span(store)
+    shoot(store, out / "window-light.png", "window", "light", span)
+    shoot(store, out / "window-dark.png", "window", "dark", span)
+    for view in ("tree", "timeline", "approvals"):
+        shoot(store, out / f"{view}.png", view, "light", span)
+    shoot(store, out / "context.png", "context", "light", compacted_agent)
+    for kind in ("lensagent", "stageflow", "vgxness", "maka"):
+        fixture = work / f"{kind}.sqlite"
+        subprocess.run([sys.executable, "-m", f"tests.sources.fixtures_{kind}", str(fixture)], check=True,
+                       cwd=ROOT, stdout=subprocess.DEVNULL)
+        shoot(fixture, out / f"{kind}.png", "window", "light")
+
+
+if __name__ == "__main__":
+    main()
