@@ -54,7 +54,7 @@ from gui import cli  # noqa: E402  (what the console script imports first)
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-PAINT, UPDATE, SHOW = QEvent.Type.Paint, QEvent.Type.UpdateRequest, QEvent.Type.Show
+PAINT, SHOW = QEvent.Type.Paint, QEvent.Type.Show
 TIMEOUT_S = 60.0
 
 
@@ -79,9 +79,10 @@ class Probe(QObject):
             if kind == SHOW and type(obj).__name__ == "MainWindow":
                 self._found(obj)
             return False
-        if obj is self.window and kind in (PAINT, UPDATE) and not self.first_frame_seen:
+        if obj is self.window and kind == PAINT and not self.first_frame_seen:
+            # Not the first UpdateRequest: that one comes before the window is exposed and paints nothing.
             self.first_frame_seen = True
-            emit("window_paint", kind=kind.name)
+            emit("window_paint")
             QTimer.singleShot(0, self._first_frame_done)  # runs once the whole window has painted
         elif obj is self.plot_viewport and kind == PAINT and not self.spans_painted:
             timeline = self.window.timeline

@@ -347,7 +347,9 @@ class ApprovalQueue(QWidget):
                             (self.deny_button, "Deny the selected approvals, with a reason (D)")):
             button.setEnabled(not why)
             button.setToolTip(html.escape(why or tip))
-        edit_why = why or ("" if len(selected) == 1 else "Select exactly one approval to edit its arguments.")
+        # A schema that cannot carry edited arguments says so first: reopening with writes would not help.
+        edit_why = (self._services.source.why_not(Capability.EDIT_ARGUMENTS) or why
+                    or ("" if len(selected) == 1 else "Select exactly one approval to edit its arguments."))
         self.edit_button.setEnabled(not edit_why)
         self.edit_button.setToolTip(html.escape(edit_why or "Edit the arguments, then approve them (E)"))
         has_current = self.current_approval() is not None

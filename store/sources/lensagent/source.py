@@ -1,7 +1,7 @@
 """`LensagentSource`: a `@lensagent/core` 0.1.0 or 0.1.2 SQLite database, opened in place.
 
 Reads map lensagent's full tree, derived spans, policy-review approvals and context editor
-onto agentdesk's read model (see docs/sources/lensagent.md). Writes, only when the operator
+onto agentdesk's read model (see docs/sources.md (lensagent)). Writes, only when the operator
 allowed them, are the three the schema defines and the reference documents: decisions on
 calls in policy review, turn-group visibility and context-item edits. Locks are refused:
 lensagent sets `locked` itself (the goal message is locked) and exposes no setter, so what

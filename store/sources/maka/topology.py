@@ -4,7 +4,7 @@ maka keeps identity in loose links rather than parent tables: a session names it
 project only inside `payload_json.projectId`; a sub-agent either lives in a child
 session (`subagent_parent_session_id` / `_run_id` / `_tool_call_id`) or is a run whose
 header carries `parentRunId` + `agentId`. This module resolves those links once into
-plain values. Decisions (documented in docs/sources/maka.md):
+plain values. Decisions (documented in docs/sources.md (maka)):
 - one synthetic task per project (maka has no task level);
 - only top-level sessions are tree sessions; a sub-agent session becomes a sub-agent
   (its root agent) under the agent whose run spawned it, so nesting is by agents;

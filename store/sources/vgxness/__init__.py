@@ -1,6 +1,6 @@
 """vgxness's own SQLite database, opened in place as an agentdesk source.
 
-See `docs/sources/vgxness.md` for what maps to what; `common.py` for the tree levels.
+See `docs/sources.md (vgxness)` for what maps to what; `common.py` for the tree levels.
 """
 
 from __future__ import annotations
