@@ -58,6 +58,33 @@ PAINT, SHOW = QEvent.Type.Paint, QEvent.Type.Show
 TIMEOUT_S = 60.0
 
 
+class StallMeter(QObject):
+    """The GUI thread's longest gap between ticks of a 10 ms timer: how long it was blocked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.longest = 0.0
+        self.last = time.perf_counter()
+        self.timer = QTimer(self)
+        self.timer.setInterval(10)
+        self.timer.timeout.connect(self._tick)
+
+    def start(self) -> None:
+        self.last, self.longest = time.perf_counter(), 0.0
+        self.timer.start()
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.longest = max(self.longest, now - self.last)
+        self.last = now
+
+    def take(self) -> float:
+        """Longest gap in ms since the last take (the timer's own 10 ms included)."""
+        self._tick()
+        longest, self.longest = self.longest, 0.0
+        return longest * 1000
+
+
 class Probe(QObject):
     """Spots the main window, then reports its first frame and (optionally) the timeline's first spans."""
 
@@ -70,6 +97,7 @@ class Probe(QObject):
         self.first_frame_seen = False
         self.spans_painted = False
         self.tree_paint_waiters: list[Callable[[float], None]] = []
+        self.stalls = StallMeter()
         app.installEventFilter(self)
 
     # -- event filter ---------------------------------------------------------------------
@@ -112,13 +140,16 @@ class Probe(QObject):
         emit("window_frame_done", **memory())
         if self.mode == "paint":
             self.app.quit()
+        else:
+            self.stalls.start()
 
     def _spans_check(self, before: int) -> None:
         timeline = self.window.timeline
         if self.spans_painted or len(timeline.item.paint_ms) <= before:
             return
         self.spans_painted = True
-        emit("spans_painted", spans=len(timeline.item.data), item_paint_ms=timeline.item.paint_ms[-1], **memory())
+        emit("spans_painted", spans=len(timeline.item.data), item_paint_ms=timeline.item.paint_ms[-1],
+             max_stall_ms=self.stalls.take(), **memory())
         asyncio.ensure_future(self.expansions())
 
     # -- expanding the tree ---------------------------------------------------------------
@@ -140,15 +171,44 @@ class Probe(QObject):
         path += [("agent", a) for a in where.agent_ids]
         for cycle in range(self.cycles):
             await self._cold_tree()
+            self.stalls.take()
             for entity, entity_id in path:
                 figures = await self._expand(entity, entity_id)
-                emit("expanded", cycle=cycle, entity=entity, **figures)
+                emit("expanded", cycle=cycle, entity=entity, max_stall_ms=self.stalls.take(), **figures)
             if cycle == self.cycles - 1:
                 emit("after_expand", runs_shown=tree.model.runs_shown(agent_id)[0], **memory())
                 tree.view.collapse(tree.proxy.mapFromSource(tree.model.find("agent", agent_id)))
                 await self._painted_after(time.perf_counter())
                 figures = await self._expand("agent", agent_id)
                 emit("reexpanded", entity="agent", **figures)
+                await self._page_runs(agent_id)
+
+    async def _page_runs(self, agent_id: str) -> None:
+        """Load the agent's older runs in the pages revealing an old run uses, up to the reveal limit."""
+        from gui.tree_view import REVEAL_MAX_RUNS, REVEAL_PAGE
+
+        tree = self.window.tree
+        agent = tree.model.find("agent", agent_id)
+        pages: list[float] = []
+        self.stalls.take()
+        while tree.model.runs_shown(agent_id)[0] < REVEAL_MAX_RUNS:
+            inserted = asyncio.get_running_loop().create_future()
+
+            def rows(parent: QModelIndex, first: int, last: int) -> None:
+                if parent == agent and not inserted.done():
+                    inserted.set_result(time.perf_counter())
+
+            tree.model.rowsInserted.connect(rows)
+            started = time.perf_counter()
+            if not tree.model.fetch_more(agent, REVEAL_PAGE):
+                tree.model.rowsInserted.disconnect(rows)
+                break
+            at = await asyncio.wait_for(inserted, TIMEOUT_S)
+            tree.model.rowsInserted.disconnect(rows)
+            painted = await self._painted_after(at)
+            pages.append((painted - started) * 1000)
+        emit("paged", page=REVEAL_PAGE, pages_ms=pages, max_stall_ms=self.stalls.take(),
+             runs_shown=tree.model.runs_shown(agent_id)[0], **memory())
 
     async def _cold_tree(self) -> None:
         """What a fresh window shows: projects loaded, nothing expanded (the model reloads from the store)."""

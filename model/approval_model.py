@@ -35,7 +35,6 @@ from store.errors import NotFound
 from store.source import Source
 
 from .services import Services
-from .tree_model import submit_later
 from .tree_rows import escaped_tooltip, one_line
 
 Index = QModelIndex | QPersistentModelIndex
@@ -213,7 +212,7 @@ class _ApprovalTable(QAbstractTableModel):
         self._loading = True
         seq = next(self._seqs)
         read, args = self._read_all()
-        submit_later(self, self._runner, read, *args, on_done=lambda values: self._loaded(seq, values),
+        self._runner.submit(read, *args, on_done=lambda values: self._loaded(seq, values),
                      on_error=self._load_error)
 
     def refresh(self, ids: Iterable[str]) -> None:
@@ -225,7 +224,7 @@ class _ApprovalTable(QAbstractTableModel):
             self._deferred.update(dict.fromkeys(wanted))
             return
         seq = next(self._seqs)
-        submit_later(self, self._runner, read_approvals, self._source, wanted,
+        self._runner.submit(read_approvals, self._source, wanted,
                      on_done=lambda found: self._apply(seq, found), on_error=self._load_error)
 
     def _load_error(self, exc: BaseException) -> None:

@@ -16,14 +16,13 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from PySide6.QtCore import QAbstractItemModel, QModelIndex, QObject, QPersistentModelIndex, Qt, QTimer, Signal
+from PySide6.QtCore import QAbstractItemModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QIcon
 
 from store import readmodel as rm
 from store.bus import RESET, Change
 from store.source import Page
 
-from .runner import StoreRunner
 from .services import Services
 from .tree_rows import LEVELS, Key, RowFields, entity_of, parents_of, plural, read_rows, row_fields
 
@@ -40,29 +39,6 @@ PendingRole = Qt.ItemDataRole.UserRole + 3
 NAME, STATUS, PENDING, INFO = range(4)
 HEADERS = ("Name", "Status", "Pending", "Info")
 DEFAULT_PAGE_SIZE = 200
-
-
-def submit_later(owner: QObject, runner: StoreRunner, fn: Callable[..., Any], *args: Any,
-                 on_done: Callable[[Any], None], on_error: Callable[[BaseException], None]) -> None:
-    """Run a store call on the runner and never deliver inside the caller.
-
-    The runner calls back synchronously when the read finished before it attached
-    its callback; a model must not change rows inside `fetchMore` (a view or the
-    model tester may be in the middle of handling a row change) nor before its
-    owner has connected to it, so such a callback is posted to the event loop.
-    """
-    inside = True
-
-    def later(callback: Callable[[Any], None]) -> Callable[[Any], None]:
-        def deliver(value: Any) -> None:
-            if inside:
-                QTimer.singleShot(0, owner, lambda: callback(value))
-            else:
-                callback(value)
-        return deliver
-
-    runner.submit(fn, *args, on_done=later(on_done), on_error=later(on_error))
-    inside = False
 
 
 class _Node:
@@ -287,7 +263,7 @@ class ProjectTreeModel(QAbstractItemModel):
 
     def _submit(self, fn: Callable[..., Any], *args: Any, on_done: Callable[[Any], None],
                 on_error: Callable[[BaseException], None]) -> None:
-        submit_later(self, self._runner, fn, *args, on_done=on_done, on_error=on_error)
+        self._runner.submit(fn, *args, on_done=on_done, on_error=on_error)
 
     def _alive(self, generation: int, node: _Node) -> bool:
         return generation == self._generation and (

@@ -13,11 +13,11 @@ turn > span. agentdesk's tree has fixed levels, so the mapping is:
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from ... import readmodel as rm
+from ...convert import json_dict
 from ...errors import NotFound
 from ...source import Capability
 from ..foreign import ForeignSource
@@ -82,14 +82,7 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def json_obj(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {"_raw": text}
-    return value if isinstance(value, dict) else {"_value": value}
+json_obj = json_dict  # the native store's lenient JSON-object reader
 
 
 def actor_name(actor_json: str | None) -> str | None:
