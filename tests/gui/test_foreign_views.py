@@ -147,8 +147,10 @@ def test_views_render_read_only_and_leave_the_file_identical(
         assert sorted(queue.pending_model.ids()) == sorted(a.id for a in pending)
         assert window.queue_dock.windowTitle() == f"Approvals ({len(pending)} pending)"
         queue.select_approval(pending[0].id)
-        assert queue.current_approval() is not None and queue.current_approval().id == pending[0].id  # type: ignore[union-attr]
-        for button, capability in ((queue.approve_button, Capability.APPROVE), (queue.deny_button, Capability.DENY),
+        current = queue.current_approval()
+        assert current is not None and current.id == pending[0].id
+        for button, capability in ((queue.approve_button, Capability.APPROVE),
+                                   (queue.deny_button, Capability.DENY),
                                    (queue.edit_button, Capability.EDIT_ARGUMENTS)):
             assert not button.isEnabled(), button.text()
             assert source.why_not(capability) in tip(button), (button.text(), tip(button))
