@@ -15,7 +15,14 @@ MODE
   select  also wait for the timeline to have painted the spans of the run given
           with `--select`, note RSS, then (CYCLES > 0) measure expanding the tree:
           reset the tree to its cold state and expand the busiest project, its
-          task, session and the busy agent, CYCLES times; note RSS again; quit.
+          task, session and the busy agent, CYCLES times; note RSS again; then page
+          the agent's runs in the reveal's 2,000-run pages up to its 20,000 limit
+          and time one full tree relayout at that size; quit.
+
+A 10 ms timer from the first frame on records the GUI thread's longest stall.
+GUI_BENCH_AGENT names the busy agent. GUI_BENCH_WHAT_IF_GC_FREEZE=1 (only with
+`gui_bench.py --what-if-gc-freeze`) calls gc.freeze() once the window is built:
+an experiment on a proposed change, not the GUI as shipped.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import time
 STARTED = time.time()  # before any import: the interpreter is up
 
 import asyncio  # noqa: E402
+import gc  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import resource  # noqa: E402
@@ -49,7 +57,7 @@ def memory() -> dict[str, float]:
 
 
 emit("started", at=STARTED)
-from gui import cli  # noqa: E402  (what the console script imports first)
+from gui import cli  # noqa: E402, I001  (first, as the console script imports it)
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
@@ -98,10 +106,11 @@ class Probe(QObject):
         self.spans_painted = False
         self.tree_paint_waiters: list[Callable[[float], None]] = []
         self.stalls = StallMeter()
+        self.script: asyncio.Future[None] | None = None
         app.installEventFilter(self)
 
     # -- event filter ---------------------------------------------------------------------
-    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
         kind = event.type()
         if self.window is None:
             if kind == SHOW and type(obj).__name__ == "MainWindow":
@@ -135,6 +144,8 @@ class Probe(QObject):
         window.timeline.feed.changed.connect(
             lambda first, _ids: emit("timeline_data", spans=len(window.timeline.data or ())) if first else None)
         emit("window_shown")
+        if os.environ.get("GUI_BENCH_WHAT_IF_GC_FREEZE"):  # not the shipped GUI: see gui_bench.py --what-if-gc-freeze
+            gc.freeze()  # the same as gc.freeze() right after `MainWindow(services)` in gui/app.py `_run`
 
     def _first_frame_done(self) -> None:
         emit("window_frame_done", **memory())
@@ -150,7 +161,7 @@ class Probe(QObject):
         self.spans_painted = True
         emit("spans_painted", spans=len(timeline.item.data), item_paint_ms=timeline.item.paint_ms[-1],
              max_stall_ms=self.stalls.take(), **memory())
-        asyncio.ensure_future(self.expansions())
+        self.script = asyncio.ensure_future(self.expansions())
 
     # -- expanding the tree ---------------------------------------------------------------
     async def expansions(self) -> None:
@@ -192,9 +203,9 @@ class Probe(QObject):
         pages: list[float] = []
         self.stalls.take()
         while tree.model.runs_shown(agent_id)[0] < REVEAL_MAX_RUNS:
-            inserted = asyncio.get_running_loop().create_future()
+            inserted: asyncio.Future[float] = asyncio.get_running_loop().create_future()
 
-            def rows(parent: QModelIndex, first: int, last: int) -> None:
+            def rows(parent: QModelIndex, first: int, last: int, inserted: asyncio.Future[float] = inserted) -> None:
                 if parent == agent and not inserted.done():
                     inserted.set_result(time.perf_counter())
 
@@ -207,7 +218,13 @@ class Probe(QObject):
             tree.model.rowsInserted.disconnect(rows)
             painted = await self._painted_after(at)
             pages.append((painted - started) * 1000)
-        emit("paged", page=REVEAL_PAGE, pages_ms=pages, max_stall_ms=self.stalls.take(),
+        stall = self.stalls.take()
+        layouts = []
+        for _ in range(3):  # what any row inserted under an expanded row now costs: QTreeView relays out all
+            started = time.perf_counter()
+            tree.view.doItemsLayout()
+            layouts.append((time.perf_counter() - started) * 1000)
+        emit("paged", page=REVEAL_PAGE, pages_ms=pages, max_stall_ms=stall, relayout_ms=sorted(layouts)[1],
              runs_shown=tree.model.runs_shown(agent_id)[0], **memory())
 
     async def _cold_tree(self) -> None:
@@ -279,7 +296,12 @@ def main() -> int:
     emit("imported")
     app = QApplication(sys.argv[:1])  # exactly what run_gui would create
     probe = Probe(app, mode, cycles)
-    QTimer.singleShot(int(TIMEOUT_S * 1000), lambda: (emit("error", message="timed out"), app.quit()))
+
+    def give_up() -> None:
+        emit("error", message="timed out")
+        app.quit()
+
+    QTimer.singleShot(int(TIMEOUT_S * 1000), give_up)
     code = cli.main(argv)
     emit("exit", code=code, probe=probe.first_frame_seen)
     return code
