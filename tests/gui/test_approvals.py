@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -122,13 +121,8 @@ def test_approve_with_a_key_updates_store_tree_and_moves_on(
 
 def test_decision_by_another_process_leaves_the_queue_and_says_who(
         world: World, queue: ApprovalQueue, qtbot: Any) -> None:
-    script = textwrap.dedent(f"""
-        from store.native import NativeSource
-        source = NativeSource.open({str(world.path)!r})
-        source.decide({world.approval_ids[1]!r}, True, "bob")
-        source.close()
-    """)
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    subprocess.run([sys.executable, "-m", "gui.cli", "--store", str(world.path), "approve",
+                    world.approval_ids[1], "--actor", "bob"], check=True, timeout=60, capture_output=True)
     decided_at = time.monotonic()
     qtbot.waitUntil(lambda: queue.pending_model.row_of(world.approval_ids[1]) < 0, timeout=1000)
     assert time.monotonic() - decided_at < 1.0
