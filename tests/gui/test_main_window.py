@@ -1,0 +1,71 @@
+"""The window wires the views together, shows the bus state and restores itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+
+from gui.main_window import CONTEXT_TAB, TIMELINE_TAB, MainWindow
+from model.services import Services
+from store.native import NativeSource
+
+from .conftest import World
+
+
+@pytest.fixture(autouse=True)
+def own_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTDESK_CONFIG_DIR", str(tmp_path / "config"))
+
+
+def make_window(services: Services, qtbot: Any) -> MainWindow:
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.show()
+    return window
+
+
+def test_pending_count_reaches_dock_title_and_status_bar(services: Services, world: World, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    qtbot.waitUntil(lambda: window.queue_dock.windowTitle() == "Approvals (3 pending)")
+    assert window.status.pending_label.text() == "3 pending approvals"
+    qtbot.waitUntil(lambda: window.status.live_label.text() == "● live")
+    assert str(world.path) in window.status.store_label.text()
+
+    NativeSource.open(str(world.path)).decide(world.approval_ids[0], False, "bob", "not now")
+    qtbot.waitUntil(lambda: window.queue_dock.windowTitle() == "Approvals (2 pending)", timeout=2000)
+    window.status.refresh()
+    assert window.status.last_change_label.text().startswith("last change")
+
+
+def test_selecting_a_run_fills_timeline_and_context(services: Services, world: World, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    window.select("run", world.run_id)
+    qtbot.waitUntil(lambda: window.timeline.run_id == world.run_id and window.timeline.data is not None)
+    qtbot.waitUntil(lambda: window.context_editor.model.agent_id == world.agent_id)
+    assert window.tree.current_selection() == ("run", world.run_id)
+
+
+def test_show_in_timeline_and_show_context_switch_tabs(services: Services, world: World, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    window.show_in_timeline(world.run_id, world.error_span_id)
+    assert window.tabs.currentIndex() == TIMELINE_TAB
+    qtbot.waitUntil(lambda: window.timeline.details.span_id == world.error_span_id)
+    window.show_context(world.agent_id, world.approval_ids[0])
+    qtbot.waitUntil(lambda: window.tabs.currentIndex() == CONTEXT_TAB)
+    qtbot.waitUntil(lambda: window.context_editor.model.as_of is not None)
+
+
+def test_layout_and_selection_are_restored(services: Services, world: World, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    window.select("run", world.run_id)
+    qtbot.waitUntil(lambda: window.tree.current_selection() == ("run", world.run_id))
+    window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, window.queue_dock)  # rearranged
+    window.close()
+
+    again = make_window(services, qtbot)
+    again.restore_state()
+    qtbot.waitUntil(lambda: again.tree.current_selection() == ("run", world.run_id))
+    assert again.dockWidgetArea(again.queue_dock) == Qt.DockWidgetArea.BottomDockWidgetArea
