@@ -8,35 +8,27 @@ from __future__ import annotations
 
 import json
 
-from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontDatabase, QPalette
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
-from model.approval_model import pretty_arguments
+from model.approval_format import agent_label, pretty_arguments
 from store import readmodel as rm
 from store.errors import InvalidInput
 from store.validation import parse_json_arguments
 
-from .palette import status_colour
-from .tree_view import readable
-
-
-def plain(label: QLabel) -> QLabel:
-    label.setTextFormat(Qt.TextFormat.PlainText)
-    label.setWordWrap(True)
-    return label
+from .approval_details import plain_label
+from .palette import readable, status_colour
 
 
 def describe(approvals: list[rm.Approval], limit: int = 4) -> str:
-    names = ", ".join(f"{a.tool_name} ({a.agent_name or a.agent_id})" for a in approvals[:limit])
+    names = ", ".join(f"{a.tool_name} ({agent_label(a)})" for a in approvals[:limit])
     more = f" and {len(approvals) - limit} more" if len(approvals) > limit else ""
     return names + more
 
@@ -61,7 +53,7 @@ class ReasonDialog(QDialog):
         super().__init__(parent)
         count = len(approvals)
         self.setWindowTitle("Deny approval" if count == 1 else f"Deny {count} approvals")
-        self.prompt = plain(QLabel(f"Deny {describe(approvals)}?\nThe agent receives your reason.", self))
+        self.prompt = plain_label(self, f"Deny {describe(approvals)}?\nThe agent receives your reason.")
         self.reason_edit = QPlainTextEdit(self)
         self.reason_edit.setPlaceholderText("Reason (required)")
         self.reason_edit.setTabChangesFocus(True)
@@ -89,14 +81,13 @@ class EditArgumentsDialog(QDialog):
     def __init__(self, approval: rm.Approval, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"Edit arguments of {approval.tool_name}"[:120])
-        self.prompt = plain(QLabel(f"Arguments of {approval.tool_name} requested by "
-                                   f"{approval.agent_name or approval.agent_id} ({approval.id}). "
-                                   "Approving records your edit next to the original.", self))
+        self.prompt = plain_label(self, f"Arguments of {approval.tool_name} requested by {agent_label(approval)}"
+                                        f" ({approval.id}). Approving records your edit next to the original.")
         self.editor = QPlainTextEdit(self)
         self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.editor.setPlainText(pretty_arguments(approval.arguments))
         self.editor.setTabChangesFocus(True)
-        self.message = plain(QLabel(self))
+        self.message = plain_label(self)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
         self.approve_button: QPushButton = self.buttons.addButton(
             "Approve with these arguments", QDialogButtonBox.ButtonRole.AcceptRole)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QPalette
 
 SPAN_KIND_COLOURS: dict[str, str] = {
     "agent": "#5b8def",
@@ -48,3 +48,8 @@ def kind_colour(kind: str) -> QColor:
 
 def status_colour(status: str) -> QColor:
     return QColor(STATUS_COLOURS.get(status, STATUS_COLOURS["idle"]))
+
+
+def readable(colour: QColor, palette: QPalette) -> QColor:
+    """Status colours are mid-tones: darken them a little on light backgrounds so text stays legible."""
+    return colour.darker(135) if palette.color(QPalette.ColorRole.Base).lightness() > 128 else colour

@@ -1,4 +1,4 @@
-"""Table models of the approval queue: the pending approvals (with a live countdown) and the decided ones.
+"""The row cache and bus handling shared by the approval queue's two table models.
 
 Each model keeps its own list of read-model `Approval` values. A bus `approval`
 change re-reads just the changed approvals on the runner (one call per batch)
@@ -7,106 +7,36 @@ pending approval decided elsewhere leaves the pending table, and `left` says
 with what outcome and by whom. Reads complete out of order on the pool, so
 every read carries the sequence number it was issued with and answers older
 than what an approval already shows are dropped.
+
+The tables themselves are `approval_pending.PendingApprovalModel` and
+`approval_decided.DecidedApprovalModel`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
-from PySide6.QtCore import (
-    QAbstractTableModel,
-    QModelIndex,
-    QObject,
-    QPersistentModelIndex,
-    Qt,
-    QTimer,
-    Signal,
-)
-from PySide6.QtGui import QFont
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
 
 from store import readmodel as rm
 from store.bus import RESET, Change
 from store.errors import NotFound
 from store.source import Source
 
+from .approval_format import Clock, utc_now
 from .services import Services
-from .tree_rows import escaped_tooltip, one_line
+from .tree_rows import escaped_tooltip
 
 Index = QModelIndex | QPersistentModelIndex
 TOP = QModelIndex()
-Clock = Callable[[], datetime]
-
-TOOL, AGENT, PROJECT, AGE, EXPIRES, ARGUMENTS = range(6)
-PENDING_HEADERS = ("Tool", "Agent", "Project", "Age", "Expires in", "Arguments")
-D_STATUS, D_TOOL, D_AGENT, D_ACTOR, D_REASON, D_EDITED, D_DECIDED_AT = range(7)
-DECIDED_HEADERS = ("Status", "Tool", "Agent", "Actor", "Reason", "Edited", "Decided at")
+Reader = tuple[Callable[..., list[rm.Approval]], tuple[Any, ...]]
+"""A function the runner calls to read a whole table, and its arguments."""
 
 ApprovalRole = Qt.ItemDataRole.UserRole + 11
 """The row's `rm.Approval`."""
 ApprovalIdRole = Qt.ItemDataRole.UserRole + 12
-ExpiredRole = Qt.ItemDataRole.UserRole + 13
-SecondsLeftRole = Qt.ItemDataRole.UserRole + 14
-"""Seconds until the deadline (negative once passed), or None when it never expires."""
-
-AGE_EVERY_TICKS = 10
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def pretty_arguments(text: str) -> str:
-    """Arguments as indented JSON for reading; the raw text when it is not JSON."""
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False, sort_keys=True)
-    except ValueError:
-        return text
-
-
-def arguments_preview(text: str, limit: int = 160) -> str:
-    with contextlib.suppress(ValueError):
-        text = json.dumps(json.loads(text), ensure_ascii=False, separators=(", ", ": "))
-    return one_line(text, limit)
-
-
-def format_age(seconds: float) -> str:
-    if seconds < 60:
-        return "just now"
-    minutes = int(seconds // 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    if minutes < 24 * 60:
-        return f"{minutes // 60} h {minutes % 60:02d} min"
-    return f"{minutes // (24 * 60)} d"
-
-
-def format_left(seconds: float | None) -> str:
-    if seconds is None:
-        return "never"
-    if seconds <= 0:
-        return "expired"
-    whole = int(seconds)
-    if whole < 3600:
-        return f"{whole // 60}:{whole % 60:02d}"
-    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
-
-
-def local_time(moment: datetime | None) -> str:
-    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") if moment else ""
-
-
-def short_local_time(moment: datetime | None, now: datetime) -> str:
-    """The time alone for today, the date and minute otherwise: fits a narrow column."""
-    if moment is None:
-        return ""
-    local = moment.astimezone()
-    same_day = local.date() == now.astimezone().date()
-    return local.strftime("%H:%M:%S" if same_day else "%b %d %H:%M")
 
 
 def read_approvals(source: Source, ids: Sequence[str]) -> dict[str, rm.Approval | None]:
@@ -120,13 +50,7 @@ def read_approvals(source: Source, ids: Sequence[str]) -> dict[str, rm.Approval 
     return found
 
 
-def read_decided(source: Source, limit: int) -> list[rm.Approval]:
-    decided = [a for status in ("approved", "denied", "expired") for a in source.approvals(status, limit)]
-    decided.sort(key=lambda a: (a.decided_at or a.created_at, a.id), reverse=True)
-    return decided[:limit]
-
-
-class _ApprovalTable(QAbstractTableModel):
+class ApprovalTableModel(QAbstractTableModel):
     """Shared row cache and bus handling; subclasses say which approvals belong and how they look."""
 
     headers: tuple[str, ...] = ()
@@ -157,7 +81,7 @@ class _ApprovalTable(QAbstractTableModel):
     def _sort_key(self, approval: rm.Approval) -> tuple[Any, ...]:
         raise NotImplementedError
 
-    def _read_all(self) -> tuple[Callable[..., list[rm.Approval]], tuple[Any, ...]]:
+    def _read_all(self) -> Reader:
         raise NotImplementedError
 
     def _cell(self, approval: rm.Approval, column: int) -> str:
@@ -165,6 +89,10 @@ class _ApprovalTable(QAbstractTableModel):
 
     def _tooltip(self, approval: rm.Approval, column: int) -> str:
         return escaped_tooltip(self._cell(approval, column), f"approval {approval.id}")
+
+    def _extra(self, approval: rm.Approval, column: int, role: int) -> Any:
+        """Roles beyond text, tooltip and identity (colours, fonts, alignment)."""
+        return None
 
     # -- Qt model -------------------------------------------------------------------------
     def rowCount(self, parent: Index = TOP) -> int:
@@ -194,9 +122,6 @@ class _ApprovalTable(QAbstractTableModel):
             return approval.id
         return self._extra(approval, index.column(), role)
 
-    def _extra(self, approval: rm.Approval, column: int, role: int) -> Any:
-        return None
-
     # -- lookups --------------------------------------------------------------------------
     def approval_at(self, row: int) -> rm.Approval | None:
         return self._rows[row] if 0 <= row < len(self._rows) else None
@@ -213,7 +138,7 @@ class _ApprovalTable(QAbstractTableModel):
         seq = next(self._seqs)
         read, args = self._read_all()
         self._runner.submit(read, *args, on_done=lambda values: self._loaded(seq, values),
-                     on_error=self._load_error)
+                            on_error=self._load_error)
 
     def refresh(self, ids: Iterable[str]) -> None:
         """Re-read these approvals (after a change, or a decision that lost a race)."""
@@ -225,7 +150,7 @@ class _ApprovalTable(QAbstractTableModel):
             return
         seq = next(self._seqs)
         self._runner.submit(read_approvals, self._source, wanted,
-                     on_done=lambda found: self._apply(seq, found), on_error=self._load_error)
+                            on_done=lambda found: self._apply(seq, found), on_error=self._load_error)
 
     def _load_error(self, exc: BaseException) -> None:
         self._loading = False
@@ -256,20 +181,21 @@ class _ApprovalTable(QAbstractTableModel):
 
     def _apply(self, seq: int, found: dict[str, rm.Approval | None]) -> None:
         for approval_id, approval in found.items():
-            if seq < self._seen.get(approval_id, -1):
-                continue
-            self._seen[approval_id] = seq
-            row = self.row_of(approval_id)
-            if approval is None or not self._accepts(approval):
-                if row >= 0:
-                    self._remove(row)
-                    self.left.emit(approval_id, approval)
-            elif row >= 0:
-                if self._rows[row] != approval:
-                    self._rows[row] = approval
-                    self.dataChanged.emit(self.index(row, 0), self.index(row, len(self.headers) - 1))
-            else:
-                self._insert(approval)
+            if seq >= self._seen.get(approval_id, -1):
+                self._seen[approval_id] = seq
+                self._apply_one(approval_id, approval)
+
+    def _apply_one(self, approval_id: str, approval: rm.Approval | None) -> None:
+        row = self.row_of(approval_id)
+        if approval is None or not self._accepts(approval):
+            if row >= 0:
+                self._remove(row)
+                self.left.emit(approval_id, approval)
+        elif row < 0:
+            self._insert(approval)
+        elif self._rows[row] != approval:
+            self._rows[row] = approval
+            self.dataChanged.emit(self.index(row, 0), self.index(row, len(self.headers) - 1))
 
     def _insert(self, approval: rm.Approval) -> None:
         key = self._sort_key(approval)
@@ -288,128 +214,3 @@ class _ApprovalTable(QAbstractTableModel):
         self.beginRemoveRows(TOP, row, row)
         del self._rows[row]
         self.endRemoveRows()
-
-
-class PendingApprovalModel(_ApprovalTable):
-    """Pending approvals, oldest first; a 1 s timer keeps the "Expires in" column counting down."""
-
-    headers = PENDING_HEADERS
-    ticked = Signal()
-    """After each countdown update: views re-check which selected rows have expired."""
-
-    def __init__(self, services: Services, parent: QObject | None = None, *, clock: Clock = utc_now,
-                 limit: int = 1000, tick_ms: int = 1000) -> None:
-        super().__init__(services, parent, clock=clock, limit=limit)
-        self._ticks = 0
-        self._timer = QTimer(self)
-        self._timer.setInterval(tick_ms)
-        self._timer.timeout.connect(self._tick)
-        self._timer.start()
-
-    def _accepts(self, approval: rm.Approval) -> bool:
-        return approval.status == rm.ApprovalStatus.PENDING
-
-    def _sort_key(self, approval: rm.Approval) -> tuple[Any, ...]:
-        return (approval.created_at, approval.id)
-
-    def _read_all(self) -> tuple[Callable[..., list[rm.Approval]], tuple[Any, ...]]:
-        return self._source.approvals, ("pending", self._limit)
-
-    def seconds_left(self, approval: rm.Approval) -> float | None:
-        if approval.expires_at is None:
-            return None
-        return (approval.expires_at - self._clock()).total_seconds()
-
-    def is_expired(self, approval: rm.Approval) -> bool:
-        return approval.is_expired(self._clock())
-
-    def _cell(self, approval: rm.Approval, column: int) -> str:
-        if column == TOOL:
-            return one_line(approval.tool_name, 80)
-        if column == AGENT:
-            return one_line(approval.agent_name or approval.agent_id, 80)
-        if column == PROJECT:
-            return one_line(approval.project_name or approval.project_id, 80)
-        if column == AGE:
-            return format_age((self._clock() - approval.created_at).total_seconds())
-        if column == EXPIRES:
-            return format_left(self.seconds_left(approval))
-        return arguments_preview(approval.arguments)
-
-    def _tooltip(self, approval: rm.Approval, column: int) -> str:
-        if column == ARGUMENTS:
-            return escaped_tooltip(*pretty_arguments(approval.arguments)[:3000].splitlines())
-        if column == EXPIRES and approval.expires_at is not None:
-            verb = "Expired" if self.is_expired(approval) else "Expires"
-            return escaped_tooltip(f"{verb} at {local_time(approval.expires_at)}")
-        if column == AGE:
-            return escaped_tooltip(f"Requested at {local_time(approval.created_at)}")
-        return super()._tooltip(approval, column)
-
-    def _extra(self, approval: rm.Approval, column: int, role: int) -> Any:
-        if role == ExpiredRole:
-            return self.is_expired(approval)
-        if role == SecondsLeftRole:
-            return self.seconds_left(approval)
-        if role == Qt.ItemDataRole.FontRole and self.is_expired(approval):
-            font = QFont()
-            font.setItalic(True)
-            return font
-        if role == Qt.ItemDataRole.TextAlignmentRole and column in (AGE, EXPIRES):
-            return Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-        return None
-
-    def _tick(self) -> None:
-        if not self._rows:
-            return
-        last = len(self._rows) - 1
-        self._ticks += 1
-        self.dataChanged.emit(self.index(0, EXPIRES), self.index(last, EXPIRES))
-        if self._ticks % AGE_EVERY_TICKS == 0:
-            self.dataChanged.emit(self.index(0, AGE), self.index(last, AGE))
-        self.ticked.emit()
-
-
-class DecidedApprovalModel(_ApprovalTable):
-    """Recently decided approvals, newest decision first."""
-
-    headers = DECIDED_HEADERS
-
-    def __init__(self, services: Services, parent: QObject | None = None, *, clock: Clock = utc_now,
-                 limit: int = 500) -> None:
-        super().__init__(services, parent, clock=clock, limit=limit)
-
-    def _accepts(self, approval: rm.Approval) -> bool:
-        return approval.status != rm.ApprovalStatus.PENDING
-
-    def _sort_key(self, approval: rm.Approval) -> tuple[Any, ...]:
-        moment = approval.decided_at or approval.created_at
-        return (-moment.timestamp(), approval.id)
-
-    def _read_all(self) -> tuple[Callable[..., list[rm.Approval]], tuple[Any, ...]]:
-        return read_decided, (self._source, self._limit)
-
-    def _cell(self, approval: rm.Approval, column: int) -> str:
-        if column == D_STATUS:
-            return approval.status
-        if column == D_TOOL:
-            return one_line(approval.tool_name, 80)
-        if column == D_AGENT:
-            return one_line(approval.agent_name or approval.agent_id, 80)
-        if column == D_ACTOR:
-            return one_line(approval.decided_by or ("runtime" if approval.status == "expired" else ""), 80)
-        if column == D_REASON:
-            return one_line(approval.reason or "", 120)
-        if column == D_EDITED:
-            return "edited" if approval.edited_arguments else ""
-        return short_local_time(approval.decided_at, self._clock())
-
-    def _tooltip(self, approval: rm.Approval, column: int) -> str:
-        if column == D_REASON and approval.reason:
-            return escaped_tooltip(*approval.reason[:3000].splitlines())
-        if column == D_EDITED and approval.edited_arguments:
-            return escaped_tooltip("Approved with edited arguments:",
-                                   *pretty_arguments(approval.edited_arguments)[:3000].splitlines())
-        if column == D_DECIDED_AT:
-            return escaped_tooltip(f"Decided at {local_time(approval.decided_at)}")
-        return super()._tooltip(approval, column)

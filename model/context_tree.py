@@ -53,6 +53,15 @@ class ItemRow:
     replaces: int = 0
     """For a summary item: how many items it replaced."""
 
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("item", self.item.id)
+
+    @property
+    def group_id(self) -> str:
+        """The turn group whose Visible toggle this row acts on."""
+        return self.item.group_id
+
 
 @dataclass(frozen=True, slots=True)
 class GroupRow:
@@ -64,6 +73,17 @@ class GroupRow:
     has_covered: bool
     has_locked: bool
     added_after: bool
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("group", self.group.id)
+
+    @property
+    def group_id(self) -> str:
+        return self.group.id
+
+
+Row = ItemRow | GroupRow
 
 
 @dataclass(eq=False)

@@ -41,6 +41,12 @@ class TreeFilterProxy(QSortFilterProxyModel):
     def set_pending_only(self, pending_only: bool) -> None:
         self._change(lambda: setattr(self, "_pending_only", pending_only))
 
+    def set_filters(self, text: str, status: str, pending_only: bool) -> None:
+        """All three at once: one refilter however many changed."""
+        def apply() -> None:
+            self._text, self._status, self._pending_only = text.strip().casefold(), status, pending_only
+        self._change(apply)
+
     def clear(self) -> None:
         def reset() -> None:
             self._text, self._status, self._pending_only = "", "", False

@@ -1,24 +1,26 @@
-"""Tree rows as plain values: what each row shows, and the batched store reads behind live updates.
+"""What each tree row shows, as plain values computed once per store read.
 
-Qt-free on purpose: `read_rows` runs on the store runner's threads, and the
-display strings are computed here once per change so `data()` only reads them.
+Qt-free on purpose: `row_fields` runs on the store runner's threads (see
+`tree_reads`), so the display strings are ready before a row reaches the GUI
+thread and `data()` only reads attributes.
 """
 
 from __future__ import annotations
 
 import html
-from collections import defaultdict
-from collections.abc import Callable, Mapping
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from store import readmodel as rm
-from store.errors import NotFound
-from store.source import Source
 
 Key = tuple[str, str]
 LEVELS = ("project", "task", "session", "agent", "run")
+NAME, STATUS, PENDING, INFO = range(4)
+HEADERS = ("Name", "Status", "Pending", "Info")
+ENTITIES: dict[type, str] = {rm.Project: "project", rm.Task: "task", rm.Session: "session", rm.Agent: "agent",
+                             rm.Run: "run"}
 
 
 def escaped_tooltip(*lines: str) -> str:
@@ -33,7 +35,9 @@ def one_line(text: str, limit: int = 200) -> str:
 
 
 def short_time(moment: datetime) -> str:
-    return moment.astimezone().strftime("%b %d %H:%M:%S")
+    """`time.strftime`, not `datetime.strftime`: the latter imports `time` on every call, through
+    shiboken's import hook (several µs a row when paging thousands of runs)."""
+    return time.strftime("%b %d %H:%M:%S", moment.astimezone().timetuple())
 
 
 def plural(count: int, word: str) -> str:
@@ -57,7 +61,16 @@ class RowFields:
     parent_agent: str | None = None
 
 
+NO_FIELDS = RowFields("", "", 0, "", "", 0.0, "")
+
+
+def entity_of(value: Any) -> str:
+    return ENTITIES[type(value)]
+
+
 def row_fields(value: Any) -> RowFields:
+    if isinstance(value, rm.Run):  # by far the most common row: first
+        return _run_fields(value)
     if isinstance(value, rm.Project):
         return RowFields(one_line(value.name), value.status, value.pending_approvals,
                          plural(value.task_count, "task"), escaped_tooltip(value.name, f"project {value.id}"),
@@ -71,56 +84,17 @@ def row_fields(value: Any) -> RowFields:
                          f"started {short_time(value.created_at)}",
                          escaped_tooltip(value.title, f"session {value.id}"), value.created_at.timestamp(),
                          value.task_id)
-    if isinstance(value, rm.Agent):
-        return RowFields(one_line(value.name), value.status, value.pending_approvals, value.model,
-                         escaped_tooltip(value.name, f"model {value.model}", f"agent {value.id}"),
-                         value.created_at.timestamp(), value.session_id, value.run_count,
-                         value.parent_agent_id)
-    assert isinstance(value, rm.Run), f"not a tree row: {value!r}"
+    assert isinstance(value, rm.Agent), f"not a tree row: {value!r}"
+    return RowFields(one_line(value.name), value.status, value.pending_approvals, value.model,
+                     escaped_tooltip(value.name, f"model {value.model}", f"agent {value.id}"),
+                     value.created_at.timestamp(), value.session_id, value.run_count, value.parent_agent_id)
+
+
+def _run_fields(value: rm.Run) -> RowFields:
+    started = short_time(value.started_at)
     tokens = f" · {value.usage.total_tokens:,} tok" if value.usage.total_tokens else ""
     return RowFields(one_line(value.title) or "(untitled run)", value.status, value.pending_approvals,
-                     short_time(value.started_at) + tokens,
-                     escaped_tooltip(value.title, f"run {value.id}",
-                                     f"started {short_time(value.started_at)}",
+                     started + tokens,
+                     escaped_tooltip(value.title, f"run {value.id}", f"started {started}",
                                      f"error: {one_line(value.error, 500)}" if value.error else ""),
                      value.started_at.timestamp(), value.agent_id)
-
-
-def entity_of(value: Any) -> str:
-    return {rm.Project: "project", rm.Task: "task", rm.Session: "session", rm.Agent: "agent",
-            rm.Run: "run"}[type(value)]
-
-
-def parents_of(value: Any) -> dict[str, str]:
-    """The bus-style parents of a read-model row (to replay a deferred insert)."""
-    parents = {level: getattr(value, f"{level}_id") for level in LEVELS[:LEVELS.index(entity_of(value))]}
-    if isinstance(value, rm.Agent) and value.parent_agent_id:
-        parents["parent_agent"] = value.parent_agent_id
-    return parents
-
-
-def read_rows(source: Source, wanted: Mapping[Key, str]) -> list[tuple[Key, Any]]:
-    """Runs on the pool: the current value of every wanted row, one listing per parent, top level first."""
-    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for (entity, entity_id), group in wanted.items():
-        groups[(entity, group)].append(entity_id)
-    listings: dict[str, Callable[[str], list[Any]]] = {
-        "project": lambda _: list(source.projects()), "task": source.tasks, "session": source.sessions,
-        "agent": source.agents}
-    found: list[tuple[Key, Any]] = []
-    for (entity, group), ids in sorted(groups.items(), key=lambda g: LEVELS.index(g[0][0])):
-        if entity == "run":
-            found.extend((("run", i), _run_or_none(source, i)) for i in ids)
-            continue
-        values = {v.id: v for v in listings[entity](group)}
-        found.extend(((entity, i), values.get(i)) for i in ids)
-    level_order = {level: n for n, level in enumerate(LEVELS)}
-    return sorted(found, key=lambda kv: (level_order[kv[0][0]], kv[1].created_at.timestamp()
-                                         if isinstance(kv[1], rm.Agent) else 0.0))
-
-
-def _run_or_none(source: Source, run_id: str) -> Any:
-    try:
-        return source.node("run", run_id)
-    except NotFound:
-        return None

@@ -15,15 +15,9 @@ from PySide6.QtCore import Qt
 from gui.approval_dialogs import EditArgumentsDialog, ReasonDialog
 from gui.approval_queue import ApprovalQueue
 from gui.tree_view import ProjectTree
-from model.approval_model import (
-    AGE,
-    AGENT,
-    EXPIRES,
-    DecidedApprovalModel,
-    ExpiredRole,
-    PendingApprovalModel,
-    utc_now,
-)
+from model.approval_decided import DecidedApprovalModel
+from model.approval_format import utc_now
+from model.approval_pending import AGE, AGENT, EXPIRES, ExpiredRole, PendingApprovalModel
 from model.services import Services
 from model.tree_model import PendingRole
 from store import readmodel as rm
@@ -92,6 +86,13 @@ def test_queue_lists_pending_oldest_first_and_counts(queue: ApprovalQueue, world
     assert queue.tabs.tabText(0) == "Pending (3)"
     minutes, seconds = queue.pending_model.index(0, EXPIRES).data().split(":")  # 600 s deadline: "9:5x"
     assert minutes in ("9", "10") and len(seconds) == 2
+
+
+def test_countdown_is_in_view_at_the_docks_default_width(queue: ApprovalQueue, qtbot: Any) -> None:
+    queue.resize(431, 560)  # the main window gives its dock 450 px, this much of it to the queue
+    table, header = queue.pending_table, queue.pending_table.horizontalHeader()
+    qtbot.waitUntil(lambda: table.viewport().width() < 431)
+    assert header.sectionViewportPosition(EXPIRES) + header.sectionSize(EXPIRES) <= table.viewport().width()
 
 
 def test_approve_with_a_key_updates_store_tree_and_moves_on(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from model.context_model import (
 )
 from model.services import Services
 from store import readmodel as rm
+from store.errors import NotFound
 from store.native import NativeSource
 from store.runtime import AgentRuntime
 from tests.gui.conftest import World
@@ -397,6 +399,40 @@ def test_read_only_source_disables_commands_with_reasons(make_editor: Callable[.
         assert action.toolTip() == "The store is open read-only."
     locked = widget.model.index_of("item", world.item_ids[1], LOCKED)
     assert not widget.model.flags(locked) & Qt.ItemFlag.ItemIsUserCheckable
+
+
+def test_summary_names_the_agent_read_off_the_gui_thread(make_editor: Callable[..., ContextEditor], world: World,
+                                                          monkeypatch: pytest.MonkeyPatch, qtbot) -> None:
+    on_gui_thread: list[bool] = []
+    node = NativeSource.node
+
+    def spy(self: NativeSource, entity: str, entity_id: str) -> object:
+        on_gui_thread.append(threading.current_thread() is threading.main_thread())
+        return node(self, entity, entity_id)
+
+    monkeypatch.setattr(NativeSource, "node", spy)
+    widget = make_editor(world.agent_id)
+    assert on_gui_thread and not any(on_gui_thread)
+    assert widget.identity.text() == "planner · claude-sonnet-4" and widget.identity.isVisibleTo(widget)
+    revision = widget.model.snapshot.context_revision
+    assert widget.summary.text() == f"5 items · 0 hidden · 0 compactions · revision {revision}"
+    select(widget, *world.item_ids[1:4])
+    dialog = widget.compact_selected()
+    dialog.summary.setPlainText("A flaky settlement test.")
+    dialog.accept()
+    wait_for(qtbot, widget, lambda c: bool(c.compactions))
+    assert widget.summary.text().startswith("3 items · 0 hidden · 1 compaction · ")
+
+
+def test_summary_falls_back_to_the_agent_id(make_editor: Callable[..., ContextEditor], world: World,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(self: NativeSource, entity: str, entity_id: str) -> object:
+        raise NotFound(f"There is no {entity} with id {entity_id}.")
+
+    monkeypatch.setattr(NativeSource, "node", missing)
+    widget = make_editor(world.agent_id)
+    assert widget.identity.text() == world.agent_id
+    assert widget.summary.text().startswith("5 items")
 
 
 def test_no_agent_shows_placeholder(editor: ContextEditor) -> None:

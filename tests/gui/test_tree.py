@@ -418,6 +418,27 @@ def test_filter_widgets_and_keyboard(world: World, tree: ProjectTree, qtbot: Any
     assert f"agent:{world.agent_id}" in tree.expanded_ids()
 
 
+def test_the_filter_proxy_is_shown_only_while_filtering(world: World, tree: ProjectTree, qtbot: Any) -> None:
+    """Relayouts through a QSortFilterProxyModel cost several Python calls a row: unfiltered, the view
+    shows the model through an identity proxy, and swapping keeps widths, selection and expansion."""
+    with qtbot.waitSignal(tree.run_selected, timeout=3000):
+        tree.select_entity("run", world.run_id)
+    tree.view.header().resizeSection(NAME, 300)
+    expanded = tree.expanded_ids()
+    heard: list[tuple[str, str]] = []
+    tree.selection_changed.connect(lambda *key: heard.append(key))
+    assert tree.proxy is tree.plain_proxy and tree.filter_proxy.sourceModel() is None
+    tree.filter_edit.setText("investigate")
+    assert tree.proxy is tree.filter_proxy and tree.current_selection() == ("run", world.run_id)
+    tree.filter_edit.setText("")
+    assert tree.proxy is tree.plain_proxy and tree.filter_proxy.sourceModel() is None
+    assert tree.view.header().sectionSize(NAME) == 300
+    assert tree.current_selection() == ("run", world.run_id) and tree.expanded_ids() == expanded
+    assert not heard  # the same row all along
+    tree.view.setCurrentIndex(tree.proxy.mapFromSource(tree.model.find("task", world.task_id)))
+    assert heard == [("task", world.task_id)]  # the new selection model is listened to
+
+
 def test_moving_to_the_last_runs_loads_the_next_page(world: World, services: Services, runtime: AgentRuntime,
                                                       qtbot: Any) -> None:
     for n in range(8):
