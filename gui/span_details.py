@@ -235,13 +235,19 @@ class SpanDetails(QWidget):
             self.tabs.setCurrentIndex(0)
 
     def _facts(self, span: rm.Span) -> None:
-        duration = span.duration_s
-        self.facts["Duration"].setText(format_duration(duration) if duration is not None else "still running")
+        self.facts["Duration"].setText(_duration(span))
         self.facts["Started"].setText(span.started_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC")
         usage = span.usage
         self.facts["Tokens"].setText(f"{usage.input_tokens:,} in · {usage.output_tokens:,} out")
         self.facts["Cost"].setText(f"${usage.cost_usd:,.4f}")
         self.facts["Id"].setText(span.id)
+
+
+def _duration(span: rm.Span) -> str:
+    attributes = span.attributes or {}
+    if span.duration_s == 0 and (attributes.get("milestone") or attributes.get("point_event")):
+        return "none: a milestone" if attributes.get("milestone") else "none: a point event"
+    return format_duration(span.duration_s) if span.duration_s is not None else "still running"
 
 
 def _label(bold: bool = False) -> QLabel:

@@ -9,21 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QCursor, QKeyEvent, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolTip, QVBoxLayout, QWidget
 
 from model.services import Services
-from model.timeline_data import ERROR, TimelineData
+from model.timeline_data import TimelineData
 from model.timeline_feed import TimelineFeed
 from store import readmodel as rm
 
 from .span_details import SpanDetails
-from .timeline_axes import MIN_LABEL_LANE_PX, LaneAxis, TimeAxis
+from .timeline_axes import MIN_LABEL_LANE_PX, LaneAxis, waterfall_plot
 from .timeline_item import SpanItem
 from .timeline_tokens import RIGHT_AXIS_WIDTH, TokensPlot
-from .timeline_util import legend, one_line, span_tooltip
+from .timeline_util import colour_axes, header_text, legend, span_tooltip
 
 LANE_AXIS_WIDTH = 230
 TICK_MS = 200
@@ -67,30 +66,17 @@ class TimelinePanel(QWidget):
         self.header = QLabel(textFormat=Qt.TextFormat.PlainText)
         self.header.setWordWrap(True)
         self.lanes = LaneAxis(lambda: self.data)
-        self.plot = pg.PlotWidget(axisItems={"left": self.lanes, "bottom": TimeAxis("bottom")})
-        self.plot.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.plot = waterfall_plot(self.lanes, RIGHT_AXIS_WIDTH)
         self.plot.installEventFilter(self)
         self.setFocusProxy(self.plot)
-        item = self.plot.getPlotItem()
-        item.setMenuEnabled(False)
-        item.hideButtons()
-        item.setLabel("bottom", "time since run start")
-        item.showAxis("right")
-        item.getAxis("right").setStyle(showValues=False, tickLength=0)
-        item.getAxis("right").setTicks([[], []])
-        item.getAxis("right").setWidth(RIGHT_AXIS_WIDTH)
-        self.view = item.vb
-        self.view.invertY(True)
-        self.view.disableAutoRange()
+        self.view = self.plot.getPlotItem().vb
         self.view.sigRangeChangedManually.connect(self._stop_following)
-        _paint_once_per_change(self.view)
         self.item = SpanItem()
         self.plot.addItem(self.item)
         self.plot.scene().sigMouseMoved.connect(self._hover)
         self.plot.scene().sigMouseClicked.connect(self._clicked)
         self.tokens = TokensPlot(LANE_AXIS_WIDTH)
         self.tokens.setXLink(self.plot)
-        _paint_once_per_change(self.tokens.getPlotItem().vb)
         self.details = SpanDetails(self.services)
         plots = QSplitter(Qt.Orientation.Vertical)
         plots.addWidget(self.plot)
@@ -295,11 +281,8 @@ class TimelinePanel(QWidget):
         muted = QColor(text)
         muted.setAlpha(110)
         self.plot.setBackground(background)
-        for name in ("left", "bottom", "right"):
-            axis = self.plot.getPlotItem().getAxis(name)
-            axis.setPen(muted)
-            axis.setTextPen(text)
-        self.lanes.text_colour, self.lanes.muted_colour = text, muted
+        colour_axes(self.plot.getPlotItem(), ("left", "bottom", "right"), text, muted)
+        self.lanes.text_colour, self.lanes.muted_colour, self.lanes.background = text, muted, background
         band = QColor(text)
         band.setAlpha(14)
         self.item.text_colour, self.item.band_colour, self.item.background = text, band, background
@@ -312,17 +295,5 @@ class TimelinePanel(QWidget):
         if message is not None or run is None or data is None:
             self.header.setText(message or "Select a run to see its timeline.")
             return
-        errors, running = int((data.status == ERROR).sum()), int(data.open.sum())
-        usage = run.usage
-        parts = [one_line(run.title), run.status, f"{len(data):,} spans"]
-        parts += [f"{errors:,} failed"] if errors else []
-        parts += [f"{running:,} open"] if running else []
-        parts += [f"{usage.input_tokens:,} in / {usage.output_tokens:,} out tokens",
-                  f"${usage.cost_usd:,.4f}"]
-        self.header.setText(" · ".join(parts))
+        self.header.setText(header_text(run, data))
 
-
-def _paint_once_per_change(view: pg.ViewBox) -> None:
-    """Apply a new range's transform at once: left to the next paint (pyqtgraph's default) it
-    moves the items during that paint and Qt paints the whole view a second time."""
-    view.sigRangeChanged.connect(lambda *args: view.updateMatrix())

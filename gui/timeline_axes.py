@@ -5,15 +5,16 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFontMetrics, QPainter
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPicture, QPixmap
 
 from model.timeline_data import ERROR, RUNNING, TimelineData
 
 from .palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
-from .timeline_util import compact, one_line, time_label
+from .timeline_util import compact, one_line, paint_once_per_change, time_label
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,38 @@ MAX_INDENT_LEVELS = 10
 MIN_LABEL_LANE_PX = 11.0
 
 
-class TimeAxis(pg.AxisItem):
+class DirectAxis(pg.AxisItem):
+    """An axis painted straight from its draw specs, which are worked out only when it changes.
+
+    pyqtgraph records an axis into a QPicture and replays it on every paint; replaying the tick
+    labels lays their text out again, and a pan repaints the axes beside the view as well.
+    """
+
+    picture: QPicture | None
+
+    def __init__(self, orientation: str) -> None:
+        super().__init__(orientation)
+        self._specs: tuple[Any, ...] | None = None
+
+    def paint(self, p: QPainter, *args: object) -> None:
+        p.save()
+        try:
+            p.setFont(self.style["tickFont"] or QFont())  # the font pyqtgraph's QPicture starts with
+            if self.picture is None:  # pyqtgraph clears it whenever ticks, range or size change
+                self._specs = self.generateDrawSpecs(p)
+                self.picture = _SPECS_CURRENT
+            if self._specs is not None:
+                self.drawPicture(p, *self._specs)
+        except Exception:  # a broken axis must never take the window down
+            log.exception("axis failed to paint")
+        finally:
+            p.restore()
+
+
+_SPECS_CURRENT = QPicture()
+
+
+class TimeAxis(DirectAxis):
     """Seconds since the run started, stepping in seconds, minutes and hours an operator reads."""
 
     def __init__(self, orientation: str = "bottom") -> None:
@@ -47,7 +79,7 @@ class TimeAxis(pg.AxisItem):
         return [time_label(v, spacing) for v in values]
 
 
-class CompactAxis(pg.AxisItem):
+class CompactAxis(DirectAxis):
     """Counts and money as 1.2k, 3.4M: narrow and readable at any magnitude."""
 
     def __init__(self, orientation: str) -> None:
@@ -61,7 +93,8 @@ class CompactAxis(pg.AxisItem):
 class LaneAxis(pg.AxisItem):
     """Lane names indented by depth when lanes are tall enough; else the tree's outline.
 
-    Painted directly from the layout arrays, so only the visible lanes cost anything.
+    Painted from the layout arrays, so only the visible lanes cost anything, into a picture kept
+    while the lanes shown stay the same: a pan along time, the commonest move, just copies it.
     """
 
     def __init__(self, data: Callable[[], TimelineData | None]) -> None:
@@ -69,20 +102,41 @@ class LaneAxis(pg.AxisItem):
         self._data = data
         self.text_colour = QColor("#202020")
         self.muted_colour = QColor("#808080")
+        self.background = QColor("#ffffff")
+        """The plot's: the picture is opaque, so its text is antialiased as if drawn directly."""
+        self._picture: tuple[tuple[object, ...], QPixmap] | None = None
         self.setWidth(190)
         self.setStyle(showValues=False)
 
     def paint(self, p: QPainter, *args: object) -> None:
         try:
-            self._paint(p)
+            data, view = self._data(), self.linkedView()
+            if data is not None and view is not None and len(data):
+                self._paint_cached(p, data, view)
         except Exception:  # a broken label must never take the window down
             log.exception("lane labels failed to paint")
 
-    def _paint(self, p: QPainter) -> None:
-        data, view = self._data(), self.linkedView()
-        if data is None or view is None or not len(data):
-            return
+    def _paint_cached(self, p: QPainter, data: TimelineData, view: pg.ViewBox) -> None:
         rect = self.mapRectFromParent(self.geometry())
+        device = p.device()
+        dpr = device.devicePixelRatioF() if device is not None else 1.0
+        key = (data, data.version, tuple(view.viewRange()[1]), rect.getRect(), dpr, p.font().toString(),
+               self.text_colour.rgba(), self.muted_colour.rgba(), self.background.rgba())
+        if self._picture is None or self._picture[0] != key:
+            pixmap = QPixmap(max(1, math.ceil(rect.width() * dpr)), max(1, math.ceil(rect.height() * dpr)))
+            pixmap.setDevicePixelRatio(dpr)
+            pixmap.fill(self.background)
+            painter = QPainter(pixmap)
+            try:
+                painter.setFont(p.font())
+                painter.translate(-rect.topLeft())
+                self._paint(painter, data, view, rect)
+            finally:
+                painter.end()
+            self._picture = key, pixmap
+        p.drawPixmap(rect.topLeft(), self._picture[1])
+
+    def _paint(self, p: QPainter, data: TimelineData, view: pg.ViewBox, rect: QRectF) -> None:
         top, bottom = view.viewRange()[1]
         if bottom <= top or rect.height() <= 0:
             return
@@ -122,3 +176,23 @@ class LaneAxis(pg.AxisItem):
         p.setPen(self.text_colour)
         p.drawText(rect.adjusted(4, 0, -6, 0), int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap),
                    f"{hi - lo:,} of {len(data):,} spans here.\nZoom in (wheel, +) to read their names.")
+
+
+def waterfall_plot(lanes: LaneAxis, right_width: int) -> pg.PlotWidget:
+    """The waterfall's plot: lanes down the left, time along the bottom, and on the right a blank
+    axis as wide as the cost axis below, so both plots share their x pixels."""
+    plot = pg.PlotWidget(axisItems={"left": lanes, "bottom": TimeAxis("bottom"), "right": DirectAxis("right")})
+    plot.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+    item = plot.getPlotItem()
+    item.setMenuEnabled(False)
+    item.hideButtons()
+    item.setLabel("bottom", "time since run start")
+    item.showAxis("right")
+    right = item.getAxis("right")
+    right.setStyle(showValues=False, tickLength=0)
+    right.setTicks([[], []])
+    right.setWidth(right_width)
+    item.vb.invertY(True)
+    item.vb.disableAutoRange()
+    paint_once_per_change(item.vb)
+    return plot

@@ -23,7 +23,7 @@ from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
 from model.timeline_data import CANCELLED, ERROR, KINDS, TimelineData, pixel_blocks
 
 from .palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
-from .timeline_util import draw_rects, format_duration, one_line
+from .timeline_util import draw_diamonds, draw_rects, format_duration, one_line, one_per_cell
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,18 @@ MARKER_CELL_PX = 10.0
 MIN_TEXT_LANE_PX = 13.0
 
 
+def _pixels(x: np.ndarray, scale: float, offset: float, clip: tuple[float, float]) -> np.ndarray:
+    """Data x (a fresh gather, so overwritten) to device pixels clipped near the viewport."""
+    x *= scale
+    x += offset
+    return np.clip(x, *clip, out=x)
+
+
+def point_px(lane_px: float) -> float:
+    """How tall a point event's diamond is: most of its lane, readable when lanes are thin."""
+    return min(max(lane_px * 0.7, 6.0), 10.0)
+
+
 class SpanItem(pg.GraphicsObject):
     """All of a run's spans; x is seconds since the run started, lane i spans y in [i, i + 1)."""
 
@@ -60,7 +72,10 @@ class SpanItem(pg.GraphicsObject):
         self.band_colour = QColor(0, 0, 0, 14)
         self.select_colour = QColor("#2f6fd0")
         self.background = QColor("#ffffff")
-        self._group: np.ndarray = np.zeros(0, dtype=np.int64)
+        # per lane and independent of the view, so a paint only slices and gathers them
+        self._group = self._kind = np.zeros(0, dtype=np.int8)
+        self._point = self._failed_bar = self._open = np.zeros(0, dtype=bool)
+        self._ends = np.zeros(0)
         self._bounds = QRectF()
         self._failed = False
 
@@ -73,15 +88,20 @@ class SpanItem(pg.GraphicsObject):
         """Re-read the data (after an in-place update) and repaint."""
         data = self.data
         if data is not None:
-            group = data.kind.astype(np.int64)
-            group[data.status == CANCELLED] = CANCELLED_GROUP
-            group[data.status == ERROR] = ERROR_GROUP
-            self._group = group
+            self._kind = data.kind.astype(np.int8)
+            self._group = self._kind.copy()
+            self._group[data.status == CANCELLED] = CANCELLED_GROUP
+            self._group[data.status == ERROR] = ERROR_GROUP
+            self._point, self._open = data.points, data.open
+            self._failed_bar = (data.status == ERROR) & ~self._point  # a failed point is its own marker
+            self._ends = data.ends(self.now)
         self._update_bounds()
         self.update()
 
     def set_now(self, now: float) -> None:
         self.now = now
+        if self.data is not None:
+            self._ends = self.data.ends(now)
         self._update_bounds()
         self.update()
 
@@ -145,15 +165,17 @@ class SpanItem(pg.GraphicsObject):
         if lo >= hi:
             return
         left, right = view.left() * sx + dx, view.right() * sx + dx
-        start, end = data.start[lo:hi], data.end[lo:hi]
-        is_open = np.isnan(end)
-        end = np.where(is_open, np.maximum(start, self.now), end)
-        visible = (end >= view.left()) & (start <= view.right())
-        lanes = lo + np.flatnonzero(visible)
-        px0 = np.clip(start[visible] * sx + dx, max(left - 20, 0), right + 2)
-        px1 = np.maximum(np.clip(end[visible] * sx + dx, max(left - 20, 0), right + 2), px0 + 1.0)
+        # 100,000 lanes make every temporary array a page-faulting allocation: few, done in place
+        visible = self._ends[lo:hi] >= view.left()
+        visible &= data.start[lo:hi] <= view.right()
+        lanes = np.flatnonzero(visible)
+        lanes += lo
+        clip = (max(left - 20, 0), right + 2)
+        px0, px1 = _pixels(data.start[lanes], sx, dx, clip), _pixels(self._ends[lanes], sx, dx, clip)
+        np.maximum(px1, px0 + 1.0, out=px1)
         lane_px = abs(sy)
-        tops = np.minimum(lanes * sy + dy, (lanes + 1) * sy + dy)
+        tops = lanes * sy
+        tops += dy + min(sy, 0.0)
         p.resetTransform()
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         self._bands(p, lo, hi, sy, dy, left, right)
@@ -163,12 +185,14 @@ class SpanItem(pg.GraphicsObject):
         else:
             # merged rows show kinds; a failure is shown by its marker, or one failed span in a
             # hundred would paint every row red
-            self._merged(p, data.kind[lanes].astype(np.int64), px0, px1, tops)
+            self._merged(p, self._kind[lanes], px0, px1, tops)
         if self.live:
-            self._running(p, is_open[visible], px0, px1, tops, lane_px)
-        self._markers(p, data.status[lanes] == ERROR, px0, tops, max(lane_px, 1.0))
+            self._running(p, self._open[lanes], px0, px1, tops, lane_px)
+        self._markers(p, self._failed_bar[lanes], px0, tops, max(lane_px, 1.0))
+        self._points(p, self._point[lanes], group, px0, tops, max(lane_px, 1.0))
         if lane_px >= MIN_TEXT_LANE_PX and len(lanes) <= 400:
-            self._names(p, data, lanes, end[visible] - start[visible], px0, px1, tops, lane_px, (left, right))
+            durations = self._ends[lanes] - data.start[lanes]
+            self._names(p, data, lanes, durations, px0, px1, tops, lane_px, (left, right))
         self._selection(p, data, lo, hi, sx, sy, dx, dy, left, right)
 
     def _bands(self, p: QPainter, lo: int, hi: int, sy: float, dy: float, left: float, right: float) -> None:
@@ -196,8 +220,7 @@ class SpanItem(pg.GraphicsObject):
             return
         if tops[0] > tops[-1]:  # y not inverted: lanes run upwards
             group, px0, px1, tops = group[::-1], px0[::-1], px1[::-1], tops[::-1]
-        rows = np.floor(tops).astype(np.int64)
-        rows -= rows[0]
+        rows = (tops - np.floor(tops[0])).astype(np.int32)  # pixel rows from the first, as floor() would
         band = ROWS_PER_BAND
         parts = []
         for first in range(0, int(rows[-1]) + 1, band):  # one band unless the view is > 1,800 px tall
@@ -243,19 +266,28 @@ class SpanItem(pg.GraphicsObject):
         size = MARKER_PX if lane_px >= 6 else MARKER_PX - 2
         cx = px0[is_error] - size * 0.5 - 3
         cy = tops[is_error] + lane_px * 0.5
-        cell = MARKER_CELL_PX if lane_px < 6 else 1.0
-        keys = np.floor(cx / cell) * 1e6 + np.floor(cy / cell)
-        _, keep = np.unique(keys, return_index=True)
-        cx, cy = cx[keep], cy[keep]
-        side = size / math.sqrt(2)
-        u, v = (cx + cy) / math.sqrt(2), (cy - cx) / math.sqrt(2)
+        keep = one_per_cell(cx, cy, MARKER_CELL_PX if lane_px < 6 else 1.0)
         p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
-        p.rotate(45)
         p.setPen(QPen(self.background, 1.0))
         p.setBrush(QColor(ERROR_COLOUR))
-        sides = np.full(len(u), side)
-        draw_rects(p, np.column_stack((u - side / 2, v - side / 2, sides, sides)))
-        p.resetTransform()
+        draw_diamonds(p, cx[keep], cy[keep], size)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+
+    def _points(self, p: QPainter, is_point: np.ndarray, group: np.ndarray, px0: np.ndarray,
+                tops: np.ndarray, lane_px: float) -> None:
+        """Spans of no duration (point events, milestones): a diamond in their colour at their start."""
+        if not is_point.any():
+            return
+        cx, cy, group = px0[is_point], tops[is_point] + lane_px * 0.5, group[is_point]
+        keep = one_per_cell(cx, cy, MARKER_CELL_PX if lane_px < 6 else 1.0, group)
+        cx, cy, group = cx[keep], cy[keep], group[keep]
+        size = point_px(lane_px)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        p.setPen(QPen(self.background, 1.0) if size >= 8 else Qt.PenStyle.NoPen)  # small: an outline is all
+        for g in DRAW_ORDER:
+            if (mine := group == g).any():
+                p.setBrush(QColor(GROUP_COLOURS[g]))
+                draw_diamonds(p, cx[mine], cy[mine], size)
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
 
     def _names(self, p: QPainter, data: TimelineData, lanes: np.ndarray, durations: np.ndarray,
@@ -267,7 +299,9 @@ class SpanItem(pg.GraphicsObject):
         rows = zip(lanes.tolist(), durations.tolist(), px0.tolist(), px1.tolist(), tops.tolist(), strict=True)
         for lane, duration, x0, x1, top in rows:
             name = one_line(data.names[lane])
-            label = f"{name}  {format_duration(duration)}"
+            point = bool(self._point[lane])
+            label = name if point else f"{name}  {format_duration(duration)}"
+            x1 += point_px(lane_px) / 2 if point else 0.0  # clear of the diamond
             inside_left = max(x0, left) + 4
             if x1 - inside_left - 4 >= metrics.horizontalAdvance(name):
                 p.setPen(QColor("#ffffff") if self._group[lane] == ERROR_GROUP else QColor("#101418"))
@@ -292,6 +326,8 @@ class SpanItem(pg.GraphicsObject):
         x0 = data.start[lane] * sx + dx
         end = data.end[lane] if not math.isnan(data.end[lane]) else max(data.start[lane], self.now)
         x1 = max(end * sx + dx, x0 + 1)
+        if self._point[lane]:  # around the diamond
+            x0, x1 = x0 - point_px(height) / 2, x0 + point_px(height) / 2
         x0, x1 = max(x0, left - 3), min(x1, right + 3)
         p.setBrush(Qt.BrushStyle.NoBrush)
         p.setPen(QPen(self.select_colour, 1.0))

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
-from model.timeline_data import TokenSeries
+from model.timeline_data import TokenSeries, step_samples
 
 from .timeline_axes import CompactAxis
+from .timeline_util import colour_axes, paint_once_per_change
 
 INPUT_COLOUR = "#5b8def"
 OUTPUT_COLOUR = "#2fa38b"
@@ -50,18 +53,22 @@ class TokensPlot(pg.PlotWidget):
         self.cost_view.addItem(self.cost_curve)
         self.legend.addItem(self.cost_curve, "cost")
         self.legend.setColumnCount(3)
-        for curve in (self.input_curve, self.output_curve, self.cost_curve):
-            curve.setClipToView(True)
-            curve.setDownsampling(auto=True, method="subsample")  # cumulative, so subsampling is faithful
+        # no clipToView or auto-downsampling: `_redraw` hands the curves at most one point a pixel
+        # column, picked for the view (pyqtgraph's kept five, all redrawn and filled on every pan)
         item.vb.disableAutoRange()  # x follows the waterfall, y is fitted by `_fit_y`
         self.cost_view.disableAutoRange()
-        item.vb.sigXRangeChanged.connect(self._fit_y)
+        item.vb.sigXRangeChanged.connect(self._redraw)
+        item.vb.sigResized.connect(self._redraw)
+        paint_once_per_change(item.vb)
+        paint_once_per_change(self.cost_view)
         self.series: TokenSeries | None = None
+        self._y_ranges: tuple[tuple[float, float], tuple[float, float]] | None = None
 
     def _sync_views(self) -> None:
         vb = self.getPlotItem().vb
         self.cost_view.setGeometry(vb.sceneBoundingRect())
         self.cost_view.linkedViewChanged(vb, self.cost_view.XAxis)
+        self._y_ranges = None
 
     def set_series(self, series: TokenSeries | None, until: float = 0.0) -> None:
         """Show cumulative usage, held flat until `until` (the run's end, or now while it runs)."""
@@ -70,16 +77,25 @@ class TokensPlot(pg.PlotWidget):
                                    (series.t, series.input_tokens, series.output_tokens, series.cost)))
             series.t[-1] = until
         self.series = series
+        self._redraw()
+
+    def _redraw(self, *args: object) -> None:
+        """Give the curves the samples that show at this zoom (a few hundred, not the whole run)."""
+        series = self.series
+        curves = (self.input_curve, self.output_curve, self.cost_curve)
         if series is None or len(series.t) < 2:
-            for curve in (self.input_curve, self.output_curve, self.cost_curve):
+            for curve in curves:
                 curve.setData([], [])
             return
-        self.input_curve.setData(series.t, series.input_tokens)
-        self.output_curve.setData(series.t, series.output_tokens)
-        self.cost_curve.setData(series.t, series.cost)
+        vb = self.getPlotItem().vb
+        x0, x1 = vb.viewRange()[0]
+        keep = step_samples(series.t, x0, x1, math.ceil(vb.width() * self.devicePixelRatioF()))
+        t = series.t[keep]
+        for curve, values in zip(curves, (series.input_tokens, series.output_tokens, series.cost), strict=True):
+            curve.setData(t, values[keep])
         self._fit_y()
 
-    def _fit_y(self, *args: object) -> None:
+    def _fit_y(self) -> None:
         """Cumulative series: the visible range runs from the value at the left edge to the right's."""
         series = self.series
         if series is None or len(series.t) < 2:
@@ -88,16 +104,17 @@ class TokensPlot(pg.PlotWidget):
         i0, i1 = (max(0, int(np.searchsorted(series.t, x, side="right")) - 1) for x in (x0, x1))
         lo = min(series.input_tokens[i0], series.output_tokens[i0])
         hi = max(series.input_tokens[i1], series.output_tokens[i1])
-        self.getPlotItem().vb.setYRange(*_span(float(lo), float(hi), 1.0), padding=0.08)
-        self.cost_view.setYRange(*_span(float(series.cost[i0]), float(series.cost[i1]), 1e-4), padding=0.08)
+        ranges = _span(float(lo), float(hi), 1.0), _span(float(series.cost[i0]), float(series.cost[i1]), 1e-4)
+        if ranges == self._y_ranges:  # a pan along a flat stretch: nothing to redo
+            return
+        self._y_ranges = ranges
+        self.getPlotItem().vb.setYRange(*ranges[0], padding=0.08)
+        self.cost_view.setYRange(*ranges[1], padding=0.08)
 
     def apply_colours(self, background: QColor, text: QColor, muted: QColor) -> None:
         self.setBackground(background)
         item = self.getPlotItem()
-        for name in ("left", "right"):
-            axis = item.getAxis(name)
-            axis.setPen(muted)
-            axis.setTextPen(text)
+        colour_axes(item, ("left", "right"), text, muted)
         self.legend.setLabelTextColor(text)
         for _sample, label in self.legend.items:
             label.setText(label.text, color=text)

@@ -7,12 +7,14 @@ import math
 from typing import Any
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QPainter
+from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 from shiboken6 import Shiboken
 
 from model.timeline_data import ERROR, TimelineData
+from store import readmodel as rm
 
 from .palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
 
@@ -23,6 +25,39 @@ def draw_rects(p: QPainter, rects: np.ndarray) -> None:
         rects = np.ascontiguousarray(rects, dtype=np.float64)
         first: Any = Shiboken.wrapInstance(rects.ctypes.data, QRectF)
         p.drawRects(first, len(rects))
+
+
+def draw_diamonds(p: QPainter, cx: np.ndarray, cy: np.ndarray, size: float) -> None:
+    """Diamonds `size` px tall centred on device points, in one call: squares in a frame turned 45°."""
+    side = size / math.sqrt(2)
+    u, v = (cx + cy) / math.sqrt(2), (cy - cx) / math.sqrt(2)
+    p.save()
+    p.resetTransform()
+    p.rotate(45)
+    sides = np.full(len(u), side)
+    draw_rects(p, np.column_stack((u - side / 2, v - side / 2, sides, sides)))
+    p.restore()
+
+
+def one_per_cell(cx: np.ndarray, cy: np.ndarray, cell: float, group: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the first point in each `cell`-px square (per group): thousands of markers stay few."""
+    keys = np.floor(cx / cell) * 1e6 + np.floor(cy / cell)
+    if group is not None:
+        keys = keys * 16 + group
+    return np.unique(keys, return_index=True)[1]
+
+
+def paint_once_per_change(view: pg.ViewBox) -> None:
+    """Apply a new range's transform at once: left to the next paint (pyqtgraph's default) it
+    moves the items during that paint and Qt paints the whole view a second time."""
+    view.sigRangeChanged.connect(lambda *args: view.updateMatrix())
+
+
+def colour_axes(item: pg.PlotItem, names: tuple[str, ...], text: QColor, muted: QColor) -> None:
+    for name in names:
+        axis = item.getAxis(name)
+        axis.setPen(muted)
+        axis.setTextPen(text)
 
 
 def format_duration(seconds: float) -> str:
@@ -72,18 +107,30 @@ def one_line(text: str, limit: int = 200) -> str:
 
 def span_tooltip(data: TimelineData, lane: int, now: float) -> str:
     """Hover text for a lane, as rich text with every piece of agent text escaped (so it shows literally)."""
-    end = data.ends(now)[lane]
-    duration = format_duration(float(end - data.start[lane]))
+    start, is_open = float(data.start[lane]), bool(data.open[lane])
+    end = max(start, now) if is_open else float(data.end[lane])
+    when = (f"an instant, at +{format_duration(start)}" if end <= start and not is_open else
+            f"{'running for' if is_open else 'took'} {format_duration(end - start)}, "
+            f"from +{format_duration(start)}")
     lines = [one_line(data.names[lane]),
-             f"{one_line(data.kind_names[lane], 40)} · {one_line(data.status_names[lane], 40)}",
-             f"{'running for' if data.open[lane] else 'took'} {duration}, "
-             f"from +{format_duration(float(data.start[lane]))}",
+             f"{one_line(data.kind_names[lane], 40)} · {one_line(data.status_names[lane], 40)}", when,
              f"tokens {int(data.input_tokens[lane]):,} in / {int(data.output_tokens[lane]):,} out · "
              f"${float(data.cost[lane]):.4f}"]
     if data.status[lane] == ERROR:
         lines.append("failed — click for the error")
     body = "<br>".join(html.escape(line) for line in lines)
     return f"<p style='white-space:pre'>{body}</p>"
+
+
+def header_text(run: rm.Run, data: TimelineData) -> str:
+    """The run in one line: title, status, spans, failures, open spans, tokens and cost."""
+    errors, running = int((data.status == ERROR).sum()), int(data.open.sum())
+    usage = run.usage
+    parts = [one_line(run.title), run.status, f"{len(data):,} spans"]
+    parts += [f"{errors:,} failed"] if errors else []
+    parts += [f"{running:,} open"] if running else []
+    parts += [f"{usage.input_tokens:,} in / {usage.output_tokens:,} out tokens", f"${usage.cost_usd:,.4f}"]
+    return " · ".join(parts)
 
 
 def legend() -> QWidget:

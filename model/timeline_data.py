@@ -87,12 +87,16 @@ def merge_blocks(key: np.ndarray, x0: np.ndarray, x1: np.ndarray,
     """
     if len(key) == 0:
         return key, x0, x1
-    high = key.astype(np.int32) << 16
-    a, b = high | x0.astype(np.int32), high | x1.astype(np.int32)
+    high = key.astype(np.int32)
+    high <<= 16
+    a, b = x0.astype(np.int32), x1.astype(np.int32)
+    a |= high
+    b |= high
     reach = np.maximum.accumulate(b)
+    reach += gap
     new = np.empty(len(a), dtype=bool)
     new[0] = True
-    np.greater(a[1:], reach[:-1] + gap, out=new[1:])
+    np.greater(a[1:], reach[:-1], out=new[1:])
     first = np.flatnonzero(new)
     return key[first], x0[first], np.maximum.reduceat(b, first) & 0xFFFF
 
@@ -107,14 +111,27 @@ def pixel_blocks(row: np.ndarray, group: np.ndarray, px0: np.ndarray, px1: np.nd
     sort, so 100,000 spans cost a few milliseconds.
     """
     groups = int(group.max()) + 1 if len(group) else 1
-    key = (row.astype(np.int32) * groups + group).astype(np.uint16)
-    x0 = np.clip(px0, 0, 65535).astype(np.uint16)
-    x1 = np.clip(px1, 0, 65535).astype(np.uint16)
+    key = row.astype(np.uint16)  # small types, written in place: 100,000 spans make few temporaries
+    key *= groups
+    np.add(key, group, out=key, casting="unsafe")
+    x0, x1 = (np.clip(px, 0, 65535, out=np.empty(len(px), np.uint16), casting="unsafe") for px in (px0, px1))
     by_x = np.argsort(x0, kind="stable")
-    order = by_x[np.argsort(key[by_x], kind="stable")]
-    k, b0, b1 = merge_blocks(key[order], x0[order], x1[order], gap)
+    key, x0, x1 = key[by_x], x0[by_x], x1[by_x]
+    by_key = np.argsort(key, kind="stable")
+    k, b0, b1 = merge_blocks(key[by_key], x0[by_key], x1[by_key], gap)
     k = k.astype(np.int64)
     return k // groups, k % groups, b0.astype(np.int64), b1.astype(np.int64)
+
+
+def step_samples(t: np.ndarray, x0: float, x1: float, columns: int) -> np.ndarray:
+    """Indices of a cumulative step series (sorted `t`) that draw it as all of it would, `columns`
+    pixels across [x0, x1]: the sample in force at the left edge, the last of each pixel column and
+    the first past the right edge. A rising curve only climbs within a column, so those are enough.
+    """
+    if not len(t) or columns < 1 or not x1 > x0:
+        return np.arange(len(t))
+    last = np.searchsorted(t, np.linspace(x0, x1, columns + 1), side="right") - 1
+    return np.unique(np.clip(np.append(last, last[-1] + 1), 0, len(t) - 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +187,12 @@ class TimelineData:
     def open(self) -> np.ndarray:
         """Spans without an end yet (running, or never closed)."""
         return np.isnan(self.end)
+
+    @property
+    def points(self) -> np.ndarray:
+        """Closed spans of no duration: point events and milestones (vgxness has nothing else),
+        drawn as markers at their start, as a bar they would be invisible."""
+        return ~np.isnan(self.end) & (self.end <= self.start)
 
     def ends(self, now: float) -> np.ndarray:
         """End times with open spans reaching `now` (seconds since run start)."""

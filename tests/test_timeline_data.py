@@ -17,6 +17,7 @@ from model.timeline_data import (
     dfs_order,
     merge_blocks,
     pixel_blocks,
+    step_samples,
 )
 from store.source import SpanTable
 
@@ -153,6 +154,15 @@ def test_level_of_detail_merges_without_changing_what_is_covered() -> None:
     assert coverage(r, g, b0, b1) == coverage(row, group, x0, x1)
 
 
+def test_level_of_detail_takes_small_group_codes_as_they_come() -> None:
+    rng = np.random.default_rng(3)
+    row, group = np.sort(rng.integers(0, 30, 2000)), rng.integers(0, 9, 2000)
+    x0 = rng.uniform(-5, 900, 2000)
+    x1 = x0 + rng.exponential(10, 2000)
+    wide, narrow = pixel_blocks(row, group, x0, x1), pixel_blocks(row.astype(np.int32), group.astype(np.int8), x0, x1)
+    assert all(np.array_equal(a, b) for a, b in zip(wide, narrow, strict=True))
+
+
 def test_merge_blocks_joins_within_the_gap_only() -> None:
     key = np.array([0, 0, 0, 1])
     k, a, b = merge_blocks(key, np.array([0, 5, 20, 0]), np.array([4, 8, 25, 3]), gap=1)
@@ -170,3 +180,30 @@ def test_layout_of_100000_spans_is_quick() -> None:
     data = TimelineData.from_table(big)
     assert time.perf_counter() - began < 2.0  # ~0.1 s on a laptop; generous for shared CI
     assert len(data) == n and (data.depth[1:] > 0).all()
+
+
+def test_a_step_curve_sampled_per_pixel_column_draws_what_all_of_it_would() -> None:
+    rng = np.random.default_rng(5)
+    t = np.concatenate(([0.0], np.sort(rng.uniform(0, 1000, 50_000))))
+    y = np.concatenate(([0], np.cumsum(rng.integers(0, 50, 50_000))))
+    x0, x1, columns = 120.0, 480.0, 700
+    keep = step_samples(t, x0, x1, columns)
+    assert len(keep) <= columns + 2 and (np.diff(keep) > 0).all()
+    assert t[keep[0]] <= x0 and t[keep[-1]] > x1  # the curve reaches both edges
+    # at every pixel column's right edge, and at the left edge, the value shown is the series' own
+    edges = np.linspace(x0, x1, columns + 1)
+    shown = y[keep][np.searchsorted(t[keep], edges, side="right") - 1]
+    assert (shown == y[np.searchsorted(t, edges, side="right") - 1]).all()
+
+
+def test_a_step_curve_without_a_view_keeps_every_sample() -> None:
+    t = np.array([0.0, 1.0, 2.0])
+    assert step_samples(t, 0.0, 2.0, 0).tolist() == [0, 1, 2]
+    assert step_samples(t, 5.0, 5.0, 100).tolist() == [0, 1, 2]
+    assert step_samples(t, 5.0, 9.0, 100).tolist() == [2]  # past the end: the last value, held
+    assert step_samples(np.zeros(0), 0.0, 1.0, 10).tolist() == []
+
+
+def test_closed_spans_without_duration_are_points() -> None:
+    data = TimelineData.from_table(table([("r", None, 0.0, 5.0), ("p", "r", 1.0, 1.0), ("o", "r", 2.0, None)]))
+    assert dict(zip(data.ids, data.points.tolist(), strict=True)) == {"r": False, "p": True, "o": False}

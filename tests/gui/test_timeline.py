@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import QToolTip
 from sqlalchemy import insert
 
-from gui.palette import ERROR_COLOUR
+from gui.palette import ERROR_COLOUR, SPAN_KIND_COLOURS
 from gui.span_details import SHOWN_CHARS, SpanDetails, SpanView
 from gui.timeline import TimelinePanel
+from gui.timeline_tokens import TokensPlot
 from model.services import Services
-from model.timeline_data import ERROR
+from model.timeline_data import ERROR, TokenSeries
 from store import schema as sc
 from store.native import NativeSource
 from store.runtime import AgentRuntime
+from store.sources import open_source
+from tests.sources.fixtures_vgxness import build_vgxness_fixture
 
 from .conftest import World
 
@@ -201,3 +206,105 @@ def test_a_missing_run_says_so(panel: TimelinePanel, qtbot) -> None:  # type: ig
     panel.show_run("run_missing")
     qtbot.waitUntil(lambda: "Could not load" in panel.header.text(), timeout=3000)
     assert "run_missing" in panel.header.text() and panel.data is None
+
+
+@pytest.fixture
+def vgxness(tmp_path: Path, qtbot) -> Iterator[tuple[Services, dict[str, str]]]:  # type: ignore[no-untyped-def]
+    path = tmp_path / "vgxness.sqlite"
+    ids = build_vgxness_fixture(path)
+    source = open_source(str(path))
+    services = Services.create(source)
+    yield services, ids
+    services.close()
+    source.close()
+
+
+def colour_box(panel: TimelinePanel, lane: int, colour: str) -> tuple[int, int]:
+    """How many pixel columns and rows of `colour` there are around a lane's start."""
+    assert panel.data is not None
+    scene = panel.view.mapViewToScene(QPointF(float(panel.data.start[lane]), lane + 0.5))
+    at = panel.plot.mapFromScene(scene)
+    image = panel.plot.viewport().grab().toImage().convertToFormat(QImage.Format.Format_RGB32)
+    box = image.copy(at.x() - 8, at.y() - 8, 17, 17)
+    pixels = np.frombuffer(box.constBits(), dtype=np.uint32, count=17 * 17).reshape(17, 17)
+    hit = pixels == QColor(colour).rgb()
+    return int(hit.any(axis=0).sum()), int(hit.any(axis=1).sum())
+
+
+def test_point_events_and_milestones_show_as_markers(vgxness: tuple[Services, dict[str, str]],
+                                                     qtbot) -> None:  # type: ignore[no-untyped-def]
+    services, ids = vgxness
+    panel = TimelinePanel(services)
+    qtbot.addWidget(panel)
+    panel.resize(1200, 700)
+    panel.show()
+    panel.show_run(ids["run"])
+    qtbot.waitUntil(lambda: panel.data is not None and not panel.feed.busy, timeout=5000)
+    data = panel.data
+    assert data is not None and data.points.all()  # vgxness keeps no durations: every span is an instant
+    for span_id, kind, duration in ((ids["checkpoint"], "gate", "none: a milestone"),
+                                    (ids["html_event"], "tool", "none: a point event")):
+        lane = data.lane_of[span_id]
+        assert data.kind_names[lane] == kind
+        start = float(data.start[lane])
+        panel.show_window(start - 1, start + 1, lane - 4, lane + 5)
+        columns, rows = colour_box(panel, lane, SPAN_KIND_COLOURS[kind])
+        assert columns >= 4 and rows >= 4  # a diamond, where a zero-length bar would be one column
+        assert "an instant, at +" in panel.tooltip(lane) and "took" not in panel.tooltip(lane)
+        panel.select_span(span_id)
+        qtbot.waitUntil(lambda: panel.details.view is not None and panel.details.facts["Duration"].text()
+                        == duration, timeout=3000)  # noqa: B023
+
+
+def test_the_tokens_plot_gets_a_sample_a_pixel_column_of_what_is_in_view(qtbot) -> None:  # type: ignore[no-untyped-def]
+    plot = TokensPlot(100)
+    qtbot.addWidget(plot)
+    plot.resize(800, 200)
+    plot.show()
+    qtbot.waitExposed(plot)
+    rng = np.random.default_rng(2)
+    t = np.concatenate(([0.0], np.sort(rng.uniform(0, 3600, 60_000))))
+    tokens = np.concatenate(([0], np.cumsum(rng.integers(1, 900, 60_000))))
+    plot.set_series(TokenSeries(t, tokens, tokens // 10, tokens * 1e-6))
+    vb = plot.getPlotItem().vb
+    for x0, x1 in ((0.0, 3600.0), (1000.0, 1400.0), (2000.0, 2400.0)):
+        vb.setXRange(x0, x1, padding=0)
+        x, y = plot.input_curve.getData()
+        assert x is not None and y is not None
+        assert len(x) <= vb.width() + 3 and x[0] <= x0 and x[-1] >= min(x1, t[-1])
+        assert y[-1] == tokens[np.searchsorted(t, x[-1], side="right") - 1]
+        low, high = vb.viewRange()[1]
+        assert low <= y[0] and high >= tokens[np.searchsorted(t, x1, side="right") - 1]  # y fits the view
+
+
+class PaintCounter(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.paints = 0
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        self.paints += event.type() == QEvent.Type.Paint
+        return False
+
+
+def test_a_pan_paints_each_plot_once_and_reuses_the_lane_labels(panel: TimelinePanel, world: World,
+                                                                qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world.run_id, 5)
+    assert panel.data is not None
+    start, end = panel.data.extent(panel.item.now)
+    step = (end - start) / 20
+    panel.show_window(start + 5 * step, start + 10 * step, 0, 5)
+    qtbot.wait(50)
+    counters = [PaintCounter(), PaintCounter()]
+    for counter, plot in zip(counters, (panel.plot, panel.tokens), strict=True):
+        plot.viewport().installEventFilter(counter)
+    labels = panel.lanes._picture
+    assert labels is not None
+    for _ in range(5):
+        panel.view.translateBy(x=step)  # along time only: the lanes shown stay the same
+        qtbot.wait(20)
+    assert [c.paints for c in counters] == [5, 5]
+    assert panel.lanes._picture is labels
+    panel.view.translateBy(y=1.0)
+    panel.plot.viewport().repaint()
+    assert panel.lanes._picture is not labels
