@@ -129,7 +129,10 @@ def header_text(run: rm.Run, data: TimelineData) -> str:
     parts = [one_line(run.title), run.status, f"{len(data):,} spans"]
     parts += [f"{errors:,} failed"] if errors else []
     parts += [f"{running:,} open"] if running else []
-    parts += [f"{usage.input_tokens:,} in / {usage.output_tokens:,} out tokens", f"${usage.cost_usd:,.4f}"]
+    if usage.total_tokens or usage.cost_usd:
+        parts += [f"{usage.input_tokens:,} in / {usage.output_tokens:,} out tokens", f"${usage.cost_usd:,.4f}"]
+    else:  # say it is absent rather than show a zero that looks measured
+        parts += ["no token or cost data"]
     return " · ".join(parts)
 
 
