@@ -32,6 +32,7 @@ from ..bus import Change, ChangeBus
 from ..database import describe_operational_error
 from ..errors import ReadOnlyStore, StoreError, StoreUnavailable
 from ..source import Capability, SourceDescriptor
+from ..validation import check_name
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,18 @@ class ForeignSource:
             return (f"This {self.kind} database is open read-only; reopen it with --allow-writes "
                     "to change it.")
         return self.unsupported_reasons.get(capability, f"{self.kind} has no such operation.")
+
+    def check_decision(self, approve: bool, actor: str, reason: str | None,
+                       edited_arguments: str | None) -> tuple[Capability, str, str | None]:
+        """What every foreign decision checks first: allowed, no argument edits, an actor, a reason to deny.
+
+        Returns the capability, the cleaned actor and the cleaned reason (None when empty).
+        """
+        capability = Capability.APPROVE if approve else Capability.DENY
+        self._require(capability)
+        if edited_arguments is not None:
+            raise Unsupported(self.why_not(Capability.EDIT_ARGUMENTS))
+        return capability, check_name("actor name", actor), check_name("reason", reason, required=not approve) or None
 
     def _require(self, capability: Capability) -> None:
         if capability in self.capabilities:

@@ -19,7 +19,7 @@ from ...bus import Change
 from ...errors import NotFound
 from ...source import Capability, Location, Page, SpanTable
 from ...validation import check_name, check_text
-from ..foreign import ForeignSource, Unsupported
+from ..foreign import ForeignSource
 from . import approvals, changes, detail, spans, tree, writes
 from . import context as contexts
 from .layout import Layout, one, read_layout
@@ -194,12 +194,7 @@ class LensagentSource(ForeignSource):
         reason: str | None = None,
         edited_arguments: str | None = None,
     ) -> rm.Approval:
-        capability = Capability.APPROVE if approve else Capability.DENY
-        self._require(capability)
-        if edited_arguments is not None:
-            raise Unsupported(self.why_not(Capability.EDIT_ARGUMENTS))
-        actor = check_name("actor name", actor)
-        reason = check_name("reason", reason, required=not approve) or None
+        capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
         with self.writing(capability) as conn:
             published = writes.decide(conn, self.layout, approval_id, approve, actor, reason)
         self.bus.publish(published)

@@ -21,7 +21,6 @@ from sqlalchemy import Connection, text
 from ... import readmodel as rm
 from ...bus import Change
 from ...errors import AlreadyDecided, NotFound
-from ...source import Capability
 from ..foreign import Unsupported
 from . import codec
 from .base import MakaBase
@@ -78,10 +77,7 @@ class ApprovalQueries(MakaBase):
         `actor` and `reason` cannot be stored: maka's canonical outcome records only
         `reviewer: 'user'` (a rationale is allowed for auto-review outcomes only).
         """
-        capability = Capability.APPROVE if approve else Capability.DENY
-        self._require(capability)
-        if edited_arguments is not None:
-            raise Unsupported(self.why_not(Capability.EDIT_ARGUMENTS))
+        capability, _, _ = self.check_decision(approve, actor or "user", reason or "-", edited_arguments)
         with self.writing(capability) as conn:
             row = conn.execute(text("SELECT request_kind, record_json FROM core_interaction_requests "
                                     "WHERE request_id = :id"), {"id": approval_id}).first()

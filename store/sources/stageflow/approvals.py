@@ -17,8 +17,6 @@ from ... import readmodel as rm
 from ...bus import Change
 from ...errors import AlreadyDecided, Expired, NotFound
 from ...source import Capability
-from ...validation import check_name
-from ..foreign import Unsupported
 from .common import (
     CANONICAL_APPROVAL_SQL,
     DECISION_STATUS,
@@ -84,12 +82,7 @@ class ApprovalMixin(StageflowBase):
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
                edited_arguments: str | None = None) -> rm.Approval:
         """Approve or deny exactly once across processes: the guarded UPDATE, its row count checked."""
-        capability = Capability.APPROVE if approve else Capability.DENY
-        self._require(capability)
-        if edited_arguments is not None:
-            raise Unsupported(self.why_not(Capability.EDIT_ARGUMENTS))
-        actor = check_name("actor name", actor)
-        reason = check_name("reason", reason, required=not approve) or None
+        capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
         # stageflow's actor shape is inferred ({"kind","id","name"}); the reason rides along because
         # agent_approvals has no column for it, and JSON.parse on the runtime side ignores extra keys.
         actor_json = json.dumps({"kind": "user", "id": actor, "name": actor, "via": "agentdesk",

@@ -17,9 +17,6 @@ from sqlalchemy import text
 from ... import readmodel as rm
 from ...bus import Change
 from ...errors import AlreadyDecided, NotFound
-from ...source import Capability
-from ...validation import check_name
-from ..foreign import Unsupported
 from .common import (
     APPROVAL_STATUS_SQL,
     VgxnessBase,
@@ -94,12 +91,7 @@ class ApprovalMixin(VgxnessBase):
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
                edited_arguments: str | None = None) -> rm.Approval:
         """Resolve a pending approval exactly once across processes (guard + row count)."""
-        capability = Capability.APPROVE if approve else Capability.DENY
-        self._require(capability)
-        if edited_arguments is not None:
-            raise Unsupported(self.why_not(Capability.EDIT_ARGUMENTS))
-        actor = check_name("actor name", actor)
-        reason = check_name("reason", reason, required=not approve) or None
+        capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
         with self.writing(capability) as conn:
             won = conn.execute(text(RESOLVE_SQL), {
                 "status": DECISION_STATUS[approve], "now": iso_now(), "actor": actor, "reason": reason,
