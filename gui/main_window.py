@@ -8,6 +8,7 @@ name persist in settings.
 from __future__ import annotations
 
 import getpass
+import hashlib
 
 from PySide6.QtCore import QByteArray, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
@@ -127,8 +128,8 @@ class MainWindow(QMainWindow):
         self.status.set_pending(count)
 
     def _remember_selection(self, entity: str, entity_id: str) -> None:
-        self.settings.setValue("selection/entity", entity)
-        self.settings.setValue("selection/id", entity_id)
+        self.settings.setValue(self._selection_key("entity"), entity)
+        self.settings.setValue(self._selection_key("id"), entity_id)
 
     def show_shortcuts(self) -> None:
         ShortcutsDialog(self).open()
@@ -160,9 +161,21 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)
         if isinstance(state, QByteArray):
             self.restoreState(state)
-        entity, entity_id = read_str(self.settings, "selection/entity"), read_str(self.settings, "selection/id")
+        entity = read_str(self.settings, self._selection_key("entity"))
+        entity_id = read_str(self.settings, self._selection_key("id"))
         if entity and entity_id:
             self.select(entity, entity_id)
+        else:  # first time on this store: start on the run most worth looking at
+            self.services.runner.submit(self.services.source.showcase_run, on_done=self._select_run)
+
+    def _select_run(self, run_id: str | None) -> None:
+        if run_id:
+            self.select("run", run_id)
+
+    def _selection_key(self, field: str) -> str:
+        """The last selection is remembered per store: ids mean nothing in another one."""
+        store = hashlib.sha256(self.services.source.descriptor.location.encode()).hexdigest()[:16]
+        return f"selection/{store}/{field}"
 
     def select(self, entity: str, entity_id: str) -> None:
         """Select anything by id: tree rows, a span (its run, then the span) or an approval."""

@@ -69,3 +69,9 @@ def test_layout_and_selection_are_restored(services: Services, world: World, qtb
     again.restore_state()
     qtbot.waitUntil(lambda: again.tree.current_selection() == ("run", world.run_id))
     assert again.dockWidgetArea(again.queue_dock) == Qt.DockWidgetArea.BottomDockWidgetArea
+
+
+def test_first_start_on_a_store_selects_its_busiest_run(services: Services, world: World, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    window.restore_state()  # nothing saved for this store yet
+    qtbot.waitUntil(lambda: window.tree.current_selection() == ("run", world.run_id))
