@@ -31,13 +31,13 @@ from pathlib import Path
 
 from sqlalchemy import update
 
-from store.bus import Change
-from store.database import open_store
-from store.native import NativeSource
-from store.runtime import AgentRuntime
-from store.schema import RunRow
-from store.uow import UnitOfWork
-from store.watcher import DEFAULT_POLL_INTERVAL_S
+from agentdesk.store.bus import Change
+from agentdesk.store.database import open_store
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
+from agentdesk.store.schema import RunRow
+from agentdesk.store.uow import UnitOfWork
+from agentdesk.store.watcher import DEFAULT_POLL_INTERVAL_S
 
 P99_TARGET_MS = 100.0
 IDLE_TARGET = 0.01

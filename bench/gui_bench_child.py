@@ -2,7 +2,7 @@
 
     gui_bench_child.py MODE CYCLES -- [agentdesk arguments, e.g. --store PATH gui --select RUN_ID]
 
-Runs exactly what the `agentdesk` console script runs (`gui.cli.main` with the
+Runs exactly what the `agentdesk` console script runs (`agentdesk.gui.cli.main` with the
 given arguments). The only addition is made before that: the QApplication that
 `run_gui` would create (same arguments) is created first so that an
 application event filter can spot the main window when it is shown; from then on
@@ -57,7 +57,7 @@ def memory() -> dict[str, float]:
 
 
 emit("started", at=STARTED)
-from gui import cli  # noqa: E402, I001  (first, as the console script imports it)
+from agentdesk.gui import cli  # noqa: E402, I001  (first, as the console script imports it)
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
@@ -196,7 +196,7 @@ class Probe(QObject):
 
     async def _page_runs(self, agent_id: str) -> None:
         """Load the agent's older runs in the pages revealing an old run uses, up to the reveal limit."""
-        from gui.tree_view import REVEAL_MAX_RUNS, REVEAL_PAGE
+        from agentdesk.gui.tree.view import REVEAL_MAX_RUNS, REVEAL_PAGE
 
         tree = self.window.tree
         agent = tree.model.find("agent", agent_id)

@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from PySide6.QtWidgets import QApplication
 
-from model.services import Services
-from model.timeline_data import TimelineData
-from store.native import NativeSource
-from store.sim.generator import populate_bulk
-from store.source import SpanTable
+from agentdesk.model.services import Services
+from agentdesk.model.timeline.data import TimelineData
+from agentdesk.store.native import NativeSource
+from agentdesk.store.sim.generator import populate_bulk
+from agentdesk.store.source import SpanTable
 
 
 def timed(fn: Callable[[], object]) -> tuple[object, float]:
@@ -100,8 +100,8 @@ def main() -> None:
 class GuiBench:
     def __init__(self, app: QApplication, services: Services, run_id: str, steps: int,
                  shots: Path | None) -> None:
-        from gui.theme import apply_theme
-        from gui.timeline import TimelinePanel
+        from agentdesk.gui.shared.theme import apply_theme
+        from agentdesk.gui.timeline.panel import TimelinePanel
 
         self.app, self.run_id, self.steps, self.shots = app, run_id, steps, shots
         apply_theme(app, "light")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from store.bus import Change, ChangeBus, coalesce
+from agentdesk.store.bus import Change, ChangeBus, coalesce
 
 DEFAULT_COALESCE_MS = 30
 

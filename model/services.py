@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from store.source import Source
-
-from .bridge import BusBridge
-from .runner import StoreRunner
+from agentdesk.model.bridge import BusBridge
+from agentdesk.model.runner import StoreRunner
+from agentdesk.store.source import Source
 
 
 @dataclass

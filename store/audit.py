@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from .schema import AuditRow
+from agentdesk.store.schema import AuditRow
 
 GENESIS = "0" * 64
 

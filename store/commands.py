@@ -12,15 +12,15 @@ from collections.abc import Sequence
 
 from sqlalchemy import select, update
 
-from . import readmodel as rm
-from . import schema as sc
-from .convert import ts_opt
-from .database import Store
-from .errors import AlreadyDecided, Conflict, Expired, InvalidInput, NotFound, StaleRevision
-from .ids import new_id
-from .queries import NativeQueries
-from .uow import UnitOfWork, affected
-from .validation import (
+from agentdesk.store import readmodel as rm
+from agentdesk.store import schema as sc
+from agentdesk.store.convert import ts_opt
+from agentdesk.store.database import Store
+from agentdesk.store.errors import AlreadyDecided, Conflict, Expired, InvalidInput, NotFound, StaleRevision
+from agentdesk.store.ids import new_id
+from agentdesk.store.queries import NativeQueries
+from agentdesk.store.uow import UnitOfWork, affected
+from agentdesk.store.validation import (
     canonical_arguments,
     check_name,
     check_text,

@@ -6,8 +6,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from . import readmodel as rm
-from . import schema as sc
+from agentdesk.store import readmodel as rm
+from agentdesk.store import schema as sc
 
 
 def ts(value: float) -> datetime:

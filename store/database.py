@@ -23,11 +23,11 @@ from sqlalchemy import Engine, create_engine, func, select
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-from . import sqlite
-from .bus import ChangeBus
-from .errors import ReadOnlyStore, StoreUnavailable
-from .readmodel import StoreInfo
-from .schema import (
+from agentdesk.store import sqlite
+from agentdesk.store.bus import ChangeBus
+from agentdesk.store.errors import ReadOnlyStore, StoreUnavailable
+from agentdesk.store.readmodel import StoreInfo
+from agentdesk.store.schema import (
     AgentRow,
     ApprovalRow,
     AuditRow,

@@ -17,11 +17,11 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from .audit import AuditAppender
-from .database import Store, describe_operational_error
-from .errors import InvalidInput, ReadOnlyStore, StoreUnavailable
-from .schema import ChangeRow
-from .uow import affected
+from agentdesk.store.audit import AuditAppender
+from agentdesk.store.database import Store, describe_operational_error
+from agentdesk.store.errors import InvalidInput, ReadOnlyStore, StoreUnavailable
+from agentdesk.store.schema import ChangeRow
+from agentdesk.store.uow import affected
 
 DEFAULT_KEEP_SECONDS = 24 * 3600.0
 DEFAULT_KEEP_ROWS = 100_000

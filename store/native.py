@@ -6,15 +6,15 @@ from collections.abc import Sequence
 
 from sqlalchemy import func, select
 
-from . import commands
-from . import readmodel as rm
-from .audit import ChainReport, verify_chain
-from .bus import ChangeBus
-from .database import Store, open_store
-from .queries import NativeQueries
-from .schema import RunRow, SpanRow
-from .source import Capability, SourceDescriptor
-from .watcher import DEFAULT_POLL_INTERVAL_S, ChangeWatcher
+from agentdesk.store import commands
+from agentdesk.store import readmodel as rm
+from agentdesk.store.audit import ChainReport, verify_chain
+from agentdesk.store.bus import ChangeBus
+from agentdesk.store.database import Store, open_store
+from agentdesk.store.queries import NativeQueries
+from agentdesk.store.schema import RunRow, SpanRow
+from agentdesk.store.source import Capability, SourceDescriptor
+from agentdesk.store.watcher import DEFAULT_POLL_INTERVAL_S, ChangeWatcher
 
 NATIVE_CAPABILITIES = frozenset(Capability)
 

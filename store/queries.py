@@ -12,12 +12,12 @@ from typing import Any, NoReturn
 from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from . import convert
-from . import readmodel as rm
-from . import schema as sc
-from .database import Store
-from .errors import NotFound
-from .source import Location, Page, SpanTable
+from agentdesk.store import convert
+from agentdesk.store import readmodel as rm
+from agentdesk.store import schema as sc
+from agentdesk.store.database import Store
+from agentdesk.store.errors import NotFound
+from agentdesk.store.source import Location, Page, SpanTable
 
 ROLL_UP_ORDER = ("waiting", "running", "failed", "done", "cancelled", "idle", "pending")
 """A parent's status is its most urgent child's: an operator looks where agents wait first."""

@@ -15,13 +15,19 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from . import schema as sc
-from .commands import approval_parents, expire_overdue
-from .database import Store
-from .errors import InvalidInput, NotFound
-from .ids import new_id
-from .uow import UnitOfWork
-from .validation import canonical_arguments, check_text, estimate_tokens, parse_json_arguments, payload_hash
+from agentdesk.store import schema as sc
+from agentdesk.store.commands import approval_parents, expire_overdue
+from agentdesk.store.database import Store
+from agentdesk.store.errors import InvalidInput, NotFound
+from agentdesk.store.ids import new_id
+from agentdesk.store.uow import UnitOfWork
+from agentdesk.store.validation import (
+    canonical_arguments,
+    check_text,
+    estimate_tokens,
+    parse_json_arguments,
+    payload_hash,
+)
 
 
 @dataclass(frozen=True, slots=True)

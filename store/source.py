@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
-from . import readmodel as rm
-from .audit import ChainReport
-from .bus import ChangeBus
+from agentdesk.store import readmodel as rm
+from agentdesk.store.audit import ChainReport
+from agentdesk.store.bus import ChangeBus
 
 T = TypeVar("T")
 

@@ -18,11 +18,11 @@ from sqlalchemy import CursorResult, insert
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from .audit import AuditAppender
-from .bus import Change
-from .database import Store, describe_operational_error
-from .errors import InvalidInput, StoreError, StoreUnavailable
-from .schema import ChangeRow
+from agentdesk.store.audit import AuditAppender
+from agentdesk.store.bus import Change
+from agentdesk.store.database import Store, describe_operational_error
+from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
+from agentdesk.store.schema import ChangeRow
 
 
 class UnitOfWork:

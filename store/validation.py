@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from .errors import InvalidInput
+from agentdesk.store.errors import InvalidInput
 
 MAX_ARGUMENTS_BYTES = 1_000_000
 MAX_TEXT_BYTES = 4_000_000

@@ -23,10 +23,10 @@ import time
 
 from sqlalchemy import func, select
 
-from . import sqlite
-from .bus import RESET, Change, ChangeBus
-from .database import Store
-from .schema import ChangeRow
+from agentdesk.store import sqlite
+from agentdesk.store.bus import RESET, Change, ChangeBus
+from agentdesk.store.database import Store
+from agentdesk.store.schema import ChangeRow
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from store.database import Store, open_store
-from store.native import NativeSource
-from store.runtime import AgentRuntime
+from agentdesk.store.database import Store, open_store
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from store.audit import GENESIS, ChainReport, record_hash, verify_chain
-from store.database import Store
-from store.native import NativeSource
-from store.runtime import AgentRuntime
+from agentdesk.store.audit import GENESIS, ChainReport, record_hash, verify_chain
+from agentdesk.store.database import Store
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import World
 
 
@@ -77,7 +77,7 @@ def test_a_deleted_record_is_reported(store: Store, world: World, store_path: Pa
 
 
 def test_the_chain_continues_across_store_handles(store: Store, store_path: Path, world: World) -> None:
-    from store.database import open_store
+    from agentdesk.store.database import open_store
 
     other = open_store(str(store_path))
     try:

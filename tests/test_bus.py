@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from store import watcher as watcher_module
-from store.bus import RESET, Change, ChangeBus, coalesce
-from store.database import Store
-from store.errors import StaleRevision
-from store.maintenance import prune_change_log
-from store.native import NativeSource
-from store.runtime import AgentRuntime
-from store.schema import ChangeRow, ProjectRow
-from store.uow import UnitOfWork
-from store.watcher import ChangeWatcher
+from agentdesk.store import watcher as watcher_module
+from agentdesk.store.bus import RESET, Change, ChangeBus, coalesce
+from agentdesk.store.database import Store
+from agentdesk.store.errors import StaleRevision
+from agentdesk.store.maintenance import prune_change_log
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
+from agentdesk.store.schema import ChangeRow, ProjectRow
+from agentdesk.store.uow import UnitOfWork
+from agentdesk.store.watcher import ChangeWatcher
 from tests.conftest import World
 
 

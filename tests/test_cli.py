@@ -20,11 +20,11 @@ from typing import cast
 import pytest
 from sqlalchemy import text
 
-import gui.cli as cli
-from store.database import Store, open_store
-from store.native import NativeSource
-from store.runtime import AgentRuntime
-from store.sim.player import Simulator
+import agentdesk.gui.cli.main as cli
+from agentdesk.store.database import Store, open_store
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
+from agentdesk.store.sim.player import Simulator
 from tests.conftest import World, dump
 
 REPO = Path(__file__).resolve().parents[1]
@@ -176,7 +176,7 @@ def test_watch_follows_another_process_and_stops_on_ctrl_c(store_path: Path, sto
     """A second process prints our commits as they land; Ctrl-C ends it with exit 0."""
     with store.reading() as session:
         start = int(session.execute(text("SELECT max(seq) FROM change_log")).scalar_one())
-    proc = subprocess.Popen([sys.executable, "-m", "gui.cli", "--store", str(store_path), "watch", "--json",
+    proc = subprocess.Popen([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store_path), "watch", "--json",
                              "--since", str(start)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
@@ -222,7 +222,7 @@ def test_simulate_writes_live_runs(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_simulate_stops_cleanly_on_ctrl_c_or_sigterm(tmp_path: Path, stop_signal: int) -> None:
     """Interrupted mid-run, the agents still close what they had open: nothing is left looking live."""
     path = tmp_path / "sim.sqlite"
-    command = [sys.executable, "-m", "gui.cli", "--store", str(path), "simulate", "--agents", "1",
+    command = [sys.executable, "-m", "agentdesk.gui.cli", "--store", str(path), "simulate", "--agents", "1",
                "--speed", "2"]
     proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -256,9 +256,9 @@ def test_demo_starts_the_simulator_and_hands_it_to_the_window(monkeypatch: pytes
         time.sleep(0.3)
         return 0
 
-    import gui.app
+    from agentdesk.gui.window import app
 
-    monkeypatch.setattr(gui.app, "run_gui", fake_run_gui)
+    monkeypatch.setattr(app, "run_gui", fake_run_gui)
     code, out, _ = run(capsys, "demo", "--agents", "1", "--speed", "50")
     assert code == 0 and seen["running"] is True and seen["allow_writes"] is True
     assert out.startswith("Demo store: ") and Path(str(seen["location"])).exists()

@@ -10,10 +10,10 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from store.database import alembic_config, head_revision, open_store
-from store.errors import StoreUnavailable
-from store.runtime import AgentRuntime
-from store.schema import Base
+from agentdesk.store.database import alembic_config, head_revision, open_store
+from agentdesk.store.errors import StoreUnavailable
+from agentdesk.store.runtime import AgentRuntime
+from agentdesk.store.schema import Base
 
 
 def tables_of(path: Path) -> set[str]:

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from store import schema as sc
-from store.database import Store, open_store
-from store.native import NativeSource
-from store.sim.content import ContentGenerator
-from store.sim.generator import populate_bulk
-from store.sim.player import SimEvent, Simulator
+from agentdesk.store import schema as sc
+from agentdesk.store.database import Store, open_store
+from agentdesk.store.native import NativeSource
+from agentdesk.store.sim.content import ContentGenerator
+from agentdesk.store.sim.generator import populate_bulk
+from agentdesk.store.sim.player import SimEvent, Simulator
 from tests.conftest import dump
 
 Row = dict[str, object]

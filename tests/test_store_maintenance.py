@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from store import maintenance
-from store.database import Store, open_store
-from store.errors import InvalidInput, ReadOnlyStore
-from store.maintenance import prune_change_log
-from store.runtime import AgentRuntime
+from agentdesk.store import maintenance
+from agentdesk.store.database import Store, open_store
+from agentdesk.store.errors import InvalidInput, ReadOnlyStore
+from agentdesk.store.maintenance import prune_change_log
+from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import World
 
 

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from store.errors import InvalidInput, NotFound
-from store.native import NativeSource
-from store.queries import roll_up
-from store.runtime import AgentRuntime
-from store.source import Location
+from agentdesk.store.errors import InvalidInput, NotFound
+from agentdesk.store.native import NativeSource
+from agentdesk.store.queries import roll_up
+from agentdesk.store.runtime import AgentRuntime
+from agentdesk.store.source import Location
 from tests.conftest import World
 
 

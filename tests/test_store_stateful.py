@@ -23,11 +23,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from store import readmodel as rm
-from store.database import open_store
-from store.errors import AlreadyDecided, Expired, StaleRevision, StoreError
-from store.native import NativeSource
-from store.runtime import AgentRuntime
+from agentdesk.store import readmodel as rm
+from agentdesk.store.database import open_store
+from agentdesk.store.errors import AlreadyDecided, Expired, StaleRevision, StoreError
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import dump
 
 _TEMPLATE: list[Path] = []

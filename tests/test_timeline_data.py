@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from model.timeline_data import (
+from agentdesk.model.timeline.data import (
     ERROR,
     KIND_CODES,
     RUNNING,
@@ -19,7 +19,7 @@ from model.timeline_data import (
     pixel_blocks,
     step_samples,
 )
-from store.source import SpanTable
+from agentdesk.store.source import SpanTable
 
 
 def table(rows: list[tuple[str, str | None, float, float | None]], kind: str = "tool",

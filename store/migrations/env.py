@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from store.schema import Base
+from agentdesk.store.schema import Base
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - only for `alembic revision --autogenerate` by developers

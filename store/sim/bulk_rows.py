@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..validation import estimate_tokens, payload_hash
-from .content import ContentGenerator
-from .spans import IdMaker, Row
+from agentdesk.store.sim.content import ContentGenerator
+from agentdesk.store.sim.spans import IdMaker, Row
+from agentdesk.store.validation import estimate_tokens, payload_hash
 
 HISTORY_S = 60 * 86_400.0
 """Historic runs spread over the last sixty days."""

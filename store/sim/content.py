@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from . import vocabulary as v
+from agentdesk.store.sim import vocabulary as v
 
 RISKY_TOOLS = frozenset({"write_file", "run_shell", "send_email", "sql_query"})
 """Tools whose calls the simulated agents route through a human approval."""

@@ -14,11 +14,11 @@ import logging
 import random
 from dataclasses import dataclass
 
-from ..errors import StoreError
-from ..runtime import AgentRuntime, Decision
-from ..validation import estimate_tokens
-from .content import AgentProfile, ContentGenerator, ToolCall, Usage
-from .control import Control, Stopped
+from agentdesk.store.errors import StoreError
+from agentdesk.store.runtime import AgentRuntime, Decision
+from agentdesk.store.sim.content import AgentProfile, ContentGenerator, ToolCall, Usage
+from agentdesk.store.sim.control import Control, Stopped
+from agentdesk.store.validation import estimate_tokens
 
 log = logging.getLogger(__name__)
 TOP_ROLES = ("planner", "coder", "data-analyst", "ops", "writer")

@@ -20,12 +20,12 @@ from typing import Any
 from sqlalchemy import Connection, insert
 from sqlalchemy.orm import Session
 
-from .. import schema as sc
-from ..audit import AuditAppender
-from ..database import Store
-from . import bulk_rows as br
-from .content import AgentProfile, ContentGenerator, ToolCall, Usage
-from .spans import IdMaker, Row, SpanTreeBuilder, mark_running_tail, shift_times, tree_end
+from agentdesk.store import schema as sc
+from agentdesk.store.audit import AuditAppender
+from agentdesk.store.database import Store
+from agentdesk.store.sim import bulk_rows as br
+from agentdesk.store.sim.content import AgentProfile, ContentGenerator, ToolCall, Usage
+from agentdesk.store.sim.spans import IdMaker, Row, SpanTreeBuilder, mark_running_tail, shift_times, tree_end
 
 __all__ = ["AgentProfile", "BulkResult", "ContentGenerator", "ToolCall", "Usage", "populate_bulk"]
 

@@ -18,11 +18,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..database import Store
-from ..runtime import AgentRuntime
-from .content import ContentGenerator
-from .control import Control, SimEvent
-from .episode import AgentWorker
+from agentdesk.store.database import Store
+from agentdesk.store.runtime import AgentRuntime
+from agentdesk.store.sim.content import ContentGenerator
+from agentdesk.store.sim.control import Control, SimEvent
+from agentdesk.store.sim.episode import AgentWorker
 
 __all__ = ["SimEvent", "Simulator"]
 log = logging.getLogger(__name__)

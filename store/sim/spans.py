@@ -13,7 +13,7 @@ import json
 import random
 from typing import Any
 
-from .content import ContentGenerator, ToolCall
+from agentdesk.store.sim.content import ContentGenerator, ToolCall
 
 MAX_SUB_AGENT_DEPTH = 3
 ERROR_RATES = {"tool": 0.02, "model": 0.003, "guardrail": 0.01, "gate": 0.0, "sub_agent": 0.01, "agent": 0.0}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import sqlite
-from ..database import default_store_location, to_url
-from ..native import NativeSource
-from ..source import Source
-from .detect import detect
+from agentdesk.store import sqlite
+from agentdesk.store.database import default_store_location, to_url
+from agentdesk.store.native import NativeSource
+from agentdesk.store.source import Source
+from agentdesk.store.sources.detect import detect
 
 
 def open_source(location: str | None = None, *, allow_writes: bool = False, create: bool = False,

@@ -10,8 +10,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import sqlite
-from ..errors import StoreUnavailable
+from agentdesk.store import sqlite
+from agentdesk.store.errors import StoreUnavailable
 
 AGENTDESK_TABLES = {"agentdesk_meta", "change_log", "audit_log"}
 LENSAGENT_TABLES = {"projects", "tasks", "sessions", "agents", "runs", "steps", "calls", "context_items",

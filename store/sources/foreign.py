@@ -25,14 +25,14 @@ from typing import Any
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import OperationalError
 
-from .. import readmodel as rm
-from .. import sqlite
-from ..audit import ChainReport
-from ..bus import Change, ChangeBus
-from ..database import describe_operational_error
-from ..errors import ReadOnlyStore, StoreError, StoreUnavailable
-from ..source import Capability, SourceDescriptor
-from ..validation import check_name
+from agentdesk.store import readmodel as rm
+from agentdesk.store import sqlite
+from agentdesk.store.audit import ChainReport
+from agentdesk.store.bus import Change, ChangeBus
+from agentdesk.store.database import describe_operational_error
+from agentdesk.store.errors import ReadOnlyStore, StoreError, StoreUnavailable
+from agentdesk.store.source import Capability, SourceDescriptor
+from agentdesk.store.validation import check_name
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 
-from model.services import Services
-from store.native import NativeSource
-from store.runtime import AgentRuntime
+from agentdesk.model.services import Services
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
 
 
 @dataclass

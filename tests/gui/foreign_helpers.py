@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gui.main_window import MainWindow
-from model.services import Services
-from store.source import Source
-from store.sources import open_source
+from agentdesk.gui.window.main_window import MainWindow
+from agentdesk.model.services import Services
+from agentdesk.store.source import Source
+from agentdesk.store.sources import open_source
 from tests.sources.fixtures_lensagent import build_lensagent_fixture
 from tests.sources.fixtures_maka import build_maka_fixture
 from tests.sources.fixtures_stageflow import build_stageflow_fixture

@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 
-from gui.approval_dialogs import EditArgumentsDialog, ReasonDialog
-from gui.approval_queue import ApprovalQueue
-from gui.tree_view import ProjectTree
-from model.approval_decided import DecidedApprovalModel
-from model.approval_format import utc_now
-from model.approval_pending import AGE, AGENT, EXPIRES, ExpiredRole, PendingApprovalModel
-from model.services import Services
-from model.tree_model import PendingRole
-from store import readmodel as rm
-from store.native import NativeSource
-from store.runtime import AgentRuntime
+from agentdesk.gui.approvals.dialogs import EditArgumentsDialog, ReasonDialog
+from agentdesk.gui.approvals.queue import ApprovalQueue
+from agentdesk.gui.tree.view import ProjectTree
+from agentdesk.model.approvals.decided import DecidedApprovalModel
+from agentdesk.model.approvals.format import utc_now
+from agentdesk.model.approvals.pending import AGE, AGENT, EXPIRES, ExpiredRole, PendingApprovalModel
+from agentdesk.model.services import Services
+from agentdesk.model.tree.model import PendingRole
+from agentdesk.store import readmodel as rm
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
 from tests.gui.conftest import World
 
 
@@ -122,7 +122,7 @@ def test_approve_with_a_key_updates_store_tree_and_moves_on(
 
 def test_decision_by_another_process_leaves_the_queue_and_says_who(
         world: World, queue: ApprovalQueue, qtbot: Any) -> None:
-    subprocess.run([sys.executable, "-m", "gui.cli", "--store", str(world.path), "approve",
+    subprocess.run([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(world.path), "approve",
                     world.approval_ids[1], "--actor", "bob"], check=True, timeout=60, capture_output=True)
     decided_at = time.monotonic()
     qtbot.waitUntil(lambda: queue.pending_model.row_of(world.approval_ids[1]) < 0, timeout=1000)

@@ -12,10 +12,10 @@ from PySide6.QtCore import QItemSelectionModel, QModelIndex, Qt, qInstallMessage
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtTest import QAbstractItemModelTester
 
-from gui.context_editor import DETAIL_CAP, ContextEditor
-from gui.context_widgets import WARN_COLOUR, CompactDialog, EditItemDialog
-from gui.palette import ERROR_COLOUR
-from model.context_model import (
+from agentdesk.gui.context.editor import DETAIL_CAP, ContextEditor
+from agentdesk.gui.context.widgets import WARN_COLOUR, CompactDialog, EditItemDialog
+from agentdesk.gui.shared.palette import ERROR_COLOUR
+from agentdesk.model.context.model import (
     KIND,
     LOCKED,
     PREVIEW,
@@ -25,11 +25,11 @@ from model.context_model import (
     ItemIdRole,
     NodeTypeRole,
 )
-from model.services import Services
-from store import readmodel as rm
-from store.errors import NotFound
-from store.native import NativeSource
-from store.runtime import AgentRuntime
+from agentdesk.model.services import Services
+from agentdesk.store import readmodel as rm
+from agentdesk.store.errors import NotFound
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
 from tests.gui.conftest import World
 
 Checked, Unchecked = Qt.CheckState.Checked, Qt.CheckState.Unchecked

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from gui.context_editor import ContextEditor
-from gui.main_window import MainWindow
-from model.tree_model import EntityRole, PendingRole
-from store.source import Capability, Source
-from store.sources import open_source
+from agentdesk.gui.context.editor import ContextEditor
+from agentdesk.gui.window.main_window import MainWindow
+from agentdesk.model.tree.model import EntityRole, PendingRole
+from agentdesk.store.source import Capability, Source
+from agentdesk.store.sources import open_source
 from tests.gui.foreign_helpers import KINDS, Kind, Opened, digest, tip
 
 WAIT_MS = 5000

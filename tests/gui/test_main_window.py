@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 
-from gui.main_window import CONTEXT_TAB, TIMELINE_TAB, MainWindow
-from model.services import Services
-from store.native import NativeSource
+from agentdesk.gui.window.main_window import CONTEXT_TAB, TIMELINE_TAB, MainWindow
+from agentdesk.model.services import Services
+from agentdesk.store.native import NativeSource
 
 from .conftest import World
 

@@ -9,10 +9,10 @@ from typing import Any
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from gui.approval_queue import ApprovalQueue
-from gui.tree_view import ProjectTree
-from model.services import Services
-from store.native import NativeSource
+from agentdesk.gui.approvals.queue import ApprovalQueue
+from agentdesk.gui.tree.view import ProjectTree
+from agentdesk.model.services import Services
+from agentdesk.store.native import NativeSource
 
 from .conftest import World
 

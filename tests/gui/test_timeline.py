@@ -13,16 +13,16 @@ from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import QToolTip
 from sqlalchemy import insert
 
-from gui.palette import ERROR_COLOUR, SPAN_KIND_COLOURS
-from gui.span_details import SHOWN_CHARS, SpanDetails, SpanView
-from gui.timeline import TimelinePanel
-from gui.timeline_tokens import TokensPlot
-from model.services import Services
-from model.timeline_data import ERROR, TokenSeries
-from store import schema as sc
-from store.native import NativeSource
-from store.runtime import AgentRuntime
-from store.sources import open_source
+from agentdesk.gui.shared.palette import ERROR_COLOUR, SPAN_KIND_COLOURS
+from agentdesk.gui.timeline.details import SHOWN_CHARS, SpanDetails, SpanView
+from agentdesk.gui.timeline.panel import TimelinePanel
+from agentdesk.gui.timeline.tokens import TokensPlot
+from agentdesk.model.services import Services
+from agentdesk.model.timeline.data import ERROR, TokenSeries
+from agentdesk.store import schema as sc
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
+from agentdesk.store.sources import open_source
 from tests.sources.fixtures_vgxness import build_vgxness_fixture
 
 from .conftest import World

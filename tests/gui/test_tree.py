@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from PySide6.QtCore import QModelIndex, Qt
 
-import gui.tree_view as tree_view
-from gui.tree_view import ProjectTree
-from model.services import Services
-from model.tree_filter import TreeFilterProxy
-from model.tree_model import NAME, EntityRole, PendingRole, ProjectTreeModel, StatusRole
-from store.bus import RESET, Change
-from store.native import NativeSource
-from store.runtime import AgentRuntime
+import agentdesk.gui.tree.view as tree_view
+from agentdesk.gui.tree.view import ProjectTree
+from agentdesk.model.services import Services
+from agentdesk.model.tree.filter import TreeFilterProxy
+from agentdesk.model.tree.model import NAME, EntityRole, PendingRole, ProjectTreeModel, StatusRole
+from agentdesk.store.bus import RESET, Change
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
 from tests.gui.conftest import World
 
 Node = tuple[str, str, str, str, int, tuple[Any, ...]]
@@ -208,7 +208,7 @@ def test_runs_are_paged_newest_first(world: World, services: Services, runtime: 
 
 
 def test_an_agent_with_many_runs_opens_at_once(world: World, services: Services, qtbot: Any) -> None:
-    from store import schema as sc
+    from agentdesk.store import schema as sc
 
     with services.source.store.writing_session() as session, session.begin():
         now = time.time()

@@ -16,15 +16,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from store.bus import Change
-from store.source import Source
+from agentdesk.store.bus import Change
+from agentdesk.store.source import Source
 
 ROOT = Path(__file__).resolve().parents[2]
 
 DECIDER = """
 import json, sys, time
-from store.errors import AlreadyDecided
-from store.sources import open_source
+from agentdesk.store.errors import AlreadyDecided
+from agentdesk.store.sources import open_source
 path, approval, start, who = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 src = open_source(path, allow_writes=True)
 while time.time() < start:

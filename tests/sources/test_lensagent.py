@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from store.bus import RESET, Change
-from store.errors import AlreadyDecided, Conflict, InvalidInput, NotFound, ReadOnlyStore, StaleRevision
-from store.source import Capability, Source
-from store.sources import open_source
-from store.sources.foreign import Unsupported
-from store.sources.lensagent import LensagentSource
+from agentdesk.store.bus import RESET, Change
+from agentdesk.store.errors import AlreadyDecided, Conflict, InvalidInput, NotFound, ReadOnlyStore, StaleRevision
+from agentdesk.store.source import Capability, Source
+from agentdesk.store.sources import open_source
+from agentdesk.store.sources.foreign import Unsupported
+from agentdesk.store.sources.lensagent import LensagentSource
 from tests.sources.fixtures_lensagent import BIG_RESULT_BYTES, HTML_OUTPUT, VERSIONS, build_lensagent_fixture
 from tests.sources.fixtures_lensagent_sql import ddl_0_1_0
 

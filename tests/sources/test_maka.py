@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from store.bus import Change
-from store.errors import AlreadyDecided, NotFound, ReadOnlyStore, StoreUnavailable
-from store.source import Capability
-from store.sources import open_source
-from store.sources.foreign import Unsupported
-from store.sources.maka import MakaSource
+from agentdesk.store.bus import Change
+from agentdesk.store.errors import AlreadyDecided, NotFound, ReadOnlyStore, StoreUnavailable
+from agentdesk.store.source import Capability
+from agentdesk.store.sources import open_source
+from agentdesk.store.sources.foreign import Unsupported
+from agentdesk.store.sources.maka import MakaSource
 from tests.sources.fixtures_maka import BIG_RESULT_BYTES, BULK_TOOLS, HTML_RESULT, build_maka_fixture
 
 REPO = Path(__file__).resolve().parents[2]
@@ -332,8 +332,8 @@ def test_concurrent_thread_deciders_exactly_one_wins(db: Path, ids: dict[str, st
 
 DECIDER = """
 import pathlib, sys, time
-from store.errors import AlreadyDecided
-from store.sources import open_source
+from agentdesk.store.errors import AlreadyDecided
+from agentdesk.store.sources import open_source
 db, req, go, n = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3]), int(sys.argv[4])
 src = open_source(db, allow_writes=True)
 print("ready", flush=True)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from store.bus import RESET, Change
-from store.sources import open_source
-from store.sources.maka import MakaSource, watch
+from agentdesk.store.bus import RESET, Change
+from agentdesk.store.sources import open_source
+from agentdesk.store.sources.maka import MakaSource, watch
 from tests.sources.fixtures_maka import build_maka_fixture
 from tests.sources.fixtures_maka_writer import MakaWriter
 from tests.sources.test_maka import REPO, wait_for

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from store.errors import AlreadyDecided, Expired, InvalidInput, ReadOnlyStore
-from store.source import Capability
-from store.sources import open_source
-from store.sources.foreign import Unsupported
-from store.sources.stageflow import StageflowSource
+from agentdesk.store.errors import AlreadyDecided, Expired, InvalidInput, ReadOnlyStore
+from agentdesk.store.source import Capability
+from agentdesk.store.sources import open_source
+from agentdesk.store.sources.foreign import Unsupported
+from agentdesk.store.sources.stageflow import StageflowSource
 from tests.sources.fixtures_stageflow import HTML_OUTPUT, UNICODE_NAME, build_stageflow_fixture
 from tests.sources.foreign_helpers import Collector, race_processes, race_threads, run_python, sha, stored
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from store.errors import AlreadyDecided, InvalidInput, ReadOnlyStore, StoreUnavailable
-from store.source import Capability
-from store.sources import open_source
-from store.sources.foreign import Unsupported
-from store.sources.vgxness import VgxnessSource
+from agentdesk.store.errors import AlreadyDecided, InvalidInput, ReadOnlyStore, StoreUnavailable
+from agentdesk.store.source import Capability
+from agentdesk.store.sources import open_source
+from agentdesk.store.sources.foreign import Unsupported
+from agentdesk.store.sources.vgxness import VgxnessSource
 from tests.sources.fixtures_vgxness import HTML_TITLE, UNICODE_TITLE, build_vgxness_fixture
 from tests.sources.fixtures_vgxness_sql import MIGRATIONS
 from tests.sources.foreign_helpers import Collector, race_processes, race_threads, run_python, sha, stored

@@ -19,11 +19,11 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ... import readmodel as rm
-from ...errors import NotFound
-from ...validation import payload_hash
-from . import values as v
-from .layout import Layout, rows
+from agentdesk.store import readmodel as rm
+from agentdesk.store.errors import NotFound
+from agentdesk.store.sources.lensagent import values as v
+from agentdesk.store.sources.lensagent.layout import Layout, rows
+from agentdesk.store.validation import payload_hash
 
 PENDING_WHERE = "c.state = 'WAITING' AND c.wait_reason = 'policy_review'"
 

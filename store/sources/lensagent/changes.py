@@ -20,9 +20,9 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ...bus import RESET, Change
-from . import approvals
-from .layout import Layout, one, rows
+from agentdesk.store.bus import RESET, Change
+from agentdesk.store.sources.lensagent import approvals
+from agentdesk.store.sources.lensagent.layout import Layout, one, rows
 
 ORIGIN = "lensagent"
 AGENT_JOIN = "JOIN agents a ON a.id = {}.agent_id JOIN tasks t ON t.id = a.task_id"

@@ -23,12 +23,12 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ... import readmodel as rm
-from ...errors import NotFound
-from ...validation import estimate_tokens
-from . import values as v
-from .layout import Layout, one, rows
-from .tree import DEFAULT_CONTEXT_BUDGET
+from agentdesk.store import readmodel as rm
+from agentdesk.store.errors import NotFound
+from agentdesk.store.sources.lensagent import values as v
+from agentdesk.store.sources.lensagent.layout import Layout, one, rows
+from agentdesk.store.sources.lensagent.tree import DEFAULT_CONTEXT_BUDGET
+from agentdesk.store.validation import estimate_tokens
 
 ITEM_SQL = (
     "SELECT id, agent_id, turn_group_id, turn_group_ordinal, kind, source_id, role, content, tool_call_id, "

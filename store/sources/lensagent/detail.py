@@ -12,11 +12,11 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ... import readmodel as rm
-from ...errors import NotFound
-from . import spans, tree
-from . import values as v
-from .layout import Layout, one, rows
+from agentdesk.store import readmodel as rm
+from agentdesk.store.errors import NotFound
+from agentdesk.store.sources.lensagent import spans, tree
+from agentdesk.store.sources.lensagent import values as v
+from agentdesk.store.sources.lensagent.layout import Layout, one, rows
 
 
 def span(conn: Connection, layout: Layout, span_id: str) -> rm.Span:
@@ -241,7 +241,7 @@ def sent_context(conn: Connection, layout: Layout, span_id: str) -> list[rm.Sent
     agent = one(conn, "SELECT context_revision FROM agents WHERE id = :a", a=a["agent_id"])
     if agent is None or agent["context_revision"] != a["context_revision"]:
         return []
-    from .context import covered_ids  # the context module owns what a compaction hides
+    from agentdesk.store.sources.lensagent.context import covered_ids  # the context module owns what a compaction hides
 
     hidden = covered_ids(conn, layout, a["agent_id"])
     items = rows(

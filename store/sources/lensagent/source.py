@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from ... import readmodel as rm
-from ...bus import Change
-from ...errors import NotFound
-from ...source import Capability, Location, Page, SpanTable
-from ...validation import check_name, check_text
-from ..foreign import ForeignSource
-from . import approvals, changes, detail, spans, tree, writes
-from . import context as contexts
-from .layout import Layout, one, read_layout
+from agentdesk.store import readmodel as rm
+from agentdesk.store.bus import Change
+from agentdesk.store.errors import NotFound
+from agentdesk.store.source import Capability, Location, Page, SpanTable
+from agentdesk.store.sources.foreign import ForeignSource
+from agentdesk.store.sources.lensagent import approvals, changes, detail, spans, tree, writes
+from agentdesk.store.sources.lensagent import context as contexts
+from agentdesk.store.sources.lensagent.layout import Layout, one, read_layout
+from agentdesk.store.validation import check_name, check_text
 
 
 class LensagentSource(ForeignSource):

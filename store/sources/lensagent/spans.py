@@ -20,12 +20,12 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ... import readmodel as rm
-from ...errors import NotFound
-from ...source import SpanTable
-from . import tree
-from . import values as v
-from .layout import Layout, rows
+from agentdesk.store import readmodel as rm
+from agentdesk.store.errors import NotFound
+from agentdesk.store.source import SpanTable
+from agentdesk.store.sources.lensagent import tree
+from agentdesk.store.sources.lensagent import values as v
+from agentdesk.store.sources.lensagent.layout import Layout, rows
 
 STEP_SQL = (
     "SELECT id, run_id, turn_group_id, ordinal, state, outcome, error_code, created_at, updated_at FROM steps"

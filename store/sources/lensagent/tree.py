@@ -14,12 +14,12 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ... import readmodel as rm
-from ...errors import NotFound
-from ...queries import roll_up
-from ...source import Page
-from . import values as v
-from .layout import marks, one, rows
+from agentdesk.store import readmodel as rm
+from agentdesk.store.errors import NotFound
+from agentdesk.store.queries import roll_up
+from agentdesk.store.source import Page
+from agentdesk.store.sources.lensagent import values as v
+from agentdesk.store.sources.lensagent.layout import marks, one, rows
 
 DEFAULT_CONTEXT_BUDGET = 128_000
 """lensagent stores no context-window size; the editor's budget bar uses this common one."""

@@ -11,7 +11,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from ... import readmodel as rm
+from agentdesk.store import readmodel as rm
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NAIVE_EPOCH = datetime(1970, 1, 1)

@@ -18,12 +18,12 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ...bus import Change
-from ...errors import AlreadyDecided, Conflict, InvalidInput, NotFound, StaleRevision
-from ...ids import new_id
-from . import approvals, context
-from . import values as v
-from .layout import Layout, one, rows
+from agentdesk.store.bus import Change
+from agentdesk.store.errors import AlreadyDecided, Conflict, InvalidInput, NotFound, StaleRevision
+from agentdesk.store.ids import new_id
+from agentdesk.store.sources.lensagent import approvals, context
+from agentdesk.store.sources.lensagent import values as v
+from agentdesk.store.sources.lensagent.layout import Layout, one, rows
 
 ORIGIN = "agentdesk"
 

@@ -3,7 +3,7 @@
 `open_source` imports this package and uses `SOURCE`.
 """
 
-from .source import MakaSource
+from agentdesk.store.sources.maka.source import MakaSource
 
 SOURCE = MakaSource
 

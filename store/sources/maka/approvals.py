@@ -18,13 +18,13 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ... import readmodel as rm
-from ...bus import Change
-from ...errors import AlreadyDecided, NotFound
-from ..foreign import Unsupported
-from . import codec
-from .base import MakaBase
-from .topology import Topology
+from agentdesk.store import readmodel as rm
+from agentdesk.store.bus import Change
+from agentdesk.store.errors import AlreadyDecided, NotFound
+from agentdesk.store.sources.foreign import Unsupported
+from agentdesk.store.sources.maka import codec
+from agentdesk.store.sources.maka.base import MakaBase
+from agentdesk.store.sources.maka.topology import Topology
 
 SELECT = (
     "SELECT * FROM (SELECT q.request_id, q.session_id, q.run_id, q.request_kind, q.created_at, "

@@ -13,11 +13,11 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ...errors import NotFound
-from ...queries import roll_up
-from ..foreign import ForeignSource
-from . import codec, topology
-from .topology import AgentNode, RunNode, Topology
+from agentdesk.store.errors import NotFound
+from agentdesk.store.queries import roll_up
+from agentdesk.store.sources.foreign import ForeignSource
+from agentdesk.store.sources.maka import codec, topology
+from agentdesk.store.sources.maka.topology import AgentNode, RunNode, Topology
 
 PENDING_SQL = text(
     "SELECT q.session_id, q.run_id, count(*) AS n FROM core_interaction_requests q "

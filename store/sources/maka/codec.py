@@ -12,7 +12,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from ...errors import NotFound
+from agentdesk.store.errors import NotFound
 
 NO_PROJECT = "maka:no-project"
 """The synthetic project of sessions whose `payload_json.projectId` names no `projects` row."""

@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlalchemy import text
 
-from ... import readmodel as rm
-from . import codec
-from .base import MakaBase
+from agentdesk.store import readmodel as rm
+from agentdesk.store.sources.maka import codec
+from agentdesk.store.sources.maka.base import MakaBase
 
 ITEM_KIND = {"text": "message", "thinking": "message", "error": "message", "function_call": "tool_calls",
              "function_response": "result"}

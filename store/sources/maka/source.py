@@ -13,13 +13,13 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from ...errors import StoreUnavailable
-from ...source import Capability
-from .approvals import ApprovalQueries
-from .context import ContextQueries
-from .spans import SpanQueries
-from .tree import TreeQueries
-from .watch import WatchMixin
+from agentdesk.store.errors import StoreUnavailable
+from agentdesk.store.source import Capability
+from agentdesk.store.sources.maka.approvals import ApprovalQueries
+from agentdesk.store.sources.maka.context import ContextQueries
+from agentdesk.store.sources.maka.spans import SpanQueries
+from agentdesk.store.sources.maka.tree import TreeQueries
+from agentdesk.store.sources.maka.watch import WatchMixin
 
 SUPPORTED_USER_VERSIONS = frozenset({11})
 

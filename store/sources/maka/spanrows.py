@@ -22,9 +22,9 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ...errors import NotFound
-from . import codec
-from .topology import Topology
+from agentdesk.store.errors import NotFound
+from agentdesk.store.sources.maka import codec
+from agentdesk.store.sources.maka.topology import Topology
 
 
 @dataclass(slots=True)

@@ -12,12 +12,12 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ... import readmodel as rm
-from ...errors import NotFound
-from ...source import SpanTable
-from . import codec, spanrows
-from .base import MakaBase
-from .spanrows import SpanRow
+from agentdesk.store import readmodel as rm
+from agentdesk.store.errors import NotFound
+from agentdesk.store.source import SpanTable
+from agentdesk.store.sources.maka import codec, spanrows
+from agentdesk.store.sources.maka.base import MakaBase
+from agentdesk.store.sources.maka.spanrows import SpanRow
 
 
 class SpanQueries(MakaBase):

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from . import codec
+from agentdesk.store.sources.maka import codec
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,13 +12,13 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ... import readmodel as rm
-from ...errors import NotFound
-from ...queries import roll_up
-from ...source import Location, Page
-from . import codec
-from .base import MakaBase
-from .topology import AgentNode, RunNode, SessionNode, Topology
+from agentdesk.store import readmodel as rm
+from agentdesk.store.errors import NotFound
+from agentdesk.store.queries import roll_up
+from agentdesk.store.source import Location, Page
+from agentdesk.store.sources.maka import codec
+from agentdesk.store.sources.maka.base import MakaBase
+from agentdesk.store.sources.maka.topology import AgentNode, RunNode, SessionNode, Topology
 
 TASK_TITLE = "sessions (maka has no task level)"
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ...bus import RESET, Change
-from . import codec
-from .base import MakaBase
-from .topology import Topology
+from agentdesk.store.bus import RESET, Change
+from agentdesk.store.sources.maka import codec
+from agentdesk.store.sources.maka.base import MakaBase
+from agentdesk.store.sources.maka.topology import Topology
 
 APPEND_ONLY = ("runtime_events", "usage_model_call_attempts", "core_agent_run_events",
                "core_interaction_requests", "core_interaction_outcomes")

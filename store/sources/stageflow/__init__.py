@@ -5,10 +5,10 @@ See `docs/sources.md (stageflow)` for what maps to what; `common.py` for the tre
 
 from __future__ import annotations
 
-from .approvals import ApprovalMixin
-from .spans import SpanMixin
-from .tree import TreeMixin
-from .watch import WatchMixin
+from agentdesk.store.sources.stageflow.approvals import ApprovalMixin
+from agentdesk.store.sources.stageflow.spans import SpanMixin
+from agentdesk.store.sources.stageflow.tree import TreeMixin
+from agentdesk.store.sources.stageflow.watch import WatchMixin
 
 
 class StageflowSource(WatchMixin, TreeMixin, SpanMixin, ApprovalMixin):

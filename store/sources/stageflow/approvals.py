@@ -13,11 +13,11 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ... import readmodel as rm
-from ...bus import Change
-from ...errors import AlreadyDecided, Expired, NotFound
-from ...source import Capability
-from .common import (
+from agentdesk.store import readmodel as rm
+from agentdesk.store.bus import Change
+from agentdesk.store.errors import AlreadyDecided, Expired, NotFound
+from agentdesk.store.source import Capability
+from agentdesk.store.sources.stageflow.common import (
     CANONICAL_APPROVAL_SQL,
     DECISION_STATUS,
     StageflowBase,

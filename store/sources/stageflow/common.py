@@ -16,11 +16,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
-from ... import readmodel as rm
-from ...convert import json_dict
-from ...errors import NotFound
-from ...source import Capability
-from ..foreign import ForeignSource
+from agentdesk.store import readmodel as rm
+from agentdesk.store.convert import json_dict
+from agentdesk.store.errors import NotFound
+from agentdesk.store.source import Capability
+from agentdesk.store.sources.foreign import ForeignSource
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -12,10 +12,18 @@ from typing import Any
 
 from sqlalchemy import text
 
-from ... import readmodel as rm
-from ...source import SpanTable
-from ...validation import estimate_tokens
-from .common import SPAN_KINDS, SPAN_STATUSES, StageflowBase, epoch_of, json_obj, parse_time, time_of
+from agentdesk.store import readmodel as rm
+from agentdesk.store.source import SpanTable
+from agentdesk.store.sources.stageflow.common import (
+    SPAN_KINDS,
+    SPAN_STATUSES,
+    StageflowBase,
+    epoch_of,
+    json_obj,
+    parse_time,
+    time_of,
+)
+from agentdesk.store.validation import estimate_tokens
 
 SPAN_COLUMNS = ("span_id, parent_span_id, kind, name, status, started_at, ended_at, duration_ms, "
                 "input_tokens, output_tokens")

@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ... import readmodel as rm
-from ...queries import roll_up
-from ...source import Location, Page
-from .common import (
+from agentdesk.store import readmodel as rm
+from agentdesk.store.queries import roll_up
+from agentdesk.store.source import Location, Page
+from agentdesk.store.sources.stageflow.common import (
     SESSION_STATUS,
     TURN_STATUS,
     StageflowBase,

@@ -24,9 +24,9 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ...bus import Change
-from ..foreign import ForeignWatcher
-from .common import StageflowBase, agent_node_id, iso_now, task_id
+from agentdesk.store.bus import Change
+from agentdesk.store.sources.foreign import ForeignWatcher
+from agentdesk.store.sources.stageflow.common import StageflowBase, agent_node_id, iso_now, task_id
 
 TURN_WINDOW = 2_000
 DEADLINE_CHECK_S = 0.2

@@ -5,10 +5,10 @@ See `docs/sources.md (vgxness)` for what maps to what; `common.py` for the tree 
 
 from __future__ import annotations
 
-from .approvals import ApprovalMixin
-from .spans import SpanMixin
-from .tree import TreeMixin
-from .watch import WatchMixin
+from agentdesk.store.sources.vgxness.approvals import ApprovalMixin
+from agentdesk.store.sources.vgxness.spans import SpanMixin
+from agentdesk.store.sources.vgxness.tree import TreeMixin
+from agentdesk.store.sources.vgxness.watch import WatchMixin
 
 
 class VgxnessSource(WatchMixin, TreeMixin, SpanMixin, ApprovalMixin):

@@ -14,10 +14,10 @@ from typing import Any
 
 from sqlalchemy import text
 
-from ... import readmodel as rm
-from ...bus import Change
-from ...errors import AlreadyDecided, NotFound
-from .common import (
+from agentdesk.store import readmodel as rm
+from agentdesk.store.bus import Change
+from agentdesk.store.errors import AlreadyDecided, NotFound
+from agentdesk.store.sources.vgxness.common import (
     APPROVAL_STATUS_SQL,
     VgxnessBase,
     agent_projects,

@@ -22,10 +22,10 @@ from typing import Any, NoReturn
 
 from sqlalchemy import Connection, text
 
-from ... import readmodel as rm
-from ...errors import NotFound
-from ...source import Capability
-from ..foreign import ForeignSource
+from agentdesk.store import readmodel as rm
+from agentdesk.store.errors import NotFound
+from agentdesk.store.source import Capability
+from agentdesk.store.sources.foreign import ForeignSource
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TASK_SUFFIX = "/task"

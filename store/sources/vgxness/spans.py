@@ -13,9 +13,9 @@ from typing import Any
 
 from sqlalchemy import text
 
-from ... import readmodel as rm
-from ...source import SpanTable
-from .common import VgxnessBase, json_any, time_of
+from agentdesk.store import readmodel as rm
+from agentdesk.store.source import SpanTable
+from agentdesk.store.sources.vgxness.common import VgxnessBase, json_any, time_of
 
 EVENT_KIND = {"tool-call": "tool", "operation-execution": "tool", "permission-decision": "gate",
               "approval": "gate", "verification": "guardrail", "timeline": "internal", "evidence": "internal",

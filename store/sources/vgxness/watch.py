@@ -19,8 +19,15 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ...bus import Change
-from .common import ACTIVE_RUN_STATUSES, VgxnessBase, agent_projects, parents, session_id, task_id
+from agentdesk.store.bus import Change
+from agentdesk.store.sources.vgxness.common import (
+    ACTIVE_RUN_STATUSES,
+    VgxnessBase,
+    agent_projects,
+    parents,
+    session_id,
+    task_id,
+)
 
 RUN_SIG = ("status", "outcome", "outcome_reason", "phase", "latest_checkpoint_id", "completed_at", "stamp")
 AGENT_SIG = ("name", "mode", "parent_agent_id", "stamp")

@@ -1,0 +1,6 @@
+"""agentdesk: a desktop inspector and controller for LLM agent runs.
+
+The layers live in the repository's top-level folders and are reached through this package:
+`agentdesk.store` (no Qt), `agentdesk.model` (Qt models), `agentdesk.gui` (widgets and the Qt-free CLI
+in `agentdesk.gui.cli`), `agentdesk.resources`.
+"""

@@ -1,0 +1,197 @@
+"""The waterfall's axes: time since run start at the bottom, one indented label per lane on the left."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPicture, QPixmap
+
+from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
+from agentdesk.gui.timeline.drawing import compact, one_line, paint_once_per_change, time_label
+from agentdesk.model.timeline.data import ERROR, RUNNING, TimelineData
+
+log = logging.getLogger(__name__)
+
+NICE_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 3 * 3600, 6 * 3600, 12 * 3600,
+              86400)
+INDENT_PX = 12
+MAX_INDENT_LEVELS = 10
+MIN_LABEL_LANE_PX = 11.0
+
+
+class DirectAxis(pg.AxisItem):
+    """An axis painted straight from its draw specs, which are worked out only when it changes.
+
+    pyqtgraph records an axis into a QPicture and replays it on every paint; replaying the tick
+    labels lays their text out again, and a pan repaints the axes beside the view as well.
+    """
+
+    picture: QPicture | None
+
+    def __init__(self, orientation: str) -> None:
+        super().__init__(orientation)
+        self._specs: tuple[Any, ...] | None = None
+
+    def paint(self, p: QPainter, *args: object) -> None:
+        p.save()
+        try:
+            p.setFont(self.style["tickFont"] or QFont())  # the font pyqtgraph's QPicture starts with
+            if self.picture is None:  # pyqtgraph clears it whenever ticks, range or size change
+                self._specs = self.generateDrawSpecs(p)
+                self.picture = _SPECS_CURRENT
+            if self._specs is not None:
+                self.drawPicture(p, *self._specs)
+        except Exception:  # a broken axis must never take the window down
+            log.exception("axis failed to paint")
+        finally:
+            p.restore()
+
+
+_SPECS_CURRENT = QPicture()
+
+
+class TimeAxis(DirectAxis):
+    """Seconds since the run started, stepping in seconds, minutes and hours an operator reads."""
+
+    def __init__(self, orientation: str = "bottom") -> None:
+        super().__init__(orientation)
+        self.enableAutoSIPrefix(False)
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
+        span = maxVal - minVal
+        if span <= 0 or size <= 0:
+            return []
+        target = span * 90 / size
+        if target < 1:
+            decade = 10 ** math.floor(math.log10(target))
+            step = next(m * decade for m in (1, 2, 5, 10) if m * decade >= target)
+        else:
+            step = next((s for s in NICE_STEPS if s >= target), NICE_STEPS[-1] * math.ceil(target / 86400))
+        return [(step, 0.0)]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        return [time_label(v, spacing) for v in values]
+
+
+class CompactAxis(DirectAxis):
+    """Counts and money as 1.2k, 3.4M: narrow and readable at any magnitude."""
+
+    def __init__(self, orientation: str) -> None:
+        super().__init__(orientation)
+        self.enableAutoSIPrefix(False)
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        return [compact(v) for v in values]
+
+
+class LaneAxis(pg.AxisItem):
+    """Lane names indented by depth when lanes are tall enough; else the tree's outline.
+
+    Painted from the layout arrays, so only the visible lanes cost anything, into a picture kept
+    while the lanes shown stay the same: a pan along time, the commonest move, just copies it.
+    """
+
+    def __init__(self, data: Callable[[], TimelineData | None]) -> None:
+        super().__init__("left")
+        self._data = data
+        self.text_colour = QColor("#202020")
+        self.muted_colour = QColor("#808080")
+        self.background = QColor("#ffffff")
+        """The plot's: the picture is opaque, so its text is antialiased as if drawn directly."""
+        self._picture: tuple[tuple[object, ...], QPixmap] | None = None
+        self.setWidth(190)
+        self.setStyle(showValues=False)
+
+    def paint(self, p: QPainter, *args: object) -> None:
+        try:
+            data, view = self._data(), self.linkedView()
+            if data is not None and view is not None and len(data):
+                self._paint_cached(p, data, view)
+        except Exception:  # a broken label must never take the window down
+            log.exception("lane labels failed to paint")
+
+    def _paint_cached(self, p: QPainter, data: TimelineData, view: pg.ViewBox) -> None:
+        rect = self.mapRectFromParent(self.geometry())
+        device = p.device()
+        dpr = device.devicePixelRatioF() if device is not None else 1.0
+        key = (data, data.version, tuple(view.viewRange()[1]), rect.getRect(), dpr, p.font().toString(),
+               self.text_colour.rgba(), self.muted_colour.rgba(), self.background.rgba())
+        if self._picture is None or self._picture[0] != key:
+            pixmap = QPixmap(max(1, math.ceil(rect.width() * dpr)), max(1, math.ceil(rect.height() * dpr)))
+            pixmap.setDevicePixelRatio(dpr)
+            pixmap.fill(self.background)
+            painter = QPainter(pixmap)
+            try:
+                painter.setFont(p.font())
+                painter.translate(-rect.topLeft())
+                self._paint(painter, data, view, rect)
+            finally:
+                painter.end()
+            self._picture = key, pixmap
+        p.drawPixmap(rect.topLeft(), self._picture[1])
+
+    def _paint(self, p: QPainter, data: TimelineData, view: pg.ViewBox, rect: QRectF) -> None:
+        top, bottom = view.viewRange()[1]
+        if bottom <= top or rect.height() <= 0:
+            return
+        lane_px = rect.height() / (bottom - top)
+        lo, hi = max(0, math.floor(top)), min(len(data), math.ceil(bottom))
+        if lo >= hi:
+            return
+        p.setPen(self.muted_colour)
+        p.drawLine(int(rect.right()) - 1, int(rect.top()), int(rect.right()) - 1, int(rect.bottom()))
+        if lane_px >= MIN_LABEL_LANE_PX:
+            self._labels(p, data, lo, hi, top, lane_px, rect)
+        else:
+            self._summary(p, data, lo, hi, rect)
+
+    def _labels(self, p: QPainter, data: TimelineData, lo: int, hi: int, top: float, lane_px: float,
+                rect: QRectF) -> None:
+        metrics = QFontMetrics(p.font())
+        box = max(6, min(10, int(lane_px * 0.6)))
+        for lane in range(lo, hi):
+            y = rect.top() + (lane - top) * lane_px
+            x = rect.left() + 4 + min(int(data.depth[lane]), MAX_INDENT_LEVELS) * INDENT_PX
+            p.fillRect(QRectF(x, y + (lane_px - box) / 2, box, box), kind_colour(data.kind_names[lane]))
+            status = data.status[lane]
+            prefix = "✖ " if status == ERROR else "▶ " if status == RUNNING else ""
+            colour = QColor(ERROR_COLOUR) if status == ERROR else self.text_colour
+            if status == RUNNING:
+                colour = QColor(RUNNING_COLOUR)
+            width = rect.right() - 6 - (x + box + 4)
+            name = prefix + one_line(data.names[lane])
+            text = metrics.elidedText(name, Qt.TextElideMode.ElideRight, int(width))
+            p.setPen(colour)
+            p.drawText(QRectF(x + box + 4, y, width, lane_px),
+                       int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+
+    def _summary(self, p: QPainter, data: TimelineData, lo: int, hi: int, rect: QRectF) -> None:
+        """Too many lanes to name: say how many there are and how to get to the names."""
+        p.setPen(self.text_colour)
+        p.drawText(rect.adjusted(4, 0, -6, 0), int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap),
+                   f"{hi - lo:,} of {len(data):,} spans here.\nZoom in (wheel, +) to read their names.")
+
+
+def waterfall_plot(lanes: LaneAxis, right_width: int) -> pg.PlotWidget:
+    """The waterfall's plot: lanes down the left, time along the bottom, and on the right a blank
+    axis as wide as the cost axis below, so both plots share their x pixels."""
+    plot = pg.PlotWidget(axisItems={"left": lanes, "bottom": TimeAxis("bottom"), "right": DirectAxis("right")})
+    plot.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+    item = plot.getPlotItem()
+    item.setMenuEnabled(False)
+    item.hideButtons()
+    item.setLabel("bottom", "time since run start")
+    item.showAxis("right")
+    right = item.getAxis("right")
+    right.setStyle(showValues=False, tickLength=0)
+    right.setTicks([[], []])
+    right.setWidth(right_width)
+    item.vb.invertY(True)
+    item.vb.disableAutoRange()
+    paint_once_per_change(item.vb)
+    return plot

@@ -1,0 +1,260 @@
+"""Everything about one span: numbers, error, attributes, input and output, and what a model call saw.
+
+Agent text is data: every field is plain text (labels with PlainText format,
+read-only QPlainTextEdit), JSON is pretty-printed off the GUI thread, and very
+large texts show their first 200 KB until the operator asks for all of it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QFontDatabase
+from PySide6.QtWidgets import (
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from agentdesk.gui.shared.palette import ERROR_COLOUR, status_colour
+from agentdesk.gui.timeline.drawing import format_duration, one_line
+from agentdesk.model.runner import Latest
+from agentdesk.model.services import Services
+from agentdesk.store import readmodel as rm
+from agentdesk.store.source import Source
+
+SHOWN_CHARS = 200_000
+PRETTY_LIMIT = 20_000_000
+"""Bigger JSON is shown as it came: pretty-printing it would cost more than it helps."""
+PREVIEW_CHARS = 160
+ERROR_TAB, SENT_TAB = 2, 4
+
+
+def pretty(text: str | None) -> str:
+    """JSON pretty-printed when it parses, anything else unchanged."""
+    if not text:
+        return ""
+    head = text.lstrip()[:1]
+    if head in ("{", "[") and len(text) <= PRETTY_LIMIT:
+        try:
+            return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        except ValueError:
+            pass
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class SpanView:
+    """A span prepared for display (formatting done on a worker thread)."""
+
+    span: rm.Span
+    attributes: str
+    input_text: str
+    output_text: str
+    sent: tuple[rm.SentItem, ...]
+
+
+def load_span_view(source: Source, span_id: str) -> SpanView:
+    span = source.span(span_id)
+    sent = tuple(source.sent_context(span_id)) if span.kind == "model" else ()
+    attributes = (json.dumps(span.attributes, indent=2, ensure_ascii=False, default=str)
+                  if span.attributes else "")
+    return SpanView(span, attributes, pretty(span.input_text), pretty(span.output_text), sent)
+
+
+class TextBlock(QWidget):
+    """Read-only plain text that shows the first 200 KB of huge values, with a button for the rest."""
+
+    def __init__(self, placeholder: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.edit = QPlainTextEdit(readOnly=True)
+        self.edit.setPlaceholderText(placeholder)
+        self.edit.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.note = QLabel(textFormat=Qt.TextFormat.PlainText)
+        self.show_all = QPushButton("Show all")
+        self.show_all.clicked.connect(self._show_all)
+        bar = QHBoxLayout()
+        bar.addWidget(self.note, 1)
+        bar.addWidget(self.show_all)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.edit)
+        layout.addLayout(bar)
+        self._full = ""
+        self.set_text("")
+
+    def set_text(self, text: str) -> None:
+        self._full = text
+        cut = len(text) > SHOWN_CHARS
+        self.edit.setPlainText(text[:SHOWN_CHARS] if cut else text)
+        self.note.setText(f"Showing the first {_size(SHOWN_CHARS)} of {_size(len(text))}." if cut else "")
+        self.note.setVisible(cut)
+        self.show_all.setVisible(cut)
+
+    @property
+    def shown_text(self) -> str:
+        return self.edit.toPlainText()
+
+    def _show_all(self) -> None:
+        self.edit.setPlainText(self._full)
+        self.note.setVisible(False)
+        self.show_all.setVisible(False)
+
+
+def _size(chars: int) -> str:
+    return f"{chars / 1_000_000:.1f} MB" if chars >= 1_000_000 else f"{chars / 1000:.0f} KB"
+
+
+class SentList(QWidget):
+    """The items a model call was sent, in order; selecting one shows its full text."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.summary = QLabel(textFormat=Qt.TextFormat.PlainText)
+        self.items = QListWidget()
+        self.content = TextBlock("Select an item to read it in full.")
+        self.items.currentRowChanged.connect(self._show)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.items)
+        split.addWidget(self.content)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.summary)
+        layout.addWidget(split, 1)
+        self._sent: tuple[rm.SentItem, ...] = ()
+
+    def set_items(self, sent: tuple[rm.SentItem, ...], revision: int | None) -> None:
+        self._sent = sent
+        self.items.clear()
+        for n, item in enumerate(sent, 1):
+            preview = " ".join(item.content[:PREVIEW_CHARS].split())
+            self.items.addItem(QListWidgetItem(f"{n}. {item.role or '-'} · {item.kind} — {preview}"))
+        at = f" at context revision {revision}" if revision is not None else ""
+        self.summary.setText(f"What the model saw: {len(sent)} items{at}." if sent
+                             else "No context was recorded for this call.")
+        self.content.set_text("")
+
+    def _show(self, row: int) -> None:
+        self.content.set_text(self._sent[row].content if 0 <= row < len(self._sent) else "")
+
+
+class SpanDetails(QWidget):
+    """The details pane; `show_span(id)` loads through the store runner, `set_view` shows a loaded span."""
+
+    def __init__(self, services: Services | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.services = services
+        self._latest = Latest(services.runner) if services is not None else None
+        self.span_id: str | None = None
+        self.view: SpanView | None = None
+        self._build()
+        self.clear()
+
+    def _build(self) -> None:
+        self.title = _label(bold=True)
+        self.subtitle = _label()
+        self.error = _label()
+        self.error.setStyleSheet(f"color: {ERROR_COLOUR}; font-weight: bold;")
+        self.facts = {name: _label() for name in ("Duration", "Started", "Tokens", "Cost", "Id")}
+        form = QFormLayout()
+        for name, label in self.facts.items():
+            form.addRow(name, label)
+        self.output = TextBlock("No output.")
+        self.input = TextBlock("No input.")
+        self.error_text = TextBlock("No error.")
+        self.attributes = TextBlock("No attributes.")
+        self.sent = SentList()
+        self.tabs = QTabWidget()
+        pages: tuple[tuple[QWidget, str], ...] = (
+            (self.output, "Output"), (self.input, "Input"), (self.error_text, "Error"),
+            (self.attributes, "Attributes"), (self.sent, "Model saw"))
+        for page, name in pages:
+            self.tabs.addTab(page, name)
+        layout = QVBoxLayout(self)
+        for label in (self.title, self.subtitle, self.error):
+            layout.addWidget(label)
+        layout.addLayout(form)
+        layout.addWidget(self.tabs, 1)
+
+    def clear(self, message: str = "Click a span to see its details.") -> None:
+        self.span_id, self.view = None, None
+        self.title.setText(message)
+        for label in (self.subtitle, self.error, *self.facts.values()):
+            label.setText("")
+        self.error.setVisible(False)
+        for block in (self.output, self.input, self.error_text, self.attributes):
+            block.set_text("")
+        self.sent.set_items((), None)
+        self.tabs.setTabEnabled(ERROR_TAB, False)
+        self.tabs.setTabEnabled(SENT_TAB, False)
+
+    def show_span(self, span_id: str | None) -> None:
+        """Load and show a span (None clears); a newer request supersedes an older one."""
+        if span_id is None or self.services is None or self._latest is None:
+            if self._latest is not None:
+                self._latest.cancel()
+            self.clear()
+            return
+        self.span_id = span_id
+        self._latest.submit(load_span_view, self.services.source, span_id, on_done=self.set_view,
+                            on_error=lambda exc: self.clear(f"Could not load the span: {exc}"))
+
+    def set_view(self, view: SpanView) -> None:
+        span = view.span
+        self.span_id, self.view = span.id, view
+        self.title.setText(one_line(span.name, 300))
+        self.subtitle.setText(f"{span.kind} · {span.status}")
+        self.subtitle.setStyleSheet(f"color: {status_colour(span.status).name()};")
+        failed = span.status == "error" or bool(span.error)
+        error = span.error or "no error message was recorded"
+        self.error.setText(f"✖ Failed: {one_line(error, 300)}" if failed else "")
+        self.error.setVisible(failed)
+        self._facts(span)
+        self.output.set_text(view.output_text)
+        self.input.set_text(view.input_text)
+        self.error_text.set_text(span.error or "")
+        self.attributes.set_text(view.attributes)
+        self.sent.set_items(view.sent, span.context_revision)
+        self.tabs.setTabEnabled(ERROR_TAB, bool(span.error))
+        self.tabs.setTabEnabled(SENT_TAB, span.kind == "model")
+        if span.error:
+            self.tabs.setCurrentIndex(ERROR_TAB)
+        elif not self.tabs.isTabEnabled(self.tabs.currentIndex()):
+            self.tabs.setCurrentIndex(0)
+
+    def _facts(self, span: rm.Span) -> None:
+        self.facts["Duration"].setText(_duration(span))
+        self.facts["Started"].setText(span.started_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC")
+        usage = span.usage
+        self.facts["Tokens"].setText(f"{usage.input_tokens:,} in · {usage.output_tokens:,} out")
+        self.facts["Cost"].setText(f"${usage.cost_usd:,.4f}")
+        self.facts["Id"].setText(span.id)
+
+
+def _duration(span: rm.Span) -> str:
+    attributes = span.attributes or {}
+    if span.duration_s == 0 and (attributes.get("milestone") or attributes.get("point_event")):
+        return "none: a milestone" if attributes.get("milestone") else "none: a point event"
+    return format_duration(span.duration_s) if span.duration_s is not None else "still running"
+
+
+def _label(bold: bool = False) -> QLabel:
+    label = QLabel(textFormat=Qt.TextFormat.PlainText, wordWrap=True)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    if bold:
+        font: Any = QFont(label.font())
+        font.setBold(True)
+        font.setPointSizeF(font.pointSizeF() * 1.15)
+        label.setFont(font)
+    return label

@@ -1,0 +1,153 @@
+"""Drawing, formatting and labelling helpers shared by the timeline's items, axes, panel and details."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QPainter
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
+from shiboken6 import Shiboken
+
+from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
+from agentdesk.model.timeline.data import ERROR, TimelineData
+from agentdesk.store import readmodel as rm
+
+
+def draw_rects(p: QPainter, rects: np.ndarray) -> None:
+    """Draw an (n, 4) array of x, y, w, h in one call: QPainter reads the numpy memory as QRectF[n]."""
+    if len(rects):
+        rects = np.ascontiguousarray(rects, dtype=np.float64)
+        first: Any = Shiboken.wrapInstance(rects.ctypes.data, QRectF)
+        p.drawRects(first, len(rects))
+
+
+def draw_diamonds(p: QPainter, cx: np.ndarray, cy: np.ndarray, size: float) -> None:
+    """Diamonds `size` px tall centred on device points, in one call: squares in a frame turned 45°."""
+    side = size / math.sqrt(2)
+    u, v = (cx + cy) / math.sqrt(2), (cy - cx) / math.sqrt(2)
+    p.save()
+    p.resetTransform()
+    p.rotate(45)
+    sides = np.full(len(u), side)
+    draw_rects(p, np.column_stack((u - side / 2, v - side / 2, sides, sides)))
+    p.restore()
+
+
+def one_per_cell(cx: np.ndarray, cy: np.ndarray, cell: float, group: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the first point in each `cell`-px square (per group): thousands of markers stay few."""
+    keys = np.floor(cx / cell) * 1e6 + np.floor(cy / cell)
+    if group is not None:
+        keys = keys * 16 + group
+    return np.unique(keys, return_index=True)[1]
+
+
+def paint_once_per_change(view: pg.ViewBox) -> None:
+    """Apply a new range's transform at once: left to the next paint (pyqtgraph's default) it
+    moves the items during that paint and Qt paints the whole view a second time."""
+    view.sigRangeChanged.connect(lambda *args: view.updateMatrix())
+
+
+def colour_axes(item: pg.PlotItem, names: tuple[str, ...], text: QColor, muted: QColor) -> None:
+    for name in names:
+        axis = item.getAxis(name)
+        axis.setPen(muted)
+        axis.setTextPen(text)
+
+
+def format_duration(seconds: float) -> str:
+    """A short human duration: 850 µs, 12.3 ms, 4.56 s, 2 m 05 s, 1 h 02 m."""
+    s = abs(seconds)
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} µs"
+    if s < 1:
+        return f"{s * 1e3:.1f} ms"
+    if s < 60:
+        return f"{s:.2f} s"
+    if s < 3600:
+        return f"{int(s // 60)} m {int(s % 60):02d} s"
+    return f"{int(s // 3600)} h {int(s % 3600 // 60):02d} m"
+
+
+def time_label(value: float, spacing: float) -> str:
+    """A tick label for seconds since run start, as precise as the tick spacing: 45 s, 2 m 30 s, 12 h."""
+    sign, value = ("-" if value < 0 else ""), abs(value)
+    places = max(0, math.ceil(-math.log10(spacing))) if 0 < spacing < 1 else 0
+    hours, rest = divmod(value, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = []
+    if hours >= 1:
+        parts.append(f"{int(hours)} h")
+    if minutes >= 1 and spacing < 3600:
+        parts.append(f"{int(minutes)} m")
+    if spacing < 60 and (secs >= 0.5 * 10 ** -places or not parts):
+        parts.append(f"{secs:.{places}f} s")
+    return sign + " ".join(parts or ["0 s"])
+
+
+def compact(value: float) -> str:
+    """1.2k, 3.4M, 5.6G: axis numbers that stay narrow."""
+    size = abs(value)
+    for limit, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if size >= limit:
+            return f"{value / limit:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """Agent text for a label: one line, at most `limit` characters (huge names stay cheap to draw)."""
+    line = " ".join(text[:limit * 2].split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def span_tooltip(data: TimelineData, lane: int, now: float) -> str:
+    """Hover text for a lane, as rich text with every piece of agent text escaped (so it shows literally)."""
+    start, is_open = float(data.start[lane]), bool(data.open[lane])
+    end = max(start, now) if is_open else float(data.end[lane])
+    when = (f"an instant, at +{format_duration(start)}" if end <= start and not is_open else
+            f"{'running for' if is_open else 'took'} {format_duration(end - start)}, "
+            f"from +{format_duration(start)}")
+    lines = [one_line(data.names[lane]),
+             f"{one_line(data.kind_names[lane], 40)} · {one_line(data.status_names[lane], 40)}", when,
+             f"tokens {int(data.input_tokens[lane]):,} in / {int(data.output_tokens[lane]):,} out · "
+             f"${float(data.cost[lane]):.4f}"]
+    if data.status[lane] == ERROR:
+        lines.append("failed — click for the error")
+    body = "<br>".join(html.escape(line) for line in lines)
+    return f"<p style='white-space:pre'>{body}</p>"
+
+
+def header_text(run: rm.Run, data: TimelineData) -> str:
+    """The run in one line: title, status, spans, failures, open spans, tokens and cost."""
+    errors, running = int((data.status == ERROR).sum()), int(data.open.sum())
+    usage = run.usage
+    parts = [one_line(run.title), run.status, f"{len(data):,} spans"]
+    parts += [f"{errors:,} failed"] if errors else []
+    parts += [f"{running:,} open"] if running else []
+    if usage.total_tokens or usage.cost_usd:
+        parts += [f"{usage.input_tokens:,} in / {usage.output_tokens:,} out tokens", f"${usage.cost_usd:,.4f}"]
+    else:  # say it is absent rather than show a zero that looks measured
+        parts += ["no token or cost data"]
+    return " · ".join(parts)
+
+
+def legend() -> QWidget:
+    """Kind colours, error and running marks, so the waterfall reads without a manual."""
+    box = QWidget()
+    row = QHBoxLayout(box)
+    row.setContentsMargins(0, 0, 0, 0)
+    row.setSpacing(8)
+    entries = [(kind.replace("_", " "), colour) for kind, colour in SPAN_KIND_COLOURS.items()]
+    entries += [("failed", ERROR_COLOUR), ("running", RUNNING_COLOUR)]
+    for name, colour in entries:
+        swatch = QLabel("■", textFormat=Qt.TextFormat.PlainText)
+        swatch.setStyleSheet(f"color: {colour};")
+        row.addWidget(swatch)
+        row.addWidget(QLabel(name, textFormat=Qt.TextFormat.PlainText))
+        row.addSpacing(4)
+    return box
+

@@ -1,0 +1,298 @@
+"""The run timeline: a waterfall of every span, cumulative tokens and cost below it, details on the right.
+
+`TimelineFeed` (model/) loads and follows the run off the GUI thread; this
+panel only shows what it hands over, keeps the view (fit, follow a live run,
+reveal a selection) and turns mouse and keys into selections and zooms.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QEvent, QObject, QPointF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QCursor, QKeyEvent, QPalette
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolTip, QVBoxLayout, QWidget
+
+from agentdesk.gui.timeline.axes import MIN_LABEL_LANE_PX, LaneAxis, waterfall_plot
+from agentdesk.gui.timeline.details import SpanDetails
+from agentdesk.gui.timeline.drawing import colour_axes, header_text, legend, span_tooltip
+from agentdesk.gui.timeline.span_item import SpanItem
+from agentdesk.gui.timeline.tokens import RIGHT_AXIS_WIDTH, TokensPlot
+from agentdesk.model.services import Services
+from agentdesk.model.timeline.data import TimelineData
+from agentdesk.model.timeline.feed import TimelineFeed
+from agentdesk.store import readmodel as rm
+
+LANE_AXIS_WIDTH = 230
+TICK_MS = 200
+FIT_LANE_PX = 24
+
+
+class TimelinePanel(QWidget):
+    span_selected = Signal(str)
+    """A span the operator clicked (not emitted by `select_span`)."""
+
+    def __init__(self, services: Services, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.services = services
+        self.feed = TimelineFeed(services, self)
+        self.feed.changed.connect(self._on_feed)
+        self.feed.failed.connect(self._show_header)
+        self.selected_id: str | None = None
+        self._follow = True
+        self._last_tip = -1
+        self._build()
+        self._tick_timer = QTimer(self)
+        self._tick_timer.setInterval(TICK_MS)
+        self._tick_timer.timeout.connect(self._tick)
+        self._apply_palette()
+        self._show_header()
+
+    @property
+    def run_id(self) -> str | None:
+        return self.feed.run_id
+
+    @property
+    def run(self) -> rm.Run | None:
+        return self.feed.run
+
+    @property
+    def data(self) -> TimelineData | None:
+        return self.feed.data
+
+    # -- building ---------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.header = QLabel(textFormat=Qt.TextFormat.PlainText)
+        self.header.setWordWrap(True)
+        self.lanes = LaneAxis(lambda: self.data)
+        self.plot = waterfall_plot(self.lanes, RIGHT_AXIS_WIDTH)
+        self.plot.installEventFilter(self)
+        self.setFocusProxy(self.plot)
+        self.view = self.plot.getPlotItem().vb
+        self.view.sigRangeChangedManually.connect(self._stop_following)
+        self.item = SpanItem()
+        self.plot.addItem(self.item)
+        self.plot.scene().sigMouseMoved.connect(self._hover)
+        self.plot.scene().sigMouseClicked.connect(self._clicked)
+        self.tokens = TokensPlot(LANE_AXIS_WIDTH)
+        self.tokens.setXLink(self.plot)
+        self.details = SpanDetails(self.services)
+        plots = QSplitter(Qt.Orientation.Vertical)
+        plots.addWidget(self.plot)
+        plots.addWidget(self.tokens)
+        plots.setStretchFactor(0, 5)
+        plots.setStretchFactor(1, 1)
+        plots.setSizes([520, 130])
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(plots)
+        self.splitter.addWidget(self.details)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([1000, 300])
+        # Title and figures on one full-width line, the colour key under it: side by side, a long
+        # run title was squeezed into a one-word-wide column.
+        top = QVBoxLayout()
+        top.setSpacing(2)
+        top.addWidget(self.header)
+        key = QHBoxLayout()
+        key.addWidget(legend())
+        key.addStretch(1)
+        top.addLayout(key)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(top)
+        layout.addWidget(self.splitter, 1)
+
+    # -- public API -------------------------------------------------------------------------
+    def show_run(self, run_id: str | None) -> None:
+        """Show a run (None clears); showing the run already shown keeps the view as it is."""
+        if run_id == self.run_id and run_id is not None and (self.data is not None or self.feed.busy):
+            return
+        self.feed.show(run_id)
+        self._follow = True
+        self._tick_timer.stop()
+        self.item.set_data(None, 0.0)
+        self.tokens.set_series(None)
+        if run_id is None:
+            self.selected_id = None
+        if self.selected_id is None:
+            self.details.clear()
+        self._show_header("Loading…" if run_id else None)
+
+    def select_span(self, span_id: str) -> None:
+        """Select a span, bring it into view and show its details (applied after loading if needed)."""
+        self.selected_id = span_id
+        self.details.show_span(span_id)
+        lane = self.data.lane_of.get(span_id, -1) if self.data is not None else -1
+        self.item.select(lane)
+        if lane >= 0:
+            self.reveal(lane)
+
+    def fit(self) -> None:
+        """Show the whole run: every lane, from its start to its end (or now)."""
+        self._follow = True
+        if self.data is None or not len(self.data):
+            return
+        self._update_limits()
+        x0, x1 = self.data.extent(self.item.now)
+        height = max(self.view.height(), 1.0)
+        lanes = max(float(len(self.data)), height / FIT_LANE_PX)
+        self.view.setRange(xRange=(x0, max(x1, x0 + 1e-3)), yRange=(0, lanes), padding=0.02)
+
+    def show_window(self, start_s: float, end_s: float, first_lane: float, last_lane: float) -> None:
+        """Show a time window (seconds since run start) and a lane range; a live run stops being followed."""
+        self._follow = False
+        self.view.setRange(xRange=(start_s, end_s), yRange=(first_lane, last_lane), padding=0)
+
+    def zoom(self, factor: float) -> None:
+        """Zoom both axes around the view's centre (factor < 1 zooms in)."""
+        self._follow = False
+        self.view.scaleBy((factor, factor))
+
+    def reveal(self, lane: int) -> None:
+        data = self.data
+        if data is None:
+            return
+        self._follow = False
+        (left, right), (top, bottom) = self.view.viewRange()
+        lane_px = self.view.height() / max(bottom - top, 1e-9)
+        count = (bottom - top) if lane_px >= MIN_LABEL_LANE_PX else self.view.height() / 20
+        if lane_px < MIN_LABEL_LANE_PX or not top <= lane <= bottom - 1:
+            top = min(max(0.0, lane + 0.5 - count / 2), max(0.0, len(data) - count))
+            self.view.setYRange(top, top + count, padding=0)
+        start, end = float(data.start[lane]), float(data.ends(self.item.now)[lane])
+        px_per_s = self.view.width() / max(right - left, 1e-12)
+        if start < left or end > right or (end - start) * px_per_s < 8:
+            pad = max((end - start) * 0.5, 1e-3)
+            self.view.setXRange(start - pad, end + pad, padding=0)
+
+    # -- following the feed -----------------------------------------------------------------
+    def _on_feed(self, first: bool, changed_ids: frozenset[str] | None) -> None:
+        data, now = self.data, self.feed.now()
+        if data is None or self.feed.tokens is None:
+            return
+        self._last_tip = -1
+        self.item.live = self.feed.live
+        self.item.set_data(data, now)
+        self.tokens.set_series(self.feed.tokens, until=now)
+        self.item.select(data.lane_of.get(self.selected_id, -1) if self.selected_id else -1)
+        self._update_limits()
+        self.lanes.update()
+        self._show_header()
+        if first or self._follow:
+            self.fit()
+        if self.item.live:
+            self._tick_timer.start()
+        else:
+            self._tick_timer.stop()
+        if first and self.selected_id is not None:
+            if self.selected_id in data.lane_of:
+                self.select_span(self.selected_id)
+            else:
+                self.selected_id = None
+                self.details.clear()
+        elif self.selected_id is not None and (changed_ids is None or self.selected_id in changed_ids):
+            self.details.show_span(self.selected_id)
+
+    def _tick(self) -> None:
+        """A live run: open spans grow with the clock (and the view follows it unless moved)."""
+        if self.data is None or not self.feed.live:
+            self._tick_timer.stop()
+            return
+        self.item.set_now(self.feed.now())
+        series = self.tokens.series
+        if series is not None and len(series.t) < 20_000:  # keep ticks cheap
+            self.tokens.set_series(series, until=self.item.now)
+        self._update_limits()
+        if self._follow:
+            self.fit()
+
+    def _update_limits(self) -> None:
+        if self.data is None or not len(self.data):
+            return
+        x0, x1 = self.data.extent(self.item.now)
+        pad = max((x1 - x0) * 0.1, 1.0)
+        lanes = max(len(self.data) + 1, self.view.height() / FIT_LANE_PX)  # a short run fits at 24 px/lane
+        self.view.setLimits(xMin=x0 - pad, xMax=x1 + pad, yMin=-1, yMax=lanes, minXRange=1e-6, minYRange=2)
+
+    def _stop_following(self, *args: object) -> None:
+        self._follow = False
+
+    # -- mouse and keys ---------------------------------------------------------------------
+    def _lane_at(self, scene_pos: QPointF) -> int:
+        if self.data is None or not self.view.sceneBoundingRect().contains(scene_pos):
+            return -1
+        point = self.view.mapSceneToView(scene_pos)
+        px_w, px_h = self.view.viewPixelSize()
+        return self.data.hit(point.x(), point.y(), 4 * px_w, 2 * px_h, self.item.now)
+
+    def _hover(self, scene_pos: QPointF) -> None:
+        lane = self._lane_at(scene_pos)
+        if lane == self._last_tip:
+            return
+        self._last_tip = lane
+        if lane < 0:
+            QToolTip.hideText()
+        else:
+            QToolTip.showText(QCursor.pos(), self.tooltip(lane), self.plot)
+
+    def tooltip(self, lane: int) -> str:
+        assert self.data is not None
+        return span_tooltip(self.data, lane, self.item.now)
+
+    def _clicked(self, event: Any) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        lane = self._lane_at(event.scenePos())
+        if lane >= 0:
+            self.select_lane(lane)
+
+    def select_lane(self, lane: int) -> None:
+        """What a click on a span does: select it, show its details, tell listeners."""
+        if self.data is None or not 0 <= lane < len(self.data):
+            return
+        span_id = self.data.ids[lane]
+        self.selected_id = span_id
+        self.item.select(lane)
+        self.details.show_span(span_id)
+        self.span_selected.emit(span_id)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.plot and event.type() == QEvent.Type.KeyPress:
+            assert isinstance(event, QKeyEvent)
+            action = {Qt.Key.Key_F: self.fit, Qt.Key.Key_Plus: lambda: self.zoom(0.5),
+                      Qt.Key.Key_Equal: lambda: self.zoom(0.5), Qt.Key.Key_Minus: lambda: self.zoom(2.0)
+                      }.get(Qt.Key(event.key()))
+            if action is not None and not event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+                action()
+                return True
+        return super().eventFilter(watched, event)
+
+    # -- looks ------------------------------------------------------------------------------
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.PaletteChange:
+            self._apply_palette()
+        super().changeEvent(event)
+
+    def _apply_palette(self) -> None:
+        pal = self.palette()
+        background, text = pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text)
+        muted = QColor(text)
+        muted.setAlpha(110)
+        self.plot.setBackground(background)
+        colour_axes(self.plot.getPlotItem(), ("left", "bottom", "right"), text, muted)
+        self.lanes.text_colour, self.lanes.muted_colour, self.lanes.background = text, muted, background
+        band = QColor(text)
+        band.setAlpha(14)
+        self.item.text_colour, self.item.band_colour, self.item.background = text, band, background
+        self.item.select_colour = QColor(pal.color(QPalette.ColorRole.Highlight))
+        self.item.update()
+        self.tokens.apply_colours(background, text, muted)
+
+    def _show_header(self, message: str | None = None) -> None:
+        run, data = self.run, self.data
+        if message is not None or run is None or data is None:
+            self.header.setText(message or "Select a run to see its timeline.")
+            return
+        self.header.setText(header_text(run, data))
+

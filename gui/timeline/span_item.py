@@ -1,0 +1,336 @@
+"""One graphics item that draws every span of a run: rectangles batched per colour, culled, merged.
+
+Painting happens in device pixels: the visible lanes are one slice of the layout
+arrays (lanes are in depth-first order), the slice is culled to the visible
+time window, and when lanes are thinner than two pixels the spans of each
+pixel row are merged into blocks per colour (`pixel_blocks`). Each colour is
+then one `QPainter.drawRects` call straight from a numpy buffer. Every paint
+records its own duration in `paint_ms`, which the benchmark reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
+
+from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
+from agentdesk.gui.timeline.drawing import draw_diamonds, draw_rects, format_duration, one_line, one_per_cell
+from agentdesk.model.timeline.data import CANCELLED, ERROR, KINDS, TimelineData, pixel_blocks
+
+log = logging.getLogger(__name__)
+
+ERROR_GROUP = len(KINDS)
+CANCELLED_GROUP = ERROR_GROUP + 1
+GROUP_COLOURS = [*(SPAN_KIND_COLOURS[k] for k in KINDS), ERROR_COLOUR, "#8b949e"]
+DRAW_ORDER = [KINDS.index(kind) for kind in
+              ("internal", "gate", "guardrail", "model", "tool", "sub_agent", "agent")]
+DRAW_ORDER += [CANCELLED_GROUP, ERROR_GROUP]
+"""Where merged blocks overlap, the rarer, structural kinds (agents) and failures stay on top."""
+MERGE_GAP_PX = 2
+LOD_BLOCK_PX = 3.0
+"""Merged blocks are drawn this tall (over their neighbours) so colours stay visible when zoomed out."""
+ROWS_PER_BAND = 1800
+"""Pixel rows merged per call: rows x colour groups must stay below 2**14 (see `pixel_blocks`)."""
+MARKER_PX = 7.0
+MARKER_CELL_PX = 10.0
+"""At most one error marker per cell of this size: thousands of failures stay readable."""
+MIN_TEXT_LANE_PX = 13.0
+
+
+def _pixels(x: np.ndarray, scale: float, offset: float, clip: tuple[float, float]) -> np.ndarray:
+    """Data x (a fresh gather, so overwritten) to device pixels clipped near the viewport."""
+    x *= scale
+    x += offset
+    return np.clip(x, *clip, out=x)
+
+
+def point_px(lane_px: float) -> float:
+    """How tall a point event's diamond is: most of its lane, readable when lanes are thin."""
+    return min(max(lane_px * 0.7, 6.0), 10.0)
+
+
+class SpanItem(pg.GraphicsObject):
+    """All of a run's spans; x is seconds since the run started, lane i spans y in [i, i + 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data: TimelineData | None = None
+        self.now = 0.0
+        """Seconds since run start that open spans reach."""
+        self.live = False
+        self.selected = -1
+        self.paint_ms: deque[float] = deque(maxlen=1000)
+        self.text_colour = QColor("#202020")
+        self.band_colour = QColor(0, 0, 0, 14)
+        self.select_colour = QColor("#2f6fd0")
+        self.background = QColor("#ffffff")
+        # per lane and independent of the view, so a paint only slices and gathers them
+        self._group = self._kind = np.zeros(0, dtype=np.int8)
+        self._point = self._failed_bar = self._open = np.zeros(0, dtype=bool)
+        self._ends = np.zeros(0)
+        self._bounds = QRectF()
+        self._failed = False
+
+    # -- state ------------------------------------------------------------------------------
+    def set_data(self, data: TimelineData | None, now: float) -> None:
+        self.data, self.now = data, now
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read the data (after an in-place update) and repaint."""
+        data = self.data
+        if data is not None:
+            self._kind = data.kind.astype(np.int8)
+            self._group = self._kind.copy()
+            self._group[data.status == CANCELLED] = CANCELLED_GROUP
+            self._group[data.status == ERROR] = ERROR_GROUP
+            self._point, self._open = data.points, data.open
+            self._failed_bar = (data.status == ERROR) & ~self._point  # a failed point is its own marker
+            self._ends = data.ends(self.now)
+        self._update_bounds()
+        self.update()
+
+    def set_now(self, now: float) -> None:
+        self.now = now
+        if self.data is not None:
+            self._ends = self.data.ends(now)
+        self._update_bounds()
+        self.update()
+
+    def select(self, lane: int) -> None:
+        self.selected = lane
+        self.update()
+
+    def _update_bounds(self) -> None:
+        data = self.data
+        if data is None or not len(data):
+            bounds = QRectF()
+        else:
+            x0, x1 = data.extent(self.now)
+            bounds = QRectF(x0, 0.0, max(x1 - x0, 1e-9), float(len(data)))
+        if bounds != self._bounds:
+            self.prepareGeometryChange()
+            self._bounds = bounds
+
+    def boundingRect(self) -> QRectF:
+        """The data with a wide margin: names and markers are drawn in pixels beside the spans.
+
+        Independent of the view on purpose: a view-dependent rect would need
+        prepareGeometryChange on every pan, which makes Qt paint every frame twice.
+        """
+        if self._bounds.isNull():
+            return QRectF()
+        width = self._bounds.width()
+        return self._bounds.adjusted(-width, -1.0, width, 1.0)
+
+    def dataBounds(self, ax: int, frac: float = 1.0, orthoRange: object = None) -> tuple[float, float] | None:
+        if self._bounds.isNull():
+            return None
+        if ax == 0:
+            return self._bounds.left(), self._bounds.right()
+        return 0.0, self._bounds.bottom()
+
+    # -- painting ---------------------------------------------------------------------------
+    def paint(self, p: QPainter, *args: object) -> None:
+        started = time.perf_counter()
+        try:
+            if self.data is not None and len(self.data):
+                p.save()
+                try:
+                    self._paint(p, self.data)
+                finally:
+                    p.restore()
+        except Exception:  # a paint error must not take the window down; say it once
+            if not self._failed:
+                log.exception("timeline paint failed")
+                self._failed = True
+        finally:
+            self.paint_ms.append((time.perf_counter() - started) * 1000.0)
+
+    def _paint(self, p: QPainter, data: TimelineData) -> None:
+        view = self.viewRect()
+        tr = p.transform()
+        sx, sy, dx, dy = tr.m11(), tr.m22(), tr.dx(), tr.dy()
+        if view is None or sx <= 0 or sy == 0:
+            return
+        lo, hi = max(0, math.floor(view.top())), min(len(data), math.ceil(view.bottom()))
+        if lo >= hi:
+            return
+        left, right = view.left() * sx + dx, view.right() * sx + dx
+        # 100,000 lanes make every temporary array a page-faulting allocation: few, done in place
+        visible = self._ends[lo:hi] >= view.left()
+        visible &= data.start[lo:hi] <= view.right()
+        lanes = np.flatnonzero(visible)
+        lanes += lo
+        clip = (max(left - 20, 0), right + 2)
+        px0, px1 = _pixels(data.start[lanes], sx, dx, clip), _pixels(self._ends[lanes], sx, dx, clip)
+        np.maximum(px1, px0 + 1.0, out=px1)
+        lane_px = abs(sy)
+        tops = lanes * sy
+        tops += dy + min(sy, 0.0)
+        p.resetTransform()
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        self._bands(p, lo, hi, sy, dy, left, right)
+        group = self._group[lanes]
+        if lane_px >= 2:
+            self._lanes(p, group, px0, px1, tops, lane_px)
+        else:
+            # merged rows show kinds; a failure is shown by its marker, or one failed span in a
+            # hundred would paint every row red
+            self._merged(p, self._kind[lanes], px0, px1, tops)
+        if self.live:
+            self._running(p, self._open[lanes], px0, px1, tops, lane_px)
+        self._markers(p, self._failed_bar[lanes], px0, tops, max(lane_px, 1.0))
+        self._points(p, self._point[lanes], group, px0, tops, max(lane_px, 1.0))
+        if lane_px >= MIN_TEXT_LANE_PX and len(lanes) <= 400:
+            durations = self._ends[lanes] - data.start[lanes]
+            self._names(p, data, lanes, durations, px0, px1, tops, lane_px, (left, right))
+        self._selection(p, data, lo, hi, sx, sy, dx, dy, left, right)
+
+    def _bands(self, p: QPainter, lo: int, hi: int, sy: float, dy: float, left: float, right: float) -> None:
+        """Zebra stripes, so a lane can be followed from its label to its bar."""
+        if abs(sy) < 8:
+            return
+        odd = np.arange(lo + (lo % 2 == 0), hi, 2)
+        tops = np.minimum(odd * sy + dy, (odd + 1) * sy + dy)
+        rects = np.column_stack((np.full(len(odd), left), tops, np.full(len(odd), right - left),
+                                 np.full(len(odd), abs(sy))))
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(self.band_colour)
+        draw_rects(p, rects)
+
+    def _lanes(self, p: QPainter, group: np.ndarray, px0: np.ndarray, px1: np.ndarray, tops: np.ndarray,
+               lane_px: float) -> None:
+        pad = lane_px * 0.15 if lane_px >= 6 else 0.5 if lane_px >= 3 else 0.0
+        rects = np.column_stack((px0, tops + pad, px1 - px0, np.full(len(px0), lane_px - 2 * pad)))
+        self._draw_groups(p, group, rects)
+
+    def _merged(self, p: QPainter, group: np.ndarray, px0: np.ndarray, px1: np.ndarray,
+                tops: np.ndarray) -> None:
+        """Lanes thinner than 2 px: merge each pixel row's spans into blocks per colour."""
+        if not len(tops):
+            return
+        if tops[0] > tops[-1]:  # y not inverted: lanes run upwards
+            group, px0, px1, tops = group[::-1], px0[::-1], px1[::-1], tops[::-1]
+        rows = (tops - np.floor(tops[0])).astype(np.int32)  # pixel rows from the first, as floor() would
+        band = ROWS_PER_BAND
+        parts = []
+        for first in range(0, int(rows[-1]) + 1, band):  # one band unless the view is > 1,800 px tall
+            lo, hi = np.searchsorted(rows, (first, first + band))
+            row, grp, x0, x1 = pixel_blocks(rows[lo:hi] - first, group[lo:hi], px0[lo:hi], px1[lo:hi],
+                                            MERGE_GAP_PX)
+            parts.append((row + first, grp, x0, x1))
+        row, grp, x0, x1 = (np.concatenate(column) for column in zip(*parts, strict=True))
+        top = np.floor(tops[0]) - (LOD_BLOCK_PX - 1) / 2
+        rects = np.column_stack((x0, row + top, np.maximum(x1 - x0, 1), np.full(len(row), LOD_BLOCK_PX)))
+        # blocks of one pixel row overlap: draw the commonest kind last, so a row shows its majority
+        common_last = np.argsort(np.bincount(group, minlength=len(GROUP_COLOURS)), kind="stable").tolist()
+        self._draw_groups(p, grp, rects.astype(np.float64), common_last)
+
+    def _draw_groups(self, p: QPainter, group: np.ndarray, rects: np.ndarray,
+                     draw_order: list[int] | None = None) -> None:
+        p.setPen(Qt.PenStyle.NoPen)
+        order = np.argsort(group, kind="stable")
+        group, rects = group[order], rects[order]
+        bounds = np.searchsorted(group, np.arange(len(GROUP_COLOURS) + 1))
+        for g in draw_order or DRAW_ORDER:
+            if bounds[g + 1] > bounds[g]:
+                p.setBrush(QColor(GROUP_COLOURS[g]))
+                draw_rects(p, rects[bounds[g]:bounds[g + 1]])
+
+    def _running(self, p: QPainter, is_open: np.ndarray, px0: np.ndarray, px1: np.ndarray, tops: np.ndarray,
+                 lane_px: float) -> None:
+        """Open spans of a live run: a bright growing edge at the end that advances with the clock."""
+        if not is_open.any():
+            return
+        x1, y = px1[is_open], tops[is_open]
+        edge = np.minimum(4.0, x1 - px0[is_open])
+        height = max(lane_px, 1.0)
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(QColor(RUNNING_COLOUR))
+        draw_rects(p, np.column_stack((x1 - edge, y, edge, np.full(len(x1), height))))
+
+    def _markers(self, p: QPainter, is_error: np.ndarray, px0: np.ndarray, tops: np.ndarray,
+                 lane_px: float) -> None:
+        """A red diamond just left of each failed span (one per 10 px cell), so errors show at any zoom."""
+        if not is_error.any():
+            return
+        size = MARKER_PX if lane_px >= 6 else MARKER_PX - 2
+        cx = px0[is_error] - size * 0.5 - 3
+        cy = tops[is_error] + lane_px * 0.5
+        keep = one_per_cell(cx, cy, MARKER_CELL_PX if lane_px < 6 else 1.0)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        p.setPen(QPen(self.background, 1.0))
+        p.setBrush(QColor(ERROR_COLOUR))
+        draw_diamonds(p, cx[keep], cy[keep], size)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+
+    def _points(self, p: QPainter, is_point: np.ndarray, group: np.ndarray, px0: np.ndarray,
+                tops: np.ndarray, lane_px: float) -> None:
+        """Spans of no duration (point events, milestones): a diamond in their colour at their start."""
+        if not is_point.any():
+            return
+        cx, cy, group = px0[is_point], tops[is_point] + lane_px * 0.5, group[is_point]
+        keep = one_per_cell(cx, cy, MARKER_CELL_PX if lane_px < 6 else 1.0, group)
+        cx, cy, group = cx[keep], cy[keep], group[keep]
+        size = point_px(lane_px)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        p.setPen(QPen(self.background, 1.0) if size >= 8 else Qt.PenStyle.NoPen)  # small: an outline is all
+        for g in DRAW_ORDER:
+            if (mine := group == g).any():
+                p.setBrush(QColor(GROUP_COLOURS[g]))
+                draw_diamonds(p, cx[mine], cy[mine], size)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+
+    def _names(self, p: QPainter, data: TimelineData, lanes: np.ndarray, durations: np.ndarray,
+               px0: np.ndarray, px1: np.ndarray, tops: np.ndarray, lane_px: float,
+               edges: tuple[float, float]) -> None:
+        """Names inside wide bars (dark on colour), else just right of the bar with the duration."""
+        metrics = QFontMetrics(p.font())
+        left, right = edges
+        rows = zip(lanes.tolist(), durations.tolist(), px0.tolist(), px1.tolist(), tops.tolist(), strict=True)
+        for lane, duration, x0, x1, top in rows:
+            name = one_line(data.names[lane])
+            point = bool(self._point[lane])
+            label = name if point else f"{name}  {format_duration(duration)}"
+            x1 += point_px(lane_px) / 2 if point else 0.0  # clear of the diamond
+            inside_left = max(x0, left) + 4
+            if x1 - inside_left - 4 >= metrics.horizontalAdvance(name):
+                p.setPen(QColor("#ffffff") if self._group[lane] == ERROR_GROUP else QColor("#101418"))
+                rect = QRectF(inside_left, top, x1 - inside_left - 4, lane_px)
+                text = name
+            else:
+                p.setPen(self.text_colour)
+                rect = QRectF(x1 + 5, top, max(0.0, right - x1 - 5), lane_px)
+                text = metrics.elidedText(label, Qt.TextElideMode.ElideRight, int(rect.width()))
+            p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+
+    def _selection(self, p: QPainter, data: TimelineData, lo: int, hi: int, sx: float, sy: float, dx: float,
+                   dy: float, left: float, right: float) -> None:
+        lane = self.selected
+        if not lo <= lane < hi:
+            return
+        top = min(lane * sy + dy, (lane + 1) * sy + dy)
+        height = max(abs(sy), 1.0)
+        band = QColor(self.select_colour)
+        band.setAlpha(40)
+        p.fillRect(QRectF(left, top, right - left, height), band)
+        x0 = data.start[lane] * sx + dx
+        end = data.end[lane] if not math.isnan(data.end[lane]) else max(data.start[lane], self.now)
+        x1 = max(end * sx + dx, x0 + 1)
+        if self._point[lane]:  # around the diamond
+            x0, x1 = x0 - point_px(height) / 2, x0 + point_px(height) / 2
+        x0, x1 = max(x0, left - 3), min(x1, right + 3)
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.setPen(QPen(self.select_colour, 1.0))
+        cy = top + height / 2
+        half = max(height / 2 + 1, 3.5)
+        p.drawRect(QRectF(QPointF(x0 - 2.5, cy - half), QPointF(x1 + 2.5, cy + half)))
+        p.drawRect(QRectF(QPointF(x0 - 3.5, cy - half - 1), QPointF(x1 + 3.5, cy + half + 1)))

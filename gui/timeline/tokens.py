@@ -1,0 +1,124 @@
+"""Cumulative tokens (left axis) and cost (right axis) over the run, x-linked to the waterfall."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QWidget
+
+from agentdesk.gui.timeline.axes import CompactAxis
+from agentdesk.gui.timeline.drawing import colour_axes, paint_once_per_change
+from agentdesk.model.timeline.data import TokenSeries, step_samples
+
+INPUT_COLOUR = "#5b8def"
+OUTPUT_COLOUR = "#2fa38b"
+COST_COLOUR = "#e0a030"
+RIGHT_AXIS_WIDTH = 64
+
+
+class TokensPlot(pg.PlotWidget):
+    def __init__(self, left_axis_width: int, parent: QWidget | None = None) -> None:
+        super().__init__(parent, axisItems={"left": CompactAxis("left"), "right": CompactAxis("right")})
+        item = self.getPlotItem()
+        item.setMenuEnabled(False)
+        item.hideButtons()
+        item.setMouseEnabled(x=True, y=False)
+        item.hideAxis("bottom")
+        item.getAxis("left").setWidth(left_axis_width)
+        item.setLabel("left", "tokens")
+        item.showAxis("right")
+        right = item.getAxis("right")
+        right.setWidth(RIGHT_AXIS_WIDTH)
+        right.setLabel("cost $")
+        self.cost_view = pg.ViewBox(enableMenu=False)
+        self.cost_view.setMouseEnabled(x=False, y=False)
+        item.scene().addItem(self.cost_view)
+        right.linkToView(self.cost_view)
+        self.cost_view.setXLink(item.vb)
+        item.vb.sigResized.connect(self._sync_views)
+        self.legend = item.addLegend(offset=(8, 4), brush=None)
+        self.input_curve = item.plot(pen=pg.mkPen(INPUT_COLOUR, width=1), stepMode="left",
+                                     name="input tokens")
+        self.output_curve = item.plot(pen=pg.mkPen(OUTPUT_COLOUR, width=1), stepMode="left",
+                                      name="output tokens")
+        fill = QColor(COST_COLOUR)
+        fill.setAlpha(40)
+        self.cost_curve = pg.PlotDataItem(pen=pg.mkPen(COST_COLOUR, width=1, style=Qt.PenStyle.DashLine),
+                                          stepMode="left", name="cost", fillLevel=0.0, brush=fill)
+        self.cost_view.addItem(self.cost_curve)
+        self.legend.addItem(self.cost_curve, "cost")
+        self.legend.setColumnCount(3)
+        # no clipToView or auto-downsampling: `_redraw` hands the curves at most one point a pixel
+        # column, picked for the view (pyqtgraph's kept five, all redrawn and filled on every pan)
+        item.vb.disableAutoRange()  # x follows the waterfall, y is fitted by `_fit_y`
+        self.cost_view.disableAutoRange()
+        item.vb.sigXRangeChanged.connect(self._redraw)
+        item.vb.sigResized.connect(self._redraw)
+        paint_once_per_change(item.vb)
+        paint_once_per_change(self.cost_view)
+        self.series: TokenSeries | None = None
+        self._y_ranges: tuple[tuple[float, float], tuple[float, float]] | None = None
+
+    def _sync_views(self) -> None:
+        vb = self.getPlotItem().vb
+        self.cost_view.setGeometry(vb.sceneBoundingRect())
+        self.cost_view.linkedViewChanged(vb, self.cost_view.XAxis)
+        self._y_ranges = None
+
+    def set_series(self, series: TokenSeries | None, until: float = 0.0) -> None:
+        """Show cumulative usage, held flat until `until` (the run's end, or now while it runs)."""
+        if series is not None and len(series.t) and until > series.t[-1]:
+            series = TokenSeries(*(np.append(column, column[-1]) for column in
+                                   (series.t, series.input_tokens, series.output_tokens, series.cost)))
+            series.t[-1] = until
+        self.series = series
+        self._redraw()
+
+    def _redraw(self, *args: object) -> None:
+        """Give the curves the samples that show at this zoom (a few hundred, not the whole run)."""
+        series = self.series
+        curves = (self.input_curve, self.output_curve, self.cost_curve)
+        if series is None or len(series.t) < 2:
+            for curve in curves:
+                curve.setData([], [])
+            return
+        vb = self.getPlotItem().vb
+        x0, x1 = vb.viewRange()[0]
+        keep = step_samples(series.t, x0, x1, math.ceil(vb.width() * self.devicePixelRatioF()))
+        t = series.t[keep]
+        for curve, values in zip(curves, (series.input_tokens, series.output_tokens, series.cost), strict=True):
+            curve.setData(t, values[keep])
+        self._fit_y()
+
+    def _fit_y(self) -> None:
+        """Cumulative series: the visible range runs from the value at the left edge to the right's."""
+        series = self.series
+        if series is None or len(series.t) < 2:
+            return
+        x0, x1 = self.getPlotItem().vb.viewRange()[0]
+        i0, i1 = (max(0, int(np.searchsorted(series.t, x, side="right")) - 1) for x in (x0, x1))
+        lo = min(series.input_tokens[i0], series.output_tokens[i0])
+        hi = max(series.input_tokens[i1], series.output_tokens[i1])
+        ranges = _span(float(lo), float(hi), 1.0), _span(float(series.cost[i0]), float(series.cost[i1]), 1e-4)
+        if ranges == self._y_ranges:  # a pan along a flat stretch: nothing to redo
+            return
+        self._y_ranges = ranges
+        self.getPlotItem().vb.setYRange(*ranges[0], padding=0.08)
+        self.cost_view.setYRange(*ranges[1], padding=0.08)
+
+    def apply_colours(self, background: QColor, text: QColor, muted: QColor) -> None:
+        self.setBackground(background)
+        item = self.getPlotItem()
+        colour_axes(item, ("left", "right"), text, muted)
+        self.legend.setLabelTextColor(text)
+        for _sample, label in self.legend.items:
+            label.setText(label.text, color=text)
+
+
+def _span(lo: float, hi: float, least: float) -> tuple[float, float]:
+    """The y range of a cumulative curve over the view; flat stretches show from zero, not a sliver."""
+    return (lo, hi) if hi - lo > 1e-6 * max(abs(hi), least) else (0.0, max(hi, least))

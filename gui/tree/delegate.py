@@ -1,0 +1,100 @@
+"""How tree rows look: status as a coloured dot plus symbol and word, pending approvals as a badge.
+
+Kept apart from the widget so other views (the approval queue, its dialogs)
+can share the status colours without pulling in the tree.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QIcon, QPainter, QPalette, QPixmap
+from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
+
+from agentdesk.gui.shared.palette import STATUS_SYMBOLS, readable, status_colour
+from agentdesk.model.tree.model import PENDING, STATUS, PendingRole, StatusRole
+
+Index = QModelIndex | QPersistentModelIndex
+BADGE_COLOUR = "#f0a020"
+FALLBACK_SYMBOLS = {"waiting": "‖"}
+"""For fonts without the shared symbol (⏸ is missing from many)."""
+
+
+def status_symbol(status: str, metrics: QFontMetrics) -> str:
+    symbol = STATUS_SYMBOLS.get(status, "•")
+    if not metrics.inFontUcs4(ord(symbol[0])):
+        symbol = FALLBACK_SYMBOLS.get(status, "•")
+    return symbol
+
+
+class StatusIcons:
+    """A coloured dot per status, painted once and cached."""
+
+    def __init__(self, size: int = 12) -> None:
+        self._size = size
+        self._icons: dict[str, QIcon] = {}
+
+    def __call__(self, status: str) -> QIcon:
+        icon = self._icons.get(status)
+        if icon is None:
+            icon = self._icons[status] = self._paint(status)
+        return icon
+
+    def _paint(self, status: str) -> QIcon:
+        scale = 2
+        pixmap = QPixmap(self._size * scale, self._size * scale)
+        pixmap.setDevicePixelRatio(scale)
+        pixmap.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(pixmap)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        colour = status_colour(status)
+        inset = 1.5
+        diameter = self._size - 2 * inset
+        if status in ("idle", "cancelled"):  # hollow: nothing is happening
+            painter.setPen(colour)
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+        else:
+            painter.setPen(colour.darker(120))
+            painter.setBrush(colour)
+        painter.drawEllipse(int(inset), int(inset), int(diameter), int(diameter))
+        painter.end()
+        icon = QIcon(pixmap)
+        icon.addPixmap(pixmap, QIcon.Mode.Selected)  # keep the colour on the highlighted row
+        return icon
+
+
+class TreeDelegate(QStyledItemDelegate):
+    """Status as symbol + word in its colour; pending approvals as an orange count badge."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: Index) -> None:
+        super().initStyleOption(option, index)
+        if index.column() == STATUS:
+            status = str(index.data(StatusRole) or "")
+            option.text = f"{status_symbol(status, option.fontMetrics)} {status}"  # type: ignore[attr-defined]
+            if not option.state & QStyle.StateFlag.State_Selected:  # type: ignore[attr-defined]
+                palette = option.palette  # type: ignore[attr-defined]
+                palette.setColor(QPalette.ColorRole.Text, readable(status_colour(status), palette))
+        elif index.column() == PENDING:
+            option.text = ""  # type: ignore[attr-defined]  # painted as a badge
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
+        super().paint(painter, option, index)
+        count = int(index.data(PendingRole) or 0) if index.column() == PENDING else 0
+        if count > 0:
+            self._badge(painter, option.rect, str(count))  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _badge(painter: QPainter, cell: QRect, text: str) -> None:
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        font = QFont(painter.font())
+        font.setBold(True)
+        painter.setFont(font)
+        height = max(12, cell.height() - 6)
+        width = max(height, painter.fontMetrics().horizontalAdvance(text) + 10)
+        badge = QRect(cell.center().x() - width // 2, cell.center().y() - height // 2 + 1, width, height)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(BADGE_COLOUR))
+        painter.drawRoundedRect(badge, height / 2, height / 2)
+        painter.setPen(QColor("#1b1300"))
+        painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, text)
+        painter.restore()

@@ -1,0 +1,126 @@
+"""Starting the window: open the store, start watching it, run Qt under qasync.
+
+`run_gui` is what `agentdesk gui` and `agentdesk demo` call. With `screenshot`
+it renders offscreen, saves a PNG and returns instead of entering the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import getpass
+import os
+import sys
+from typing import TYPE_CHECKING, Protocol
+
+from agentdesk.store.errors import StoreError
+from agentdesk.store.source import Source
+from agentdesk.store.sources import open_source
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QApplication
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+ENTITY_PREFIXES = {"prj": "project", "tsk": "task", "ses": "session", "agt": "agent", "run": "run",
+                   "spn": "span", "apr": "approval"}
+
+
+def resolve_entity(source: Source, entity_id: str) -> str:
+    """Which kind of thing `--select ID` names: our ids carry a prefix; foreign ids are looked up.
+
+    Runs once at start-up, before the window exists.
+    """
+    if source.descriptor.kind == "agentdesk":
+        return ENTITY_PREFIXES.get(entity_id.split("_", 1)[0], "run")
+    for entity in ("run", "span", "approval", "agent", "session", "task", "project"):
+        try:
+            source.locate(entity, entity_id)
+        except StoreError:
+            continue
+        return entity
+    return "run"
+
+
+def run_gui(location: str, *, screenshot: str | None = None, view: str = "window", select: str | None = None,
+            simulator: Stoppable | None = None, allow_writes: bool = False, theme: str = "system") -> int:
+    if screenshot and not os.environ.get("QT_QPA_PLATFORM") and not os.environ.get("DISPLAY"):
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("agentdesk")
+    try:
+        source = _open(location, allow_writes=allow_writes, ask=screenshot is None)
+    except StoreError as exc:
+        print(f"agentdesk: {exc}", file=sys.stderr)
+        return exc.exit_code
+    try:
+        return _run(app, source, screenshot, view, select, theme)
+    finally:
+        if simulator is not None:
+            simulator.stop()
+        source.close()
+
+
+def _open(location: str, *, allow_writes: bool, ask: bool) -> Source:
+    """Other runtimes' databases open read-only unless writes were asked for *and* confirmed here."""
+    from agentdesk.gui.window.write_consent import ask_for_writes, writes_confirmed
+
+    source = open_source(location)
+    descriptor = source.descriptor
+    if descriptor.kind == "agentdesk" or not allow_writes:
+        return source
+    if writes_confirmed(descriptor) or (ask and ask_for_writes(descriptor)):
+        source.close()
+        return open_source(location, allow_writes=True)
+    return source
+
+
+def _run(app: QApplication, source: Source, screenshot: str | None, view: str, select: str | None,
+         theme: str) -> int:
+    import qasync
+
+    from agentdesk.gui.shared.theme import apply_theme
+    from agentdesk.gui.window.main_window import MainWindow
+    from agentdesk.gui.window.screenshot import capture, settle
+    from agentdesk.model.services import Services
+
+    apply_theme(app, theme if screenshot or theme != "system" else "system")
+    source.watch()
+    services = Services.create(source, actor=getpass.getuser() or "operator")
+    window = MainWindow(services)
+    # Everything built so far lives as long as the window: keep it out of the collector's full
+    # passes, which otherwise stall the GUI thread ~100 ms at a time while a big run loads.
+    gc.freeze()
+    try:
+        if screenshot:
+            window.resize(1920, 1080)
+            window.show()
+            if select:
+                window.select(resolve_entity(source, select), select)
+            elif showcase := source.showcase_run():
+                window.select("run", showcase)
+            settle(window)
+            capture(window, view, screenshot)
+            print(screenshot)
+            return 0
+        window.show()
+        window.restore_state()
+        if select:
+            window.select(resolve_entity(source, select), select)
+        window.ensure_operator_name()
+        loop = qasync.QEventLoop(app)
+        asyncio.set_event_loop(loop)
+        closing = asyncio.Event()
+        app.aboutToQuit.connect(closing.set)
+        with loop:
+            loop.run_until_complete(closing.wait())
+        return 0
+    finally:
+        window.close()
+        services.close()

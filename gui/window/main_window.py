@@ -1,0 +1,199 @@
+"""The operator's main window: tree on the left, timeline and context in the centre, queue docked.
+
+The window only wires views together; each view talks to the store through
+`Services` on its own. Layout, geometry, the last selection and the operator's
+name persist in settings.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+
+from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QInputDialog, QMainWindow, QTabWidget, QWidget
+
+from agentdesk.gui.approvals.queue import ApprovalQueue
+from agentdesk.gui.context.editor import ContextEditor
+from agentdesk.gui.timeline.panel import TimelinePanel
+from agentdesk.gui.tree.view import ProjectTree
+from agentdesk.gui.window.settings import open_settings, read_str
+from agentdesk.gui.window.shortcuts_help import ShortcutsDialog
+from agentdesk.gui.window.status_bar import StoreStatusBar
+from agentdesk.model.services import Services
+from agentdesk.store import readmodel as rm
+
+TIMELINE_TAB, CONTEXT_TAB = 0, 1
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, services: Services, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.services = services
+        self.settings = open_settings()
+        services.actor = read_str(self.settings, "operator/name") or services.actor
+        self.setWindowTitle(f"agentdesk — {services.source.descriptor.location}")
+        self.resize(1500, 900)
+
+        self.tree = ProjectTree(services, self)
+        self.timeline = TimelinePanel(services, self)
+        self.context_editor = ContextEditor(services, self)
+        self.queue = ApprovalQueue(services, self)
+
+        self.tabs = QTabWidget(self)
+        self.tabs.addTab(self.timeline, "Timeline")
+        self.tabs.addTab(self.context_editor, "Context")
+        self.setCentralWidget(self.tabs)
+        self.tree_dock = self._dock("Projects", "tree_dock", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.queue_dock = self._dock("Approvals", "queue_dock", self.queue, Qt.DockWidgetArea.RightDockWidgetArea)
+        # Room for names in the tree and for the countdown in the queue; the centre gets the rest.
+        self.resizeDocks([self.tree_dock, self.queue_dock], [420, 450], Qt.Orientation.Horizontal)
+        self.status = StoreStatusBar(services, self)
+        self.setStatusBar(self.status)
+        self._wire()
+        self._actions()
+
+    def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
+                         | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _wire(self) -> None:
+        self.tree.run_selected.connect(self.timeline.show_run)
+        self.tree.agent_selected.connect(self.context_editor.show_agent)
+        self.tree.selection_changed.connect(self._remember_selection)
+        self.queue.pending_count_changed.connect(self._on_pending)
+        self.queue.show_in_timeline.connect(self.show_in_timeline)
+        self.queue.show_context.connect(self.show_context)
+        self.context_editor.conflict.connect(lambda text: self.status.showMessage(text, 10_000))
+
+    def _actions(self) -> None:
+        view = self.menuBar().addMenu("&View")
+        go = self.menuBar().addMenu("&Go")
+        help_menu = self.menuBar().addMenu("&Help")
+        for menu, text, keys, slot in (
+            (go, "Project tree", "Ctrl+1", lambda: self._focus(self.tree_dock, self.tree)),
+            (go, "Timeline", "Ctrl+2", lambda: self._show_tab(TIMELINE_TAB)),
+            (go, "Context editor", "Ctrl+3", lambda: self._show_tab(CONTEXT_TAB)),
+            (go, "Approval queue", "Ctrl+4", lambda: self._focus(self.queue_dock, self.queue)),
+            (view, "Reset layout", "Ctrl+Shift+R", self.reset_layout),
+            (help_menu, "Keyboard shortcuts", "F1", self.show_shortcuts),
+            (help_menu, "Set operator name…", "Ctrl+Shift+N", self.ask_operator_name),
+        ):
+            action = QAction(text, self)
+            action.setShortcut(QKeySequence(keys))
+            action.triggered.connect(slot)
+            menu.addAction(action)
+        view.addAction(self.tree_dock.toggleViewAction())
+        view.addAction(self.queue_dock.toggleViewAction())
+
+    # -- navigation -----------------------------------------------------------------------
+    def _focus(self, dock: QDockWidget, widget: QWidget) -> None:
+        dock.show()
+        dock.raise_()
+        widget.setFocus()
+
+    def _show_tab(self, index: int) -> None:
+        self.tabs.setCurrentIndex(index)
+        widget = self.tabs.currentWidget()
+        if widget is not None:
+            widget.setFocus()
+
+    def show_in_timeline(self, run_id: str, span_id: str) -> None:
+        self.tree.select_entity("run", run_id)
+        self.timeline.show_run(run_id)
+        if span_id:
+            self.timeline.select_span(span_id)
+        self._show_tab(TIMELINE_TAB)
+
+    def show_context(self, agent_id: str, approval_id: str) -> None:
+        def opened(approval: rm.Approval) -> None:
+            self.context_editor.show_agent(agent_id, approval.created_at)
+            self._show_tab(CONTEXT_TAB)
+
+        if approval_id:
+            self.services.runner.submit(self.services.source.approval, approval_id, on_done=opened)
+        else:
+            self.context_editor.show_agent(agent_id, None)
+            self._show_tab(CONTEXT_TAB)
+
+    def _on_pending(self, count: int) -> None:
+        self.queue_dock.setWindowTitle(f"Approvals ({count} pending)")
+        self.status.set_pending(count)
+
+    def _remember_selection(self, entity: str, entity_id: str) -> None:
+        self.settings.setValue(self._selection_key("entity"), entity)
+        self.settings.setValue(self._selection_key("id"), entity_id)
+
+    def show_shortcuts(self) -> None:
+        ShortcutsDialog(self).open()
+
+    # -- operator name and layout ---------------------------------------------------------
+    def ask_operator_name(self) -> None:
+        dialog = QInputDialog(self)
+        dialog.setWindowTitle("Operator name")
+        dialog.setLabelText("Your name is recorded with every approval, denial and edit:")
+        dialog.setTextValue(self.services.actor if self.services.actor != "operator" else getpass.getuser())
+        dialog.textValueSelected.connect(self._set_operator_name)
+        dialog.open()
+
+    def _set_operator_name(self, name: str) -> None:
+        name = name.strip()
+        if name:
+            self.services.actor = name
+            self.settings.setValue("operator/name", name)
+            self.status.showMessage(f"Decisions will be recorded as {name}.", 5000)
+
+    def ensure_operator_name(self) -> None:
+        if not read_str(self.settings, "operator/name"):
+            self.ask_operator_name()
+
+    def restore_state(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        state = self.settings.value("window/state")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        if isinstance(state, QByteArray):
+            self.restoreState(state)
+        entity = read_str(self.settings, self._selection_key("entity"))
+        entity_id = read_str(self.settings, self._selection_key("id"))
+        if entity and entity_id:
+            self.select(entity, entity_id)
+        else:  # first time on this store: start on the run most worth looking at
+            self.services.runner.submit(self.services.source.showcase_run, on_done=self._select_run)
+
+    def _select_run(self, run_id: str | None) -> None:
+        if run_id:
+            self.select("run", run_id)
+
+    def _selection_key(self, field: str) -> str:
+        """The last selection is remembered per store: ids mean nothing in another one."""
+        store = hashlib.sha256(self.services.source.descriptor.location.encode()).hexdigest()[:16]
+        return f"selection/{store}/{field}"
+
+    def select(self, entity: str, entity_id: str) -> None:
+        """Select anything by id: tree rows, a span (its run, then the span) or an approval."""
+        if entity == "approval":
+            self.queue.select_approval(entity_id)
+        self.tree.select_entity(entity, entity_id)
+        if entity == "span":
+            self.timeline.select_span(entity_id)
+
+    def reset_layout(self) -> None:
+        for dock, area in ((self.tree_dock, Qt.DockWidgetArea.LeftDockWidgetArea),
+                           (self.queue_dock, Qt.DockWidgetArea.RightDockWidgetArea)):
+            dock.setFloating(False)
+            self.addDockWidget(area, dock)
+            dock.show()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        self.settings.sync()
+        self.context_editor.shutdown()
+        super().closeEvent(event)

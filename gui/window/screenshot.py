@@ -1,0 +1,47 @@
+"""Headless rendering of the window or one view to a PNG, for docs and checks.
+
+Waits until the views have finished loading (the store runner has been idle for
+a moment) instead of a fixed sleep, with an upper bound.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtWidgets import QApplication, QWidget
+
+from agentdesk.gui.window.main_window import CONTEXT_TAB, TIMELINE_TAB, MainWindow
+
+VIEWS = ("window", "tree", "timeline", "context", "approvals")
+
+
+def settle(window: MainWindow, *, min_s: float = 1.5, quiet_s: float = 0.6, max_s: float = 20.0) -> None:
+    """Process events until the runner has been idle for `quiet_s` (at least `min_s`, at most `max_s`)."""
+    app = QApplication.instance()
+    assert app is not None
+    start = time.monotonic()
+    quiet_since: float | None = None
+    while True:
+        app.processEvents()
+        now = time.monotonic()
+        busy = window.services.runner.in_flight > 0
+        quiet_since = None if busy else (quiet_since or now)
+        if now - start >= max_s:
+            return
+        if now - start >= min_s and quiet_since is not None and now - quiet_since >= quiet_s:
+            return
+        time.sleep(0.01)
+
+
+def capture(window: MainWindow, view: str, path: str) -> None:
+    if view == "context":
+        window.tabs.setCurrentIndex(CONTEXT_TAB)
+    elif view == "timeline":
+        window.tabs.setCurrentIndex(TIMELINE_TAB)
+    settle(window, min_s=0.3, quiet_s=0.3)
+    target: QWidget = {"window": window, "tree": window.tree, "timeline": window.timeline,
+                       "context": window.context_editor, "approvals": window.queue}[view]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if not target.grab().save(path):
+        raise OSError(f"Could not write the screenshot to {path}.")

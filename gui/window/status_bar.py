@@ -1,0 +1,70 @@
+"""The window's status bar: which store, whether the bus is live, when the last change came."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
+
+from agentdesk.model.services import Services
+
+
+def _label(parent: QWidget) -> QLabel:
+    label = QLabel(parent)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    return label
+
+
+def ago(seconds: float) -> str:
+    if seconds < 1.5:
+        return "just now"
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+class StoreStatusBar(QStatusBar):
+    def __init__(self, services: Services, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._services = services
+        self.store_label = _label(self)
+        self.live_label = _label(self)
+        self.last_change_label = _label(self)
+        self.pending_label = _label(self)
+        self.busy_label = _label(self)
+        for widget in (self.busy_label, self.pending_label, self.last_change_label, self.live_label,
+                       self.store_label):
+            self.addPermanentWidget(widget)
+        source = services.source.descriptor
+        mode = "read-only" if source.read_only else "read-write"
+        self.store_label.setText(f"{source.kind} store · {source.location} · {mode}")
+        self.store_label.setToolTip(source.notes or source.location)
+        services.runner.busy_changed.connect(self._on_busy)
+        services.runner.error.connect(lambda text: self.showMessage(text, 8000))
+        self._timer = QTimer(self)
+        self._timer.setInterval(1000)
+        self._timer.timeout.connect(self.refresh)
+        self._timer.start()
+        self.refresh()
+
+    def set_pending(self, count: int) -> None:
+        self.pending_label.setText(f"{count} pending approval{'s' if count != 1 else ''}")
+        colour = "#d08000" if count else ""
+        self.pending_label.setStyleSheet(f"color: {colour}; font-weight: bold;" if count else "")
+
+    def _on_busy(self, in_flight: int) -> None:
+        self.busy_label.setText("loading…" if in_flight else "")
+
+    def refresh(self) -> None:
+        watcher = self._services.source.watcher
+        live = watcher is not None and watcher.healthy
+        self.live_label.setText("● live" if live else "○ not live")
+        self.live_label.setStyleSheet("color: #30a46c;" if live else "color: #e5484d;")
+        self.live_label.setToolTip("Watching the store for changes from any process" if live
+                                   else "Not receiving changes from other processes")
+        last = self._services.bridge.last_change_at
+        self.last_change_label.setText("no changes yet" if last is None
+                                       else f"last change {ago(time.time() - last)}")
