@@ -11,24 +11,78 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from enum import StrEnum
 
 log = logging.getLogger(__name__)
 
-RESET = "reset"
-"""Op of a synthetic change telling subscribers to reload everything (feed gap, reconnect)."""
+
+class EntityKind(StrEnum):
+    """What a change (or a `locate` question) is about.
+
+    A StrEnum, so the change log's text column and comparisons with plain strings
+    (`change.entity == "span"`) keep working, while a misspelt kind fails loudly
+    the moment a change is built instead of silently matching nothing.
+    """
+
+    ALL = "*"
+    """Only with `ChangeOp.RESET`: everything may have changed."""
+    PROJECT = "project"
+    TASK = "task"
+    SESSION = "session"
+    AGENT = "agent"
+    RUN = "run"
+    SPAN = "span"
+    APPROVAL = "approval"
+    TOOL_CALL = "tool_call"
+    CONTEXT = "context"
+    """An agent's context window as a whole (its revision moved); the id is the agent's."""
+    CONTEXT_GROUP = "context_group"
+    CONTEXT_ITEM = "context_item"
+    COMPACTION = "compaction"
 
 
-@dataclass(frozen=True, slots=True)
+class ChangeOp(StrEnum):
+    INSERT = "insert"
+    UPDATE = "update"
+    DELETE = "delete"
+    RESET = "reset"
+    """A synthetic change telling subscribers to reload everything (feed gap, reconnect)."""
+
+
+RESET = ChangeOp.RESET
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class Change:
-    entity: str
-    op: str
+    """One committed change to one entity, with the ids of the levels above it in `parents`.
+
+    The constructor also takes the kinds' plain string values (the change log stores
+    text, foreign trackers map table names) and converts them, so every `Change`
+    holds real enums; an unknown kind or op raises `ValueError`.
+    """
+
+    entity: EntityKind
+    op: ChangeOp
     id: str
-    parents: Mapping[str, str] = field(default_factory=dict)
-    revision: int | None = None
-    seq: int | None = None
-    origin: str = ""
-    at: float = 0.0
+    parents: Mapping[str, str]
+    revision: int | None
+    seq: int | None
+    origin: str
+    at: float
+
+    def __init__(self, entity: EntityKind | str, op: ChangeOp | str, id: str,
+                 parents: Mapping[str, str] | None = None, revision: int | None = None,
+                 seq: int | None = None, origin: str = "", at: float = 0.0) -> None:
+        set_field = object.__setattr__  # frozen: the dataclass's own __init__ does the same
+        set_field(self, "entity", EntityKind(entity))
+        set_field(self, "op", ChangeOp(op))
+        set_field(self, "id", id)
+        set_field(self, "parents", {} if parents is None else parents)
+        set_field(self, "revision", revision)
+        set_field(self, "seq", seq)
+        set_field(self, "origin", origin)
+        set_field(self, "at", at)
 
     def parent(self, level: str) -> str | None:
         return self.parents.get(level)
@@ -51,15 +105,15 @@ def coalesce(changes: Iterable[Change]) -> list[Change]:
     if resets:
         seqs = [c.seq for c in changes if c.seq is not None]
         return [replace(resets[-1], seq=max(seqs) if seqs else None)]
-    merged: dict[tuple[str, str], Change] = {}
+    merged: dict[tuple[EntityKind, str], Change] = {}
     for change in changes:
         key = (change.entity, change.id)
         earlier = merged.get(key)
-        if earlier is not None and earlier.op == "insert":
-            if change.op == "delete":
+        if earlier is not None and earlier.op == ChangeOp.INSERT:
+            if change.op == ChangeOp.DELETE:
                 del merged[key]
                 continue
-            change = replace(change, op="insert")
+            change = replace(change, op=ChangeOp.INSERT)
         merged[key] = change
     return list(merged.values())
 

@@ -45,6 +45,12 @@ class StaleRevision(Conflict):
     """The caller's view of a revision is out of date; reload and try again."""
 
 
+class Unsupported(StoreError):
+    """The source cannot carry out this command at all (its schema or runtime has no way to)."""
+
+    exit_code = 2
+
+
 class NotFound(StoreError):
     exit_code = 4
 

@@ -1,8 +1,14 @@
-"""agentdesk's own schema as a `Source`: the queries plus the operator commands."""
+"""agentdesk's own schema as a `Source`: the queries plus the operator commands.
+
+It implements every protocol of `store.source`: the reader and lifecycle, and
+both writers (`ApprovalWriter`, `ContextWriter`); the checks at the bottom make
+mypy hold it to all of them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 
@@ -13,7 +19,7 @@ from agentdesk.store.bus import ChangeBus
 from agentdesk.store.database import Store, open_store
 from agentdesk.store.queries import NativeQueries
 from agentdesk.store.schema import RunRow, SpanRow
-from agentdesk.store.source import Capability, SourceDescriptor
+from agentdesk.store.source import ApprovalWriter, Capability, ContextWriter, Source, SourceDescriptor
 from agentdesk.store.watcher import DEFAULT_POLL_INTERVAL_S, ChangeWatcher
 
 NATIVE_CAPABILITIES = frozenset(Capability)
@@ -104,3 +110,9 @@ class NativeSource(NativeQueries):
 
     def undo_compaction(self, compaction_id: str, actor: str) -> None:
         commands.undo_compaction(self.store, compaction_id, actor)
+
+
+if TYPE_CHECKING:  # mypy checks the class against each protocol it claims
+    _as_source: type[Source] = NativeSource
+    _as_approval_writer: type[ApprovalWriter] = NativeSource
+    _as_context_writer: type[ContextWriter] = NativeSource

@@ -6,7 +6,7 @@ level (one GROUP BY for all rows of a level), never one query per row.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
 from sqlalchemy import func, select
@@ -15,6 +15,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from agentdesk.store import convert
 from agentdesk.store import readmodel as rm
 from agentdesk.store import schema as sc
+from agentdesk.store.bus import EntityKind
 from agentdesk.store.database import Store
 from agentdesk.store.errors import NotFound
 from agentdesk.store.source import Location, Page, SpanTable
@@ -103,46 +104,42 @@ class NativeQueries:
             pending = pending_by(s, sc.ApprovalRow.run_id, [r.id for r in rows])
             return Page(tuple(convert.run(r, pending.get(r.id, 0)) for r in rows), offset, total)
 
-    def node(self, entity: str, entity_id: str) -> object:
-        """One tree row by entity name, fresh from the store (for dataChanged)."""
+    def run(self, run_id: str) -> rm.Run:
+        """One run, fresh from the store (a tree row's dataChanged, the timeline's header)."""
         with self.store.reading() as s:
-            if entity == "project":
-                return next(p for p in self.projects() if p.id == entity_id) if s.get(
-                    sc.ProjectRow, entity_id) else self._missing(entity, entity_id)
-            table = {"task": sc.TaskRow, "session": sc.SessionRow, "agent": sc.AgentRow,
-                     "run": sc.RunRow}.get(entity)
-            row = s.get(table, entity_id) if table is not None else None
+            row = s.get(sc.RunRow, run_id)
             if row is None:
-                self._missing(entity, entity_id)
-            if isinstance(row, sc.TaskRow):
-                return self._one(self.tasks(row.project_id), entity_id)
-            if isinstance(row, sc.SessionRow):
-                return self._one(self.sessions(row.task_id), entity_id)
-            if isinstance(row, sc.AgentRow):
-                return self._one(self.agents(row.session_id), entity_id)
-            assert isinstance(row, sc.RunRow)
+                self._missing(EntityKind.RUN, run_id)
             pending = pending_by(s, sc.ApprovalRow.run_id, [row.id])
             return convert.run(row, pending.get(row.id, 0))
 
-    @staticmethod
-    def _one(values: list[Any], entity_id: str) -> Any:
-        return next(v for v in values if v.id == entity_id)
+    def agent(self, agent_id: str) -> rm.Agent:
+        """One agent with its roll-ups (pending approvals, run count), fresh from the store."""
+        with self.store.reading() as s:
+            row = s.get(sc.AgentRow, agent_id)
+            if row is None:
+                self._missing(EntityKind.AGENT, agent_id)
+            pending = pending_by(s, sc.ApprovalRow.agent_id, [row.id])
+            runs = s.execute(select(func.count()).select_from(sc.RunRow)
+                             .where(sc.RunRow.agent_id == row.id)).scalar_one()
+            return convert.agent(row, pending.get(row.id, 0), runs)
 
     @staticmethod
     def _missing(entity: str, entity_id: str) -> NoReturn:
         raise NotFound(f"There is no {entity} with id {entity_id}.")
 
-    def locate(self, entity: str, entity_id: str) -> Location:
+    def locate(self, entity: EntityKind, entity_id: str) -> Location:
         with self.store.reading() as s:
             span_id = None
-            if entity == "span":
+            if entity == EntityKind.SPAN:
                 span = s.get(sc.SpanRow, entity_id) or self._missing(entity, entity_id)
-                span_id, entity, entity_id = span.id, "run", span.run_id
-            if entity == "approval":
+                span_id, entity, entity_id = span.id, EntityKind.RUN, span.run_id
+            if entity == EntityKind.APPROVAL:
                 appr = s.get(sc.ApprovalRow, entity_id) or self._missing(entity, entity_id)
-                span_id, entity, entity_id = appr.span_id, "run", appr.run_id
-            table = {"project": sc.ProjectRow, "task": sc.TaskRow, "session": sc.SessionRow,
-                     "agent": sc.AgentRow, "run": sc.RunRow}.get(entity)
+                span_id, entity, entity_id = appr.span_id, EntityKind.RUN, appr.run_id
+            table = {EntityKind.PROJECT: sc.ProjectRow, EntityKind.TASK: sc.TaskRow,
+                     EntityKind.SESSION: sc.SessionRow, EntityKind.AGENT: sc.AgentRow,
+                     EntityKind.RUN: sc.RunRow}.get(entity)
             row = s.get(table, entity_id) if table is not None else None
             if row is None:
                 self._missing(entity, entity_id)
@@ -168,7 +165,7 @@ class NativeQueries:
                                 .where(sc.AgentRow.id == current)).scalar()
         return tuple(reversed(chain))
 
-    def span_table(self, run_id: str, span_ids: Collection[str] | None = None) -> SpanTable:
+    def span_table(self, run_id: str, span_ids: Sequence[str] | None = None) -> SpanTable:
         """A run's span columns; with `span_ids`, only those spans (a live view's changed rows)."""
         S = sc.SpanRow
         columns = (S.id, S.parent_span_id, S.kind, S.name, S.status, S.started_at, S.ended_at,

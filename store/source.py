@@ -1,8 +1,12 @@
 """The source protocol: what every backend (our schema, later the seed runtimes) offers views.
 
-A source answers read queries with read-model values, says which operator
-commands it supports (its capabilities, so the UI can disable the rest with a
-reason), executes them, and publishes changes on its bus.
+A source answers read queries with read-model values (`SourceReader`), says what
+it is and which operator commands it supports (`SourceLifecycle`: its
+capabilities, so the UI can disable the rest with a reason) and publishes changes
+on its bus. Commands are separate protocols (`ApprovalWriter`, `ContextWriter`):
+a source implements only those it can carry out, so a read-only foreign source
+has no write methods at all, and callers ask `approval_writer(source)` instead
+of checking concrete classes.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.audit import ChainReport
-from agentdesk.store.bus import ChangeBus
+from agentdesk.store.bus import ChangeBus, EntityKind
+from agentdesk.store.errors import Unsupported
 
 T = TypeVar("T")
 
@@ -96,16 +101,18 @@ class Watcher(Protocol):
     def stop(self) -> None: ...
 
 
-@runtime_checkable
-class Source(Protocol):
+class SourceLifecycle(Protocol):
+    """What a source is and how it lives: its bus, what it can do, watching, closing."""
+
     @property
     def bus(self) -> ChangeBus: ...
-
     @property
     def descriptor(self) -> SourceDescriptor: ...
     @property
     def capabilities(self) -> frozenset[Capability]: ...
-    def why_not(self, capability: Capability) -> str: ...
+    def why_not(self, capability: Capability) -> str:
+        """Why a command is unavailable, for a disabled button's tooltip ("" when it is available)."""
+        ...
     def info(self) -> rm.StoreInfo: ...
     def showcase_run(self) -> str | None: ...
     def expire_overdue(self) -> list[str]: ...
@@ -116,15 +123,30 @@ class Source(Protocol):
     def watcher(self) -> Watcher | None: ...
     def close(self) -> None: ...
 
+
+class SourceReader(Protocol):
+    """Read queries, answered with read-model values; every source implements all of them."""
+
     def projects(self) -> list[rm.Project]: ...
     def tasks(self, project_id: str) -> list[rm.Task]: ...
     def sessions(self, task_id: str) -> list[rm.Session]: ...
     def agents(self, session_id: str) -> list[rm.Agent]: ...
     def runs(self, agent_id: str, offset: int = 0, limit: int = 200) -> Page[rm.Run]: ...
-    def node(self, entity: str, entity_id: str) -> object: ...
-    def locate(self, entity: str, entity_id: str) -> Location: ...
+    def run(self, run_id: str) -> rm.Run:
+        """One run, fresh (a tree row's dataChanged, the timeline's header); `NotFound` if absent."""
+        ...
+    def agent(self, agent_id: str) -> rm.Agent:
+        """One agent, fresh (the context header names it); `NotFound` if absent."""
+        ...
+    def locate(self, entity: EntityKind, entity_id: str) -> Location: ...
 
-    def span_table(self, run_id: str) -> SpanTable: ...
+    def span_table(self, run_id: str, span_ids: Sequence[str] | None = None) -> SpanTable:
+        """A run's span columns; with `span_ids`, only those of them that exist in the run.
+
+        The subset form is how a live timeline refreshes: it asks for the spans a
+        change batch named, not the whole run again.
+        """
+        ...
     def span(self, span_id: str) -> rm.Span: ...
     def sent_context(self, span_id: str) -> list[rm.SentItem]: ...
 
@@ -133,8 +155,24 @@ class Source(Protocol):
 
     def context(self, agent_id: str) -> rm.AgentContext: ...
 
+
+@runtime_checkable
+class Source(SourceLifecycle, SourceReader, Protocol):
+    """Every backend: lifecycle plus reads. Writes are the separate writer protocols below."""
+
+
+@runtime_checkable
+class ApprovalWriter(Protocol):
+    """A source that can record an operator's decision (whether it may right now: `capabilities`)."""
+
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
                edited_arguments: str | None = None) -> rm.Approval: ...
+
+
+@runtime_checkable
+class ContextWriter(Protocol):
+    """A source that can edit an agent's context window (which edits: `capabilities`)."""
+
     def set_group_visibility(self, group_id: str, visible: bool, expected_revision: int,
                              actor: str) -> None: ...
     def set_item_locked(self, item_id: str, locked: bool, expected_revision: int, actor: str) -> None: ...
@@ -142,3 +180,35 @@ class Source(Protocol):
     def compact(self, agent_id: str, item_ids: Sequence[str], summary: str, focus: str,
                 expected_context_revision: int, actor: str) -> str: ...
     def undo_compaction(self, compaction_id: str, actor: str) -> None: ...
+
+
+def approval_writer(source: object) -> ApprovalWriter | None:
+    """The source as an `ApprovalWriter`, or None for a source that cannot write decisions at all."""
+    return source if isinstance(source, ApprovalWriter) else None
+
+
+def context_writer(source: object) -> ContextWriter | None:
+    """The source as a `ContextWriter`, or None for a source that cannot edit contexts at all."""
+    return source if isinstance(source, ContextWriter) else None
+
+
+def require_approval_writer(source: Source) -> ApprovalWriter:
+    """The writer, or `Unsupported` saying why not: for callers about to decide."""
+    writer = approval_writer(source)
+    if writer is None:
+        raise Unsupported(source.why_not(Capability.APPROVE) or "This source cannot record decisions.")
+    return writer
+
+
+def require_context_writer(source: Source, capability: Capability) -> ContextWriter:
+    """The writer, or `Unsupported` saying why not: for callers about to edit a context."""
+    writer = context_writer(source)
+    if writer is None:
+        raise Unsupported(source.why_not(capability) or "This source cannot edit contexts.")
+    return writer
+
+
+def decide(source: Source, approval_id: str, approve: bool, actor: str, reason: str | None = None,
+           edited_arguments: str | None = None) -> rm.Approval:
+    """Record a decision through the source's writer; `Unsupported` when the source has none."""
+    return require_approval_writer(source).decide(approval_id, approve, actor, reason, edited_arguments)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentdesk.store import watcher as watcher_module
-from agentdesk.store.bus import RESET, Change, ChangeBus, coalesce
+from agentdesk.store.bus import RESET, Change, ChangeBus, ChangeOp, EntityKind, coalesce
 from agentdesk.store.database import Store
 from agentdesk.store.errors import StaleRevision
 from agentdesk.store.maintenance import prune_change_log
@@ -171,10 +171,20 @@ def test_coalesce_reduces_a_batch_with_a_reset_to_one_reset() -> None:
 
 def test_coalescing_twice_changes_nothing() -> None:
     batch = [c("agent", "insert", "a", 1), c("run", "insert", "r", 2), c("agent", "update", "a", 3),
-             c("item", "insert", "i", 4), c("item", "delete", "i", 5), c("run", "update", "r", 6)]
+             c("context_item", "insert", "i", 4), c("context_item", "delete", "i", 5), c("run", "update", "r", 6)]
     once = coalesce(batch)
     assert coalesce(once) == once
     assert coalesce(coalesce(batch[:3]) + coalesce(batch[3:])) == once
+
+
+def test_changes_hold_enums_and_refuse_unknown_kinds() -> None:
+    change = Change("span", "update", "s")
+    assert change.entity is EntityKind.SPAN and change.op is ChangeOp.UPDATE
+    assert change.entity == "span" and change == Change(EntityKind.SPAN, ChangeOp.UPDATE, "s")
+    with pytest.raises(ValueError, match="gizmo"):
+        Change("gizmo", "update", "s")
+    with pytest.raises(ValueError, match="upsert"):
+        Change("span", "upsert", "s")
 
 
 # -- the cross-process watcher ---------------------------------------------------------------

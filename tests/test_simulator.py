@@ -75,7 +75,7 @@ class Operator:
             for approval in self.source.approvals("pending"):
                 if approval.id in (self.approved, self.denied):
                     continue
-                if self.source.node("run", approval.run_id).status == "waiting":  # type: ignore[attr-defined]
+                if self.source.run(approval.run_id).status == "waiting":
                     self.waiting_seen.add(approval.run_id)
                 if self.approved is None:
                     edited = json.dumps({**json.loads(approval.arguments), "dry_run": True})

@@ -89,13 +89,16 @@ def test_locate_finds_the_tree_path_of_any_entity(source: NativeSource, rt: Agen
         source.locate("gizmo", world.run)
 
 
-def test_node_returns_fresh_rows(source: NativeSource, rt: AgentRuntime, world: World) -> None:
+def test_run_and_agent_return_fresh_rows(source: NativeSource, rt: AgentRuntime, world: World) -> None:
     rt.set_agent_status(world.sub_agent, "waiting")
-    assert source.node("agent", world.sub_agent).status == "waiting"  # type: ignore[attr-defined]
-    assert source.node("project", world.project).status == "waiting"  # type: ignore[attr-defined]
-    assert source.node("run", world.run).pending_approvals == 1  # type: ignore[attr-defined]
+    assert source.agent(world.sub_agent).status == "waiting"
+    assert source.agent(world.agent).run_count == 1
+    assert next(p for p in source.projects() if p.id == world.project).status == "waiting"
+    assert source.run(world.run).pending_approvals == 1
     with pytest.raises(NotFound):
-        source.node("task", "tsk_missing")
+        source.run("run_missing")
+    with pytest.raises(NotFound):
+        source.agent("agt_missing")
 
 
 def test_spans_accumulate_usage_on_their_run(source: NativeSource, rt: AgentRuntime, world: World) -> None:

@@ -22,7 +22,7 @@ from agentdesk.model.approvals.format import local_time
 from agentdesk.model.approvals.pending import PendingApprovalModel
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
-from agentdesk.store.source import Capability
+from agentdesk.store.source import Capability, decide
 
 Dialog = ReasonDialog | EditArgumentsDialog
 
@@ -130,7 +130,7 @@ class DecisionFlow(QObject):
     def _submit(self, batch: Batch, approval: rm.Approval, approve: bool, reason: str | None,
                 edited: str | None) -> None:
         source, actor = self._services.source, self._services.actor
-        self._services.runner.submit(source.decide, approval.id, approve, actor, reason, edited,
+        self._services.runner.submit(decide, source, approval.id, approve, actor, reason, edited,
                                      on_done=partial(self._decided, batch, approval),
                                      on_error=partial(self._not_decided, batch, approval))
 

@@ -48,7 +48,7 @@ from agentdesk.store.database import describe_operational_error, open_store, to_
 from agentdesk.store.errors import StoreError
 from agentdesk.store.readmodel import Approval, StoreInfo
 from agentdesk.store.sim.player import SimEvent, Simulator
-from agentdesk.store.source import Source, SourceDescriptor
+from agentdesk.store.source import Source, SourceDescriptor, require_approval_writer
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
     edited = read_arguments(args.args) if approve and args.args is not None else None
     source = open_any(args, write=True)
     try:
-        result = source.decide(args.id, approve, args.actor, args.reason, edited)
+        result = require_approval_writer(source).decide(args.id, approve, args.actor, args.reason, edited)
     finally:
         source.close()
     verb = "Approved" if approve else "Denied"

@@ -15,6 +15,7 @@ from PySide6.QtCore import QModelIndex
 
 from agentdesk.model.services import Services
 from agentdesk.model.tree.model import EntityRole, ProjectTreeModel
+from agentdesk.store.bus import EntityKind
 from agentdesk.store.source import Location
 
 Key = tuple[str, str]
@@ -42,7 +43,7 @@ class Revealer:
         self._seq += 1
         seq = self._seq
         self._services.runner.submit(
-            self._services.source.locate, entity, entity_id,
+            self._services.source.locate, EntityKind(entity), entity_id,
             on_done=lambda location: self._located(seq, location, page, max_runs),
             on_error=lambda exc: self._failed(seq, f"Cannot show {entity} {entity_id}: {exc}"))
 

@@ -13,6 +13,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Protocol
 
+from agentdesk.store.bus import EntityKind
 from agentdesk.store.errors import StoreError
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
@@ -36,7 +37,8 @@ def resolve_entity(source: Source, entity_id: str) -> str:
     """
     if source.descriptor.kind == "agentdesk":
         return ENTITY_PREFIXES.get(entity_id.split("_", 1)[0], "run")
-    for entity in ("run", "span", "approval", "agent", "session", "task", "project"):
+    for entity in (EntityKind.RUN, EntityKind.SPAN, EntityKind.APPROVAL, EntityKind.AGENT, EntityKind.SESSION,
+                   EntityKind.TASK, EntityKind.PROJECT):
         try:
             source.locate(entity, entity_id)
         except StoreError:

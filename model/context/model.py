@@ -23,7 +23,7 @@ from agentdesk.model.runner import Latest, OnDone, OnError
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import RESET, Change
-from agentdesk.store.source import Capability, Source
+from agentdesk.store.source import Capability, ContextWriter, Source, require_context_writer
 
 __all__ = ["HEADERS", "KIND", "LOCKED", "PREVIEW", "ROLE", "TOKENS", "VISIBLE", "AddedAfterRole",
            "ContextModel", "CoveredRole", "GroupRow", "ItemIdRole", "ItemRow", "NodeTypeRole"]
@@ -42,12 +42,18 @@ class Loaded(NamedTuple):
 def load(source: Source, agent_id: str) -> Loaded:
     """Runs on the runner's pool: the snapshot and the agent it belongs to, in one round trip."""
     context = source.context(agent_id)
+    agent: rm.Agent | None
     try:
-        agent = source.node("agent", agent_id)
+        agent = source.agent(agent_id)
     except Exception:  # the name is only a label: a source that cannot give it must not hide the context
         log.debug("no agent row for %s", agent_id, exc_info=True)
         agent = None
-    return Loaded(context, agent if isinstance(agent, rm.Agent) and agent.id == agent_id else None)
+    return Loaded(context, agent if agent is not None and agent.id == agent_id else None)
+
+
+def run_command(source: Source, capability: Capability, command: Callable[[ContextWriter], Any]) -> Any:
+    """Runs on the runner's pool: the command against the source's writer (`Unsupported` if none)."""
+    return command(require_context_writer(source, capability))
 
 
 class ContextModel(ContextRows):
@@ -152,16 +158,16 @@ class ContextModel(ContextRows):
         source = self._services.source
         if capability in source.capabilities:
             return None
-        why = getattr(source, "why_not", None)
-        return (why(capability) if why else "") or "This source does not support that."
+        return source.why_not(capability) or "This source does not support that."
 
     def set_group_visible(self, group_id: str, visible: bool, on_done: OnDone | None = None,
                           on_error: OnError | None = None) -> bool:
         row = self.group(group_id)
         if row is None:
             return False
-        self._submit(self._services.source.set_group_visibility, group_id, visible, row.group.revision,
-                     self._services.actor, on_done=on_done, on_error=on_error)
+        revision, actor = row.group.revision, self._services.actor
+        self._submit(Capability.SET_VISIBILITY,
+                     lambda w: w.set_group_visibility(group_id, visible, revision, actor), on_done, on_error)
         return True
 
     def set_item_locked(self, item_id: str, locked: bool, on_done: OnDone | None = None,
@@ -169,28 +175,34 @@ class ContextModel(ContextRows):
         item = self.item(item_id)
         if item is None:
             return False
-        self._submit(self._services.source.set_item_locked, item_id, locked, item.revision,
-                     self._services.actor, on_done=on_done, on_error=on_error)
+        revision, actor = item.revision, self._services.actor
+        self._submit(Capability.LOCK, lambda w: w.set_item_locked(item_id, locked, revision, actor),
+                     on_done, on_error)
         return True
 
     def edit_item(self, item_id: str, content: str, expected_revision: int, on_done: OnDone | None = None,
                   on_error: OnError | None = None) -> None:
-        self._submit(self._services.source.edit_item, item_id, content, expected_revision,
-                     self._services.actor, on_done=on_done, on_error=on_error)
+        actor = self._services.actor
+        self._submit(Capability.EDIT_ITEM, lambda w: w.edit_item(item_id, content, expected_revision, actor),
+                     on_done, on_error)
 
     def compact(self, item_ids: Sequence[str], summary: str, focus: str, expected_context_revision: int,
                 on_done: OnDone | None = None, on_error: OnError | None = None) -> None:
         assert self._agent_id is not None
-        self._submit(self._services.source.compact, self._agent_id, list(item_ids), summary, focus,
-                     expected_context_revision, self._services.actor, on_done=on_done, on_error=on_error)
+        agent_id, ids, actor = self._agent_id, list(item_ids), self._services.actor
+        self._submit(Capability.COMPACT,
+                     lambda w: w.compact(agent_id, ids, summary, focus, expected_context_revision, actor),
+                     on_done, on_error)
 
     def undo_compaction(self, compaction_id: str, on_done: OnDone | None = None,
                         on_error: OnError | None = None) -> None:
-        self._submit(self._services.source.undo_compaction, compaction_id, self._services.actor,
-                     on_done=on_done, on_error=on_error)
+        actor = self._services.actor
+        self._submit(Capability.UNDO_COMPACTION, lambda w: w.undo_compaction(compaction_id, actor),
+                     on_done, on_error)
 
-    def _submit(self, fn: Callable[..., Any], *args: Any, on_done: OnDone | None,
-                on_error: OnError | None) -> None:
+    def _submit(self, capability: Capability, command: Callable[[ContextWriter], Any],
+                on_done: OnDone | None, on_error: OnError | None) -> None:
+        """Run `command` on the source's context writer in the pool; a source without one fails it there."""
         basis = self.context_revision
 
         def done(result: Any) -> None:
@@ -205,7 +217,8 @@ class ContextModel(ContextRows):
             else:
                 self.command_failed.emit(exc, basis)
 
-        self._services.runner.submit(fn, *args, on_done=done, on_error=failed)
+        self._services.runner.submit(run_command, self._services.source, capability, command,
+                                     on_done=done, on_error=failed)
 
     # -- QAbstractItemModel: data and the two toggles ----------------------------------------------
     def flags(self, index: Index) -> Qt.ItemFlag:

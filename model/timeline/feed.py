@@ -20,7 +20,6 @@ from agentdesk.model.services import Services
 from agentdesk.model.timeline.data import TimelineData, TokenSeries
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import RESET, Change
-from agentdesk.store.queries import NativeQueries
 from agentdesk.store.source import Source, SpanTable
 
 REFRESH_MS = 150
@@ -44,16 +43,16 @@ class Changed:
 
 
 def load_run(source: Source, run_id: str) -> Loaded:
-    run: Any = source.node("run", run_id)
+    run = source.run(run_id)
     data = TimelineData.from_table(source.span_table(run_id), run.started_at.timestamp())
     return Loaded(run, data, data.token_series())
 
 
-def load_changes(source: NativeQueries, data: TimelineData, run_id: str, span_ids: list[str],
+def load_changes(source: Source, data: TimelineData, run_id: str, span_ids: list[str],
                  run_changed: bool) -> Changed:
     """Fetch changed rows; when they reshape the tree, lay out a copy here, off the GUI thread."""
     rows = source.span_table(run_id, span_ids)
-    run: Any = source.node("run", run_id) if run_changed else None
+    run = source.run(run_id) if run_changed else None
     relaid = None
     if data.needs_relayout(rows):
         new = data.relaid_out(rows)
@@ -167,8 +166,7 @@ class TimelineFeed(QObject):
         if self._busy or self.run_id is None:
             return
         source = self.services.source
-        fetches_rows = isinstance(source, NativeQueries)  # other sources only read whole runs
-        if self._reload or self.data is None or len(self._dirty) > FULL_RELOAD_OVER or not fetches_rows:
+        if self._reload or self.data is None or len(self._dirty) > FULL_RELOAD_OVER:
             self._reload, self._run_dirty = False, False
             self._dirty.clear()
             self._submit(load_run, source, self.run_id, on_done=self._loaded)

@@ -70,6 +70,6 @@ def _listings(source: Source) -> dict[str, Callable[[str], Any]]:
 
 def _run_or_none(source: Source, run_id: str) -> Node | None:
     try:
-        return make_node(source.node("run", run_id))
+        return make_node(source.run(run_id))
     except NotFound:
         return None

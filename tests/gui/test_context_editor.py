@@ -404,13 +404,13 @@ def test_read_only_source_disables_commands_with_reasons(make_editor: Callable[.
 def test_summary_names_the_agent_read_off_the_gui_thread(make_editor: Callable[..., ContextEditor], world: World,
                                                           monkeypatch: pytest.MonkeyPatch, qtbot) -> None:
     on_gui_thread: list[bool] = []
-    node = NativeSource.node
+    agent = NativeSource.agent
 
-    def spy(self: NativeSource, entity: str, entity_id: str) -> object:
+    def spy(self: NativeSource, agent_id: str) -> rm.Agent:
         on_gui_thread.append(threading.current_thread() is threading.main_thread())
-        return node(self, entity, entity_id)
+        return agent(self, agent_id)
 
-    monkeypatch.setattr(NativeSource, "node", spy)
+    monkeypatch.setattr(NativeSource, "agent", spy)
     widget = make_editor(world.agent_id)
     assert on_gui_thread and not any(on_gui_thread)
     assert widget.identity.text() == "planner · claude-sonnet-4" and widget.identity.isVisibleTo(widget)
@@ -426,10 +426,10 @@ def test_summary_names_the_agent_read_off_the_gui_thread(make_editor: Callable[.
 
 def test_summary_falls_back_to_the_agent_id(make_editor: Callable[..., ContextEditor], world: World,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    def missing(self: NativeSource, entity: str, entity_id: str) -> object:
-        raise NotFound(f"There is no {entity} with id {entity_id}.")
+    def missing(self: NativeSource, agent_id: str) -> rm.Agent:
+        raise NotFound(f"There is no agent with id {agent_id}.")
 
-    monkeypatch.setattr(NativeSource, "node", missing)
+    monkeypatch.setattr(NativeSource, "agent", missing)
     widget = make_editor(world.agent_id)
     assert widget.identity.text() == world.agent_id
     assert widget.summary.text().startswith("5 items")

@@ -192,7 +192,7 @@ def test_a_writer_process_reaches_the_queue_and_the_timeline(
         assert timeline.run_id == kind.live_run
         new = source.approval(kind.new_approval)
         if new.run_id == kind.live_run:  # the tree's pending badge follows too
-            run_pending = source.node("run", kind.live_run).pending_approvals  # type: ignore[attr-defined]
+            run_pending = source.run(kind.live_run).pending_approvals
             qtbot.waitUntil(lambda: window.tree.model.find("run", kind.live_run).data(PendingRole) == run_pending,
                             timeout=LIVE_MS)
     finally:

@@ -250,7 +250,7 @@ def test_events_keep_the_model_equal_to_the_store(
             agents.append(runtime.create_agent(rng.choice(sessions), f"agent {step}", "m"))
         elif op == "sub":
             parent = rng.choice(agents)
-            session_id = decider.node("agent", parent).session_id  # type: ignore[attr-defined]
+            session_id = decider.agent(parent).session_id
             agents.append(runtime.create_agent(session_id, f"sub {step}", "m", parent_agent_id=parent))
         elif op == "run":
             runs.append(runtime.start_run(rng.choice(agents), f"run {step}"))
