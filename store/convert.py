@@ -62,7 +62,8 @@ def span(row: sc.SpanRow) -> rm.Span:
 
 def approval(row: sc.ApprovalRow, agent_name: str = "", project_name: str = "") -> rm.Approval:
     return rm.Approval(row.id, row.tool_call_id, row.project_id, row.task_id, row.session_id, row.agent_id,
-                       row.run_id, row.span_id, row.tool_name, row.arguments, row.payload_hash, row.status,
+                       row.run_id, row.span_id, row.tool_name, row.arguments, row.payload_hash,
+                       rm.ApprovalStatus(row.status),
                        ts(row.created_at), ts_opt(row.expires_at), ts_opt(row.decided_at), row.decided_by,
                        row.reason, row.edited_arguments, row.edited_hash, agent_name, project_name,
                        row.context_revision)

@@ -13,6 +13,13 @@ from enum import StrEnum
 from typing import Any
 
 
+# Statuses and kinds are StrEnums, so they compare equal to (and print as) their plain values.
+# `Approval.status` holds an `ApprovalStatus`: only the store's commands set it, so the set is closed.
+# The others name the values views know; runs', spans' and items' fields stay `str` because runtimes
+# (ours through `AgentRuntime`, and the foreign ones) may write values outside them, which views must
+# still show (a timeline draws an unknown span kind as "internal" and prints its name).
+
+
 class RunStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
@@ -182,7 +189,7 @@ class Approval:
     tool_name: str
     arguments: str
     payload_hash: str
-    status: str
+    status: ApprovalStatus
     created_at: datetime
     expires_at: datetime | None
     decided_at: datetime | None
