@@ -16,19 +16,15 @@ file was replaced) it publishes one `reset` change: subscribers reload.
 from __future__ import annotations
 
 import json
-import logging
-import sqlite3
 import threading
 import time
 
 from sqlalchemy import func, select
 
-from agentdesk.store import sqlite
 from agentdesk.store.bus import RESET, Change, ChangeBus
 from agentdesk.store.database import Store
+from agentdesk.store.polling import PollLoop
 from agentdesk.store.schema import ChangeRow
-
-log = logging.getLogger(__name__)
 
 DEFAULT_POLL_INTERVAL_S = 0.04
 """bench/bus_latency.py, 2-core VM: at 40 ms, commit→callback p99 ≈ 45 ms and idle ≈ 0.3% of a core.
@@ -39,7 +35,6 @@ idle < 1%) with at least a 2x margin on a slower or busier machine.
 READ_BATCH = 5_000
 MAX_CATCH_UP = 50_000
 """Further behind than this, reloading is cheaper for subscribers than replaying: publish a reset."""
-MAX_BACKOFF_S = 2.0
 
 
 class ChangeWatcher:
@@ -48,7 +43,7 @@ class ChangeWatcher:
     `include_own` is for tools like `agentdesk watch` that want every change,
     including those written through the same Store object. `healthy` is False
     until started and whenever the last poll failed; `high_water` is the last
-    change-log seq read.
+    change-log seq read. The thread, probe and back-off are the shared `PollLoop`.
     """
 
     def __init__(self, store: Store, *, poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
@@ -59,94 +54,37 @@ class ChangeWatcher:
         self.include_own = include_own
         self.high_water = 0
         self.last_change_at: float | None = None
-        self.healthy = False
         self.resets = 0
-        self._stop = threading.Event()
         self._poll_lock = threading.RLock()
-        self._thread: threading.Thread | None = None
-        self._path = store.path
-        self._probe: sqlite3.Connection | None = None
-        self._last_version: int | None = None
-        self._failures = 0
+        self._loop = PollLoop(store.path, self.poll_once, interval_s=poll_interval_s, name="agentdesk-watcher",
+                              moved=lambda: self._current_max_seq() != self.high_water)
 
     def start(self, from_seq: int | None = None) -> ChangeWatcher:
         """Start after the current end of the feed (or after `from_seq`)."""
-        if self._thread is not None:
+        if self.running:
             return self
-        self._stop.clear()
-        # Probe first, then read the high-water mark: a commit landing in between
-        # moves data_version, so the first poll picks it up instead of losing it.
-        self._open_probe()
-        # Replaying from an older seq must not wait for someone else's commit: leave the
-        # version unknown so the first poll reads the feed at once.
-        self._last_version = self._data_version() if from_seq is None else None
-        self.high_water = self._current_max_seq() if from_seq is None else from_seq
-        self.healthy = True
-        self._thread = threading.Thread(target=self._run, name="agentdesk-watcher", daemon=True)
-        self._thread.start()
+
+        def prime() -> None:
+            self.high_water = self._current_max_seq() if from_seq is None else from_seq
+
+        # Replaying from an older seq must not wait for someone else's commit: read at once.
+        self._loop.start(prime, read_first=from_seq is not None)
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-        if self._probe is not None:
-            self._probe.close()  # the thread has exited (or is wedged in I/O: closing is still safe)
-            self._probe = None
-        self.healthy = False
+        self._loop.stop()
+
+    @property
+    def healthy(self) -> bool:
+        return self._loop.healthy
+
+    @healthy.setter
+    def healthy(self, value: bool) -> None:  # the `Watcher` protocol declares a plain attribute
+        self._loop.healthy = value
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def _open_probe(self) -> None:
-        """(Re)open the probe; a fresh probe's data_version says nothing yet, so the next poll reads."""
-        if self._path is not None and self._probe is None:
-            self._probe = sqlite.open_probe(self._path, 5.0)
-            self._last_version = None
-
-    def _data_version(self) -> int | None:
-        return None if self._probe is None else sqlite.data_version(self._probe)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._next_wait()):
-            try:
-                if self._probe is None:
-                    self._open_probe()
-                self._poll_if_moved()
-            except Exception as exc:  # keep watching: a locked or busy moment must not kill live updates
-                self._failed(exc)
-            else:
-                if self._failures:
-                    log.info("change watcher recovered after %d failed polls", self._failures)
-                self._failures = 0
-                self.healthy = True
-
-    def _next_wait(self) -> float:
-        if not self._failures:
-            return self.poll_interval_s
-        return min(MAX_BACKOFF_S, self.poll_interval_s * 2 ** min(self._failures, 10))
-
-    def _failed(self, exc: Exception) -> None:
-        self.healthy = False
-        self._failures += 1
-        if self._failures == 1:
-            log.warning("change watcher poll failed; retrying with back-off", exc_info=exc)
-        if self._probe is not None:  # the file may have been replaced or the handle broken
-            self._probe.close()
-            self._probe = None
-
-    def _poll_if_moved(self) -> None:
-        """Remember the new data_version only once its changes were read: a failed poll is retried."""
-        if self._probe is None:
-            if self._current_max_seq() != self.high_water:
-                self.poll_once()
-            return
-        version = self._data_version()
-        if version != self._last_version:
-            self.poll_once()
-            self._last_version = version
+        return self._loop.running
 
     def _current_max_seq(self) -> int:
         with self.store.reading() as session:

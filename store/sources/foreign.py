@@ -1,23 +1,19 @@
-"""Shared machinery for sources that read another runtime's SQLite database in place.
+"""The lifecycle every source over another runtime's SQLite database shares.
 
 A foreign database belongs to its runtime: we open it read-only (`mode=ro` plus
 `PRAGMA query_only`) unless the operator asked for writes, never change its
-journal mode, never migrate it. Change detection polls `PRAGMA data_version` on
-a dedicated connection and asks the subclass to turn per-table high-water marks
-into the same `Change` events the native store produces.
+journal mode, never migrate it. Live changes come from the generic table
+follower (`store.sources.follow`) driven by the runtime's table declarations.
 
-Subclasses implement the read queries of `store.source.Source` and override
-the commands their runtime's schema can express; every other command raises
-`Unsupported` with the reason the UI shows on the disabled control.
+This base holds only identity, capabilities, connections and watching. Reads
+are each runtime's plain functions; writes exist only on a runtime whose schema
+can express them (`ApprovalWriter`, `ContextWriter` in `store.source`), and a
+missing capability is explained by `why_not`.
 """
 
 from __future__ import annotations
 
-import logging
-import sqlite3
-import threading
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,57 +26,12 @@ from agentdesk.store import sqlite
 from agentdesk.store.audit import ChainReport
 from agentdesk.store.bus import Change, ChangeBus
 from agentdesk.store.database import describe_operational_error
-from agentdesk.store.errors import ReadOnlyStore, StoreError, StoreUnavailable
+from agentdesk.store.errors import ReadOnlyStore, StoreUnavailable, Unsupported
 from agentdesk.store.source import Capability, SourceDescriptor
+from agentdesk.store.sources.follow import Follow, FollowWatcher, TableFollower
 from agentdesk.store.validation import check_name
 
-log = logging.getLogger(__name__)
-
-
-class Unsupported(StoreError):
-    """The source's schema cannot express this command."""
-
-    exit_code = 2
-
-
-class ForeignWatcher:
-    """Polls `data_version`; when another connection committed, asks the source what changed."""
-
-    def __init__(self, source: ForeignSource, poll_interval_s: float = 0.025) -> None:
-        self.source = source
-        self.poll_interval_s = poll_interval_s
-        self.healthy = False
-        self.last_change_at: float | None = None
-        self._stop = threading.Event()
-        self._probe = sqlite.open_probe(source.path, 5.0)
-        self._version = sqlite.data_version(self._probe)
-        source.prime_high_water()
-        self._thread = threading.Thread(target=self._run, name=f"agentdesk-{source.kind}-watcher", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.poll_interval_s):
-            try:
-                version = sqlite.data_version(self._probe)
-                if version != self._version:
-                    self._version = version
-                    self.poll_once()
-                self.healthy = True
-            except Exception:  # a busy moment must not end live updates
-                self.healthy = False
-                log.exception("%s watcher poll failed", self.source.kind)
-
-    def poll_once(self) -> int:
-        changes = self.source.poll_changes()
-        if changes:
-            self.last_change_at = time.time()
-            self.source.bus.publish(changes)
-        return len(changes)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self._probe.close()
+__all__ = ["ForeignSource", "Unsupported"]
 
 
 class ForeignSource:
@@ -93,6 +44,8 @@ class ForeignSource:
     unsupported_reasons: dict[Capability, str] = {}
     """Why each other capability is absent, in the runtime's terms."""
     notes = ""
+    follow: Follow | None = None
+    """The runtime's table declarations for the follower (None: changes are not followed)."""
 
     def __init__(self, path: Path, *, version: str | None = None, allow_writes: bool = False,
                  busy_timeout_s: float = 5.0) -> None:
@@ -103,7 +56,8 @@ class ForeignSource:
         self.engine = sqlite.create_sqlite_engine(path, read_only=not allow_writes, busy_timeout_s=busy_timeout_s,
                                                   manage_journal=False)
         self.writer = sqlite.writer_engine(self.engine)
-        self._watcher: ForeignWatcher | None = None
+        self._watcher: FollowWatcher | None = None
+        self._follower: TableFollower | None = None
 
     # -- identity and capabilities ---------------------------------------------------------
     @property
@@ -172,21 +126,37 @@ class ForeignSource:
         return {r["name"] for r in self.rows(f"SELECT name FROM pragma_table_info('{table}')")}
 
     # -- change detection ------------------------------------------------------------------
-    def watch(self, poll_interval_s: float | None = None) -> ForeignWatcher:
+    @property
+    def follower(self) -> TableFollower:
+        """The table follower over this database's declared tables (those it has)."""
+        if self._follower is None:
+            if self.follow is None:
+                raise Unsupported(f"agentdesk cannot follow live changes of a {self.kind} database.")
+            with self.reading() as conn:
+                present = frozenset(r[0] for r in conn.execute(text("SELECT name FROM sqlite_master "
+                                                                     "WHERE type = 'table'")))
+            self._follower = TableFollower(self.follow, present)
+        return self._follower
+
+    def watch(self, poll_interval_s: float | None = None) -> FollowWatcher:
         if self._watcher is None:
-            self._watcher = ForeignWatcher(self, poll_interval_s or 0.025)
+            self._watcher = FollowWatcher(self.path, self.follower, self.reading, self.bus,
+                                          poll_interval_s=poll_interval_s)
         return self._watcher
 
     @property
-    def watcher(self) -> ForeignWatcher | None:
+    def watcher(self) -> FollowWatcher | None:
         return self._watcher
 
     def prime_high_water(self) -> None:
-        """Remember where each watched table stands now (subclasses)."""
+        """Remember where each followed table stands now (the watcher does this when it starts)."""
+        with self.reading() as conn:
+            self.follower.prime(conn)
 
     def poll_changes(self) -> list[Change]:
-        """What changed since the last call, as `Change` events (subclasses)."""
-        return []
+        """What changed since the last call, as `Change` events (what one watcher poll publishes)."""
+        with self.reading() as conn:
+            return self.follower.poll(conn)
 
     def close(self) -> None:
         if self._watcher is not None:
@@ -209,29 +179,3 @@ class ForeignSource:
 
     def expire_overdue(self) -> list[str]:
         return []
-
-    def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-               edited_arguments: str | None = None) -> rm.Approval:
-        self._require(Capability.APPROVE if approve else Capability.DENY)
-        raise Unsupported(f"{self.kind} decisions are not implemented.")
-
-    def set_group_visibility(self, group_id: str, visible: bool, expected_revision: int, actor: str) -> None:
-        self._require(Capability.SET_VISIBILITY)
-
-    def set_item_locked(self, item_id: str, locked: bool, expected_revision: int, actor: str) -> None:
-        self._require(Capability.LOCK)
-
-    def edit_item(self, item_id: str, content: str, expected_revision: int, actor: str) -> None:
-        self._require(Capability.EDIT_ITEM)
-
-    def compact(self, agent_id: str, item_ids: Sequence[str], summary: str, focus: str,
-                expected_context_revision: int, actor: str) -> str:
-        self._require(Capability.COMPACT)
-        raise Unsupported(f"{self.kind} compaction is not implemented.")
-
-    def undo_compaction(self, compaction_id: str, actor: str) -> None:
-        self._require(Capability.UNDO_COMPACTION)
-
-
-def sqlite_error_text(exc: sqlite3.Error) -> str:
-    return str(exc)

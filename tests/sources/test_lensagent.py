@@ -176,8 +176,8 @@ def test_tree_from_project_to_runs(reader: LensagentSource) -> None:
     [done] = reader.runs("agt_sub").items
     assert done.status == "done" and done.ended_at is not None and done.ended_at > done.started_at
     assert reader.locate("agent", "agt_sub2").agent_ids == ("agt_main", "agt_sub", "agt_sub2")
-    assert reader.node("run", "run_1") == run
-    assert reader.node("agent", "agt_sub") == agents[1]
+    assert reader.run("run_1") == run
+    assert reader.agent("agt_sub") == agents[1]
 
 
 def test_locate_spans_and_approvals(reader: LensagentSource) -> None:
@@ -194,7 +194,9 @@ def test_locate_spans_and_approvals(reader: LensagentSource) -> None:
     with pytest.raises(NotFound):
         reader.locate("span", "nonsense")
     with pytest.raises(NotFound):
-        reader.node("task", "tsk_missing")
+        reader.locate("task", "tsk_missing")
+    with pytest.raises(NotFound):
+        reader.agent("agt_missing")
 
 
 # -- the timeline ----------------------------------------------------------------------------------

@@ -140,17 +140,17 @@ def test_runs_newest_first_with_paging(src: MakaSource, ids: dict[str, str]) -> 
     run = rest.items[0]
     assert run.title.startswith("The checkout test fails") and run.status == "done"
     assert run.ended_at is not None and run.ended_at > run.started_at and run.usage.input_tokens > 0
-    failed = src.node("run", ids["run_failed"])
+    failed = src.run(ids["run_failed"])
     assert failed.status == "failed" and "gave up after 3 attempts" in failed.error
-    assert src.node("run", ids["run_cancelled"]).status == "cancelled"
-    assert src.node("run", ids["run_waiting"]).pending_approvals == 2
+    assert src.run(ids["run_cancelled"]).status == "cancelled"
+    assert src.run(ids["run_waiting"]).pending_approvals == 2
 
 
 def test_node_and_locate(src: MakaSource, ids: dict[str, str]) -> None:
-    assert src.node("project", "prj_acme").name == "acme-web"
-    assert src.node("task", ids["task"]).project_id == "prj_acme"
-    assert src.node("session", "ses_main").title == "Fix flaky checkout test"
-    assert src.node("agent", ids["agent_grandchild"]).name == "grep-helper"
+    assert next(p for p in src.projects() if p.id == "prj_acme").name == "acme-web"
+    assert next(t for t in src.tasks("prj_acme") if t.id == ids["task"]).project_id == "prj_acme"
+    assert next(s for s in src.sessions(ids["task"]) if s.id == "ses_main").title == "Fix flaky checkout test"
+    assert src.agent(ids["agent_grandchild"]).name == "grep-helper"
     loc = src.locate("span", "tool:ses_grand/run_g1/g_0")
     assert loc.agent_ids == (ids["agent_main"], ids["agent_child"], ids["agent_grandchild"])
     assert (loc.project_id, loc.task_id, loc.session_id, loc.run_id) == ("prj_acme", ids["task"], "ses_main",
@@ -163,7 +163,7 @@ def test_node_and_locate(src: MakaSource, ids: dict[str, str]) -> None:
         with pytest.raises(NotFound):
             src.locate(entity, bogus)
     with pytest.raises(NotFound):
-        src.node("run", "no-slash")
+        src.run("no-slash")
 
 
 # -- spans -----------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def test_span_table_projects_the_session_trace(src: MakaSource, ids: dict[str, s
     assert kinds["tool"] == BULK_TOOLS + 2 and kinds["sub_agent"] == 1 and kinds["gate"] == 3
     assert kinds["model"] == BULK_TOOLS + 3  # a retried call (two attempts), the bulk, the compaction call
     assert all(e is None or e >= s for s, e in zip(table.starts, table.ends, strict=True))
-    run_usage = src.node("run", ids["run_main"]).usage
+    run_usage = src.run(ids["run_main"]).usage
     assert sum(table.input_tokens[1:]) == table.input_tokens[0] == run_usage.input_tokens
     status = dict(zip(table.ids, table.statuses, strict=True))
     assert status[ids["failed_span"]] == "error" and status["tool:ses_main/run_1/r1_push"] == "error"

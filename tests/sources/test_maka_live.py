@@ -113,7 +113,7 @@ def test_writer_process_commits_arrive_as_changes(watched: tuple[MakaSource, lis
     assert "req_live" in [a.id for a in source.approvals()]
     hidden = next(i for i in source.context("agent:ses_grand").items if i.id == "evt_live_hidden")
     assert not hidden.visible and hidden.content == "hidden live note"
-    assert source.node("run", "ses_grand/run_g1").status == "waiting"
+    assert source.run("ses_grand/run_g1").status == "waiting"
     assert "ses_new" in [s.id for s in source.sessions("task:prj_acme")]
 
 

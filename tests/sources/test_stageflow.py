@@ -87,8 +87,8 @@ def test_tree_maps_definitions_sessions_and_turns(source: StageflowSource,
     assert (done.usage.input_tokens, done.usage.output_tokens, done.usage.cost_usd) == (91_000, 6_100, 0.4123)
     assert source.run_attributes(ids["run"])["eval_scores"] == {"groundedness": 0.71, "helpfulness": 0.93}
     assert source.runs(agent.id, offset=1, limit=1).items[0].id == ids["failed_run"]
-    assert source.node("agent", ids["agent"]) == agent
-    assert source.node("run", ids["run"]) == done
+    assert source.agent(ids["agent"]) == agent
+    assert source.run(ids["run"]) == done
     loc = source.locate("span", ids["gate_span"])
     assert (loc.project_id, loc.task_id, loc.session_id, loc.agent_ids, loc.run_id, loc.span_id) == (
         ids["project"], ids["task"], ids["session"], (ids["agent"],), ids["run"], ids["gate_span"])

@@ -94,7 +94,7 @@ def test_tree_with_pass_through_levels_and_the_registry(source: VgxnessSource,
     [busy] = source.runs("agt_coder").items
     assert (busy.status, busy.title) == ("done", "Stabilise the test suite · sdd/verify · partial")
     assert source.locate("run", "run_blocked").agent_ids == ("agt_planner", "agt_coder", "agt_tester")
-    assert source.node("run", "run_busy") == busy
+    assert source.run("run_busy") == busy
     assert source.run_attributes("run_busy")["latest_checkpoint"]["label"] == "before batch 4"
 
 

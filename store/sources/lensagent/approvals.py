@@ -21,8 +21,9 @@ from sqlalchemy import Connection
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
-from agentdesk.store.sources.lensagent import values as v
-from agentdesk.store.sources.lensagent.layout import Layout, rows
+from agentdesk.store.sources import parsing as parse
+from agentdesk.store.sources.lensagent.layout import Layout
+from agentdesk.store.sources.sql import rows
 from agentdesk.store.validation import payload_hash
 
 PENDING_WHERE = "c.state = 'WAITING' AND c.wait_reason = 'policy_review'"
@@ -51,7 +52,7 @@ WHERE {where}"""
 def status_of(c: dict[str, Any]) -> str:
     if c["state"] == "WAITING" and c["wait_reason"] == "policy_review":
         return "pending"
-    review = v.json_dict(c["auto_review_json"])
+    review = parse.json_object(c["auto_review_json"])
     approved = (
         review["approved"] if isinstance(review.get("approved"), bool) else c["auto_review_passed"] == 1
     )
@@ -66,7 +67,7 @@ def status_of(c: dict[str, Any]) -> str:
 
 def value(c: dict[str, Any]) -> rm.Approval:
     status = status_of(c)
-    review = v.json_dict(c["auto_review_json"])
+    review = parse.json_object(c["auto_review_json"])
     ours = review.get("reviewer") == "operator"
     automatic = bool(review) and not ours and review.get("approved") is (status == "approved")
     decided_by = review.get("actor") if ours else ("auto-review" if automatic else None)
@@ -86,9 +87,9 @@ def value(c: dict[str, Any]) -> rm.Approval:
         c["input_json"],
         payload_hash(c["capability_id"], c["input_json"]),
         status,
-        v.parse_time(c["created_at"]),
+        parse.time_of(c["created_at"]),
         None,
-        v.parse_time_opt(review.get("decided_at")) if status != "pending" and ours else None,
+        parse.parse_time(review.get("decided_at")) if status != "pending" and ours else None,
         None if status == "pending" else decided_by,
         None if status == "pending" else reason,
         None,

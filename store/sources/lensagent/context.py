@@ -25,9 +25,10 @@ from sqlalchemy import Connection
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
-from agentdesk.store.sources.lensagent import values as v
-from agentdesk.store.sources.lensagent.layout import Layout, one, rows
+from agentdesk.store.sources import parsing as parse
+from agentdesk.store.sources.lensagent.layout import Layout
 from agentdesk.store.sources.lensagent.tree import DEFAULT_CONTEXT_BUDGET
+from agentdesk.store.sources.sql import one, rows
 from agentdesk.store.validation import estimate_tokens
 
 ITEM_SQL = (
@@ -66,7 +67,7 @@ def context(conn: Connection, layout: Layout, agent_id: str) -> rm.AgentContext:
         raise NotFound(f"There is no agent with id {agent_id}.")
     groups = [
         rm.ContextGroup(
-            g["id"], g["agent_id"], g["ordinal"], g["kind"], g["revision"], v.parse_time(g["created_at"])
+            g["id"], g["agent_id"], g["ordinal"], g["kind"], g["revision"], parse.time_of(g["created_at"])
         )
         for g in rows(
             conn, "SELECT * FROM context_turn_groups WHERE agent_id = :a ORDER BY ordinal", a=agent_id
@@ -102,7 +103,7 @@ def _item(i: dict[str, Any], covered_by: str | None) -> rm.ContextItem:
         estimate_tokens(i["content"]),
         covered_by,
         i["id"] if i["kind"] == "compaction" else None,
-        v.parse_time(i["created_at"]),
+        parse.time_of(i["created_at"]),
     )
 
 
@@ -128,7 +129,7 @@ def compaction_records(
     records = []
     for item in (i for i in items if i["kind"] == "compaction"):
         found = details.get(item["id"], {})
-        covered = v.json_value(found.get("covered_item_ids_json"))
+        covered = parse.json_value(found.get("covered_item_ids_json"))
         records.append(
             {
                 "id": item["id"],
@@ -167,7 +168,7 @@ def _compaction(record: dict[str, Any], savings: list[ProjectionSaving]) -> rm.C
         record["covered"],
         focus,
         record["source_revision"],
-        v.parse_time(record["created_at"]),
+        parse.time_of(record["created_at"]),
         "lensagent",
         None,
     )
@@ -184,8 +185,8 @@ def projection_savings(conn: Connection, layout: Layout, agent_id: str) -> list[
             p["stage"],
             p["source_tokens"],
             p["projected_tokens"],
-            _named_items(v.json_value(p["details_json"])),
-            v.parse_time(p["created_at"]),
+            _named_items(parse.json_value(p["details_json"])),
+            parse.time_of(p["created_at"]),
         )
         for p in rows(
             conn, "SELECT * FROM projection_decisions WHERE agent_id = :a ORDER BY created_at, id", a=agent_id

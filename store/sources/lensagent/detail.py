@@ -14,9 +14,10 @@ from sqlalchemy import Connection
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
+from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.lensagent import spans, tree
-from agentdesk.store.sources.lensagent import values as v
-from agentdesk.store.sources.lensagent.layout import Layout, one, rows
+from agentdesk.store.sources.lensagent.layout import Layout
+from agentdesk.store.sources.sql import one, rows
 
 
 def span(conn: Connection, layout: Layout, span_id: str) -> rm.Span:
@@ -31,8 +32,8 @@ def span(conn: Connection, layout: Layout, span_id: str) -> rm.Span:
         light.kind,
         light.name,
         light.status,
-        v.parse_time(light.start),
-        None if light.end is None else v.parse_time(light.end),
+        parse.time_of(light.start),
+        None if light.end is None else parse.time_of(light.end),
         light.usage,
         attributes,
         input_text,
@@ -108,7 +109,7 @@ def _attempt(conn: Connection, layout: Layout, attempt_id: str) -> Detail:
         "sequence": a["sequence"],
         "profile": f"{a['profile_id']} v{a['profile_version']}",
         "request_digest": a["request_digest"],
-        "usage": v.json_value(a["usage_json"]),
+        "usage": parse.json_value(a["usage_json"]),
         "projection": projection_for(conn, layout, attempt_id),
     }
     if layout.has("attempt_capabilities"):
@@ -120,8 +121,8 @@ def _attempt(conn: Connection, layout: Layout, attempt_id: str) -> Detail:
                 i=attempt_id,
             )
         ]
-    request = v.json_text(a["request_json"]) or v.json_text(a["preparation_json"])
-    return attrs, request, v.json_text(a["observation_json"]), a["error_code"], a["context_revision"]
+    request = parse.json_text(a["request_json"]) or parse.json_text(a["preparation_json"])
+    return attrs, request, parse.json_text(a["observation_json"]), a["error_code"], a["context_revision"]
 
 
 def projection_for(conn: Connection, layout: Layout, attempt_id: str) -> list[dict[str, Any]]:
@@ -133,7 +134,7 @@ def projection_for(conn: Connection, layout: Layout, attempt_id: str) -> list[di
             "source_tokens": p["source_tokens"],
             "projected_tokens": p["projected_tokens"],
             "saved_tokens": p["source_tokens"] - p["projected_tokens"],
-            "details": v.json_value(p["details_json"]),
+            "details": parse.json_value(p["details_json"]),
         }
         for p in rows(
             conn, "SELECT * FROM projection_decisions WHERE attempt_id = :i ORDER BY created_at", i=attempt_id
@@ -154,8 +155,8 @@ def _call(conn: Connection, layout: Layout, call_id: str) -> Detail:
         "source": c["source"],
         "provider_call_id": c["provider_call_id"],
         "auto_review_passed": None if c["auto_review_passed"] is None else bool(c["auto_review_passed"]),
-        "auto_review": v.json_value(c["auto_review_json"]),
-        "continuation": v.json_value(c["continuation_json"]),
+        "auto_review": parse.json_value(c["auto_review_json"]),
+        "continuation": parse.json_value(c["continuation_json"]),
     }
     error = None
     if c["result_id"] is not None:
@@ -170,7 +171,7 @@ def _call(conn: Connection, layout: Layout, call_id: str) -> Detail:
         error = c["error_message"] or c["result_error_code"]
     elif c["state"] == "TERMINAL" and c["outcome"] != "success":
         error = c["outcome"]
-    return attrs, v.json_text(c["input_json"]), v.json_text(c["content_json"]), error, None
+    return attrs, parse.json_text(c["input_json"]), parse.json_text(c["content_json"]), error, None
 
 
 def _gate(conn: Connection, layout: Layout, call_id: str) -> Detail:
@@ -180,10 +181,10 @@ def _gate(conn: Connection, layout: Layout, call_id: str) -> Detail:
         "policy": c["policy"],
         "effect": c["effect"],
         "approval_id": call_id,
-        "auto_review": v.json_value(c["auto_review_json"]),
+        "auto_review": parse.json_value(c["auto_review_json"]),
         "expires_at": None,
     }
-    return attrs, v.json_text(c["input_json"]), None, None, None
+    return attrs, parse.json_text(c["input_json"]), None, None, None
 
 
 def call_row(conn: Connection, layout: Layout, call_id: str) -> dict[str, Any]:
@@ -250,16 +251,16 @@ def sent_context(conn: Connection, layout: Layout, span_id: str) -> list[rm.Sent
         "WHERE agent_id = :a ORDER BY ordinal",
         a=a["agent_id"],
     )
-    started = v.parse_time(a["created_at"])
+    started = parse.time_of(a["created_at"])
     return [
         rm.SentItem(i["id"], i["revision"], i["ordinal"], i["kind"], i["role"], i["content"])
         for i in items
-        if i["visible"] and i["id"] not in hidden and v.parse_time(i["created_at"]) <= started
+        if i["visible"] and i["id"] not in hidden and parse.time_of(i["created_at"]) <= started
     ]
 
 
 def _request_messages(attempt_id: str, revision: int, raw: str | None) -> list[rm.SentItem] | None:
-    value = v.json_value(raw)
+    value = parse.json_value(raw)
     messages = value.get("messages") if isinstance(value, dict) else value
     if not isinstance(messages, list) or not messages:
         return None

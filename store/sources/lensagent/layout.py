@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import Connection, text
 
@@ -64,29 +63,3 @@ def read_layout(conn: Connection) -> Layout:
     }
     version = "0.1.2" if "context_compactions" in tables else "0.1.0"
     return Layout(version, tables, columns)
-
-
-def rows(conn: Connection, sql: str, **params: Any) -> list[dict[str, Any]]:
-    """Rows as dicts, straight from the driver cursor (same connection and transaction).
-
-    A derived timeline reads tens of thousands of rows; SQLAlchemy's row objects cost more
-    than the query itself, and every statement here is plain SQLite SQL with `:name` binds.
-    """
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.execute(sql, params)
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    finally:
-        cursor.close()
-
-
-def one(conn: Connection, sql: str, **params: Any) -> dict[str, Any] | None:
-    found = rows(conn, sql, **params)
-    return found[0] if found else None
-
-
-def marks(prefix: str, values: list[str]) -> tuple[str, dict[str, str]]:
-    """`:p0, :p1, ...` and their bindings, for `IN (...)` over a list of ids."""
-    names = {f"{prefix}{n}": v for n, v in enumerate(values)}
-    return ", ".join(f":{k}" for k in names) or "NULL", names

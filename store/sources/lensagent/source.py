@@ -15,18 +15,21 @@ from pathlib import Path
 from typing import NoReturn
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.bus import Change
 from agentdesk.store.errors import NotFound
 from agentdesk.store.source import Capability, Location, Page, SpanTable
 from agentdesk.store.sources.foreign import ForeignSource
-from agentdesk.store.sources.lensagent import approvals, changes, detail, spans, tree, writes
+from agentdesk.store.sources.lensagent import approvals, detail, spans, tree, writes
 from agentdesk.store.sources.lensagent import context as contexts
-from agentdesk.store.sources.lensagent.layout import Layout, one, read_layout
+from agentdesk.store.sources.lensagent.follow import FOLLOW
+from agentdesk.store.sources.lensagent.layout import Layout, read_layout
+from agentdesk.store.sources.spantable import only
+from agentdesk.store.sources.sql import one
 from agentdesk.store.validation import check_name, check_text
 
 
 class LensagentSource(ForeignSource):
     kind = "lensagent"
+    follow = FOLLOW
     writable_capabilities = frozenset(
         {Capability.APPROVE, Capability.DENY, Capability.SET_VISIBILITY, Capability.EDIT_ITEM}
     )
@@ -66,7 +69,6 @@ class LensagentSource(ForeignSource):
             )
         elif self.layout.missing:
             self.notes += f" It lacks some 0.1.2 columns: {', '.join(self.layout.missing)}."
-        self._tracker = changes.ChangeTracker(self.layout)
 
     # -- the tree --------------------------------------------------------------------------
     def projects(self) -> list[rm.Project]:
@@ -89,31 +91,15 @@ class LensagentSource(ForeignSource):
         with self.reading() as conn:
             return tree.runs(conn, agent_id, offset, limit)
 
-    def node(self, entity: str, entity_id: str) -> object:
-        """One tree row by entity name, fresh (for dataChanged)."""
-        if entity == "run":
-            with self.reading() as conn:
-                return tree.run_values(conn, [tree.run_row(conn, entity_id)])[0]
-        parents = {
-            "project": "SELECT id AS parent FROM projects WHERE id = :i",
-            "task": "SELECT project_id AS parent FROM tasks WHERE id = :i",
-            "session": "SELECT task_id AS parent FROM sessions WHERE id = :i",
-            "agent": "SELECT session_id AS parent FROM agents WHERE id = :i",
-        }
-        found = self.rows(parents[entity], i=entity_id) if entity in parents else []
+    def run(self, run_id: str) -> rm.Run:
+        with self.reading() as conn:
+            return tree.run_values(conn, [tree.run_row(conn, run_id)])[0]
+
+    def agent(self, agent_id: str) -> rm.Agent:
+        found = self.rows("SELECT session_id AS parent FROM agents WHERE id = :i", i=agent_id)
         if not found:
-            self._missing(entity, entity_id)
-        parent = found[0]["parent"]
-        listing: Sequence[rm.Project | rm.Task | rm.Session | rm.Agent]
-        if entity == "project":
-            listing = self.projects()
-        elif entity == "task":
-            listing = self.tasks(parent)
-        elif entity == "session":
-            listing = self.sessions(parent)
-        else:
-            listing = self.agents(parent)
-        return next(x for x in listing if x.id == entity_id)
+            self._missing("agent", agent_id)
+        return next(a for a in self.agents(found[0]["parent"]) if a.id == agent_id)
 
     def locate(self, entity: str, entity_id: str) -> Location:
         with self.reading() as conn:
@@ -154,9 +140,9 @@ class LensagentSource(ForeignSource):
         raise NotFound(f"There is no {entity} with id {entity_id}.")
 
     # -- timeline ----------------------------------------------------------------------------
-    def span_table(self, run_id: str) -> SpanTable:
+    def span_table(self, run_id: str, span_ids: Sequence[str] | None = None) -> SpanTable:
         with self.reading() as conn:
-            return spans.table(spans.run_trace(conn, self.layout, run_id))
+            return only(spans.table(spans.run_trace(conn, self.layout, run_id)), span_ids)
 
     def span(self, span_id: str) -> rm.Span:
         with self.reading() as conn:
@@ -231,15 +217,7 @@ class LensagentSource(ForeignSource):
     def undo_compaction(self, compaction_id: str, actor: str) -> None:
         self._require(Capability.UNDO_COMPACTION)
 
-    # -- live changes, counts ----------------------------------------------------------------
-    def prime_high_water(self) -> None:
-        with self.reading() as conn:
-            self._tracker.prime(conn)
-
-    def poll_changes(self) -> list[Change]:
-        with self.reading() as conn:
-            return self._tracker.poll(conn)
-
+    # -- counts ------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         tables = (
             "projects",

@@ -23,9 +23,11 @@ from sqlalchemy import Connection
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
 from agentdesk.store.source import SpanTable
+from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.lensagent import tree
 from agentdesk.store.sources.lensagent import values as v
-from agentdesk.store.sources.lensagent.layout import Layout, rows
+from agentdesk.store.sources.lensagent.layout import Layout
+from agentdesk.store.sources.sql import rows
 
 STEP_SQL = (
     "SELECT id, run_id, turn_group_id, ordinal, state, outcome, error_code, created_at, updated_at FROM steps"
@@ -143,7 +145,7 @@ def _run_light(run: dict[str, Any]) -> Light:
         "agent",
         run["agent_name"],
         v.span_status(state, run["outcome"]),
-        v.epoch(run["created_at"]),
+        parse.epoch(run["created_at"]),
         _end(run["state"], run["updated_at"]),
         rm.Usage(),
     )
@@ -156,14 +158,14 @@ def _step_light(step: dict[str, Any]) -> Light:
         "internal",
         f"step {step['ordinal']}",
         v.span_status(step["state"], step["outcome"]),
-        v.epoch(step["created_at"]),
+        parse.epoch(step["created_at"]),
         _end(step["state"], step["updated_at"]),
         rm.Usage(),
     )
 
 
 def _end(state: str | None, updated_at: object) -> float | None:
-    return v.epoch(updated_at) if state == "TERMINAL" else None
+    return parse.epoch(updated_at) if state == "TERMINAL" else None
 
 
 def _attempt_light(a: dict[str, Any], run_id: str) -> Light:
@@ -175,7 +177,7 @@ def _attempt_light(a: dict[str, Any], run_id: str) -> Light:
         "model",
         name,
         v.span_status(a["state"], a["outcome"]),
-        v.epoch(a["created_at"]),
+        parse.epoch(a["created_at"]),
         _end(a["state"], a["updated_at"]),
         v.usage_of(a["usage_json"]),
     )
@@ -190,7 +192,7 @@ def _call_light(c: dict[str, Any]) -> Light:
         parent = f"step:{c['step_id']}"
     end: float | None
     if c["result_at"] is not None:
-        status, end = v.OUTCOME_SPAN.get(c["result_outcome"], "ok"), v.epoch(c["result_at"])
+        status, end = v.OUTCOME_SPAN.get(c["result_outcome"], "ok"), parse.epoch(c["result_at"])
     else:
         status, end = v.span_status(c["state"], c["outcome"]), _end(c["state"], c["updated_at"])
     return Light(
@@ -199,7 +201,7 @@ def _call_light(c: dict[str, Any]) -> Light:
         "tool",
         c["capability_id"],
         status,
-        v.epoch(c["created_at"]),
+        parse.epoch(c["created_at"]),
         end,
         rm.Usage(),
     )
@@ -213,14 +215,14 @@ def _gate_light(c: dict[str, Any]) -> Light | None:
     status, end = "running", None
     if not pending and decided is not None:
         status = "ok" if decided.get("approved") is True else "cancelled"
-        end = v.epoch(decided.get("decided_at"))
+        end = parse.epoch(decided.get("decided_at"))
     return Light(
         f"gate:{c['id']}",
         f"call:{c['id']}",
         "gate",
         f"approval: {c['capability_id']}",
         status,
-        v.epoch(c["created_at"]),
+        parse.epoch(c["created_at"]),
         end,
         rm.Usage(),
     )
@@ -230,7 +232,7 @@ def operator_review(raw: str | None) -> dict[str, Any] | None:
     """The review record agentdesk writes on a decision (reviewer "operator"), else None."""
     if raw is None:
         return None
-    review = v.json_dict(raw)
+    review = parse.json_object(raw)
     return review if review.get("reviewer") == "operator" and review.get("decided_at") else None
 
 

@@ -18,8 +18,9 @@ from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
 from agentdesk.store.queries import roll_up
 from agentdesk.store.source import Page
+from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.lensagent import values as v
-from agentdesk.store.sources.lensagent.layout import marks, one, rows
+from agentdesk.store.sources.sql import marks, one, rows
 
 DEFAULT_CONTEXT_BUDGET = 128_000
 """lensagent stores no context-window size; the editor's budget bar uses this common one."""
@@ -68,7 +69,7 @@ def projects(conn: Connection) -> list[rm.Project]:
             r["id"],
             r["name"],
             _status(r, rolled),
-            v.parse_time(r["created_at"]),
+            parse.time_of(r["created_at"]),
             r["revision"],
             counts[("project", r["id"])],
             tasks.get(r["id"], 0),
@@ -86,7 +87,7 @@ def tasks(conn: Connection, project_id: str) -> list[rm.Task]:
             r["project_id"],
             r["title"],
             _status(r, rolled),
-            v.parse_time(r["created_at"]),
+            parse.time_of(r["created_at"]),
             r["revision"],
             counts[("task", r["id"])],
         )
@@ -109,8 +110,8 @@ def sessions(conn: Connection, task_id: str) -> list[rm.Session]:
             r["task_id"],
             r["title"],
             _status(r, rolled),
-            v.parse_time(r["created_at"]),
-            v.parse_time_opt(r["archived_at"]),
+            parse.time_of(r["created_at"]),
+            parse.parse_time(r["archived_at"]),
             r["revision"],
             counts[("session", r["id"])],
         )
@@ -149,7 +150,7 @@ def _agent(r: dict[str, Any], pending_count: int, run_count: int) -> rm.Agent:
         v.agent_status(r["state"]),
         r["context_revision"],
         DEFAULT_CONTEXT_BUDGET,
-        v.parse_time(r["created_at"]),
+        parse.time_of(r["created_at"]),
         r["revision"],
         pending_count,
         run_count,
@@ -210,7 +211,7 @@ def _run(r: dict[str, Any], title: str | None, usage: rm.Usage, pending_count: i
         r["agent_id"],
         title or f"Run {r['id']}",
         v.run_status(r["state"], r["outcome"]),
-        v.parse_time(r["created_at"]),
+        parse.time_of(r["created_at"]),
         v.ended(r["state"], r["updated_at"]),
         error,
         usage,
@@ -223,7 +224,7 @@ def goal_titles(conn: Connection, found: list[dict[str, Any]]) -> dict[str, str]
     """A run's title is the first line of its first goal message (`goal_message_ids_json`)."""
     firsts: dict[str, str] = {}
     for r in found:
-        goal = v.json_value(r["goal_message_ids_json"])
+        goal = parse.json_value(r["goal_message_ids_json"])
         if isinstance(goal, list) and goal and isinstance(goal[0], str):
             firsts[r["id"]] = goal[0]
     ids, params = marks("m", sorted(set(firsts.values())))
@@ -231,7 +232,7 @@ def goal_titles(conn: Connection, found: list[dict[str, Any]]) -> dict[str, str]
         m["id"]: m["content"]
         for m in rows(conn, f"SELECT id, content FROM messages WHERE id IN ({ids})", **params)
     }
-    return {run: v.first_line(texts[msg]) for run, msg in firsts.items() if texts.get(msg, "").strip()}
+    return {run: parse.first_line(texts[msg]) for run, msg in firsts.items() if texts.get(msg, "").strip()}
 
 
 def run_usage(conn: Connection, found: list[dict[str, Any]]) -> dict[str, rm.Usage]:
@@ -266,12 +267,12 @@ def compaction_attempts(
 
 def window_run(found: Iterable[dict[str, Any]], agent_id: str, at: str) -> str | None:
     """The agent's run that was live at `at` (a run ends at `updated_at` once TERMINAL)."""
-    moment = v.parse_time(at)
+    moment = parse.time_of(at)
     for r in found:
         end = v.ended(r["state"], r["updated_at"])
         if (
             r["agent_id"] == agent_id
-            and v.parse_time(r["created_at"]) <= moment
+            and parse.time_of(r["created_at"]) <= moment
             and (end is None or moment <= end)
         ):
             return str(r["id"])
@@ -300,7 +301,7 @@ def agent_chain(conn: Connection, agent_id: str) -> tuple[str, ...]:
 
 
 def goal_ids(raw: str | None) -> list[str]:
-    value = v.json_value(raw)
+    value = parse.json_value(raw)
     return [str(x) for x in value] if isinstance(value, list) else []
 
 

@@ -21,9 +21,10 @@ from sqlalchemy import Connection, text
 from agentdesk.store.bus import Change
 from agentdesk.store.errors import AlreadyDecided, Conflict, InvalidInput, NotFound, StaleRevision
 from agentdesk.store.ids import new_id
+from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.lensagent import approvals, context
-from agentdesk.store.sources.lensagent import values as v
-from agentdesk.store.sources.lensagent.layout import Layout, one, rows
+from agentdesk.store.sources.lensagent.layout import Layout
+from agentdesk.store.sources.sql import one, rows
 
 ORIGIN = "agentdesk"
 
@@ -65,7 +66,7 @@ def decide(
     if approvals.status_of(call) != "pending":
         done = approvals.value(call)
         raise AlreadyDecided(call_id, done.status, done.decided_by or "lensagent", call["updated_at"])
-    now = v.iso_now()
+    now = parse.iso_now()
     review = {
         "approved": approve,
         "reviewer": "operator",
@@ -73,7 +74,7 @@ def decide(
         "reason": reason,
         "decided_at": now,
         "source": "agentdesk",
-        "auto_review": v.json_value(call["auto_review_json"]),
+        "auto_review": parse.json_value(call["auto_review_json"]),
     }
     sets = [
         "state = :state",
@@ -180,7 +181,7 @@ def set_group_visibility(
         raise Conflict("This turn group is covered by a compaction, and lensagent cannot undo a compaction.")
     if not visible and any(i["locked"] for i in items):
         raise Conflict("This turn group holds a locked item; lensagent keeps locked items in the context.")
-    now = v.iso_now()
+    now = parse.iso_now()
     if (
         _run(
             conn,
@@ -244,7 +245,7 @@ def edit_item(
             raise InvalidInput(
                 f"A tool_calls item holds the calls as JSON, and this is not JSON: {exc}."
             ) from exc
-    now = v.iso_now()
+    now = parse.iso_now()
     if (
         _run(
             conn,
