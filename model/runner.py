@@ -4,8 +4,8 @@ The store is synchronous (SQLAlchemy + SQLite), so every call goes to a small
 thread pool. Completions are delivered on the GUI thread through a queued
 signal, which works under any Qt event loop (qasync's in the app, pytest-qt's
 in tests). `run()` is the coroutine form for `@asyncSlot` handlers.
-Callers that care only about the newest answer use `Latest`, which drops
-completions of superseded requests (the git-cola/mne-qt-browser guard).
+Models put `model.latest.Latest` around their reads, which drops answers that
+a newer request (or a reset) superseded.
 """
 
 from __future__ import annotations
@@ -87,31 +87,3 @@ class StoreRunner(QObject):
     def shutdown(self) -> None:
         self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-class Latest:
-    """Keeps only the newest request's answer: older completions are silently dropped."""
-
-    def __init__(self, runner: StoreRunner) -> None:
-        self._runner = runner
-        self._seq = 0
-
-    def submit(self, fn: Callable[..., Any], *args: Any, on_done: OnDone,
-               on_error: OnError | None = None) -> None:
-        self._seq += 1
-        mine = self._seq
-
-        def done(result: Any) -> None:
-            if mine == self._seq:
-                on_done(result)
-
-        def failed(exc: BaseException) -> None:
-            if mine == self._seq and on_error is not None:
-                on_error(exc)
-            elif mine == self._seq:
-                self._runner.error.emit(str(exc))
-
-        self._runner.submit(fn, *args, on_done=done, on_error=failed)
-
-    def cancel(self) -> None:
-        self._seq += 1

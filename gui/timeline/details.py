@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, status_colour
 from agentdesk.gui.timeline.drawing import format_duration, one_line
-from agentdesk.model.runner import Latest
+from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import Source

@@ -5,8 +5,9 @@ change re-reads just the changed approvals on the runner (one call per batch)
 and applies the answer with exact row inserts, removals and `dataChanged`: a
 pending approval decided elsewhere leaves the pending table, and `left` says
 with what outcome and by whom. Reads complete out of order on the pool, so
-every read carries the sequence number it was issued with and answers older
-than what an approval already shows are dropped.
+they go through `model.latest.Latest`: each answer carries its ticket, an answer
+older than what an approval already shows is dropped, and a full reload drops
+every answer issued before it.
 
 The tables themselves are `approval_pending.PendingApprovalModel` and
 `approval_decided.DecidedApprovalModel`.
@@ -14,13 +15,13 @@ The tables themselves are `approval_pending.PendingApprovalModel` and
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
 
 from agentdesk.model.approvals.format import Clock, utc_now
+from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
 from agentdesk.model.tree.rows import escaped_tooltip
 from agentdesk.store import readmodel as rm
@@ -65,8 +66,7 @@ class ApprovalTableModel(QAbstractTableModel):
         self._clock = clock
         self._limit = limit
         self._rows: list[rm.Approval] = []
-        self._seen: dict[str, int] = {}
-        self._seqs = itertools.count(1)
+        self._latest = Latest(services.runner)
         self._loading = False
         self._deferred: dict[str, None] = {}
         self.is_loaded = False
@@ -133,11 +133,12 @@ class ApprovalTableModel(QAbstractTableModel):
 
     # -- loading and changes --------------------------------------------------------------
     def reload(self) -> None:
+        """Read the whole table again; answers to reads issued before this one are dropped."""
         self._loading = True
-        seq = next(self._seqs)
+        self._deferred.clear()  # the full read covers them
         read, args = self._read_all()
-        self._runner.submit(read, *args, on_done=lambda values: self._loaded(seq, values),
-                            on_error=self._load_error)
+        self._latest.cancel()
+        self._latest.add(read, *args, on_done=self._loaded, on_error=self._load_error)
 
     def refresh(self, ids: Iterable[str]) -> None:
         """Re-read these approvals (after a change, or a decision that lost a race)."""
@@ -147,15 +148,13 @@ class ApprovalTableModel(QAbstractTableModel):
         if self._loading:
             self._deferred.update(dict.fromkeys(wanted))
             return
-        seq = next(self._seqs)
-        self._runner.submit(read_approvals, self._source, wanted,
-                            on_done=lambda found: self._apply(seq, found), on_error=self._load_error)
+        self._latest.add(read_approvals, self._source, wanted, on_done=self._apply, on_error=self._load_error)
 
     def _load_error(self, exc: BaseException) -> None:
         self._loading = False
         self._runner.error.emit(f"Could not read approvals: {exc}")
 
-    def _loaded(self, seq: int, values: list[rm.Approval]) -> None:
+    def _loaded(self, values: list[rm.Approval], seq: int) -> None:
         self._loading = False
         fresh = sorted((a for a in values if self._accepts(a)), key=self._sort_key)
         if self._rows:
@@ -166,7 +165,8 @@ class ApprovalTableModel(QAbstractTableModel):
             self.beginInsertRows(TOP, 0, len(fresh) - 1)
             self._rows = fresh
             self.endInsertRows()
-        self._seen.update((a.id, seq) for a in fresh)
+        for approval in fresh:
+            self._latest.fresh(approval.id, seq)
         self.is_loaded = True
         self.loaded.emit()
         deferred, self._deferred = list(self._deferred), {}
@@ -178,10 +178,9 @@ class ApprovalTableModel(QAbstractTableModel):
             return
         self.refresh(c.id for c in changes if c.entity == "approval")
 
-    def _apply(self, seq: int, found: dict[str, rm.Approval | None]) -> None:
+    def _apply(self, found: dict[str, rm.Approval | None], seq: int) -> None:
         for approval_id, approval in found.items():
-            if seq >= self._seen.get(approval_id, -1):
-                self._seen[approval_id] = seq
+            if self._latest.fresh(approval_id, seq):
                 self._apply_one(approval_id, approval)
 
     def _apply_one(self, approval_id: str, approval: rm.Approval | None) -> None:

@@ -9,6 +9,7 @@ shows in `context_display`, and why a command is refused in `context_rules`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -19,7 +20,8 @@ from agentdesk.model.context import rules as context_rules
 from agentdesk.model.context.display import AddedAfterRole, CoveredRole, ItemIdRole, NodeTypeRole, RowDisplay
 from agentdesk.model.context.rows import HEADERS, KIND, LOCKED, PREVIEW, ROLE, TOKENS, VISIBLE, ContextRows, Index
 from agentdesk.model.context.tree import GroupRow, ItemRow, Row, build_tree
-from agentdesk.model.runner import Latest, OnDone, OnError
+from agentdesk.model.latest import Latest
+from agentdesk.model.runner import OnDone, OnError
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import RESET, Change
@@ -31,6 +33,10 @@ __all__ = ["HEADERS", "KIND", "LOCKED", "PREVIEW", "ROLE", "TOKENS", "VISIBLE", 
 log = logging.getLogger(__name__)
 NO_PARENT = QModelIndex()
 RELOAD_DEBOUNCE_MS = 40
+"""A reload waits this long after the latest change, so a burst costs one read..."""
+RELOAD_MAX_WAIT_MS = 150
+"""...but never longer than this after the first change it has not read yet: a busy agent's
+context, changing every few milliseconds, still reloads several times a second."""
 
 
 class Loaded(NamedTuple):
@@ -74,6 +80,8 @@ class ContextModel(ContextRows):
         self._as_of: datetime | None = None
         self._timer = QTimer(self, singleShot=True, interval=RELOAD_DEBOUNCE_MS)
         self._timer.timeout.connect(self.reload)
+        self._pending_since: float | None = None
+        """When the first change not yet reloaded arrived (monotonic seconds), or None."""
         self._closed = False
         services.bridge.changes.connect(self._on_changes)
 
@@ -109,6 +117,7 @@ class ContextModel(ContextRows):
     def set_agent(self, agent_id: str | None, as_of: datetime | None = None) -> None:
         self._latest.cancel()
         self._timer.stop()
+        self._pending_since = None
         self.beginResetModel()
         self._agent_id, self._snapshot, self._agent, self._as_of = agent_id, None, None, _aware(as_of)
         self._clear_rows()
@@ -117,10 +126,18 @@ class ContextModel(ContextRows):
             self.reload()
 
     def schedule_reload(self) -> None:
-        if self._agent_id is not None:
-            self._timer.start()
+        """Reload soon: `RELOAD_DEBOUNCE_MS` after this call, or earlier when the first pending
+        change would otherwise wait more than `RELOAD_MAX_WAIT_MS`."""
+        if self._agent_id is None:
+            return
+        now = time.monotonic()
+        if self._pending_since is None:
+            self._pending_since = now
+        left_ms = RELOAD_MAX_WAIT_MS - (now - self._pending_since) * 1000
+        self._timer.start(max(0, min(RELOAD_DEBOUNCE_MS, int(left_ms))))
 
     def reload(self) -> None:
+        self._pending_since = None
         if self._agent_id is None or self._closed:
             return
         self._latest.submit(load, self._services.source, self._agent_id, on_done=self._apply,

@@ -16,6 +16,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
 from agentdesk.model.timeline.data import TimelineData, TokenSeries
 from agentdesk.store import readmodel as rm
@@ -72,7 +73,7 @@ class TimelineFeed(QObject):
         self.run: rm.Run | None = None
         self.data: TimelineData | None = None
         self.tokens: TokenSeries | None = None
-        self._generation = 0
+        self._latest = Latest(services.runner)
         self._busy = False
         self._dirty: set[str] = set()
         self._run_dirty = False
@@ -84,7 +85,7 @@ class TimelineFeed(QObject):
         services.bridge.changes.connect(self._on_changes)
 
     def show(self, run_id: str | None) -> None:
-        self._generation += 1
+        self._latest.cancel()
         self.run_id, self.run, self.data, self.tokens = run_id, None, None, None
         self._busy, self._reload, self._run_dirty = False, False, False
         self._dirty.clear()
@@ -113,21 +114,19 @@ class TimelineFeed(QObject):
 
     # -- requests ---------------------------------------------------------------------------
     def _submit(self, fn: Callable[..., Any], *args: Any, on_done: Callable[[Any], None]) -> None:
-        generation = self._generation
+        """One request at a time; `show` (another run) drops the answer of one in flight."""
         self._busy = True
 
         def done(result: Any) -> None:
-            if generation == self._generation:
-                self._busy = False
-                on_done(result)
-                self._arm()
+            self._busy = False
+            on_done(result)
+            self._arm()
 
         def failed(exc: BaseException) -> None:
-            if generation == self._generation:
-                self._busy = False
-                self.failed.emit(f"Could not load the run: {exc}")
+            self._busy = False
+            self.failed.emit(f"Could not load the run: {exc}")
 
-        self.services.runner.submit(fn, *args, on_done=done, on_error=failed)
+        self._latest.submit(fn, *args, on_done=done, on_error=failed)
 
     def _loaded(self, loaded: Loaded) -> None:
         first = self.data is None

@@ -9,23 +9,22 @@ parent's children are loaded, and waits for the load when one is in flight.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
+from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
 from agentdesk.model.tree.edits import TreeEdits
+from agentdesk.model.tree.host import TreeHost
 from agentdesk.model.tree.nodes import Node, NodeStore
 from agentdesk.model.tree.reads import read_rows
 from agentdesk.model.tree.rows import LEVELS, Key
-from agentdesk.store.bus import RESET, Change
-
-if TYPE_CHECKING:
-    from agentdesk.model.tree.model import ProjectTreeModel
+from agentdesk.store.bus import RESET, Change, ChangeOp, EntityKind
 
 
 class TreeChanges:
-    def __init__(self, model: ProjectTreeModel, nodes: NodeStore, edits: TreeEdits, services: Services) -> None:
+    def __init__(self, model: TreeHost, nodes: NodeStore, edits: TreeEdits, services: Services,
+                 latest: Latest) -> None:
         self._model, self._nodes, self._edits = model, nodes, edits
-        self._source, self._runner = services.source, services.runner
+        self._source, self._latest = services.source, latest
 
     def apply(self, changes: Sequence[Change]) -> None:
         if any(c.op == RESET for c in changes):
@@ -35,22 +34,20 @@ class TreeChanges:
         for change in changes:
             self._plan(change, wanted)
         if wanted:
-            generation, seq = self._nodes.generation, self._nodes.next_seq()
-            self._runner.submit(read_rows, self._source, wanted,
-                                on_done=lambda rows: self._read(generation, seq, rows), on_error=self._failed)
+            self._latest.add(read_rows, self._source, wanted, on_done=self._read, on_error=self._failed)
 
     def _failed(self, exc: BaseException) -> None:
-        self._model.load_failed.emit(f"Could not refresh the tree: {exc}")
+        self._model.report_failure(f"Could not refresh the tree: {exc}")
 
     def _plan(self, change: Change, wanted: dict[Key, str]) -> None:
-        if change.entity == "approval":
+        if change.entity == EntityKind.APPROVAL:
             for level in LEVELS:
                 if change.parents.get(level):
                     self._want(level, change.parents[level], change, wanted, subject=False)
             return
         if change.entity not in LEVELS:
             return
-        if change.op == "delete":
+        if change.op == ChangeOp.DELETE:
             self._edits.remove((change.entity, change.id))
         else:
             self._want(change.entity, change.id, change, wanted, subject=True)
@@ -76,9 +73,7 @@ class TreeChanges:
         group = "" if entity == "project" else parents.get(LEVELS[LEVELS.index(entity) - 1], "")
         return self._nodes.lister(entity, group)
 
-    def _read(self, generation: int, seq: int, rows: list[tuple[Key, Node | None]]) -> None:
-        if generation != self._nodes.generation:
-            return
+    def _read(self, rows: list[tuple[Key, Node | None]], seq: int) -> None:
         for _key, fresh in rows:
             if fresh is not None and not self._edits.known(fresh, seq):
                 self._edits.place(fresh, seq)

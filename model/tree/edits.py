@@ -9,19 +9,16 @@ place that mutates `NodeStore` children, so every mutation sits inside its
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 
+from agentdesk.model.tree.host import TreeHost
 from agentdesk.model.tree.nodes import Node, NodeStore, insert_position
 from agentdesk.model.tree.rows import INFO, NAME, PENDING, STATUS, Key, RowFields
 
-if TYPE_CHECKING:
-    from agentdesk.model.tree.model import ProjectTreeModel
-
 
 class TreeEdits:
-    def __init__(self, model: ProjectTreeModel, nodes: NodeStore) -> None:
+    def __init__(self, model: TreeHost, nodes: NodeStore) -> None:
         self._model = model
         self._nodes = nodes
 
@@ -86,14 +83,14 @@ class TreeEdits:
             node.total = new.total
         columns = changed_columns(old, new)
         if columns:
-            self._model.dataChanged.emit(self._model.node_index(node, min(columns)),
-                                         self._model.node_index(node, max(columns)))
+            self._model.cells_changed(self._model.node_index(node, min(columns)),
+                                      self._model.node_index(node, max(columns)))
 
     def info_changed(self, node: Node) -> None:
         """An agent's Info column counts its loaded runs."""
         if node.parent is not None:
             index = self._model.node_index(node, INFO)
-            self._model.dataChanged.emit(index, index, [Qt.ItemDataRole.DisplayRole])
+            self._model.cells_changed(index, index, [Qt.ItemDataRole.DisplayRole])
 
 
 def changed_columns(old: RowFields, new: RowFields) -> set[int]:

@@ -12,23 +12,21 @@ predate them).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
+from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
 from agentdesk.model.tree.edits import TreeEdits
+from agentdesk.model.tree.host import TreeHost
 from agentdesk.model.tree.nodes import Node, NodeStore
 from agentdesk.model.tree.reads import Listing, read_children
 from agentdesk.store.bus import Change
 
-if TYPE_CHECKING:
-    from agentdesk.model.tree.model import ProjectTreeModel
-
 
 class TreeLoader:
-    def __init__(self, model: ProjectTreeModel, nodes: NodeStore, edits: TreeEdits, services: Services,
-                 page_size: int, replay: Callable[[Sequence[Change]], None]) -> None:
+    def __init__(self, model: TreeHost, nodes: NodeStore, edits: TreeEdits, services: Services,
+                 latest: Latest, page_size: int, replay: Callable[[Sequence[Change]], None]) -> None:
         self._model, self._nodes, self._edits = model, nodes, edits
-        self._source, self._runner = services.source, services.runner
+        self._source, self._latest = services.source, latest
         self._page_size = page_size
         self._replay = replay
 
@@ -47,20 +45,19 @@ class TreeLoader:
         if not (self.can_fetch(node) or self.can_page(node)):
             return False
         node.loading = True
-        generation, seq = self._nodes.generation, self._nodes.next_seq()
-        self._runner.submit(read_children, self._source, node.entity, node.id, node.runs_loaded,
-                            limit or self._page_size,
-                            on_done=lambda listing: self._loaded(generation, seq, node, listing),
-                            on_error=lambda exc: self._failed(generation, node, exc))
+        self._latest.add(read_children, self._source, node.entity, node.id, node.runs_loaded,
+                         limit or self._page_size,
+                         on_done=lambda listing, seq: self._loaded(seq, node, listing),
+                         on_error=lambda exc: self._failed(node, exc))
         return True
 
-    def _failed(self, generation: int, node: Node, exc: BaseException) -> None:
-        if self._nodes.alive(generation, node):
+    def _failed(self, node: Node, exc: BaseException) -> None:
+        if self._nodes.holds(node):
             node.loading = False
-            self._model.load_failed.emit(f"Could not load {node.entity or 'projects'} {node.id}: {exc}".strip())
+            self._model.report_failure(f"Could not load {node.entity or 'projects'} {node.id}: {exc}".strip())
 
-    def _loaded(self, generation: int, seq: int, node: Node, listing: Listing) -> None:
-        if not self._nodes.alive(generation, node):
+    def _loaded(self, seq: int, node: Node, listing: Listing) -> None:
+        if not self._nodes.holds(node):
             return
         node.loading, node.loaded = False, True
         if listing.total is not None:
@@ -72,7 +69,7 @@ class TreeLoader:
             self._edits.append(node, fresh, seq)
         if node.entity == "agent":
             self._edits.info_changed(node)
-        self._model.children_loaded.emit(node.entity, node.id)
+        self._model.report_loaded(node.entity, node.id)
         deferred = self._nodes.take_deferred(node)
         if deferred:
             self._replay(deferred)

@@ -1,8 +1,8 @@
 """The project tree as a Qt item model: projects > tasks > sessions > agents (> sub-agents) > runs.
 
-This module is the read side Qt sees; loading (`tree_loading`), bus changes
-(`tree_changes`) and the row cache they share (`tree_nodes`, mutated only by
-`tree_edits`) live beside it. A QTreeView relayout asks for `index()` and
+This module is the read side Qt sees; loading (`loading`), bus changes
+(`changes`) and the row cache they share (`nodes`, mutated only by `edits`) live
+beside it and reach back only through the `host.TreeHost` protocol. A QTreeView relayout asks for `index()` and
 `hasChildren()` of every loaded row (tens of thousands once an agent's runs are
 paged in), so those are a dict lookup and a list access; `flags()` is not
 overridden because Qt's default (enabled, selectable) is what every row needs and
@@ -17,6 +17,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QIcon
 
+from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
 from agentdesk.model.tree.changes import TreeChanges
 from agentdesk.model.tree.edits import TreeEdits
@@ -60,9 +61,11 @@ class ProjectTreeModel(QAbstractItemModel):
         self._status_icon = status_icon
         self._nodes = NodeStore()
         self._by_uid = self._nodes.by_uid  # the invalid index's id (0) is the root's uid
+        self._latest = Latest(services.runner)
         edits = TreeEdits(self, self._nodes)
-        self._changes = TreeChanges(self, self._nodes, edits, services)
-        self._loader = TreeLoader(self, self._nodes, edits, services, page_size, self._changes.apply)
+        self._changes = TreeChanges(self, self._nodes, edits, services, self._latest)
+        self._loader = TreeLoader(self, self._nodes, edits, services, self._latest, page_size,
+                                  self._changes.apply)
         services.bridge.changes.connect(self._on_changes)
         self.fetchMore(QModelIndex())
 
@@ -70,10 +73,20 @@ class ProjectTreeModel(QAbstractItemModel):
         """A method of the model, not of `TreeChanges`: Qt drops the connection when the model goes."""
         self._changes.apply(changes)
 
+    # -- what the loader, change applier and edits call back (`host.TreeHost`) ----------------
     def node_index(self, node: Node, column: int = 0) -> QModelIndex:
         if node.parent is None:
             return QModelIndex()
         return self.createIndex(self._nodes.row_of(node), column, node.uid)
+
+    def cells_changed(self, top_left: QModelIndex, bottom_right: QModelIndex, roles: Sequence[int] = ()) -> None:
+        self.dataChanged.emit(top_left, bottom_right, list(roles))
+
+    def report_loaded(self, entity: str, entity_id: str) -> None:
+        self.children_loaded.emit(entity, entity_id)
+
+    def report_failure(self, message: str) -> None:
+        self.load_failed.emit(message)
 
     # -- structure: called for every row on each relayout ---------------------------------
     def index(self, row: int, column: int, parent: Index = TOP) -> QModelIndex:
@@ -192,6 +205,7 @@ class ProjectTreeModel(QAbstractItemModel):
     def reload(self) -> None:
         """Start again from the store: only for a reset (feed gap), never for ordinary changes."""
         self.beginResetModel()
+        self._latest.cancel()
         self._nodes.clear()
         self.endResetModel()
         self.fetchMore(QModelIndex())

@@ -58,8 +58,6 @@ class NodeStore:
 
     def __init__(self) -> None:
         self._uids = itertools.count(1)
-        self._seqs = itertools.count(1)
-        self.generation = 0
         self.by_uid: dict[int, Node] = {}
         self.by_key: dict[Key, Node] = {}
         self._deferred: dict[int, list[Change]] = {}
@@ -67,22 +65,19 @@ class NodeStore:
         self.clear()
 
     def clear(self) -> None:
-        """Forget everything; answers to reads issued before this are dropped (`alive`)."""
-        self.generation += 1
+        """Forget everything (the model also cancels the reads in flight: their nodes are gone)."""
         self.by_uid.clear()  # in place: the model keeps a reference for its hot lookups
         self.by_key.clear()
         self._deferred.clear()
         self.root = Node("", "", NO_FIELDS)
         self.by_uid[ROOT_UID] = self.root
 
-    def next_seq(self) -> int:
-        return next(self._seqs)
-
     def find(self, key: Key) -> Node | None:
         return self.by_key.get(key)
 
-    def alive(self, generation: int, node: Node) -> bool:
-        return generation == self.generation and (node is self.root or self.by_key.get(node.key) is node)
+    def holds(self, node: Node) -> bool:
+        """The node is still in the tree (a load's answer for a removed row is dropped)."""
+        return node is self.root or self.by_key.get(node.key) is node
 
     def attach(self, node: Node, parent: Node, seq: int, row: int) -> Node:
         """Register a fresh node; the caller puts it at `row` of `parent.children`."""

@@ -439,3 +439,29 @@ def test_no_agent_shows_placeholder(editor: ContextEditor) -> None:
     editor.show_agent(None)
     assert editor.model.rowCount() == 0
     assert editor.stack.currentWidget() is editor.placeholder
+
+
+def test_a_stream_of_changes_cannot_postpone_the_reload_forever(services: Services, world: World,
+                                                                 qtbot) -> None:
+    """Batches closer together than the debounce: the model still reloads while they keep coming."""
+    from PySide6.QtCore import QTimer
+
+    from agentdesk.model.context.model import RELOAD_DEBOUNCE_MS
+    from agentdesk.store.bus import Change
+
+    model = ContextModel(services)
+    with qtbot.waitSignal(model.reloaded, timeout=3000):
+        model.set_agent(world.agent_id)
+    reloads: list[float] = []
+    model.reloaded.connect(lambda: reloads.append(time.monotonic()))
+    change = Change("context", "update", world.agent_id, {"agent": world.agent_id})
+    ticker = QTimer(interval=RELOAD_DEBOUNCE_MS // 4)
+    ticker.timeout.connect(lambda: services.source.bus.publish([change]))
+    ticker.start()
+    started = time.monotonic()
+    try:
+        qtbot.waitUntil(lambda: len(reloads) >= 3, timeout=5000)
+    finally:
+        ticker.stop()
+        model.close()
+    assert all(at > started for at in reloads)  # every one of them during the stream
