@@ -7,16 +7,17 @@ mypy hold it to all of them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 
-from agentdesk.store import commands
+from agentdesk.store import commands, sqlite
 from agentdesk.store import readmodel as rm
 from agentdesk.store.audit import ChainReport, verify_chain
-from agentdesk.store.bus import ChangeBus
-from agentdesk.store.database import Store, open_store
+from agentdesk.store.bus import Change, ChangeBus, Subscriber
+from agentdesk.store.database import Store, open_store, to_url
+from agentdesk.store.errors import StoreUnavailable
 from agentdesk.store.queries import NativeQueries
 from agentdesk.store.schema import RunRow, SpanRow
 from agentdesk.store.source import ApprovalWriter, Capability, ContextWriter, Source, SourceDescriptor
@@ -116,3 +117,51 @@ if TYPE_CHECKING:  # mypy checks the class against each protocol it claims
     _as_source: type[Source] = NativeSource
     _as_approval_writer: type[ApprovalWriter] = NativeSource
     _as_context_writer: type[ContextWriter] = NativeSource
+
+
+# -- what only agentdesk's own schema can do, for callers that hold just a `Source` ----------------
+def native_store(source: Source, purpose: str) -> Store:
+    """The agentdesk store behind `source`, for `purpose` (a sentence fragment: "simulate agents");
+    `StoreUnavailable` naming the runtime when the source is another runtime's database."""
+    if isinstance(source, NativeSource):
+        return source.store
+    kind = source.descriptor.kind
+    raise StoreUnavailable(f"{source.descriptor.location} is a {kind} database, not an agentdesk store; "
+                           f"only an agentdesk store can {purpose}.")
+
+
+class VerbatimBus(ChangeBus):
+    """Every change-log row, as written: a log wants every event, where a view wants the latest state."""
+
+    def publish(self, changes: Sequence[Change]) -> None:
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for callback in subscribers:
+            callback(list(changes))
+
+
+def follow_every_change(source: Source, show: Subscriber, since: int | None = None) -> Callable[[], None]:
+    """Call `show` with each committed change (for `agentdesk watch`); returns the function that stops.
+
+    An agentdesk store is followed through its change log with a watcher of its own that includes
+    this process's writes, does not coalesce, and replays from `since` (a change-log seq). Another
+    runtime's database has no change log: its source's own watcher feeds the source's bus, and
+    `close()` stops it.
+    """
+    if isinstance(source, NativeSource):
+        bus = VerbatimBus()
+        bus.subscribe(show)
+        watcher = ChangeWatcher(source.store, include_own=True, bus=bus, poll_interval_s=0.05)
+        watcher.start(from_seq=since)
+        if since is not None:
+            watcher.poll_once()  # replay now: an idle store would not move data_version to trigger a poll
+        return watcher.stop
+    source.bus.subscribe(show)
+    source.watch()
+    return lambda: None
+
+
+def size_on_disk(location: str) -> int | None:
+    """Bytes of the database file at `location` (any source's), or None for a server or a missing file."""
+    path = sqlite.path_of(to_url(location))
+    return path.stat().st_size if path is not None and path.is_file() else None

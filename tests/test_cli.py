@@ -279,3 +279,18 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "approvals", "--status", "maybe")[0] == 2
     assert run(capsys, "simulate", "--agents", "0")[0] == 2
     assert run(capsys, "--help")[0] == 0
+
+
+def test_init_and_simulate_refuse_another_runtimes_database(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Only agentdesk's own schema can be initialised or simulated in; the foreign file stays untouched."""
+    from tests.sources.fixtures_vgxness import build_vgxness_fixture
+
+    path = tmp_path / "vgxness.sqlite"
+    build_vgxness_fixture(path)
+    before = path.read_bytes()
+    for command in (["init"], ["simulate", "--agents", "1", "--duration", "0.1"]):
+        code, out, err = run(capsys, "--store", str(path), *command)
+        assert code == 5 and out == ""
+        assert "is a vgxness database, not an agentdesk store" in err and "Traceback" not in err
+    assert path.read_bytes() == before

@@ -1,9 +1,8 @@
 """`agentdesk watch`: every committed change, one line (or one JSON object) each, as it lands.
 
-Native stores are followed through the change log with a watcher that includes
-this process's own writes and a bus that does not coalesce (a view wants the
-latest state; a log wants every event). Other runtimes' databases use their
-source's own watcher.
+How a source is followed is `store.native.follow_every_change`'s business: an
+agentdesk store through its change log, every event and this process's own too;
+another runtime's database through its source's watcher.
 """
 
 from __future__ import annotations
@@ -13,20 +12,9 @@ import threading
 from collections.abc import Callable, Sequence
 
 from agentdesk.gui.cli import output as out
-from agentdesk.gui.cli.opening import EXIT_OK, AnySource, open_any, say
-from agentdesk.store.bus import Change, ChangeBus
-from agentdesk.store.native import NativeSource
-from agentdesk.store.watcher import ChangeWatcher
-
-
-class VerbatimBus(ChangeBus):
-    """`watch` prints every change-log row, so it skips the coalescing the bus does for views."""
-
-    def publish(self, changes: Sequence[Change]) -> None:
-        with self._lock:
-            subscribers = list(self._subscribers)
-        for callback in subscribers:
-            callback(list(changes))
+from agentdesk.gui.cli.opening import EXIT_OK, open_any, say
+from agentdesk.store.bus import Change
+from agentdesk.store.native import follow_every_change
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -47,8 +35,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
             if args.count is not None and printed[0] >= args.count:
                 done.set()
 
-    stop_watching = start_watching(source, show, args.since)
-    try:
+    stop_watching: Callable[[], None] = lambda: None
+    try:  # Ctrl-C may land while `--since` replays (printing on this thread) as well as while waiting
+        stop_watching = follow_every_change(source, show, args.since)
         done.wait(args.timeout)
     except KeyboardInterrupt:
         pass
@@ -56,19 +45,3 @@ def cmd_watch(args: argparse.Namespace) -> int:
         stop_watching()
         source.close()
     return EXIT_OK
-
-
-def start_watching(source: AnySource, show: Callable[[Sequence[Change]], None],
-                   since: int | None) -> Callable[[], None]:
-    """Native stores: a watcher that reports every change, ours included; others: the source's own."""
-    if isinstance(source, NativeSource):
-        bus = VerbatimBus()
-        bus.subscribe(show)
-        watcher = ChangeWatcher(source.store, include_own=True, bus=bus, poll_interval_s=0.05)
-        watcher.start(from_seq=since)
-        if since is not None:
-            watcher.poll_once()  # replay now: an idle store would not move data_version to trigger a poll
-        return watcher.stop
-    source.bus.subscribe(show)
-    source.watch()
-    return lambda: None  # the source's close() stops its watcher

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QVBoxLay
 from agentdesk.gui.context.widgets import describe, plain_label
 from agentdesk.model.context.model import ContextModel
 from agentdesk.model.context.tree import GroupRow, ItemRow, Row
-from agentdesk.model.tree.rows import plural
+from agentdesk.model.text import plural
 
 DETAIL_CAP = 200_000
 

@@ -21,7 +21,7 @@ from agentdesk.gui.context.view import ContextTreeView
 from agentdesk.gui.context.widgets import CompactDialog, EditItemDialog, MessageBar, TokenGauge, plain_label
 from agentdesk.model.context.model import LOCKED, VISIBLE, ContextModel, ItemRow
 from agentdesk.model.services import Services
-from agentdesk.model.tree.rows import plural
+from agentdesk.model.text import plural
 from agentdesk.store import readmodel as rm
 
 __all__ = ["DETAIL_CAP", "ContextEditor"]

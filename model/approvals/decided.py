@@ -21,7 +21,7 @@ from agentdesk.model.approvals.format import (
 )
 from agentdesk.model.approvals.model import ApprovalTableModel, Reader
 from agentdesk.model.services import Services
-from agentdesk.model.tree.rows import escaped_tooltip, one_line
+from agentdesk.model.text import escaped_tooltip, one_line
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import Source
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from agentdesk.model.tree.rows import one_line
+from agentdesk.model.text import one_line
 from agentdesk.store import readmodel as rm
 
 Clock = Callable[[], datetime]

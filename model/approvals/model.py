@@ -23,7 +23,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersisten
 from agentdesk.model.approvals.format import Clock, utc_now
 from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
-from agentdesk.model.tree.rows import escaped_tooltip
+from agentdesk.model.text import escaped_tooltip
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import RESET, Change
 from agentdesk.store.errors import NotFound

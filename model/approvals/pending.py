@@ -25,7 +25,7 @@ from agentdesk.model.approvals.format import (
 )
 from agentdesk.model.approvals.model import ApprovalTableModel, Reader
 from agentdesk.model.services import Services
-from agentdesk.model.tree.rows import escaped_tooltip, one_line
+from agentdesk.model.text import escaped_tooltip, one_line
 from agentdesk.store import readmodel as rm
 
 TOOL, EXPIRES, AGE, AGENT, PROJECT, ARGUMENTS = range(6)

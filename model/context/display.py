@@ -17,7 +17,7 @@ from PySide6.QtGui import QColor, QFont
 
 from agentdesk.model.context.rows import KIND, LOCKED, PREVIEW, RIGHT, ROLE, TOKENS, VISIBLE
 from agentdesk.model.context.tree import GROUP_LABELS, KIND_LABELS, GroupRow, ItemRow, Row, tooltip_text
-from agentdesk.model.tree.rows import plural
+from agentdesk.model.text import plural
 
 ItemIdRole = Qt.ItemDataRole.UserRole + 1
 """The item id (item rows) or group id (group rows)."""

@@ -8,20 +8,30 @@ learning it from a refused write. `None` means the command can be tried.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 
 from agentdesk.model.context.rows import LOCKED, VISIBLE
 from agentdesk.model.context.tree import GroupRow, ItemRow, Row
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import Capability
 
-if TYPE_CHECKING:
-    from agentdesk.model.context.model import ContextModel
+
+class ContextState(Protocol):
+    """What the rules read of `model.ContextModel` (a protocol, so this module does not import it)."""
+
+    def cannot(self, capability: Capability) -> str | None: ...
+    def group(self, group_id: str) -> GroupRow | None: ...
+    def item(self, item_id: str) -> rm.ContextItem | None: ...
+    def group_item_ids(self, group_id: str) -> list[str]: ...
+    def live_item_ids(self) -> list[str]: ...
+    def compaction(self, compaction_id: str | None) -> rm.Compaction | None: ...
+    def row_value(self, index: QModelIndex | QPersistentModelIndex) -> Row | None: ...
+    def index_of(self, kind: str, node_id: str, column: int = 0) -> QModelIndex: ...
 
 
-def toggle_refusal(model: ContextModel, value: Row | None, column: int) -> str | None:
+def toggle_refusal(model: ContextState, value: Row | None, column: int) -> str | None:
     """For the Visible or Locked toggle of a row."""
     if column == VISIBLE:
         if isinstance(value, ItemRow) and value.covered:
@@ -45,7 +55,7 @@ def visibility_refusal(group: GroupRow | None) -> str | None:
     return None
 
 
-def edit_refusal(model: ContextModel, value: Row | None) -> str | None:
+def edit_refusal(model: ContextState, value: Row | None) -> str | None:
     if why := model.cannot(Capability.EDIT_ITEM):
         return why
     if not isinstance(value, ItemRow):
@@ -57,7 +67,7 @@ def edit_refusal(model: ContextModel, value: Row | None) -> str | None:
     return None
 
 
-def compact_refusal(model: ContextModel, ids: Sequence[str]) -> str | None:
+def compact_refusal(model: ContextState, ids: Sequence[str]) -> str | None:
     """For the selected items (in context order): the store compacts only a consecutive, editable run."""
     if why := model.cannot(Capability.COMPACT):
         return why
@@ -77,7 +87,7 @@ def compact_refusal(model: ContextModel, ids: Sequence[str]) -> str | None:
     return None
 
 
-def undo_plan(model: ContextModel, value: Row | None) -> tuple[rm.Compaction | None, str | None]:
+def undo_plan(model: ContextState, value: Row | None) -> tuple[rm.Compaction | None, str | None]:
     """The compaction the current row stands for (its summary, or the group holding it), and any refusal."""
     if isinstance(value, GroupRow) and value.group.kind == "compaction":
         first = model.group_item_ids(value.group.id)[:1]

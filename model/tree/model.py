@@ -19,11 +19,12 @@ from PySide6.QtGui import QIcon
 
 from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
+from agentdesk.model.text import plural
 from agentdesk.model.tree.changes import TreeChanges
 from agentdesk.model.tree.edits import TreeEdits
 from agentdesk.model.tree.loading import TreeLoader
 from agentdesk.model.tree.nodes import Node, NodeStore
-from agentdesk.model.tree.rows import HEADERS, INFO, NAME, PENDING, STATUS, Key, plural
+from agentdesk.model.tree.rows import HEADERS, INFO, NAME, PENDING, STATUS, Key
 from agentdesk.store.bus import Change
 
 __all__ = ["HEADERS", "INFO", "NAME", "PENDING", "STATUS", "EntityRole", "PendingRole", "ProjectTreeModel",

@@ -1,18 +1,18 @@
 """What each tree row shows, as plain values computed once per store read.
 
 Qt-free on purpose: `row_fields` runs on the store runner's threads (see
-`tree_reads`), so the display strings are ready before a row reaches the GUI
+`reads`), so the display strings are ready before a row reaches the GUI
 thread and `data()` only reads attributes.
 """
 
 from __future__ import annotations
 
-import html
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from agentdesk.model.text import escaped_tooltip, one_line, plural
 from agentdesk.store import readmodel as rm
 
 Key = tuple[str, str]
@@ -23,25 +23,10 @@ ENTITIES: dict[type, str] = {rm.Project: "project", rm.Task: "task", rm.Session:
                              rm.Run: "run"}
 
 
-def escaped_tooltip(*lines: str) -> str:
-    """Agent text for a tooltip: escaped, inside a rich-text marker so Qt never guesses the format."""
-    body = "<br>".join(html.escape(line) for line in lines if line)
-    return f"<qt>{body}</qt>"
-
-
-def one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def short_time(moment: datetime) -> str:
     """`time.strftime`, not `datetime.strftime`: the latter imports `time` on every call, through
     shiboken's import hook (several µs a row when paging thousands of runs)."""
     return time.strftime("%b %d %H:%M:%S", moment.astimezone().timetuple())
-
-
-def plural(count: int, word: str) -> str:
-    return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
 @dataclass(frozen=True, slots=True)
