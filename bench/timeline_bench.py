@@ -54,9 +54,9 @@ def build_store(spans: int, folder: Path) -> tuple[NativeSource, str]:
 
 
 def measure_layout(source: NativeSource, run_id: str) -> None:
-    run: object = source.node("run", run_id)
+    run = source.run(run_id)
     table, read_ms = timed(lambda: source.span_table(run_id))
-    t0 = run.started_at.timestamp()  # type: ignore[attr-defined]
+    t0 = run.started_at.timestamp()
     layouts = [timed(lambda: TimelineData.from_table(table, t0))[1] for _ in range(3)]  # type: ignore[arg-type]
     data = TimelineData.from_table(table, t0)  # type: ignore[arg-type]
     _, tokens_ms = timed(data.token_series)

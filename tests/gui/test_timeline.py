@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +19,11 @@ from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.timeline.tokens import TokensPlot
 from agentdesk.model.services import Services
 from agentdesk.model.timeline.data import ERROR, TokenSeries
+from agentdesk.model.timeline.feed import TimelineFeed
 from agentdesk.store import schema as sc
 from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
+from agentdesk.store.source import SpanTable
 from agentdesk.store.sources import open_source
 from tests.sources.fixtures_vgxness import build_vgxness_fixture
 
@@ -200,6 +202,38 @@ def test_span_table_fetches_just_the_changed_rows_of_the_run(services: Services,
     rows = native(services).span_table(world.run_id, [world.tool_span_id, other_span, "spn_missing"])
     assert rows.ids == [world.tool_span_id] and rows.names == ["read_file"]
     assert len(services.source.span_table(world.run_id)) == 5
+
+
+class RecordingSource:
+    """Any source but the native class (as a foreign one is): records each `span_table` request."""
+
+    def __init__(self, inner: NativeSource) -> None:
+        self._inner = inner
+        self.requests: list[list[str] | None] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def span_table(self, run_id: str, span_ids: Sequence[str] | None = None) -> SpanTable:
+        self.requests.append(None if span_ids is None else sorted(span_ids))
+        return self._inner.span_table(run_id, span_ids)
+
+
+def test_a_span_change_fetches_only_that_span_whatever_the_source(world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    source = NativeSource.open(str(world.path))
+    recording = RecordingSource(source)
+    services = Services.create(recording, coalesce_ms=10)  # type: ignore[arg-type]
+    feed = TimelineFeed(services)
+    try:
+        feed.show(world.run_id)
+        qtbot.waitUntil(lambda: feed.data is not None and not feed.busy, timeout=5000)
+        assert recording.requests == [None]
+        late = AgentRuntime(source.store).start_span(world.run_id, "tool", "late")
+        qtbot.waitUntil(lambda: feed.data is not None and late in feed.data.lane_of, timeout=5000)
+        assert recording.requests == [None, [late]]
+    finally:
+        services.close()
+        source.close()
 
 
 def test_a_missing_run_says_so(panel: TimelinePanel, qtbot) -> None:  # type: ignore[no-untyped-def]
