@@ -2,7 +2,7 @@
 
 The toggles and Edit are shortcuts of the tree only (Space and Enter mean other
 things elsewhere); Compact and Undo work anywhere in the editor. A disabled
-action's tooltip carries the refusal from `context_rules`, so the operator sees
+action's tooltip carries the refusal from `model.context.rules`, so the operator sees
 why before trying.
 """
 

@@ -9,8 +9,8 @@ they go through `model.latest.Latest`: each answer carries its ticket, an answer
 older than what an approval already shows is dropped, and a full reload drops
 every answer issued before it.
 
-The tables themselves are `approval_pending.PendingApprovalModel` and
-`approval_decided.DecidedApprovalModel`.
+The tables themselves are `pending.PendingApprovalModel` and
+`decided.DecidedApprovalModel`.
 """
 
 from __future__ import annotations

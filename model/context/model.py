@@ -1,9 +1,9 @@
-"""One agent's context window as a Qt tree model (see `context_tree` for its shape).
+"""One agent's context window as a Qt tree model (see `tree` for its shape).
 
-The cache only changes when a reload arrives: commands go to the store through
-the runner, and the bus event (or the command's completion) reloads. The row
-cache and the diff that applies each reload live in `context_rows`, what a row
-shows in `context_display`, and why a command is refused in `context_rules`.
+The cache only changes when a reload arrives: commands go to the source's
+`ContextWriter` through the runner, and the bus event (or the command's
+completion) reloads. The row cache and the diff that applies each reload live in
+`rows`, what a row shows in `display`, and why a command is refused in `rules`.
 """
 
 from __future__ import annotations

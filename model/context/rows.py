@@ -2,7 +2,7 @@
 
 A reload is applied as exact remove/insert/dataChanged calls per parent rather
 than a reset, so the view's selection and expansion survive other writers'
-changes. Rows hold plain values (see `context_tree`); lookups hand out values or
+changes. Rows hold plain values (see `tree`); lookups hand out values or
 fresh indexes, never stored ones.
 """
 

@@ -1,10 +1,10 @@
 """Lazy loading of the project tree: a node's children, and an agent's runs a page at a time.
 
 `fetchMore` only starts a read on the runner; the rows are inserted when the
-answer arrives, already formatted (`tree_reads`). Runs are paged newest first,
+answer arrives, already formatted (`reads`). Runs are paged newest first,
 so an agent with 100,000 runs opens at once. Reads complete out of order on the
-pool, so each carries the sequence number it was issued with and a row ignores
-answers older than the one it shows. Changes about children of a node whose load
+pool, so each carries the ticket `Latest` issued it with, a row ignores
+answers older than the one it shows, and a reset drops them all. Changes about children of a node whose load
 is in flight wait on that node and are replayed after the load (the load may
 predate them).
 """
