@@ -35,13 +35,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
             if args.count is not None and printed[0] >= args.count:
                 done.set()
 
-    stop_watching: Callable[[], None] = lambda: None
+    stops: list[Callable[[], None]] = []
     try:  # Ctrl-C may land while `--since` replays (printing on this thread) as well as while waiting
-        stop_watching = follow_every_change(source, show, args.since)
+        stops.append(follow_every_change(source, show, args.since))
         done.wait(args.timeout)
     except KeyboardInterrupt:
         pass
     finally:
-        stop_watching()
+        for stop in stops:
+            stop()
         source.close()
     return EXIT_OK
