@@ -12,7 +12,6 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-
 # Statuses and kinds are StrEnums, so they compare equal to (and print as) their plain values.
 # `Approval.status` holds an `ApprovalStatus`: only the store's commands set it, so the set is closed.
 # The others name the values views know; runs', spans' and items' fields stay `str` because runtimes
