@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
+
+from agentdesk.store import readmodel as rm
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NAIVE_EPOCH = datetime(1970, 1, 1)
@@ -57,6 +59,11 @@ def from_ms(ms: Any) -> datetime | None:
         return datetime.fromtimestamp(ms / 1000, UTC)
     except (OverflowError, OSError, ValueError):
         return None
+
+
+def ms_time(ms: Any) -> datetime:
+    """Like `from_ms` where the read model needs a value: an unknown time shows as the epoch."""
+    return from_ms(ms) or EPOCH
 
 
 def time_of(value: object) -> datetime:
@@ -132,3 +139,15 @@ def joined_id(*parts: str) -> str:
 def strip_suffix(node_id: str, suffix: str) -> str | None:
     """The part before `suffix` of a synthetic id (`<project>/task` → `<project>`), None when it has none."""
     return node_id[: -len(suffix)] if node_id.endswith(suffix) else None
+
+
+# -- vocabularies ----------------------------------------------------------------------------
+def approval_status(value: str) -> rm.ApprovalStatus:
+    """A runtime's approval status as the read model's enum; a status outside it is shown as stored.
+
+    vgxness, for one, has `cancelled`, which no agentdesk command writes but the queue must show.
+    """
+    try:
+        return rm.ApprovalStatus(value)
+    except ValueError:
+        return cast(rm.ApprovalStatus, value)

@@ -18,7 +18,7 @@ import pytest
 
 from agentdesk.store.bus import Change
 from agentdesk.store.errors import AlreadyDecided, NotFound, ReadOnlyStore, StoreUnavailable
-from agentdesk.store.source import Capability
+from agentdesk.store.source import Capability, context_writer, require_context_writer
 from agentdesk.store.sources import open_source
 from agentdesk.store.sources.foreign import Unsupported
 from agentdesk.store.sources.maka import MakaSource
@@ -251,17 +251,12 @@ def test_context_is_read_only_with_visibility_flags(writable: MakaSource, ids: d
     assert any(i.kind == "compaction" for i in ctx.items) and ctx.budget == 200000
     assert HTML_RESULT in {i.content for i in ctx.items}
     assert writable.context(ids["agent_reviewer"]).groups[0].id == ids["run_reviewer"]
-    for capability, call in (
-            (Capability.SET_VISIBILITY,
-             lambda: writable.set_group_visibility(ids["run_main"], False, 0, "op")),
-            (Capability.LOCK, lambda: writable.set_item_locked(ids["hidden_item"], True, 1, "op")),
-            (Capability.EDIT_ITEM, lambda: writable.edit_item(ids["hidden_item"], "x", 1, "op")),
-            (Capability.COMPACT,
-             lambda: writable.compact(ids["agent_main"], [ids["hidden_item"]], "s", "", 0, "op")),
-            (Capability.UNDO_COMPACTION, lambda: writable.undo_compaction("c", "op"))):
+    assert context_writer(writable) is None  # maka's context is immutable: no context commands at all
+    for capability in (Capability.SET_VISIBILITY, Capability.LOCK, Capability.EDIT_ITEM, Capability.COMPACT,
+                       Capability.UNDO_COMPACTION):
         assert capability not in writable.capabilities and writable.why_not(capability)
         with pytest.raises(Unsupported, match="maka"):
-            call()
+            require_context_writer(writable, capability)
     with pytest.raises(NotFound):
         writable.context("agent:nope")
 

@@ -16,7 +16,8 @@ import pytest
 
 from agentdesk.store.bus import RESET, Change
 from agentdesk.store.sources import open_source
-from agentdesk.store.sources.maka import MakaSource, watch
+from agentdesk.store.sources.follow import follower
+from agentdesk.store.sources.maka import MakaSource
 from tests.sources.fixtures_maka import build_maka_fixture
 from tests.sources.fixtures_maka_writer import MakaWriter
 from tests.sources.test_maka import REPO, wait_for
@@ -134,7 +135,7 @@ def test_partial_stream_updates_and_deletion_reset(src: MakaSource, db: Path) ->
 
 def test_one_poll_reads_every_new_row_parents_first(src: MakaSource, db: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(watch, "BATCH", 3)  # force several batches in one poll
+    monkeypatch.setattr(follower, "READ_BATCH", 3)  # force several batches in one poll
     src.prime_high_water()
     conn = sqlite3.connect(db, isolation_level=None)
     w, now = MakaWriter(conn, tag="b"), int(time.time() * 1000)

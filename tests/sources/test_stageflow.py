@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentdesk.store.errors import AlreadyDecided, Expired, InvalidInput, ReadOnlyStore
-from agentdesk.store.source import Capability
+from agentdesk.store.source import Capability, require_context_writer
 from agentdesk.store.sources import open_source
 from agentdesk.store.sources.foreign import Unsupported
 from agentdesk.store.sources.stageflow import StageflowSource
@@ -126,7 +126,7 @@ def test_context_is_the_transcript_read_only(source: StageflowSource,
     assert [g.id for g in ctx.groups] == ["trn_rc1", "trn_rc2", "trn_rc3"]
     assert ctx.context_revision == len(ctx.items) == 3
     with pytest.raises(Unsupported, match="no editable context"):
-        source.compact(ids["agent"], [], "s", "f", 0, "ada")
+        require_context_writer(source, Capability.COMPACT).compact(ids["agent"], [], "s", "f", 0, "ada")
 
 
 def test_queue_shows_overdue_as_expired_before_the_sweep(source: StageflowSource,
@@ -161,7 +161,7 @@ def test_read_only_source_refuses_every_write(source: StageflowSource,
     with pytest.raises(ReadOnlyStore):
         source.expire_overdue()
     with pytest.raises(Unsupported):
-        source.set_group_visibility("trn_rc1", False, 0, "ada")
+        require_context_writer(source, Capability.SET_VISIBILITY).set_group_visibility("trn_rc1", False, 0, "ada")
 
 
 def test_decide_is_guarded_and_tells_the_loser(db: tuple[Path, dict[str, str]]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentdesk.store.errors import AlreadyDecided, InvalidInput, ReadOnlyStore, StoreUnavailable
-from agentdesk.store.source import Capability
+from agentdesk.store.source import Capability, require_context_writer
 from agentdesk.store.sources import open_source
 from agentdesk.store.sources.foreign import Unsupported
 from agentdesk.store.sources.vgxness import VgxnessSource
@@ -152,7 +152,7 @@ def test_read_only_source_refuses_every_write(source: VgxnessSource,
     with pytest.raises(ReadOnlyStore):
         source.decide(built[1]["pending_approval"], True, "ada")
     with pytest.raises(Unsupported, match="no agent context"):
-        source.set_item_locked("x", True, 0, "ada")
+        require_context_writer(source, Capability.LOCK).set_item_locked("x", True, 0, "ada")
 
 
 def test_resolution_satisfies_the_check_and_tells_the_loser(db: tuple[Path, dict[str, str]]) -> None:

@@ -52,6 +52,8 @@ class TableFollower:
         self._lock = threading.Lock()
         self._marks: list[_Mark] | None = None
         self._revision: Any = None
+        self._lookups_of = follow.lookups
+        self._lookups: Any = None
         self.seen = Seen()
 
     # -- the two entry points ----------------------------------------------------------------
@@ -60,6 +62,7 @@ class TableFollower:
         with self._lock:
             self.seen = Seen()
             self._marks = [_Mark() for _ in self.tables]
+            self._lookups = None if self._lookups_of is None else self._lookups_of(conn)
             for table, mark in zip(self.tables, self._marks, strict=True):
                 self._read(conn, table, mark, live=False)
             self._revision = self._read_revision(conn)
@@ -73,6 +76,7 @@ class TableFollower:
             assert self._marks is not None
             changes: list[Change] = []
             reset = False
+            self._lookups = None if self._lookups_of is None else self._lookups_of(conn)
             for table, mark in zip(self.tables, self._marks, strict=True):
                 found, lost = self._read(conn, table, mark, live=True)
                 changes += found
@@ -106,7 +110,7 @@ class TableFollower:
             return [], False
         lost = table.deletes is Deletes.RESET and before is not None and (count < before or top < hw)
         out: list[Change] = []
-        event = RowEvent(ChangeOp.INSERT, None, self.seen, True)
+        event = RowEvent(ChangeOp.INSERT, None, self.seen, True, self._lookups)
         while hw < top:
             batch = rows(conn, f"SELECT x.rowid AS rid, {table.columns} FROM {table.table} x {table.joins} "
                                f"WHERE x.rowid > :hw AND x.rowid <= :top ORDER BY x.rowid LIMIT {READ_BATCH}",
@@ -140,8 +144,9 @@ class TableFollower:
                 continue
             inserted = (table.rowid is not None and row["rid"] > mark.rid) or (table.whole and before_sig is None)
             if live or table.prime_all or table.whole:
-                before = None if before_sig is None else dict(zip(table.signature, before_sig, strict=False))
-                event = RowEvent(ChangeOp.INSERT if inserted else ChangeOp.UPDATE, before, self.seen, live)
+                was = None if before_sig is None else dict(zip(table.signature, before_sig, strict=False))
+                event = RowEvent(ChangeOp.INSERT if inserted else ChangeOp.UPDATE, was, self.seen, live,
+                                 self._lookups)
                 changes = list(table.changes(row, event))
                 if live:
                     out += changes
@@ -151,7 +156,8 @@ class TableFollower:
         if live and table.deletes is Deletes.DELETE:
             for key in gone:
                 if key in mark.kept:
-                    out.extend(table.changes(mark.kept[key], RowEvent(ChangeOp.DELETE, None, self.seen, True)))
+                    out.extend(table.changes(mark.kept[key], RowEvent(ChangeOp.DELETE, None, self.seen, True,
+                                                                          self._lookups)))
         self._remember(table, mark, found, now)
         return out, lost
 

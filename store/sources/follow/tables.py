@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from sqlalchemy import Connection
+
 from agentdesk.store.bus import Change, ChangeOp
 from agentdesk.store.sources.sql import Row
 
@@ -71,6 +73,8 @@ class RowEvent:
     seen: Seen
     live: bool
     """False while priming: the function should only fill `seen` (its changes are dropped)."""
+    lookups: Any = None
+    """What the runtime's `Follow.lookups` read once for this poll (e.g. maka's tree topology)."""
 
 
 RowChanges = Callable[[Row, RowEvent], Iterable[Change]]
@@ -136,3 +140,5 @@ class Follow:
     """SQL of a database-wide revision; when it moves and no declared row changed, one reset."""
     revision_table: str | None = None
     """The table `revision` reads (the check is skipped on a database without it)."""
+    lookups: Callable[[Connection], Any] | None = None
+    """Read once per poll, before the tables, and handed to every `changes` call (`RowEvent.lookups`)."""

@@ -1,7 +1,5 @@
-"""lensagent (`@lensagent/core` 0.1.0 and 0.1.2) as an agentdesk source; `open_source` imports `SOURCE`."""
+"""lensagent (`@lensagent/core` 0.1.0 and 0.1.2) as an agentdesk source."""
 
-from agentdesk.store.sources.lensagent.source import LensagentSource
+from agentdesk.store.sources.lensagent.source import LensagentSource, recognise
 
-SOURCE = LensagentSource
-
-__all__ = ["SOURCE", "LensagentSource"]
+__all__ = ["LensagentSource", "recognise"]

@@ -66,7 +66,7 @@ def status_of(c: dict[str, Any]) -> str:
 
 
 def value(c: dict[str, Any]) -> rm.Approval:
-    status = status_of(c)
+    status = parse.approval_status(status_of(c))
     review = parse.json_object(c["auto_review_json"])
     ours = review.get("reviewer") == "operator"
     automatic = bool(review) and not ours and review.get("approved") is (status == "approved")

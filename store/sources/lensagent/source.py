@@ -22,9 +22,20 @@ from agentdesk.store.sources.lensagent import approvals, detail, spans, tree, wr
 from agentdesk.store.sources.lensagent import context as contexts
 from agentdesk.store.sources.lensagent.follow import FOLLOW
 from agentdesk.store.sources.lensagent.layout import Layout, read_layout
+from agentdesk.store.sources.schema import Schema
 from agentdesk.store.sources.spantable import only
 from agentdesk.store.sources.sql import one
 from agentdesk.store.validation import check_name, check_text
+
+TABLES = frozenset({"projects", "tasks", "sessions", "agents", "runs", "steps", "calls", "context_items",
+                    "context_turn_groups"})
+
+
+def recognise(schema: Schema) -> str | None:
+    """0.1.2 added `context_compactions` (and four more tables); without it the database is 0.1.0."""
+    if not schema.tables >= TABLES:
+        return None
+    return "0.1.2" if "context_compactions" in schema.tables else "0.1.0"
 
 
 class LensagentSource(ForeignSource):

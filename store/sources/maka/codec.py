@@ -8,8 +8,6 @@ milliseconds; agentdesk ids are plain strings, so composite keys are joined with
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
 from typing import Any
 
 from agentdesk.store.errors import NotFound
@@ -44,38 +42,8 @@ its reason kept in `Approval.reason`."""
 CONTENT_KINDS = ("text", "thinking", "function_call", "function_response", "error")
 
 
-def dt(ms: Any) -> datetime | None:
-    """Unix milliseconds → aware UTC datetime (None stays None; junk becomes None)."""
-    if isinstance(ms, bool) or not isinstance(ms, int | float):
-        return None
-    return datetime.fromtimestamp(ms / 1000, UTC)
-
-
-def dt0(ms: Any) -> datetime:
-    """Like `dt` where the read model needs a value: an unknown time shows as the epoch."""
-    return dt(ms) or datetime.fromtimestamp(0, UTC)
-
-
 def secs(ms: Any) -> float | None:
     return None if isinstance(ms, bool) or not isinstance(ms, int | float) else ms / 1000
-
-
-def loads(text: Any) -> dict[str, Any]:
-    """A JSON object column, or {} when it is absent or not an object (a bad row must not hide the rest)."""
-    if not isinstance(text, str | bytes):
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def as_text(value: Any) -> str | None:
-    """A JSON value as the operator reads it: strings as they are, anything else as JSON."""
-    if value is None:
-        return None
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
 
 
 def run_key(session_id: str, run_id: str) -> str:
@@ -108,8 +76,3 @@ def root_agent(session_id: str) -> str:
 
 def task_of(project_id: str) -> str:
     return f"task:{project_id}"
-
-
-def first_line(text: Any, limit: int = 120) -> str:
-    line = str(text or "").strip().splitlines()[0] if str(text or "").strip() else ""
-    return line if len(line) <= limit else line[:limit - 1] + "…"

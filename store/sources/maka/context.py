@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from agentdesk.store import readmodel as rm
+from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.maka import codec
-from agentdesk.store.sources.maka.base import MakaBase
+from agentdesk.store.sources.maka.status import require_agent, session_budget
+from agentdesk.store.sources.maka.topology import Topology
 
 ITEM_KIND = {"text": "message", "thinking": "message", "error": "message", "function_call": "tool_calls",
              "function_response": "result"}
@@ -36,30 +38,27 @@ EVENTS_SQL = text(
     + ", ".join(f"'{k}'" for k in codec.CONTENT_KINDS) + ") ORDER BY o.ordinal")
 
 
-class ContextQueries(MakaBase):
-    def context(self, agent_id: str) -> rm.AgentContext:
-        with self.reading() as conn:
-            topo = self.topology(conn)
-            agent = self.require_agent(topo, agent_id)
-            keys = topo.runs_by_agent.get(agent_id, [])
-            runs = {topo.runs[k].run_id: topo.runs[k] for k in keys}
-            sid = agent.session_id
-            events = [dict(r._mapping) for r in conn.execute(EVENTS_SQL, {"sid": sid})]
-            marks = conn.execute(text(
-                "SELECT run_id, sequence, event_ts, json_extract(record_json, '$.data.checkpointId') "
-                "FROM core_agent_run_events WHERE session_id = :sid AND event_type IN (" +
-                ", ".join(f"'{t}'" for t in codec.COMPACTION_EVENTS) + ")"), {"sid": sid}).all()
-            revision = conn.execute(text("SELECT max(ordinal) FROM runtime_session_event_ordinals "
-                                         "WHERE session_id = :sid"), {"sid": sid}).scalar() or 0
-            budget = self.session_budget(conn, sid)
-        groups = tuple(rm.ContextGroup(k, agent_id, n, "turn", 0, codec.dt0(topo.runs[k].created_ms))
-                       for n, k in enumerate(sorted(keys, key=lambda k: (topo.runs[k].created_ms or 0, k))))
-        merged: list[tuple[int, int, Any]] = [(e["committed_at"], e["ordinal"], e) for e in events
-                                              if e["run_id"] in runs]
-        merged += [(ts, 1 << 62, (rid, seq, ts, ck)) for rid, seq, ts, ck in marks if rid in runs]
-        merged.sort(key=lambda m: (m[0], m[1]))
-        items = tuple(_item(agent_id, sid, pos, value) for pos, (_, _, value) in enumerate(merged))
-        return rm.AgentContext(agent_id, int(revision), budget, groups, items)
+def context(conn: Connection, topo: Topology, agent_id: str) -> rm.AgentContext:
+    agent = require_agent(topo, agent_id)
+    keys = topo.runs_by_agent.get(agent_id, [])
+    runs = {topo.runs[k].run_id: topo.runs[k] for k in keys}
+    sid = agent.session_id
+    events = [dict(r._mapping) for r in conn.execute(EVENTS_SQL, {"sid": sid})]
+    marks = conn.execute(text(
+        "SELECT run_id, sequence, event_ts, json_extract(record_json, '$.data.checkpointId') "
+        "FROM core_agent_run_events WHERE session_id = :sid AND event_type IN (" +
+        ", ".join(f"'{t}'" for t in codec.COMPACTION_EVENTS) + ")"), {"sid": sid}).all()
+    revision = conn.execute(text("SELECT max(ordinal) FROM runtime_session_event_ordinals "
+                                 "WHERE session_id = :sid"), {"sid": sid}).scalar() or 0
+    budget = session_budget(conn, sid)
+    groups = tuple(rm.ContextGroup(k, agent_id, n, "turn", 0, parse.ms_time(topo.runs[k].created_ms))
+                   for n, k in enumerate(sorted(keys, key=lambda k: (topo.runs[k].created_ms or 0, k))))
+    merged: list[tuple[int, int, Any]] = [(e["committed_at"], e["ordinal"], e) for e in events
+                                          if e["run_id"] in runs]
+    merged += [(ts, 1 << 62, (rid, seq, ts, ck)) for rid, seq, ts, ck in marks if rid in runs]
+    merged.sort(key=lambda m: (m[0], m[1]))
+    items = tuple(_item(agent_id, sid, pos, value) for pos, (_, _, value) in enumerate(merged))
+    return rm.AgentContext(agent_id, int(revision), budget, groups, items)
 
 
 def _item(agent_id: str, sid: str, position: int, value: Any) -> rm.ContextItem:
@@ -69,12 +68,12 @@ def _item(agent_id: str, sid: str, position: int, value: Any) -> rm.ContextItem:
                    "which events the checkpoint replaced.")
         return rm.ContextItem(codec.span_id("compact", sid, rid, seq), agent_id, codec.run_key(sid, rid),
                               position, "compaction", "system", content, True, False, 1, len(content) // 4,
-                              None, created_at=codec.dt(ts))
+                              None, created_at=parse.from_ms(ts))
     kind = value["event_kind"]
     if kind == "function_call":
         content = f"{value['name']}({value['args'] or ''})"
     elif kind == "function_response":
-        content = codec.as_text(value["result"]) or ""
+        content = parse.as_text(value["result"]) or ""
     elif kind == "error":
         content = f"error: {value['message'] or ''}"
     else:
@@ -82,4 +81,4 @@ def _item(agent_id: str, sid: str, position: int, value: Any) -> rm.ContextItem:
     role = "thinking" if kind == "thinking" else value["role"]
     return rm.ContextItem(value["event_id"], agent_id, codec.run_key(sid, value["run_id"]), position,
                           ITEM_KIND[kind], role, content, value["vis"] != "hidden", False, 1,
-                          max(1, len(content) // 4), None, created_at=codec.dt(value["committed_at"]))
+                          max(1, len(content) // 4), None, created_at=parse.from_ms(value["committed_at"]))

@@ -1,33 +1,50 @@
 """The maka source: its reads, its one write (settling a permission) and what it cannot do.
 
-The class only assembles the mixins and states, in maka's terms, why each command
-agentdesk has elsewhere is absent here. Schema version: `open_source` detects maka by
-its tables and refuses any `PRAGMA user_version` other than 11 (the version this
-mapping was written against, and the only one maka's own read-only open accepts at
-that commit); the constructor checks again, for callers that build the source directly.
+The class only routes each call to the plain functions of `tree`, `spans`, `context` and
+`approvals` (with the cached tree topology, inside one transaction) and states, in maka's
+terms, why each command agentdesk has elsewhere is absent here: maka's context is
+immutable, so this source is an `ApprovalWriter` only. Schema version: `recognise`
+accepts maka's tables at `PRAGMA user_version` 11 only (the version this mapping was
+written against, and the only one maka's own read-only open accepts at that commit); the
+constructor applies the same rule, for callers that build the source directly.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from sqlalchemy import text
 
+from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import StoreUnavailable
-from agentdesk.store.source import Capability
-from agentdesk.store.sources.maka.approvals import ApprovalQueries
-from agentdesk.store.sources.maka.context import ContextQueries
-from agentdesk.store.sources.maka.spans import SpanQueries
-from agentdesk.store.sources.maka.tree import TreeQueries
-from agentdesk.store.sources.maka.watch import WatchMixin
+from agentdesk.store.source import Capability, Location, Page, SpanTable
+from agentdesk.store.sources.foreign import ForeignSource
+from agentdesk.store.sources.maka import approvals, codec, spans, tree
+from agentdesk.store.sources.maka import context as contexts
+from agentdesk.store.sources.maka.follow import follow
+from agentdesk.store.sources.maka.spanrows import SpanRow
+from agentdesk.store.sources.maka.topology import TopologyCache
+from agentdesk.store.sources.schema import Schema
 
 SUPPORTED_USER_VERSIONS = frozenset({11})
+TABLES = frozenset({"session_metadata", "core_agent_runs", "runtime_events", "core_interaction_requests"})
+
+
+def recognise(schema: Schema) -> str | None:
+    """maka's tables, at a `PRAGMA user_version` this mapping was written against (11)."""
+    if not schema.tables >= TABLES:
+        return None
+    if schema.user_version not in SUPPORTED_USER_VERSIONS:
+        raise StoreUnavailable(f"looks like a maka runtime store, but of schema version {schema.user_version}; "
+                               f"agentdesk understands version(s) {sorted(SUPPORTED_USER_VERSIONS)}.")
+    return str(schema.user_version)
 
 IMMUTABLE = ("maka's context is its runtime event ledger, whose events are immutable once committed "
              "(re-inserting an event with other content is refused by the runtime)")
 
 
-class MakaSource(WatchMixin, TreeQueries, SpanQueries, ApprovalQueries, ContextQueries):
+class MakaSource(ForeignSource):
     """A maka `runtime.sqlite`, opened in place; read-only unless writes were allowed."""
 
     kind = "maka"
@@ -55,14 +72,103 @@ class MakaSource(WatchMixin, TreeQueries, SpanQueries, ApprovalQueries, ContextQ
     def __init__(self, path: Path, *, version: str | None = None, allow_writes: bool = False,
                  busy_timeout_s: float = 5.0) -> None:
         super().__init__(path, version=version, allow_writes=allow_writes, busy_timeout_s=busy_timeout_s)
-        try:
+        try:  # the same rule detection applies, for callers that build the source directly
             with self.reading() as conn:
                 found = int(conn.execute(text("PRAGMA user_version")).scalar_one())
+            recognise(Schema(TABLES, found))
+        except StoreUnavailable as exc:
+            self.engine.dispose()
+            raise StoreUnavailable(f"{path} {exc}") from exc
         except Exception:
             self.engine.dispose()
             raise
-        if found not in SUPPORTED_USER_VERSIONS:
-            self.engine.dispose()
-            raise StoreUnavailable(f"{path} is a maka runtime store of schema version {found}; agentdesk "
-                                   f"reads maka schema version(s) {sorted(SUPPORTED_USER_VERSIONS)} only.")
         self.version = str(found)
+        self.topology = TopologyCache()
+        self.follow = follow(self.topology)
+
+    # -- the tree --------------------------------------------------------------------------
+    def projects(self) -> list[rm.Project]:
+        with self.reading() as conn:
+            return tree.projects(conn, self.topology(conn))
+
+    def tasks(self, project_id: str) -> list[rm.Task]:
+        with self.reading() as conn:
+            return tree.tasks(conn, self.topology(conn), project_id)
+
+    def sessions(self, task_id: str) -> list[rm.Session]:
+        with self.reading() as conn:
+            return tree.sessions(conn, self.topology(conn), task_id)
+
+    def agents(self, session_id: str) -> list[rm.Agent]:
+        with self.reading() as conn:
+            return tree.agents(conn, self.topology(conn), session_id)
+
+    def runs(self, agent_id: str, offset: int = 0, limit: int = 200) -> Page[rm.Run]:
+        with self.reading() as conn:
+            return tree.runs(conn, self.topology(conn), agent_id, offset, limit)
+
+    def run(self, run_id: str) -> rm.Run:
+        with self.reading() as conn:
+            return tree.run(conn, self.topology(conn), run_id)
+
+    def agent(self, agent_id: str) -> rm.Agent:
+        with self.reading() as conn:
+            return tree.agent(conn, self.topology(conn), agent_id)
+
+    def locate(self, entity: str, entity_id: str) -> Location:
+        with self.reading() as conn:
+            return tree.locate(conn, self.topology(conn), entity, entity_id)
+
+    # -- timeline and context ----------------------------------------------------------------
+    def span_table(self, run_id: str, span_ids: Sequence[str] | None = None) -> SpanTable:
+        with self.reading() as conn:
+            return spans.span_table(conn, self.topology(conn), run_id, span_ids)
+
+    def span(self, span_id: str) -> rm.Span:
+        with self.reading() as conn:
+            return spans.span(conn, self.topology(conn), span_id)
+
+    def span_rows(self, run_id: str) -> list[SpanRow]:
+        """maka-only: the projected span rows with their attributes (what the waterfall is built from)."""
+        with self.reading() as conn:
+            return spans.span_rows(conn, self.topology(conn), run_id)
+
+    def sent_context(self, span_id: str) -> list[rm.SentItem]:
+        """Always empty: maka does not record which events a model call was sent."""
+        codec.split_span(span_id)
+        return []
+
+    def context(self, agent_id: str) -> rm.AgentContext:
+        with self.reading() as conn:
+            return contexts.context(conn, self.topology(conn), agent_id)
+
+    # -- approvals -----------------------------------------------------------------------------
+    def approvals(self, status: str | None = "pending", limit: int = 1000) -> list[rm.Approval]:
+        with self.reading() as conn:
+            return approvals.approvals(conn, self.topology(conn), status, limit)
+
+    def approval(self, approval_id: str) -> rm.Approval:
+        with self.reading() as conn:
+            return approvals.approval(conn, self.topology(conn), approval_id)
+
+    def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
+               edited_arguments: str | None = None) -> rm.Approval:
+        """Settle a pending permission request as maka's host would: first writer wins.
+
+        `actor` and `reason` cannot be stored: maka's canonical outcome records only
+        `reviewer: 'user'` (a rationale is allowed for auto-review outcomes only).
+        """
+        capability, _, _ = self.check_decision(approve, actor or "user", reason or "-", edited_arguments)
+        with self.writing(capability) as conn:
+            decided, published = approvals.decide(conn, self.topology(conn), approval_id, approve)
+        self.bus.publish(published)
+        return decided
+
+    # -- figures -------------------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        with self.reading() as conn:
+            return tree.counts(conn, self.topology(conn))
+
+    def showcase_run(self) -> str | None:
+        with self.reading() as conn:
+            return tree.showcase_run(conn)

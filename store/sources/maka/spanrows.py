@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from agentdesk.store.errors import NotFound
+from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.maka import codec
 from agentdesk.store.sources.maka.topology import Topology
 
@@ -58,7 +59,7 @@ def project(conn: Connection, topo: Topology, sid: str, rid: str) -> list[SpanRo
                                     "AND run_id = :rid"), {"sid": sid, "rid": rid}).scalar()
     if header_json is None:
         raise NotFound(f"There is no run with id {codec.run_key(sid, rid)}.")
-    header = codec.loads(header_json)
+    header = parse.json_object(header_json)
     root = codec.span_id("turn", sid, rid)
     live = header.get("status") not in codec.TERMINAL_RUN
     rows = (_attempts(conn, sid, rid, root) + _tools(conn, topo, sid, rid, root, live)
@@ -95,7 +96,7 @@ def _attempts(conn: Connection, sid: str, rid: str, root: str) -> list[SpanRow]:
     for row in _q(conn, "SELECT attempt_id, completed_at, record_json FROM usage_model_call_attempts "
                   "WHERE json_extract(record_json, '$.sessionId') = :sid "
                   "AND json_extract(record_json, '$.runId') = :rid", sid, rid):
-        rec = codec.loads(row["record_json"])
+        rec = parse.json_object(row["record_json"])
         attempt = rec.get("attempt", 0)
         retry = f" (retry {attempt})" if isinstance(attempt, int) and attempt > 0 else ""
         name = f"{rec.get('callKind', 'model')} · {rec.get('modelId', '?')}{retry}"

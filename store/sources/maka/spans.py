@@ -7,52 +7,48 @@ an operator opens.
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from collections.abc import Sequence
 
 from sqlalchemy import Connection, text
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
 from agentdesk.store.source import SpanTable
+from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.maka import codec, spanrows
-from agentdesk.store.sources.maka.base import MakaBase
 from agentdesk.store.sources.maka.spanrows import SpanRow
+from agentdesk.store.sources.maka.topology import Topology
+from agentdesk.store.sources.parsing import json_text
 
 
-class SpanQueries(MakaBase):
-    def span_table(self, run_id: str) -> SpanTable:
-        sid, rid = codec.split_run(run_id)
-        with self.reading() as conn:
-            rows = spanrows.project(conn, self.topology(conn), sid, rid)
-        return SpanTable([r.id for r in rows], [r.parent for r in rows], [r.kind for r in rows],
-                         [r.name for r in rows], [r.status for r in rows], [r.start_ms / 1000 for r in rows],
-                         [codec.secs(r.end_ms) for r in rows], [r.input_tokens for r in rows],
-                         [r.output_tokens for r in rows], [r.cost for r in rows])
+def span_table(conn: Connection, topo: Topology, run_id: str, span_ids: Sequence[str] | None = None) -> SpanTable:
+    sid, rid = codec.split_run(run_id)
+    rows = spanrows.project(conn, topo, sid, rid)
+    if span_ids is not None:  # the projection derives spans from several ledgers: built whole, then narrowed
+        wanted = set(span_ids)
+        rows = [r for r in rows if r.id in wanted]
+    return SpanTable([r.id for r in rows], [r.parent for r in rows], [r.kind for r in rows],
+                     [r.name for r in rows], [r.status for r in rows], [r.start_ms / 1000 for r in rows],
+                     [codec.secs(r.end_ms) for r in rows], [r.input_tokens for r in rows],
+                     [r.output_tokens for r in rows], [r.cost for r in rows])
 
-    def span(self, span_id: str) -> rm.Span:
-        kind, sid, rid, native = codec.split_span(span_id)
-        with self.reading() as conn:
-            rows = spanrows.project(conn, self.topology(conn), sid, rid)
-            row = next((r for r in rows if r.id == span_id), None)
-            if row is None:
-                raise NotFound(f"There is no span with id {span_id}.")
-            texts = _TEXTS.get(kind, _no_texts)(conn, sid, rid, native)
-        usage = rm.Usage(row.input_tokens, row.output_tokens, row.cost)
-        return rm.Span(row.id, codec.run_key(sid, rid), row.parent, row.kind, row.name, row.status,
-                       codec.dt0(row.start_ms), codec.dt(row.end_ms), usage, row.attributes, texts[0],
-                       texts[1], row.error)
 
-    def sent_context(self, span_id: str) -> list[rm.SentItem]:
-        """Always empty: maka does not record which events a model call was sent."""
-        codec.split_span(span_id)
-        return []
+def span(conn: Connection, topo: Topology, span_id: str) -> rm.Span:
+    kind, sid, rid, native = codec.split_span(span_id)
+    rows = spanrows.project(conn, topo, sid, rid)
+    row = next((r for r in rows if r.id == span_id), None)
+    if row is None:
+        raise NotFound(f"There is no span with id {span_id}.")
+    texts = _TEXTS.get(kind, _no_texts)(conn, sid, rid, native)
+    usage = rm.Usage(row.input_tokens, row.output_tokens, row.cost)
+    return rm.Span(row.id, codec.run_key(sid, rid), row.parent, row.kind, row.name, row.status,
+                   parse.ms_time(row.start_ms), parse.from_ms(row.end_ms), usage, row.attributes, texts[0],
+                   texts[1], row.error)
 
-    def span_rows(self, run_id: str) -> list[SpanRow]:
-        sid, rid = codec.split_run(run_id)
-        with self.reading() as conn:
-            return spanrows.project(conn, self.topology(conn), sid, rid)
 
+def span_rows(conn: Connection, topo: Topology, run_id: str) -> list[SpanRow]:
+    sid, rid = codec.split_run(run_id)
+    return spanrows.project(conn, topo, sid, rid)
 
 Texts = tuple[str | None, str | None]
 
@@ -84,8 +80,8 @@ def _tool_texts(conn: Connection, sid: str, rid: str, call_id: str) -> Texts:
         "SELECT payload_json FROM runtime_events WHERE session_id = :sid AND run_id = :rid "
         "AND event_kind = 'function_response' AND coalesce(json_extract(payload_json, '$.refs.toolCallId'), "
         "json_extract(payload_json, '$.content.id')) = :c"), {"sid": sid, "rid": rid, "c": call_id}).scalar()
-    result = codec.loads(payload).get("content", {}).get("result") if payload else None
-    return _pretty(args), codec.as_text(result)
+    result = parse.json_object(payload).get("content", {}).get("result") if payload else None
+    return json_text(args), parse.as_text(result)
 
 
 def _gate_texts(conn: Connection, sid: str, rid: str, request_id: str) -> Texts:
@@ -99,9 +95,9 @@ def _gate_texts(conn: Connection, sid: str, rid: str, request_id: str) -> Texts:
             "WHERE session_id = :sid AND run_id = :rid AND event_kind = 'runtime_fact' "
             "AND json_extract(payload_json, '$.actions.permissionRequest.requestId') = :id"),
             {"sid": sid, "rid": rid, "id": request_id}).scalar()
-        return _pretty(fact), None
-    return (codec.as_text(codec.loads(row[0]).get("request")),
-            codec.as_text(codec.loads(row[1]).get("outcome")) if row[1] else None)
+        return json_text(fact), None
+    return (parse.as_text(parse.json_object(row[0]).get("request")),
+            parse.as_text(parse.json_object(row[1]).get("outcome")) if row[1] else None)
 
 
 def _compaction_texts(conn: Connection, sid: str, rid: str, sequence: str) -> Texts:
@@ -109,7 +105,7 @@ def _compaction_texts(conn: Connection, sid: str, rid: str, sequence: str) -> Te
     record = conn.execute(text(
         "SELECT record_json FROM core_agent_run_events WHERE session_id = :sid AND run_id = :rid "
         "AND sequence = :seq"), {"sid": sid, "rid": rid, "seq": seq}).scalar()
-    return _pretty(record), None
+    return json_text(record), None
 
 
 def _stream_texts(conn: Connection, sid: str, rid: str, stream_key: str) -> Texts:
@@ -119,16 +115,6 @@ def _stream_texts(conn: Connection, sid: str, rid: str, stream_key: str) -> Text
     parts = conn.execute(text("SELECT text_content FROM runtime_partial_segments WHERE stream_key = :k "
                               "ORDER BY segment_seq"), {"k": stream_key}).scalars().all()
     return None, (head or "") + "".join(parts) if head is not None or parts else None
-
-
-def _pretty(value: Any) -> str | None:
-    """JSON text re-indented for reading; anything unparsable is shown as stored."""
-    if value is None:
-        return None
-    try:
-        return json.dumps(json.loads(value), ensure_ascii=False, indent=2)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 _TEXTS = {"turn": _turn_texts, "tool": _tool_texts, "perm": _gate_texts, "compact": _compaction_texts,

@@ -16,6 +16,7 @@ against a cheap signature of those tables.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,3 +220,24 @@ def _agents(topo: Topology, runs: list[dict[str, Any]]) -> None:
         if aid not in topo.agents:
             topo.agents[aid] = AgentNode(aid, node.session_id, node.top, None, node.name, node.model,
                                          node.created_ms, node.project_id)
+
+
+class TopologyCache:
+    """The tree structure of one database, reloaded only when sessions, runs or projects changed.
+
+    Keyed on `signature`, so a tree refresh costs one cheap signature query plus the status scan.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cached: tuple[tuple[Any, ...], Topology] | None = None
+
+    def __call__(self, conn: Connection) -> Topology:
+        sig = signature(conn)
+        with self._lock:
+            if self._cached is not None and self._cached[0] == sig:
+                return self._cached[1]
+        topo = load(conn)
+        with self._lock:
+            self._cached = (sig, topo)
+        return topo

@@ -9,26 +9,16 @@ agentdesk checks it and tells the loser who decided and when, from `actor_json`.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from sqlalchemy import Connection, text
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import Change
 from agentdesk.store.errors import AlreadyDecided, Expired, NotFound
-from agentdesk.store.source import Capability
-from agentdesk.store.sources.stageflow.common import (
-    CANONICAL_APPROVAL_SQL,
-    DECISION_STATUS,
-    StageflowBase,
-    actor_name,
-    agent_node_id,
-    iso_now,
-    json_obj,
-    parse_time,
-    task_id,
-    time_of,
-)
+from agentdesk.store.sources.parsing import approval_status, iso_now, json_object, parse_time, time_of
+from agentdesk.store.sources.sql import Row, one, rows
+from agentdesk.store.sources.stageflow.common import CANONICAL_APPROVAL_SQL, DECISION_STATUS, actor_name, missing
+from agentdesk.store.sources.stageflow.ids import agent_node_id, task_id
 
 APPROVALS_SQL = f"""
 SELECT a.*, s.project_key, s.agent_id, {CANONICAL_APPROVAL_SQL} AS shown_status,
@@ -48,83 +38,75 @@ EXPIRE_SQL = """UPDATE agent_approvals SET status = 'expired', decided_at = :now
 """What stageflow's expireApprovals runs for each overdue approval (`actor: null` = the runtime)."""
 
 
-class ApprovalMixin(StageflowBase):
-    def approvals(self, status: str | None = "pending", limit: int = 1000) -> list[rm.Approval]:
-        """pending oldest first (the queue), any other status newest first; "all"/None for everything."""
-        where, params = "", {"now": iso_now(), "limit": limit}
-        if status is not None and status != "all":
-            where = f" WHERE {CANONICAL_APPROVAL_SQL} = :status"
-            params["status"] = status
-        order = "a.created_at" if status == "pending" else "a.created_at DESC"
-        rows = self.rows(f"{APPROVALS_SQL}{where} ORDER BY {order}, a.approval_id LIMIT :limit", **params)
-        return [self._approval(r) for r in rows]
+def approvals(conn: Connection, status: str | None = "pending", limit: int = 1000) -> list[rm.Approval]:
+    """pending oldest first (the queue), any other status newest first; "all"/None for everything."""
+    where, params = "", {"now": iso_now(), "limit": limit}
+    if status is not None and status != "all":
+        where = f" WHERE {CANONICAL_APPROVAL_SQL} = :status"
+        params["status"] = status
+    order = "a.created_at" if status == "pending" else "a.created_at DESC"
+    return [_approval(r) for r in rows(conn, f"{APPROVALS_SQL}{where} ORDER BY {order}, a.approval_id LIMIT :limit",
+                                       **params)]
 
-    def approval(self, approval_id: str) -> rm.Approval:
-        rows = self.rows(f"{APPROVALS_SQL} WHERE a.approval_id = :aid", aid=approval_id, now=iso_now())
-        return self._approval(rows[0]) if rows else self._missing("approval", approval_id)
 
-    @staticmethod
-    def _approval(r: dict[str, Any]) -> rm.Approval:
-        """`decided_by` is the actor's name (or id); `null` actor means the runtime expired it."""
-        project_key = r["project_key"] or ""
-        agent_id = r["agent_id"] or ""
-        reason = json_obj(r["actor_json"]).get("reason") if r["actor_json"] else None
-        return rm.Approval(
-            id=r["approval_id"], tool_call_id=None, project_id=project_key,
-            task_id=task_id(project_key, agent_id), session_id=r["session_id"],
-            agent_id=agent_node_id(r["session_id"], agent_id), run_id=r["turn_id"] or "",
-            span_id=r["gate_span_id"], tool_name=r["tool"], arguments=r["payload_json"],
-            payload_hash=r["payload_hash"], status=r["shown_status"], created_at=time_of(r["created_at"]),
-            expires_at=parse_time(r["expires_at"]), decided_at=parse_time(r["decided_at"]),
-            decided_by=actor_name(r["actor_json"]), reason=reason if isinstance(reason, str) else None,
-            edited_arguments=None, edited_hash=None, agent_name=agent_id, project_name=project_key)
+def approval(conn: Connection, approval_id: str) -> rm.Approval:
+    found = one(conn, f"{APPROVALS_SQL} WHERE a.approval_id = :aid", aid=approval_id, now=iso_now())
+    return _approval(found) if found is not None else missing("approval", approval_id)
 
-    def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-               edited_arguments: str | None = None) -> rm.Approval:
-        """Approve or deny exactly once across processes: the guarded UPDATE, its row count checked."""
-        capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
-        # stageflow's actor shape is inferred ({"kind","id","name"}); the reason rides along because
-        # agent_approvals has no column for it, and JSON.parse on the runtime side ignores extra keys.
-        actor_json = json.dumps({"kind": "user", "id": actor, "name": actor, "via": "agentdesk",
-                                 **({"reason": reason} if reason else {})}, ensure_ascii=False)
-        now = iso_now()
-        with self.writing(capability) as conn:
-            status = DECISION_STATUS["approve" if approve else "deny"]
-            won = conn.execute(text(DECIDE_SQL), {"status": status, "now": now, "actor": actor_json,
-                                                  "approval_id": approval_id})
-            if won.rowcount != 1:
-                self._explain_lost(conn, approval_id, now)
-        decided = self.approval(approval_id)
-        self.bus.publish([self._approval_change(decided)])
-        return decided
 
-    @staticmethod
-    def _explain_lost(conn: Connection, approval_id: str, now: str) -> None:
-        row = conn.execute(text("SELECT status, expires_at, decided_at, actor_json FROM agent_approvals"
-                                " WHERE approval_id = :aid"), {"aid": approval_id}).mappings().first()
-        if row is None:
-            raise NotFound(f"There is no approval with id {approval_id} in this stageflow database.")
-        if row["status"] == "pending" or row["status"] == "expired":
-            raise Expired(f"Approval {approval_id} expired at {row['expires_at']}; it can no longer be "
-                          "approved or denied.")
-        status = "denied" if row["status"] in ("denied", "rejected") else row["status"]
-        raise AlreadyDecided(approval_id, status, actor_name(row["actor_json"]), row["decided_at"])
+def _approval(r: Row) -> rm.Approval:
+    """`decided_by` is the actor's name (or id); `null` actor means the runtime expired it."""
+    project_key = r["project_key"] or ""
+    agent_id = r["agent_id"] or ""
+    reason = json_object(r["actor_json"]).get("reason")
+    return rm.Approval(
+        id=r["approval_id"], tool_call_id=None, project_id=project_key,
+        task_id=task_id(project_key, agent_id), session_id=r["session_id"],
+        agent_id=agent_node_id(r["session_id"], agent_id), run_id=r["turn_id"] or "",
+        span_id=r["gate_span_id"], tool_name=r["tool"], arguments=r["payload_json"],
+        payload_hash=r["payload_hash"], status=approval_status(r["shown_status"]),
+        created_at=time_of(r["created_at"]), expires_at=parse_time(r["expires_at"]),
+        decided_at=parse_time(r["decided_at"]), decided_by=actor_name(r["actor_json"]),
+        reason=reason if isinstance(reason, str) else None,
+        edited_arguments=None, edited_hash=None, agent_name=agent_id, project_name=project_key)
 
-    def expire_overdue(self) -> list[str]:
-        """stageflow's own sweep (expireApprovals): every overdue pending approval, in one transaction."""
-        now = iso_now()
-        with self.writing(Capability.EXPIRE) as conn:
-            due = [r.approval_id for r in conn.execute(text(
-                "SELECT approval_id FROM agent_approvals WHERE status = 'pending' AND expires_at <= :now"),
-                {"now": now})]
-            expired = [aid for aid in due
-                       if conn.execute(text(EXPIRE_SQL), {"now": now, "approval_id": aid}).rowcount == 1]
-        self.bus.publish([self._approval_change(self.approval(aid)) for aid in expired])
-        return expired
 
-    @staticmethod
-    def _approval_change(a: rm.Approval) -> Change:
-        parents = {"project": a.project_id, "task": a.task_id, "session": a.session_id, "agent": a.agent_id}
-        if a.run_id:
-            parents["run"] = a.run_id
-        return Change("approval", "update", a.id, parents, origin="agentdesk")
+def decide(conn: Connection, approval_id: str, approve: bool, actor: str, reason: str | None) -> None:
+    """Approve or deny exactly once across processes: the guarded UPDATE, its row count checked."""
+    # stageflow's actor shape is inferred ({"kind","id","name"}); the reason rides along because
+    # agent_approvals has no column for it, and JSON.parse on the runtime side ignores extra keys.
+    actor_json = json.dumps({"kind": "user", "id": actor, "name": actor, "via": "agentdesk",
+                             **({"reason": reason} if reason else {})}, ensure_ascii=False)
+    now = iso_now()
+    status = DECISION_STATUS["approve" if approve else "deny"]
+    won = conn.execute(text(DECIDE_SQL), {"status": status, "now": now, "actor": actor_json,
+                                          "approval_id": approval_id})
+    if won.rowcount != 1:
+        _explain_lost(conn, approval_id)
+
+
+def _explain_lost(conn: Connection, approval_id: str) -> None:
+    row = one(conn, "SELECT status, expires_at, decided_at, actor_json FROM agent_approvals WHERE approval_id = :aid",
+              aid=approval_id)
+    if row is None:
+        raise NotFound(f"There is no approval with id {approval_id} in this stageflow database.")
+    if row["status"] == "pending" or row["status"] == "expired":
+        raise Expired(f"Approval {approval_id} expired at {row['expires_at']}; it can no longer be "
+                      "approved or denied.")
+    status = "denied" if row["status"] in ("denied", "rejected") else row["status"]
+    raise AlreadyDecided(approval_id, status, actor_name(row["actor_json"]), row["decided_at"])
+
+
+def expire_overdue(conn: Connection) -> list[str]:
+    """stageflow's own sweep (expireApprovals): every overdue pending approval, in the caller's transaction."""
+    now = iso_now()
+    due = [r["approval_id"] for r in rows(
+        conn, "SELECT approval_id FROM agent_approvals WHERE status = 'pending' AND expires_at <= :now", now=now)]
+    return [aid for aid in due if conn.execute(text(EXPIRE_SQL), {"now": now, "approval_id": aid}).rowcount == 1]
+
+
+def approval_change(a: rm.Approval) -> Change:
+    parents = {"project": a.project_id, "task": a.task_id, "session": a.session_id, "agent": a.agent_id}
+    if a.run_id:
+        parents["run"] = a.run_id
+    return Change("approval", "update", a.id, parents, origin="agentdesk")

@@ -10,23 +10,15 @@ someone resolved it first, and the loser is told who and when.
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import Change
 from agentdesk.store.errors import AlreadyDecided, NotFound
-from agentdesk.store.sources.vgxness.common import (
-    APPROVAL_STATUS_SQL,
-    VgxnessBase,
-    agent_projects,
-    iso_now,
-    json_any,
-    parents,
-    parse_time,
-    time_of,
-)
+from agentdesk.store.sources.parsing import approval_status, iso_now, json_value, parse_time, time_of
+from agentdesk.store.sources.sql import Row, one, rows
+from agentdesk.store.sources.vgxness.common import APPROVAL_STATUS_SQL, agent_projects, missing, parents
 
 APPROVALS_SQL = f"""
 SELECT ap.*, {APPROVAL_STATUS_SQL} AS shown_status, r.project AS run_project, r.selected_agent_id,
@@ -44,7 +36,7 @@ DECISION_STATUS = {True: "approved", False: "rejected"}
 
 def tool_and_arguments(title: str | None, payload_json: str | None) -> tuple[str, str]:
     """The tool and arguments an approval is about, from its event's payload (shape inferred)."""
-    payload = json_any(payload_json)
+    payload = json_value(payload_json)
     if isinstance(payload, dict):
         tool = payload.get("tool") if isinstance(payload.get("tool"), str) else None
         args = payload.get("args")
@@ -53,57 +45,47 @@ def tool_and_arguments(title: str | None, payload_json: str | None) -> tuple[str
     return title or "", payload_json or ""
 
 
-class ApprovalMixin(VgxnessBase):
-    def approvals(self, status: str | None = "pending", limit: int = 1000) -> list[rm.Approval]:
-        """pending oldest first (the queue), any other status newest first; "all"/None for everything."""
-        where, params = "", {"limit": limit, "status": status}
-        if status is not None and status != "all":
-            where = f" WHERE {APPROVAL_STATUS_SQL} = :status"
-        order = "ap.requested_at" if status == "pending" else "ap.requested_at DESC"
-        with self.reading() as conn:
-            homes = agent_projects(conn)
-            rows = conn.execute(text(f"{APPROVALS_SQL}{where} ORDER BY {order}, ap.id LIMIT :limit"),
-                                params).mappings().all()
-        return [self._approval(dict(r), homes) for r in rows]
+def approvals(conn: Connection, status: str | None = "pending", limit: int = 1000) -> list[rm.Approval]:
+    """pending oldest first (the queue), any other status newest first; "all"/None for everything."""
+    where = f" WHERE {APPROVAL_STATUS_SQL} = :status" if status is not None and status != "all" else ""
+    order = "ap.requested_at" if status == "pending" else "ap.requested_at DESC"
+    homes = agent_projects(conn)
+    return [_approval(r, homes) for r in rows(conn, f"{APPROVALS_SQL}{where} ORDER BY {order}, ap.id LIMIT :limit",
+                                              limit=limit, status=status)]
 
-    def approval(self, approval_id: str) -> rm.Approval:
-        with self.reading() as conn:
-            homes = agent_projects(conn)
-            row = conn.execute(text(f"{APPROVALS_SQL} WHERE ap.id = :aid"),
-                               {"aid": approval_id}).mappings().first()
-        return self._approval(dict(row), homes) if row else self._missing("approval", approval_id)
 
-    @staticmethod
-    def _approval(r: dict[str, Any], homes: dict[str, str]) -> rm.Approval:
-        """No deadline (vgxness has none) and no payload hash (it keeps none): both shown as absent."""
-        project = homes.get(r["selected_agent_id"], r["run_project"])
-        tool, arguments = tool_and_arguments(r["event_title"], r["event_payload"])
-        p = parents(project)
-        return rm.Approval(
-            id=r["id"], tool_call_id=None, project_id=project, task_id=p["task"], session_id=p["session"],
-            agent_id=r["selected_agent_id"], run_id=r["run_id"], span_id=r["decision_event_id"],
-            tool_name=tool, arguments=arguments, payload_hash="", status=r["shown_status"],
-            created_at=time_of(r["requested_at"]),
-            expires_at=None, decided_at=parse_time(r["resolved_at"]), decided_by=r["resolved_by"],
-            reason=r["resolution_reason"], edited_arguments=None, edited_hash=None,
-            agent_name=r["agent_name"] or r["selected_agent_id"], project_name=project)
+def approval(conn: Connection, approval_id: str) -> rm.Approval:
+    found = one(conn, f"{APPROVALS_SQL} WHERE ap.id = :aid", aid=approval_id)
+    return _approval(found, agent_projects(conn)) if found is not None else missing("approval", approval_id)
 
-    def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-               edited_arguments: str | None = None) -> rm.Approval:
-        """Resolve a pending approval exactly once across processes (guard + row count)."""
-        capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
-        with self.writing(capability) as conn:
-            won = conn.execute(text(RESOLVE_SQL), {
-                "status": DECISION_STATUS[approve], "now": iso_now(), "actor": actor, "reason": reason,
-                "approval_id": approval_id})
-            if won.rowcount != 1:
-                row = conn.execute(text("SELECT status, resolved_at, resolved_by FROM run_approvals"
-                                        " WHERE id = :a"), {"a": approval_id}).mappings().first()
-                if row is None:
-                    raise NotFound(f"There is no approval with id {approval_id} in this vgxness database.")
-                shown = "denied" if row["status"] == "rejected" else row["status"]
-                raise AlreadyDecided(approval_id, shown, row["resolved_by"], row["resolved_at"])
-        decided = self.approval(approval_id)
-        where = parents(decided.project_id, decided.agent_id, decided.run_id)
-        self.bus.publish([Change("approval", "update", approval_id, where, origin="agentdesk")])
-        return decided
+
+def _approval(r: Row, homes: dict[str, str]) -> rm.Approval:
+    """No deadline (vgxness has none) and no payload hash (it keeps none): both shown as absent."""
+    project: str = homes.get(r["selected_agent_id"]) or r["run_project"]
+    tool, arguments = tool_and_arguments(r["event_title"], r["event_payload"])
+    p = parents(project)
+    return rm.Approval(
+        id=r["id"], tool_call_id=None, project_id=project, task_id=p["task"], session_id=p["session"],
+        agent_id=r["selected_agent_id"], run_id=r["run_id"], span_id=r["decision_event_id"],
+        tool_name=tool, arguments=arguments, payload_hash="", status=approval_status(r["shown_status"]),
+        created_at=time_of(r["requested_at"]),
+        expires_at=None, decided_at=parse_time(r["resolved_at"]), decided_by=r["resolved_by"],
+        reason=r["resolution_reason"], edited_arguments=None, edited_hash=None,
+        agent_name=r["agent_name"] or r["selected_agent_id"], project_name=project)
+
+
+def decide(conn: Connection, approval_id: str, approve: bool, actor: str, reason: str | None) -> None:
+    """Resolve a pending approval exactly once across processes (guard + row count)."""
+    won = conn.execute(text(RESOLVE_SQL), {"status": DECISION_STATUS[approve], "now": iso_now(), "actor": actor,
+                                           "reason": reason, "approval_id": approval_id})
+    if won.rowcount != 1:
+        row = one(conn, "SELECT status, resolved_at, resolved_by FROM run_approvals WHERE id = :a", a=approval_id)
+        if row is None:
+            raise NotFound(f"There is no approval with id {approval_id} in this vgxness database.")
+        shown = "denied" if row["status"] == "rejected" else row["status"]
+        raise AlreadyDecided(approval_id, shown, row["resolved_by"], row["resolved_at"])
+
+
+def approval_change(decided: rm.Approval) -> Change:
+    where = parents(decided.project_id, decided.agent_id, decided.run_id)
+    return Change("approval", "update", decided.id, where, origin="agentdesk")
