@@ -13,10 +13,9 @@ missing capability is explained by `why_not`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import OperationalError
@@ -27,15 +26,20 @@ from agentdesk.store.audit import ChainReport
 from agentdesk.store.bus import Change, ChangeBus
 from agentdesk.store.database import describe_operational_error
 from agentdesk.store.errors import ReadOnlyStore, StoreUnavailable, Unsupported
-from agentdesk.store.source import Capability, SourceDescriptor
+from agentdesk.store.source import Capability, Location, Page, SourceDescriptor, SpanTable
 from agentdesk.store.sources.follow import Follow, FollowWatcher, TableFollower
+from agentdesk.store.sources.reads import Reads
 from agentdesk.store.validation import check_name
 
 __all__ = ["ForeignSource", "Unsupported"]
 
 
 class ForeignSource:
-    """Base of the seed-runtime sources. Subclasses set `kind` and implement the queries."""
+    """Base of the seed-runtime sources: lifecycle, and every read through the runtime's `reads`.
+
+    A subclass sets `kind`, `reads`, `follow` and the capability texts, and defines the
+    write methods (`decide`, the context edits) its runtime really supports.
+    """
 
     kind = "foreign"
     version: str | None = None
@@ -46,6 +50,8 @@ class ForeignSource:
     notes = ""
     follow: Follow | None = None
     """The runtime's table declarations for the follower (None: changes are not followed)."""
+    reads: Reads
+    """The runtime's read functions (set by the subclass, as a class attribute or when it opens)."""
 
     def __init__(self, path: Path, *, version: str | None = None, allow_writes: bool = False,
                  busy_timeout_s: float = 5.0) -> None:
@@ -114,17 +120,6 @@ class ForeignSource:
         except OperationalError as exc:
             raise StoreUnavailable(describe_operational_error(exc, f"sqlite:///{self.path}")) from exc
 
-    def rows(self, sql: str, **params: Any) -> list[dict[str, Any]]:
-        with self.reading() as conn:
-            return [dict(r._mapping) for r in conn.execute(text(sql), params)]
-
-    def has_table(self, name: str) -> bool:
-        return bool(self.rows("SELECT 1 AS x FROM sqlite_master WHERE type='table' AND name=:n", n=name))
-
-    def columns(self, table: str) -> set[str]:
-        """Read columns by name: lensagent 0.1.2 columns may be missing or physically last."""
-        return {r["name"] for r in self.rows(f"SELECT name FROM pragma_table_info('{table}')")}
-
     # -- change detection ------------------------------------------------------------------
     @property
     def follower(self) -> TableFollower:
@@ -165,14 +160,74 @@ class ForeignSource:
         self.engine.dispose()
 
     # -- defaults for what most seed runtimes lack -----------------------------------------
+    # -- reads: one transaction each, answered by the runtime's functions --------------------
+    def projects(self) -> list[rm.Project]:
+        with self.reading() as conn:
+            return self.reads.projects(conn)
+
+    def tasks(self, project_id: str) -> list[rm.Task]:
+        with self.reading() as conn:
+            return self.reads.tasks(conn, project_id)
+
+    def sessions(self, task_id: str) -> list[rm.Session]:
+        with self.reading() as conn:
+            return self.reads.sessions(conn, task_id)
+
+    def agents(self, session_id: str) -> list[rm.Agent]:
+        with self.reading() as conn:
+            return self.reads.agents(conn, session_id)
+
+    def runs(self, agent_id: str, offset: int = 0, limit: int = 200) -> Page[rm.Run]:
+        with self.reading() as conn:
+            return self.reads.runs(conn, agent_id, offset, limit)
+
+    def run(self, run_id: str) -> rm.Run:
+        with self.reading() as conn:
+            return self.reads.run(conn, run_id)
+
+    def agent(self, agent_id: str) -> rm.Agent:
+        with self.reading() as conn:
+            return self.reads.agent(conn, agent_id)
+
+    def locate(self, entity: str, entity_id: str) -> Location:
+        with self.reading() as conn:
+            return self.reads.locate(conn, entity, entity_id)
+
+    def span_table(self, run_id: str, span_ids: Sequence[str] | None = None) -> SpanTable:
+        with self.reading() as conn:
+            return self.reads.span_table(conn, run_id, span_ids)
+
+    def span(self, span_id: str) -> rm.Span:
+        with self.reading() as conn:
+            return self.reads.span(conn, span_id)
+
+    def sent_context(self, span_id: str) -> list[rm.SentItem]:
+        with self.reading() as conn:
+            return self.reads.sent_context(conn, span_id)
+
+    def context(self, agent_id: str) -> rm.AgentContext:
+        with self.reading() as conn:
+            return self.reads.context(conn, agent_id)
+
+    def approvals(self, status: str | None = "pending", limit: int = 1000) -> list[rm.Approval]:
+        with self.reading() as conn:
+            return self.reads.approvals(conn, status, limit)
+
+    def approval(self, approval_id: str) -> rm.Approval:
+        with self.reading() as conn:
+            return self.reads.approval(conn, approval_id)
+
+    # -- figures and maintenance -------------------------------------------------------------
     def info(self) -> rm.StoreInfo:
         return rm.StoreInfo(self.kind, str(self.path), self.version, not self.allow_writes, self.counts())
 
     def counts(self) -> dict[str, int]:
-        return {}
+        with self.reading() as conn:
+            return self.reads.counts(conn)
 
     def showcase_run(self) -> str | None:
-        return None
+        with self.reading() as conn:
+            return self.reads.showcase_run(conn)
 
     def verify(self) -> ChainReport:
         return ChainReport(0, None, None)

@@ -12,19 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.errors import NotFound
-from agentdesk.store.source import Capability, Location, Page, SpanTable
+from agentdesk.store.source import Capability
 from agentdesk.store.sources.foreign import ForeignSource
-from agentdesk.store.sources.lensagent import approvals, detail, spans, tree, writes
+from agentdesk.store.sources.lensagent import approvals, detail, nodes, spans, tree, writes
 from agentdesk.store.sources.lensagent import context as contexts
 from agentdesk.store.sources.lensagent.follow import FOLLOW
 from agentdesk.store.sources.lensagent.layout import Layout, read_layout
+from agentdesk.store.sources.reads import Reads, given
 from agentdesk.store.sources.schema import Schema
-from agentdesk.store.sources.spantable import only
-from agentdesk.store.sources.sql import one
 from agentdesk.store.validation import check_name, check_text
 
 TABLES = frozenset({"projects", "tasks", "sessions", "agents", "runs", "steps", "calls", "context_items",
@@ -80,102 +77,14 @@ class LensagentSource(ForeignSource):
             )
         elif self.layout.missing:
             self.notes += f" It lacks some 0.1.2 columns: {', '.join(self.layout.missing)}."
+        layout = self.layout
+        self.reads = Reads(tree.projects, tree.tasks, tree.sessions, tree.agents, tree.runs, nodes.run, nodes.agent,
+                           nodes.locate, given(spans.span_table, layout), given(detail.span, layout),
+                           given(contexts.context, layout), given(approvals.approvals, layout),
+                           given(approvals.approval, layout), given(nodes.counts, layout),
+                           nodes.showcase_run, given(detail.sent_context, layout))
 
-    # -- the tree --------------------------------------------------------------------------
-    def projects(self) -> list[rm.Project]:
-        with self.reading() as conn:
-            return tree.projects(conn)
-
-    def tasks(self, project_id: str) -> list[rm.Task]:
-        with self.reading() as conn:
-            return tree.tasks(conn, project_id)
-
-    def sessions(self, task_id: str) -> list[rm.Session]:
-        with self.reading() as conn:
-            return tree.sessions(conn, task_id)
-
-    def agents(self, session_id: str) -> list[rm.Agent]:
-        with self.reading() as conn:
-            return tree.agents(conn, session_id)
-
-    def runs(self, agent_id: str, offset: int = 0, limit: int = 200) -> Page[rm.Run]:
-        with self.reading() as conn:
-            return tree.runs(conn, agent_id, offset, limit)
-
-    def run(self, run_id: str) -> rm.Run:
-        with self.reading() as conn:
-            return tree.run_values(conn, [tree.run_row(conn, run_id)])[0]
-
-    def agent(self, agent_id: str) -> rm.Agent:
-        found = self.rows("SELECT session_id AS parent FROM agents WHERE id = :i", i=agent_id)
-        if not found:
-            self._missing("agent", agent_id)
-        return next(a for a in self.agents(found[0]["parent"]) if a.id == agent_id)
-
-    def locate(self, entity: str, entity_id: str) -> Location:
-        with self.reading() as conn:
-            span_id = None
-            if entity == "approval":
-                entity, entity_id = "span", f"call:{entity_id}"
-            if entity == "span":
-                span_id, entity, entity_id = entity_id, "run", spans.span_run(conn, entity_id)
-            sql = {
-                "project": "SELECT id AS project, NULL AS task, NULL AS session, NULL AS agent "
-                "FROM projects p",
-                "task": "SELECT project_id AS project, id AS task, NULL AS session, NULL AS agent "
-                "FROM tasks p",
-                "session": "SELECT t.project_id AS project, p.task_id AS task, p.id AS session, "
-                "NULL AS agent "
-                "FROM sessions p JOIN tasks t ON t.id = p.task_id",
-                "agent": "SELECT t.project_id AS project, p.task_id AS task, p.session_id AS session, "
-                "p.id AS agent FROM agents p JOIN tasks t ON t.id = p.task_id",
-                "run": "SELECT t.project_id AS project, a.task_id AS task, a.session_id AS session, "
-                "a.id AS agent FROM runs p JOIN agents a ON a.id = p.agent_id "
-                "JOIN tasks t ON t.id = a.task_id",
-            }.get(entity)
-            found = one(conn, f"{sql} WHERE p.id = :i", i=entity_id) if sql else None
-            if found is None:
-                self._missing(entity, entity_id)
-            chain = tree.agent_chain(conn, found["agent"]) if found["agent"] else ()
-            return Location(
-                found["project"],
-                found["task"],
-                found["session"],
-                chain,
-                entity_id if entity == "run" else None,
-                span_id,
-            )
-
-    @staticmethod
-    def _missing(entity: str, entity_id: str) -> NoReturn:
-        raise NotFound(f"There is no {entity} with id {entity_id}.")
-
-    # -- timeline ----------------------------------------------------------------------------
-    def span_table(self, run_id: str, span_ids: Sequence[str] | None = None) -> SpanTable:
-        with self.reading() as conn:
-            return only(spans.table(spans.run_trace(conn, self.layout, run_id)), span_ids)
-
-    def span(self, span_id: str) -> rm.Span:
-        with self.reading() as conn:
-            return detail.span(conn, self.layout, span_id)
-
-    def sent_context(self, span_id: str) -> list[rm.SentItem]:
-        with self.reading() as conn:
-            return detail.sent_context(conn, self.layout, span_id)
-
-    # -- approvals ---------------------------------------------------------------------------
-    def approvals(self, status: str | None = "pending", limit: int = 1000) -> list[rm.Approval]:
-        with self.reading() as conn:
-            return approvals.approvals(conn, self.layout, status, limit)
-
-    def approval(self, approval_id: str) -> rm.Approval:
-        with self.reading() as conn:
-            return approvals.approval(conn, self.layout, approval_id)
-
-    # -- context -----------------------------------------------------------------------------
-    def context(self, agent_id: str) -> rm.AgentContext:
-        with self.reading() as conn:
-            return contexts.context(conn, self.layout, agent_id)
+    # -- what only this runtime has -------------------------------------------------------------
 
     def projection_savings(self, agent_id: str) -> list[contexts.ProjectionSaving]:
         """lensagent-only: every projection decision of an agent, as tokens saved."""
@@ -227,30 +136,3 @@ class LensagentSource(ForeignSource):
 
     def undo_compaction(self, compaction_id: str, actor: str) -> None:
         self._require(Capability.UNDO_COMPACTION)
-
-    # -- counts ------------------------------------------------------------------------------
-    def counts(self) -> dict[str, int]:
-        tables = (
-            "projects",
-            "tasks",
-            "sessions",
-            "agents",
-            "runs",
-            "steps",
-            "model_attempts",
-            "calls",
-            "context_items",
-        )
-        with self.reading() as conn:
-            counted = {t: one(conn, f"SELECT count(*) AS n FROM {t}")["n"] for t in tables}  # type: ignore[index]
-            counted["pending_approvals"] = len(approvals.approvals(conn, self.layout, "pending", 1_000_000))
-        return counted
-
-    def showcase_run(self) -> str | None:
-        """The run with the most calls among the newest 200 (for screenshots and first start)."""
-        found = self.rows(
-            "SELECT r.id FROM (SELECT id FROM runs ORDER BY created_at DESC LIMIT 200) r "
-            "LEFT JOIN steps s ON s.run_id = r.id LEFT JOIN calls c ON c.step_id = s.id "
-            "GROUP BY r.id ORDER BY count(c.id) DESC, r.id LIMIT 1"
-        )
-        return found[0]["id"] if found else None

@@ -15,6 +15,7 @@ row is TERMINAL (lensagent overwrites `updated_at` on every transition, so it is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.lensagent import tree
 from agentdesk.store.sources.lensagent import values as v
 from agentdesk.store.sources.lensagent.layout import Layout
+from agentdesk.store.sources.spantable import only
 from agentdesk.store.sources.sql import rows
 
 STEP_SQL = (
@@ -266,3 +268,8 @@ def span_run(conn: Connection, span_id: str) -> str:
         if run is not None:
             return run
     raise NotFound(f"There is no span with id {span_id}.")
+
+
+def span_table(conn: Connection, layout: Layout, run_id: str, span_ids: Sequence[str] | None) -> SpanTable:
+    """The run's derived spans; with `span_ids` just those (the run is derived whole, then narrowed)."""
+    return only(table(run_trace(conn, layout, run_id)), span_ids)

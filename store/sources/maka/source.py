@@ -11,20 +11,20 @@ constructor applies the same rule, for callers that build the source directly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from sqlalchemy import text
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import StoreUnavailable
-from agentdesk.store.source import Capability, Location, Page, SpanTable
+from agentdesk.store.source import Capability
 from agentdesk.store.sources.foreign import ForeignSource
-from agentdesk.store.sources.maka import approvals, codec, spans, tree
+from agentdesk.store.sources.maka import approvals, spans, tree
 from agentdesk.store.sources.maka import context as contexts
 from agentdesk.store.sources.maka.follow import follow
 from agentdesk.store.sources.maka.spanrows import SpanRow
 from agentdesk.store.sources.maka.topology import TopologyCache
+from agentdesk.store.sources.reads import Reads, bind
 from agentdesk.store.sources.schema import Schema
 
 SUPPORTED_USER_VERSIONS = frozenset({11})
@@ -85,72 +85,21 @@ class MakaSource(ForeignSource):
         self.version = str(found)
         self.topology = TopologyCache()
         self.follow = follow(self.topology)
-
-    # -- the tree --------------------------------------------------------------------------
-    def projects(self) -> list[rm.Project]:
-        with self.reading() as conn:
-            return tree.projects(conn, self.topology(conn))
-
-    def tasks(self, project_id: str) -> list[rm.Task]:
-        with self.reading() as conn:
-            return tree.tasks(conn, self.topology(conn), project_id)
-
-    def sessions(self, task_id: str) -> list[rm.Session]:
-        with self.reading() as conn:
-            return tree.sessions(conn, self.topology(conn), task_id)
-
-    def agents(self, session_id: str) -> list[rm.Agent]:
-        with self.reading() as conn:
-            return tree.agents(conn, self.topology(conn), session_id)
-
-    def runs(self, agent_id: str, offset: int = 0, limit: int = 200) -> Page[rm.Run]:
-        with self.reading() as conn:
-            return tree.runs(conn, self.topology(conn), agent_id, offset, limit)
-
-    def run(self, run_id: str) -> rm.Run:
-        with self.reading() as conn:
-            return tree.run(conn, self.topology(conn), run_id)
-
-    def agent(self, agent_id: str) -> rm.Agent:
-        with self.reading() as conn:
-            return tree.agent(conn, self.topology(conn), agent_id)
-
-    def locate(self, entity: str, entity_id: str) -> Location:
-        with self.reading() as conn:
-            return tree.locate(conn, self.topology(conn), entity, entity_id)
+        topo = self.topology
+        self.reads = Reads(bind(tree.projects, topo), bind(tree.tasks, topo), bind(tree.sessions, topo),
+                           bind(tree.agents, topo), bind(tree.runs, topo), bind(tree.run, topo),
+                           bind(tree.agent, topo), bind(tree.locate, topo), bind(spans.span_table, topo),
+                           bind(spans.span, topo), bind(contexts.context, topo), bind(approvals.approvals, topo),
+                           bind(approvals.approval, topo), bind(tree.counts, topo), tree.showcase_run,
+                           spans.sent_context)
 
     # -- timeline and context ----------------------------------------------------------------
-    def span_table(self, run_id: str, span_ids: Sequence[str] | None = None) -> SpanTable:
-        with self.reading() as conn:
-            return spans.span_table(conn, self.topology(conn), run_id, span_ids)
-
-    def span(self, span_id: str) -> rm.Span:
-        with self.reading() as conn:
-            return spans.span(conn, self.topology(conn), span_id)
-
     def span_rows(self, run_id: str) -> list[SpanRow]:
         """maka-only: the projected span rows with their attributes (what the waterfall is built from)."""
         with self.reading() as conn:
             return spans.span_rows(conn, self.topology(conn), run_id)
 
-    def sent_context(self, span_id: str) -> list[rm.SentItem]:
-        """Always empty: maka does not record which events a model call was sent."""
-        codec.split_span(span_id)
-        return []
-
-    def context(self, agent_id: str) -> rm.AgentContext:
-        with self.reading() as conn:
-            return contexts.context(conn, self.topology(conn), agent_id)
-
     # -- approvals -----------------------------------------------------------------------------
-    def approvals(self, status: str | None = "pending", limit: int = 1000) -> list[rm.Approval]:
-        with self.reading() as conn:
-            return approvals.approvals(conn, self.topology(conn), status, limit)
-
-    def approval(self, approval_id: str) -> rm.Approval:
-        with self.reading() as conn:
-            return approvals.approval(conn, self.topology(conn), approval_id)
-
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
                edited_arguments: str | None = None) -> rm.Approval:
         """Settle a pending permission request as maka's host would: first writer wins.
@@ -163,12 +112,3 @@ class MakaSource(ForeignSource):
             decided, published = approvals.decide(conn, self.topology(conn), approval_id, approve)
         self.bus.publish(published)
         return decided
-
-    # -- figures -------------------------------------------------------------------------------
-    def counts(self) -> dict[str, int]:
-        with self.reading() as conn:
-            return tree.counts(conn, self.topology(conn))
-
-    def showcase_run(self) -> str | None:
-        with self.reading() as conn:
-            return tree.showcase_run(conn)

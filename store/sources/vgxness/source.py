@@ -8,13 +8,13 @@ vgxness keeps no agent context, so this source is no `ContextWriter`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import StoreUnavailable
-from agentdesk.store.source import Capability, Location, Page, SpanTable
+from agentdesk.store.source import Capability
 from agentdesk.store.sources.foreign import ForeignSource
+from agentdesk.store.sources.reads import Reads, nothing_sent
 from agentdesk.store.sources.schema import Schema
 from agentdesk.store.sources.sql import Row
 from agentdesk.store.sources.vgxness import approvals, spans, tree
@@ -40,6 +40,10 @@ class VgxnessSource(ForeignSource):
 
     kind = "vgxness"
     follow = FOLLOW
+    reads = Reads(tree.projects, tree.tasks, tree.sessions, tree.agents, tree.runs, tree.run, tree.agent, tree.locate,
+                  spans.span_table, spans.span, spans.context, approvals.approvals, approvals.approval, tree.counts,
+                  tree.showcase_run, nothing_sent)
+    """vgxness records no model calls, so nothing was "sent" that agentdesk could show."""
     writable_capabilities = frozenset({Capability.APPROVE, Capability.DENY})
     unsupported_reasons = {
         Capability.EDIT_ARGUMENTS: "A vgxness approval is tied to the immutable run event that raised it; "
@@ -54,61 +58,13 @@ class VgxnessSource(ForeignSource):
     notes = ("vgxness records points in time, not durations, and no tokens or cost; a decision sets only the "
              "approval row: the run leaves needs-human when the runtime acts on it.")
 
-    # -- the tree --------------------------------------------------------------------------
-    def projects(self) -> list[rm.Project]:
-        with self.reading() as conn:
-            return tree.projects(conn)
-
-    def tasks(self, project_id: str) -> list[rm.Task]:
-        with self.reading() as conn:
-            return tree.tasks(conn, project_id)
-
-    def sessions(self, task_id: str) -> list[rm.Session]:
-        with self.reading() as conn:
-            return tree.sessions(conn, task_id)
-
-    def agents(self, session_id: str) -> list[rm.Agent]:
-        with self.reading() as conn:
-            return tree.agents(conn, session_id)
-
-    def runs(self, agent_id: str, offset: int = 0, limit: int = 200) -> Page[rm.Run]:
-        with self.reading() as conn:
-            return tree.runs(conn, agent_id, offset, limit)
-
-    def run(self, run_id: str) -> rm.Run:
-        with self.reading() as conn:
-            return tree.run(conn, run_id)
-
-    def agent(self, agent_id: str) -> rm.Agent:
-        with self.reading() as conn:
-            return tree.agent(conn, agent_id)
-
-    def locate(self, entity: str, entity_id: str) -> Location:
-        with self.reading() as conn:
-            return tree.locate(conn, entity, entity_id)
-
+    # -- what only this runtime has -------------------------------------------------------------
     def run_attributes(self, run_id: str) -> dict[str, Any]:
         """vgxness-only: what a run has beyond `rm.Run` (outcome, workflow, latest checkpoint)."""
         with self.reading() as conn:
             return tree.run_attributes(conn, run_id)
 
     # -- timeline, context, memory ---------------------------------------------------------
-    def span_table(self, run_id: str, span_ids: Sequence[str] | None = None) -> SpanTable:
-        with self.reading() as conn:
-            return spans.span_table(conn, run_id, span_ids)
-
-    def span(self, span_id: str) -> rm.Span:
-        with self.reading() as conn:
-            return spans.span(conn, span_id)
-
-    def sent_context(self, span_id: str) -> list[rm.SentItem]:
-        """vgxness records no model calls, so nothing was "sent" that agentdesk could show."""
-        return []
-
-    def context(self, agent_id: str) -> rm.AgentContext:
-        with self.reading() as conn:
-            return spans.context(conn, agent_id)
-
     def observation(self, observation_id: str) -> Row | None:
         with self.reading() as conn:
             return spans.observation(conn, observation_id)
@@ -122,14 +78,6 @@ class VgxnessSource(ForeignSource):
             return spans.memory_sessions(conn, project_id)
 
     # -- approvals -----------------------------------------------------------------------------
-    def approvals(self, status: str | None = "pending", limit: int = 1000) -> list[rm.Approval]:
-        with self.reading() as conn:
-            return approvals.approvals(conn, status, limit)
-
-    def approval(self, approval_id: str) -> rm.Approval:
-        with self.reading() as conn:
-            return approvals.approval(conn, approval_id)
-
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
                edited_arguments: str | None = None) -> rm.Approval:
         capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
@@ -138,12 +86,3 @@ class VgxnessSource(ForeignSource):
         decided = self.approval(approval_id)
         self.bus.publish([approvals.approval_change(decided)])
         return decided
-
-    # -- figures -------------------------------------------------------------------------------
-    def counts(self) -> dict[str, int]:
-        with self.reading() as conn:
-            return tree.counts(conn)
-
-    def showcase_run(self) -> str | None:
-        with self.reading() as conn:
-            return tree.showcase_run(conn)
