@@ -126,3 +126,24 @@ class PollLoop:
         if version != self._last_version or (self._due is not None and self._due()):
             self._read()
             self._last_version = version
+
+
+class LoopWatcher:
+    """What every watcher driven by a `PollLoop` shares: its health, whether it runs, stopping it."""
+
+    _loop: PollLoop
+
+    @property
+    def healthy(self) -> bool:
+        return self._loop.healthy
+
+    @healthy.setter
+    def healthy(self, value: bool) -> None:  # the `Watcher` protocol declares a plain attribute
+        self._loop.healthy = value
+
+    @property
+    def running(self) -> bool:
+        return self._loop.running
+
+    def stop(self) -> None:
+        self._loop.stop()

@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 
 from agentdesk.store.bus import RESET, Change, ChangeBus
 from agentdesk.store.database import Store
-from agentdesk.store.polling import PollLoop
+from agentdesk.store.polling import LoopWatcher, PollLoop
 from agentdesk.store.schema import ChangeRow
 
 DEFAULT_POLL_INTERVAL_S = 0.04
@@ -37,7 +37,7 @@ MAX_CATCH_UP = 50_000
 """Further behind than this, reloading is cheaper for subscribers than replaying: publish a reset."""
 
 
-class ChangeWatcher:
+class ChangeWatcher(LoopWatcher):
     """Background thread publishing foreign changes on `store.bus`.
 
     `include_own` is for tools like `agentdesk watch` that want every change,
@@ -70,21 +70,6 @@ class ChangeWatcher:
         # Replaying from an older seq must not wait for someone else's commit: read at once.
         self._loop.start(prime, read_first=from_seq is not None)
         return self
-
-    def stop(self) -> None:
-        self._loop.stop()
-
-    @property
-    def healthy(self) -> bool:
-        return self._loop.healthy
-
-    @healthy.setter
-    def healthy(self, value: bool) -> None:  # the `Watcher` protocol declares a plain attribute
-        self._loop.healthy = value
-
-    @property
-    def running(self) -> bool:
-        return self._loop.running
 
     def _current_max_seq(self) -> int:
         with self.store.reading() as session:

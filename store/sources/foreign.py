@@ -13,11 +13,11 @@ missing capability is explained by `why_not`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import OperationalError
 
 from agentdesk.store import readmodel as rm
@@ -32,6 +32,15 @@ from agentdesk.store.sources.reads import Reads
 from agentdesk.store.validation import check_name
 
 __all__ = ["ForeignSource", "Unsupported"]
+
+
+CONTEXT_EDITS = (Capability.SET_VISIBILITY, Capability.LOCK, Capability.EDIT_ITEM, Capability.COMPACT,
+                 Capability.UNDO_COMPACTION)
+
+
+def no_context_edits(reason: str) -> dict[Capability, str]:
+    """`unsupported_reasons` of a runtime that keeps no editable context: one reason for every edit."""
+    return dict.fromkeys(CONTEXT_EDITS, reason)
 
 
 class ForeignSource:
@@ -104,21 +113,35 @@ class ForeignSource:
     # -- connections -----------------------------------------------------------------------
     @contextmanager
     def reading(self) -> Iterator[Connection]:
-        try:
-            with self.engine.connect() as conn, conn.begin():
-                yield conn
-        except OperationalError as exc:
-            raise StoreUnavailable(describe_operational_error(exc, f"sqlite:///{self.path}")) from exc
+        """One read transaction: every read of one call sees one snapshot."""
+        with self._transaction(self.engine) as conn:
+            yield conn
 
     @contextmanager
     def writing(self, capability: Capability) -> Iterator[Connection]:
         """One write transaction (`BEGIN IMMEDIATE`), only when the capability is allowed."""
         self._require(capability)
+        with self._transaction(self.writer) as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, engine: Engine) -> Iterator[Connection]:
         try:
-            with self.writer.connect() as conn, conn.begin():
+            with engine.connect() as conn, conn.begin():
                 yield conn
         except OperationalError as exc:
             raise StoreUnavailable(describe_operational_error(exc, f"sqlite:///{self.path}")) from exc
+
+    def record_decision(self, write: Callable[[Connection, str, bool, str, str | None], None],
+                        change: Callable[[rm.Approval], Change], approval_id: str, approve: bool, actor: str,
+                        reason: str | None, edited_arguments: str | None) -> rm.Approval:
+        """A decision whose runtime write needs nothing but the cleaned inputs: checked, written, then announced."""
+        capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
+        with self.writing(capability) as conn:
+            write(conn, approval_id, approve, actor, reason)
+        decided = self.approval(approval_id)
+        self.bus.publish([change(decided)])
+        return decided
 
     # -- change detection ------------------------------------------------------------------
     @property

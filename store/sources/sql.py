@@ -34,6 +34,20 @@ def one(conn: Connection, sql: str, **params: Any) -> Row | None:
     return found[0] if found else None
 
 
+def parent_chain(conn: Connection, start: str, parent_sql: str) -> tuple[str, ...]:
+    """`start` and its ancestors, from the top down, following `parent_sql` (`:id` → a `parent` column).
+
+    A cycle in foreign data ends the chain instead of looping.
+    """
+    chain: list[str] = []
+    current: str | None = start
+    while current is not None and current not in chain:
+        chain.append(current)
+        found = one(conn, parent_sql, id=current)
+        current = found["parent"] if found else None
+    return tuple(reversed(chain))
+
+
 def marks(prefix: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
     """`:p0, :p1, ...` and their bindings, for `IN (...)` over a list of values (`NULL` when empty)."""
     names = {f"{prefix}{n}": v for n, v in enumerate(values)}

@@ -10,12 +10,12 @@ from pathlib import Path
 from sqlalchemy import Connection
 
 from agentdesk.store.bus import ChangeBus
-from agentdesk.store.polling import PollLoop
+from agentdesk.store.polling import LoopWatcher, PollLoop
 from agentdesk.store.sources.follow.follower import TableFollower
 from agentdesk.store.watcher import DEFAULT_POLL_INTERVAL_S
 
 
-class FollowWatcher:
+class FollowWatcher(LoopWatcher):
     """Primes the follower, then publishes each poll's batch; started on construction."""
 
     def __init__(self, path: Path, follower: TableFollower, reading: Callable[[], AbstractContextManager[Connection]],
@@ -40,14 +40,3 @@ class FollowWatcher:
             self.last_change_at = time.time()
             self.bus.publish(changes)
         return len(changes)
-
-    @property
-    def healthy(self) -> bool:
-        return self._loop.healthy
-
-    @healthy.setter
-    def healthy(self, value: bool) -> None:  # the `Watcher` protocol declares a plain attribute
-        self._loop.healthy = value
-
-    def stop(self) -> None:
-        self._loop.stop()

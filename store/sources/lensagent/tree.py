@@ -20,7 +20,7 @@ from agentdesk.store.queries import roll_up
 from agentdesk.store.source import Page
 from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.lensagent import values as v
-from agentdesk.store.sources.sql import marks, one, rows
+from agentdesk.store.sources.sql import marks, one, parent_chain, rows
 
 DEFAULT_CONTEXT_BUDGET = 128_000
 """lensagent stores no context-window size; the editor's budget bar uses this common one."""
@@ -291,13 +291,7 @@ def agent_runs(conn: Connection, agent_id: str) -> list[dict[str, Any]]:
 
 
 def agent_chain(conn: Connection, agent_id: str) -> tuple[str, ...]:
-    chain: list[str] = []
-    current: str | None = agent_id
-    while current is not None and current not in chain:
-        chain.append(current)
-        parent = one(conn, "SELECT parent_agent_id FROM agents WHERE id = :a", a=current)
-        current = parent["parent_agent_id"] if parent else None
-    return tuple(reversed(chain))
+    return parent_chain(conn, agent_id, "SELECT parent_agent_id AS parent FROM agents WHERE id = :id")
 
 
 def goal_ids(raw: str | None) -> list[str]:

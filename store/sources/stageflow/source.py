@@ -13,7 +13,7 @@ from typing import Any
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import Capability
-from agentdesk.store.sources.foreign import ForeignSource
+from agentdesk.store.sources.foreign import ForeignSource, no_context_edits
 from agentdesk.store.sources.reads import Reads, nothing_sent
 from agentdesk.store.sources.schema import Schema
 from agentdesk.store.sources.stageflow import approvals, spans, tree
@@ -40,11 +40,7 @@ class StageflowSource(ForeignSource):
     unsupported_reasons = {
         Capability.EDIT_ARGUMENTS: "stageflow approves the exact payload it hashed (payload_hash replay "
                                    "protection); its arguments cannot be edited.",
-        Capability.SET_VISIBILITY: NO_CONTEXT,
-        Capability.LOCK: NO_CONTEXT,
-        Capability.EDIT_ITEM: NO_CONTEXT,
-        Capability.COMPACT: NO_CONTEXT,
-        Capability.UNDO_COMPACTION: NO_CONTEXT,
+        **no_context_edits(NO_CONTEXT),
     }
     notes = ("stageflow's schema is inferred from its SQL; spans carry no cost (cost is per turn); the turn "
              "and session states after a decision are the runtime's to set.")
@@ -63,12 +59,8 @@ class StageflowSource(ForeignSource):
     # -- approvals -----------------------------------------------------------------------------
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
                edited_arguments: str | None = None) -> rm.Approval:
-        capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
-        with self.writing(capability) as conn:
-            approvals.decide(conn, approval_id, approve, actor, reason)
-        decided = self.approval(approval_id)
-        self.bus.publish([approvals.approval_change(decided)])
-        return decided
+        return self.record_decision(approvals.decide, approvals.approval_change, approval_id, approve, actor, reason,
+                                    edited_arguments)
 
     def expire_overdue(self) -> list[str]:
         with self.writing(Capability.EXPIRE) as conn:

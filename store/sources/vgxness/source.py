@@ -13,7 +13,7 @@ from typing import Any
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import StoreUnavailable
 from agentdesk.store.source import Capability
-from agentdesk.store.sources.foreign import ForeignSource
+from agentdesk.store.sources.foreign import ForeignSource, no_context_edits
 from agentdesk.store.sources.reads import Reads, nothing_sent
 from agentdesk.store.sources.schema import Schema
 from agentdesk.store.sources.sql import Row
@@ -49,11 +49,7 @@ class VgxnessSource(ForeignSource):
         Capability.EDIT_ARGUMENTS: "A vgxness approval is tied to the immutable run event that raised it; "
                                    "its arguments cannot be edited.",
         Capability.EXPIRE: "vgxness approvals have no deadline.",
-        Capability.SET_VISIBILITY: NO_CONTEXT,
-        Capability.LOCK: NO_CONTEXT,
-        Capability.EDIT_ITEM: NO_CONTEXT,
-        Capability.COMPACT: NO_CONTEXT,
-        Capability.UNDO_COMPACTION: NO_CONTEXT,
+        **no_context_edits(NO_CONTEXT),
     }
     notes = ("vgxness records points in time, not durations, and no tokens or cost; a decision sets only the "
              "approval row: the run leaves needs-human when the runtime acts on it.")
@@ -80,9 +76,5 @@ class VgxnessSource(ForeignSource):
     # -- approvals -----------------------------------------------------------------------------
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
                edited_arguments: str | None = None) -> rm.Approval:
-        capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
-        with self.writing(capability) as conn:
-            approvals.decide(conn, approval_id, approve, actor, reason)
-        decided = self.approval(approval_id)
-        self.bus.publish([approvals.approval_change(decided)])
-        return decided
+        return self.record_decision(approvals.decide, approvals.approval_change, approval_id, approve, actor, reason,
+                                    edited_arguments)

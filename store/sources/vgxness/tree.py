@@ -16,7 +16,7 @@ from agentdesk.store import readmodel as rm
 from agentdesk.store.queries import roll_up
 from agentdesk.store.source import Location, Page
 from agentdesk.store.sources.parsing import json_value, parse_time, strip_suffix, time_of
-from agentdesk.store.sources.sql import Row, one, rows
+from agentdesk.store.sources.sql import Row, one, parent_chain, rows
 from agentdesk.store.sources.vgxness.approvals import approval
 from agentdesk.store.sources.vgxness.common import (
     RUN_STATUS,
@@ -224,13 +224,7 @@ def locate(conn: Connection, entity: str, entity_id: str) -> Location:
 
 
 def _chain(conn: Connection, agent_id: str) -> tuple[str, ...]:
-    chain: list[str] = []
-    current: str | None = agent_id
-    while current is not None and current not in chain:
-        chain.append(current)
-        found = one(conn, "SELECT parent_agent_id FROM agents WHERE id = :a", a=current)
-        current = found["parent_agent_id"] if found else None
-    return tuple(reversed(chain))
+    return parent_chain(conn, agent_id, "SELECT parent_agent_id AS parent FROM agents WHERE id = :id")
 
 
 COUNTS = {"projects": f"SELECT COUNT(*) AS n FROM ({PROJECTS_SQL})",
