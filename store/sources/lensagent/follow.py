@@ -60,14 +60,16 @@ def _attempt(row: Row, event: RowEvent) -> Iterable[Change]:
 
 
 def _call(row: Row, event: RowEvent) -> Iterable[Change]:
-    """The call's span; and its approval, when it entered or left policy review."""
+    """The call's span; and its approval and review (`gate:`) span, when it entered or left policy review."""
     parents = _parents(row, run=True)
     changes = [Change(EntityKind.SPAN, event.op, f"call:{row['key']}", parents)]
     was_pending = bool(event.before and event.before.get("pending"))
     if row["pending"] and not was_pending:
         changes.append(Change(EntityKind.APPROVAL, ChangeOp.INSERT, row["key"], parents))
+        changes.append(Change(EntityKind.SPAN, ChangeOp.INSERT, f"gate:{row['key']}", parents))
     elif was_pending and not row["pending"]:
         changes.append(Change(EntityKind.APPROVAL, ChangeOp.UPDATE, row["key"], parents))
+        changes.append(Change(EntityKind.SPAN, ChangeOp.UPDATE, f"gate:{row['key']}", parents))
     return changes
 
 
