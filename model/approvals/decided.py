@@ -27,7 +27,7 @@ from agentdesk.store.source import Source
 
 D_STATUS, D_TOOL, D_AGENT, D_ACTOR, D_DECIDED_AT, D_EDITED, D_REASON = range(7)
 DECIDED_HEADERS = ("Status", "Tool", "Agent", "Actor", "Decided at", "Edited", "Reason")
-DECIDED_STATUSES = ("approved", "denied", "expired")
+DECIDED_STATUSES = (rm.ApprovalStatus.APPROVED, rm.ApprovalStatus.DENIED, rm.ApprovalStatus.EXPIRED)
 
 
 def read_decided(source: Source, limit: int) -> list[rm.Approval]:
@@ -39,7 +39,7 @@ def read_decided(source: Source, limit: int) -> list[rm.Approval]:
 
 def actor_label(approval: rm.Approval) -> str:
     """An expiry is the runtime's doing; a decision whose source kept no name stays blank rather than guessed."""
-    return approval.decided_by or ("runtime" if approval.status == "expired" else "")
+    return approval.decided_by or ("runtime" if approval.status == rm.ApprovalStatus.EXPIRED else "")
 
 
 class DecidedApprovalModel(ApprovalTableModel):

@@ -69,7 +69,7 @@ class PendingApprovalModel(ApprovalTableModel):
         return (approval.created_at, approval.id)
 
     def _read_all(self) -> Reader:
-        return self._source.approvals, ("pending", self._limit)
+        return self._source.approvals, (rm.ApprovalStatus.PENDING, self._limit)
 
     def seconds_left(self, approval: rm.Approval) -> float | None:
         if approval.expires_at is None:

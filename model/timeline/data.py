@@ -16,12 +16,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from agentdesk.store import readmodel as rm
 from agentdesk.store.source import SpanTable
 
-KINDS = ("agent", "sub_agent", "model", "tool", "guardrail", "gate", "internal")
+KINDS: tuple[str, ...] = (rm.SpanKind.AGENT, rm.SpanKind.SUB_AGENT, rm.SpanKind.MODEL, rm.SpanKind.TOOL,
+                          rm.SpanKind.GUARDRAIL, rm.SpanKind.GATE, rm.SpanKind.INTERNAL)
+"""Lane kinds by code; a kind no view knows draws as `INTERNAL` (and keeps its name)."""
 KIND_CODES = {kind: code for code, kind in enumerate(KINDS)}
-OTHER_KIND = KIND_CODES["internal"]
-STATUSES = ("ok", "error", "cancelled", "running")
+OTHER_KIND = KIND_CODES[rm.SpanKind.INTERNAL]
+STATUSES: tuple[str, ...] = (rm.SpanStatus.OK, rm.SpanStatus.ERROR, rm.SpanStatus.CANCELLED, rm.SpanStatus.RUNNING)
 OK, ERROR, CANCELLED, RUNNING = range(len(STATUSES))
 STATUS_CODES = {status: code for code, status in enumerate(STATUSES)}
 _KIND_LOOKUP: defaultdict[str, int] = defaultdict(lambda: OTHER_KIND, KIND_CODES)

@@ -26,7 +26,7 @@ from agentdesk.store.source import Source, SpanTable
 REFRESH_MS = 150
 FULL_RELOAD_OVER = 2000
 """More changed spans than this at once: reload the run instead of fetching rows."""
-LIVE_STATUSES = ("pending", "running", "waiting")
+LIVE_STATUSES = (rm.RunStatus.PENDING, rm.RunStatus.RUNNING, rm.RunStatus.WAITING)
 
 
 @dataclass(frozen=True, slots=True)
