@@ -53,8 +53,8 @@ def mixed(store: Store, world: World, rt: AgentRuntime) -> dict[str, str]:
 
 
 def test_importing_the_cli_imports_no_qt() -> None:
-    code = ("import sys, gui.cli; bad = [m for m in sys.modules if m.split('.')[0] in "
-            "('PySide6', 'shiboken6', 'qasync', 'pyqtgraph')]; print(bad)")
+    code = ("import sys, agentdesk.gui.cli.main; bad = [m for m in sys.modules if m.split('.')[0] in "
+            "('PySide6', 'shiboken6', 'qasync', 'pyqtgraph') or m.startswith('agentdesk.model')]; print(bad)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                             timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
