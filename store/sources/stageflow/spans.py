@@ -16,12 +16,16 @@ from sqlalchemy import Connection
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import SpanTable
 from agentdesk.store.sources.parsing import epoch, json_object, parse_time, time_of
-from agentdesk.store.sources.sql import one, rows
+from agentdesk.store.sources.sql import Row, marks, one, rows
 from agentdesk.store.sources.stageflow.common import SPAN_KINDS, SPAN_STATUSES, agent_session, missing
 from agentdesk.store.validation import estimate_tokens
 
-SPAN_COLUMNS = ("span_id, parent_span_id, kind, name, status, started_at, ended_at, duration_ms, "
-                "input_tokens, output_tokens")
+SPANS_SQL = """SELECT s.span_id, s.kind, s.name, s.status, s.started_at, s.ended_at, s.duration_ms, s.input_tokens,
+       s.output_tokens,
+       CASE WHEN EXISTS (SELECT 1 FROM agent_spans p WHERE p.span_id = s.parent_span_id AND p.turn_id = s.turn_id)
+            THEN s.parent_span_id END AS parent_span_id
+  FROM agent_spans s"""
+"""A turn's span columns; a parent outside the turn reads as NULL (the span is drawn as a root)."""
 
 
 def span_kind(native: str) -> str:
@@ -43,18 +47,24 @@ def span_end(started_at: object, ended_at: object, duration_ms: object) -> float
 
 
 def span_table(conn: Connection, run_id: str, span_ids: Sequence[str] | None = None) -> SpanTable:
-    """The turn's spans; with `span_ids` only those (by primary key), parents still checked against the turn."""
-    found = rows(conn, f"SELECT {SPAN_COLUMNS} FROM agent_spans WHERE turn_id = :tid ORDER BY started_at, span_id",
-                 tid=run_id)
-    present = {r["span_id"] for r in found}
-    if span_ids is not None:
-        wanted = set(span_ids)
-        found = [r for r in found if r["span_id"] in wanted]
+    """The turn's spans; with `span_ids` only those, read by primary key (a live timeline's changed rows).
+
+    A parent that is not in this turn (not written, or another turn's) would leave the waterfall with a
+    dangling edge: such spans are drawn as roots, decided in SQL so a subset needs no other row.
+    """
+    found: list[Row] = []
+    if span_ids is None:
+        found = rows(conn, f"{SPANS_SQL} WHERE s.turn_id = :tid ORDER BY s.started_at, s.span_id", tid=run_id)
+    else:
+        wanted = list(dict.fromkeys(span_ids))
+        for n in range(0, len(wanted), 500):
+            placeholders, bound = marks("s", wanted[n:n + 500])
+            found += rows(conn, f"{SPANS_SQL} WHERE s.turn_id = :tid AND s.span_id IN ({placeholders})",
+                          tid=run_id, **bound)
+        found.sort(key=lambda r: (r["started_at"], r["span_id"]))
     return SpanTable(
         ids=[r["span_id"] for r in found],
-        # A parent that is not in this turn (not written, or another turn's) would leave the waterfall
-        # with a dangling edge: such spans are drawn as roots.
-        parent_ids=[r["parent_span_id"] if r["parent_span_id"] in present else None for r in found],
+        parent_ids=[r["parent_span_id"] for r in found],
         kinds=[span_kind(r["kind"]) for r in found],
         names=[r["name"] for r in found],
         statuses=[span_status(r["status"]) for r in found],

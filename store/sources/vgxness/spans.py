@@ -17,7 +17,7 @@ from sqlalchemy import Connection
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import SpanTable
 from agentdesk.store.sources.parsing import json_value, time_of
-from agentdesk.store.sources.sql import Row, one, rows
+from agentdesk.store.sources.sql import Row, marks, one, rows
 from agentdesk.store.sources.vgxness.common import home, missing
 
 EVENT_KIND = {"tool-call": "tool", "operation-execution": "tool", "permission-decision": "gate",
@@ -27,10 +27,10 @@ EVENT_KIND = {"tool-call": "tool", "operation-execution": "tool", "permission-de
 
 TIMELINE_SQL = """
 SELECT id, sequence, kind, title, created_at, payload_json, 0 AS milestone
-  FROM run_events WHERE run_id = :rid
+  FROM run_events WHERE run_id = :rid{only}
 UNION ALL
 SELECT id, sequence, 'checkpoint', label, created_at, state_json, 1
-  FROM run_checkpoints WHERE run_id = :rid"""
+  FROM run_checkpoints WHERE run_id = :rid{only}"""
 
 
 def event_status(payload: Any) -> tuple[str, str | None]:
@@ -45,10 +45,13 @@ def event_status(payload: Any) -> tuple[str, str | None]:
 
 def span_table(conn: Connection, run_id: str, span_ids: Sequence[str] | None = None) -> SpanTable:
     """The run's events and checkpoints as points in time; with `span_ids` only those."""
-    found = rows(conn, TIMELINE_SQL, rid=run_id)
-    if span_ids is not None:
-        wanted = set(span_ids)
-        found = [r for r in found if r["id"] in wanted]
+    if span_ids is None:
+        found = rows(conn, TIMELINE_SQL.format(only=""), rid=run_id)
+    else:  # by primary key, in chunks of bound parameters
+        found, wanted = [], list(dict.fromkeys(span_ids))
+        for n in range(0, len(wanted), 400):
+            placeholders, bound = marks("s", wanted[n:n + 400])
+            found += rows(conn, TIMELINE_SQL.format(only=f" AND id IN ({placeholders})"), rid=run_id, **bound)
     found.sort(key=lambda r: (time_of(r["created_at"]), r["milestone"] == 0, r["sequence"], r["id"]))
     starts = [time_of(r["created_at"]).timestamp() for r in found]
     return SpanTable(
