@@ -200,7 +200,7 @@ class NativeQueries:
                 .join(Item, Item.id == L.item_id).where(L.span_id == span_id).order_by(L.position)).all()
         return [rm.SentItem(*row) for row in rows]
 
-    def approvals(self, status: str | None = "pending", limit: int = 1000) -> list[rm.Approval]:
+    def approvals(self, status: str | None = rm.ApprovalStatus.PENDING, limit: int = 1000) -> list[rm.Approval]:
         A = sc.ApprovalRow
         query = (select(A, sc.AgentRow.name, sc.ProjectRow.name)
                  .join(sc.AgentRow, sc.AgentRow.id == A.agent_id)

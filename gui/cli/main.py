@@ -46,7 +46,7 @@ from agentdesk.gui.cli.watch import cmd_watch
 from agentdesk.store.database import describe_operational_error
 from agentdesk.store.errors import StoreError
 from agentdesk.store.native import native_store, size_on_disk
-from agentdesk.store.readmodel import Approval, StoreInfo
+from agentdesk.store.readmodel import Approval, ApprovalStatus, StoreInfo
 from agentdesk.store.sim.player import SimEvent, Simulator
 from agentdesk.store.source import Source, SourceDescriptor, require_approval_writer
 from agentdesk.store.sources import open_source
@@ -124,14 +124,15 @@ def cmd_approvals(args: argparse.Namespace) -> int:
 
 def select_approvals(source: Source, status: str, limit: int) -> list[Approval]:
     """Filter by the status an operator would see: a pending approval past its deadline counts as expired."""
-    now = datetime.now(UTC)
-    if status == "pending":
-        return [a for a in source.approvals("pending", limit) if not a.is_expired(now)]
-    if status == "expired":
-        overdue = [a for a in source.approvals("pending", limit) if a.is_expired(now)]
-        rows = sorted(overdue + source.approvals("expired", limit), key=lambda a: a.created_at, reverse=True)
+    now, pending = datetime.now(UTC), ApprovalStatus.PENDING
+    if status == pending:
+        return [a for a in source.approvals(pending, limit) if not a.is_expired(now)]
+    if status == ApprovalStatus.EXPIRED:
+        overdue = [a for a in source.approvals(pending, limit) if a.is_expired(now)]
+        rows = sorted(overdue + source.approvals(ApprovalStatus.EXPIRED, limit), key=lambda a: a.created_at,
+                      reverse=True)
         return rows[:limit]
-    return source.approvals(status, limit)
+    return source.approvals(None if status == "all" else ApprovalStatus(status), limit)
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
