@@ -1,12 +1,11 @@
-"""Turns other processes' commits into bus events.
+"""Turns other processes' commits to an agentdesk store into bus events.
 
-On SQLite a dedicated read-only connection polls `PRAGMA data_version`, which
-moves only when another connection committed (verified for WAL and for commits
-from other processes); the change log is read only then. Elsewhere the watcher
-polls the change log's high-water mark. Each poll publishes at most one
-coalesced batch, so a runtime writing ten thousand changes a second costs a
-subscriber one callback per poll interval, and an idle store costs one cheap
-pragma per interval (no busy loop: the thread sleeps on an event).
+The thread, the `PRAGMA data_version` probe, the back-off and the probe reopen are
+the shared `PollLoop` (`store/polling.py`, also what follows foreign databases): the
+change log is read only when another connection committed (on a server database,
+when its high-water mark moved). Each poll publishes at most one coalesced batch, so
+a runtime writing ten thousand changes a second costs a subscriber one callback per
+poll interval, and an idle store costs one cheap pragma per interval.
 
 When the watcher cannot follow the feed exactly (the log was pruned past its
 high-water mark, it fell too far behind, or the feed went backwards because the
