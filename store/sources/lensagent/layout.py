@@ -61,5 +61,9 @@ def read_layout(conn: Connection) -> Layout:
         table: frozenset(r[0] for r in conn.execute(text(f"SELECT name FROM pragma_table_info('{table}')")))
         for table in NEW_COLUMNS
     }
-    version = "0.1.2" if "context_compactions" in tables else "0.1.0"
-    return Layout(version, tables, columns)
+    return Layout(version_of(tables), tables, columns)
+
+
+def version_of(tables: frozenset[str]) -> str:
+    """0.1.2 added `context_compactions` (and four more tables); without it the database is 0.1.0."""
+    return "0.1.2" if "context_compactions" in tables else "0.1.0"

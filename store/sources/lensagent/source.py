@@ -19,7 +19,7 @@ from agentdesk.store.sources.foreign import ForeignSource
 from agentdesk.store.sources.lensagent import approvals, detail, nodes, spans, tree, writes
 from agentdesk.store.sources.lensagent import context as contexts
 from agentdesk.store.sources.lensagent.follow import FOLLOW
-from agentdesk.store.sources.lensagent.layout import Layout, read_layout
+from agentdesk.store.sources.lensagent.layout import Layout, read_layout, version_of
 from agentdesk.store.sources.reads import Reads, given
 from agentdesk.store.sources.schema import Schema
 from agentdesk.store.validation import check_name, check_text
@@ -29,10 +29,8 @@ TABLES = frozenset({"projects", "tasks", "sessions", "agents", "runs", "steps", 
 
 
 def recognise(schema: Schema) -> str | None:
-    """0.1.2 added `context_compactions` (and four more tables); without it the database is 0.1.0."""
-    if not schema.tables >= TABLES:
-        return None
-    return "0.1.2" if "context_compactions" in schema.tables else "0.1.0"
+    """lensagent's tree tables, at the version its tables say (`layout.version_of`)."""
+    return version_of(schema.tables) if schema.tables >= TABLES else None
 
 
 class LensagentSource(ForeignSource):
