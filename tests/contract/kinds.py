@@ -72,7 +72,8 @@ def build_native(path: Path) -> dict[str, str]:
             span = rt.start_span(run, "tool", f"step {n}", parent_span_id=root, input_text=f"input {n}")
             rt.finish_span(span, output_text=f"output {n}", input_tokens=n, output_tokens=2 * n)
         items = []
-        for kind, contents in (("turn", ["system prompt", "user asks"]), ("tool", ["file contents " * 20])):
+        for kind, contents in (("turn", ["system prompt", "user asks"]), ("tool", ["file contents " * 20]),
+                               ("turn", ["assistant answers", "user thanks"])):
             group = rt.new_turn_group(agent, kind)
             items += [rt.append_context(agent, group, "message", "user", text) for text in contents]
         approval = rt.request_approval(run, "shell", {"cmd": "ls"})

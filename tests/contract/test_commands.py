@@ -125,3 +125,30 @@ def test_context_edits_where_offered(writer: Source, kind: Kind, built: tuple[Pa
             edits.edit_item(item.id, content, item.revision + 7, "contract")
         edits.edit_item(item.id, content, item.revision, "contract")
         assert next(i for i in writer.context(agent_id).items if i.id == item.id).content == content
+    if Capability.COMPACT in offered:
+        context = writer.context(agent_id)
+        free = [i.visible and not i.locked and i.compaction_id is None for i in context.items]
+        first = next(n for n in range(len(free) - 1) if free[n] and free[n + 1])  # two neighbours, both free
+        covered = [context.items[first].id, context.items[first + 1].id]
+        compaction = edits.compact(agent_id, covered, "what they said", "", context.context_revision, "contract")
+        compacted = writer.context(agent_id)
+        assert all(i.compaction_id == compaction for i in compacted.items if i.id in covered)
+        if Capability.UNDO_COMPACTION in offered:
+            edits.undo_compaction(compaction, "contract")
+            assert all(i.compaction_id is None for i in writer.context(agent_id).items if i.id in covered)
+    if Capability.LOCK in offered:
+        item = next(i for i in writer.context(agent_id).items if not i.locked and i.compaction_id is None)
+        edits.set_item_locked(item.id, True, item.revision, "contract")
+        assert next(i for i in writer.context(agent_id).items if i.id == item.id).locked
+
+
+def test_expiry_where_offered(writer: Source) -> None:
+    """A runtime with deadlines expires what is overdue (and says which); one without refuses to pretend."""
+    if Capability.EXPIRE in writer.capabilities:
+        expired = writer.expire_overdue()
+        assert all(writer.approval(a).status == "expired" for a in expired)
+        assert writer.expire_overdue() == []  # nothing is expired twice
+    else:
+        assert writer.why_not(Capability.EXPIRE)
+        assert writer.expire_overdue() == []
+
