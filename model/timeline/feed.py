@@ -2,9 +2,11 @@
 
 All store reads and layouts run on the runner; the GUI thread only swaps in
 finished arrays. Bus changes for the shown run are collected for a short while,
-then only the changed spans are fetched: a span that merely finished updates its
+then only the changed spans are fetched (`span_table(run_id, span_ids)`, the same
+for every source): a span that merely finished updates its
 lane in place, a new span triggers a fresh layout, also off the GUI thread. One
-request is in flight at a time, and answers for a run no longer shown are dropped.
+request is in flight at a time, and answers for a run no longer shown are dropped
+(`model.latest.Latest`).
 """
 
 from __future__ import annotations
