@@ -55,6 +55,11 @@ def test_span_table_whole_and_by_ids(reader: Source) -> None:
         assert (subset.parent_ids[n], subset.kinds[n], subset.names[n], subset.statuses[n], subset.starts[n],
                 subset.ends[n], subset.input_tokens[n], subset.output_tokens[n], subset.costs[n]) == columns[span_id]
     assert len(reader.span_table(run_id, [])) == 0
+    for span_id in table.ids[:40]:  # every kind of span, one at a time, as a live timeline asks
+        alone = reader.span_table(run_id, [span_id])
+        assert alone.ids == [span_id]
+        assert (alone.parent_ids[0], alone.kinds[0], alone.names[0], alone.statuses[0], alone.starts[0],
+                alone.ends[0], alone.input_tokens[0], alone.output_tokens[0], alone.costs[0]) == columns[span_id]
     for span_id in wanted:
         span = reader.span(span_id)
         assert (span.id, span.run_id, span.kind, span.name) == (span_id, run_id, columns[span_id][1],
