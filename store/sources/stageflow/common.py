@@ -1,4 +1,4 @@
-"""What every part of the stageflow source shares: identity, vocabularies, ids and times.
+"""The stageflow vocabularies (statuses, SQL fragments) and the row lookups every stageflow read needs.
 
 stageflow (0.40.0, `dist/agents/store.js`) keeps project > agent definition > session >
 turn > span. agentdesk's tree has fixed levels, so the mapping is:

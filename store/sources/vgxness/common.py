@@ -1,4 +1,4 @@
-"""What every part of the vgxness source shares: identity, vocabularies, ids and times.
+"""The vgxness vocabularies, tree ids and the row lookups every vgxness read needs.
 
 vgxness (0.1.0) keeps `project` as free text on runs, agents and sessions, an agent registry
 (`agents`, sub-agents via `parent_agent_id`), runs with point-in-time `run_events` and
