@@ -647,3 +647,22 @@ def test_odd_runtime_values_are_shown_not_fatal(built: dict[str, Path], tmp_path
             source.decide("cal_1", True, "   ")
     finally:
         source.close()
+
+
+def test_a_finished_run_also_changes_its_own_span(built: dict[str, Path], tmp_path: Path) -> None:
+    """The timeline refreshes a foreign run by changed span ids: the root span must be named too."""
+    path = copy_of(built, "0.1.2", tmp_path)
+    source = LensagentSource(path)
+    try:
+        source.prime_high_water()
+        conn = sqlite3.connect(path)
+        conn.execute("UPDATE runs SET state = 'TERMINAL', outcome = 'success', revision = revision + 1, "
+                     "updated_at = '2026-12-02T09:00:00.000Z' WHERE id = 'run_1'")
+        conn.commit()
+        conn.close()
+        changes = {(c.entity, c.op, c.id): c for c in source.poll_changes()}
+        assert ("run", "update", "run_1") in changes
+        assert changes[("span", "update", "run:run_1")].parents["run"] == "run_1"
+        assert source.span_table("run_1", ["run:run_1"]).statuses == ["ok"]
+    finally:
+        source.close()

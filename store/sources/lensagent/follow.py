@@ -48,6 +48,13 @@ def _context_revision(row: Row, event: RowEvent) -> Iterable[Change]:
                    row["context_revision"])]
 
 
+def _run(row: Row, event: RowEvent) -> Iterable[Change]:
+    """The run, and its own (root) span, whose status and end are the run row's."""
+    parents = _parents(row, run=True)
+    return [Change(EntityKind.RUN, event.op, row["key"], _parents(row)),
+            Change(EntityKind.SPAN, event.op, f"run:{row['key']}", parents | {"run": row["key"]})]
+
+
 def _step(row: Row, event: RowEvent) -> Iterable[Change]:
     return [Change(EntityKind.SPAN, event.op, f"step:{row['key']}", _parents(row, run=True))]
 
@@ -111,7 +118,7 @@ FOLLOW = Follow(
         # the context revision of every agent, compared whole: a move is a context update
         UpdatedInPlace("agents", "x.session_id AS session, x.context_revision", _context_revision,
                        signature=("context_revision",), rowid=None),
-        _mutable("runs", f"{AGENT_COLUMNS}, x.agent_id AS agent, x.revision", _node(EntityKind.RUN),
+        _mutable("runs", f"{AGENT_COLUMNS}, x.agent_id AS agent, x.revision", _run,
                  joins=AGENT_JOIN.format("x"), deletes=Deletes.RESET, signature=("revision",)),
         _mutable("steps", f"{AGENT_COLUMNS}, r.agent_id AS agent, x.run_id AS run", _step,
                  joins=f"JOIN runs r ON r.id = x.run_id {AGENT_JOIN.format('r')}"),
