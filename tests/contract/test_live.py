@@ -24,6 +24,8 @@ def test_a_commit_from_another_connection_arrives_as_changes(reader: Source, kin
         _, change = heard.wait_for(entity, op, entity_id, timeout=5.0)
         assert isinstance(change.entity, EntityKind) and isinstance(change.op, ChangeOp)
         assert change.entity == EntityKind.APPROVAL or "run" in change.parents  # a span names its run
+        if change.entity == EntityKind.SPAN:  # and the timeline can fetch exactly that span by its id
+            assert reader.span_table(change.parents["run"], [change.id]).ids == [change.id]
     assert watcher.healthy and watcher.last_change_at is not None
     assert not [c for _, c in heard.changes if c.op == ChangeOp.RESET]  # followed exactly, no reload
 
