@@ -27,6 +27,10 @@ def test_a_commit_from_another_connection_arrives_as_changes(reader: Source, kin
         if change.entity == EntityKind.SPAN:  # and the timeline can fetch exactly that span by its id
             assert reader.span_table(change.parents["run"], [change.id]).ids == [change.id]
     assert watcher.healthy and watcher.last_change_at is not None
+    announced = {(c.parents["run"], c.id) for _, c in heard.changes
+                 if c.entity == EntityKind.SPAN and c.op != ChangeOp.DELETE}
+    for run_id, span_id in sorted(announced):  # no change names a span the timeline cannot fetch
+        assert reader.span_table(run_id, [span_id]).ids == [span_id], span_id
     assert not [c for _, c in heard.changes if c.op == ChangeOp.RESET]  # followed exactly, no reload
 
 
