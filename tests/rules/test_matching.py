@@ -208,7 +208,7 @@ def test_the_editor_lists_specific_rules_above_broad_ones() -> None:
 ])
 def test_bad_matchers_get_one_sentence(tool: str, matcher: Any, words: str) -> None:
     with pytest.raises(InvalidInput, match=words):
-        parse_matcher(tool, matcher if isinstance(matcher, str) else matcher)
+        parse_matcher(tool, matcher)
 
 
 def test_parser_finds_commands_in_substitutions_and_marks_unknown_words() -> None:
