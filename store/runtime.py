@@ -24,6 +24,7 @@ from agentdesk.store.ids import new_id
 from agentdesk.store.rules.apply import apply_rules
 from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import (
+    arguments_text,
     canonical_arguments,
     check_text,
     estimate_tokens,
@@ -238,8 +239,12 @@ class AgentRuntime:
     # -- tool calls and approvals ----------------------------------------------------------
     def request_approval(self, run_id: str, tool_name: str, arguments: Mapping[str, Any] | str,
                          span_id: str | None = None, timeout_s: float | None = 300.0) -> str:
-        """Record a tool call that needs a human, and its pending approval."""
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        """Record a tool call that needs a human, and its pending approval.
+
+        Arguments must be a JSON object of at most `MAX_ARGUMENTS_BYTES` (1 MB) nested at most
+        `MAX_ARGUMENTS_DEPTH` (64) levels; anything else raises `InvalidInput` saying which limit.
+        """
+        text = arguments if isinstance(arguments, str) else arguments_text(arguments)
         args = canonical_arguments(parse_json_arguments(text))
         aid, cid = new_id("apr"), new_id("tcl")
         with UnitOfWork(self.store) as uow:

@@ -32,6 +32,7 @@ from agentdesk.store.bus import Change, ChangeBus
 from agentdesk.store.database import describe_operational_error
 from agentdesk.store.errors import ReadOnlyStore, StoreError, StoreUnavailable
 from agentdesk.store.source import Capability, SourceDescriptor
+from agentdesk.store.text.arguments import arguments_hash, check_expected_hash, guard_arguments
 from agentdesk.store.validation import check_name
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,14 @@ class ForeignSource:
             raise Unsupported(self.why_not(Capability.EDIT_ARGUMENTS))
         return capability, check_name("actor name", actor), check_name("reason", reason, required=not approve) or None
 
+    def guard_shown(self, approval_id: str, expected_arguments_hash: str | None) -> None:
+        """Inside a decision's write: refuse it as stale when the arguments are not the ones shown.
+        Read through the source's own mapping, so the hash is of what the window displayed."""
+        expected = check_expected_hash(expected_arguments_hash)
+        if expected is not None:
+            shown = self.approval(approval_id)  # type: ignore[attr-defined]  # every foreign source reads approvals
+            guard_arguments(approval_id, arguments_hash(shown.arguments), expected)
+
     def _require(self, capability: Capability) -> None:
         if capability in self.capabilities:
             return
@@ -211,7 +220,8 @@ class ForeignSource:
         return []
 
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-               edited_arguments: str | None = None) -> rm.Approval:
+               edited_arguments: str | None = None, *,
+               expected_arguments_hash: str | None = None) -> rm.Approval:
         self._require(Capability.APPROVE if approve else Capability.DENY)
         raise Unsupported(f"{self.kind} decisions are not implemented.")
 

@@ -71,7 +71,8 @@ class ApprovalQueries(MakaBase):
 
     # -- the write ---------------------------------------------------------------------------
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-               edited_arguments: str | None = None) -> rm.Approval:
+               edited_arguments: str | None = None, *,
+               expected_arguments_hash: str | None = None) -> rm.Approval:
         """Settle a pending permission request as maka's host would: first writer wins.
 
         `actor` and `reason` cannot be stored: maka's canonical outcome records only
@@ -79,6 +80,7 @@ class ApprovalQueries(MakaBase):
         """
         capability, _, _ = self.check_decision(approve, actor or "user", reason or "-", edited_arguments)
         with self.writing(capability) as conn:
+            self.guard_shown(approval_id, expected_arguments_hash)
             row = conn.execute(text("SELECT request_kind, record_json FROM core_interaction_requests "
                                     "WHERE request_id = :id"), {"id": approval_id}).first()
             if row is None:

@@ -80,7 +80,8 @@ class ApprovalMixin(StageflowBase):
             edited_arguments=None, edited_hash=None, agent_name=agent_id, project_name=project_key)
 
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-               edited_arguments: str | None = None) -> rm.Approval:
+               edited_arguments: str | None = None, *,
+               expected_arguments_hash: str | None = None) -> rm.Approval:
         """Approve or deny exactly once across processes: the guarded UPDATE, its row count checked."""
         capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
         # stageflow's actor shape is inferred ({"kind","id","name"}); the reason rides along because
@@ -89,6 +90,7 @@ class ApprovalMixin(StageflowBase):
                                  **({"reason": reason} if reason else {})}, ensure_ascii=False)
         now = iso_now()
         with self.writing(capability) as conn:
+            self.guard_shown(approval_id, expected_arguments_hash)
             status = DECISION_STATUS["approve" if approve else "deny"]
             won = conn.execute(text(DECIDE_SQL), {"status": status, "now": now, "actor": actor_json,
                                                   "approval_id": approval_id})

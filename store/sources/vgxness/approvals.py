@@ -89,10 +89,12 @@ class ApprovalMixin(VgxnessBase):
             agent_name=r["agent_name"] or r["selected_agent_id"], project_name=project)
 
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-               edited_arguments: str | None = None) -> rm.Approval:
+               edited_arguments: str | None = None, *,
+               expected_arguments_hash: str | None = None) -> rm.Approval:
         """Resolve a pending approval exactly once across processes (guard + row count)."""
         capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
         with self.writing(capability) as conn:
+            self.guard_shown(approval_id, expected_arguments_hash)
             won = conn.execute(text(RESOLVE_SQL), {
                 "status": DECISION_STATUS[approve], "now": iso_now(), "actor": actor, "reason": reason,
                 "approval_id": approval_id})
