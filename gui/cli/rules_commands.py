@@ -93,6 +93,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _add(args: argparse.Namespace) -> int:
     source = _native(args, write=True)
+    matcher: dict[str, Any] | str
     try:
         if args.from_approval:
             draft = propose_rule(source.approval(args.from_approval), Effect(args.effect) if args.effect else None)
