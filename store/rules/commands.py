@@ -83,8 +83,10 @@ def add_rule(store: Store, effect: str, tool: str, matcher: dict[str, Any] | str
 
 
 def update_rule(store: Store, rule_id: str, expected_revision: int, actor: str, *,
-                effect: str = UNSET, matcher: dict[str, Any] | str = UNSET, enabled: bool = UNSET,
-                expires_at: datetime | float | None = UNSET, note: str = UNSET) -> Rule:
+                effect: str = UNSET, tool: str = UNSET, matcher: dict[str, Any] | str = UNSET,
+                enabled: bool = UNSET, expires_at: datetime | float | None = UNSET, note: str = UNSET,
+                project_id: str | None = UNSET, agent_id: str | None = UNSET,
+                session_id: str | None = UNSET) -> Rule:
     """Change a rule if nobody changed it since `expected_revision`; raises StaleRevision otherwise."""
     actor = check_name("actor name", actor)
     R = sc.RuleRow
@@ -94,8 +96,15 @@ def update_rule(store: Store, rule_id: str, expected_revision: int, actor: str, 
         values: dict[str, Any] = {}
         if effect is not UNSET:
             values["effect"] = check_effect(effect).value
-        if matcher is not UNSET:
-            values["matcher"] = json.dumps(parse_matcher(row.tool, matcher), sort_keys=True)
+        if tool is not UNSET:
+            values["tool"] = _check_tool(tool)
+        new_tool = values.get("tool", row.tool)
+        if matcher is not UNSET or new_tool != row.tool:
+            given = json.loads(row.matcher) if matcher is UNSET else matcher
+            values["matcher"] = json.dumps(parse_matcher(new_tool, given), sort_keys=True)
+        for column, value in (("project_id", project_id), ("agent_id", agent_id), ("session_id", session_id)):
+            if value is not UNSET:
+                values[column] = _check_scope(value, column[:-3])
         if enabled is not UNSET:
             values["enabled"] = bool(enabled)
         if expires_at is not UNSET:

@@ -30,6 +30,8 @@ from agentdesk.store.rules.model import Effect, Rule, is_shell_tool, parse_match
 from agentdesk.store.rules.shell import command_of
 
 DEFAULT_HISTORY = 10_000
+ARGUMENTS_PREVIEW = 2_000
+"""A result row keeps this much of the arguments: 10,000 rows of 1 MB arguments must not sit in memory."""
 PAGE = 2_000
 OUTCOME = {Effect.ALLOW: "would-allow", Effect.DENY: "would-deny", Effect.ASK: "would-ask"}
 
@@ -39,6 +41,7 @@ class DryRunRow:
     approval_id: str
     tool: str
     arguments: str
+    """The first `ARGUMENTS_PREVIEW` characters of the stored arguments."""
     created_at: datetime
     agent_id: str
     outcome: str
@@ -114,7 +117,8 @@ def _row(draft: Rule, row: Any) -> DryRunRow | None:
     aid, tool, arguments, created, project, agent, session, status, decided_by, by_rule = row
     if not matches(draft, Call(tool, arguments, project, agent, session)):
         return None
-    return DryRunRow(aid, tool, arguments, ts(created), agent, OUTCOME[draft.effect], status, decided_by,
+    return DryRunRow(aid, tool, arguments[:ARGUMENTS_PREVIEW], ts(created), agent, OUTCOME[draft.effect], status,
+                     decided_by,
                      status != "pending" and differs(draft.effect, status, by_rule))
 
 
