@@ -27,6 +27,7 @@ from agentdesk.model.approvals.model import ApprovalTableModel, Reader
 from agentdesk.model.services import Services
 from agentdesk.model.tree.rows import escaped_tooltip, one_line
 from agentdesk.store import readmodel as rm
+from agentdesk.store.text.arguments import inspect_cached
 
 TOOL, EXPIRES, AGE, AGENT, PROJECT, ARGUMENTS = range(6)
 PENDING_HEADERS = ("Tool", "Expires in", "Age", "Agent", "Project", "Arguments")
@@ -80,8 +81,9 @@ class PendingApprovalModel(ApprovalTableModel):
         return approval.is_expired(self._clock())
 
     def _cell(self, approval: rm.Approval, column: int) -> str:
-        if column == TOOL:
-            return one_line(approval.tool_name, 80)
+        if column == TOOL:  # the warning mark: hidden characters or mixed scripts in the arguments
+            mark = "⚠ " if inspect_cached(approval.arguments).suspicious else ""
+            return mark + one_line(approval.tool_name, 80)
         if column == EXPIRES:
             return format_left(self.seconds_left(approval))
         if column == AGE:

@@ -7,12 +7,12 @@ thread and `data()` only reads attributes.
 
 from __future__ import annotations
 
-import html
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.store import readmodel as rm
 
 Key = tuple[str, str]
@@ -24,14 +24,13 @@ ENTITIES: dict[type, str] = {rm.Project: "project", rm.Task: "task", rm.Session:
 
 
 def escaped_tooltip(*lines: str) -> str:
-    """Agent text for a tooltip: escaped, inside a rich-text marker so Qt never guesses the format."""
-    body = "<br>".join(html.escape(line) for line in lines if line)
-    return f"<qt>{body}</qt>"
+    """Agent text for a tooltip, shown literally (see `model.plain.tooltip`)."""
+    return tooltip(*lines)
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """Agent text for a cell: hidden characters marked (`visible`), whitespace collapsed, cut to `limit`."""
+    return shown_line(text, limit)
 
 
 def short_time(moment: datetime) -> str:

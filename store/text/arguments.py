@@ -23,11 +23,12 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from agentdesk.store.errors import InvalidInput, StaleRevision
 from agentdesk.store.text.jsonsafe import NotJson, depth_of, loads
-from agentdesk.store.text.visible import MixedWord, mixed_scripts, plural, visible
+from agentdesk.store.text.visible import MixedWord, has_hidden, is_hidden, mixed_scripts, plural, visible
 from agentdesk.store.text.visible import findings as text_findings
 
 VALUE_CAP = 2_000
@@ -390,3 +391,27 @@ def _children(node: Any, path: str) -> Iterator[tuple[str, str, Any, bool]]:
     else:
         for n, child in enumerate(node):
             yield "", f"{path}[{n}]", child, n == last
+
+
+def escaped_json(text: str) -> str:
+    """Arguments for editing: pretty JSON with every hidden character as a `\\uXXXX` escape.
+    Lossless (the escape is the same JSON value) and nothing in the editor is invisible."""
+    value, error = parse(text)
+    pretty = text
+    if not error:
+        try:
+            pretty = json.dumps(value, indent=2, ensure_ascii=False)
+        except RecursionError:
+            pretty = text
+    return "".join(_json_escape(c) if is_hidden(c) and c not in "\n\t⟨⟩" else c for c in pretty) \
+        if has_hidden(pretty) else pretty
+
+
+def _json_escape(char: str) -> str:
+    return json.dumps(char)[1:-1] if ord(char) < 0x10000 else json.dumps(char, ensure_ascii=True)[1:-1]
+
+
+@lru_cache(maxsize=512)
+def inspect_cached(text: str) -> Inspection:
+    """`inspect`, remembered: the queue asks for every row on each repaint and before each decision."""
+    return inspect(text)
