@@ -13,7 +13,7 @@ from collections.abc import Callable
 from agentdesk.gui.cli.rules_commands import add_rules_parser
 
 STATUSES = ("pending", "approved", "denied", "expired", "all")
-VIEWS = ("window", "tree", "timeline", "context", "approvals")
+VIEWS = ("window", "tree", "timeline", "context", "approvals", "rules")
 THEMES = ("system", "light", "dark")
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -52,6 +52,9 @@ class RuleEditor(QWidget):
         self.commands.setPlaceholderText(COMMANDS_HINT)
         self.commands.setTabChangesFocus(True)
         self.commands.setFixedHeight(72)
+        self.command_field = QLineEdit("command", self)
+        self.command_field.setToolTip("The argument that holds the command (command, cmd, script…)")
+        self.command_field.setMaximumWidth(110)
         self.fields = QLineEdit(self)
         self.fields.setPlaceholderText(FIELDS_HINT)
         self.fields.setToolTip("Conditions on the other arguments, as JSON: equals, one_of, under (a directory) "
@@ -69,7 +72,7 @@ class RuleEditor(QWidget):
         self._fill_expiry(None)
         self._layout()
         for signal in (self.effect.currentIndexChanged, self.kind.currentIndexChanged, self.tool.textEdited,
-                       self.commands.textChanged, self.fields.textEdited, self.project.textEdited,
+                       self.commands.textChanged, self.command_field.textEdited, self.fields.textEdited, self.project.textEdited,
                        self.agent.textEdited, self.session.textEdited):
             signal.connect(self.edited)
         self.kind.currentIndexChanged.connect(self._kind_changed)
@@ -84,7 +87,10 @@ class RuleEditor(QWidget):
         top.addWidget(self.tool, 1)
         top.addWidget(self.kind)
         form.addRow("Rule", top)
-        form.addRow("Commands", self.commands)
+        commands = QHBoxLayout()
+        commands.addWidget(self.commands, 1)
+        commands.addWidget(self.command_field, 0, Qt.AlignmentFlag.AlignTop)
+        form.addRow("Commands", commands)
         form.addRow("Other arguments", self.fields)
         scope = QHBoxLayout()
         for edit in (self.project, self.agent, self.session):
@@ -98,6 +104,7 @@ class RuleEditor(QWidget):
 
     def _kind_changed(self, *_args: object) -> None:
         self.commands.setEnabled(self.kind.currentData() == "shell")
+        self.command_field.setEnabled(self.kind.currentData() == "shell")
         self.fields.setEnabled(self.kind.currentData() != "any")
 
     def _fill_expiry(self, kept: datetime | None) -> None:
@@ -113,7 +120,7 @@ class RuleEditor(QWidget):
         choice = self.expiry.currentData()
         expires = self._kept_expiry if choice == "kept" else expiry_after(utc_now(), choice)
         return RuleForm(self.effect.currentText(), self.tool.text(), str(self.kind.currentData()),
-                        self.commands.toPlainText(), self.fields.text(), self._editing.command_field,
+                        self.commands.toPlainText(), self.fields.text(), self.command_field.text().strip(),
                         self.project.text(), self.agent.text(), self.session.text(), expires, self.note.text(),
                         self.enabled.isChecked(), self._editing.rule_id, self._editing.revision)
 
@@ -124,6 +131,7 @@ class RuleEditor(QWidget):
         self.tool.setText(form.tool)
         self.kind.setCurrentIndex(max(0, self.kind.findData(form.kind)))
         self.commands.setPlainText(form.commands)
+        self.command_field.setText(form.command_field or "command")
         self.fields.setText(form.fields)
         self.project.setText(form.project_id)
         self.agent.setText(form.agent_id)

@@ -209,6 +209,19 @@ class ApprovalTableModel(QAbstractTableModel):
         if len(self._rows) > self._limit:
             self._remove(len(self._rows) - 1)
 
+    def _resort(self) -> None:
+        """Re-apply the sort order after a key changed with time (a requester went quiet): a layout
+        change that moves persistent indexes, so selection and the current row follow their approvals."""
+        order = sorted(range(len(self._rows)), key=lambda n: self._sort_key(self._rows[n]))
+        if order == list(range(len(self._rows))):
+            return
+        self.layoutAboutToBeChanged.emit()
+        moved_to = {old: new for new, old in enumerate(order)}
+        self._rows = [self._rows[n] for n in order]
+        old = self.persistentIndexList()
+        self.changePersistentIndexList(old, [self.index(moved_to[i.row()], i.column()) for i in old])
+        self.layoutChanged.emit()
+
     def _remove(self, row: int) -> None:
         self.beginRemoveRows(TOP, row, row)
         del self._rows[row]
