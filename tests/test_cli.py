@@ -30,7 +30,7 @@ from tests.conftest import World, dump
 REPO = Path(__file__).resolve().parents[1]
 APPROVAL_KEYS = {"id", "status", "tool", "arguments", "agent_id", "agent", "project_id", "project", "run_id",
                  "span_id", "created_at", "expires_at", "decided_at", "decided_by", "reason",
-                 "edited_arguments", "payload_hash", "edited_hash"}
+                 "edited_arguments", "payload_hash", "edited_hash", "arguments_bytes", "arguments_hash", "hidden"}
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -116,7 +116,7 @@ def test_approvals_table_for_humans(store_path: Path, mixed: dict[str, str],
     lines = out.splitlines()
     assert code == 0 and lines[0].split() == ["ID", "TOOL", "AGENT", "PROJECT", "AGE", "EXPIRES", "IN",
                                               "STATUS",
-                                              "DECIDED", "BY"]
+                                              "DECIDED", "BY", "ARGS", "HASH"]
     by_id = {line.split()[0]: line for line in lines[1:]}
     assert "expired" in by_id[mixed["overdue"]] and "alice" in by_id[mixed["approved"]]
     assert "Payments" in by_id[mixed["pending"]] and "planner" in by_id[mixed["pending"]]

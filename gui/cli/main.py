@@ -107,7 +107,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
         source.close()
     now = datetime.now(UTC)
     if args.json:
-        say(json.dumps([out.approval_json(a, now) for a in rows], ensure_ascii=False, indent=2))
+        say(out.json_text([out.approval_json(a, now) for a in rows], indent=2))
     elif rows:
         say(out.table(out.APPROVAL_HEADERS, [out.approval_cells(a, now) for a in rows]))
     else:
@@ -132,7 +132,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
     edited = read_arguments(args.args) if approve and args.args is not None else None
     source = open_any(args, write=True)
     try:
-        result = source.decide(args.id, approve, args.actor, args.reason, edited)
+        result = source.decide(args.id, approve, args.actor, args.reason, edited,
+                               expected_arguments_hash=args.expect_hash)
     finally:
         source.close()
     verb = "Approved" if approve else "Denied"
@@ -232,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse(None if argv is None else list(argv), HANDLERS)
     except SystemExit as exc:  # argparse printed the usage error (exit 2) or the help (exit 0)
         return int(exc.code or 0)
+    out.RAW = bool(getattr(args, "raw", False))
     try:
         return int(args.handler(args))
     except CommandFailed as exc:
