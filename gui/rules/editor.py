@@ -84,9 +84,10 @@ class RuleEditor(QWidget):
         form.addRow(self.heading)
         top = QHBoxLayout()
         top.addWidget(self.effect)
-        top.addWidget(self.tool, 1)
         top.addWidget(self.kind)
+        top.addStretch(1)
         form.addRow("Rule", top)
+        form.addRow("Tool", self.tool)
         commands = QHBoxLayout()
         commands.addWidget(self.commands, 1)
         commands.addWidget(self.command_field, 0, Qt.AlignmentFlag.AlignTop)
@@ -99,8 +100,9 @@ class RuleEditor(QWidget):
         tail = QHBoxLayout()
         tail.addWidget(self.expiry)
         tail.addWidget(self.enabled)
-        tail.addWidget(self.note, 1)
+        tail.addStretch(1)
         form.addRow("Expires", tail)
+        form.addRow("Note", self.note)
 
     def _kind_changed(self, *_args: object) -> None:
         self.commands.setEnabled(self.kind.currentData() == "shell")

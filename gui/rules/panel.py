@@ -96,7 +96,7 @@ class RulesPanel(QWidget):
         self.banner = QLabel(self._why_not if self._store is None else "", self)
         self.banner.setVisible(self._store is None)
         self.banner.setWordWrap(True)
-        self.table = table_view(self.rules_model, self, (64, 110, 230, 130, 40, 150, 50, 150))
+        self.table = table_view(self.rules_model, self, (60, 90, 220, 110, 36, 140, 44, 140))
         self.new_button = QPushButton("New rule", self)
         self.propose_button = QPushButton("From selected approval", self)
         self.propose_button.setToolTip("The narrowest rule matching the approval selected in the queue")
@@ -111,7 +111,7 @@ class RulesPanel(QWidget):
         self.summary = QLabel("Edit a rule to see what it would have decided.", self)
         self.summary.setTextFormat(Qt.TextFormat.PlainText)
         self.summary.setWordWrap(True)
-        self.results = table_view(self.dry_model, self, (150, 100, 100, 100, 90, 120, 320))
+        self.results = table_view(self.dry_model, self, (140, 90, 90, 90, 90, 130, 420))
         self.setLayout(self._arrange())
 
     def _arrange(self) -> QVBoxLayout:
@@ -157,6 +157,7 @@ class RulesPanel(QWidget):
 
     def _connect(self) -> None:
         self.table.selectionModel().currentRowChanged.connect(self._on_current)
+        self.table.selectionModel().selectionChanged.connect(self._update_actions)
         self.rules_model.loaded.connect(self._update_actions)
         self.rules_model.failed.connect(self.message.setText)
         self.new_button.clicked.connect(self.new_rule)

@@ -40,8 +40,10 @@ GoneRole = Qt.ItemDataRole.UserRole + 15
 """True when the requester stopped renewing its heartbeat: nobody waits for this approval any more."""
 SettlesRole = Qt.ItemDataRole.UserRole + 16
 """"allow"/"deny" when the rule being drafted in the Rules panel would decide this approval, else None."""
-GONE_TEXT = "requester gone"
-SETTLE_MARKS = {"allow": "✓ rule would allow · ", "deny": "✗ rule would deny · "}
+GONE_TEXT = "gone"
+"""Fits the countdown column; the tooltip and the dismiss button say "requester gone" in full."""
+SETTLE_MARKS = {"allow": "✓ ", "deny": "✗ "}
+"""Prefixed to the tool name (with a green/red tint) while the Rules panel's draft would decide the row."""
 SETTLE_BACKGROUND = {"allow": QColor(40, 170, 90, 55), "deny": QColor(220, 60, 60, 55)}
 
 AGE_EVERY_TICKS = 10
@@ -107,6 +109,12 @@ class PendingApprovalModel(ApprovalTableModel):
         return arguments_preview(approval.arguments)
 
     def _tooltip(self, approval: rm.Approval, column: int) -> str:
+        if column == TOOL and approval.id in self._settles:
+            return escaped_tooltip(f"The rule being edited in the Rules tab would {self._settles[approval.id]} "
+                                   "this approval.", approval.tool_name)
+        if column == EXPIRES and approval.id in self._gone and approval.requester_heartbeat_at is not None:
+            return escaped_tooltip(f"Requester gone: the agent stopped waiting (last heartbeat "
+                                   f"{local_time(approval.requester_heartbeat_at)}).")
         if column == ARGUMENTS:
             return escaped_tooltip(*tooltip_lines(pretty_arguments(approval.arguments)))
         if column == EXPIRES and approval.expires_at is not None:

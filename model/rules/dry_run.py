@@ -20,8 +20,9 @@ from agentdesk.store.text.visible import visible
 
 Index = QModelIndex | QPersistentModelIndex
 TOP = QModelIndex()
-WHEN, TOOL, WOULD, ACTUAL, DIFFERS, DECIDED_BY, ARGUMENTS, APPROVAL = range(8)
-HEADERS = ("When", "Tool", "Rule would", "Actually", "", "Decided by", "Arguments", "Approval")
+WHEN, TOOL, WOULD, ACTUAL, DIFFERS, DECIDED_BY, ARGUMENTS = range(7)
+HEADERS = ("When", "Tool", "Rule would", "Actually", "", "Decided by", "Arguments")
+"""The approval id is in each row's tooltip; the arguments, last, take the remaining width."""
 DIFFERS_BACKGROUND = QColor(255, 196, 0, 90)
 PENDING_BACKGROUND = QColor(64, 140, 255, 60)
 DiffersRole = Qt.ItemDataRole.UserRole + 41
@@ -91,6 +92,4 @@ class DryRunModel(QAbstractTableModel):
                                                   else "")
         if column == DECIDED_BY:
             return one_line(visible(row.decided_by or "—"), 40)
-        if column == ARGUMENTS:
-            return one_line(visible(row.arguments[:400]), 160)
-        return row.approval_id
+        return one_line(visible(row.arguments[:400]), 160)
