@@ -10,8 +10,6 @@ shown as plain text.
 
 from __future__ import annotations
 
-import html
-
 from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QSplitter, QTableView, QTabWidget, QVBoxLayout, QWidget
@@ -23,6 +21,7 @@ from agentdesk.gui.approvals.tables import decided_table, pending_table, select_
 from agentdesk.model.approvals.decided import DecidedApprovalModel
 from agentdesk.model.approvals.format import Clock, utc_now
 from agentdesk.model.approvals.pending import PendingApprovalModel
+from agentdesk.model.plain import tooltip
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.heartbeat import GONE_AFTER_S, dismiss_gone
@@ -204,10 +203,10 @@ class ApprovalQueue(QWidget):
         why = self.flow.why_not(selected)
         for button, tip in ((self.approve_button, APPROVE_TIP), (self.deny_button, DENY_TIP)):
             button.setEnabled(not why)
-            button.setToolTip(html.escape(why or tip))
+            button.setToolTip(tooltip(why or tip))
         edit_why = self.flow.why_not_edit(selected)
         self.edit_button.setEnabled(not edit_why)
-        self.edit_button.setToolTip(html.escape(edit_why or EDIT_TIP))
+        self.edit_button.setToolTip(tooltip(edit_why or EDIT_TIP))
         has_current = self.current_approval() is not None
         self.timeline_button.setEnabled(has_current)
         self.context_button.setEnabled(has_current)

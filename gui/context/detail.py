@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QVBoxLay
 from agentdesk.gui.context.widgets import describe, plain_label
 from agentdesk.model.context.model import ContextModel
 from agentdesk.model.context.tree import GroupRow, ItemRow, Row
+from agentdesk.model.plain import shown_block, shown_line
 from agentdesk.model.tree.rows import plural
 
 DETAIL_CAP = 200_000
@@ -59,9 +60,9 @@ class DetailPane(QWidget):
     def _show_text(self, key: str, title: str, text: str) -> None:
         full = key == self._show_all
         shown = text if full or len(text) <= DETAIL_CAP else text[:DETAIL_CAP]
-        self.title.setText(title)
+        self.title.setText(shown_line(title, 300))
         if self._shown != (key, len(shown), hash(shown)):
-            self.text.setPlainText(shown)
+            self.text.setPlainText(shown_block(shown))  # hidden characters as marks, lines kept
             self._shown = (key, len(shown), hash(shown))
         clipped = len(shown) < len(text)
         self.show_all_button.setVisible(clipped)

@@ -23,6 +23,7 @@ from agentdesk.gui.window.notify import TrayNotifier
 from agentdesk.gui.window.settings import open_settings, read_str
 from agentdesk.gui.window.shortcuts_help import ShortcutsDialog
 from agentdesk.gui.window.status_bar import StoreStatusBar
+from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 
@@ -78,7 +79,7 @@ class MainWindow(QMainWindow):
         self.tabs.currentChanged.connect(self._on_tab)
         self.queue.show_in_timeline.connect(self.show_in_timeline)
         self.queue.show_context.connect(self.show_context)
-        self.context_editor.conflict.connect(lambda text: self.status.showMessage(text, 10_000))
+        self.context_editor.conflict.connect(lambda text: self.status.showMessage(shown_line(text, 600), 10_000))
 
     def _actions(self) -> None:
         view = self.menuBar().addMenu("&View")
