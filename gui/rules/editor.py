@@ -72,8 +72,8 @@ class RuleEditor(QWidget):
         self._fill_expiry(None)
         self._layout()
         for signal in (self.effect.currentIndexChanged, self.kind.currentIndexChanged, self.tool.textEdited,
-                       self.commands.textChanged, self.command_field.textEdited, self.fields.textEdited, self.project.textEdited,
-                       self.agent.textEdited, self.session.textEdited):
+                       self.commands.textChanged, self.command_field.textEdited, self.fields.textEdited,
+                       self.project.textEdited, self.agent.textEdited, self.session.textEdited):
             signal.connect(self.edited)
         self.kind.currentIndexChanged.connect(self._kind_changed)
         self._kind_changed()

@@ -20,7 +20,7 @@ from agentdesk.model.rules.table import EFFECT, HITS
 from agentdesk.model.services import Services
 from agentdesk.store import schema as sc
 from agentdesk.store.native import NativeSource
-from agentdesk.store.rules.commands import add_rule, list_rules
+from agentdesk.store.rules.commands import list_rules
 from agentdesk.store.runtime import AgentRuntime
 from tests.gui.conftest import World
 

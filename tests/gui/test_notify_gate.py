@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from agentdesk.gui.window.notify import NotifyGate, message_for
 
 
@@ -49,4 +51,4 @@ def test_never_more_than_one_message_per_interval() -> None:
         if gate.due(focused=False, now=now).show:
             shown.append(now)
     assert len(shown) >= 5
-    assert all(b - a >= 10 for a, b in zip(shown, shown[1:], strict=False))
+    assert all(b - a >= 10 for a, b in pairwise(shown))
