@@ -79,7 +79,7 @@ def digest_text(approval: rm.Approval) -> str:
 
 
 def banner_text(inspection: Inspection) -> str:
-    return f"⚠ These arguments {inspection.sentence()}. Approving asks you to confirm."
+    return f"⚠ This call {inspection.sentence()}. Approving it asks you to confirm."
 
 
 def argument_lines(approval: rm.Approval, budget: Budget) -> Iterator[str]:

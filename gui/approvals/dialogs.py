@@ -132,7 +132,7 @@ class ConfirmHiddenDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Approve arguments with hidden characters?")
         self.prompt = plain_label(self, shown_line(
-            f"The arguments of {approval.tool_name} ({approval.id}) {inspection.sentence()}.", 1200)
+            f"This call to {approval.tool_name} ({approval.id}) {inspection.sentence()}.", 1200)
             + "\n\nWhat runs may differ from what it seems to say. Approve exactly these arguments?")
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
         self.approve_button: QPushButton = self.buttons.addButton(

@@ -116,8 +116,9 @@ class Inspection:
         """The banner text: "contains 2 hidden characters: RIGHT-TO-LEFT OVERRIDE at 14, …"."""
         parts = []
         if self.hidden:
-            shown = ", ".join(f.phrase() for f in self.hidden[:limit])
-            more = f" and {len(self.hidden) - limit:,} more" if len(self.hidden) > limit else ""
+            groups = runs_of(self.hidden)
+            shown = ", ".join(groups[:limit])
+            more = f" and {len(groups) - limit:,} more" if len(groups) > limit else ""
             parts.append(f"contains {plural(len(self.hidden), 'hidden character')}: {shown}{more}")
         if self.mixed:
             words = ", ".join(f"“{visible(w.word)}” ({' + '.join(w.scripts)}{' in ' + p if p else ''})"
@@ -134,6 +135,25 @@ class Inspection:
         if self.mixed:
             what.append(plural(len(self.mixed), "mixed-script word"))
         return " and ".join(what)
+
+
+def runs_of(found: tuple[Located, ...]) -> list[str]:
+    """Phrases for the findings, a run of one character in one place as one phrase
+    ("60 x LINE SEPARATOR at 2-61 in note")."""
+    phrases: list[str] = []
+    n = 0
+    while n < len(found):
+        first, end = found[n], n + 1
+        while (end < len(found) and found[end].name == first.name and found[end].path == first.path
+               and found[end].position == found[end - 1].position + 1):
+            end += 1
+        if end - n == 1:
+            phrases.append(first.phrase())
+        else:
+            where = f" in {first.path}" if first.path else ""
+            phrases.append(f"{end - n} {TIMES} {first.name} at {first.position}-{found[end - 1].position}{where}")
+        n = end
+    return phrases
 
 
 def parse(text: str) -> tuple[Any, str]:
