@@ -21,10 +21,11 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
+from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.gui.shared.palette import status_colour
 from agentdesk.model.approvals.format import agent_label, format_left, local_time, project_label
 from agentdesk.model.approvals.pending import PendingApprovalModel
-from agentdesk.model.plain import shown_line
+from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.store import readmodel as rm
 from agentdesk.store.text.arguments import (
     Budget,
@@ -79,7 +80,7 @@ def digest_text(approval: rm.Approval) -> str:
 
 
 def banner_text(inspection: Inspection) -> str:
-    return f"⚠ This call {inspection.sentence()}. Approving it asks you to confirm."
+    return f"⚠ This call {inspection.sentence(limit=3)}. Approving it asks you to confirm."
 
 
 def argument_lines(approval: rm.Approval, budget: Budget) -> Iterator[str]:
@@ -166,6 +167,7 @@ class ApprovalDetails(QWidget):
         self.arguments.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)  # lines wrap visibly, with ↪
         self.arguments.setPlaceholderText("Select an approval to see its arguments.")
         self.arguments.installEventFilter(self)
+        self.marks = MarkHighlighter(self.arguments.document(), self.arguments.palette())
         self.show_all_button = QPushButton("Show all", self)
         self.show_all_button.setToolTip("Load every value in full (in slices: the window stays responsive)")
         self.show_all_button.clicked.connect(self.show_all)
@@ -225,11 +227,14 @@ class ApprovalDetails(QWidget):
         palette.setColor(QPalette.ColorRole.WindowText, QColor("#5c0a0d") if light else QColor("#ffd7d7"))
         self.banner.setPalette(palette)
         self.banner.setText(banner_text(inspection))
+        self.banner.setToolTip(tooltip(inspection.sentence(limit=40)))
         self.banner.show()
 
     def _chars_wide(self) -> int:
-        advance = max(1, self.arguments.fontMetrics().horizontalAdvance("M"))
-        return max(40, self.arguments.viewport().width() // advance - 1)
+        """Characters that fit the pane's width (fractional advances and the document margin counted)."""
+        advance = max(1.0, self.arguments.fontMetrics().horizontalAdvance("M" * 100) / 100)
+        room = self.arguments.viewport().width() - 2 * self.arguments.document().documentMargin() - 4
+        return max(40, int(room / advance) - 1)
 
     def _render(self) -> None:
         self.loader.stop()

@@ -102,8 +102,8 @@ class ApprovalQueue(QWidget):
         splitter = QSplitter(Qt.Orientation.Vertical, self)
         splitter.addWidget(self.tabs)
         splitter.addWidget(detail)
-        splitter.setStretchFactor(0, 3)
-        splitter.setStretchFactor(1, 2)
+        splitter.setStretchFactor(0, 2)
+        splitter.setStretchFactor(1, 3)  # the arguments must be readable before anything is approved
         layout = QVBoxLayout()
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.note)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from agentdesk.gui.context.widgets import describe, plain_label
+from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.model.context.model import ContextModel
 from agentdesk.model.context.tree import GroupRow, ItemRow, Row
 from agentdesk.model.plain import shown_block, shown_line
@@ -34,6 +35,7 @@ class DetailPane(QWidget):
         self.text = QPlainTextEdit()
         self.text.setReadOnly(True)
         self.text.setPlaceholderText("Select an item to see its full content.")
+        self.marks = MarkHighlighter(self.text.document(), self.text.palette())
         head = QHBoxLayout()
         head.addWidget(self.title, 1)
         head.addWidget(self.show_all_button)

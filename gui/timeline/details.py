@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.gui.shared.palette import ERROR_COLOUR, status_colour
 from agentdesk.gui.timeline.drawing import format_duration, one_line
 from agentdesk.model.plain import shown_block, shown_line
@@ -82,6 +83,7 @@ class TextBlock(QWidget):
         self.edit = QPlainTextEdit(readOnly=True)
         self.edit.setPlaceholderText(placeholder)
         self.edit.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.marks = MarkHighlighter(self.edit.document(), self.edit.palette())
         self.note = QLabel(textFormat=Qt.TextFormat.PlainText)
         self.show_all = QPushButton("Show all")
         self.show_all.clicked.connect(self._show_all)

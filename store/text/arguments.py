@@ -359,10 +359,13 @@ def _limited(lines: Iterator[str], budget: Budget, indent: str) -> Iterator[str]
             yield part
 
 
-def _indent(depth: int) -> str:
-    if depth <= INDENT_CAP:
+def _indent(depth: int, width: int = WIDTH) -> str:
+    """Two spaces a level, up to `INDENT_CAP` levels or two fifths of the width; deeper lines say
+    their depth instead of drifting off the right edge."""
+    cap = min(INDENT_CAP, max(4, width // 5))
+    if depth <= cap:
         return "  " * depth
-    return "  " * INDENT_CAP + f"⟨depth {depth}⟩ "
+    return "  " * cap + f"⟨depth {depth}⟩ "
 
 
 def _tree(value: Any, budget: Budget) -> Iterator[str]:
@@ -376,10 +379,10 @@ def _tree(value: Any, budget: Budget) -> Iterator[str]:
         child = next(children, None)
         if child is None:
             stack.pop()
-            yield f"{_indent(depth - 1)}{closer}{after}"
+            yield f"{_indent(depth - 1, budget.width)}{closer}{after}"
             continue
         label, sub, node, last = child
-        pad, comma = _indent(depth), "" if last else ","
+        pad, comma = _indent(depth, budget.width), "" if last else ","
         if isinstance(node, (dict, list)):
             o, c = ("{", "}") if isinstance(node, dict) else ("[", "]")
             if not node:
