@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 
+from agentdesk.store.text.arguments import mark_start, shown
 from agentdesk.store.text.visible import visible
 
 TOOLTIP_CHARS = 3000
@@ -20,9 +21,12 @@ TOOLTIP_CHARS = 3000
 
 
 def shown_line(text: str | None, limit: int | None = None) -> str:
-    """One line of agent text for a label or a cell: hidden characters marked, whitespace collapsed."""
-    value = " ".join(visible(text or "", lines=True).split())  # marks first: str.split eats U+2028
-    return value if limit is None or len(value) <= limit else value[: limit - 1] + "…"
+    """One line of agent text for a label or a cell: hidden characters marked (runs of one counted,
+    `⟨60 x U+2028⟩`, so what follows stays in view), whitespace collapsed, cut without splitting a mark."""
+    value = " ".join(shown(text or "", lines=True).split())  # marks first: str.split eats U+2028
+    if limit is None or len(value) <= limit:
+        return value
+    return value[: mark_start(value, limit - 1)] + "…"
 
 
 def shown_block(text: str | None) -> str:
@@ -37,8 +41,14 @@ def might_be_rich(text: str) -> bool:
 
 
 def tooltip(*lines: str, limit: int = TOOLTIP_CHARS) -> str:
-    """A tooltip that Qt shows literally: the visible text, escaped in a rich block only when needed."""
-    body = "\n".join(visible(line, lines=True) for line in lines if line)
+    """A tooltip of raw agent text that Qt shows literally: hidden characters marked, then `shown_tooltip`."""
+    return shown_tooltip(*(visible(line, lines=True) for line in lines if line), limit=limit)
+
+
+def shown_tooltip(*lines: str, limit: int = TOOLTIP_CHARS) -> str:
+    """A tooltip of text already made visible (a cell's text, rendered arguments): never marked twice,
+    escaped in a rich block only when Qt could take it for HTML."""
+    body = "\n".join(line for line in lines if line)
     if len(body) > limit:
         body = body[: limit - 1] + "…"
     if not might_be_rich(body):

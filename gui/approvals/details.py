@@ -36,6 +36,7 @@ from agentdesk.store.text.arguments import (
     render,
     short_hash,
 )
+from agentdesk.store.text.visible import visible
 
 SLICE_MS = 12
 """How long one slice of "Show all" may hold the GUI thread."""
@@ -80,7 +81,7 @@ def digest_text(approval: rm.Approval) -> str:
 
 
 def banner_text(inspection: Inspection) -> str:
-    return f"⚠ This call {inspection.sentence(limit=3)}. Approving it asks you to confirm."
+    return visible(f"⚠ This call {inspection.sentence(limit=3)}. Approving it asks you to confirm.")
 
 
 def argument_lines(approval: rm.Approval, budget: Budget) -> Iterator[str]:
@@ -246,7 +247,7 @@ class ApprovalDetails(QWidget):
         self.arguments.setPlainText("\n".join(argument_lines(approval, budget)))
         self.show_all_button.setVisible(bool(budget.cut))
         self.show_all_button.setToolTip(
-            "Not shown yet: " + "; ".join(dict.fromkeys(budget.cut))[:600] if budget.cut else "")
+            tooltip("Not shown yet: " + "; ".join(dict.fromkeys(budget.cut))[:600]) if budget.cut else "")
         self.loading.setText("")
 
     def show_all(self) -> None:

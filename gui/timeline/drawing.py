@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 from shiboken6 import Shiboken
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
-from agentdesk.model.plain import shown_line, tooltip
+from agentdesk.model.plain import shown_line, shown_tooltip
 from agentdesk.model.timeline.data import ERROR, TimelineData
 from agentdesk.store import readmodel as rm
 
@@ -117,7 +117,7 @@ def span_tooltip(data: TimelineData, lane: int, now: float) -> str:
              f"${float(data.cost[lane]):.4f}"]
     if data.status[lane] == ERROR:
         lines.append("failed — click for the error")
-    return tooltip(*lines)
+    return shown_tooltip(*lines)  # every line is already one_line'd (visible)
 
 
 def header_text(run: rm.Run, data: TimelineData) -> str:

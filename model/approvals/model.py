@@ -21,8 +21,8 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
 
 from agentdesk.model.approvals.format import Clock, utc_now
+from agentdesk.model.plain import shown_line, shown_tooltip
 from agentdesk.model.services import Services
-from agentdesk.model.tree.rows import escaped_tooltip
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import RESET, Change
 from agentdesk.store.errors import NotFound
@@ -87,7 +87,7 @@ class ApprovalTableModel(QAbstractTableModel):
         raise NotImplementedError
 
     def _tooltip(self, approval: rm.Approval, column: int) -> str:
-        return escaped_tooltip(self._cell(approval, column), f"approval {approval.id}")
+        return shown_tooltip(self._cell(approval, column), shown_line(f"approval {approval.id}"))
 
     def _extra(self, approval: rm.Approval, column: int, role: int) -> Any:
         """Roles beyond text, tooltip and identity (colours, fonts, alignment)."""

@@ -24,6 +24,7 @@ from agentdesk.model.approvals.format import (
     utc_now,
 )
 from agentdesk.model.approvals.model import ApprovalTableModel, Reader
+from agentdesk.model.plain import shown_tooltip
 from agentdesk.model.services import Services
 from agentdesk.model.tree.rows import escaped_tooltip, one_line
 from agentdesk.store import readmodel as rm
@@ -116,7 +117,7 @@ class PendingApprovalModel(ApprovalTableModel):
             return escaped_tooltip(f"Requester gone: the agent stopped waiting (last heartbeat "
                                    f"{local_time(approval.requester_heartbeat_at)}).")
         if column == ARGUMENTS:
-            return escaped_tooltip(*tooltip_lines(pretty_arguments(approval.arguments)))
+            return shown_tooltip(*tooltip_lines(pretty_arguments(approval.arguments)))  # already rendered
         if column == EXPIRES and approval.expires_at is not None:
             verb = "Expired" if self.is_expired(approval) else "Expires"
             return escaped_tooltip(f"{verb} at {local_time(approval.expires_at)}")

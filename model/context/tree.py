@@ -22,7 +22,7 @@ from datetime import datetime
 from PySide6.QtCore import Qt
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.text.visible import visible
+from agentdesk.store.text.arguments import shown
 
 KIND_LABELS = {"message": "message", "tool_calls": "tool call", "result": "result", "compaction": "summary"}
 GROUP_LABELS = {"turn": "Turn", "tool": "Tool turn"}
@@ -32,10 +32,11 @@ PREVIEW_CHARS = 160
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     """The first non-blank line, hidden characters marked, whitespace collapsed; never scans more than a
     few KB. Lines are split at line feeds only: U+2028 and friends are shown as marks, not breaks."""
-    head = visible(text[: limit * 8], lines=True)
+    raw = text[: limit * 8]
+    head = shown(raw, lines=True)
     first = next((line for line in head.split("\n") if line.strip()), "")
     flat = " ".join(first.split())
-    more = len(flat) > limit or len(head) < len(text) or "\n" in head.strip()
+    more = len(flat) > limit or len(raw) < len(text) or "\n" in head.strip()
     return (flat[:limit].rstrip() + " …") if more else flat
 
 

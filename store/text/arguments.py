@@ -68,7 +68,7 @@ def check_expected_hash(expected: str | None) -> str | None:
         return None
     digits = expected.strip().lower().removeprefix("sha256:")
     if not HEX.fullmatch(digits):
-        raise InvalidInput(f"{visible(expected)!r} is not an arguments hash: give the 12 or more hex digits "
+        raise InvalidInput(f"{expected[:80]!r} is not an arguments hash: give the 12 or more hex digits "
                            "shown with the arguments.")
     return digits
 
@@ -113,7 +113,8 @@ class Inspection:
         return bool(self.hidden or self.mixed)
 
     def sentence(self, limit: int = 4) -> str:
-        """The banner text: "contains 2 hidden characters: RIGHT-TO-LEFT OVERRIDE at 14, …"."""
+        """The banner text: "contains 2 hidden characters: RIGHT-TO-LEFT OVERRIDE at 14, …". Key paths and
+        words are quoted raw (they may hold hidden characters): show it through `visible`, once."""
         parts = []
         if self.hidden:
             groups = runs_of(self.hidden)
@@ -121,7 +122,7 @@ class Inspection:
             more = f" and {len(groups) - limit:,} more" if len(groups) > limit else ""
             parts.append(f"contains {plural(len(self.hidden), 'hidden character')}: {shown}{more}")
         if self.mixed:
-            words = ", ".join(f"“{visible(w.word)}” ({' + '.join(w.scripts)}{' in ' + p if p else ''})"
+            words = ", ".join(f"“{w.word}” ({' + '.join(w.scripts)}{' in ' + p if p else ''})"
                               for p, w in self.mixed[:limit])
             more = f" and {len(self.mixed) - limit:,} more" if len(self.mixed) > limit else ""
             parts.append(f"mixes scripts in {plural(len(self.mixed), 'word')}: {words}{more}")
@@ -189,7 +190,7 @@ def inspect(text: str) -> Inspection:
     mixed: list[tuple[str, MixedWord]] = []
     sources = [("", text)] if error else _strings(value)
     for path, piece in sources:
-        shown_path = visible(path)
+        shown_path = path  # raw: every display runs the sentence through `visible` once
         hidden += [Located(shown_path, f.position, f.name) for f in text_findings(piece)]
         mixed += [(shown_path, w) for w in mixed_scripts(piece)]
     return Inspection(tuple(hidden), tuple(mixed), error, 0 if error else depth_of(value))
@@ -242,7 +243,7 @@ def _count_marks(match: re.Match[str]) -> str:
     return f"⟨{len(match.group()) // len(one)} {TIMES} {one[1:-1]}⟩"
 
 
-def _mark_start(text: str, pos: int) -> int:
+def mark_start(text: str, pos: int) -> int:
     """`pos`, moved back to the start of a mark it would cut through."""
     opened = text.rfind("⟨", max(0, pos - 40), pos)
     return opened if opened >= 0 and "⟩" not in text[opened:pos] else pos
@@ -410,7 +411,7 @@ def _children(node: Any, path: str) -> Iterator[tuple[str, str, Any, bool]]:
     last = len(node) - 1
     if isinstance(node, dict):
         for n, (key, child) in enumerate(node.items()):
-            yield _label(key), (f"{path}.{visible(key)}" if path else visible(key)), child, n == last
+            yield _label(key), (f"{path}.{key}" if path else key), child, n == last
     else:
         for n, child in enumerate(node):
             yield "", f"{path}[{n}]", child, n == last
