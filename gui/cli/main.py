@@ -151,7 +151,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         source.close()
     facts = info_facts(info, descriptor)
     if args.json:
-        say(json.dumps(facts, indent=2, ensure_ascii=False))
+        say(out.json_text(facts, indent=2))
         return EXIT_OK
     foreign_read_only = descriptor.read_only and info.kind != "agentdesk"
     say(f"{info.kind} store at {info.url}" + (" (read-only)" if foreign_read_only else ""))

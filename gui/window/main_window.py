@@ -36,7 +36,7 @@ class MainWindow(QMainWindow):
         self.services = services
         self.settings = open_settings()
         services.actor = read_str(self.settings, "operator/name") or services.actor
-        self.setWindowTitle(f"agentdesk — {services.source.descriptor.location}")
+        self.setWindowTitle(shown_line(f"agentdesk — {services.source.descriptor.location}", 300))
         self.resize(1500, 900)
 
         self.tree = ProjectTree(services, self)
