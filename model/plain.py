@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 
-from agentdesk.store.text.arguments import mark_start, shown
+from agentdesk.store.text.shown import mark_start, shown
 from agentdesk.store.text.visible import visible
 
 TOOLTIP_CHARS = 3000

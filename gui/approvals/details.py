@@ -27,15 +27,8 @@ from agentdesk.model.approvals.format import agent_label, format_left, local_tim
 from agentdesk.model.approvals.pending import PendingApprovalModel
 from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.store import readmodel as rm
-from agentdesk.store.text.arguments import (
-    Budget,
-    Inspection,
-    arguments_hash,
-    byte_length,
-    inspect_cached,
-    render,
-    short_hash,
-)
+from agentdesk.store.text.arguments import Inspection, arguments_hash, byte_length, inspect_cached, short_hash
+from agentdesk.store.text.render import Budget, render
 from agentdesk.store.text.visible import visible
 
 SLICE_MS = 12

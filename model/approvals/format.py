@@ -14,8 +14,8 @@ from functools import lru_cache
 
 from agentdesk.model.tree.rows import one_line
 from agentdesk.store import readmodel as rm
-from agentdesk.store.text.arguments import Budget, render
 from agentdesk.store.text.jsonsafe import loads
+from agentdesk.store.text.render import Budget, render
 
 Clock = Callable[[], datetime]
 TOOLTIP_CHARS = 3000

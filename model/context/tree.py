@@ -22,7 +22,7 @@ from datetime import datetime
 from PySide6.QtCore import Qt
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.text.arguments import shown
+from agentdesk.store.text.shown import shown
 
 KIND_LABELS = {"message": "message", "tool_calls": "tool call", "result": "result", "compaction": "summary"}
 GROUP_LABELS = {"turn": "Turn", "tool": "Tool turn"}

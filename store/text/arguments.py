@@ -1,19 +1,12 @@
-"""Tool-call arguments as an operator must see them: every hidden character found, within fixed budgets.
+"""Tool-call arguments as an operator must judge them: what they hide, and which ones were shown.
 
 `inspect` walks the parsed arguments (keys and string values, where JSON escapes
 like `\\u202e` have already been decoded) and reports each hidden character with
-the path and offset it sits at, plus words that mix scripts. `render` turns the
-arguments into display lines, iteratively (a 990-deep argument renders, no
-`RecursionError`), with budgets: a string longer than `value_cap` shows its head
-and its tail around a "… N more characters" mark (the tail is where `; rm -rf ~`
-hides), long runs of one whitespace character collapse to a counted mark
-(`⟨100,000 spaces⟩`), containers deeper than `depth_cap` show "nested deeper than
-N levels", and strings with line breaks become numbered lines of a code block.
-Lines wider than `width` wrap with a visible `↪`. `render` is a generator, so a
-caller can show a first screenful and load the rest in slices ("Show all").
-
-`arguments_hash` is what an approval is shown as, and what the decision
-records: a hash of the arguments exactly as stored, so a later change is caught.
+the key path and offset it sits at, plus words that mix scripts; the approval
+banner, the row mark, bulk approval and the CLI all ask it. `arguments_hash` is
+what an approval is shown as and what the decision records: a hash of the
+arguments exactly as stored, so a later change is refused as stale.
+Display lines are `store.text.render`.
 """
 
 from __future__ import annotations
@@ -22,31 +15,15 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from agentdesk.store.errors import InvalidInput, StaleRevision
 from agentdesk.store.text.jsonsafe import NotJson, depth_of, loads
-from agentdesk.store.text.visible import MixedWord, has_hidden, is_hidden, mixed_scripts, plural, visible
+from agentdesk.store.text.shown import TIMES
+from agentdesk.store.text.visible import MixedWord, has_hidden, is_hidden, mixed_scripts, plural
 from agentdesk.store.text.visible import findings as text_findings
-
-VALUE_CAP = 2_000
-"""Characters of one string value shown before "Show all"."""
-LINE_CAP = 200
-"""Lines of one multi-line string shown before "Show all"."""
-DEPTH_CAP = 24
-"""Nesting levels shown before "Show all"."""
-TOTAL_LINES = 600
-"""Display lines produced before "Show all" (a budget for arguments with very many values)."""
-WIDTH = 100
-INDENT_CAP = 24
-"""Indentation stops growing here; deeper lines say their depth instead (`⟨depth 300⟩`)."""
-RUN = re.compile("([ \t\u3000\u00a0])\\1{15,}")
-RUN_NAMES = {" ": "space", "\t": "tab", "\u3000": "ideographic space", "\u00a0": "no-break space"}
-TIMES = "\u00d7"
-SLICE = 65_536
-"""Characters processed per step of a long string, so each step of `render` stays short."""
 
 
 def arguments_hash(text: str) -> str:
@@ -195,226 +172,6 @@ def inspect(text: str) -> Inspection:
         mixed += [(shown_path, w) for w in mixed_scripts(piece)]
     return Inspection(tuple(hidden), tuple(mixed), error, 0 if error else depth_of(value))
 
-
-# -- rendering -------------------------------------------------------------------------------
-@dataclass
-class Budget:
-    """Display limits; `unlimited()` is what "Show all" uses (whitespace runs still collapse)."""
-
-    value_cap: int | None = VALUE_CAP
-    line_cap: int | None = LINE_CAP
-    depth_cap: int | None = DEPTH_CAP
-    total_lines: int | None = TOTAL_LINES
-    width: int = WIDTH
-    cut: list[str] = field(default_factory=list)
-    """What was left out, as phrases (so the pane can offer "Show all" only when it matters)."""
-
-    @classmethod
-    def unlimited(cls, width: int = WIDTH) -> Budget:
-        return cls(None, None, None, None, width)
-
-
-def _run_mark(run: str) -> str:
-    return f"⟨{plural(len(run), RUN_NAMES[run[0]])}⟩"
-
-
-def shown(text: str, *, lines: bool = False) -> str:
-    """`visible`, with long runs of one whitespace character, or of one hidden character, counted.
-
-    Runs are found in the raw text and only the text between them goes through
-    `visible`, so nothing agent-supplied can forge a counted mark.
-    """
-    out: list[str] = []
-    end = 0
-    runs = RUN.finditer(text) if any(c * 16 in text for c in RUN_NAMES) else iter(())
-    for match in runs:
-        out += [visible(text[end:match.start()], lines=lines), _run_mark(match.group())]
-        end = match.end()
-    out.append(visible(text[end:], lines=lines))
-    joined = "".join(out)
-    return REPEATED_MARK.sub(_count_marks, joined) if "⟩⟨" in joined else joined
-
-
-REPEATED_MARK = re.compile(r"(⟨(?:U\+[0-9A-F]{4,6}|[A-Z]{2,3})⟩)\1{3,}")
-
-
-def _count_marks(match: re.Match[str]) -> str:
-    one = match.group(1)
-    return f"⟨{len(match.group()) // len(one)} {TIMES} {one[1:-1]}⟩"
-
-
-def mark_start(text: str, pos: int) -> int:
-    """`pos`, moved back to the start of a mark it would cut through."""
-    opened = text.rfind("⟨", max(0, pos - 40), pos)
-    return opened if opened >= 0 and "⟩" not in text[opened:pos] else pos
-
-
-def _run_end(text: str, pos: int) -> int:
-    """`pos`, moved past the whitespace run it falls in (a run is shown whole, as one counted mark)."""
-    if 0 < pos < len(text) and text[pos - 1] in RUN_NAMES and text[pos] == text[pos - 1]:
-        char = text[pos]
-        return len(text) - len(text[pos:].lstrip(char))
-    return pos
-
-
-def _run_start(text: str, pos: int) -> int:
-    if 0 < pos < len(text) and text[pos] in RUN_NAMES and text[pos - 1] == text[pos]:
-        return len(text[:pos].rstrip(text[pos]))
-    return pos
-
-
-def capped(text: str, budget: Budget, what: str, *, lines: bool) -> str:
-    """The shown text, its middle cut when longer than the value cap: head and tail stay in view
-    (the tail is where `; rm -rf ~` hides). The cut is made in the raw text, so it never splits a mark."""
-    cap = budget.value_cap
-    if cap is None or len(text) <= cap:
-        return shown(text, lines=lines)
-    head = _run_end(text, cap * 3 // 4)
-    tail = _run_start(text, len(text) - cap // 4)
-    if head >= tail:
-        return shown(text, lines=lines)
-    budget.cut.append(f"{tail - head:,} characters of {what or 'the arguments'}")
-    return (f"{shown(text[:head], lines=lines)} ⟨… {tail - head:,} more characters: Show all …⟩ "
-            f"{shown(text[tail:], lines=lines)}")
-
-
-def wrap(line: str, width: int, indent: str = "") -> Iterator[str]:
-    """One display line per `width` characters; continuations start with a visible `↪`."""
-    if len(line) <= width:
-        yield line
-        return
-    start, first = 0, True
-    while start < len(line):
-        room = width if first else max(8, width - len(indent) - 2)
-        end = min(len(line), start + room)
-        if end < len(line):
-            opened = line.rfind("⟨", max(start, end - 60), end)
-            if opened > start and "⟩" not in line[opened:end]:
-                end = opened  # never split a mark across lines
-        chunk = line[start:end]
-        yield chunk if first else f"{indent}↪ {chunk}"
-        start, first = end, False
-
-
-def _scalar(value: Any) -> str:
-    return json.dumps(value) if not isinstance(value, str) else ""
-
-
-def _quoted(text: str, budget: Budget, path: str, after: str) -> Iterator[str]:
-    """A one-line string in quotes; quotes and backslashes escaped so no value can forge a key."""
-    display = capped(text, budget, path, lines=False)
-    yield '"' + display.replace("\\", "\\\\").replace('"', '\\"') + '"' + after
-
-
-def _block(text: str, budget: Budget, path: str, indent: str, after: str) -> Iterator[str]:
-    """A string with line breaks as numbered lines of a code block (it is code or a script)."""
-    rows = text.split("\n")
-    count = len(rows)
-    keep: list[tuple[int, str]] = list(enumerate(rows, 1))
-    cap = budget.line_cap
-    if cap is not None and count > cap:
-        head = cap * 3 // 4
-        keep = [*keep[:head], (0, f"⟨… {count - cap:,} more lines: Show all …⟩"), *keep[count - (cap - head):]]
-        budget.cut.append(f"{count - cap:,} lines of {path or 'the arguments'}")
-    digits = len(str(count))
-    yield f"┌ {plural(count, 'line')}"
-    for number, row in keep:
-        if number == 0:
-            yield f"{indent}{'…'.rjust(digits)} │ {row}"
-            continue
-        gutter = f"{indent}{str(number).rjust(digits)} │ "
-        display = capped(row, budget, f"line {number} of {path or 'the arguments'}", lines=True)
-        for n, part in enumerate(wrap(display, max(20, budget.width - len(gutter)))):
-            yield (gutter if n == 0 else f"{indent}{' ' * digits} ↪ ") + part
-    yield f"{indent}└{after}"
-
-
-def _string_lines(text: str, budget: Budget, path: str, indent: str, after: str = "") -> Iterator[str]:
-    if "\n" in text:
-        yield from _block(text, budget, path, indent, after)
-    else:
-        yield from _quoted(text, budget, path, after)
-
-
-def render(text: str, budget: Budget | None = None) -> Iterator[str]:
-    """Display lines for stored arguments: pretty JSON with code blocks, or the plain text."""
-    budget = budget or Budget()
-    value, error = parse(text)
-    if error or not isinstance(value, (dict, list)):
-        lines = _string_lines(value, budget, "", "") if isinstance(value, str) else iter([_scalar(value)])
-        yield from _limited(lines, budget, "")
-        return
-    yield from _limited(_tree(value, budget), budget, "")
-
-
-def _limited(lines: Iterator[str], budget: Budget, indent: str) -> Iterator[str]:
-    """Stops after `total_lines`, saying so; wraps every line to the width."""
-    produced = 0
-    for line in lines:
-        for part in wrap(line, budget.width, "    "):
-            if budget.total_lines is not None and produced >= budget.total_lines:
-                budget.cut.append("the rest of the arguments")
-                yield f"⟨… cut after {budget.total_lines:,} lines: Show all …⟩"
-                return
-            produced += 1
-            yield part
-
-
-def _indent(depth: int, width: int = WIDTH) -> str:
-    """Two spaces a level, up to `INDENT_CAP` levels or two fifths of the width; deeper lines say
-    their depth instead of drifting off the right edge."""
-    cap = min(INDENT_CAP, max(4, width // 5))
-    if depth <= cap:
-        return "  " * depth
-    return "  " * cap + f"⟨depth {depth}⟩ "
-
-
-def _tree(value: Any, budget: Budget) -> Iterator[str]:
-    """Pretty-printed JSON with an explicit stack of (children, closer, depth, path, comma after closer)."""
-    opener, closer = ("{", "}") if isinstance(value, dict) else ("[", "]")
-    yield opener
-    stack: list[tuple[Iterator[tuple[str, str, Any, bool]], str, int, str, str]] = [
-        (_children(value, ""), closer, 1, "", "")]
-    while stack:
-        children, closer, depth, _path, after = stack[-1]
-        child = next(children, None)
-        if child is None:
-            stack.pop()
-            yield f"{_indent(depth - 1, budget.width)}{closer}{after}"
-            continue
-        label, sub, node, last = child
-        pad, comma = _indent(depth, budget.width), "" if last else ","
-        if isinstance(node, (dict, list)):
-            o, c = ("{", "}") if isinstance(node, dict) else ("[", "]")
-            if not node:
-                yield f"{pad}{label}{o}{c}{comma}"
-            elif budget.depth_cap is not None and depth >= budget.depth_cap:
-                budget.cut.append(f"values nested deeper than {budget.depth_cap} levels")
-                yield f"{pad}{label}{o} ⟨nested deeper than {budget.depth_cap} levels: Show all⟩ {c}{comma}"
-            else:
-                yield f"{pad}{label}{o}"
-                stack.append((_children(node, sub), c, depth + 1, sub, comma))
-        elif isinstance(node, str):
-            lines = _string_lines(node, budget, sub, pad + "  ", comma)
-            yield f"{pad}{label}{next(lines)}"
-            yield from lines
-        else:
-            yield f"{pad}{label}{_scalar(node)}{comma}"
-
-
-def _label(key: str) -> str:
-    return '"' + visible(key).replace("\\", "\\\\").replace('"', '\\"') + '": '
-
-
-def _children(node: Any, path: str) -> Iterator[tuple[str, str, Any, bool]]:
-    """(label, path, value, is last) for each child: a dict's keys, or a list's indexes."""
-    last = len(node) - 1
-    if isinstance(node, dict):
-        for n, (key, child) in enumerate(node.items()):
-            yield _label(key), (f"{path}.{key}" if path else key), child, n == last
-    else:
-        for n, child in enumerate(node):
-            yield "", f"{path}[{n}]", child, n == last
 
 
 def escaped_json(text: str) -> str:

@@ -15,8 +15,8 @@ The mark brackets themselves (U+27E8, U+27E9) are marked too when they occur in
 the input, so agent text cannot forge a mark or hide a real one behind a fake.
 
 `findings` lists the hidden characters with their names and positions (for the
-approval banner); `mixed_scripts` flags words that mix writing systems (`pa (U+0430)ypal`
-with a Cyrillic `a (U+0430)`), the usual homoglyph trick. No Qt here: the CLI uses it too.
+approval banner); `mixed_scripts` flags words that mix writing systems ("paypal" spelt
+with a Cyrillic a, U+0430), the usual homoglyph trick. No Qt here: the CLI uses it too.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from agentdesk.store.text.arguments import Budget, arguments_hash, inspect, render, short_hash
+from agentdesk.store.text.arguments import arguments_hash, inspect, short_hash
+from agentdesk.store.text.render import Budget, render
 from tests.text.hostile import SEPARATORS, SPACES, TROJAN, ZERO_WIDTH, nested
 
 
