@@ -28,7 +28,8 @@ UNSET: Any = object()
 """Marks an `update_rule` argument the caller did not pass (None is a real value: "no expiry")."""
 
 
-def to_rule(row: sc.RuleRow) -> Rule:
+def to_rule(row: Any) -> Rule:
+    """A rule value from an ORM `RuleRow` or a Core row of the same columns."""
     return Rule(row.id, Effect(row.effect), row.tool, json.loads(row.matcher), row.project_id, row.agent_id,
                 row.session_id, ts_opt(row.expires_at), row.note, bool(row.enabled), row.revision,
                 row.created_by, ts(row.created_at), row.hit_count, ts_opt(row.last_hit_at))
@@ -163,10 +164,11 @@ def list_rules(store: Store) -> list[Rule]:
 
 def live_rules_for(session: Any, tool: str, now: float) -> list[Rule]:
     """The enabled, unexpired rules that could decide a call of `tool` (read inside a transaction)."""
-    R = sc.RuleRow
-    rows = session.execute(select(R).where(R.tool.in_((tool, "*")), R.enabled.is_(True),
-                                           R.expires_at.is_(None) | (R.expires_at > now))).scalars().all()
-    return [to_rule(r) for r in rows]
+    table = sc.RuleRow.__table__
+    c = table.c
+    rows = session.execute(select(table).where(c.tool.in_((tool, "*")), c.enabled.is_(True),
+                                               c.expires_at.is_(None) | (c.expires_at > now))).all()
+    return [to_rule(r) for r in rows]  # Core rows, not ORM objects: this runs inside every request_approval
 
 
 def get_rule(store: Store, rule_id: str) -> Rule:
