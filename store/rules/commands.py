@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, text, update
 
 from agentdesk.store import schema as sc
 from agentdesk.store.convert import ts, ts_opt
@@ -23,6 +23,27 @@ from agentdesk.store.ids import new_id
 from agentdesk.store.rules.model import Effect, Rule, check_effect, editor_order, parse_matcher
 from agentdesk.store.uow import UnitOfWork, affected
 from agentdesk.store.validation import MAX_SHORT_TEXT, check_name, check_text
+
+ADMIN_ROLE = "agentdesk_admin"
+ADMIN_SQL = text(
+    "SELECT r.rolsuper OR EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles a ON a.oid = m.roleid "
+    "WHERE a.rolname = :admin AND m.member = r.oid) FROM pg_roles r WHERE r.rolname = current_user")
+"""On PostgreSQL a rule may be changed by a superuser or a member of `ADMIN_ROLE` (no error if it does not exist)."""
+
+
+class NotAdmin(InvalidInput):
+    """A non-admin PostgreSQL role tried to change a rule."""
+
+
+def is_admin(session: Any) -> bool:
+    return bool(session.execute(ADMIN_SQL, {"admin": ADMIN_ROLE}).scalar())
+
+
+def require_admin(uow: UnitOfWork) -> None:
+    """Rules decide for everyone: on a shared PostgreSQL store only admins change them (SQLite: the file's owner)."""
+    if uow.store.engine.dialect.name == "postgresql" and not is_admin(uow.session):
+        raise NotAdmin(f"Only PostgreSQL superusers and members of the {ADMIN_ROLE} role may change rules.")
+
 
 UNSET: Any = object()
 """Marks an `update_rule` argument the caller did not pass (None is a real value: "no expiry")."""
@@ -71,6 +92,7 @@ def add_rule(store: Store, effect: str, tool: str, matcher: dict[str, Any] | str
     note = check_text("note", note.strip(), MAX_SHORT_TEXT)
     rid = new_id("rul")
     with UnitOfWork(store) as uow:
+        require_admin(uow)
         row = sc.RuleRow(id=rid, effect=kind.value, tool=tool, matcher=json.dumps(normal, sort_keys=True),
                          project_id=_check_scope(project_id, "project"), agent_id=_check_scope(agent_id, "agent"),
                          session_id=_check_scope(session_id, "session"), expires_at=_epoch(expires_at),
@@ -92,6 +114,7 @@ def update_rule(store: Store, rule_id: str, expected_revision: int, actor: str, 
     actor = check_name("actor name", actor)
     R = sc.RuleRow
     with UnitOfWork(store) as uow:
+        require_admin(uow)
         row = _row(uow, rule_id)
         before = _snapshot(row)
         values: dict[str, Any] = {}
@@ -134,6 +157,7 @@ def remove_rule(store: Store, rule_id: str, actor: str, expected_revision: int |
     actor = check_name("actor name", actor)
     R = sc.RuleRow
     with UnitOfWork(store) as uow:
+        require_admin(uow)
         row = _row(uow, rule_id)
         revision = row.revision if expected_revision is None else expected_revision
         snapshot = _snapshot(row) | {"hit_count": row.hit_count}

@@ -228,3 +228,20 @@ def test_dry_run_counts_equal_a_brute_force_replay(tmp_path: Path, history: list
         assert predicted.differing == brute_differs
     finally:
         store.close()
+
+
+def test_on_postgresql_only_admins_change_rules(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentdesk.store.rules import commands as rule_commands
+
+    kept = add_rule(store, "allow", "read_file", {"kind": "any"}, "alice")
+    monkeypatch.setattr(store.engine.dialect, "name", "postgresql")
+    monkeypatch.setattr(rule_commands, "is_admin", lambda session: False)
+    with pytest.raises(rule_commands.NotAdmin, match="agentdesk_admin"):
+        add_rule(store, "deny", "read_file", {"kind": "any"}, "mallory")
+    with pytest.raises(rule_commands.NotAdmin):
+        update_rule(store, kept.id, 1, "mallory", enabled=False)
+    with pytest.raises(rule_commands.NotAdmin):
+        remove_rule(store, kept.id, "mallory")
+    assert [r.id for r in list_rules(store)] == [kept.id] and get_rule(store, kept.id).enabled
+    monkeypatch.setattr(rule_commands, "is_admin", lambda session: True)
+    assert update_rule(store, kept.id, 1, "root", enabled=False).enabled is False
