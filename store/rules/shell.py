@@ -14,6 +14,7 @@ rule looks at every simple command found, plain or not.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,8 @@ import bashlex  # type: ignore[import-untyped]
 MAX_COMMAND_CHARS = 20_000
 """Longer commands are not parsed (they never match an allow rule): parsing stays cheap."""
 
+SIMPLE_PARAMETER = re.compile(r"#?[A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#?$!-]")
+"""`$x`, `${x}`, `${#x}`, `$1`, `$@`…: expansions that yield words and never run anything."""
 _CONTAINERS = frozenset({"list", "pipeline"})
 _SEPARATORS = frozenset({"operator", "pipe", "reservedword"})
 
@@ -152,6 +155,8 @@ def _word(node: Any, out: Parsed) -> str | None:
             _walk(part.command, out)
         elif kind == "parameter":
             dynamic = True
+            if not SIMPLE_PARAMETER.fullmatch(str(part.value)):
+                _complex_parameter(str(part.value), out)
         elif kind == "tilde":
             continue
         else:
@@ -159,6 +164,22 @@ def _word(node: Any, out: Parsed) -> str | None:
             out.plain = False
             _descend(part, out)
     return None if dynamic else str(node.word)
+
+
+def _complex_parameter(value: str, out: Parsed) -> None:
+    """`${x:-$(cmd)}`, `${a[$(cmd)]}`, `${x@P}`…: bashlex does not look inside, but bash may run code there.
+
+    Never plain (no allow rule vouches for it); the commands substituted inside are found on a best-effort
+    re-parse so a deny rule still sees them.
+    """
+    out.plain = False
+    if "$(" not in value and "`" not in value:
+        return
+    inner = simple_commands("echo " + value)
+    nested = inner.commands
+    if nested and nested[-1].words[:1] == ("echo",):
+        nested = nested[:-1]
+    out.commands.extend(nested)
 
 
 def _is_fd_duplication(node: Any) -> bool:

@@ -68,6 +68,13 @@ BYPASSES = [
     "while true; do npm test; done",
     "f() { rm -rf ~; }; npm test",
     "npm test $((1+1))",
+    "npm test ${x:-$(rm -rf ~)}",
+    "npm test ${x[$(rm -rf ~)]}",
+    "npm test \"${x:-`rm -rf ~`}\"",
+    "npm test ${x/$(rm -rf ~)/y}",
+    "npm test ${x:=$(rm -rf ~)}",
+    "npm test ${PS1@P}",
+    "npm test $[a[$(rm -rf ~)]]",
     "[[ -f x ]] && npm test",
     "case x in x) npm test;; esac",
     "npm test '",
@@ -147,6 +154,7 @@ def test_unnamed_arguments_block_an_allow_rule_but_not_a_deny() -> None:
 def test_deny_and_ask_match_any_simple_command_even_hidden_or_nested() -> None:
     deny_rm = rule("deny", [["rm", "*"]])
     for command in ("npm test && rm -rf ~", "echo $(rm -rf ~)", "for i in 1; do rm x; done",
+                    "echo ${x:-$(rm -rf ~)}", "echo ${a[`rm -rf ~`]}",
                     "npm test\u202e; rm -rf ~"):
         assert matches(deny_rm, shell(command)), command
     assert not matches(deny_rm, shell("npm test"))
