@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.rules.matching import Call, decide, matches
@@ -225,3 +227,22 @@ def test_parser_finds_commands_in_substitutions_and_marks_unknown_words() -> Non
     assert parsed.plain and parsed.parsed
     assert not simple_commands("x" * 30_000).parsed
     assert not simple_commands("(" * 3000 + ")" * 3000).parsed
+
+
+WORDS = ["rm", "-rf", "~", "curl", "sh", "npm", "test", "lint", "run", "x", "/tmp/a", "git", "push"]
+
+
+@given(others=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4), min_size=1, max_size=4),
+       joiners=st.lists(st.sampled_from(["&&", "||", ";", "|", "\n", "&"]), min_size=4, max_size=4),
+       wrap=st.sampled_from(["{}", "({})", "echo $({})", "echo `{}`", "{{ {}; }}"]))
+def test_a_chain_matches_an_allow_rule_only_when_every_command_is_allowed(
+        others: list[list[str]], joiners: list[str], wrap: str) -> None:
+    allowed = {("npm", "test"), ("npm", "run", "lint")}
+    rule_ = rule("allow", [list(a) for a in allowed])
+    pieces = ["npm test"] + [" ".join(words) for words in others]
+    script = pieces[0]
+    for joiner, piece in zip(joiners, pieces[1:], strict=False):
+        script += f" {joiner} {piece}" if joiner != "\n" else f"\n{piece}"
+    script = wrap.format(script)
+    every = all(tuple(words) in allowed for words in others) and not wrap.startswith("echo")
+    assert matches(rule_, shell(script)) == every, script
