@@ -46,12 +46,20 @@ def tooltip_lines(text: str) -> list[str]:
     return text[:TOOLTIP_CHARS].splitlines()
 
 
+PREVIEW_PARSE_CHARS = 100_000
+"""Arguments up to this size are previewed as compact JSON; larger ones as their text."""
+PREVIEW_SCAN_CHARS = 1_000_000
+"""Beyond this, only the head and the tail are looked at: a 5 MB argument costs its row nothing."""
+
+
 @lru_cache(maxsize=2048)
 def arguments_preview(text: str, limit: int = 160) -> str:
-    """One line for the table cell; compact JSON when it parses and is shallow enough to print."""
-    with contextlib.suppress(ValueError, RecursionError):
-        text = json.dumps(loads(text[:100_000]) if len(text) <= 100_000 else text, ensure_ascii=False,
-                          separators=(", ", ": "))
+    """One line for the table cell; compact JSON when it parses and is small enough to reprint."""
+    if len(text) > PREVIEW_SCAN_CHARS:
+        text = f"{text[:limit * 20]} … {text[-limit * 4:]}"
+    elif len(text) <= PREVIEW_PARSE_CHARS:
+        with contextlib.suppress(ValueError, RecursionError):
+            text = json.dumps(loads(text), ensure_ascii=False, separators=(", ", ": "))
     return one_line(text, limit)
 
 

@@ -26,6 +26,7 @@ from agentdesk.store.text.visible import MixedWord, has_hidden, is_hidden, mixed
 from agentdesk.store.text.visible import findings as text_findings
 
 
+@lru_cache(maxsize=256)
 def arguments_hash(text: str) -> str:
     """sha256 of the arguments exactly as stored (UTF-8): what the operator was shown."""
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -58,6 +59,7 @@ def guard_arguments(approval_id: str, stored_hash: str, expected: str | None) ->
                             "deciding.")
 
 
+@lru_cache(maxsize=256)
 def byte_length(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 

@@ -31,6 +31,8 @@ DEPTH_CAP = 24
 TOTAL_LINES = 600
 """Display lines produced before "Show all" (a budget for arguments with very many values)."""
 WIDTH = 100
+PIECE = 65_536
+"""Raw characters of one long string marked per step of an unlimited render."""
 INDENT_CAP = 24
 """Indentation stops growing here; deeper lines say their depth instead (`⟨depth 300⟩`)."""
 
@@ -105,10 +107,32 @@ def _scalar(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else ""
 
 
+def pieces(text: str, budget: Budget, what: str, *, lines: bool) -> Iterator[str]:
+    """The shown text in pieces of about `PIECE` raw characters (never splitting a whitespace run), so
+    one step of "Show all" never has to mark a whole 5 MB line at once; capped text is one piece."""
+    if budget.value_cap is not None or len(text) <= PIECE:
+        yield capped(text, budget, what, lines=lines)
+        return
+    start = 0
+    while start < len(text):
+        end = _run_end(text, min(len(text), start + PIECE))
+        yield shown(text[start:end], lines=lines)
+        start = end
+
+
+def _escaped(display: str) -> str:
+    return display.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def _quoted(text: str, budget: Budget, path: str, after: str) -> Iterator[str]:
-    """A one-line string in quotes; quotes and backslashes escaped so no value can forge a key."""
-    display = capped(text, budget, path, lines=False)
-    yield '"' + display.replace("\\", "\\\\").replace('"', '\\"') + '"' + after
+    """A one-line string in quotes; quotes and backslashes escaped so no value can forge a key.
+    A long one comes as several display lines, each after the first a `↪` continuation."""
+    parts = pieces(text, budget, path, lines=False)
+    previous = '"' + _escaped(next(parts))
+    for part in parts:
+        yield previous
+        previous = "    ↪ " + _escaped(part)
+    yield previous + '"' + after
 
 
 def _block(text: str, budget: Budget, path: str, indent: str, after: str) -> Iterator[str]:
@@ -128,9 +152,11 @@ def _block(text: str, budget: Budget, path: str, indent: str, after: str) -> Ite
             yield f"{indent}{'…'.rjust(digits)} │ {row}"
             continue
         gutter = f"{indent}{str(number).rjust(digits)} │ "
-        display = capped(row, budget, f"line {number} of {path or 'the arguments'}", lines=True)
-        for n, part in enumerate(wrap(display, max(20, budget.width - len(gutter)))):
-            yield (gutter if n == 0 else f"{indent}{' ' * digits} ↪ ") + part
+        n = 0
+        for display in pieces(row, budget, f"line {number} of {path or 'the arguments'}", lines=True):
+            for part in wrap(display, max(20, budget.width - len(gutter))):
+                yield (gutter if n == 0 else f"{indent}{' ' * digits} ↪ ") + part
+                n += 1
     yield f"{indent}└{after}"
 
 

@@ -104,7 +104,9 @@ def _suspect(piece: str, lines: bool) -> bool:
     """Whether a slice may hold a hidden character (cheap: two C-level scans for ordinary text)."""
     if lines:
         piece = piece.replace("\n", "").replace("\t", "")
-    return not piece.isprintable() or _EXTRAS.search(piece) is not None
+    if not piece.isprintable():
+        return True
+    return not piece.isascii() and _EXTRAS.search(piece) is not None  # ASCII holds no extra invisible
 
 
 def visible(text: str, *, lines: bool = False) -> str:
@@ -119,9 +121,28 @@ def visible(text: str, *, lines: bool = False) -> str:
         if not _suspect(piece, lines):
             out.append(piece)
             continue
-        out.append("".join(mark(c) if is_hidden(c) and not (lines and c in LINE_KEEPERS) else c
-                           for c in piece))
+        out.append(piece.translate(_LINE_MARKS if lines else _MARKS))
     return "".join(out)
+
+
+class _MarkTable(dict[int, "int | str"]):
+    """A `str.translate` table filled on demand: each code point is judged once, then looked up in C."""
+
+    def __init__(self, lines: bool) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def __missing__(self, code: int) -> int | str:
+        char = chr(code)
+        value: int | str = code
+        if is_hidden(char) and not (self.lines and char in LINE_KEEPERS):
+            value = mark(char)
+        if len(self) < 200_000:  # bounded: a text of every code point must not grow it without end
+            self[code] = value
+        return value
+
+
+_MARKS, _LINE_MARKS = _MarkTable(lines=False), _MarkTable(lines=True)
 
 
 def has_hidden(text: str) -> bool:
