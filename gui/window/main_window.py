@@ -91,6 +91,7 @@ class MainWindow(QMainWindow):
             (go, "Context editor", "Ctrl+3", lambda: self._show_tab(CONTEXT_TAB)),
             (go, "Approval queue", "Ctrl+4", lambda: self._focus(self.queue_dock, self.queue)),
             (go, "Rules", "Ctrl+5", lambda: self._show_tab(RULES_TAB)),
+            (go, "Rule from the selected approval", "Ctrl+R", self.rule_from_selected_approval),
             (view, "Reset layout", "Ctrl+Shift+R", self.reset_layout),
             (help_menu, "Keyboard shortcuts", "F1", self.show_shortcuts),
             (help_menu, "Set operator name…", "Ctrl+Shift+N", self.ask_operator_name),
@@ -131,6 +132,11 @@ class MainWindow(QMainWindow):
         else:
             self.context_editor.show_agent(agent_id, None)
             self._show_tab(CONTEXT_TAB)
+
+    def rule_from_selected_approval(self) -> None:
+        """"Create a rule from this approval": the narrowest rule, in the Rules tab, not yet saved."""
+        self._show_tab(RULES_TAB)
+        self.rules.propose_from_selected()
 
     def _on_tab(self, index: int) -> None:
         """The queue marks what the draft rule would settle only while the Rules tab is in front."""

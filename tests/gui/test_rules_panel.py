@@ -153,3 +153,23 @@ def test_the_tray_notifier_rate_limits_offscreen(qtbot: Any) -> None:
     now[0] = 0.5
     qtbot.waitUntil(lambda: len(shown) == 2, timeout=3000)
     assert shown[1] == "3 approvals waiting for you"
+
+
+def test_ctrl_r_in_the_window_proposes_a_rule_from_the_selected_approval(services: Services, qtbot: Any,
+                                                                          world: World) -> None:
+    from agentdesk.gui.window.main_window import RULES_TAB, MainWindow
+
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.show()
+    queue = window.queue
+    qtbot.waitUntil(lambda: queue.pending_model.is_loaded and queue.pending_model.rowCount() == 3)
+    queue.pending_table.selectRow(queue.pending_model.row_of(world.approval_ids[1]))
+    window.rule_from_selected_approval()
+    assert window.tabs.currentIndex() == RULES_TAB
+    assert window.rules.editor.tool.text() == "write_file" and window.rules.editor.kind.currentData() == "fields"
+    assert '"path": {"equals": "settle.py"}' in window.rules.editor.fields.text()
+    qtbot.waitUntil(lambda: bool(queue.pending_model.index(
+        queue.pending_model.row_of(world.approval_ids[1]), 0).data(SettlesRole)), timeout=5000)
+    window.tabs.setCurrentIndex(0)
+    assert queue.pending_model.index(queue.pending_model.row_of(world.approval_ids[1]), 0).data(SettlesRole) is None
