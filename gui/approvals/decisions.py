@@ -50,6 +50,8 @@ class DecisionFlow(QObject):
         self._mine: set[str] = set()
         """Approvals decided (or tried) here: their removal is a result, not news."""
         self.dialog: Dialog | None = None
+        self.displayed: Callable[[str], str | None] = lambda _approval_id: None
+        """The hash of the arguments the details pane shows for an approval, if it shows that one."""
 
     # -- what may be decided --------------------------------------------------------------
     def undecided(self, selected: list[rm.Approval]) -> list[rm.Approval]:
@@ -142,7 +144,8 @@ class DecisionFlow(QObject):
     def _submit(self, batch: Batch, approval: rm.Approval, approve: bool, reason: str | None,
                 edited: str | None) -> None:
         source, actor = self._services.source, self._services.actor
-        shown = arguments_hash(approval.arguments)  # what the pane showed; the store refuses other arguments
+        # what the operator saw (the pane, else the row); the store refuses any other arguments as stale
+        shown = self.displayed(approval.id) or arguments_hash(approval.arguments)
         decide = partial(source.decide, expected_arguments_hash=shown)
         self._services.runner.submit(decide, approval.id, approve, actor, reason, edited,
                                      on_done=partial(self._decided, batch, approval),

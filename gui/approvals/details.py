@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
@@ -174,6 +174,7 @@ class ApprovalDetails(QWidget):
         self._rewrap.setSingleShot(True)
         self._rewrap.setInterval(150)
         self._rewrap.timeout.connect(self._rerender)
+        pending.dataChanged.connect(self._on_data_changed)
         self._arrange()
 
     def _arrange(self) -> None:
@@ -209,6 +210,21 @@ class ApprovalDetails(QWidget):
         self._show_banner(inspect_cached(approval.arguments))
         if not same:  # keeps the reader's scroll position (and a running "Show all") across updates
             self._render()
+
+    def shown_hash(self, approval_id: str) -> str | None:
+        """The hash of the arguments this pane displays for `approval_id` (None when it shows another):
+        what a decision on it must be checked against."""
+        if self._approval is None or self._approval.id != approval_id:
+            return None
+        return arguments_hash(self._approval.arguments)
+
+    def _on_data_changed(self, top_left: QModelIndex, bottom_right: QModelIndex, *_roles: object) -> None:
+        """A row changed in the store (not a countdown tick): show what is stored now."""
+        if self._approval is None or top_left.column() != 0:
+            return
+        row = self._pending.row_of(self._approval.id)
+        if top_left.row() <= row <= bottom_right.row():
+            self.show_approval(self._pending.approval_at(row))
 
     def _show_banner(self, inspection: Inspection) -> None:
         if not inspection.suspicious:

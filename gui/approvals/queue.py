@@ -77,6 +77,7 @@ class ApprovalQueue(QWidget):
         self.tabs.addTab(self.pending_table, "Pending")
         self.tabs.addTab(self.decided_table, "Decided")
         self.details = ApprovalDetails(self.pending_model, self)
+        self.flow.displayed = self.details.shown_hash
         self.title, self.meta, self.arguments = self.details.title, self.details.meta, self.details.arguments
         self.approve_button = QPushButton("Approve  (A)", self)
         self.deny_button = QPushButton("Deny…  (D)", self)
