@@ -111,7 +111,7 @@ class RulesPanel(QWidget):
         self.summary = QLabel("Edit a rule to see what it would have decided.", self)
         self.summary.setTextFormat(Qt.TextFormat.PlainText)
         self.summary.setWordWrap(True)
-        self.results = table_view(self.dry_model, self, (140, 90, 90, 90, 90, 130, 420))
+        self.results = table_view(self.dry_model, self, (90, 80, 90, 90, 95, 110, 420))
         self.setLayout(self._arrange())
 
     def _arrange(self) -> QVBoxLayout:

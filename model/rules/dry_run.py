@@ -13,7 +13,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt
 from PySide6.QtGui import QColor, QFont
 
-from agentdesk.model.approvals.format import local_time
+from agentdesk.model.approvals.format import local_time, short_local_time, utc_now
 from agentdesk.model.tree.rows import escaped_tooltip, one_line
 from agentdesk.store.rules.dryrun import DryRun, DryRunRow
 from agentdesk.store.text.visible import visible
@@ -66,7 +66,8 @@ class DryRunModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return self._cell(row, pending, column)
         if role == Qt.ItemDataRole.ToolTipRole:
-            return escaped_tooltip(f"approval {row.approval_id}", visible(row.arguments[:3000]))
+            return escaped_tooltip(f"approval {row.approval_id}, requested {local_time(row.created_at)}",
+                                   visible(row.arguments[:3000]))
         if role == DiffersRole:
             return row.differs
         if role == Qt.ItemDataRole.BackgroundRole:
@@ -80,7 +81,7 @@ class DryRunModel(QAbstractTableModel):
     @staticmethod
     def _cell(row: DryRunRow, pending: bool, column: int) -> str:
         if column == WHEN:
-            return local_time(row.created_at)
+            return short_local_time(row.created_at, utc_now())
         if column == TOOL:
             return one_line(visible(row.tool), 40)
         if column == WOULD:
