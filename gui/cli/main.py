@@ -46,10 +46,11 @@ from agentdesk.gui.cli.rules_commands import cmd_rules
 from agentdesk.gui.cli.watch import cmd_watch
 from agentdesk.store import sqlite as sqlite_files
 from agentdesk.store.database import describe_operational_error, open_store, to_url
-from agentdesk.store.errors import StoreError
+from agentdesk.store.errors import InvalidInput, StoreError
 from agentdesk.store.readmodel import Approval, StoreInfo
 from agentdesk.store.sim.player import SimEvent, Simulator
 from agentdesk.store.source import Source, SourceDescriptor
+from agentdesk.store.text.arguments import arguments_hash, inspect_cached, short_hash
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -132,6 +133,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
     edited = read_arguments(args.args) if approve and args.args is not None else None
     source = open_any(args, write=True)
     try:
+        if approve and edited is None and args.expect_hash is None:
+            require_a_look(source.approval(args.id))
         result = source.decide(args.id, approve, args.actor, args.reason, edited,
                                expected_arguments_hash=args.expect_hash)
     finally:
@@ -141,6 +144,16 @@ def cmd_decide(args: argparse.Namespace) -> int:
     why = f": {out.clean(result.reason)}" if result.reason else ""
     say(f"{verb} {result.id} ({out.clean(result.tool_name)}) as {out.clean(result.decided_by)}{extra}{why}.")
     return EXIT_OK
+
+
+def require_a_look(approval: Approval) -> None:
+    """The terminal's second confirmation: arguments with hidden characters are approved only with the
+    hash of exactly those arguments, which the operator gets by looking at them."""
+    inspection = inspect_cached(approval.arguments)
+    if inspection.suspicious:
+        raise InvalidInput(
+            f"The arguments of {approval.id} {inspection.sentence(limit=3)}. Look at them (agentdesk approvals "
+            f"--json) and approve exactly those with --expect-hash {short_hash(arguments_hash(approval.arguments))}.")
 
 
 def cmd_info(args: argparse.Namespace) -> int:

@@ -64,6 +64,13 @@ def test_watch_escapes_the_same_way(store_path: Path, rt: AgentRuntime, world: W
         assert done.returncode == 0 and done.stdout and hidden_in(done.stdout) == []
 
 
+def test_approving_hidden_characters_needs_the_hash(store_path: Path, hostile: str) -> None:
+    refused = cli(store_path, "approve", hostile, "--actor", "alice")
+    assert refused.returncode == 2 and "--expect-hash" in refused.stderr and hidden_in(refused.stderr) == []
+    assert "contains 6 hidden characters: RIGHT-TO-LEFT OVERRIDE at 17 in command" in refused.stderr
+    assert cli(store_path, "deny", hostile, "--actor", "alice", "--reason", "hidden text").returncode == 0
+
+
 def test_a_decision_on_other_arguments_exits_3(store_path: Path, hostile: str, rt: AgentRuntime) -> None:
     refused = cli(store_path, "approve", hostile, "--actor", "alice", "--expect-hash", "0" * 12)
     assert refused.returncode == 3 and "changed since they were shown" in refused.stderr
