@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtGui import (
-    Qt,  # QtGui adds mightBeRichText to the Qt namespace
-    QTextDocument,
-)
+from PySide6.QtCore import QPoint
+from PySide6.QtGui import Qt, QTextDocument  # QtGui's Qt has mightBeRichText
+from PySide6.QtWidgets import QApplication, QLabel, QToolTip, QWidget
 
 
 def displayed(text: str) -> str:
@@ -16,3 +15,14 @@ def displayed(text: str) -> str:
     document = QTextDocument()
     document.setHtml(text)
     return document.toPlainText()
+
+
+def shown_tooltip(widget: QWidget, text: str) -> str:
+    """Pop the tooltip up for real and read Qt's own tooltip label: what the operator would see."""
+    QToolTip.showText(QPoint(10, 10), text, widget)
+    QApplication.processEvents()
+    label = next(w for w in QApplication.topLevelWidgets() if w.objectName() == "qtooltip_label")
+    assert isinstance(label, QLabel) and label.textFormat() == Qt.TextFormat.AutoText
+    seen = displayed(label.text())
+    QToolTip.hideText()
+    return seen

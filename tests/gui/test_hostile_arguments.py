@@ -25,7 +25,7 @@ from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.text.arguments import arguments_hash, byte_length, short_hash
 from tests.gui.conftest import World
-from tests.gui.displayed import displayed
+from tests.gui.displayed import displayed, shown_tooltip
 from tests.text.hostile import SEPARATORS, SPACES, TROJAN, ZERO_WIDTH, nested
 
 BAD = {"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs"}
@@ -192,6 +192,11 @@ def test_tooltips_show_plain_text_as_qt_displays_it(world: World, services: Serv
     assert displayed(queue.approve_button.toolTip()) == "Approve the selected approvals (A)"
     _enable(action, "<b>not bold</b> & the item's", None)
     assert displayed(action.toolTip()) == "<b>not bold</b> & the item's"
+    assert shown_tooltip(queue, action.toolTip()) == "<b>not bold</b> & the item's"  # Qt's own tooltip label
+    assert shown_tooltip(queue, queue.edit_button.toolTip()) == "Edit the arguments, then approve them (E)"
+    row = queue.pending_model.row_of(world.approval_ids[2])  # arguments {"to": "<script>alert(1)</script>"}
+    tip = queue.pending_model.index(row, ARGUMENTS).data(Qt.ItemDataRole.ToolTipRole)
+    assert '"to": "<script>alert(1)</script>"' in shown_tooltip(queue, tip)
 
 
 def select_rows(queue: ApprovalQueue, *approval_ids: str) -> None:
