@@ -18,8 +18,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import bashlex  # type: ignore[import-untyped]
-
 MAX_COMMAND_CHARS = 20_000
 """Longer commands are not parsed (they never match an allow rule): parsing stays cheap."""
 
@@ -60,6 +58,8 @@ def simple_commands(script: str) -> Parsed:
         return Parsed(plain=False, error="contains a NUL character")
     if not script.strip():
         return Parsed(plain=False, error="empty command")
+    import bashlex  # type: ignore[import-untyped]  # here, not at the top: it costs ~0.25 s to import
+
     try:
         trees = bashlex.parse(script)
     except RecursionError:
