@@ -4,7 +4,8 @@
 and where that differs from what the person decided; plus the pending approvals
 it would settle now. Rules live only in agentdesk's own stores; another
 runtime's database is refused with one sentence (exit 2). Agent text (arguments,
-notes, tool names) goes through `out.clean` on the terminal like everywhere else.
+notes, tool names) goes through `out.clean` on the terminal and `out.json_text`
+in `--json`, like everywhere else.
 """
 
 from __future__ import annotations
@@ -218,5 +219,5 @@ def dry_cells(row: DryRunRow) -> list[str]:
 
 
 def _dumps(value: Any) -> str:
-    """JSON with every non-ASCII character escaped: nothing in it can steer a terminal."""
-    return json.dumps(value, ensure_ascii=True, indent=2)
+    """JSON as the rest of the CLI prints it: agent text through `visible`, the same marks as the terminal."""
+    return out.json_text(value, indent=2)

@@ -81,3 +81,16 @@ def test_bad_input_is_one_sentence_and_writes_nothing(capsys: pytest.CaptureFixt
     got, _, err = run(capsys, "--store", str(store_path), *argv)
     assert got == code and words in err and err.count("\n") == 1 and "Traceback" not in err
     assert dump(store_path) == before
+
+
+def test_hostile_text_is_marked_on_the_terminal_and_in_json(capsys: pytest.CaptureFixture[str], store: Store,
+                                                             store_path: Path, world: World,
+                                                             rt: AgentRuntime) -> None:
+    rt.request_approval(world.run, "run_shell", {"command": "npm test \x1b]0;owned\x07\u202e"})
+    code, text, _ = run(capsys, "--store", str(store_path), "rules", "add", "--tool", "run_shell", "--command",
+                        "npm *", "--effect", "deny", "--note", "no \x1b[31mred\u202e", "--actor", "x", "--json")
+    assert code == 0 and "\x1b" not in text and "\u202e" not in text and "⟨U+202E⟩" in text
+    rule_id = json.loads(text)["id"]
+    for argv in (["rules", "test", rule_id], ["rules", "test", rule_id, "--json"], ["rules", "list"]):
+        code, text, _ = run(capsys, "--store", str(store_path), *argv)
+        assert code == 0 and "\x1b" not in text and "\x07" not in text and "\u202e" not in text, argv
