@@ -16,7 +16,6 @@ from PySide6.QtGui import QColor, QFont
 from agentdesk.model.approvals.format import local_time, short_local_time, utc_now
 from agentdesk.model.tree.rows import escaped_tooltip, one_line
 from agentdesk.store.rules.dryrun import DryRun, DryRunRow
-from agentdesk.store.text.visible import visible
 
 Index = QModelIndex | QPersistentModelIndex
 TOP = QModelIndex()
@@ -67,7 +66,7 @@ class DryRunModel(QAbstractTableModel):
             return self._cell(row, pending, column)
         if role == Qt.ItemDataRole.ToolTipRole:
             return escaped_tooltip(f"approval {row.approval_id}, requested {local_time(row.created_at)}",
-                                   visible(row.arguments[:3000]))
+                                   row.arguments[:3000])
         if role == DiffersRole:
             return row.differs
         if role == Qt.ItemDataRole.BackgroundRole:
@@ -83,7 +82,7 @@ class DryRunModel(QAbstractTableModel):
         if column == WHEN:
             return short_local_time(row.created_at, utc_now())
         if column == TOOL:
-            return one_line(visible(row.tool), 40)
+            return one_line(row.tool, 40)
         if column == WOULD:
             return row.outcome
         if column == ACTUAL:
@@ -92,5 +91,5 @@ class DryRunModel(QAbstractTableModel):
             return "differs" if row.differs else ("would settle" if pending and row.outcome != "would-ask"
                                                   else "")
         if column == DECIDED_BY:
-            return one_line(visible(row.decided_by or "—"), 40)
-        return one_line(visible(row.arguments[:400]), 160)
+            return one_line(row.decided_by or "—", 40)
+        return one_line(row.arguments[:400], 160)

@@ -22,7 +22,6 @@ from agentdesk.model.tree.rows import escaped_tooltip, one_line
 from agentdesk.store.bus import RESET, Change
 from agentdesk.store.rules.commands import list_rules
 from agentdesk.store.rules.model import Rule, describe_matcher
-from agentdesk.store.text.visible import visible
 
 Index = QModelIndex | QPersistentModelIndex
 TOP = QModelIndex()
@@ -77,8 +76,8 @@ class RuleTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return self._cell(rule, index.column())
         if role == Qt.ItemDataRole.ToolTipRole:
-            return escaped_tooltip(visible(rule.describe()), f"rule {rule.id}, revision {rule.revision}",
-                                   f"created by {visible(rule.created_by)}")
+            return escaped_tooltip(rule.describe(), f"rule {rule.id}, revision {rule.revision}",
+                                   f"created by {rule.created_by}")
         if role == RuleRole:
             return rule
         if role == Qt.ItemDataRole.FontRole and index.column() == EFFECT:
@@ -93,9 +92,9 @@ class RuleTableModel(QAbstractTableModel):
         if column == EFFECT:
             return str(rule.effect).upper()
         if column == TOOL:
-            return one_line(visible(rule.tool), 40)
+            return one_line(rule.tool, 40)
         if column == MATCHES:
-            return one_line(visible(describe_matcher(rule.matcher)), 120)
+            return one_line(describe_matcher(rule.matcher), 120)
         if column == SCOPE:
             return scope_text(rule)
         if column == ENABLED:
@@ -108,7 +107,7 @@ class RuleTableModel(QAbstractTableModel):
             return f"{rule.hit_count:,}"
         if column == LAST_HIT:
             return when(rule.last_hit_at, "—")
-        return one_line(visible(rule.note), 80)
+        return one_line(rule.note, 80)
 
     # -- lookups --------------------------------------------------------------------------
     @property
