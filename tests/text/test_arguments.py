@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+import unicodedata
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentdesk.store.text.arguments import arguments_hash, inspect, short_hash
 from agentdesk.store.text.render import Budget, render
-from tests.text.hostile import SEPARATORS, SPACES, TROJAN, ZERO_WIDTH, nested
+from agentdesk.store.text.visible import is_hidden
+from tests.text.hostile import HIDDEN_CHARS, SEPARATORS, SPACES, TROJAN, ZERO_WIDTH, nested
+
+BAD = {"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs"}
 
 
 def shown(value: object, budget: Budget | None = None) -> str:
@@ -69,3 +76,32 @@ def test_not_json_is_shown_as_text() -> None:
 def test_hash_is_of_the_exact_stored_text() -> None:
     assert arguments_hash('{"a":1}') != arguments_hash('{"a": 1}')
     assert len(short_hash(arguments_hash("{}"))) == 12
+
+
+json_text = st.lists(st.one_of(st.characters(), st.sampled_from((*HIDDEN_CHARS, "\n", "\t", "⟨", "⟩", " " * 20))),
+                     max_size=30).map("".join)
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | json_text,
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(json_text, inner, max_size=4),
+                           max_leaves=20)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(json_text, json_values, max_size=4))
+def test_rendered_arguments_never_hold_a_hidden_character(value: dict[str, object]) -> None:
+    text = json.dumps(value, ensure_ascii=False)
+    for budget in (Budget(width=40), Budget.unlimited(width=60)):
+        for line in render(text, budget):
+            assert all(c == "\t" or unicodedata.category(c) not in BAD for c in line), line
+    expected = sum(1 for _, s in strings_of(value) for c in s if is_hidden(c) and c not in "\n\t⟨⟩")
+    assert len(inspect(text).hidden) == expected
+
+
+def strings_of(value: object) -> list[tuple[str, str]]:
+    """Every key and string in a JSON value (the test's own, recursive walk)."""
+    if isinstance(value, str):
+        return [("", value)]
+    if isinstance(value, dict):
+        return [("", k) for k in value] + [p for v in value.values() for p in strings_of(v)]
+    if isinstance(value, list):
+        return [p for v in value for p in strings_of(v)]
+    return []
