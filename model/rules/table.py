@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QFont
+from PySide6.QtGui import QColor, QFont
 
 from agentdesk.model.approvals.format import Clock, local_time, utc_now
 from agentdesk.model.rules.service import rules_store
@@ -53,6 +53,7 @@ class RuleTableModel(QAbstractTableModel):
         self._seq = 0
         self._bold = QFont()
         self._bold.setBold(True)
+        self._grey = QColor(Qt.GlobalColor.gray)
         services.bridge.changes.connect(self._on_changes)
         self.reload()
 
@@ -83,7 +84,7 @@ class RuleTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.FontRole and index.column() == EFFECT:
             return self._bold
         if role == Qt.ItemDataRole.ForegroundRole and not rule.is_live(self._clock()):
-            return Qt.GlobalColor.gray
+            return self._grey  # disabled or expired: decides nothing
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() == HITS:
             return Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
         return None

@@ -173,3 +173,23 @@ def test_ctrl_r_in_the_window_proposes_a_rule_from_the_selected_approval(service
         queue.pending_model.row_of(world.approval_ids[1]), 0).data(SettlesRole)), timeout=5000)
     window.tabs.setCurrentIndex(0)
     assert queue.pending_model.index(queue.pending_model.row_of(world.approval_ids[1]), 0).data(SettlesRole) is None
+
+
+def test_disabling_greys_the_rule_and_a_stale_edit_is_refused(services: Services, qtbot: Any,
+                                                              runtime: AgentRuntime) -> None:
+    from agentdesk.store.rules.commands import add_rule, update_rule
+
+    rule = add_rule(runtime.store, "allow", "read_file", {"kind": "any"}, "alice")
+    panel = make_panel(services, qtbot)
+    qtbot.waitUntil(lambda: panel.rules_model.rowCount() == 1, timeout=5000)
+    panel.table.selectRow(0)
+    assert panel.toggle_button.isEnabled() and panel.toggle_button.text() == "Disable"
+    panel.toggle_selected()
+    qtbot.waitUntil(lambda: panel.rules_model.index(0, 0).data(Qt.ItemDataRole.ForegroundRole) is not None,
+                    timeout=5000)
+    assert panel.toggle_button.text() == "Enable"
+    update_rule(runtime.store, rule.id, 2, "bob", note="changed elsewhere")  # revision 3 now
+    panel.editor.note.setText("my edit")
+    panel.save()  # the editor still holds revision 2
+    qtbot.waitUntil(lambda: "changed since you loaded it" in panel.message.text(), timeout=5000)
+    assert list_rules(runtime.store)[0].note == "changed elsewhere"
