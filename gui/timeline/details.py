@@ -51,7 +51,7 @@ def pretty(text: str | None) -> str:
     if head in ("{", "[") and len(text) <= PRETTY_LIMIT:
         try:
             return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested too deep to reprint: shown as it came
             pass
     return text
 
@@ -70,8 +70,11 @@ class SpanView:
 def load_span_view(source: Source, span_id: str) -> SpanView:
     span = source.span(span_id)
     sent = tuple(source.sent_context(span_id)) if span.kind == "model" else ()
-    attributes = (json.dumps(span.attributes, indent=2, ensure_ascii=False, default=str)
-                  if span.attributes else "")
+    try:
+        attributes = (json.dumps(span.attributes, indent=2, ensure_ascii=False, default=str)
+                      if span.attributes else "")
+    except RecursionError:
+        attributes = repr(span.attributes)[:1_000_000]
     return SpanView(span, attributes, pretty(span.input_text), pretty(span.output_text), sent)
 
 

@@ -19,7 +19,7 @@ from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.text.visible import visible
 from tests.gui.conftest import World
 from tests.gui.displayed import displayed
-from tests.text.hostile import ANSI, SEPARATORS, TROJAN
+from tests.text.hostile import ANSI, SEPARATORS, TROJAN, nested
 
 BAD = {"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs"}
 
@@ -88,3 +88,12 @@ def test_context_previews_do_not_break_at_line_separators(world: World, services
             stack.append(model.index(row, 0, parent))
     assert any("⟨U+202E⟩" in t for t in texts) and all(hidden_in(t) == [] for t in texts)
     editor.shutdown()
+
+
+def test_a_span_output_nested_990_levels_shows(world: World, services: Services, runtime: AgentRuntime,
+                                               qtbot: Any) -> None:
+    from agentdesk.gui.timeline.details import load_span_view
+    span = runtime.start_span(world.run_id, "tool", "deep")
+    runtime.finish_span(span, "ok", nested(990))
+    view = load_span_view(services.source, span)
+    assert view.output_text == nested(990)
