@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -98,9 +99,10 @@ def compact(value: float) -> str:
     return f"{value:.3g}"
 
 
+@lru_cache(maxsize=65_536)
 def one_line(text: str, limit: int = 200) -> str:
     """Agent text for a label: one line, hidden characters marked, at most `limit` characters
-    (huge names stay cheap to draw: only a prefix is looked at)."""
+    (huge names stay cheap to draw: only a prefix is looked at; remembered, as frames repeat names)."""
     return shown_line(text[:limit * 4], limit)
 
 
