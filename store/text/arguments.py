@@ -64,6 +64,9 @@ def byte_length(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+TAGS = (0xE0000, 0xE007F)
+
+
 @dataclass(frozen=True, slots=True)
 class Located:
     """A finding inside the arguments: at which key path and offset in that string."""
@@ -71,6 +74,12 @@ class Located:
     path: str
     position: int
     name: str
+    code: int = 0
+
+    @property
+    def is_tag(self) -> bool:
+        """A Unicode tag character: invisible to people, read by models as ASCII ("ASCII smuggling")."""
+        return TAGS[0] <= self.code <= TAGS[1]
 
     def phrase(self) -> str:
         where = f" in {self.path}" if self.path else ""
@@ -124,10 +133,17 @@ def runs_of(found: tuple[Located, ...]) -> list[str]:
     n = 0
     while n < len(found):
         first, end = found[n], n + 1
-        while (end < len(found) and found[end].name == first.name and found[end].path == first.path
-               and found[end].position == found[end - 1].position + 1):
+        while (end < len(found) and found[end].path == first.path
+               and found[end].position == found[end - 1].position + 1
+               and (found[end].name == first.name or (first.is_tag and found[end].is_tag))):
             end += 1
-        if end - n == 1:
+        if first.is_tag and end - n > 1:  # say what a model would read there
+            where = f" in {first.path}" if first.path else ""
+            spelt = "".join(chr(f.code - TAGS[0]) if 0x20 <= f.code - TAGS[0] <= 0x7E else "?"
+                            for f in found[n:end])
+            phrases.append(f"{end - n} TAG characters at {first.position}-{found[end - 1].position}{where}, "
+                           f"which a model reads as “{spelt}”")
+        elif end - n == 1:
             phrases.append(first.phrase())
         else:
             where = f" in {first.path}" if first.path else ""
@@ -170,7 +186,7 @@ def inspect(text: str) -> Inspection:
     sources = [("", text)] if error else _strings(value)
     for path, piece in sources:
         shown_path = path  # raw: every display runs the sentence through `visible` once
-        hidden += [Located(shown_path, f.position, f.name) for f in text_findings(piece)]
+        hidden += [Located(shown_path, f.position, f.name, ord(f.char)) for f in text_findings(piece)]
         mixed += [(shown_path, w) for w in mixed_scripts(piece)]
     return Inspection(tuple(hidden), tuple(mixed), error, 0 if error else depth_of(value))
 

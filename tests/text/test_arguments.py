@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from agentdesk.store.text.arguments import arguments_hash, inspect, short_hash
 from agentdesk.store.text.render import Budget, render
 from agentdesk.store.text.visible import is_hidden
-from tests.text.hostile import HIDDEN_CHARS, SEPARATORS, SPACES, TROJAN, ZERO_WIDTH, nested
+from tests.text.hostile import HIDDEN_CHARS, SEPARATORS, SPACES, TAGS, TROJAN, ZERO_WIDTH, nested
 
 BAD = {"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs"}
 
@@ -26,6 +26,12 @@ def test_findings_name_the_key_and_offset() -> None:
     assert inspection.sentence().startswith(
         "contains 8 hidden characters: RIGHT-TO-LEFT OVERRIDE at 17 in command, LEFT-TO-RIGHT ISOLATE at 18")
     assert inspection.reason() == "8 hidden characters"
+
+
+def test_tag_characters_say_what_a_model_would_read() -> None:
+    inspection = inspect(json.dumps({"note": TAGS}, ensure_ascii=False))
+    assert inspection.sentence() == ("contains 15 hidden characters: 15 TAG characters at 2-16 in note, "
+                                     "which a model reads as “ignore previous”")
 
 
 def test_escaped_hidden_characters_are_found_after_decoding() -> None:
