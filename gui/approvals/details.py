@@ -145,6 +145,8 @@ class ApprovalDetails(QWidget):
         self._pending = pending
         self._approval: rm.Approval | None = None
         self._width = 0
+        self._all = False
+        """The operator asked for everything ("Show all"): a re-wrap keeps showing everything."""
         self.title = plain_label(self)
         bold = QFont(self.title.font())
         bold.setBold(True)
@@ -209,6 +211,7 @@ class ApprovalDetails(QWidget):
         self.digest.setText(digest_text(approval))
         self._show_banner(inspect_cached(approval.arguments))
         if not same:  # keeps the reader's scroll position (and a running "Show all") across updates
+            self._all = False
             self._render()
 
     def shown_hash(self, approval_id: str) -> str | None:
@@ -263,12 +266,18 @@ class ApprovalDetails(QWidget):
         """Every value in full, appended slice by slice on the GUI thread's idle time."""
         if self._approval is None:
             return
+        self._all = True
         self.show_all_button.hide()
         self.loading.setText("Loading…")
         self.loader.start(argument_lines(self._approval, Budget.unlimited(self._width or self._chars_wide())))
 
     def _rerender(self) -> None:
-        if self._approval is not None and self._chars_wide() != self._width and not self.loader.running:
+        if self._approval is None or self._chars_wide() == self._width or self.loader.running:
+            return
+        if self._all:
+            self._width = self._chars_wide()
+            self.show_all()
+        else:
             self._render()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:

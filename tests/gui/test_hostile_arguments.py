@@ -115,6 +115,11 @@ def test_990_levels_render_capped_then_in_full(world: World, services: Services,
     qtbot.waitUntil(lambda: not queue.details.loader.running, timeout=20_000)
     assert queue.arguments.document().blockCount() == 990 * 2 + 1
     assert "⟨depth 990⟩" in pane_text(queue) and '"deep"' in pane_text(queue)
+    wide = queue.details._width
+    queue.resize(500, 800)  # a narrower pane re-wraps, and still shows everything
+    qtbot.waitUntil(lambda: queue.details._width < wide and not queue.details.loader.running, timeout=20_000)
+    assert queue.arguments.document().blockCount() >= 990 * 2 + 1
+    assert not queue.details.show_all_button.isVisible() and "Show all" not in pane_text(queue)
 
 
 def test_show_all_of_a_5_mb_line_loads_in_slices(world: World, services: Services, runtime: AgentRuntime,
