@@ -47,8 +47,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
             if args.count is not None and printed[0] >= args.count:
                 done.set()
 
-    stop_watching = start_watching(source, show, args.since)
-    try:
+    stop_watching, replay = start_watching(source, show, args.since)
+    try:  # Ctrl-C during the replay (which prints on this thread) ends as cleanly as during the wait
+        replay()
         done.wait(args.timeout)
     except KeyboardInterrupt:
         pass
@@ -59,16 +60,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def start_watching(source: AnySource, show: Callable[[Sequence[Change]], None],
-                   since: int | None) -> Callable[[], None]:
-    """Native stores: a watcher that reports every change, ours included; others: the source's own."""
+                   since: int | None) -> tuple[Callable[[], None], Callable[[], object]]:
+    """Native stores: a watcher that reports every change, ours included; others: the source's own.
+    Returns how to stop, and the replay of the changes after `since` to run now (an idle store would
+    not move data_version to trigger a poll)."""
     if isinstance(source, NativeSource):
         bus = VerbatimBus()
         bus.subscribe(show)
         watcher = ChangeWatcher(source.store, include_own=True, bus=bus, poll_interval_s=0.05)
         watcher.start(from_seq=since)
-        if since is not None:
-            watcher.poll_once()  # replay now: an idle store would not move data_version to trigger a poll
-        return watcher.stop
+        return watcher.stop, (watcher.poll_once if since is not None else lambda: None)
     source.bus.subscribe(show)
     source.watch()
-    return lambda: None  # the source's close() stops its watcher
+    return (lambda: None), (lambda: None)  # the source's close() stops its watcher
