@@ -1,23 +1,22 @@
-"""Plain-text helpers every feature's model shows agent text with (Qt-free, so store threads use them too).
+"""The names every feature's model shows agent text with (Qt-free, so store threads use them too).
 
-Agent text is untrusted: it reaches Qt as plain text, and a tooltip (which Qt
-would otherwise guess may be rich text) is escaped inside an explicit marker.
+Agent text is untrusted: `model.plain` makes hidden characters visible and hands tooltips to Qt
+as plain text; these are the short names the tree, approvals and context models call.
 """
 
 from __future__ import annotations
 
-import html
+from agentdesk.model.plain import shown_line, tooltip
 
 
 def escaped_tooltip(*lines: str) -> str:
-    """Agent text for a tooltip: escaped, inside a rich-text marker so Qt never guesses the format."""
-    body = "<br>".join(html.escape(line) for line in lines if line)
-    return f"<qt>{body}</qt>"
+    """Agent text for a tooltip, shown literally with hidden characters marked (see `model.plain.tooltip`)."""
+    return tooltip(*lines)
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """Agent text for a cell: hidden characters marked, whitespace collapsed, cut to `limit`."""
+    return shown_line(text, limit)
 
 
 def plural(count: int, word: str) -> str:

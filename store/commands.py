@@ -19,6 +19,7 @@ from agentdesk.store.database import Store
 from agentdesk.store.errors import AlreadyDecided, Conflict, Expired, InvalidInput, NotFound, StaleRevision
 from agentdesk.store.ids import new_id
 from agentdesk.store.queries import NativeQueries
+from agentdesk.store.text.arguments import arguments_hash, check_expected_hash, guard_arguments
 from agentdesk.store.uow import UnitOfWork, affected
 from agentdesk.store.validation import (
     canonical_arguments,
@@ -36,9 +37,15 @@ def approval_parents(row: sc.ApprovalRow) -> dict[str, str]:
 
 
 def decide(store: Store, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-           edited_arguments: str | None = None) -> rm.Approval:
-    """Approve or deny a pending, unexpired approval, exactly once even across processes."""
+           edited_arguments: str | None = None, *, expected_arguments_hash: str | None = None) -> rm.Approval:
+    """Approve or deny a pending, unexpired approval, exactly once even across processes.
+
+    `expected_arguments_hash` is the hash of the arguments the operator was shown: when the stored
+    arguments no longer hash to it, the decision is refused as stale. The hash of what was stored
+    is recorded with the decision (`approved_hash`, and in the audit record).
+    """
     actor = check_name("actor name", actor)
+    expected = check_expected_hash(expected_arguments_hash)
     reason = check_name("reason", reason, required=not approve) or None
     edited = edited_hash = None
     if edited_arguments is not None:
@@ -53,11 +60,14 @@ def decide(store: Store, approval_id: str, approve: bool, actor: str, reason: st
             raise NotFound(f"There is no approval with id {approval_id}.")
         if edited is not None:
             edited_hash = payload_hash(row.tool_name, edited)
+        shown_hash = arguments_hash(row.arguments)
+        guard_arguments(approval_id, shown_hash, expected)
         won = affected(uow.session.execute(
             update(A).where(A.id == approval_id, A.status == "pending",
                             (A.expires_at.is_(None)) | (A.expires_at > uow.now))
             .values(status=status, decided_at=uow.now, decided_by=actor, reason=reason,
-                    edited_arguments=edited, edited_hash=edited_hash, revision=A.revision + 1)
+                    edited_arguments=edited, edited_hash=edited_hash, approved_hash=shown_hash,
+                    revision=A.revision + 1)
             .execution_options(synchronize_session=False)))
         if won != 1:
             _explain_lost_decision(uow, approval_id)
@@ -66,7 +76,8 @@ def decide(store: Store, approval_id: str, approve: bool, actor: str, reason: st
                                 .values(status=status))
         uow.audit(actor, f"approval.{status}", "approval", approval_id, {
             "reason": reason, "tool": row.tool_name, "original_arguments": row.arguments,
-            "payload_hash": row.payload_hash, "edited_arguments": edited, "edited_hash": edited_hash})
+            "payload_hash": row.payload_hash, "edited_arguments": edited, "edited_hash": edited_hash,
+            "shown_arguments_hash": shown_hash})
         uow.record("approval", "update", approval_id, approval_parents(row), row.revision + 1)
     return NativeQueries(store).approval(approval_id)
 

@@ -89,8 +89,10 @@ class NativeSource(NativeQueries):
 
     # -- commands --------------------------------------------------------------------------
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-               edited_arguments: str | None = None) -> rm.Approval:
-        return commands.decide(self.store, approval_id, approve, actor, reason, edited_arguments)
+               edited_arguments: str | None = None, *,
+               expected_arguments_hash: str | None = None) -> rm.Approval:
+        return commands.decide(self.store, approval_id, approve, actor, reason, edited_arguments,
+                               expected_arguments_hash=expected_arguments_hash)
 
     def expire_overdue(self) -> list[str]:
         return commands.expire_overdue(self.store)

@@ -199,6 +199,10 @@ class Approval:
     agent_name: str = ""
     project_name: str = ""
     context_revision: int | None = None
+    decided_by_rule: str | None = None
+    """The standing rule that decided it, if a rule did."""
+    requester_heartbeat_at: datetime | None = None
+    """Last "still waiting" from the requester; None for requesters (and foreign systems) that never beat."""
 
     def is_expired(self, now: datetime) -> bool:
         return self.expires_at is not None and now >= self.expires_at

@@ -19,9 +19,12 @@ from agentdesk.store import schema as sc
 from agentdesk.store.commands import approval_parents, expire_overdue
 from agentdesk.store.database import Store
 from agentdesk.store.errors import InvalidInput, NotFound
+from agentdesk.store.heartbeat import HEARTBEAT_INTERVAL_S, Heartbeat
 from agentdesk.store.ids import new_id
+from agentdesk.store.rules.apply import apply_rules
 from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import (
+    arguments_text,
     canonical_arguments,
     check_text,
     estimate_tokens,
@@ -236,8 +239,12 @@ class AgentRuntime:
     # -- tool calls and approvals ----------------------------------------------------------
     def request_approval(self, run_id: str, tool_name: str, arguments: Mapping[str, Any] | str,
                          span_id: str | None = None, timeout_s: float | None = 300.0) -> str:
-        """Record a tool call that needs a human, and its pending approval."""
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        """Record a tool call that needs a human, and its pending approval.
+
+        Arguments must be a JSON object of at most `MAX_ARGUMENTS_BYTES` (1 MB) nested at most
+        `MAX_ARGUMENTS_DEPTH` (64) levels; anything else raises `InvalidInput` saying which limit.
+        """
+        text = arguments if isinstance(arguments, str) else arguments_text(arguments)
         args = canonical_arguments(parse_json_arguments(text))
         aid, cid = new_id("apr"), new_id("tcl")
         with UnitOfWork(self.store) as uow:
@@ -258,19 +265,30 @@ class AgentRuntime:
             uow.audit(self.actor, "approval.request", "approval", aid,
                       {"tool": tool_name, "arguments": args, "payload_hash": row.payload_hash,
                        "expires_at": row.expires_at})
+            apply_rules(uow, row)  # a standing rule may decide it right here, in this transaction
         return aid
 
     def wait_for_decision(self, approval_id: str, timeout_s: float | None = None,
-                          poll_s: float = 0.1) -> Decision:
-        """Block until the approval is decided or expires (the runtime expires it itself)."""
+                          poll_s: float = 0.1, heartbeat_s: float = HEARTBEAT_INTERVAL_S) -> Decision:
+        """Block until the approval is decided or expires (the runtime expires it itself).
+
+        While waiting it renews the requester heartbeat every `heartbeat_s`, so the
+        queue can tell an approval somebody waits for from one nobody does.
+        """
         give_up = None if timeout_s is None else time.monotonic() + timeout_s
+        heartbeat = self.heartbeat(approval_id, heartbeat_s)
         while True:
             decision = self.poll_decision(approval_id)
             if decision is not None:
                 return decision
+            heartbeat.tick()
             if give_up is not None and time.monotonic() >= give_up:
                 return Decision("pending", None, "", None)
             time.sleep(poll_s)
+
+    def heartbeat(self, approval_id: str, interval_s: float = HEARTBEAT_INTERVAL_S) -> Heartbeat:
+        """A heartbeat for a wait loop of your own: call `tick()` in it (it beats when due)."""
+        return Heartbeat(self.store, approval_id, interval_s)
 
     def poll_decision(self, approval_id: str) -> Decision | None:
         with self.store.reading() as s:

@@ -147,6 +147,34 @@ class ApprovalRow(Base):
     edited_hash: Mapped[str | None] = mapped_column(String(80))
     context_revision: Mapped[int | None] = mapped_column(Integer)
     revision: Mapped[int] = mapped_column(Integer, default=1)
+    decided_by_rule: Mapped[str | None] = mapped_column(String(64))
+    """The standing rule that decided this approval (None: a person, or the runtime's expiry)."""
+    requester_heartbeat_at: Mapped[float | None] = mapped_column(Float)
+    """Last time the requester said it is still waiting (None: a requester that never beats)."""
+    approved_hash: Mapped[str | None] = mapped_column(String(80))
+    """The hash of the arguments the operator saw and approved."""
+
+
+class RuleRow(Base):
+    """A standing allow/deny/ask rule for tool calls, scoped by tool, matcher and optionally place."""
+
+    __tablename__ = "approval_rules"
+    __table_args__ = (Index("rules_by_tool", "tool", "enabled"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    effect: Mapped[str] = mapped_column(String(8))
+    tool: Mapped[str] = mapped_column(String(128))
+    matcher: Mapped[str] = mapped_column(Text, default="{}")
+    project_id: Mapped[str | None] = mapped_column(String(64))
+    agent_id: Mapped[str | None] = mapped_column(String(64))
+    session_id: Mapped[str | None] = mapped_column(String(64))
+    expires_at: Mapped[float | None] = mapped_column(Float)
+    note: Mapped[str] = mapped_column(Text, default="")
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    created_by: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    hit_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_hit_at: Mapped[float | None] = mapped_column(Float)
 
 
 class ContextGroupRow(Base):

@@ -169,7 +169,8 @@ class ApprovalWriter(Protocol):
     """A source that can record an operator's decision (whether it may right now: `capabilities`)."""
 
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-               edited_arguments: str | None = None) -> rm.Approval: ...
+               edited_arguments: str | None = None, *,
+               expected_arguments_hash: str | None = None) -> rm.Approval: ...
 
 
 @runtime_checkable
@@ -212,6 +213,10 @@ def require_context_writer(source: Source, capability: Capability) -> ContextWri
 
 
 def decide(source: Source, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-           edited_arguments: str | None = None) -> rm.Approval:
-    """Record a decision through the source's writer; `Unsupported` when the source has none."""
-    return require_approval_writer(source).decide(approval_id, approve, actor, reason, edited_arguments)
+           edited_arguments: str | None = None, *, expected_arguments_hash: str | None = None) -> rm.Approval:
+    """Record a decision through the source's writer; `Unsupported` when the source has none.
+
+    `expected_arguments_hash` is the hash of the arguments the operator was shown: the writer
+    refuses the decision as stale when the stored arguments hash differently."""
+    return require_approval_writer(source).decide(approval_id, approve, actor, reason, edited_arguments,
+                                                  expected_arguments_hash=expected_arguments_hash)

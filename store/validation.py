@@ -8,8 +8,12 @@ import math
 from typing import Any
 
 from agentdesk.store.errors import InvalidInput
+from agentdesk.store.text.jsonsafe import depth_of, loads
 
 MAX_ARGUMENTS_BYTES = 1_000_000
+MAX_ARGUMENTS_DEPTH = 64
+"""Arrays and objects nested deeper than this are refused: no tool needs it, and every reader
+(the window, the CLI, `json.loads` inside a callback) would have to survive it."""
 MAX_TEXT_BYTES = 4_000_000
 MAX_SHORT_TEXT = 2_000
 
@@ -20,12 +24,27 @@ def parse_json_arguments(text: str) -> Any:
     if size > MAX_ARGUMENTS_BYTES:
         raise InvalidInput(f"The arguments are {size:,} bytes; the limit is {MAX_ARGUMENTS_BYTES:,} bytes.")
     try:
-        value = json.loads(text)
+        value = loads(text)
     except ValueError as exc:
         raise InvalidInput(f"The arguments are not valid JSON: {exc}.") from exc
     if not isinstance(value, dict):
         raise InvalidInput("The arguments must be a JSON object.")
+    depth = depth_of(value)
+    if depth > MAX_ARGUMENTS_DEPTH:
+        raise InvalidInput(f"The arguments are nested {depth:,} levels deep; the limit is "
+                           f"{MAX_ARGUMENTS_DEPTH} levels.")
     return value
+
+
+def arguments_text(value: Any) -> str:
+    """JSON text of arguments given as Python values; what cannot be JSON is refused in one sentence."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except RecursionError as exc:
+        raise InvalidInput(f"The arguments are nested too deeply; the limit is {MAX_ARGUMENTS_DEPTH} "
+                           "levels.") from exc
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"The arguments cannot be written as JSON: {exc}.") from exc
 
 
 def canonical_arguments(value: Any) -> str:

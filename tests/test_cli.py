@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import text
 
 import agentdesk.gui.cli.main as cli
-from agentdesk.store.database import Store, open_store
+from agentdesk.store.database import Store, head_revision, open_store
 from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.sim.player import Simulator
@@ -30,7 +30,7 @@ from tests.conftest import World, dump
 REPO = Path(__file__).resolve().parents[1]
 APPROVAL_KEYS = {"id", "status", "tool", "arguments", "agent_id", "agent", "project_id", "project", "run_id",
                  "span_id", "created_at", "expires_at", "decided_at", "decided_by", "reason",
-                 "edited_arguments", "payload_hash", "edited_hash"}
+                 "edited_arguments", "payload_hash", "edited_hash", "arguments_bytes", "arguments_hash", "hidden"}
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -63,10 +63,10 @@ def test_importing_the_cli_imports_no_qt() -> None:
 def test_init_creates_then_reports_the_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "deep" / "agentdesk.sqlite"
     code, out, _ = run(capsys, "--store", str(path), "init")
-    assert code == 0 and path.exists() and "schema 0001" in out
+    assert code == 0 and path.exists() and f"schema {head_revision()}" in out
     code, out, _ = run(capsys, "info", "--store", str(path), "--json")  # global options after the command too
     facts = json.loads(out)
-    assert code == 0 and facts["kind"] == "agentdesk" and facts["schema_version"] == "0001"
+    assert code == 0 and facts["kind"] == "agentdesk" and facts["schema_version"] == head_revision()
     assert facts["counts"]["runs"] == 0 and facts["size_bytes"] == path.stat().st_size
 
 
@@ -116,7 +116,7 @@ def test_approvals_table_for_humans(store_path: Path, mixed: dict[str, str],
     lines = out.splitlines()
     assert code == 0 and lines[0].split() == ["ID", "TOOL", "AGENT", "PROJECT", "AGE", "EXPIRES", "IN",
                                               "STATUS",
-                                              "DECIDED", "BY"]
+                                              "DECIDED", "BY", "ARGS", "HASH"]
     by_id = {line.split()[0]: line for line in lines[1:]}
     assert "expired" in by_id[mixed["overdue"]] and "alice" in by_id[mixed["approved"]]
     assert "Payments" in by_id[mixed["pending"]] and "planner" in by_id[mixed["pending"]]

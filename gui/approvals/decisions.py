@@ -16,15 +16,16 @@ from functools import partial
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QDialog, QWidget
 
-from agentdesk.gui.approvals.dialogs import EditArgumentsDialog, ReasonDialog
+from agentdesk.gui.approvals.dialogs import ConfirmHiddenDialog, EditArgumentsDialog, ReasonDialog
 from agentdesk.gui.approvals.report import Batch, sentence
 from agentdesk.model.approvals.format import local_time
 from agentdesk.model.approvals.pending import PendingApprovalModel
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import Capability, decide
+from agentdesk.store.text.arguments import arguments_hash, inspect_cached
 
-Dialog = ReasonDialog | EditArgumentsDialog
+Dialog = ReasonDialog | EditArgumentsDialog | ConfirmHiddenDialog
 
 
 class DecisionFlow(QObject):
@@ -49,6 +50,8 @@ class DecisionFlow(QObject):
         self._mine: set[str] = set()
         """Approvals decided (or tried) here: their removal is a result, not news."""
         self.dialog: Dialog | None = None
+        self.displayed: Callable[[str], str | None] = lambda _approval_id: None
+        """The hash of the arguments the details pane shows for an approval, if it shows that one."""
 
     # -- what may be decided --------------------------------------------------------------
     def undecided(self, selected: list[rm.Approval]) -> list[rm.Approval]:
@@ -82,7 +85,14 @@ class DecisionFlow(QObject):
 
     # -- starting decisions ---------------------------------------------------------------
     def approve(self, approvals: list[rm.Approval]) -> None:
-        self.decide(approvals, approve=True)
+        """One approval with hidden characters asks a second time; several skip those (reported)."""
+        suspicious = [a for a in approvals if inspect_cached(a.arguments).suspicious]
+        if len(approvals) == 1 and suspicious:
+            if self.dialog is None:
+                dialog = ConfirmHiddenDialog(approvals[0], inspect_cached(approvals[0].arguments), self._window)
+                self._open(dialog, lambda: self.decide(approvals, approve=True))
+            return
+        self.decide([a for a in approvals if a not in suspicious], approve=True, held=suspicious)
 
     def deny(self, approvals: list[rm.Approval]) -> None:
         if approvals and self.dialog is None:
@@ -108,12 +118,16 @@ class DecisionFlow(QObject):
 
     # -- running a batch ------------------------------------------------------------------
     def decide(self, approvals: list[rm.Approval], approve: bool, reason: str | None = None,
-               edited: str | None = None) -> None:
-        if not approvals:
+               edited: str | None = None, held: list[rm.Approval] | None = None) -> None:
+        held = held or []
+        if not approvals and not held:
             return
         live = [a for a in approvals if not self._pending.is_expired(a)]  # may have expired meanwhile
         ids = [a.id for a in approvals]
-        batch = Batch("approved" if approve else "denied", len(ids), self._next_after(ids))
+        batch = Batch("approved" if approve else "denied", len(ids) + len(held),
+                      self._next_after(ids) if ids else None)
+        for approval in held:
+            self.reported.emit(batch.held_back(approval, inspect_cached(approval.arguments).reason()))
         self._deciding.update(a.id for a in live)
         self._mine.update(ids)
         self.progress.emit(f"{'Approving' if approve else 'Denying'} {len(live)}…")
@@ -130,7 +144,10 @@ class DecisionFlow(QObject):
     def _submit(self, batch: Batch, approval: rm.Approval, approve: bool, reason: str | None,
                 edited: str | None) -> None:
         source, actor = self._services.source, self._services.actor
-        self._services.runner.submit(decide, source, approval.id, approve, actor, reason, edited,
+        # what the operator saw (the pane, else the row); the store refuses any other arguments as stale
+        shown = self.displayed(approval.id) or arguments_hash(approval.arguments)
+        self._services.runner.submit(partial(decide, expected_arguments_hash=shown), source, approval.id, approve,
+                                     actor, reason, edited,
                                      on_done=partial(self._decided, batch, approval),
                                      on_error=partial(self._not_decided, batch, approval))
 

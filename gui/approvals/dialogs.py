@@ -20,14 +20,16 @@ from PySide6.QtWidgets import (
 
 from agentdesk.gui.approvals.details import plain_label
 from agentdesk.gui.shared.palette import readable, status_colour
-from agentdesk.model.approvals.format import agent_label, pretty_arguments
+from agentdesk.model.approvals.format import agent_label
+from agentdesk.model.plain import shown_line
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import InvalidInput
+from agentdesk.store.text.arguments import Inspection, escaped_json
 from agentdesk.store.validation import parse_json_arguments
 
 
 def describe(approvals: list[rm.Approval], limit: int = 4) -> str:
-    names = ", ".join(f"{a.tool_name} ({agent_label(a)})" for a in approvals[:limit])
+    names = ", ".join(shown_line(f"{a.tool_name} ({agent_label(a)})", 120) for a in approvals[:limit])
     more = f" and {len(approvals) - limit} more" if len(approvals) > limit else ""
     return names + more
 
@@ -79,12 +81,14 @@ class EditArgumentsDialog(QDialog):
 
     def __init__(self, approval: rm.Approval, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle(f"Edit arguments of {approval.tool_name}"[:120])
-        self.prompt = plain_label(self, f"Arguments of {approval.tool_name} requested by {agent_label(approval)}"
-                                        f" ({approval.id}). Approving records your edit next to the original.")
+        self.setWindowTitle(shown_line(f"Edit arguments of {approval.tool_name}", 120))
+        self.prompt = plain_label(self, shown_line(
+            f"Arguments of {approval.tool_name} requested by {agent_label(approval)} ({approval.id}). "
+            "Approving records your edit next to the original; hidden characters are shown as \\u escapes.",
+            600))
         self.editor = QPlainTextEdit(self)
         self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.editor.setPlainText(pretty_arguments(approval.arguments))
+        self.editor.setPlainText(escaped_json(approval.arguments))  # hidden characters as \uXXXX
         self.editor.setTabChangesFocus(True)
         self.message = plain_label(self)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
@@ -118,3 +122,28 @@ class EditArgumentsDialog(QDialog):
     def accept(self) -> None:
         if self.validate():  # Enter must not slip past the check
             super().accept()
+
+
+class ConfirmHiddenDialog(QDialog):
+    """The second confirmation an approval with hidden characters needs: what is hidden, then a choice.
+    Cancel is the default button, so Enter alone never approves."""
+
+    def __init__(self, approval: rm.Approval, inspection: Inspection, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Approve arguments with hidden characters?")
+        self.prompt = plain_label(self, shown_line(
+            f"This call to {approval.tool_name} ({approval.id}) {inspection.sentence()}.", 1200)
+            + "\n\nWhat runs may differ from what it seems to say. Approve exactly these arguments?")
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
+        self.approve_button: QPushButton = self.buttons.addButton(
+            "Approve anyway", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.approve_button.setAutoDefault(False)
+        cancel = self.buttons.button(QDialogButtonBox.StandardButton.Cancel)
+        cancel.setDefault(True)
+        cancel.setFocus()
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.prompt)
+        layout.addWidget(self.buttons)
+        self.resize(520, 200)

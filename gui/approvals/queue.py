@@ -10,8 +10,6 @@ shown as plain text.
 
 from __future__ import annotations
 
-import html
-
 from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QSplitter, QTableView, QTabWidget, QVBoxLayout, QWidget
@@ -23,13 +21,18 @@ from agentdesk.gui.approvals.tables import decided_table, pending_table, select_
 from agentdesk.model.approvals.decided import DecidedApprovalModel
 from agentdesk.model.approvals.format import Clock, utc_now
 from agentdesk.model.approvals.pending import PendingApprovalModel
+from agentdesk.model.plain import tooltip
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
+from agentdesk.store.heartbeat import GONE_AFTER_S, dismiss_gone
+from agentdesk.store.native import NativeSource
 
 PENDING_TAB, DECIDED_TAB = 0, 1
 APPROVE_TIP = "Approve the selected approvals (A)"
 DENY_TIP = "Deny the selected approvals, with a reason (D)"
 EDIT_TIP = "Edit the arguments, then approve them (E)"
+DISMISS_GONE_TIP = ("Deny every pending approval whose agent stopped waiting (no heartbeat for "
+                    f"{GONE_AFTER_S:g} s), with the reason \"requester gone\"")
 
 
 def row_of_buttons(*buttons: QPushButton) -> QHBoxLayout:
@@ -74,12 +77,16 @@ class ApprovalQueue(QWidget):
         self.tabs.addTab(self.pending_table, "Pending")
         self.tabs.addTab(self.decided_table, "Decided")
         self.details = ApprovalDetails(self.pending_model, self)
+        self.flow.displayed = self.details.shown_hash
         self.title, self.meta, self.arguments = self.details.title, self.details.meta, self.details.arguments
         self.approve_button = QPushButton("Approve  (A)", self)
         self.deny_button = QPushButton("Deny…  (D)", self)
         self.edit_button = QPushButton("Edit arguments…  (E)", self)
         self.timeline_button = QPushButton("Show in timeline  (T)", self)
         self.context_button = QPushButton("Show context  (C)", self)
+        self.dismiss_gone_button = QPushButton("Dismiss gone requesters", self)
+        self.dismiss_gone_button.setToolTip(DISMISS_GONE_TIP)
+        self.dismiss_gone_button.hide()
         self.log = ResultLog(self)
         self.result_line, self.results = self.log.summary, self.log.lines
         self.note = NoteBanner(self)
@@ -91,13 +98,13 @@ class ApprovalQueue(QWidget):
         box.setContentsMargins(0, 0, 0, 0)
         box.addWidget(self.details, 1)
         box.addLayout(row_of_buttons(self.approve_button, self.deny_button, self.edit_button))
-        box.addLayout(row_of_buttons(self.timeline_button, self.context_button))
+        box.addLayout(row_of_buttons(self.timeline_button, self.context_button, self.dismiss_gone_button))
         box.addWidget(self.log)
         splitter = QSplitter(Qt.Orientation.Vertical, self)
         splitter.addWidget(self.tabs)
         splitter.addWidget(detail)
-        splitter.setStretchFactor(0, 3)
-        splitter.setStretchFactor(1, 2)
+        splitter.setStretchFactor(0, 2)
+        splitter.setStretchFactor(1, 3)  # the arguments must be readable before anything is approved
         layout = QVBoxLayout()
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.note)
@@ -129,6 +136,8 @@ class ApprovalQueue(QWidget):
     def _connect_models(self) -> None:
         self.pending_model.ticked.connect(self._on_tick)
         self.pending_model.left.connect(self._on_left)
+        self.pending_model.gone_changed.connect(self._on_gone)
+        self.dismiss_gone_button.clicked.connect(self.dismiss_gone)
         for signal in (self.pending_model.rowsInserted, self.pending_model.rowsRemoved,
                        self.pending_model.modelReset, self.pending_model.loaded):
             signal.connect(self._count_changed)
@@ -195,10 +204,10 @@ class ApprovalQueue(QWidget):
         why = self.flow.why_not(selected)
         for button, tip in ((self.approve_button, APPROVE_TIP), (self.deny_button, DENY_TIP)):
             button.setEnabled(not why)
-            button.setToolTip(html.escape(why or tip))
+            button.setToolTip(tooltip(why or tip))
         edit_why = self.flow.why_not_edit(selected)
         self.edit_button.setEnabled(not edit_why)
-        self.edit_button.setToolTip(html.escape(edit_why or EDIT_TIP))
+        self.edit_button.setToolTip(tooltip(edit_why or EDIT_TIP))
         has_current = self.current_approval() is not None
         self.timeline_button.setEnabled(has_current)
         self.context_button.setEnabled(has_current)
@@ -242,6 +251,27 @@ class ApprovalQueue(QWidget):
         if count != self._last_count:
             self._last_count = count
             self.pending_count_changed.emit(count)
+
+    # -- requesters that stopped waiting --------------------------------------------------
+    def _on_gone(self, count: int) -> None:
+        native = isinstance(self._services.source, NativeSource) and not self._services.source.store.read_only
+        self.dismiss_gone_button.setText(f"Dismiss {count} gone requester{'s' if count != 1 else ''}")
+        self.dismiss_gone_button.setVisible(count > 0 and native)
+
+    def dismiss_gone(self) -> None:
+        """Deny, in one store command, the pending approvals nobody waits for (each still CAS-guarded)."""
+        source = self._services.source
+        ids = self.pending_model.gone_ids()
+        if not ids or not isinstance(source, NativeSource):
+            return
+
+        def done(dismissed: list[str]) -> None:
+            kept = len(ids) - len(dismissed)
+            again = f"; {kept} came back or were decided meanwhile" if kept else ""
+            self.log.add(f"• Dismissed {len(dismissed)} approvals whose requester was gone{again}.")
+
+        self._services.runner.submit(dismiss_gone, source.store, self._services.actor, ids, on_done=done,
+                                     on_error=lambda exc: self.log.add(f"• Could not dismiss: {exc}"))
 
     # -- navigation -----------------------------------------------------------------------
     def show_selected_in_timeline(self) -> None:

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QLabel, QListWidget, QVBoxLayout, QWidget
 
 from agentdesk.gui.approvals.details import plain_label
 from agentdesk.gui.shared.palette import readable, status_colour
+from agentdesk.model.plain import shown_line
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import AlreadyDecided, Expired
 
@@ -25,7 +26,7 @@ MAX_RESULTS = 200
 
 
 def named(approval: rm.Approval) -> str:
-    return f"{approval.id} ({approval.tool_name})"
+    return shown_line(f"{approval.id} ({approval.tool_name})", 160)
 
 
 def left_text(approval_id: str, approval: rm.Approval | None) -> str:
@@ -34,7 +35,7 @@ def left_text(approval_id: str, approval: rm.Approval | None) -> str:
         return f"{approval_id} was removed from the store"
     if approval.status == rm.ApprovalStatus.EXPIRED:
         return f"{named(approval)} expired"
-    return f"{named(approval)} was {approval.status} by {approval.decided_by or 'the runtime'}"
+    return f"{named(approval)} was {approval.status} by {shown_line(approval.decided_by or 'the runtime', 80)}"
 
 
 def sentence(text: str) -> str:
@@ -52,11 +53,14 @@ class Batch:
     won: int = 0
     expired: int = 0
     failed: int = 0
+    held: int = 0
     lost: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def summary(self) -> str:
         parts = [f"{self.verb} {self.won}"]
         parts += [f"{n} already {status} by {actor}" for (status, actor), n in self.lost.items()]
+        if self.held:
+            parts.append(f"{self.held} skipped (hidden characters: approve each on its own)")
         if self.expired:
             parts.append(f"{self.expired} expired")
         if self.failed:
@@ -70,6 +74,12 @@ class Batch:
         self.done += 1
         return f"✖ {named(approval)} expired; skipped"
 
+    def held_back(self, approval: rm.Approval, reason: str) -> str:
+        """Counts an approval a bulk approval skipped because of what its arguments hide."""
+        self.held += 1
+        self.done += 1
+        return f"✖ {named(approval)} skipped: its arguments contain {reason}; approve it on its own"
+
     def won_line(self, approval: rm.Approval, decided: rm.Approval) -> str:
         self.won += 1
         return f"✔ {named(approval)} {decided.status}"
@@ -77,14 +87,14 @@ class Batch:
     def lost_line(self, approval: rm.Approval, exc: BaseException) -> str:
         """Counts a decision the store refused, and says why."""
         if isinstance(exc, AlreadyDecided):
-            actor = exc.actor or "the runtime"
+            actor = shown_line(exc.actor or "the runtime", 80)
             self.lost[(exc.status, actor)] += 1
             return f"✖ {named(approval)} was already {exc.status} by {actor}"
         if isinstance(exc, Expired):
             self.expired += 1
             return f"✖ {named(approval)} expired before the decision"
         self.failed += 1
-        return f"✖ {named(approval)}: {exc}"
+        return f"✖ {named(approval)}: {shown_line(str(exc), 400)}"
 
 
 class NoteBanner(QLabel):

@@ -42,14 +42,16 @@ from agentdesk.gui.cli.opening import (
     say,
 )
 from agentdesk.gui.cli.parser import Handler, parse
+from agentdesk.gui.cli.rules_commands import cmd_rules
 from agentdesk.gui.cli.watch import cmd_watch
 from agentdesk.store.database import describe_operational_error
-from agentdesk.store.errors import StoreError
+from agentdesk.store.errors import InvalidInput, StoreError
 from agentdesk.store.native import native_store, size_on_disk
 from agentdesk.store.readmodel import Approval, ApprovalStatus, StoreInfo
 from agentdesk.store.sim.player import SimEvent, Simulator
 from agentdesk.store.source import Source, SourceDescriptor, require_approval_writer
 from agentdesk.store.sources import open_source
+from agentdesk.store.text.arguments import arguments_hash, inspect_cached, short_hash
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -114,7 +116,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
         source.close()
     now = datetime.now(UTC)
     if args.json:
-        say(json.dumps([out.approval_json(a, now) for a in rows], ensure_ascii=False, indent=2))
+        say(out.json_text([out.approval_json(a, now) for a in rows], indent=2))
     elif rows:
         say(out.table(out.APPROVAL_HEADERS, [out.approval_cells(a, now) for a in rows]))
     else:
@@ -140,7 +142,10 @@ def cmd_decide(args: argparse.Namespace) -> int:
     edited = read_arguments(args.args) if approve and args.args is not None else None
     source = open_any(args, write=True)
     try:
-        result = require_approval_writer(source).decide(args.id, approve, args.actor, args.reason, edited)
+        if approve and edited is None and args.expect_hash is None:
+            require_a_look(source.approval(args.id))
+        result = require_approval_writer(source).decide(args.id, approve, args.actor, args.reason, edited,
+                                                        expected_arguments_hash=args.expect_hash)
     finally:
         source.close()
     verb = "Approved" if approve else "Denied"
@@ -148,6 +153,16 @@ def cmd_decide(args: argparse.Namespace) -> int:
     why = f": {out.clean(result.reason)}" if result.reason else ""
     say(f"{verb} {result.id} ({out.clean(result.tool_name)}) as {out.clean(result.decided_by)}{extra}{why}.")
     return EXIT_OK
+
+
+def require_a_look(approval: Approval) -> None:
+    """The terminal's second confirmation: arguments with hidden characters are approved only with the
+    hash of exactly those arguments, which the operator gets by looking at them."""
+    inspection = inspect_cached(approval.arguments)
+    if inspection.suspicious:
+        raise InvalidInput(
+            f"The arguments of {approval.id} {inspection.sentence(limit=3)}. Look at them (agentdesk approvals "
+            f"--json) and approve exactly those with --expect-hash {short_hash(arguments_hash(approval.arguments))}.")
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -158,7 +173,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         source.close()
     facts = info_facts(info, descriptor)
     if args.json:
-        say(json.dumps(facts, indent=2, ensure_ascii=False))
+        say(out.json_text(facts, indent=2))
         return EXIT_OK
     foreign_read_only = descriptor.read_only and info.kind != "agentdesk"
     say(f"{info.kind} store at {info.url}" + (" (read-only)" if foreign_read_only else ""))
@@ -230,7 +245,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 HANDLERS: dict[str, Handler] = {
     "init": cmd_init, "simulate": cmd_simulate, "watch": cmd_watch, "approvals": cmd_approvals,
     "approve": cmd_decide, "deny": cmd_decide, "info": cmd_info, "verify": cmd_verify, "demo": cmd_demo,
-    "gui": cmd_gui,
+    "gui": cmd_gui, "rules": cmd_rules,
 }
 
 
@@ -245,6 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse(None if argv is None else list(argv), HANDLERS)
     except SystemExit as exc:  # argparse printed the usage error (exit 2) or the help (exit 0)
         return int(exc.code or 0)
+    out.RAW = bool(getattr(args, "raw", False))
     try:
         return int(args.handler(args))
     except CommandFailed as exc:

@@ -7,7 +7,6 @@ a contract) live in one place, and so none of it needs Qt or a store.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -15,18 +14,52 @@ from typing import Any
 from agentdesk.store.bus import Change
 from agentdesk.store.readmodel import Approval
 from agentdesk.store.sim.control import SimEvent
+from agentdesk.store.text.arguments import arguments_hash, byte_length, inspect_cached, short_hash
+from agentdesk.store.text.jsonsafe import depth_of, loads
+from agentdesk.store.text.visible import visible
 
-CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-"""C0/C1 controls (ANSI escapes start with one), zero-width and bidi overrides: agent text is untrusted."""
+RAW = False
+"""`--raw`: print agent text byte for byte. The only way to; everything else goes through `visible`."""
+JSON_DEPTH = 64
+"""Arguments nested deeper than this are given as their (visible) text: printing them nested would recurse."""
 
 
 def clean(text: object, width: int | None = None) -> str:
-    """One terminal-safe line: no escapes, no newlines, no bidi tricks; cut to `width` with an ellipsis."""
-    value = CONTROL_CHARS.sub(" ", str(text if text is not None else ""))
-    value = " ".join(value.split())
+    """One terminal-safe line: escape sequences, controls, bidi, zero-width and tag characters shown as
+    marks (`⟨ESC⟩[31m`, `⟨U+202E⟩`), whitespace collapsed; cut to `width` with an ellipsis."""
+    value = str(text if text is not None else "")
+    value = " ".join((value if RAW else visible(value, lines=True)).split())
     if width is not None and len(value) > width:
         return value[: max(0, width - 1)] + "…"
     return value
+
+
+def safe_json(value: Any) -> Any:
+    """The same value with every string (keys too) through `visible`, as the terminal shows it;
+    unchanged with `--raw`. Iterative: no depth can make it recurse."""
+    if RAW:
+        return value
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        holder, key = stack.pop()
+        node = holder[key]
+        if isinstance(node, str):
+            holder[key] = visible(node, lines=True)
+        elif isinstance(node, dict):
+            copy = {visible(k, lines=True): v for k, v in node.items()}
+            holder[key] = copy
+            stack.extend((copy, k) for k in copy)
+        elif isinstance(node, list):
+            copy_list = list(node)
+            holder[key] = copy_list
+            stack.extend((copy_list, n) for n in range(len(copy_list)))
+    return root[0]
+
+
+def json_text(value: Any, indent: int | None = None) -> str:
+    """JSON for the terminal or a pipe: strings as `safe_json` makes them, non-ASCII kept readable."""
+    return json.dumps(safe_json(value), ensure_ascii=False, indent=indent)
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -57,12 +90,14 @@ def shown_status(approval: Approval, now: datetime) -> str:
 
 
 def parsed(text: str | None) -> Any:
+    """Arguments as JSON values when they parse and nest at most `JSON_DEPTH` levels, else as text."""
     if text is None:
         return None
     try:
-        return json.loads(text)
+        value = loads(text)
     except ValueError:
         return text
+    return value if depth_of(value) <= JSON_DEPTH else text
 
 
 def approval_json(approval: Approval, now: datetime) -> dict[str, Any]:
@@ -75,7 +110,9 @@ def approval_json(approval: Approval, now: datetime) -> dict[str, Any]:
         "expires_at": iso(approval.expires_at), "decided_at": iso(approval.decided_at),
         "decided_by": approval.decided_by, "reason": approval.reason,
         "edited_arguments": parsed(approval.edited_arguments), "payload_hash": approval.payload_hash,
-        "edited_hash": approval.edited_hash,
+        "edited_hash": approval.edited_hash, "arguments_bytes": byte_length(approval.arguments),
+        "arguments_hash": arguments_hash(approval.arguments),
+        "hidden": inspect_cached(approval.arguments).sentence(),
     }
 
 
@@ -86,12 +123,14 @@ def approval_cells(approval: Approval, now: datetime) -> list[str]:
         expires = span_of((approval.expires_at - now).total_seconds())
     elif status == "pending":
         expires = "never"
-    return [clean(approval.id), clean(approval.tool_name, 24), clean(approval.agent_name, 24),
+    warn = "⚠ " if inspect_cached(approval.arguments).suspicious else ""
+    return [clean(approval.id), warn + clean(approval.tool_name, 24), clean(approval.agent_name, 24),
             clean(approval.project_name, 28), span_of((now - approval.created_at).total_seconds()), expires,
-            status, clean(approval.decided_by or "-", 20)]
+            status, clean(approval.decided_by or "-", 20), short_hash(arguments_hash(approval.arguments))]
 
 
-APPROVAL_HEADERS = ["ID", "TOOL", "AGENT", "PROJECT", "AGE", "EXPIRES IN", "STATUS", "DECIDED BY"]
+APPROVAL_HEADERS = ["ID", "TOOL", "AGENT", "PROJECT", "AGE", "EXPIRES IN", "STATUS", "DECIDED BY", "ARGS HASH"]
+"""A ⚠ before the tool: its arguments hide characters (see `--json`'s "hidden")."""
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -102,10 +141,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def change_json(change: Change) -> str:
-    return json.dumps({"seq": change.seq, "at": iso_epoch(change.at) if change.at else None,
+    return json_text({"seq": change.seq, "at": iso_epoch(change.at) if change.at else None,
                        "entity": change.entity, "op": change.op, "id": change.id,
-                       "parents": dict(change.parents), "revision": change.revision, "origin": change.origin},
-                      ensure_ascii=False)
+                       "parents": dict(change.parents), "revision": change.revision, "origin": change.origin})
 
 
 def change_line(change: Change) -> str:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from agentdesk.gui.cli.rules_commands import add_rules_parser
+
 STATUSES = ("pending", "approved", "denied", "expired", "all")
-VIEWS = ("window", "tree", "timeline", "context", "approvals")
+VIEWS = ("window", "tree", "timeline", "context", "approvals", "rules")
 THEMES = ("system", "light", "dark")
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 
@@ -60,6 +62,7 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     sim_options(command("simulate", "play simulated agents writing to the store"))
     p = command("watch", "print every change as it is committed (Ctrl-C stops)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    raw_option(p)
     p.add_argument("--count", type=positive(int), help="stop after printing this many changes")
     p.add_argument("--timeout", type=positive(float), metavar="SECONDS", help="stop after this long")
     p.add_argument("--since", type=int, metavar="SEQ",
@@ -67,6 +70,7 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     p = command("approvals", "list approvals (newest first; pending ones oldest first)")
     p.add_argument("--status", choices=STATUSES, default="pending")
     p.add_argument("--json", action="store_true", help="one JSON array with stable keys")
+    raw_option(p)
     p.add_argument("--limit", type=positive(int), default=1000)
     p = command("approve", "approve a pending tool call")
     decision_options(p, reason_required=False)
@@ -80,6 +84,7 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     p = command("demo", "a throwaway store with simulated agents working, in the window")
     sim_options(p)
     p.add_argument("--theme", choices=THEMES, default="system")
+    add_rules_parser(command("rules", "standing approval rules: list, add, remove, test (dry run)"), common)
     p = command("gui", "open the window on the store")
     p.add_argument("--screenshot", metavar="PATH", help="render offscreen, save a PNG and exit")
     p.add_argument("--view", choices=VIEWS, default="window")
@@ -88,8 +93,17 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     return parser
 
 
+def raw_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--raw", action="store_true",
+                   help="print agent text byte for byte (escape sequences and hidden characters are "
+                        "otherwise shown as marks like ⟨ESC⟩ and ⟨U+202E⟩, on a terminal and in --json)")
+
+
 def decision_options(p: argparse.ArgumentParser, *, reason_required: bool) -> None:
     p.add_argument("id")
+    p.add_argument("--expect-hash", metavar="HASH",
+                   help="the arguments hash you were shown (`approvals --json`: arguments_hash, or its "
+                        "first 12 hex digits); refused with exit 3 if the stored arguments differ")
     p.add_argument("--actor", required=True,
                    help="your name, recorded with the decision and in the audit log")
     p.add_argument("--reason", required=reason_required)

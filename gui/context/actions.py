@@ -8,7 +8,6 @@ why before trying.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
@@ -19,6 +18,7 @@ from agentdesk.gui.context.commands import ContextCommands
 from agentdesk.gui.context.view import ContextTreeView
 from agentdesk.model.context import rules as rules
 from agentdesk.model.context.model import LOCKED, VISIBLE, ContextModel
+from agentdesk.model.plain import tooltip
 
 TREE = Qt.ShortcutContext.WidgetShortcut
 EDITOR = Qt.ShortcutContext.WidgetWithChildrenShortcut
@@ -68,4 +68,4 @@ def _action(owner: QWidget, text: str, keys: list[str], slot: Callable[[], objec
 
 def _enable(action: QAction, hint: str, refusal: str | None) -> None:
     action.setEnabled(refusal is None)
-    action.setToolTip(html.escape(refusal or hint))
+    action.setToolTip(tooltip(refusal or hint))  # plain: an escaped apostrophe would show as &#x27;

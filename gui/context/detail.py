@@ -11,8 +11,10 @@ from __future__ import annotations
 from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from agentdesk.gui.context.widgets import describe, plain_label
+from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.model.context.model import ContextModel
 from agentdesk.model.context.tree import GroupRow, ItemRow, Row
+from agentdesk.model.plain import shown_block, shown_line
 from agentdesk.model.text import plural
 
 DETAIL_CAP = 200_000
@@ -33,6 +35,7 @@ class DetailPane(QWidget):
         self.text = QPlainTextEdit()
         self.text.setReadOnly(True)
         self.text.setPlaceholderText("Select an item to see its full content.")
+        self.marks = MarkHighlighter(self.text.document(), self.text.palette())
         head = QHBoxLayout()
         head.addWidget(self.title, 1)
         head.addWidget(self.show_all_button)
@@ -59,9 +62,9 @@ class DetailPane(QWidget):
     def _show_text(self, key: str, title: str, text: str) -> None:
         full = key == self._show_all
         shown = text if full or len(text) <= DETAIL_CAP else text[:DETAIL_CAP]
-        self.title.setText(title)
+        self.title.setText(shown_line(title, 300))
         if self._shown != (key, len(shown), hash(shown)):
-            self.text.setPlainText(shown)
+            self.text.setPlainText(shown_block(shown))  # hidden characters as marks, lines kept
             self._shown = (key, len(shown), hash(shown))
         clipped = len(shown) < len(text)
         self.show_all_button.setVisible(clipped)

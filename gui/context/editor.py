@@ -8,7 +8,6 @@ their conflict handling `context_commands`, and the actions with their keys
 
 from __future__ import annotations
 
-import html
 from datetime import datetime
 
 from PySide6.QtCore import QItemSelection, QModelIndex, Qt, Signal
@@ -20,6 +19,7 @@ from agentdesk.gui.context.detail import DETAIL_CAP, DetailPane
 from agentdesk.gui.context.view import ContextTreeView
 from agentdesk.gui.context.widgets import CompactDialog, EditItemDialog, MessageBar, TokenGauge, plain_label
 from agentdesk.model.context.model import LOCKED, VISIBLE, ContextModel, ItemRow
+from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.model.services import Services
 from agentdesk.model.text import plural
 from agentdesk.store import readmodel as rm
@@ -173,8 +173,8 @@ class ContextEditor(QWidget):
         """Name and model (the id when the source cannot name the agent), so a glance says whose context."""
         name = agent.name if agent is not None and agent.name else agent_id
         model = agent.model if agent is not None else ""
-        self.identity.setText(f"{name} · {model}" if model else name)
-        self.identity.setToolTip(html.escape(f"Agent {agent_id}" + (f", model {model}" if model else "")))
+        self.identity.setText(shown_line(f"{name} · {model}" if model else name, 200))
+        self.identity.setToolTip(tooltip(f"Agent {agent_id}" + (f", model {model}" if model else "")))
 
     def _update_banner(self) -> None:
         at, ctx = self.model.as_of, self.model.snapshot

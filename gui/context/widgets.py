@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from agentdesk.gui.shared.palette import ERROR_COLOUR
 from agentdesk.model.context.tree import KIND_LABELS, preview
 from agentdesk.store import readmodel as rm
+from agentdesk.store.text.visible import findings
 from agentdesk.store.validation import estimate_tokens
 
 WARN_FRACTION = 0.9
@@ -61,6 +62,7 @@ class EditItemDialog(QDialog):
         self.editor = QPlainTextEdit()
         self.editor.setPlainText(item.content if text is None else text)
         self.tokens = plain_label(wrap=False)
+        self.hidden = plain_label()  # an editor shows hidden characters as themselves: say they are there
         self.editor.textChanged.connect(self._count)
         std = QDialogButtonBox.StandardButton
         buttons = QDialogButtonBox(std.Save | std.Cancel)
@@ -71,6 +73,7 @@ class EditItemDialog(QDialog):
         layout.addWidget(plain_label(f"{describe(item)} · revision {item.revision}. The agent sees this text "
                                      "on its next model call."))
         layout.addWidget(self.editor, 1)
+        layout.addWidget(self.hidden)
         layout.addWidget(self.tokens)
         layout.addWidget(buttons)
         self._count()
@@ -82,6 +85,11 @@ class EditItemDialog(QDialog):
         chars = max(0, self.editor.document().characterCount() - 1)
         after = -(-chars // 4)
         self.tokens.setText(f"About {after:,} tokens (was {self._before:,}).")
+        found = findings(self.text()) if len(self.text()) <= 1_000_000 else []
+        names = ", ".join(f"{f.name} at {f.position}" for f in found[:4]) + (" …" if len(found) > 4 else "")
+        self.hidden.setText(f"⚠ The text contains {len(found):,} hidden characters: {names}. They are saved as "
+                            "they are unless you delete them." if found else "")
+        self.hidden.setVisible(bool(found))
 
 
 class CompactDialog(QDialog):

@@ -27,9 +27,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.gui.shared.palette import ERROR_COLOUR, status_colour
 from agentdesk.gui.timeline.drawing import format_duration, one_line
 from agentdesk.model.latest import Latest
+from agentdesk.model.plain import shown_block, shown_line
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import Source
@@ -49,7 +51,7 @@ def pretty(text: str | None) -> str:
     if head in ("{", "[") and len(text) <= PRETTY_LIMIT:
         try:
             return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested too deep to reprint: shown as it came
             pass
     return text
 
@@ -68,8 +70,11 @@ class SpanView:
 def load_span_view(source: Source, span_id: str) -> SpanView:
     span = source.span(span_id)
     sent = tuple(source.sent_context(span_id)) if span.kind == "model" else ()
-    attributes = (json.dumps(span.attributes, indent=2, ensure_ascii=False, default=str)
-                  if span.attributes else "")
+    try:
+        attributes = (json.dumps(span.attributes, indent=2, ensure_ascii=False, default=str)
+                      if span.attributes else "")
+    except RecursionError:
+        attributes = repr(span.attributes)[:1_000_000]
     return SpanView(span, attributes, pretty(span.input_text), pretty(span.output_text), sent)
 
 
@@ -81,6 +86,7 @@ class TextBlock(QWidget):
         self.edit = QPlainTextEdit(readOnly=True)
         self.edit.setPlaceholderText(placeholder)
         self.edit.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.marks = MarkHighlighter(self.edit.document(), self.edit.palette())
         self.note = QLabel(textFormat=Qt.TextFormat.PlainText)
         self.show_all = QPushButton("Show all")
         self.show_all.clicked.connect(self._show_all)
@@ -97,7 +103,7 @@ class TextBlock(QWidget):
     def set_text(self, text: str) -> None:
         self._full = text
         cut = len(text) > SHOWN_CHARS
-        self.edit.setPlainText(text[:SHOWN_CHARS] if cut else text)
+        self.edit.setPlainText(shown_block(text[:SHOWN_CHARS] if cut else text))  # hidden characters marked
         self.note.setText(f"Showing the first {_size(SHOWN_CHARS)} of {_size(len(text))}." if cut else "")
         self.note.setVisible(cut)
         self.show_all.setVisible(cut)
@@ -107,7 +113,7 @@ class TextBlock(QWidget):
         return self.edit.toPlainText()
 
     def _show_all(self) -> None:
-        self.edit.setPlainText(self._full)
+        self.edit.setPlainText(shown_block(self._full))
         self.note.setVisible(False)
         self.show_all.setVisible(False)
 
@@ -138,8 +144,8 @@ class SentList(QWidget):
         self._sent = sent
         self.items.clear()
         for n, item in enumerate(sent, 1):
-            preview = " ".join(item.content[:PREVIEW_CHARS].split())
-            self.items.addItem(QListWidgetItem(f"{n}. {item.role or '-'} · {item.kind} — {preview}"))
+            preview = shown_line(item.content[:PREVIEW_CHARS])
+            self.items.addItem(QListWidgetItem(shown_line(f"{n}. {item.role or '-'} · {item.kind} — {preview}")))
         at = f" at context revision {revision}" if revision is not None else ""
         self.summary.setText(f"What the model saw: {len(sent)} items{at}." if sent
                              else "No context was recorded for this call.")
@@ -189,7 +195,7 @@ class SpanDetails(QWidget):
 
     def clear(self, message: str = "Click a span to see its details.") -> None:
         self.span_id, self.view = None, None
-        self.title.setText(message)
+        self.title.setText(shown_line(message, 500))
         for label in (self.subtitle, self.error, *self.facts.values()):
             label.setText("")
         self.error.setVisible(False)
@@ -214,7 +220,7 @@ class SpanDetails(QWidget):
         span = view.span
         self.span_id, self.view = span.id, view
         self.title.setText(one_line(span.name, 300))
-        self.subtitle.setText(f"{span.kind} · {span.status}")
+        self.subtitle.setText(shown_line(f"{span.kind} · {span.status}", 200))
         self.subtitle.setStyleSheet(f"color: {status_colour(span.status).name()};")
         failed = span.status == "error" or bool(span.error)
         error = span.error or "no error message was recorded"
@@ -239,7 +245,7 @@ class SpanDetails(QWidget):
         usage = span.usage
         self.facts["Tokens"].setText(f"{usage.input_tokens:,} in · {usage.output_tokens:,} out")
         self.facts["Cost"].setText(f"${usage.cost_usd:,.4f}")
-        self.facts["Id"].setText(span.id)
+        self.facts["Id"].setText(shown_line(span.id))
 
 
 def _duration(span: rm.Span) -> str:

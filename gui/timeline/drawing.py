@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import html
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 from shiboken6 import Shiboken
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
+from agentdesk.model.plain import shown_line, shown_tooltip
 from agentdesk.model.timeline.data import ERROR, TimelineData
 from agentdesk.store import readmodel as rm
 
@@ -98,14 +99,15 @@ def compact(value: float) -> str:
     return f"{value:.3g}"
 
 
+@lru_cache(maxsize=65_536)
 def one_line(text: str, limit: int = 200) -> str:
-    """Agent text for a label: one line, at most `limit` characters (huge names stay cheap to draw)."""
-    line = " ".join(text[:limit * 2].split())
-    return line if len(line) <= limit else line[:limit - 1] + "…"
+    """Agent text for a label: one line, hidden characters marked, at most `limit` characters
+    (huge names stay cheap to draw: only a prefix is looked at; remembered, as frames repeat names)."""
+    return shown_line(text[:limit * 4], limit)
 
 
 def span_tooltip(data: TimelineData, lane: int, now: float) -> str:
-    """Hover text for a lane, as rich text with every piece of agent text escaped (so it shows literally)."""
+    """Hover text for a lane; agent text shows literally (`model.plain.tooltip`)."""
     start, is_open = float(data.start[lane]), bool(data.open[lane])
     end = max(start, now) if is_open else float(data.end[lane])
     when = (f"an instant, at +{format_duration(start)}" if end <= start and not is_open else
@@ -117,15 +119,14 @@ def span_tooltip(data: TimelineData, lane: int, now: float) -> str:
              f"${float(data.cost[lane]):.4f}"]
     if data.status[lane] == ERROR:
         lines.append("failed — click for the error")
-    body = "<br>".join(html.escape(line) for line in lines)
-    return f"<p style='white-space:pre'>{body}</p>"
+    return shown_tooltip(*lines)  # every line is already one_line'd (visible)
 
 
 def header_text(run: rm.Run, data: TimelineData) -> str:
     """The run in one line: title, status, spans, failures, open spans, tokens and cost."""
     errors, running = int((data.status == ERROR).sum()), int(data.open.sum())
     usage = run.usage
-    parts = [one_line(run.title), run.status, f"{len(data):,} spans"]
+    parts = [one_line(run.title), one_line(run.status, 40), f"{len(data):,} spans"]
     parts += [f"{errors:,} failed"] if errors else []
     parts += [f"{running:,} open"] if running else []
     if usage.total_tokens or usage.cost_usd:

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTreeView,
 from agentdesk.gui.tree.delegate import StatusIcons, TreeDelegate
 from agentdesk.gui.tree.filter_bar import TreeFilterBar
 from agentdesk.gui.tree.reveal import Revealer
+from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
 from agentdesk.model.tree.filter import TreeFilterProxy
 from agentdesk.model.tree.model import INFO, NAME, PENDING, STATUS, EntityRole, ProjectTreeModel
@@ -118,7 +119,7 @@ class ProjectTree(QWidget):
         self.model.load_failed.connect(self.show_message)
 
     def show_message(self, text: str) -> None:
-        self.message.setText(text)
+        self.message.setText(shown_line(text, 600))
         self.message.setVisible(bool(text))
         if text:
             self.status_message.emit(text)

@@ -16,15 +16,18 @@ from PySide6.QtWidgets import QDockWidget, QInputDialog, QMainWindow, QTabWidget
 
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.context.editor import ContextEditor
+from agentdesk.gui.rules.panel import RulesPanel
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.tree.view import ProjectTree
+from agentdesk.gui.window.notify import TrayNotifier
 from agentdesk.gui.window.settings import open_settings, read_str
 from agentdesk.gui.window.shortcuts_help import ShortcutsDialog
 from agentdesk.gui.window.status_bar import StoreStatusBar
+from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 
-TIMELINE_TAB, CONTEXT_TAB = 0, 1
+TIMELINE_TAB, CONTEXT_TAB, RULES_TAB = 0, 1, 2
 
 
 class MainWindow(QMainWindow):
@@ -33,17 +36,20 @@ class MainWindow(QMainWindow):
         self.services = services
         self.settings = open_settings()
         services.actor = read_str(self.settings, "operator/name") or services.actor
-        self.setWindowTitle(f"agentdesk — {services.source.descriptor.location}")
+        self.setWindowTitle(shown_line(f"agentdesk — {services.source.descriptor.location}", 300))
         self.resize(1500, 900)
 
         self.tree = ProjectTree(services, self)
         self.timeline = TimelinePanel(services, self)
         self.context_editor = ContextEditor(services, self)
         self.queue = ApprovalQueue(services, self)
+        self.rules = RulesPanel(services, self, current_approval=self.queue.current_approval)
+        self.notifier = TrayNotifier(self)
 
         self.tabs = QTabWidget(self)
         self.tabs.addTab(self.timeline, "Timeline")
         self.tabs.addTab(self.context_editor, "Context")
+        self.tabs.addTab(self.rules, "Rules")
         self.setCentralWidget(self.tabs)
         self.tree_dock = self._dock("Projects", "tree_dock", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.queue_dock = self._dock("Approvals", "queue_dock", self.queue, Qt.DockWidgetArea.RightDockWidgetArea)
@@ -68,9 +74,12 @@ class MainWindow(QMainWindow):
         self.tree.agent_selected.connect(self.context_editor.show_agent)
         self.tree.selection_changed.connect(self._remember_selection)
         self.queue.pending_count_changed.connect(self._on_pending)
+        self.queue.pending_count_changed.connect(self.notifier.pending_changed)
+        self.rules.draft_settles.connect(self.queue.pending_model.set_settles)
+        self.tabs.currentChanged.connect(self._on_tab)
         self.queue.show_in_timeline.connect(self.show_in_timeline)
         self.queue.show_context.connect(self.show_context)
-        self.context_editor.conflict.connect(lambda text: self.status.showMessage(text, 10_000))
+        self.context_editor.conflict.connect(lambda text: self.status.showMessage(shown_line(text, 600), 10_000))
 
     def _actions(self) -> None:
         view = self.menuBar().addMenu("&View")
@@ -81,6 +90,8 @@ class MainWindow(QMainWindow):
             (go, "Timeline", "Ctrl+2", lambda: self._show_tab(TIMELINE_TAB)),
             (go, "Context editor", "Ctrl+3", lambda: self._show_tab(CONTEXT_TAB)),
             (go, "Approval queue", "Ctrl+4", lambda: self._focus(self.queue_dock, self.queue)),
+            (go, "Rules", "Ctrl+5", lambda: self._show_tab(RULES_TAB)),
+            (go, "Rule from the selected approval", "Ctrl+R", self.rule_from_selected_approval),
             (view, "Reset layout", "Ctrl+Shift+R", self.reset_layout),
             (help_menu, "Keyboard shortcuts", "F1", self.show_shortcuts),
             (help_menu, "Set operator name…", "Ctrl+Shift+N", self.ask_operator_name),
@@ -121,6 +132,18 @@ class MainWindow(QMainWindow):
         else:
             self.context_editor.show_agent(agent_id, None)
             self._show_tab(CONTEXT_TAB)
+
+    def rule_from_selected_approval(self) -> None:
+        """"Create a rule from this approval": the narrowest rule, in the Rules tab, not yet saved."""
+        self._show_tab(RULES_TAB)
+        self.rules.propose_from_selected()
+
+    def _on_tab(self, index: int) -> None:
+        """The queue marks what the draft rule would settle only while the Rules tab is in front."""
+        if index == RULES_TAB:
+            self.rules.run_dry_run()
+        else:
+            self.queue.pending_model.set_settles(set(), "")
 
     def _on_pending(self, count: int) -> None:
         self.queue_dock.setWindowTitle(f"Approvals ({count} pending)")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QApplication, QWidget
 
-from agentdesk.gui.window.main_window import CONTEXT_TAB, TIMELINE_TAB, MainWindow
+from agentdesk.gui.window.main_window import CONTEXT_TAB, RULES_TAB, TIMELINE_TAB, MainWindow
 
-VIEWS = ("window", "tree", "timeline", "context", "approvals")
+VIEWS = ("window", "tree", "timeline", "context", "approvals", "rules")
 
 
 def settle(window: MainWindow, *, min_s: float = 1.5, quiet_s: float = 0.6, max_s: float = 20.0) -> None:
@@ -39,9 +39,11 @@ def capture(window: MainWindow, view: str, path: str) -> None:
         window.tabs.setCurrentIndex(CONTEXT_TAB)
     elif view == "timeline":
         window.tabs.setCurrentIndex(TIMELINE_TAB)
+    elif view == "rules":
+        window.tabs.setCurrentIndex(RULES_TAB)
     settle(window, min_s=0.3, quiet_s=0.3)
     target: QWidget = {"window": window, "tree": window.tree, "timeline": window.timeline,
-                       "context": window.context_editor, "approvals": window.queue}[view]
+                       "context": window.context_editor, "approvals": window.queue, "rules": window.rules}[view]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     if not target.grab().save(path):
         raise OSError(f"Could not write the screenshot to {path}.")

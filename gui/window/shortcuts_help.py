@@ -6,7 +6,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
 SHORTCUTS: tuple[tuple[str, str, str], ...] = (
-    ("Window", "Ctrl+1 / Ctrl+2 / Ctrl+3 / Ctrl+4", "Focus tree / timeline / context / approval queue"),
+    ("Window", "Ctrl+1 / Ctrl+2 / Ctrl+3 / Ctrl+4 / Ctrl+5",
+     "Focus tree / timeline / context / approval queue / rules"),
+    ("Window", "Ctrl+R", "A rule from the selected approval (the narrowest; check its dry run, then save)"),
     ("Window", "Ctrl+Shift+R", "Reset the dock layout"),
     ("Window", "Ctrl+Shift+N", "Set the operator name recorded with decisions"),
     ("Window", "F1", "This list"),

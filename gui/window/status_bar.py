@@ -7,6 +7,7 @@ import time
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
+from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.model.services import Services
 
 
@@ -40,10 +41,10 @@ class StoreStatusBar(QStatusBar):
             self.addPermanentWidget(widget)
         source = services.source.descriptor
         mode = "read-only" if source.read_only else "read-write"
-        self.store_label.setText(f"{source.kind} store · {source.location} · {mode}")
-        self.store_label.setToolTip(source.notes or source.location)
+        self.store_label.setText(shown_line(f"{source.kind} store · {source.location} · {mode}"))
+        self.store_label.setToolTip(tooltip(source.notes or source.location))
         services.runner.busy_changed.connect(self._on_busy)
-        services.runner.error.connect(lambda text: self.showMessage(text, 8000))
+        services.runner.error.connect(lambda text: self.showMessage(shown_line(text, 600), 8000))
         self._timer = QTimer(self)
         self._timer.setInterval(1000)
         self._timer.timeout.connect(self.refresh)

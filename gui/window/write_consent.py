@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
 from agentdesk.gui.window.settings import open_settings
+from agentdesk.model.plain import shown_block, shown_line
 from agentdesk.store.source import SourceDescriptor
 
 
@@ -30,9 +31,9 @@ def ask_for_writes(descriptor: SourceDescriptor) -> bool:
     box.setIcon(QMessageBox.Icon.Warning)
     box.setTextFormat(Qt.TextFormat.PlainText)
     box.setWindowTitle("Allow writes?")
-    box.setText(f"This is a {descriptor.kind} database:\n{descriptor.location}\n\n"
+    box.setText(f"This is a {shown_line(descriptor.kind)} database:\n{shown_line(descriptor.location)}\n\n"
                 "Allow agentdesk to write to it (approve, deny and edit where its schema allows)?")
-    box.setInformativeText(descriptor.notes or "Writes follow the runtime's own conventions, one guarded "
+    box.setInformativeText(shown_block(descriptor.notes) or "Writes follow the runtime's own conventions, one guarded "
                            "transaction each.")
     allow = box.addButton("Allow writes", QMessageBox.ButtonRole.AcceptRole)
     box.addButton("Open read-only", QMessageBox.ButtonRole.RejectRole)

@@ -20,6 +20,7 @@ from agentdesk.model.approvals.format import (
     utc_now,
 )
 from agentdesk.model.approvals.model import ApprovalTableModel, Reader
+from agentdesk.model.plain import shown_tooltip
 from agentdesk.model.services import Services
 from agentdesk.model.text import escaped_tooltip, one_line
 from agentdesk.store import readmodel as rm
@@ -80,7 +81,7 @@ class DecidedApprovalModel(ApprovalTableModel):
         if column == D_REASON and approval.reason:
             return escaped_tooltip(*tooltip_lines(approval.reason))
         if column == D_EDITED and approval.edited_arguments:
-            return escaped_tooltip("Approved with edited arguments:",
+            return shown_tooltip("Approved with edited arguments:",  # rendered: already visible
                                    *tooltip_lines(pretty_arguments(approval.edited_arguments)))
         if column == D_DECIDED_AT:
             return escaped_tooltip(f"Decided at {local_time(approval.decided_at)}")

@@ -10,9 +10,12 @@ import contextlib
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from agentdesk.model.text import one_line
 from agentdesk.store import readmodel as rm
+from agentdesk.store.text.jsonsafe import loads
+from agentdesk.store.text.render import Budget, render
 
 Clock = Callable[[], datetime]
 TOOLTIP_CHARS = 3000
@@ -32,12 +35,10 @@ def project_label(approval: rm.Approval) -> str:
     return approval.project_name or approval.project_id
 
 
-def pretty_arguments(text: str) -> str:
-    """Arguments as indented JSON for reading; the raw text when it is not JSON."""
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False, sort_keys=True)
-    except ValueError:
-        return text
+def pretty_arguments(text: str, lines: int = 60) -> str:
+    """Arguments for a tooltip: the pane's rendering (hidden characters marked, never recursing),
+    cut to a few dozen lines."""
+    return "\n".join(render(text, Budget(total_lines=lines, width=100)))
 
 
 def tooltip_lines(text: str) -> list[str]:
@@ -45,9 +46,20 @@ def tooltip_lines(text: str) -> list[str]:
     return text[:TOOLTIP_CHARS].splitlines()
 
 
+PREVIEW_PARSE_CHARS = 100_000
+"""Arguments up to this size are previewed as compact JSON; larger ones as their text."""
+PREVIEW_SCAN_CHARS = 1_000_000
+"""Beyond this, only the head and the tail are looked at: a 5 MB argument costs its row nothing."""
+
+
+@lru_cache(maxsize=2048)
 def arguments_preview(text: str, limit: int = 160) -> str:
-    with contextlib.suppress(ValueError):
-        text = json.dumps(json.loads(text), ensure_ascii=False, separators=(", ", ": "))
+    """One line for the table cell; compact JSON when it parses and is small enough to reprint."""
+    if len(text) > PREVIEW_SCAN_CHARS:
+        text = f"{text[:limit * 20]} … {text[-limit * 4:]}"
+    elif len(text) <= PREVIEW_PARSE_CHARS:
+        with contextlib.suppress(ValueError, RecursionError):
+            text = json.dumps(loads(text), ensure_ascii=False, separators=(", ", ": "))
     return one_line(text, limit)
 
 

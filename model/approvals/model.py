@@ -22,8 +22,8 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersisten
 
 from agentdesk.model.approvals.format import Clock, utc_now
 from agentdesk.model.latest import Latest
+from agentdesk.model.plain import shown_line, shown_tooltip
 from agentdesk.model.services import Services
-from agentdesk.model.text import escaped_tooltip
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import RESET, Change
 from agentdesk.store.errors import NotFound
@@ -87,7 +87,7 @@ class ApprovalTableModel(QAbstractTableModel):
         raise NotImplementedError
 
     def _tooltip(self, approval: rm.Approval, column: int) -> str:
-        return escaped_tooltip(self._cell(approval, column), f"approval {approval.id}")
+        return shown_tooltip(self._cell(approval, column), shown_line(f"approval {approval.id}"))
 
     def _extra(self, approval: rm.Approval, column: int, role: int) -> Any:
         """Roles beyond text, tooltip and identity (colours, fonts, alignment)."""
@@ -207,6 +207,19 @@ class ApprovalTableModel(QAbstractTableModel):
         self.endInsertRows()
         if len(self._rows) > self._limit:
             self._remove(len(self._rows) - 1)
+
+    def _resort(self) -> None:
+        """Re-apply the sort order after a key changed with time (a requester went quiet): a layout
+        change that moves persistent indexes, so selection and the current row follow their approvals."""
+        order = sorted(range(len(self._rows)), key=lambda n: self._sort_key(self._rows[n]))
+        if order == list(range(len(self._rows))):
+            return
+        self.layoutAboutToBeChanged.emit()
+        moved_to = {old: new for new, old in enumerate(order)}
+        self._rows = [self._rows[n] for n in order]
+        old = self.persistentIndexList()
+        self.changePersistentIndexList(old, [self.index(moved_to[i.row()], i.column()) for i in old])
+        self.layoutChanged.emit()
 
     def _remove(self, row: int) -> None:
         self.beginRemoveRows(TOP, row, row)

@@ -2,12 +2,11 @@
 
 `data()` is hot, so everything here reads the row's plain values (previews were
 computed once when the tree was built) and never the store. Agent text reaches
-tooltips only escaped (`tooltip_text`), so Qt cannot mistake it for markup.
+tooltips only through `model.plain.tooltip`, so Qt shows it literally.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -17,6 +16,7 @@ from PySide6.QtGui import QColor, QFont
 
 from agentdesk.model.context.rows import KIND, LOCKED, PREVIEW, RIGHT, ROLE, TOKENS, VISIBLE
 from agentdesk.model.context.tree import GROUP_LABELS, KIND_LABELS, GroupRow, ItemRow, Row, tooltip_text
+from agentdesk.model.plain import tooltip
 from agentdesk.model.text import plural
 
 ItemIdRole = Qt.ItemDataRole.UserRole + 1
@@ -116,14 +116,14 @@ class RowDisplay:
         if column in (VISIBLE, LOCKED):
             hint = ("Shows or hides the whole turn group (Space)" if column == VISIBLE
                     else "A locked item cannot be edited, hidden or compacted (L)")
-            return html.escape(self._refusal(row, column) or hint)
+            return tooltip(self._refusal(row, column) or hint)
         notes = []
         if isinstance(row, ItemRow) and row.covered:
             notes.append("Replaced by the compaction summary above; the model does not see it.")
         if row.added_after and as_of is not None:
             notes.append(f"Added after {as_of.astimezone():%Y-%m-%d %H:%M:%S}.")
         body = tooltip_text(row.item.content) if isinstance(row, ItemRow) and column == PREVIEW else ""
-        return ("".join(f"<p>{html.escape(n)}</p>" for n in notes) + body) or None
+        return tooltip(*notes, body) or None
 
 
 def _item_text(row: ItemRow, column: int) -> str | None:

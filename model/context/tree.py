@@ -16,13 +16,13 @@ dataclasses plus previews computed once, never in `data()`.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from PySide6.QtCore import Qt
 
 from agentdesk.store import readmodel as rm
+from agentdesk.store.text.shown import shown
 
 KIND_LABELS = {"message": "message", "tool_calls": "tool call", "result": "result", "compaction": "summary"}
 GROUP_LABELS = {"turn": "Turn", "tool": "Tool turn"}
@@ -30,18 +30,19 @@ PREVIEW_CHARS = 160
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """The first non-blank line, whitespace collapsed; never scans more than a few KB."""
-    head = text[: limit * 8]
-    first = next((line for line in head.splitlines() if line.strip()), "")
+    """The first non-blank line, hidden characters marked, whitespace collapsed; never scans more than a
+    few KB. Lines are split at line feeds only: U+2028 and friends are shown as marks, not breaks."""
+    raw = text[: limit * 8]
+    head = shown(raw, lines=True)
+    first = next((line for line in head.split("\n") if line.strip()), "")
     flat = " ".join(first.split())
-    more = len(flat) > limit or len(head) < len(text) or "\n" in head.strip()
+    more = len(flat) > limit or len(raw) < len(text) or "\n" in head.strip()
     return (flat[:limit].rstrip() + " …") if more else flat
 
 
 def tooltip_text(text: str, limit: int = 600) -> str:
-    """Agent text for a tooltip: escaped and forced to rich text so entities show literally."""
-    clipped = text[:limit] + (" …" if len(text) > limit else "")
-    return f"<p style='white-space:pre-wrap'>{html.escape(clipped)}</p>"
+    """Agent text for a tooltip, cut to `limit` (the combining into one tooltip is `model.plain.tooltip`)."""
+    return text[:limit] + (" …" if len(text) > limit else "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -232,10 +232,12 @@ class AgentWorker:
         return approval_id, decision
 
     def _wait(self, approval_id: str) -> Decision:
+        heartbeat = self.rt.heartbeat(approval_id)  # so the queue knows this agent still waits
         while True:
             decision = self.rt.poll_decision(approval_id)
             if decision is not None:
                 return decision
+            heartbeat.tick()
             if self.control.pause_or_stop(0.05):
                 raise Stopped
 

@@ -29,6 +29,7 @@ from agentdesk.store.errors import ReadOnlyStore, StoreUnavailable, Unsupported
 from agentdesk.store.source import Capability, Location, Page, SourceDescriptor, SpanTable
 from agentdesk.store.sources.follow import Follow, FollowWatcher, TableFollower
 from agentdesk.store.sources.reads import Reads
+from agentdesk.store.text.arguments import arguments_hash, check_expected_hash, guard_arguments
 from agentdesk.store.validation import check_name
 
 __all__ = ["ForeignSource", "Unsupported"]
@@ -103,6 +104,14 @@ class ForeignSource:
             raise Unsupported(self.why_not(Capability.EDIT_ARGUMENTS))
         return capability, check_name("actor name", actor), check_name("reason", reason, required=not approve) or None
 
+    def guard_shown(self, approval_id: str, expected_arguments_hash: str | None) -> None:
+        """Inside a decision's write: refuse it as stale when the arguments are not the ones shown.
+        Read through the source's own mapping, so the hash is of what the window displayed."""
+        expected = check_expected_hash(expected_arguments_hash)
+        if expected is not None:
+            shown = self.approval(approval_id)  # type: ignore[attr-defined]  # every foreign source reads approvals
+            guard_arguments(approval_id, arguments_hash(shown.arguments), expected)
+
     def _require(self, capability: Capability) -> None:
         if capability in self.capabilities:
             return
@@ -134,10 +143,12 @@ class ForeignSource:
 
     def record_decision(self, write: Callable[[Connection, str, bool, str, str | None], None],
                         change: Callable[[rm.Approval], Change], approval_id: str, approve: bool, actor: str,
-                        reason: str | None, edited_arguments: str | None) -> rm.Approval:
+                        reason: str | None, edited_arguments: str | None,
+                        expected_arguments_hash: str | None = None) -> rm.Approval:
         """A decision whose runtime write needs nothing but the cleaned inputs: checked, written, then announced."""
         capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
         with self.writing(capability) as conn:
+            self.guard_shown(approval_id, expected_arguments_hash)
             write(conn, approval_id, approve, actor, reason)
         decided = self.approval(approval_id)
         self.bus.publish([change(decided)])

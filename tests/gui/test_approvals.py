@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import shiboken6
 from PySide6.QtCore import Qt
 
 from agentdesk.gui.approvals.dialogs import EditArgumentsDialog, ReasonDialog
@@ -78,6 +79,10 @@ def test_models_pass_the_model_tester(services: Services, runtime: AgentRuntime,
     source.decide(world.approval_ids[0], True, "bob")
     source.close()
     qtbot.waitUntil(lambda: pending.rowCount() == 3 and decided.rowCount() == 1)
+    # The tester follows one model at a time and never lets go of the first: the pending model's
+    # countdown ticks would otherwise be checked against the decided model's row count.
+    pending.deleteLater()
+    qtbot.waitUntil(lambda: not shiboken6.isValid(pending))
     qtmodeltester.check(decided, force_py=True)
 
 

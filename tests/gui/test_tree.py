@@ -19,6 +19,7 @@ from agentdesk.store.bus import RESET, Change
 from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from tests.gui.conftest import World
+from tests.gui.displayed import displayed
 
 Node = tuple[str, str, str, str, int, tuple[Any, ...]]
 
@@ -167,7 +168,7 @@ def test_status_change_is_a_data_change_of_the_affected_rows_only(
     assert ("run", world.run_id) in touched and ("agent", world.sub_agent_id) not in touched
     assert touched <= {("run", world.run_id), ("agent", world.agent_id), ("session", world.session_id),
                        ("task", world.task_id), ("project", world.project_id)}
-    assert "&lt;b&gt;" in model.data(run, Qt.ItemDataRole.ToolTipRole)
+    assert "error: boom <b>" in displayed(model.data(run, Qt.ItemDataRole.ToolTipRole))
     assert not inserted
 
 

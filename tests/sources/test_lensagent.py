@@ -666,3 +666,17 @@ def test_a_finished_run_also_changes_its_own_span(built: dict[str, Path], tmp_pa
         assert source.span_table("run_1", ["run:run_1"]).statuses == ["ok"]
     finally:
         source.close()
+
+
+def test_a_decision_on_arguments_other_than_shown_is_refused(writer: LensagentSource) -> None:
+    """The shown-arguments hash guards foreign writes too: a stale hash writes nothing."""
+    from agentdesk.store.errors import StaleRevision
+    from agentdesk.store.text.arguments import arguments_hash, short_hash
+
+    path = writer.path
+    before = query(path, "SELECT state, revision FROM calls WHERE id = 'cal_1'")
+    with pytest.raises(StaleRevision, match="changed since they were shown"):
+        writer.decide("cal_1", True, "ops", "ok", expected_arguments_hash="0" * 12)
+    assert query(path, "SELECT state, revision FROM calls WHERE id = 'cal_1'") == before
+    shown = short_hash(arguments_hash(writer.approval("cal_1").arguments))
+    assert writer.decide("cal_1", True, "ops", "ok", expected_arguments_hash=shown).status == "approved"

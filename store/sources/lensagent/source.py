@@ -97,9 +97,12 @@ class LensagentSource(ForeignSource):
         actor: str,
         reason: str | None = None,
         edited_arguments: str | None = None,
+        *,
+        expected_arguments_hash: str | None = None,
     ) -> rm.Approval:
         capability, actor, reason = self.check_decision(approve, actor, reason, edited_arguments)
         with self.writing(capability) as conn:
+            self.guard_shown(approval_id, expected_arguments_hash)
             published = writes.decide(conn, self.layout, approval_id, approve, actor, reason)
         self.bus.publish(published)
         return self.approval(approval_id)

@@ -101,7 +101,8 @@ class MakaSource(ForeignSource):
 
     # -- approvals -----------------------------------------------------------------------------
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-               edited_arguments: str | None = None) -> rm.Approval:
+               edited_arguments: str | None = None, *,
+               expected_arguments_hash: str | None = None) -> rm.Approval:
         """Settle a pending permission request as maka's host would: first writer wins.
 
         `actor` and `reason` cannot be stored: maka's canonical outcome records only
@@ -109,6 +110,7 @@ class MakaSource(ForeignSource):
         """
         capability, _, _ = self.check_decision(approve, actor or "user", reason or "-", edited_arguments)
         with self.writing(capability) as conn:
+            self.guard_shown(approval_id, expected_arguments_hash)
             decided, published = approvals.decide(conn, self.topology(conn), approval_id, approve)
         self.bus.publish(published)
         return decided

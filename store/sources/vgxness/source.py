@@ -75,6 +75,7 @@ class VgxnessSource(ForeignSource):
 
     # -- approvals -----------------------------------------------------------------------------
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,
-               edited_arguments: str | None = None) -> rm.Approval:
+               edited_arguments: str | None = None, *,
+               expected_arguments_hash: str | None = None) -> rm.Approval:
         return self.record_decision(approvals.decide, approvals.approval_change, approval_id, approve, actor, reason,
-                                    edited_arguments)
+                                    edited_arguments, expected_arguments_hash)

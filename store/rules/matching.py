@@ -1,0 +1,174 @@
+"""Does a rule cover a tool call, and which rule decides it.
+
+Allow is the dangerous direction, so an allow rule matches only when it can vouch
+for everything the call would do: no hidden characters anywhere in the
+arguments, every argument named by the matcher, and for a shell command a plain
+parse in which *every* simple command equals one of the rule's argv patterns.
+Deny and ask rules match when *any* simple command matches (a deny for `rm *`
+catches `npm test && rm -rf ~`). Among the live rules that match, deny beats ask
+beats allow; ties go to the more specific rule.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from agentdesk.store.rules.hidden import has_hidden_characters, value_hides_characters
+from agentdesk.store.rules.model import ANY_TOOL, PRECEDENCE, Effect, Rule, specificity
+from agentdesk.store.rules.shell import Parsed, SimpleCommand, command_of
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A tool call as rules see it: the tool, its arguments (JSON text) and where it comes from."""
+
+    tool: str
+    arguments: str
+    project_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+
+
+CACHE_BELOW_CHARS = 8_192
+"""Only short texts are memoised (dry runs see the same few commands many times); big ones are not kept."""
+
+
+def _decoded(arguments: str) -> tuple[dict[str, Any] | None, bool]:
+    """The arguments as a dict (None when not a JSON object) and whether they hide characters."""
+    if len(arguments) < CACHE_BELOW_CHARS:
+        return _decoded_cached(arguments)
+    return _decode(arguments)
+
+
+@lru_cache(maxsize=4096)
+def _decoded_cached(arguments: str) -> tuple[dict[str, Any] | None, bool]:
+    return _decode(arguments)
+
+
+def _decode(arguments: str) -> tuple[dict[str, Any] | None, bool]:
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None, True
+    if not isinstance(value, dict):
+        return None, True
+    hidden = has_hidden_characters(arguments) or value_hides_characters(value)
+    return value, hidden
+
+
+@lru_cache(maxsize=4096)
+def _parsed(script: str) -> Parsed:
+    return command_of(script)
+
+
+def _parse_value(value: Any) -> Parsed:
+    if isinstance(value, str) and len(value) < CACHE_BELOW_CHARS:
+        return _parsed(value)
+    return command_of(value)
+
+
+def in_scope(rule: Rule, call: Call) -> bool:
+    return ((rule.tool == ANY_TOOL or rule.tool == call.tool)
+            and rule.project_id in (None, call.project_id)
+            and rule.agent_id in (None, call.agent_id)
+            and rule.session_id in (None, call.session_id))
+
+
+def matches(rule: Rule, call: Call) -> bool:
+    """Would this rule apply to this call (ignoring whether it is enabled or expired)?"""
+    if not in_scope(rule, call):
+        return False
+    args, hidden = _decoded(call.arguments)
+    allow = rule.effect == Effect.ALLOW
+    if args is None or (allow and hidden):
+        return False
+    matcher = rule.matcher
+    kind = matcher.get("kind")
+    if kind == "any":
+        return True
+    fields: dict[str, dict[str, Any]] = matcher.get("fields") or {}
+    named = set(fields)
+    if kind == "shell":
+        named.add(matcher["field"])
+    if allow and not set(args) <= named:
+        return False
+    if not all(name in args and _field_ok(op, args[name]) for name, op in fields.items()):
+        return False
+    if kind == "shell":
+        field = matcher["field"]
+        if field not in args:
+            return False
+        return _shell_ok(matcher["commands"], _parse_value(args[field]), allow)
+    return kind == "fields"
+
+
+def _shell_ok(patterns: Sequence[Sequence[str]], parsed: Parsed, allow: bool) -> bool:
+    if allow:
+        return parsed.parsed and parsed.plain and bool(parsed.commands) and all(
+            not c.redirects and any(_argv_ok(p, c) for p in patterns) for c in parsed.commands)
+    return any(any(_argv_ok(p, c) for p in patterns) for c in parsed.commands)
+
+
+def _argv_ok(pattern: Sequence[str], command: SimpleCommand) -> bool:
+    words = command.words
+    if pattern and pattern[-1] == "*":
+        fixed = pattern[:-1]
+        return len(words) >= len(fixed) and all(w == p for w, p in zip(words, fixed, strict=False))
+    return len(words) == len(pattern) and all(w == p for w, p in zip(words, pattern, strict=True))
+
+
+def _field_ok(op: dict[str, Any], value: Any) -> bool:
+    verb, arg = next(iter(op.items()))
+    if verb == "any":
+        return True
+    if verb == "equals":
+        return _same(value, arg)
+    if verb == "one_of":
+        return any(_same(value, a) for a in arg)
+    if verb == "under":
+        return isinstance(value, str) and _is_under(value, arg)
+    return False
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality without Python's 1 == True == 1.0 coercions."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _is_under(path: str, directory: str) -> bool:
+    """Inside `directory`, with no `..` and no NUL: a lexical check that cannot be walked out of."""
+    if "\x00" in path or ".." in path.split("/") or path.startswith("~") != directory.startswith("~"):
+        return False
+    if posixpath.isabs(directory) != posixpath.isabs(path):
+        return False
+    base = posixpath.normpath(directory)
+    norm = posixpath.normpath(path)
+    return norm == base or norm.startswith(base.rstrip("/") + "/")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    effect: Effect
+    rule: Rule
+
+
+def decide(rules: Iterable[Rule], call: Call, now: datetime) -> Verdict | None:
+    """The rule that decides this call: deny beats ask beats allow, then the more specific rule."""
+    best: Rule | None = None
+    for rule in rules:
+        if not rule.is_live(now) or not matches(rule, call):
+            continue
+        if best is None or _ranks_above(rule, best):
+            best = rule
+    return None if best is None else Verdict(best.effect, best)
+
+
+def _ranks_above(a: Rule, b: Rule) -> bool:
+    return (PRECEDENCE[a.effect], tuple(-x for x in specificity(a)), a.id) < \
+           (PRECEDENCE[b.effect], tuple(-x for x in specificity(b)), b.id)

@@ -1,0 +1,1 @@
+"""Untrusted text made displayable: hidden characters as visible marks, arguments within budgets."""

@@ -1,0 +1,122 @@
+"""JSON parsing that survives any nesting depth, for display.
+
+`json.loads` recurses once per nesting level, so arguments nested a few hundred
+levels deep raise `RecursionError` when parsed from inside a Qt callback (the
+stack is already deep there). Display must never crash on agent input, so this
+falls back to an iterative parser built on the decoder's own string scanner:
+same values, no recursion.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from typing import Any
+
+NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+SPACE = re.compile(r"[ \t\n\r]*")
+LITERALS = {"true": True, "false": False, "null": None}
+
+
+class NotJson(ValueError):
+    """The text is not one JSON value."""
+
+
+def loads(text: str) -> Any:
+    """`json.loads`, falling back to the iterative parser when the nesting is too deep to recurse."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return loads_iterative(text)
+    except ValueError as exc:
+        raise NotJson(str(exc)) from exc
+
+
+def loads_iterative(text: str) -> Any:
+    """Parse one JSON value with an explicit stack (containers are filled as they close)."""
+    stack: list[tuple[list[Any] | dict[str, Any], str | None]] = []
+    pos = SPACE.match(text, 0).end()  # type: ignore[union-attr]
+    result: Any = None
+    done = False
+    while not done:
+        value, pos, opened = _scalar_or_open(text, pos)
+        if opened is not None:
+            stack.append((opened, None))
+            pos = SPACE.match(text, pos).end()  # type: ignore[union-attr]
+            closer = "]" if isinstance(opened, list) else "}"
+            if text.startswith(closer, pos):
+                pos += 1
+                value = stack.pop()[0]
+            else:
+                if isinstance(opened, dict):
+                    pos = _key(text, pos, stack)
+                continue
+        while True:
+            if not stack:
+                result, done = value, True
+                break
+            container, key = stack[-1]
+            if isinstance(container, list):
+                container.append(value)
+            else:
+                container[key] = value  # type: ignore[index]
+            pos = SPACE.match(text, pos).end()  # type: ignore[union-attr]
+            closer = "]" if isinstance(container, list) else "}"
+            if text.startswith(",", pos):
+                pos = SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+                if isinstance(container, dict):
+                    pos = _key(text, pos, stack)
+                break
+            if not text.startswith(closer, pos):
+                raise NotJson(f"Expecting ',' or '{closer}' at character {pos}")
+            pos += 1
+            value = stack.pop()[0]
+    if SPACE.match(text, pos).end() != len(text):  # type: ignore[union-attr]
+        raise NotJson(f"Extra data at character {pos}")
+    return result
+
+
+def _key(text: str, pos: int, stack: list[tuple[Any, str | None]]) -> int:
+    if not text.startswith('"', pos):
+        raise NotJson(f"Expecting a property name at character {pos}")
+    key, pos = scanstring(text, pos + 1, True)
+    pos = SPACE.match(text, pos).end()  # type: ignore[union-attr]
+    if not text.startswith(":", pos):
+        raise NotJson(f"Expecting ':' at character {pos}")
+    stack[-1] = (stack[-1][0], key)
+    return SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+
+
+def _scalar_or_open(text: str, pos: int) -> tuple[Any, int, list[Any] | dict[str, Any] | None]:
+    """A scalar and the position after it, or a new empty container to fill."""
+    char = text[pos:pos + 1]
+    if char == "[":
+        return None, pos + 1, []
+    if char == "{":
+        return None, pos + 1, {}
+    if char == '"':
+        value, end = scanstring(text, pos + 1, True)
+        return value, end, None
+    for word, literal in LITERALS.items():
+        if text.startswith(word, pos):
+            return literal, pos + len(word), None
+    match = NUMBER.match(text, pos)
+    if match is None or not match.group():
+        raise NotJson(f"Expecting a value at character {pos}")
+    number = match.group()
+    return (float(number) if any(c in number for c in ".eE") else int(number)), match.end(), None
+
+
+def depth_of(value: Any) -> int:
+    """How deeply containers nest (0 for a scalar), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in node if isinstance(child, (list, dict)))
+    return deepest
