@@ -40,12 +40,17 @@ class EntityKind(StrEnum):
     CONTEXT_GROUP = "context_group"
     CONTEXT_ITEM = "context_item"
     COMPACTION = "compaction"
+    RULE = "rule"
+    """A standing approval rule (store/rules)."""
 
 
 class ChangeOp(StrEnum):
     INSERT = "insert"
     UPDATE = "update"
     DELETE = "delete"
+    HEARTBEAT = "heartbeat"
+    """The requester of a pending approval is still waiting (store/heartbeat.py): no field an operator reads changed
+    except the requester's liveness."""
     RESET = "reset"
     """A synthetic change telling subscribers to reload everything (feed gap, reconnect)."""
 
