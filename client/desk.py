@@ -1,0 +1,98 @@
+"""The client's entry point: open the store an operator watches and register an agent in it.
+
+`AgentDesk` is what an agent process creates once. Projects and tasks are found
+by name (so every process of one service lands in one project); a session is
+new per `register` call unless an existing one is named by id (a resumed
+conversation).
+
+Two processes registering a never-seen project name at the same instant can
+each create it; both projects work, and the tree shows the name twice. Start
+one process first, or pass the same `project` and accept that rare duplicate.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from sqlalchemy import select
+
+from agentdesk.client.handles import Agent
+from agentdesk.store import schema as sc
+from agentdesk.store.database import DEFAULT_BUSY_TIMEOUT_S, Store, open_store
+from agentdesk.store.errors import NotFound
+from agentdesk.store.runtime import AgentRuntime
+from agentdesk.store.validation import check_name
+
+DEFAULT_TASK = "default"
+
+
+class AgentDesk:
+    """One agent process's connection to an agentdesk store."""
+
+    def __init__(self, store: Store, *, actor: str = "agent") -> None:
+        self.store = store
+        self.runtime = AgentRuntime(store, actor=check_name("actor name", actor))
+
+    @classmethod
+    def connect(cls, store: str | None = None, *, actor: str = "agent",
+                busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> AgentDesk:
+        """Open (creating if needed) the store at a path or URL; default `$AGENTDESK_STORE` or the user's."""
+        return cls(open_store(store, create=True, busy_timeout_s=busy_timeout_s), actor=actor)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> AgentDesk:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # -- registration ----------------------------------------------------------------------
+    def register(self, *, project: str, agent: str, model: str = "unknown", session: str | None = None,
+                 task: str = DEFAULT_TASK, session_id: str | None = None,
+                 context_budget: int = 128_000) -> Agent:
+        """The agent, in project > task > session, ready to start runs.
+
+        `session` titles a new session (default: the agent's name); `session_id`
+        joins an existing one instead.
+        """
+        if session_id is None:
+            task_id = self.task_id(self.project_id(project), task)
+            session_id = self.runtime.create_session(task_id, check_name("session title", session or agent))
+        project_id = self._project_of_session(session_id)
+        agent_id = self.runtime.create_agent(session_id, check_name("agent name", agent),
+                                             check_name("model", model), None, context_budget)
+        return Agent(self.runtime, agent_id, session_id, project_id, agent)
+
+    def attach(self, agent_id: str) -> Agent:
+        """An agent registered earlier (by this process or another), to continue its work."""
+        with self.store.reading() as s:
+            row = s.get(sc.AgentRow, agent_id)
+            if row is None:
+                raise NotFound(f"There is no agent with id {agent_id}.")
+            return Agent(self.runtime, row.id, row.session_id, row.project_id, row.name)
+
+    def project_id(self, name: str) -> str:
+        """The project of that name, created the first time."""
+        name = check_name("project name", name)
+        with self.store.reading() as s:
+            found = s.execute(select(sc.ProjectRow.id).where(sc.ProjectRow.name == name)
+                              .order_by(sc.ProjectRow.created_at).limit(1)).scalar()
+        return found or self.runtime.create_project(name)
+
+    def task_id(self, project_id: str, title: str) -> str:
+        title = check_name("task title", title)
+        with self.store.reading() as s:
+            found = s.execute(select(sc.TaskRow.id).where(sc.TaskRow.project_id == project_id,
+                                                          sc.TaskRow.title == title)
+                              .order_by(sc.TaskRow.created_at).limit(1)).scalar()
+        return found or self.runtime.create_task(project_id, title)
+
+    def _project_of_session(self, session_id: str) -> str:
+        with self.store.reading() as s:
+            row = s.get(sc.SessionRow, session_id)
+            if row is None:
+                raise NotFound(f"There is no session with id {session_id}.")
+            return row.project_id
