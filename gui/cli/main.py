@@ -42,6 +42,7 @@ from agentdesk.gui.cli.opening import (
     say,
 )
 from agentdesk.gui.cli.parser import Handler, parse
+from agentdesk.gui.cli.receive import cmd_receive
 from agentdesk.gui.cli.watch import cmd_watch
 from agentdesk.store import sqlite as sqlite_files
 from agentdesk.store.database import describe_operational_error, open_store, to_url
@@ -216,7 +217,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 HANDLERS: dict[str, Handler] = {
     "init": cmd_init, "simulate": cmd_simulate, "watch": cmd_watch, "approvals": cmd_approvals,
     "approve": cmd_decide, "deny": cmd_decide, "info": cmd_info, "verify": cmd_verify, "demo": cmd_demo,
-    "gui": cmd_gui,
+    "gui": cmd_gui, "receive": cmd_receive,
 }
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from agentdesk.gui.cli.receive import receive_options
+
 STATUSES = ("pending", "approved", "denied", "expired", "all")
 VIEWS = ("window", "tree", "timeline", "context", "approvals")
 THEMES = ("system", "light", "dark")
@@ -80,6 +82,8 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     p = command("demo", "a throwaway store with simulated agents working, in the window")
     sim_options(p)
     p.add_argument("--theme", choices=THEMES, default="system")
+    receive_options(command("receive", "an OTLP/HTTP receiver: live spans from any OpenTelemetry exporter "
+                                       "into the store (Ctrl-C stops)"))
     p = command("gui", "open the window on the store")
     p.add_argument("--screenshot", metavar="PATH", help="render offscreen, save a PNG and exit")
     p.add_argument("--view", choices=VIEWS, default="window")

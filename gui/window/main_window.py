@@ -18,6 +18,7 @@ from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.context.editor import ContextEditor
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.tree.view import ProjectTree
+from agentdesk.gui.window.receiver_toggle import ReceiverToggle
 from agentdesk.gui.window.settings import open_settings, read_str
 from agentdesk.gui.window.shortcuts_help import ShortcutsDialog
 from agentdesk.gui.window.status_bar import StoreStatusBar
@@ -51,6 +52,8 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.tree_dock, self.queue_dock], [420, 450], Qt.Orientation.Horizontal)
         self.status = StoreStatusBar(services, self)
         self.setStatusBar(self.status)
+        self.receiver = ReceiverToggle(services, self.settings, self.status)
+        self.status.insertPermanentWidget(0, self.receiver)
         self._wire()
         self._actions()
 
@@ -91,6 +94,9 @@ class MainWindow(QMainWindow):
             menu.addAction(action)
         view.addAction(self.tree_dock.toggleViewAction())
         view.addAction(self.queue_dock.toggleViewAction())
+        view.addSeparator()
+        view.addAction(self.receiver.action)
+        view.addAction(self.receiver.port_action)
 
     # -- navigation -----------------------------------------------------------------------
     def _focus(self, dock: QDockWidget, widget: QWidget) -> None:
@@ -196,4 +202,5 @@ class MainWindow(QMainWindow):
         self.settings.setValue("window/state", self.saveState())
         self.settings.sync()
         self.context_editor.shutdown()
+        self.receiver.shutdown()
         super().closeEvent(event)

@@ -1,0 +1,139 @@
+"""The receiver's single writer: a bounded queue in front of one thread that calls the ingest API.
+
+Why one thread: the store takes one writer at a time anyway, and the ingest API
+is written for one writer with batches in any order. Why bounded: when the
+writer falls behind, `submit` refuses at once (`QueueFull`) and the HTTP side
+answers 503 with Retry-After, which every OTLP exporter honours by retrying.
+Nothing is ever accepted and then dropped: a request is answered only after its
+spans were committed (or with the error that kept them out).
+
+Requests already waiting when the writer comes round are merged into one ingest
+call (up to `MERGE_SPANS` spans), so a burst costs a few transactions, not one
+per request; if a merged call fails, each request is retried alone so the
+error goes to the request that caused it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from agentdesk.store.database import Store
+from agentdesk.store.errors import InvalidInput
+
+log = logging.getLogger(__name__)
+
+MERGE_SPANS = 5_000
+Ingest = Callable[[Store, ExportTraceServiceRequest], Any]
+Done = Callable[[Any, BaseException | None], None]
+
+
+class QueueFull(Exception):
+    """The writer is behind: the caller must refuse the request (never accept it and drop it)."""
+
+
+@dataclass(slots=True)
+class Job:
+    request: ExportTraceServiceRequest
+    spans: int
+    done: Done
+
+
+def span_count(request: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+class IngestWriter:
+    def __init__(self, store: Store, ingest: Ingest, *, max_queued: int = 16) -> None:
+        self.store = store
+        self._ingest = ingest
+        self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=max_queued)
+        self._thread = threading.Thread(target=self._loop, name="agentdesk-otlp-writer", daemon=True)
+        self._stopping = threading.Event()
+
+    def start(self) -> IngestWriter:
+        self._thread.start()
+        return self
+
+    @property
+    def queued(self) -> int:
+        return self._queue.qsize()
+
+    def submit(self, request: ExportTraceServiceRequest, spans: int, done: Done) -> None:
+        """Queue a request; `done(report, error)` is called from the writer thread once it is settled."""
+        if self._stopping.is_set():
+            raise QueueFull("the receiver is stopping")
+        try:
+            self._queue.put_nowait(Job(request, spans, done))
+        except queue.Full:
+            raise QueueFull(f"{self._queue.maxsize} requests are already waiting for the store") from None
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Finish what was queued (its senders are waiting for the answer), then end the thread."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout_s)
+
+    def _loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            jobs, stop = self._drain(job)
+            self._write(jobs)
+            if stop:
+                return
+
+    def _drain(self, first: Job) -> tuple[list[Job], bool]:
+        jobs, spans = [first], first.spans
+        while spans < MERGE_SPANS:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is None:
+                return jobs, True
+            jobs.append(job)
+            spans += job.spans
+        return jobs, False
+
+    def _write(self, jobs: list[Job]) -> None:
+        if len(jobs) == 1:
+            self._one(jobs[0])
+            return
+        merged = ExportTraceServiceRequest()
+        for job in jobs:
+            merged.resource_spans.extend(job.request.resource_spans)
+        try:
+            report = self._ingest(self.store, merged)
+        except InvalidInput:
+            for job in jobs:  # find whose request it was: the others still get written
+                self._one(job)
+            return
+        except Exception as exc:  # the store is locked or gone: every sender hears it, and may retry
+            self._settle(jobs, None, exc)
+            return
+        self._settle(jobs, report, None)
+
+    def _one(self, job: Job) -> None:
+        try:
+            report = self._ingest(self.store, job.request)
+        except Exception as exc:
+            self._settle([job], None, exc)
+            return
+        self._settle([job], report, None)
+
+    @staticmethod
+    def _settle(jobs: list[Job], report: Any, error: BaseException | None) -> None:
+        for job in jobs:
+            try:
+                job.done(report, error)
+            except Exception:  # a sender that went away must not stop the writer
+                log.exception("OTLP receiver: reporting a write result failed")
