@@ -153,6 +153,8 @@ class TimelineFeed(QObject):
             ours = change.parent("run") == self.run_id
             if change.op == RESET or (change.entity == "span" and change.op == "delete" and ours):
                 self._reload = True
+            elif change.entity == "span_batch" and ours:  # bulk OTel writes: one change per batch
+                self._reload = True
             elif change.entity == "span" and ours:
                 self._dirty.add(change.id)
             elif change.entity == "run" and change.id == self.run_id:

@@ -211,16 +211,11 @@ class Receiver:
 
     # -- answers ---------------------------------------------------------------------------
     def _ok(self, kind: str, report: Any) -> web.Response:
-        response = ExportTraceServiceResponse()
-        rejected = int(getattr(report, "rejected_spans", 0) or 0)
-        if rejected:
-            response.partial_success.rejected_spans = rejected
-            response.partial_success.error_message = str(getattr(report, "problem", "") or "")[:1000]
+        """Everything sent was written (duplicates count as written: ingest is idempotent), so no partial success."""
         if kind in PROTOBUF_TYPES:
-            return web.Response(body=response.SerializeToString(), content_type="application/x-protobuf")
-        from google.protobuf import json_format
-
-        return web.Response(text=json.dumps(json_format.MessageToDict(response)), content_type="application/json")
+            return web.Response(body=ExportTraceServiceResponse().SerializeToString(),
+                                content_type="application/x-protobuf")
+        return web.Response(text="{}", content_type="application/json")
 
     def _error(self, kind: str, status: int, message: str, *, retry: bool = False) -> web.Response:
         """A google.rpc.Status in the request's own encoding, as the OTLP/HTTP spec asks."""

@@ -1,0 +1,539 @@
+"""The bulk write path: decoded OTel spans into agentdesk's tables, one trace at a time.
+
+Why it exists: the runtime API writes one transaction per span (with audit and
+change log), about 9 minutes for 100,000 spans. Here a trace is written with
+executemany inserts inside the caller's unit of work, the change log gets one
+`span_batch` row per trace (the timeline reloads once per batch), and the caller
+audits the whole write as one operation.
+
+Identity is derived, never random: span row id = "o" + trace id + span id, run
+id = "otr_" + trace id, and project/task/session/agent/context-item ids are
+hashes of what identifies them. So writing the same data twice finds the rows
+already there (duplicates are skipped; an open span that arrives again ended is
+completed), and a span can name its parent before the parent exists. A span
+whose parent is absent is an *orphan*: it is shown under its trace's root (or at
+the top when the root is absent too), remembered in `otel_orphans`, and moved
+under its parent in the write where the parent arrives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, func, insert, select, update
+
+from agentdesk.store import schema as sc
+from agentdesk.store.errors import InvalidInput
+from agentdesk.store.otel import messages as msgs
+from agentdesk.store.otel import semconv
+from agentdesk.store.otel import values as v
+from agentdesk.store.otel.spans import OtelSpan, run_row_id, span_row_id
+from agentdesk.store.uow import UnitOfWork
+from agentdesk.store.validation import estimate_tokens
+
+DEFAULT_PROJECT = "OpenTelemetry"
+TASK_TITLE = "Imported OpenTelemetry traces"
+ORPHAN_KEY = "agentdesk.orphan"
+IN_CHUNK = 500
+"""Bound parameters per IN (...) lookup: well under SQLite's limit."""
+EXTRA_KEYS = frozenset({"otel.kind", "otel.status_message", "otel.events", "otel.links", "otel.scope",
+                        "otel.scope_version", "otel.resource", ORPHAN_KEY})
+"""Keys the importer adds to a span's attributes (export strips them again)."""
+
+
+def _h(*parts: str, n: int = 16) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:n]
+
+
+@dataclass
+class IngestReport:
+    """What one write did. `orphans_pending` counts spans still waiting for their parent after it."""
+
+    spans_written: int = 0
+    duplicates: int = 0
+    completed: int = 0
+    """Open spans that arrived again, ended, and were completed."""
+    placed: int = 0
+    """Orphans moved under a parent that arrived in this write."""
+    orphans_pending: int = 0
+    traces: int = 0
+    run_ids: list[str] = field(default_factory=list)
+
+    def add(self, other: IngestReport) -> None:
+        self.spans_written += other.spans_written
+        self.duplicates += other.duplicates
+        self.completed += other.completed
+        self.placed += other.placed
+        self.orphans_pending += other.orphans_pending
+        self.traces += other.traces
+        self.run_ids.extend(r for r in other.run_ids if r not in self.run_ids)
+
+
+@dataclass(slots=True)
+class IndexEntry:
+    parent_id: str | None
+    agent_key: str | None
+    agent_name: str | None
+    start_ns: int
+
+
+@dataclass
+class TraceIndex:
+    """The compact facts of one trace's spans (no payloads): enough to place every span."""
+
+    trace_id: str
+    spans: dict[str, IndexEntry] = field(default_factory=dict)
+    project: str | None = None
+    conversation: str | None = None
+    root_span: str | None = None
+    root_name: str | None = None
+
+    def add(self, span: OtelSpan) -> None:
+        key = name = None
+        if semconv.is_agent_span(span.attributes):
+            key, name = semconv.agent_identity(span)
+        self.note(span.span_id, span.parent_id, key, name, span.start_ns, semconv.project_of(span),
+                  semconv.conversation_of(span.attributes), span.name)
+
+    def note(self, span_id: str, parent_id: str | None, agent_key: str | None, agent_name: str | None,
+             start_ns: int, project: str | None, conversation: str | None, name: str) -> None:
+        self.spans[span_id] = IndexEntry(parent_id, agent_key, agent_name, start_ns)
+        if self.project is None and project:
+            self.project = project
+        if self.conversation is None and conversation:
+            self.conversation = conversation
+        if parent_id is None and self.root_span is None:
+            self.root_span, self.root_name = span_id, name
+
+    def cycle(self) -> str | None:
+        """A span that is its own ancestor (hostile or broken input), or None. O(spans), iterative."""
+        done: set[str] = set()
+        for start in self.spans:
+            path: list[str] = []
+            on_path: set[str] = set()
+            current: str | None = start
+            while current is not None and current not in done:
+                if current in on_path:
+                    return current
+                on_path.add(current)
+                path.append(current)
+                entry = self.spans.get(current)
+                current = entry.parent_id if entry is not None else None
+            done.update(path)
+        return None
+
+
+class TraceWriter:
+    """Writes one trace inside a unit of work: `prepare`, then `write` chunks, then `finish`."""
+
+    def __init__(self, uow: UnitOfWork, index: TraceIndex, default_project: str | None) -> None:
+        self.uow = uow
+        self.conn: Connection = uow.session.connection()
+        self.index = index
+        self.default_project = default_project
+        self.run_id = run_row_id(index.trace_id)
+        self.report = IngestReport(traces=1, run_ids=[self.run_id])
+        self._agent_of: dict[str, str | None] = {}
+        """OTel span id -> agentdesk agent id of its nearest agent span (None: the run's agent)."""
+        self._agents: dict[str, dict[str, Any]] = {}
+        self._new_agents: list[str] = []
+        self._positions: dict[str, int] = {}
+        self._seen_items: set[str] = set()
+        self._context_touched: set[str] = set()
+        self._written: list[str] = []
+        self._resources: dict[str, str] = {}
+        self._new_run = False
+
+    # -- placing the trace in the hierarchy ------------------------------------------------
+    def prepare(self) -> None:
+        looped = self.index.cycle()
+        if looped is not None:
+            raise InvalidInput(f"Trace {self.index.trace_id}: span {looped} is its own ancestor "
+                               "(its parent chain loops back to it).")
+        s, now = self.uow.session, self.uow.now
+        run = s.get(sc.RunRow, self.run_id)
+        if run is not None:
+            self.project_id, self.task_id, self.session_id = run.project_id, run.task_id, run.session_id
+            self.run_agent: str = run.agent_id
+            self.root_row = self.index.root_span and span_row_id(self.index.trace_id, self.index.root_span)
+            if self.root_row is None:
+                self.root_row = self._stored_root()
+        else:
+            self._new_run = True
+            name = self.index.project or self.default_project or DEFAULT_PROJECT
+            self.project_id = "otp_" + _h(name)
+            if s.get(sc.ProjectRow, self.project_id) is None:
+                s.add(sc.ProjectRow(id=self.project_id, name=name, created_at=now, revision=1))
+                self.uow.record("project", "insert", self.project_id)
+            self.task_id = "ott_" + _h(self.project_id)
+            if s.get(sc.TaskRow, self.task_id) is None:
+                s.add(sc.TaskRow(id=self.task_id, project_id=self.project_id, title=TASK_TITLE, created_at=now,
+                                 revision=1))
+                self.uow.record("task", "insert", self.task_id, {"project": self.project_id})
+            conv = self.index.conversation
+            self.session_id = "ots_" + _h(self.project_id, conv or "trace:" + self.index.trace_id)
+            if s.get(sc.SessionRow, self.session_id) is None:
+                title = conv or f"trace {self.index.root_name or self.index.trace_id[:8]}"
+                s.add(sc.SessionRow(id=self.session_id, project_id=self.project_id, task_id=self.task_id,
+                                    title=title, status="running", created_at=now, revision=1))
+                self.uow.record("session", "insert", self.session_id,
+                                {"project": self.project_id, "task": self.task_id})
+            s.flush()
+            self.run_agent = self._top_agent()
+            self.root_row = self.index.root_span and span_row_id(self.index.trace_id, self.index.root_span)
+        self._agents.setdefault(self.run_agent, {"parent": None})
+        for span_id, entry in sorted(self.index.spans.items(), key=lambda kv: kv[1].start_ns):
+            if entry.agent_key is not None:
+                self._enclosing_agent(span_id)
+        if self._new_run:
+            s.flush()
+            started = min((e.start_ns for e in self.index.spans.values()), default=0) / 1e9
+            s.add(sc.RunRow(id=self.run_id, project_id=self.project_id, task_id=self.task_id,
+                            session_id=self.session_id, agent_id=self.run_agent,
+                            title=self.index.root_name or f"trace {self.index.trace_id[:8]}",
+                            status="running", started_at=started or now, revision=1))
+            s.flush()
+
+    def _top_agent(self) -> str:
+        """The run's agent: the trace's outermost agent span, else one named after the service."""
+        for span_id, entry in sorted(self.index.spans.items(), key=lambda kv: kv[1].start_ns):
+            if entry.agent_key is not None and self._enclosing_agent(entry.parent_id) is None:
+                found = self._enclosing_agent(span_id)
+                assert found is not None
+                return found
+        name = self.index.project or self.default_project or DEFAULT_PROJECT
+        return self._ensure_agent("service:" + name, name, None)
+
+    def _enclosing_agent(self, span_id: str | None) -> str | None:
+        """The agent of the nearest agent span at or above `span_id`.
+
+        Iterative, resolved top-down, memoised: a trace can be 100,000 spans deep, and a
+        hostile one can loop (the walk stops after as many steps as there are spans).
+        """
+        path: list[str] = []
+        found: str | None = None
+        current = span_id
+        while current is not None:
+            if current in self._agent_of:
+                found = self._agent_of[current]
+                break
+            entry = self.index.spans.get(current)
+            if entry is None:
+                found = self._stored_agent_of(span_row_id(self.index.trace_id, current))
+                break
+            path.append(current)
+            current = entry.parent_id
+            if len(path) > len(self.index.spans):
+                break
+        for sid in reversed(path):
+            entry = self.index.spans[sid]
+            if entry.agent_key is not None:
+                found = self._ensure_agent(entry.agent_key, entry.agent_name or entry.agent_key, found)
+            self._agent_of[sid] = found
+        return found
+
+    def _stored_agent_of(self, row_id: str) -> str | None:
+        """For a parent written earlier: walk stored spans up to the nearest agent span."""
+        seen = 0
+        current: str | None = row_id
+        while current is not None and seen < 100_000:
+            row = self.conn.execute(select(sc.SpanRow.kind, sc.SpanRow.parent_span_id, sc.SpanRow.attributes,
+                                           sc.SpanRow.name).where(sc.SpanRow.id == current)).first()
+            if row is None:
+                return None
+            if row.kind in ("agent", "sub_agent"):
+                attrs = json.loads(row.attributes or "{}")
+                name = attrs.get("gen_ai.agent.name") or row.name
+                key = str(attrs.get("gen_ai.agent.id") or name)
+                hit = self.conn.execute(select(sc.AgentRow.id).where(
+                    sc.AgentRow.session_id == self.session_id, sc.AgentRow.name == str(name))).scalar()
+                return hit if hit else self._ensure_agent(key, str(name), None)
+            current, seen = row.parent_span_id, seen + 1
+        return None
+
+    def _ensure_agent(self, key: str, name: str, parent: str | None) -> str:
+        agent_id = "ota_" + _h(self.session_id, parent or "", key)
+        if agent_id in self._agents:
+            return agent_id
+        s = self.uow.session
+        row = s.get(sc.AgentRow, agent_id)
+        if row is None:
+            s.add(sc.AgentRow(id=agent_id, project_id=self.project_id, task_id=self.task_id,
+                              session_id=self.session_id, parent_agent_id=parent, name=name, model="",
+                              status="running", context_revision=0, context_budget=128_000,
+                              created_at=self.uow.now, revision=1))
+            s.flush()
+            self._new_agents.append(agent_id)
+        self._agents[agent_id] = {"parent": parent}
+        return agent_id
+
+    def _stored_root(self) -> str | None:
+        S, Orph = sc.SpanRow, sc.OtelOrphanRow
+        return self.conn.execute(
+            select(S.id).where(S.run_id == self.run_id, S.parent_span_id.is_(None),
+                               S.id.not_in(select(Orph.span_id).where(Orph.run_id == self.run_id)))
+            .order_by(S.started_at).limit(1)).scalar()
+
+    # -- spans -----------------------------------------------------------------------------
+    def write(self, spans: Sequence[OtelSpan]) -> None:
+        """One chunk of this trace's spans (any order, duplicates allowed)."""
+        unique: dict[str, OtelSpan] = {}
+        for span in spans:
+            had = unique.get(span.span_id)
+            if had is None or (span.end_ns and not had.end_ns):
+                if had is not None:
+                    self.report.duplicates += 1
+                unique[span.span_id] = span
+            else:
+                self.report.duplicates += 1
+        ids = {span_row_id(self.index.trace_id, sid): sp for sid, sp in unique.items()}
+        existing = self._existing(list(ids))
+        parents_missing = {span_row_id(self.index.trace_id, sp.parent_id) for sp in unique.values()
+                           if sp.parent_id is not None and sp.parent_id not in self.index.spans}
+        stored_parents = set(self._stored_ids(list(parents_missing))) if parents_missing else set()
+        span_rows: list[dict[str, Any]] = []
+        orphan_rows: list[dict[str, Any]] = []
+        context = _ContextBatch()
+        for row_id, sp in ids.items():
+            if row_id in existing:
+                if existing[row_id] is None and sp.end_ns:
+                    self._complete(row_id, sp)
+                else:
+                    self.report.duplicates += 1
+                continue
+            row, c, orphan_of = self._span_row(row_id, sp, stored_parents)
+            span_rows.append(row)
+            if orphan_of is not None:
+                orphan_rows.append({"span_id": row_id, "run_id": self.run_id, "parent_id": orphan_of})
+            if c.kind == "model":
+                self._context(row_id, sp, row, c, context)
+        if span_rows:
+            self.conn.execute(insert(sc.SpanRow), span_rows)
+            self._written.extend(r["id"] for r in span_rows)
+            self.report.spans_written += len(span_rows)
+        if orphan_rows:
+            self.conn.execute(insert(sc.OtelOrphanRow), orphan_rows)
+        context.flush(self.conn)
+
+    def _existing(self, row_ids: list[str]) -> dict[str, float | None]:
+        S = sc.SpanRow
+        out: dict[str, float | None] = {}
+        for n in range(0, len(row_ids), IN_CHUNK):
+            out.update((i, e) for i, e in self.conn.execute(
+                select(S.id, S.ended_at).where(S.id.in_(row_ids[n:n + IN_CHUNK]))))
+        return out
+
+    def _stored_ids(self, row_ids: list[str]) -> list[str]:
+        return list(self._existing(row_ids))
+
+    def _attributes(self, sp: OtelSpan) -> dict[str, Any]:
+        attrs = dict(sp.attributes)
+        if sp.kind:
+            attrs["otel.kind"] = v.KIND_NAMES.get(sp.kind, str(sp.kind))
+        if sp.status_message:
+            attrs["otel.status_message"] = sp.status_message
+        if sp.events:
+            attrs["otel.events"] = sp.events
+        if sp.links:
+            attrs["otel.links"] = sp.links
+        if sp.scope_name:
+            attrs["otel.scope"] = sp.scope_name
+            if sp.scope_version:
+                attrs["otel.scope_version"] = sp.scope_version
+        if sp.resource:
+            attrs["otel.resource"] = self._resource_key(sp.resource)
+        return attrs
+
+    def _resource_key(self, resource: dict[str, Any]) -> str:
+        marker = id(resource)
+        key = self._resources.get(str(marker))
+        if key is None:
+            text = json.dumps(resource, sort_keys=True, ensure_ascii=False)
+            key = _h(text, n=32)
+            self._resources[str(marker)] = key
+            if self.uow.session.get(sc.OtelResourceRow, key) is None:
+                self.uow.session.add(sc.OtelResourceRow(key=key, attributes=text))
+                self.uow.session.flush()
+        return key
+
+    def _span_row(self, row_id: str, sp: OtelSpan,
+                  stored_parents: set[str]) -> tuple[dict[str, Any], semconv.Classified, str | None]:
+        nested = sp.parent_id is not None and self._enclosing_agent(sp.parent_id) is not None
+        c = semconv.classify(sp, nested_agent=nested)
+        attrs = self._attributes(sp)
+        parent_row, orphan_of = None, None
+        if sp.parent_id is not None:
+            wanted = span_row_id(self.index.trace_id, sp.parent_id)
+            if sp.parent_id in self.index.spans or wanted in stored_parents:
+                parent_row = wanted
+            else:
+                orphan_of = wanted
+                parent_row = self.root_row if self.root_row != row_id else None
+                attrs[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
+        if c.model:
+            agent = self._agent_of_span(sp)
+            if agent in self._agents and not self._agents[agent].get("model"):
+                self._agents[agent]["model"] = c.model
+        return ({"id": row_id, "run_id": self.run_id, "parent_span_id": parent_row, "kind": c.kind,
+                 "name": sp.name, "status": c.status, "started_at": sp.start_ns / 1e9,
+                 "ended_at": sp.end_ns / 1e9 if sp.end_ns else None, "input_tokens": c.input_tokens,
+                 "output_tokens": c.output_tokens, "cost_usd": c.cost_usd,
+                 "attributes": json.dumps(attrs, ensure_ascii=False), "input_text": c.input_text,
+                 "output_text": c.output_text, "error": c.error, "context_revision": None}, c, orphan_of)
+
+    def _agent_of_span(self, sp: OtelSpan) -> str:
+        return self._enclosing_agent(sp.span_id) or self.run_agent
+
+    def _complete(self, row_id: str, sp: OtelSpan) -> None:
+        c = semconv.classify(sp, nested_agent=sp.parent_id is not None
+                             and self._enclosing_agent(sp.parent_id) is not None)
+        self.conn.execute(update(sc.SpanRow).where(sc.SpanRow.id == row_id).values(
+            status=c.status, ended_at=sp.end_ns / 1e9, input_tokens=c.input_tokens,
+            output_tokens=c.output_tokens, cost_usd=c.cost_usd, output_text=c.output_text,
+            input_text=c.input_text, error=c.error, kind=c.kind, name=sp.name,
+            attributes=json.dumps(self._attributes(sp), ensure_ascii=False)))
+        self._written.append(row_id)
+        self.report.completed += 1
+
+    # -- what the model saw ----------------------------------------------------------------
+    def _context(self, row_id: str, sp: OtelSpan, row: dict[str, Any], c: semconv.Classified,
+                 batch: _ContextBatch) -> None:
+        if not c.input_messages and not c.output_messages:
+            return
+        agent = self._agent_of_span(sp)
+        group = "otg_" + _h(row_id)
+        group_used = False
+        if agent not in self._positions:
+            self._positions[agent] = self.conn.execute(
+                select(func.coalesce(func.max(sc.ContextItemRow.position), 0))
+                .where(sc.ContextItemRow.agent_id == agent)).scalar_one()
+        for n, m in enumerate(c.input_messages + c.output_messages):
+            content = msgs.render(m)
+            role = str(m.get("role") or "user")
+            item = "oti_" + _h(agent, str(n), role, content, n=24)
+            if n < len(c.input_messages):
+                batch.sent.append({"span_id": row_id, "position": n, "item_id": item, "item_revision": 1})
+            if item in self._seen_items:
+                continue
+            self._seen_items.add(item)
+            if self.conn.execute(select(sc.ContextItemRow.id).where(sc.ContextItemRow.id == item)).first():
+                continue
+            self._positions[agent] += 1
+            tokens = estimate_tokens(content)
+            batch.items.append({"id": item, "agent_id": agent, "group_id": group,
+                                "position": self._positions[agent], "kind": msgs.item_kind(m), "role": role,
+                                "content": content, "visible": True, "locked": False, "revision": 1,
+                                "token_estimate": tokens, "compaction_id": None, "summary_of": None,
+                                "removed": False, "created_at": sp.start_ns / 1e9})
+            batch.revisions.append({"item_id": item, "revision": 1, "content": content, "token_estimate": tokens,
+                                    "created_at": sp.start_ns / 1e9})
+            group_used = True
+        if group_used:
+            batch.groups.append({"id": group, "agent_id": agent, "ordinal": self._positions[agent],
+                                 "kind": "turn", "revision": 1, "created_at": sp.start_ns / 1e9})
+            self._context_touched.add(agent)
+        if c.input_messages:
+            row["context_revision"] = 1
+
+    # -- closing the trace -----------------------------------------------------------------
+    def finish(self) -> IngestReport:
+        self._place_orphans()
+        self._roll_up()
+        parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id,
+                   "agent": self.run_agent, "run": self.run_id}
+        for agent_id in self._new_agents:
+            p = {"project": self.project_id, "task": self.task_id, "session": self.session_id}
+            parent = self._agents[agent_id].get("parent")
+            if parent:
+                p["parent_agent"] = parent
+            self.uow.record("agent", "insert", agent_id, p)
+        self.uow.record("run", "insert" if self._new_run else "update", self.run_id,
+                        {k: parents[k] for k in ("project", "task", "session", "agent")})
+        if self._written:
+            self.uow.record("span_batch", "insert", self.run_id, parents)
+        for agent_id in sorted(self._context_touched):
+            self.uow.session.execute(update(sc.AgentRow).where(sc.AgentRow.id == agent_id).values(
+                context_revision=sc.AgentRow.context_revision + 1))
+            self.uow.record("context", "update", agent_id, {"agent": agent_id, "session": self.session_id})
+        self.report.orphans_pending = self.conn.execute(
+            select(func.count()).select_from(sc.OtelOrphanRow)
+            .where(sc.OtelOrphanRow.run_id == self.run_id)).scalar_one()
+        return self.report
+
+    def _place_orphans(self) -> None:
+        Orph, S = sc.OtelOrphanRow, sc.SpanRow
+        written = self._written
+        for n in range(0, len(written), IN_CHUNK):
+            rows = self.conn.execute(select(Orph.span_id, Orph.parent_id)
+                                     .where(Orph.parent_id.in_(written[n:n + IN_CHUNK]))).all()
+            for span_id, parent_id in rows:
+                attrs = json.loads(self.conn.execute(select(S.attributes).where(S.id == span_id)).scalar_one())
+                attrs.pop(ORPHAN_KEY, None)
+                self.conn.execute(update(S).where(S.id == span_id).values(
+                    parent_span_id=parent_id, attributes=json.dumps(attrs, ensure_ascii=False)))
+                self.conn.execute(delete(Orph).where(Orph.span_id == span_id))
+                self.report.placed += 1
+        if self.root_row is None:
+            self.root_row = self._stored_root()
+        if self.root_row is not None:  # orphans written before their root: under the root now
+            self.conn.execute(update(S).where(
+                S.run_id == self.run_id, S.parent_span_id.is_(None), S.id != self.root_row,
+                S.id.in_(select(Orph.span_id).where(Orph.run_id == self.run_id))).values(parent_span_id=self.root_row))
+
+    def _roll_up(self) -> None:
+        S = sc.SpanRow
+        model = S.kind == "model"
+        _total, open_, first, last, tin, tout, cost = self.conn.execute(select(
+            func.count(), func.count().filter(S.ended_at.is_(None)), func.min(S.started_at),
+            func.max(S.ended_at), func.coalesce(func.sum(S.input_tokens).filter(model), 0),
+            func.coalesce(func.sum(S.output_tokens).filter(model), 0),
+            func.coalesce(func.sum(S.cost_usd).filter(model), 0.0)).where(S.run_id == self.run_id)).one()
+        root = None
+        if self.root_row is not None:
+            root = self.conn.execute(select(S.status, S.name, S.error).where(S.id == self.root_row)).first()
+        status = "running" if open_ else ("failed" if root is not None and root.status == "error" else "done")
+        values: dict[str, Any] = {"status": status, "started_at": first, "ended_at": None if open_ else last,
+                                  "input_tokens": int(tin), "output_tokens": int(tout), "cost_usd": float(cost),
+                                  "error": root.error if root is not None and status == "failed" else None,
+                                  "revision": sc.RunRow.revision + 1}
+        if root is not None:
+            values["title"] = root.name
+        self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(**values))
+        agent_status = {"running": "running", "failed": "failed"}.get(status, "done")
+        for agent_id, facts in self._agents.items():
+            extra: dict[str, Any] = {"status": agent_status, "revision": sc.AgentRow.revision + 1}
+            if facts.get("model"):
+                extra["model"] = facts["model"]
+            self.conn.execute(update(sc.AgentRow).where(and_(sc.AgentRow.id == agent_id)).values(**extra))
+        session_status = "running" if status == "running" else ("failed" if status == "failed" else "done")
+        self.conn.execute(update(sc.SessionRow).where(sc.SessionRow.id == self.session_id).values(
+            status=session_status, ended_at=None if open_ else last, revision=sc.SessionRow.revision + 1))
+        self.uow.record("session", "update", self.session_id, {"project": self.project_id, "task": self.task_id})
+
+
+@dataclass
+class _ContextBatch:
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    revisions: list[dict[str, Any]] = field(default_factory=list)
+    sent: list[dict[str, Any]] = field(default_factory=list)
+
+    def flush(self, conn: Connection) -> None:
+        for table, rows in ((sc.ContextGroupRow, self.groups), (sc.ContextItemRow, self.items),
+                            (sc.ContextItemRevisionRow, self.revisions), (sc.SpanContextRow, self.sent)):
+            if rows:
+                conn.execute(insert(table), rows)
+
+
+def write_trace(uow: UnitOfWork, index: TraceIndex, chunks: Iterable[Sequence[OtelSpan]],
+                default_project: str | None) -> IngestReport:
+    """Write one trace (its spans in any number of chunks) inside `uow`."""
+    writer = TraceWriter(uow, index, default_project)
+    writer.prepare()
+    for chunk in chunks:
+        writer.write(chunk)
+    return writer.finish()
