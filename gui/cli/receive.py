@@ -9,8 +9,10 @@ The receiver (and aiohttp) is imported only when this command runs.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -55,6 +57,13 @@ def counters_line(c: ReceiverCounters) -> str:
     return f"{line}; last problem: {out.clean(c.last_problem, 160)}" if c.last_problem else line
 
 
+class OneLine(logging.Handler):
+    """aiohttp and the writer log problems with tracebacks; a terminal gets one clean sentence instead."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"agentdesk receive: {out.clean(record.getMessage(), 300)}", file=sys.stderr, flush=True)
+
+
 def interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -65,6 +74,8 @@ def cmd_receive(args: argparse.Namespace) -> int:
 
     store = open_for(args, write=True, create=True)
     receiver = ReceiverThread(store, config)
+    handler = OneLine(logging.WARNING)
+    logging.getLogger().addHandler(handler)
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, interrupt) if in_main else None
     try:
@@ -75,6 +86,7 @@ def cmd_receive(args: argparse.Namespace) -> int:
     finally:
         receiver.stop()
         store.close()
+        logging.getLogger().removeHandler(handler)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     say(f"Stopped. {counters_line(receiver.stats.snapshot())}")

@@ -5,6 +5,8 @@ send: protobuf or JSON, optionally gzip-compressed; ids in hex (the spec) or
 base64 (many exporters). Everything is bounded before it is parsed: the
 compressed and the decompressed size (a gzip bomb stops at the limit), and JSON
 nesting (Python's parser would otherwise recurse until it fails).
+Over HTTP, aiohttp inflates gzip bodies itself (within the body limit); `decode_body`
+inflates them when given raw bytes with their Content-Encoding.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from agentdesk.store.otel.values import FieldError, hex_id
 
 JSON_TYPES = frozenset({"application/json"})
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
-ENCODINGS = frozenset({"", "identity", "gzip", "x-gzip"})
+ENCODINGS = frozenset({"", "identity", "gzip", "x-gzip", "deflate"})
 
 
 class BodyRefused(ValueError):
@@ -45,13 +47,14 @@ def check_media(content_type: str | None, content_encoding: str | None) -> None:
                                "or application/json.")
     encoding = (content_encoding or "").strip().lower()
     if encoding not in ENCODINGS:
-        raise BodyRefused(415, f"Content-Encoding {encoding} is not accepted; send gzip or no compression.")
+        raise BodyRefused(415, f"Content-Encoding {encoding} is not accepted; send gzip, deflate or no "
+                               "compression.")
 
 
 def decode_body(body: bytes, content_type: str | None, content_encoding: str | None,
                 limit: int) -> ExportTraceServiceRequest:
     check_media(content_type, content_encoding)
-    if (content_encoding or "").strip().lower() in ("gzip", "x-gzip"):
+    if (content_encoding or "").strip().lower() in ("gzip", "x-gzip", "deflate"):
         body = gunzip(body, limit)
     if media_type(content_type) in PROTOBUF_TYPES:
         return parse_protobuf(body)
@@ -59,11 +62,11 @@ def decode_body(body: bytes, content_type: str | None, content_encoding: str | N
 
 
 def gunzip(body: bytes, limit: int) -> bytes:
-    """Decompress every gzip member, refusing (413) as soon as the output would pass `limit`."""
+    """Decompress every gzip (or zlib) member, refusing (413) as soon as the output would pass `limit`."""
     out = bytearray()
     data = body
     while data:
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        inflater = zlib.decompressobj(32 + zlib.MAX_WBITS)  # gzip or zlib header, detected
         try:
             out += inflater.decompress(data, limit + 1 - len(out))
         except zlib.error as exc:
