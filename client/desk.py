@@ -4,14 +4,11 @@
 by name (so every process of one service lands in one project); a session is
 new per `register` call unless an existing one is named by id (a resumed
 conversation).
-
-Two processes registering a never-seen project name at the same instant can
-each create it; both projects work, and the tree shows the name twice. Start
-one process first, or pass the same `project` and accept that rare duplicate.
 """
 
 from __future__ import annotations
 
+import hashlib
 from types import TracebackType
 
 from sqlalchemy import select
@@ -19,11 +16,16 @@ from sqlalchemy import select
 from agentdesk.client.handles import Agent
 from agentdesk.store import schema as sc
 from agentdesk.store.database import DEFAULT_BUSY_TIMEOUT_S, Store, open_store
-from agentdesk.store.errors import NotFound
+from agentdesk.store.errors import InvalidInput, NotFound
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.validation import check_name
 
 DEFAULT_TASK = "default"
+
+
+def shared_project_id(name: str) -> str:
+    """The id store/otel/writer.py gives the project of a `service.name` (tests pin the two together)."""
+    return "otp_" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 class AgentDesk:
@@ -75,12 +77,32 @@ class AgentDesk:
             return Agent(self.runtime, row.id, row.session_id, row.project_id, row.name)
 
     def project_id(self, name: str) -> str:
-        """The project of that name, created the first time."""
+        """The project of that name, created the first time under the id the OTel ingest derives from it.
+
+        So an agent's approvals and its OpenTelemetry spans (project = `service.name`)
+        share one project whichever arrives first, and two processes creating it at
+        the same instant collide on the id instead of making two.
+        """
         name = check_name("project name", name)
+        found = self._find_project(name)
+        if found:
+            return found
+        try:
+            return self.runtime.create_project(name, shared_project_id(name))
+        except InvalidInput:  # another process created it between our look and our write
+            found = self._find_project(name)
+            if found is None:
+                raise
+            return found
+
+    def _find_project(self, name: str) -> str | None:
         with self.store.reading() as s:
-            found = s.execute(select(sc.ProjectRow.id).where(sc.ProjectRow.name == name)
-                              .order_by(sc.ProjectRow.created_at).limit(1)).scalar()
-        return found or self.runtime.create_project(name)
+            shared = s.get(sc.ProjectRow, shared_project_id(name))
+            if shared is not None:
+                return shared.id
+            found: str | None = s.execute(select(sc.ProjectRow.id).where(sc.ProjectRow.name == name)
+                                          .order_by(sc.ProjectRow.created_at).limit(1)).scalar()
+            return found
 
     def task_id(self, project_id: str, title: str) -> str:
         title = check_name("task title", title)

@@ -49,7 +49,7 @@ def scripted_model(messages: list[dict[str, str]], workdir: Path) -> dict[str, A
     if not tool_results:
         return {"tool": "list_files", "arguments": {"folder": str(workdir)}}
     if len(tool_results) == 1:
-        logs = json.loads(tool_results[0]["content"])
+        logs = [name for name in json.loads(tool_results[0]["content"]) if name.endswith(".log")]
         return {"tool": "delete_files", "arguments": {"folder": str(workdir), "paths": logs}}
     return {"answer": "Cleanup finished."}
 

@@ -191,3 +191,16 @@ def test_a_failing_block_fails_the_span_and_the_run(desk: AgentDesk) -> None:
     assert source.span(span.id).status == "error"
     assert "disk full" in (source.span(span.id).error or "")
     assert source.runs(agent.id).items[0].status == "failed"
+
+
+def test_an_agents_project_and_its_otel_spans_share_one_project(desk: AgentDesk) -> None:
+    from agentdesk.store.otel import ingest_json
+
+    agent = desk.register(project="cleanup-agent", agent="janitor")
+    span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "invoke_agent janitor", "kind": 1,
+            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000001000000000"}
+    ingest_json(desk.store, {"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "cleanup-agent"}}]},
+        "scopeSpans": [{"spans": [span]}]}]})
+    projects = NativeSource(desk.store).projects()
+    assert [(p.id, p.name) for p in projects] == [(agent.project_id, "cleanup-agent")]
