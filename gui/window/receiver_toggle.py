@@ -61,10 +61,10 @@ class ReceiverToggle(QWidget):
     # -- settings --------------------------------------------------------------------------
     @property
     def port(self) -> int:
-        value = self._settings.value(PORT_KEY, DEFAULT_PORT)
+        value = self._settings.value(PORT_KEY, DEFAULT_PORT)  # INI files give strings back
         try:
-            port = int(value)
-        except (TypeError, ValueError):
+            port = int(value) if isinstance(value, int | str) else DEFAULT_PORT
+        except ValueError:
             return DEFAULT_PORT
         return port if 0 < port < 65536 else DEFAULT_PORT
 
