@@ -146,6 +146,8 @@ def scenario(name: str, store: Store, receiver: ReceiverThread, endpoint: str, s
              rate: float, env: dict[str, str]) -> dict[str, float]:
     visibility = Visibility(store)
     before, stats_before = span_count(store), receiver.stats.snapshot()
+    writer = receiver.receiver.writer
+    busy_before, calls_before = writer.busy_s, writer.ingest_calls
     sent, seconds, problems = run_senders(endpoint, visibility, senders, spans, rate, env)
     time.sleep(0.5)
     visibility.stop()
@@ -158,6 +160,9 @@ def scenario(name: str, store: Store, receiver: ReceiverThread, endpoint: str, s
     print(f"{name}: {senders} exporter(s), {sent:,} spans sent, {stored:,} stored, {refused} requests refused "
           f"(503, retried); {sent / seconds:,.0f} spans/s accepted over {seconds:.2f} s; span end -> visible "
           f"p50 {p50 * 1000:,.0f} ms, p99 {p99 * 1000:,.0f} ms ({len(lat)} probes)", flush=True)
+    busy, calls = writer.busy_s - busy_before, writer.ingest_calls - calls_before
+    print(f"  writer: {calls} ingest calls, busy {busy:.2f} s of {seconds:.2f} s ({busy / seconds:.0%}); "
+          f"the ingest API wrote {stored / busy if busy else 0:,.0f} spans/s while busy", flush=True)
     for problem in problems:
         print(f"  problem: {problem}", flush=True)
     return {"rate": sent / seconds if seconds else 0.0, "lost": float(sent - stored), "p99": p99,

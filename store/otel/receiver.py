@@ -122,6 +122,10 @@ class Receiver:
         app.router.add_post("/v1/traces", self._traces)
         return app
 
+    @property
+    def writer(self) -> IngestWriter:
+        return self._writer
+
     async def start(self) -> tuple[str, int]:
         self._writer.start()
         self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=5.0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,9 @@ class IngestWriter:
         self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=max_queued)
         self._thread = threading.Thread(target=self._loop, name="agentdesk-otlp-writer", daemon=True)
         self._stopping = threading.Event()
+        self.busy_s = 0.0
+        """Seconds spent inside the ingest API: with `ingest_calls`, tells whether the store is the bottleneck."""
+        self.ingest_calls = 0
 
     def start(self) -> IngestWriter:
         self._thread.start()
@@ -112,7 +116,7 @@ class IngestWriter:
         for job in jobs:
             merged.resource_spans.extend(job.request.resource_spans)
         try:
-            report = self._ingest(self.store, merged)
+            report = self._timed(merged)
         except InvalidInput:
             for job in jobs:  # find whose request it was: the others still get written
                 self._one(job)
@@ -124,11 +128,19 @@ class IngestWriter:
 
     def _one(self, job: Job) -> None:
         try:
-            report = self._ingest(self.store, job.request)
+            report = self._timed(job.request)
         except Exception as exc:
             self._settle([job], None, exc)
             return
         self._settle([job], report, None)
+
+    def _timed(self, request: ExportTraceServiceRequest) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._ingest(self.store, request)
+        finally:
+            self.busy_s += time.perf_counter() - started
+            self.ingest_calls += 1
 
     @staticmethod
     def _settle(jobs: list[Job], report: Any, error: BaseException | None) -> None:

@@ -103,7 +103,7 @@ def test_overload_is_refused_with_retry_after_and_the_exporter_retries_without_l
     threads = [export(0)]
     assert gate.entered.wait(10)  # the writer is busy with batch 0
     threads.append(export(1))
-    while receiver.receiver._writer.queued < 1:  # batch 1 waits in the queue
+    while receiver.receiver.writer.queued < 1:  # batch 1 waits in the queue
         threading.Event().wait(0.01)
     threads.append(export(2))  # no room: 503 + Retry-After, the exporter backs off and retries
     while receiver.stats.snapshot().refused_requests < 1:

@@ -152,7 +152,7 @@ def test_a_full_queue_answers_503_with_retry_after_and_loses_nothing(store: Stor
     assert gate.entered.wait(10)  # the writer holds the first request
     second = send("second", T2)
     deadline = time.monotonic() + 10
-    while receiver.receiver._writer.queued < 1 and time.monotonic() < deadline:
+    while receiver.receiver.writer.queued < 1 and time.monotonic() < deadline:
         time.sleep(0.01)
     third_trace = "33" * 16
     refused = post(url, json.dumps(document(span_json(third_trace, ROOT, name="third"))).encode())
