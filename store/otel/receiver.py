@@ -256,7 +256,11 @@ class ReceiverThread:
     def start(self, timeout_s: float = 10.0) -> tuple[str, int]:
         """Listen; returns the bound address, or raises why it could not (port taken, ...)."""
         self._thread.start()
-        return asyncio.run_coroutine_threadsafe(self.receiver.start(), self._loop).result(timeout_s)
+        try:
+            return asyncio.run_coroutine_threadsafe(self.receiver.start(), self._loop).result(timeout_s)
+        except BaseException:
+            self._end_loop(timeout_s)  # nothing listens: leave no thread behind
+            raise
 
     def stop(self, timeout_s: float = 30.0) -> None:
         if not self._thread.is_alive():
@@ -264,7 +268,11 @@ class ReceiverThread:
         try:
             asyncio.run_coroutine_threadsafe(self.receiver.stop(), self._loop).result(timeout_s)
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout_s)
+            self._end_loop(timeout_s)
+
+    def _end_loop(self, timeout_s: float) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout_s)
+        if not self._thread.is_alive():
             self._loop.close()
 

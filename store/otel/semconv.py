@@ -8,11 +8,11 @@ The table in docs/otel.md is this module written out; keep them in step.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentdesk.store.otel import messages as msgs
+from agentdesk.store.otel.messages import PLAIN
 from agentdesk.store.otel.spans import OtelSpan
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
@@ -39,6 +39,8 @@ class Classified:
     project: str | None = None
     input_messages: list[msgs.Message] = field(default_factory=list)
     output_messages: list[msgs.Message] = field(default_factory=list)
+    input_rendered: list[str] = field(default_factory=list)
+    output_rendered: list[str] = field(default_factory=list)
 
 
 def _int(value: Any) -> int:
@@ -58,7 +60,7 @@ def _float(value: Any) -> float:
 def _text(value: Any) -> str | None:
     if value is None or value == "":
         return None
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return value if isinstance(value, str) else PLAIN.encode(value)
 
 
 def is_agent_span(attrs: dict[str, Any]) -> bool:
@@ -123,8 +125,10 @@ def classify(span: OtelSpan, *, nested_agent: bool = False) -> Classified:
     if kind == "model":
         c.input_messages = msgs.input_messages(a, span.events)
         c.output_messages = msgs.output_messages(a, span.events)
-        c.input_text = msgs.render_all(c.input_messages) or _text(a.get("input.value"))
-        c.output_text = msgs.render_all(c.output_messages) or _text(a.get("output.value"))
+        c.input_rendered = [msgs.render(m) for m in c.input_messages]
+        c.output_rendered = [msgs.render(m) for m in c.output_messages]
+        c.input_text = msgs.joined(c.input_messages, c.input_rendered) or _text(a.get("input.value"))
+        c.output_text = msgs.joined(c.output_messages, c.output_rendered) or _text(a.get("output.value"))
     elif kind == "tool":
         c.input_text = _text(a.get("gen_ai.tool.call.arguments", a.get("tool.parameters", a.get("input.value"))))
         c.output_text = _text(a.get("gen_ai.tool.call.result", a.get("output.value")))

@@ -24,13 +24,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 
 from agentdesk.store import schema as sc
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.otel import messages as msgs
 from agentdesk.store.otel import semconv
 from agentdesk.store.otel import values as v
+from agentdesk.store.otel.messages import PLAIN, SORTED
 from agentdesk.store.otel.spans import OtelSpan, run_row_id, span_row_id
 from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import estimate_tokens
@@ -133,6 +134,8 @@ class TraceWriter:
     def __init__(self, uow: UnitOfWork, index: TraceIndex, default_project: str | None) -> None:
         self.uow = uow
         self.conn: Connection = uow.session.connection()
+        if self.conn.dialect.name == "sqlite":  # random-id B-tree inserts thrash the default 2 MB page cache
+            self.conn.exec_driver_sql("PRAGMA cache_size=-65536")
         self.index = index
         self.default_project = default_project
         self.run_id = run_row_id(index.trace_id)
@@ -141,6 +144,7 @@ class TraceWriter:
         """OTel span id -> agentdesk agent id of its nearest agent span (None: the run's agent)."""
         self._agents: dict[str, dict[str, Any]] = {}
         self._new_agents: list[str] = []
+        self._pending_agents: list[dict[str, Any]] = []
         self._positions: dict[str, int] = {}
         self._seen_items: set[str] = set()
         self._context_touched: set[str] = set()
@@ -189,6 +193,7 @@ class TraceWriter:
         for span_id, entry in sorted(self.index.spans.items(), key=lambda kv: kv[1].start_ns):
             if entry.agent_key is not None:
                 self._enclosing_agent(span_id)
+        self._flush_agents()
         if self._new_run:
             s.flush()
             started = min((e.start_ns for e in self.index.spans.values()), default=0) / 1e9
@@ -259,17 +264,22 @@ class TraceWriter:
         agent_id = "ota_" + _h(self.session_id, parent or "", key)
         if agent_id in self._agents:
             return agent_id
-        s = self.uow.session
-        row = s.get(sc.AgentRow, agent_id)
-        if row is None:
-            s.add(sc.AgentRow(id=agent_id, project_id=self.project_id, task_id=self.task_id,
-                              session_id=self.session_id, parent_agent_id=parent, name=name, model="",
-                              status="running", context_revision=0, context_budget=128_000,
-                              created_at=self.uow.now, revision=1))
-            s.flush()
+        stored = self.conn.execute(select(sc.AgentRow.id).where(sc.AgentRow.id == agent_id)).first()
+        if stored is None:
+            self._pending_agents.append({
+                "id": agent_id, "project_id": self.project_id, "task_id": self.task_id,
+                "session_id": self.session_id, "parent_agent_id": parent, "name": name, "model": "",
+                "status": "running", "context_revision": 0, "context_budget": 128_000,
+                "created_at": self.uow.now, "revision": 1})
             self._new_agents.append(agent_id)
         self._agents[agent_id] = {"parent": parent}
         return agent_id
+
+    def _flush_agents(self) -> None:
+        """New agents in creation order (a parent is always created before its sub-agents)."""
+        if self._pending_agents:
+            bulk_insert(self.conn, sc.AgentRow, self._pending_agents)
+            self._pending_agents = []
 
     def _stored_root(self) -> str | None:
         S, Orph = sc.SpanRow, sc.OtelOrphanRow
@@ -311,13 +321,14 @@ class TraceWriter:
                 orphan_rows.append({"span_id": row_id, "run_id": self.run_id, "parent_id": orphan_of})
             if c.kind == "model":
                 self._context(row_id, sp, row, c, context)
+        self._flush_agents()
         if span_rows:
-            self.conn.execute(insert(sc.SpanRow), span_rows)
+            bulk_insert(self.conn, sc.SpanRow, span_rows)
             self._written.extend(r["id"] for r in span_rows)
             self.report.spans_written += len(span_rows)
         if orphan_rows:
-            self.conn.execute(insert(sc.OtelOrphanRow), orphan_rows)
-        context.flush(self.conn)
+            bulk_insert(self.conn, sc.OtelOrphanRow, orphan_rows)
+        self._flush_context(context)
 
     def _existing(self, row_ids: list[str]) -> dict[str, float | None]:
         S = sc.SpanRow
@@ -349,12 +360,11 @@ class TraceWriter:
         return attrs
 
     def _resource_key(self, resource: dict[str, Any]) -> str:
-        marker = id(resource)
-        key = self._resources.get(str(marker))
+        text = SORTED.encode(resource)
+        key = self._resources.get(text)
         if key is None:
-            text = json.dumps(resource, sort_keys=True, ensure_ascii=False)
             key = _h(text, n=32)
-            self._resources[str(marker)] = key
+            self._resources[text] = key
             if self.uow.session.get(sc.OtelResourceRow, key) is None:
                 self.uow.session.add(sc.OtelResourceRow(key=key, attributes=text))
                 self.uow.session.flush()
@@ -382,7 +392,7 @@ class TraceWriter:
                  "name": sp.name, "status": c.status, "started_at": sp.start_ns / 1e9,
                  "ended_at": sp.end_ns / 1e9 if sp.end_ns else None, "input_tokens": c.input_tokens,
                  "output_tokens": c.output_tokens, "cost_usd": c.cost_usd,
-                 "attributes": json.dumps(attrs, ensure_ascii=False), "input_text": c.input_text,
+                 "attributes": PLAIN.encode(attrs), "input_text": c.input_text,
                  "output_text": c.output_text, "error": c.error, "context_revision": None}, c, orphan_of)
 
     def _agent_of_span(self, sp: OtelSpan) -> str:
@@ -395,24 +405,20 @@ class TraceWriter:
             status=c.status, ended_at=sp.end_ns / 1e9, input_tokens=c.input_tokens,
             output_tokens=c.output_tokens, cost_usd=c.cost_usd, output_text=c.output_text,
             input_text=c.input_text, error=c.error, kind=c.kind, name=sp.name,
-            attributes=json.dumps(self._attributes(sp), ensure_ascii=False)))
+            attributes=PLAIN.encode(self._attributes(sp))))
         self._written.append(row_id)
         self.report.completed += 1
 
     # -- what the model saw ----------------------------------------------------------------
     def _context(self, row_id: str, sp: OtelSpan, row: dict[str, Any], c: semconv.Classified,
                  batch: _ContextBatch) -> None:
+        """Queue the call's messages as context items of its agent (deduplicated) and what it sent."""
         if not c.input_messages and not c.output_messages:
             return
         agent = self._agent_of_span(sp)
-        group = "otg_" + _h(row_id)
-        group_used = False
-        if agent not in self._positions:
-            self._positions[agent] = self.conn.execute(
-                select(func.coalesce(func.max(sc.ContextItemRow.position), 0))
-                .where(sc.ContextItemRow.agent_id == agent)).scalar_one()
-        for n, m in enumerate(c.input_messages + c.output_messages):
-            content = msgs.render(m)
+        at = sp.start_ns / 1e9
+        for n, (m, content) in enumerate(zip(c.input_messages + c.output_messages,
+                                             c.input_rendered + c.output_rendered, strict=True)):
             role = str(m.get("role") or "user")
             item = "oti_" + _h(agent, str(n), role, content, n=24)
             if n < len(c.input_messages):
@@ -420,24 +426,40 @@ class TraceWriter:
             if item in self._seen_items:
                 continue
             self._seen_items.add(item)
-            if self.conn.execute(select(sc.ContextItemRow.id).where(sc.ContextItemRow.id == item)).first():
+            batch.candidates.append((item, agent, "otg_" + _h(row_id), m, role, content, at))
+        if c.input_messages:
+            row["context_revision"] = 1
+
+    def _flush_context(self, batch: _ContextBatch) -> None:
+        """New items get the next positions of their agent, in the order they were first seen."""
+        ids = [c[0] for c in batch.candidates]
+        stored: set[str] = set()
+        for n in range(0, len(ids), IN_CHUNK):
+            stored.update(self.conn.execute(select(sc.ContextItemRow.id)
+                                            .where(sc.ContextItemRow.id.in_(ids[n:n + IN_CHUNK]))).scalars())
+        groups: dict[str, dict[str, Any]] = {}
+        for item, agent, group, m, role, content, at in batch.candidates:
+            if item in stored:
                 continue
+            if agent not in self._positions:
+                self._positions[agent] = self.conn.execute(
+                    select(func.coalesce(func.max(sc.ContextItemRow.position), 0))
+                    .where(sc.ContextItemRow.agent_id == agent)).scalar_one()
             self._positions[agent] += 1
+            if group not in groups:
+                groups[group] = {"id": group, "agent_id": agent, "ordinal": self._positions[agent],
+                                 "kind": "turn", "revision": 1, "created_at": at}
             tokens = estimate_tokens(content)
             batch.items.append({"id": item, "agent_id": agent, "group_id": group,
                                 "position": self._positions[agent], "kind": msgs.item_kind(m), "role": role,
                                 "content": content, "visible": True, "locked": False, "revision": 1,
                                 "token_estimate": tokens, "compaction_id": None, "summary_of": None,
-                                "removed": False, "created_at": sp.start_ns / 1e9})
+                                "removed": False, "created_at": at})
             batch.revisions.append({"item_id": item, "revision": 1, "content": content, "token_estimate": tokens,
-                                    "created_at": sp.start_ns / 1e9})
-            group_used = True
-        if group_used:
-            batch.groups.append({"id": group, "agent_id": agent, "ordinal": self._positions[agent],
-                                 "kind": "turn", "revision": 1, "created_at": sp.start_ns / 1e9})
+                                    "created_at": at})
             self._context_touched.add(agent)
-        if c.input_messages:
-            row["context_revision"] = 1
+        batch.groups.extend(groups.values())
+        batch.flush(self.conn)
 
     # -- closing the trace -----------------------------------------------------------------
     def finish(self) -> IngestReport:
@@ -455,9 +477,11 @@ class TraceWriter:
                         {k: parents[k] for k in ("project", "task", "session", "agent")})
         if self._written:
             self.uow.record("span_batch", "insert", self.run_id, parents)
-        for agent_id in sorted(self._context_touched):
-            self.uow.session.execute(update(sc.AgentRow).where(sc.AgentRow.id == agent_id).values(
+        touched = sorted(self._context_touched)
+        for n in range(0, len(touched), IN_CHUNK):
+            self.conn.execute(update(sc.AgentRow).where(sc.AgentRow.id.in_(touched[n:n + IN_CHUNK])).values(
                 context_revision=sc.AgentRow.context_revision + 1))
+        for agent_id in touched:
             self.uow.record("context", "update", agent_id, {"agent": agent_id, "session": self.session_id})
         self.report.orphans_pending = self.conn.execute(
             select(func.count()).select_from(sc.OtelOrphanRow)
@@ -474,7 +498,7 @@ class TraceWriter:
                 attrs = json.loads(self.conn.execute(select(S.attributes).where(S.id == span_id)).scalar_one())
                 attrs.pop(ORPHAN_KEY, None)
                 self.conn.execute(update(S).where(S.id == span_id).values(
-                    parent_span_id=parent_id, attributes=json.dumps(attrs, ensure_ascii=False)))
+                    parent_span_id=parent_id, attributes=PLAIN.encode(attrs)))
                 self.conn.execute(delete(Orph).where(Orph.span_id == span_id))
                 self.report.placed += 1
         if self.root_row is None:
@@ -504,11 +528,20 @@ class TraceWriter:
             values["title"] = root.name
         self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(**values))
         agent_status = {"running": "running", "failed": "failed"}.get(status, "done")
+        self._flush_agents()
+        ids = list(self._agents)
+        by_model: dict[str, list[str]] = {}
         for agent_id, facts in self._agents.items():
-            extra: dict[str, Any] = {"status": agent_status, "revision": sc.AgentRow.revision + 1}
             if facts.get("model"):
-                extra["model"] = facts["model"]
-            self.conn.execute(update(sc.AgentRow).where(and_(sc.AgentRow.id == agent_id)).values(**extra))
+                by_model.setdefault(str(facts["model"]), []).append(agent_id)
+        A = sc.AgentRow
+        for n in range(0, len(ids), IN_CHUNK):
+            self.conn.execute(update(A).where(A.id.in_(ids[n:n + IN_CHUNK])).values(
+                status=agent_status, revision=A.revision + 1))
+        for model_name, agents in by_model.items():
+            for n in range(0, len(agents), IN_CHUNK):
+                self.conn.execute(update(A).where(A.id.in_(agents[n:n + IN_CHUNK]), A.model == "")
+                                  .values(model=model_name))
         session_status = "running" if status == "running" else ("failed" if status == "failed" else "done")
         self.conn.execute(update(sc.SessionRow).where(sc.SessionRow.id == self.session_id).values(
             status=session_status, ended_at=None if open_ else last, revision=sc.SessionRow.revision + 1))
@@ -521,12 +554,25 @@ class _ContextBatch:
     items: list[dict[str, Any]] = field(default_factory=list)
     revisions: list[dict[str, Any]] = field(default_factory=list)
     sent: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[tuple[str, str, str, msgs.Message, str, str, float]] = field(default_factory=list)
 
     def flush(self, conn: Connection) -> None:
         for table, rows in ((sc.ContextGroupRow, self.groups), (sc.ContextItemRow, self.items),
                             (sc.ContextItemRevisionRow, self.revisions), (sc.SpanContextRow, self.sent)):
             if rows:
-                conn.execute(insert(table), rows)
+                bulk_insert(conn, table, rows)
+
+
+def bulk_insert(conn: Connection, table: type[sc.Base], rows: list[dict[str, Any]]) -> None:
+    """executemany straight to the driver on SQLite (SQLAlchemy's per-row parameter processing
+    was a third of the import time); the portable Core insert elsewhere."""
+    if conn.dialect.name != "sqlite":
+        conn.execute(insert(table), rows)
+        return
+    columns = list(rows[0])
+    sql = (f"INSERT INTO {table.__tablename__} ({', '.join(columns)}) "
+           f"VALUES ({', '.join('?' for _ in columns)})")
+    conn.exec_driver_sql(sql, [tuple(r[c] for c in columns) for r in rows])
 
 
 def write_trace(uow: UnitOfWork, index: TraceIndex, chunks: Iterable[Sequence[OtelSpan]],
