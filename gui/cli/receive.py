@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agentdesk.gui.cli import output as out
@@ -27,19 +28,43 @@ if TYPE_CHECKING:
 TOKEN_ENV = "AGENTDESK_RECEIVER_TOKEN"
 
 
+def port_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a port number: {text}") from exc
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, not {text}")
+    return value
+
+
+def more_than_zero(kind: type[int] | type[float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not a number: {text}") from exc
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+        return value
+    return parse
+
+
 def receive_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback only)")
-    p.add_argument("--port", type=int, default=4318, help="port (default 4318, the OTLP/HTTP port; 0 picks one)")
+    p.add_argument("--port", type=port_number, default=4318,
+                   help="port (default 4318, the OTLP/HTTP port; 0 picks a free one)")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --host (needs --token too)")
     p.add_argument("--token", help=f"require this bearer token (default ${TOKEN_ENV})")
     p.add_argument("--project", metavar="NAME", help="project for spans whose resource names none")
-    p.add_argument("--max-body-mb", type=float, default=20.0, metavar="MB", help="body limit (default 20)")
-    p.add_argument("--queue", type=int, default=16, metavar="N",
+    p.add_argument("--max-body-mb", type=more_than_zero(float), default=20.0, metavar="MB",
+                   help="body limit, compressed or not (default 20)")
+    p.add_argument("--queue", type=more_than_zero(int), default=16, metavar="N",
                    help="requests waiting for the store before new ones get 503 (default 16)")
-    p.add_argument("--every", type=float, default=2.0, metavar="SECONDS",
+    p.add_argument("--every", type=more_than_zero(float), default=2.0, metavar="SECONDS",
                    help="print the counters at most this often (default 2)")
-    p.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long")
+    p.add_argument("--duration", type=more_than_zero(float), metavar="SECONDS", help="stop after this long")
 
 
 def config_of(args: argparse.Namespace) -> ReceiverConfig:
@@ -47,7 +72,7 @@ def config_of(args: argparse.Namespace) -> ReceiverConfig:
 
     config = ReceiverConfig(host=args.host, port=args.port, token=args.token or os.environ.get(TOKEN_ENV) or None,
                             allow_remote=args.allow_remote, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                            max_queued=max(1, args.queue), default_project=args.project)
+                            max_queued=int(args.queue), default_project=args.project)
     config.check()  # refuse a remote address without the flag and a token before opening anything
     return config
 
