@@ -151,6 +151,7 @@ class TraceWriter:
         self._written: list[str] = []
         self._resources: dict[str, str] = {}
         self._new_run = False
+        self._first = uow.now
 
     # -- placing the trace in the hierarchy ------------------------------------------------
     def prepare(self) -> None:
@@ -158,7 +159,10 @@ class TraceWriter:
         if looped is not None:
             raise InvalidInput(f"Trace {self.index.trace_id}: span {looped} is its own ancestor "
                                "(its parent chain loops back to it).")
-        s, now = self.uow.session, self.uow.now
+        s = self.uow.session
+        # Rows are dated by the trace, not by the import: re-importing elsewhere gives equal rows.
+        now = self._first = (min((e.start_ns for e in self.index.spans.values()), default=0) / 1e9
+                             or self.uow.now)
         run = s.get(sc.RunRow, self.run_id)
         if run is not None:
             self.project_id, self.task_id, self.session_id = run.project_id, run.task_id, run.session_id
@@ -196,11 +200,10 @@ class TraceWriter:
         self._flush_agents()
         if self._new_run:
             s.flush()
-            started = min((e.start_ns for e in self.index.spans.values()), default=0) / 1e9
             s.add(sc.RunRow(id=self.run_id, project_id=self.project_id, task_id=self.task_id,
                             session_id=self.session_id, agent_id=self.run_agent,
                             title=self.index.root_name or f"trace {self.index.trace_id[:8]}",
-                            status="running", started_at=started or now, revision=1))
+                            status="running", started_at=now, revision=1))
             s.flush()
 
     def _top_agent(self) -> str:
@@ -270,7 +273,7 @@ class TraceWriter:
                 "id": agent_id, "project_id": self.project_id, "task_id": self.task_id,
                 "session_id": self.session_id, "parent_agent_id": parent, "name": name, "model": "",
                 "status": "running", "context_revision": 0, "context_budget": 128_000,
-                "created_at": self.uow.now, "revision": 1})
+                "created_at": self._first, "revision": 1})
             self._new_agents.append(agent_id)
         self._agents[agent_id] = {"parent": parent}
         return agent_id
