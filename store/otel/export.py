@@ -96,8 +96,8 @@ def _run_chunks(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
         assert run is not None
         imported = run_id.startswith("otr_")
         facts = _NativeFacts(s, run) if not imported else None
-        orphans = dict(s.execute(select(sc.OtelOrphanRow.span_id, sc.OtelOrphanRow.parent_id)
-                                 .where(sc.OtelOrphanRow.run_id == run_id)).tuples().all())
+        orphans = {span_id: parent for span_id, parent in s.execute(
+            select(sc.OtelOrphanRow.span_id, sc.OtelOrphanRow.parent_id).where(sc.OtelOrphanRow.run_id == run_id))}
         resources: dict[str, dict[str, Any]] = {}
         rows = s.execute(select(sc.SpanRow).where(sc.SpanRow.run_id == run_id)
                          .order_by(sc.SpanRow.started_at, sc.SpanRow.id)).scalars()
@@ -236,7 +236,7 @@ class _NativeFacts:
 
     def _sent(self, span_id: str) -> list[dict[str, Any]]:
         L, R, Item = sc.SpanContextRow, sc.ContextItemRevisionRow, sc.ContextItemRow
-        rows = self.s.execute(select(Item.role, Item.kind, R.content)
+        rows = self.s.execute(select(Item.role, Item.kind, R.content).select_from(L)
                               .join(R, (R.item_id == L.item_id) & (R.revision == L.item_revision))
                               .join(Item, Item.id == L.item_id).where(L.span_id == span_id)
                               .order_by(L.position)).all()

@@ -198,6 +198,8 @@ class TraceWriter:
             if entry.agent_key is not None:
                 self._enclosing_agent(span_id)
         self._flush_agents()
+        if run is not None:
+            self._rehome()
         if self._new_run:
             s.flush()
             s.add(sc.RunRow(id=self.run_id, project_id=self.project_id, task_id=self.task_id,
@@ -215,6 +217,36 @@ class TraceWriter:
                 return found
         name = self.index.project or self.default_project or DEFAULT_PROJECT
         return self._ensure_agent("service:" + name, name, None)
+
+    def _rehome(self) -> None:
+        """Live traces arrive children first (a root span is exported when it ends, last): the run
+        was filed under an agent named after the service. When the outermost agent span arrives,
+        the run, its context and its sub-agents move to that agent, and the stand-in goes."""
+        A = sc.AgentRow
+        stand_in = self.conn.execute(select(A.name, A.parent_agent_id).where(A.id == self.run_agent)).first()
+        if stand_in is None or stand_in.parent_agent_id is not None or \
+                self.run_agent != "ota_" + _h(self.session_id, "", "service:" + stand_in.name):
+            return
+        top = next((self._agent_of.get(sid) for sid, e in sorted(self.index.spans.items(),
+                                                                  key=lambda kv: kv[1].start_ns)
+                    if e.agent_key is not None and self._enclosing_agent(e.parent_id) is None), None)
+        if top is None or top == self.run_agent:
+            return
+        old, c = self.run_agent, self.conn
+        c.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(agent_id=top))
+        c.execute(update(sc.ContextItemRow).where(sc.ContextItemRow.agent_id == old).values(agent_id=top))
+        c.execute(update(sc.ContextGroupRow).where(sc.ContextGroupRow.agent_id == old).values(agent_id=top))
+        c.execute(update(A).where(A.parent_agent_id == old, A.id != top).values(parent_agent_id=top))
+        self.run_agent = top
+        self._agents.pop(old, None)
+        self._agents.setdefault(top, {"parent": None})
+        left = c.execute(select(func.count()).select_from(sc.RunRow).where(sc.RunRow.agent_id == old)).scalar_one()
+        used = c.execute(select(func.count()).select_from(sc.ApprovalRow).where(sc.ApprovalRow.agent_id == old)
+                         ).scalar_one()
+        if not left and not used:
+            c.execute(delete(A).where(A.id == old))
+            self.uow.record("agent", "delete", old, {"project": self.project_id, "task": self.task_id,
+                                                     "session": self.session_id})
 
     def _enclosing_agent(self, span_id: str | None) -> str | None:
         """The agent of the nearest agent span at or above `span_id`.
@@ -303,7 +335,9 @@ class TraceWriter:
                 unique[span.span_id] = span
             else:
                 self.report.duplicates += 1
-        ids = {span_row_id(self.index.trace_id, sid): sp for sid, sp in unique.items()}
+        # In time order, so a call's messages take context positions after the earlier calls'.
+        ids = {span_row_id(self.index.trace_id, sp.span_id): sp
+               for sp in sorted(unique.values(), key=lambda sp: (sp.start_ns, sp.span_id))}
         existing = self._existing(list(ids))
         parents_missing = {span_row_id(self.index.trace_id, sp.parent_id) for sp in unique.values()
                            if sp.parent_id is not None and sp.parent_id not in self.index.spans}

@@ -147,3 +147,17 @@ def test_a_parent_loop_is_refused(store: Store) -> None:
 
 def test_an_empty_request_is_fine(store: Store) -> None:
     assert ingest_request(store, ExportTraceServiceRequest()).spans_written == 0
+
+
+def test_live_order_root_last_files_the_run_under_the_real_agent(store: Store, source: NativeSource) -> None:
+    spans = sorted(agent_trace(), key=lambda s: s.end_time or 0)  # the order exporters send them: by end
+    for n in range(0, len(spans), 3):
+        ingest_request(store, request_of(spans[n:n + 3]))
+    (session,) = source.sessions(source.tasks(source.projects()[0].id)[0].id)
+    agents = {a.name: a for a in source.agents(session.id)}
+    assert set(agents) == {"planner", "reviewer"}  # the stand-in named after the service is gone
+    assert agents["reviewer"].parent_agent_id == agents["planner"].id
+    run = source.runs(agents["planner"].id).items[0]
+    assert run.status == "done"
+    contents = [i.content for i in source.context(agents["planner"].id).items]
+    assert {"Be careful.", "Fix the build", "0 failed"} <= set(contents)  # what came early moved with the run
