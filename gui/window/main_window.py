@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QDockWidget, QInputDialog, QMainWindow, QTabWidget
 
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.context.editor import ContextEditor
+from agentdesk.gui.ingest.dialog import import_into_window, why_not_import
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.tree.view import ProjectTree
 from agentdesk.gui.window.receiver_toggle import ReceiverToggle
@@ -76,6 +77,14 @@ class MainWindow(QMainWindow):
         self.context_editor.conflict.connect(lambda text: self.status.showMessage(text, 10_000))
 
     def _actions(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        importing = QAction("Import OpenTelemetry traces…", self)
+        importing.setShortcut(QKeySequence("Ctrl+I"))
+        refusal = why_not_import(self.services)
+        importing.setEnabled(refusal is None)
+        importing.setToolTip(refusal or "OTLP/JSON, JSON Lines or protobuf files; runs in the background")
+        importing.triggered.connect(lambda: import_into_window(self.services, self))
+        file_menu.addAction(importing)
         view = self.menuBar().addMenu("&View")
         go = self.menuBar().addMenu("&Go")
         help_menu = self.menuBar().addMenu("&Help")

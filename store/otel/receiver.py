@@ -79,6 +79,8 @@ class ReceiverConfig:
     max_queued: int = 16
     """Requests waiting for the writer before new ones get 503; each waits its turn well inside the
     exporters' 10 s timeout."""
+    max_wait_s: float = 4.0
+    """Refuse (503) when the work already queued would keep a request waiting longer than this."""
     retry_after_s: int = 1
     default_project: str | None = None
     """Project for spans whose resource names none (no service.name, no openinference.project.name)."""
@@ -112,7 +114,8 @@ class Receiver:
         self.store = store
         self.stats = ReceiverStats()
         ingest = ingest or default_ingest(self.config.default_project)
-        self._writer = IngestWriter(store, ingest, max_queued=self.config.max_queued)
+        self._writer = IngestWriter(store, ingest, max_queued=self.config.max_queued,
+                                    max_wait_s=self.config.max_wait_s)
         self._decoders = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentdesk-otlp-decode")
         self._runner: web.AppRunner | None = None
         self.address: tuple[str, int] | None = None

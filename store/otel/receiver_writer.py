@@ -7,6 +7,13 @@ answers 503 with Retry-After, which every OTLP exporter honours by retrying.
 Nothing is ever accepted and then dropped: a request is answered only after its
 spans were committed (or with the error that kept them out).
 
+The bound is in time as well as in requests: the writer keeps a running
+estimate of how many spans a second the store takes, and refuses a request when
+the work already waiting would keep it more than `max_wait_s` in the queue.
+An exporter gives up on a request after 10 s (the OTLP default timeout); a
+request it has given up on would still be written, but the exporter would count
+it as failed. A refusal, instead, it retries.
+
 Requests already waiting when the writer comes round are merged into one ingest
 call (up to `MERGE_SPANS` spans), so a burst costs a few transactions, not one
 per request; if a merged call fails, each request is retried alone so the
@@ -31,6 +38,9 @@ from agentdesk.store.errors import InvalidInput
 log = logging.getLogger(__name__)
 
 MERGE_SPANS = 5_000
+DEFAULT_MAX_WAIT_S = 4.0
+"""Well inside the exporters' 10 s timeout, leaving room for the request's own write."""
+RATE_SMOOTHING = 0.3
 Ingest = Callable[[Store, ExportTraceServiceRequest], Any]
 Done = Callable[[Any, BaseException | None], None]
 
@@ -51,10 +61,17 @@ def span_count(request: ExportTraceServiceRequest) -> int:
 
 
 class IngestWriter:
-    def __init__(self, store: Store, ingest: Ingest, *, max_queued: int = 16) -> None:
+    def __init__(self, store: Store, ingest: Ingest, *, max_queued: int = 16,
+                 max_wait_s: float = DEFAULT_MAX_WAIT_S) -> None:
         self.store = store
         self._ingest = ingest
         self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=max_queued)
+        self._max_wait_s = max_wait_s
+        self._lock = threading.Lock()
+        self._queued_spans = 0
+        self._writing = False
+        self.spans_per_s: float | None = None
+        """Running estimate of what the store takes; None until the first write."""
         self._thread = threading.Thread(target=self._loop, name="agentdesk-otlp-writer", daemon=True)
         self._stopping = threading.Event()
         self.busy_s = 0.0
@@ -69,14 +86,29 @@ class IngestWriter:
     def queued(self) -> int:
         return self._queue.qsize()
 
+    @property
+    def idle(self) -> bool:
+        with self._lock:
+            return not self._writing and self._queued_spans == 0 and self._queue.empty()
+
     def submit(self, request: ExportTraceServiceRequest, spans: int, done: Done) -> None:
         """Queue a request; `done(report, error)` is called from the writer thread once it is settled."""
         if self._stopping.is_set():
             raise QueueFull("the receiver is stopping")
-        try:
-            self._queue.put_nowait(Job(request, spans, done))
-        except queue.Full:
-            raise QueueFull(f"{self._queue.maxsize} requests are already waiting for the store") from None
+        with self._lock:
+            rate, waiting = self.spans_per_s, self._queued_spans
+            if waiting and rate and (waiting + spans) / rate > self._max_wait_s:
+                raise QueueFull(f"about {waiting / rate:.1f} s of writing is already waiting for the store")
+            try:
+                self._queue.put_nowait(Job(request, spans, done))
+            except queue.Full:
+                raise QueueFull(f"{self._queue.maxsize} requests are already waiting for the store") from None
+            self._queued_spans += spans
+
+    def _taken(self, job: Job) -> None:
+        with self._lock:
+            self._queued_spans -= job.spans
+            self._writing = True
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Finish what was queued (its senders are waiting for the answer), then end the thread."""
@@ -90,8 +122,13 @@ class IngestWriter:
             job = self._queue.get()
             if job is None:
                 return
+            self._taken(job)
             jobs, stop = self._drain(job)
-            self._write(jobs)
+            try:
+                self._write(jobs)
+            finally:
+                with self._lock:
+                    self._writing = False
             if stop:
                 return
 
@@ -104,6 +141,7 @@ class IngestWriter:
                 break
             if job is None:
                 return jobs, True
+            self._taken(job)
             jobs.append(job)
             spans += job.spans
         return jobs, False
@@ -137,10 +175,21 @@ class IngestWriter:
     def _timed(self, request: ExportTraceServiceRequest) -> Any:
         started = time.perf_counter()
         try:
-            return self._ingest(self.store, request)
+            report = self._ingest(self.store, request)
         finally:
-            self.busy_s += time.perf_counter() - started
+            elapsed = time.perf_counter() - started
+            self.busy_s += elapsed
             self.ingest_calls += 1
+        self._note_rate(span_count(request), elapsed)
+        return report
+
+    def _note_rate(self, spans: int, elapsed: float) -> None:
+        if spans < 50 or elapsed <= 0:  # tiny writes are all overhead: they would make the estimate too low
+            return
+        rate = spans / elapsed
+        with self._lock:
+            old = self.spans_per_s
+            self.spans_per_s = rate if old is None else old + RATE_SMOOTHING * (rate - old)
 
     @staticmethod
     def _settle(jobs: list[Job], report: Any, error: BaseException | None) -> None:

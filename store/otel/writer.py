@@ -37,6 +37,8 @@ from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import estimate_tokens
 
 DEFAULT_PROJECT = "OpenTelemetry"
+IMPORTED_AGENT_PREFIX = "ota_"
+"""Agents made from OTel spans: their context is what the model was sent, so views show it read-only."""
 TASK_TITLE = "Imported OpenTelemetry traces"
 ORPHAN_KEY = "agentdesk.orphan"
 IN_CHUNK = 500
@@ -296,7 +298,7 @@ class TraceWriter:
         return None
 
     def _ensure_agent(self, key: str, name: str, parent: str | None) -> str:
-        agent_id = "ota_" + _h(self.session_id, parent or "", key)
+        agent_id = IMPORTED_AGENT_PREFIX + _h(self.session_id, parent or "", key)
         if agent_id in self._agents:
             return agent_id
         stored = self.conn.execute(select(sc.AgentRow.id).where(sc.AgentRow.id == agent_id)).first()
