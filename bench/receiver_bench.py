@@ -121,7 +121,7 @@ def run_senders(endpoint: str, visibility: Visibility, senders: int, spans: int,
             elif parts[:1] == ["DONE"]:
                 sent[n] = int(parts[1])
                 if parts[3] != "ok":
-                    problems.append(f"sender {n}: the exporter could not flush every span")
+                    problems.append(f"sender {n}: {parts[3]}, the exporter gave up on {parts[4]} spans")
 
     with contextlib.ExitStack() as stack:
         errors = [stack.enter_context(tempfile.TemporaryFile("w+")) for _ in range(senders)]  # stdout is ours
@@ -144,12 +144,16 @@ def run_senders(endpoint: str, visibility: Visibility, senders: int, spans: int,
 
 def scenario(name: str, store: Store, receiver: ReceiverThread, endpoint: str, senders: int, spans: int,
              rate: float, env: dict[str, str]) -> dict[str, float]:
+    while not receiver.receiver.writer.idle:  # the last scenario's work must not count in this one
+        time.sleep(0.05)
     visibility = Visibility(store)
     before, stats_before = span_count(store), receiver.stats.snapshot()
     writer = receiver.receiver.writer
     busy_before, calls_before = writer.busy_s, writer.ingest_calls
     sent, seconds, problems = run_senders(endpoint, visibility, senders, spans, rate, env)
-    time.sleep(0.5)
+    while not receiver.receiver.writer.idle:
+        time.sleep(0.05)
+    time.sleep(0.3)
     visibility.stop()
     stored = span_count(store) - before
     stats = receiver.stats.snapshot()

@@ -7,7 +7,7 @@ input messages and token usage, tool calls with arguments and results), at RATE
 spans/s (0: as fast as it can). The exporter reads its endpoint and batching from
 the OTEL_* environment. Every 25th span is a probe: after it ends, a line
 `P <agentdesk span id> <end time ns>` goes to stdout so the bench can time when it
-becomes visible. `DONE <spans> <seconds>` when every span was exported.
+becomes visible. `DONE <spans> <seconds> <ok|flush-failed|export-failed> <spans the exporter gave up on>`.
 """
 
 from __future__ import annotations
@@ -15,17 +15,30 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Sequence
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 from opentelemetry.trace import Span
 
 PROBE_EVERY = 25
 MESSAGES = json.dumps([{"role": "system", "parts": [{"type": "text", "content": "You are a careful operator."}]},
                        {"role": "user", "parts": [{"type": "text", "content": "Check the disk usage on db-3 and "
                                                                                "free space if it is above 90%."}]}])
+
+
+class CountingExporter(OTLPSpanExporter):
+    """The stock exporter, counting the spans of batches it gave up on (after its own retries)."""
+
+    failed_spans = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = super().export(spans)
+        if result is not SpanExportResult.SUCCESS:
+            CountingExporter.failed_spans += len(spans)
+        return result
 
 
 class Emitter:
@@ -76,15 +89,16 @@ class Emitter:
 def main() -> int:
     total, rate, service = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # all batching from OTEL_BSP_*
+    provider.add_span_processor(BatchSpanProcessor(CountingExporter()))  # all batching from OTEL_BSP_*
     emitter = Emitter(provider.get_tracer("bench.receiver"), total, rate)
     print("START", flush=True)
     emitter.agent("operator", total)
     ok = provider.force_flush(120_000)
     provider.shutdown()
-    print(f"DONE {emitter.count} {time.monotonic() - emitter.started:.3f} {'ok' if ok else 'flush-failed'}",
-          flush=True)
-    return 0 if ok else 1
+    failed = CountingExporter.failed_spans
+    state = "ok" if ok and not failed else "flush-failed" if not ok else "export-failed"
+    print(f"DONE {emitter.count} {time.monotonic() - emitter.started:.3f} {state} {failed}", flush=True)
+    return 0 if state == "ok" else 1
 
 
 if __name__ == "__main__":
