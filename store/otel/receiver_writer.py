@@ -15,8 +15,10 @@ request it has given up on would still be written, but the exporter would count
 it as failed. A refusal, instead, it retries.
 
 Requests already waiting when the writer comes round are merged into one ingest
-call (up to `MERGE_SPANS` spans), so a burst costs a few transactions, not one
-per request; if a merged call fails, each request is retried alone so the
+call, so a burst costs a few transactions, not one per request. A merged call
+is kept to about `MAX_TRANSACTION_S` of writing at the estimated rate (and
+`MERGE_SPANS` at most): the store has one write lock, and an operator's
+decision must not wait behind a long import transaction. If a merged call fails, each request is retried alone so the
 error goes to the request that caused it.
 """
 
@@ -38,6 +40,7 @@ from agentdesk.store.errors import InvalidInput
 log = logging.getLogger(__name__)
 
 MERGE_SPANS = 5_000
+MAX_TRANSACTION_S = 1.0
 DEFAULT_MAX_WAIT_S = 4.0
 """Well inside the exporters' 10 s timeout, leaving room for the request's own write."""
 RATE_SMOOTHING = 0.3
@@ -132,9 +135,17 @@ class IngestWriter:
             if stop:
                 return
 
+    def merge_limit(self) -> int:
+        """Spans one merged call may hold: about a second of writing, as far as the estimate knows."""
+        with self._lock:
+            rate = self.spans_per_s
+        return MERGE_SPANS if rate is None else max(1, min(MERGE_SPANS, int(rate * MAX_TRANSACTION_S)))
+
     def _drain(self, first: Job) -> tuple[list[Job], bool]:
-        jobs, spans = [first], first.spans
-        while spans < MERGE_SPANS:
+        jobs, spans, limit = [first], first.spans, self.merge_limit()
+        while spans < limit and self._queue.qsize():
+            if spans + self._peek_spans() > limit:
+                break
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
@@ -145,6 +156,12 @@ class IngestWriter:
             jobs.append(job)
             spans += job.spans
         return jobs, False
+
+    def _peek_spans(self) -> int:
+        """Spans of the next waiting request (the queue's own deque, read under its lock)."""
+        with self._queue.mutex:
+            head = self._queue.queue[0] if self._queue.queue else None
+        return head.spans if head is not None else 0
 
     def _write(self, jobs: list[Job]) -> None:
         if len(jobs) == 1:

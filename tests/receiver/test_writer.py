@@ -53,6 +53,7 @@ def test_refuses_when_the_queued_work_would_wait_too_long(store: Store) -> None:
         writer.submit(request("a1" * 16, 100), 100, first)
         assert first.event.wait(10) and first.results[0][1] is None
         assert writer.spans_per_s is not None and writer.spans_per_s < 300
+        assert writer.merge_limit() < 300  # a merged transaction is kept to about a second of writing
         writer.submit(request("a2" * 16, 10), 10, Settled())  # taken by the writer, which now holds
         while len(calls) < 2:
             time.sleep(0.01)
