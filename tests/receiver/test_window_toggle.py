@@ -71,7 +71,9 @@ def test_off_by_default_then_on_at_the_configured_port(services: Services, qtbot
     assert post(f"http://127.0.0.1:{port}/v1/traces", body.encode()).status == 200
     toggle.refresh()
     assert toggle.label.text() == "1 spans · 1 requests · 0 refused"
-    qtbot.waitUntil(lambda: "live-agent" in [p.name for p in services.source.projects()], timeout=3000)
+    model = window.tree.model  # the tree hears of the new project through the bus, live
+    qtbot.waitUntil(lambda: any(model.index(r, 0).data() == "live-agent" for r in range(model.rowCount())),
+                    timeout=3000)
     toggle.action.trigger()  # the menu item switches it off too
     qtbot.waitUntil(lambda: not toggle.is_on and toggle.button.isEnabled(), timeout=10000)
     assert toggle.button.text() == "○ OTLP off" and toggle.label.text() == ""
