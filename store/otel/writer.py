@@ -148,6 +148,7 @@ class TraceWriter:
         self._new_agents: list[str] = []
         self._pending_agents: list[dict[str, Any]] = []
         self._positions: dict[str, int] = {}
+        self._ordinals: dict[str, int] = {}
         self._seen_items: set[str] = set()
         self._context_touched: set[str] = set()
         self._written: list[str] = []
@@ -486,7 +487,12 @@ class TraceWriter:
                     .where(sc.ContextItemRow.agent_id == agent)).scalar_one()
             self._positions[agent] += 1
             if group not in groups:
-                groups[group] = {"id": group, "agent_id": agent, "ordinal": self._positions[agent],
+                if agent not in self._ordinals:
+                    self._ordinals[agent] = self.conn.execute(
+                        select(func.coalesce(func.max(sc.ContextGroupRow.ordinal), 0))
+                        .where(sc.ContextGroupRow.agent_id == agent)).scalar_one()
+                self._ordinals[agent] += 1  # turns numbered 1, 2, 3... per agent
+                groups[group] = {"id": group, "agent_id": agent, "ordinal": self._ordinals[agent],
                                  "kind": "turn", "revision": 1, "created_at": at}
             tokens = estimate_tokens(content)
             batch.items.append({"id": item, "agent_id": agent, "group_id": group,
