@@ -457,10 +457,14 @@ class TraceWriter:
             return
         agent = self._agent_of_span(sp)
         at = sp.start_ns / 1e9
+        repeats: dict[tuple[str, str], int] = {}
         for n, (m, content) in enumerate(zip(c.input_messages + c.output_messages,
                                              c.input_rendered + c.output_rendered, strict=True)):
             role = str(m.get("role") or "user")
-            item = "oti_" + _h(agent, str(n), role, content, n=24)
+            # The same message in the next call (a growing or sliding history) is the same item;
+            # a message repeated within one call is a new one.
+            k = repeats[(role, content)] = repeats.get((role, content), -1) + 1
+            item = "oti_" + _h(agent, role, content, str(k), n=24)
             if n < len(c.input_messages):
                 batch.sent.append({"span_id": row_id, "position": n, "item_id": item, "item_revision": 1})
             if item in self._seen_items:
