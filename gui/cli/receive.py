@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 
 from agentdesk.gui.cli import output as out
 from agentdesk.gui.cli.opening import EXIT_OK, open_for, say
-from agentdesk.store.otel.receiver_stats import ReceiverCounters
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # agentdesk.store.otel (protobuf, aiohttp) loads only when `receive` runs
     from agentdesk.store.otel.receiver import ReceiverConfig, ReceiverThread
+    from agentdesk.store.otel.receiver_stats import ReceiverCounters
 
 TOKEN_ENV = "AGENTDESK_RECEIVER_TOKEN"
 
