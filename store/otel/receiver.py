@@ -139,10 +139,9 @@ class Receiver:
         except OSError as exc:
             await self.stop()
             raise CannotListen(f"Cannot listen on {self.config.host}:{self.config.port}: "
-                                   f"{exc.strerror or exc}.") from exc
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        port = sockets[0].getsockname()[1] if sockets else self.config.port
+                               f"{exc.strerror or exc}.") from exc
+        bound = self._runner.addresses  # the real port when 0 asked for any free one
+        port = int(bound[0][1]) if bound else self.config.port
         self.address = (self.config.host, port)
         self.stats.listening(f"{self.config.host}:{port}")
         return self.address
