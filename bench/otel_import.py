@@ -55,7 +55,7 @@ def generate(spans: int) -> list[Any]:
             {"type": "text", "content": f"Step {n}: I will inspect module {rng.randint(1, 999)}."},
             {"type": "tool_call", "id": call_id, "name": "read_file",
              "arguments": {"path": f"src/mod_{rng.randint(1, 999)}.py"}}]}
-        with tracer.start_as_current_span(f"chat gpt-5", kind=SpanKind.CLIENT, attributes={
+        with tracer.start_as_current_span("chat gpt-5", kind=SpanKind.CLIENT, attributes={
                 "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
                 "gen_ai.request.model": "gpt-5", "gen_ai.response.model": "gpt-5-2026-08",
                 "gen_ai.usage.input_tokens": rng.randint(500, 20_000),
@@ -66,7 +66,8 @@ def generate(spans: int) -> list[Any]:
             made += 1
         with tracer.start_as_current_span("execute_tool read_file", attributes={
                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read_file",
-                "gen_ai.tool.call.id": call_id, "gen_ai.tool.call.arguments": json.dumps(reply["parts"][1]["arguments"]),
+                "gen_ai.tool.call.id": call_id,
+                "gen_ai.tool.call.arguments": json.dumps(reply["parts"][1]["arguments"]),
                 "gen_ai.tool.call.result": "def f():\n    return 1\n" * rng.randint(1, 6)}):
             made += 1
         history.append(reply)
@@ -149,22 +150,25 @@ def trace_file(spans: int, fmt: str) -> Path:
     return path
 
 
-def import_once(path: Path, spans: int) -> tuple[float, float]:
+def import_once(path: Path, spans: int) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MiB) and CPU seconds (user + system) of one `agentdesk import`."""
     store = Path(tempfile.mkdtemp(prefix="agentdesk-bench-otel-")) / "bench.sqlite"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before, cpu_before = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
     began = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store), "import", str(path),
                            "--quiet"], env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - began
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime - cpu_before
     if done.returncode != 0:
         print(done.stdout, done.stderr, file=sys.stderr)
         raise SystemExit(f"import failed with exit code {done.returncode}")
     print("  " + done.stdout.strip())
     if peak < before:
         peak = before
-    return elapsed, peak / 1024
+    return elapsed, peak / 1024, cpu
 
 
 def main() -> int:
@@ -177,10 +181,11 @@ def main() -> int:
     results = []
     for n in [args.spans, *args.curve]:
         path = trace_file(n, args.format)
-        seconds, rss = import_once(path, n)
+        seconds, rss, cpu = import_once(path, n)
         results.append((n, seconds, rss))
         print(f"import {n:>9,} spans ({args.format}): {seconds:6.1f} s  {n / seconds:8,.0f} spans/s  "
-              f"peak RSS {rss:6.0f} MiB", flush=True)
+              f"peak RSS {rss:6.0f} MiB  CPU {cpu:6.1f} s  (load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} cores)", flush=True)
     main_seconds = results[0][1]
     ok = main_seconds <= TARGET_S
     print(f"target: {args.spans:,} spans in <= {TARGET_S:.0f} s: {'met' if ok else 'MISSED'} ({main_seconds:.1f} s)")

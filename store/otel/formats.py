@@ -56,6 +56,8 @@ class TraceFile:
         self.format = self._detect()
         self.document = 0
         """The top-level document being read: a `BadRecord` belongs to it."""
+        self.current_traces: set[str] = set()
+        """Traces with spans decoded from the current document (yielded or not): what an error taints."""
 
     @property
     def position(self) -> int:
@@ -114,13 +116,15 @@ class TraceFile:
                 message = ResourceSpans.FromString(data)
             except DecodeError as exc:
                 raise BadRecord(where, f"is not valid protobuf ({exc})") from None
-            yield Record(where, spans_from_proto([message], where), 0)
+            spans = spans_from_proto([message], where)
+            self.current_traces.update(sp.trace_id for sp in spans)
+            yield Record(where, spans, 0)
             n += 1
 
     def _proto_records(self) -> Iterator[Record]:
         n = 1
         while True:
-            self.document = n
+            self.document, self.current_traces = n, set()
             offset = self._tell()
             prefix = self._stream.read(4)
             if not prefix:
@@ -292,7 +296,7 @@ class _JsonDocument:
             self.pos += 1
         while self.peek() is not None:
             self.documents += 1
-            self.file.document = self.documents
+            self.file.document, self.file.current_traces = self.documents, set()
             self.expect("{", "an OTLP/JSON object ('{')")
             while (k := self.key()) is not None:
                 if k in ("resourceSpans", "resource_spans"):
@@ -337,6 +341,7 @@ class _JsonDocument:
                         raise BadRecord(f"{self.where()}, resourceSpans[{r}].scopeSpans[{s}].spans[{n}]",
                                         str(exc)) from None
                     span.resource, span.scope_name, span.scope_version = resource, name, version
+                    self.file.current_traces.add(span.trace_id)
                     self.pending.append(span)
                     if len(self.pending) >= SPANS_PER_RECORD:
                         yield self._flush()

@@ -89,7 +89,16 @@ def test_reimport_adds_nothing_and_the_import_is_one_audit_record(tmp_path: Path
         assert verify_chain(s).ok
 
 
-def test_a_trace_split_over_lines_out_of_order_is_one_run(tmp_path: Path, store: Store) -> None:
+@pytest.fixture(params=["memory", "spill"])
+def staging(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with spans staged in memory, and again through the spill file (a tiny budget)."""
+    if request.param == "spill":
+        import agentdesk.store.otel.importer as importer
+        monkeypatch.setattr(importer, "MEMORY_SPANS", 3)
+    return str(request.param)
+
+
+def test_a_trace_split_over_lines_out_of_order_is_one_run(tmp_path: Path, store: Store, staging: str) -> None:
     spans = agent_trace()
     lines = [json.dumps(otlp_json([s])) for s in reversed(spans)]  # children first
     path = tmp_path / "split.jsonl"
@@ -119,6 +128,17 @@ def test_a_bad_line_names_itself_keeps_whole_traces_before_it_and_drops_the_rest
         assert spans_in(store) == 8 + 3  # line 2 was read whole; nothing of line 3 or after
     finally:
         store.close()
+
+
+def test_a_bad_document_drops_every_trace_it_touched(tmp_path: Path, store: Store, staging: str) -> None:
+    good, split = agent_trace(service="good"), agent_trace(service="split")
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join([json.dumps(otlp_json(good)), json.dumps(otlp_json(split[:3])),
+                               json.dumps(otlp_json(split[3:]))[:-40]]) + "\n")  # line 3 is cut short
+    result = import_files(store, [path])
+    assert result.error is not None and "line 3" in str(result.error)
+    assert {p.name for p in NativeSource(store).projects()} == {"good"}  # "split" was touched by line 3
+    assert spans_in(store) == 8
 
 
 def test_a_truncated_document_leaves_no_half_trace(tmp_path: Path, store_path: Path) -> None:
@@ -156,7 +176,7 @@ def test_hostile_files_get_one_clear_sentence(tmp_path: Path, store_path: Path, 
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
-def test_absurd_times_and_duplicated_ids(tmp_path: Path, store: Store) -> None:
+def test_absurd_times_and_duplicated_ids(tmp_path: Path, store: Store, staging: str) -> None:
     doc = otlp_json(agent_trace())
     spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
     spans.extend(json.loads(json.dumps(spans)))  # every span twice in the same file
