@@ -13,8 +13,9 @@ No Qt is imported (an import-linter contract keeps it so). Everything here is
 stable: names and fields are only ever added. See docs/integrations.md.
 """
 
-from agentdesk.client.desk import AgentDesk
+from agentdesk.client.desk import AgentDesk, otel_span_id, trace_run_id
 from agentdesk.client.handles import Agent, Run, Span
 from agentdesk.client.results import ApprovalResult, ContextEntry, ModelContext, Outcome
 
-__all__ = ["Agent", "AgentDesk", "ApprovalResult", "ContextEntry", "ModelContext", "Outcome", "Run", "Span"]
+__all__ = ["Agent", "AgentDesk", "ApprovalResult", "ContextEntry", "ModelContext", "Outcome", "Run", "Span",
+           "otel_span_id", "trace_run_id"]

@@ -9,11 +9,12 @@ conversation).
 from __future__ import annotations
 
 import hashlib
+import time
 from types import TracebackType
 
 from sqlalchemy import select
 
-from agentdesk.client.handles import Agent
+from agentdesk.client.handles import Agent, Run
 from agentdesk.store import schema as sc
 from agentdesk.store.database import DEFAULT_BUSY_TIMEOUT_S, Store, open_store
 from agentdesk.store.errors import InvalidInput, NotFound
@@ -21,6 +22,18 @@ from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.validation import check_name
 
 DEFAULT_TASK = "default"
+
+
+def trace_run_id(trace_id: str | int) -> str:
+    """agentdesk's run id for an OpenTelemetry trace (an int as OTel's SpanContext has it, or hex)."""
+    return "otr_" + (f"{trace_id:032x}" if isinstance(trace_id, int) else trace_id.lower())
+
+
+def otel_span_id(trace_id: str | int, span_id: str | int) -> str:
+    """agentdesk's span id for an OpenTelemetry span: the same one the receiver gives it when it arrives."""
+    trace = f"{trace_id:032x}" if isinstance(trace_id, int) else trace_id.lower()
+    span = f"{span_id:016x}" if isinstance(span_id, int) else span_id.lower()
+    return f"o{trace}{span}"
 
 
 def shared_project_id(name: str) -> str:
@@ -67,6 +80,26 @@ class AgentDesk:
         agent_id = self.runtime.create_agent(session_id, check_name("agent name", agent),
                                              check_name("model", model), None, context_budget)
         return Agent(self.runtime, agent_id, session_id, project_id, agent)
+
+    def join_trace(self, trace_id: str | int, *, wait_s: float = 10.0) -> Run:
+        """The run the OTLP receiver made of an OpenTelemetry trace, to gate tools inside it.
+
+        Its approvals then sit in the same run as the agent's spans (the queue's "show in
+        timeline" lands on them). The run exists once the trace's first spans arrived:
+        this waits up to `wait_s` for that (flush the tracer provider first to be quick).
+        """
+        run_id = trace_run_id(trace_id)
+        give_up = time.monotonic() + wait_s
+        while True:
+            with self.store.reading() as s:
+                run = s.get(sc.RunRow, run_id)
+                agent = s.get(sc.AgentRow, run.agent_id) if run is not None else None
+                if run is not None and agent is not None:
+                    return Run(Agent(self.runtime, agent.id, run.session_id, run.project_id, agent.name), run_id)
+            if time.monotonic() >= give_up:
+                raise NotFound(f"No spans of trace {run_id[4:]} have reached the store yet; is the agent's "
+                               "exporter pointed at `agentdesk receive`?")
+            time.sleep(0.1)
 
     def attach(self, agent_id: str) -> Agent:
         """An agent registered earlier (by this process or another), to continue its work."""

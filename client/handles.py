@@ -70,19 +70,26 @@ class Run:
         return self.span("model", name, context_of_agent=self.agent.id, **kwargs)
 
     def request_approval(self, tool: str, arguments: Mapping[str, Any], *,
-                         expires_in: float | None = DEFAULT_EXPIRES_IN_S) -> ApprovalResult:
-        """Ask an operator and block until they decide or `expires_in` seconds pass (None: no deadline)."""
-        pending = gate.open_gate(self._rt, self.id, self.agent.session_id, _current_span.get(), tool, arguments,
-                                 expires_in)
+                         expires_in: float | None = DEFAULT_EXPIRES_IN_S,
+                         parent_span_id: str | None = None) -> ApprovalResult:
+        """Ask an operator and block until they decide or `expires_in` seconds pass (None: no deadline).
+
+        The gate span goes under the span open in this thread or task, or under
+        `parent_span_id` (e.g. `otel_span_id(...)` of the OpenTelemetry span of the tool call).
+        """
+        parent = parent_span_id or _current_span.get()
+        pending = gate.open_gate(self._rt, self.id, self.agent.session_id, parent, tool, arguments, expires_in)
         return gate.wait(self._rt, self.id, self.agent.session_id, pending)
 
     async def arequest_approval(self, tool: str, arguments: Mapping[str, Any], *,
-                                expires_in: float | None = DEFAULT_EXPIRES_IN_S) -> ApprovalResult:
+                                expires_in: float | None = DEFAULT_EXPIRES_IN_S,
+                                parent_span_id: str | None = None) -> ApprovalResult:
         """`request_approval` for asyncio: the event loop keeps running while the operator decides."""
         import asyncio
 
-        pending = await asyncio.to_thread(gate.open_gate, self._rt, self.id, self.agent.session_id,
-                                          _current_span.get(), tool, arguments, expires_in)
+        parent = parent_span_id or _current_span.get()
+        pending = await asyncio.to_thread(gate.open_gate, self._rt, self.id, self.agent.session_id, parent, tool,
+                                          arguments, expires_in)
         return await gate.wait_async(self._rt, self.id, self.agent.session_id, pending)
 
     def finish(self, status: str = "done", error: str | None = None) -> None:

@@ -9,9 +9,10 @@ Run it (three terminals, one store):
 
 The agent's spans (GenAI conventions: invoke_agent, chat, execute_tool) reach the
 tree and timeline through the receiver while it runs. Before its `delete_files`
-tool runs, it asks agentdesk for approval and blocks; it then deletes exactly the
-files the operator left in the arguments (inside a scratch folder it made), or
-nothing if denied or expired. Each step is printed as one JSON line.
+tool runs, it joins the run the receiver made of its trace and asks for approval
+there, under the tool's own span, and blocks; it then deletes exactly the files
+the operator left in the arguments (inside a scratch folder it made), or nothing
+if denied or expired. Each step is printed as one JSON line.
 
 The model is scripted so the example needs no API key; swap `scripted_model` for a
 real client call and nothing else changes.
@@ -32,7 +33,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Status, StatusCode, Tracer
 
-from agentdesk.client import AgentDesk, Run
+from agentdesk.client import AgentDesk, otel_span_id
+from agentdesk.store.errors import NotFound
 
 SERVICE = "cleanup-agent"
 MODEL = "scripted-model"
@@ -72,12 +74,12 @@ def delete_files(folder: str, paths: list[str]) -> list[str]:
 TOOLS = {"list_files": list_files, "delete_files": delete_files}
 
 
-def call_tool(tracer: Tracer, run: Run, tool: str, arguments: dict[str, Any]) -> str:
+def call_tool(tracer: Tracer, gate: Gate, tool: str, arguments: dict[str, Any]) -> str:
     with tracer.start_as_current_span(f"execute_tool {tool}", attributes={
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
             "gen_ai.tool.call.arguments": json.dumps(arguments)}) as span:
         if tool in DANGEROUS:
-            result = run.request_approval(tool, arguments, expires_in=float(os.environ.get("APPROVAL_TIMEOUT", 300)))
+            result = gate.ask(span, tool, arguments)
             say("decision", outcome=result.outcome.value, arguments=result.arguments, edited=result.edited,
                 reason=result.reason, decided_by=result.decided_by, approval_id=result.approval_id)
             if not result.approved:
@@ -89,7 +91,22 @@ def call_tool(tracer: Tracer, run: Run, tool: str, arguments: dict[str, Any]) ->
         return output
 
 
-def agent_loop(tracer: Tracer, run: Run, workdir: Path) -> str:
+class Gate:
+    """Asks agentdesk's operator inside the run the receiver made of this agent's trace."""
+
+    def __init__(self, desk: AgentDesk, provider: TracerProvider) -> None:
+        self.desk = desk
+        self.provider = provider
+
+    def ask(self, span: Any, tool: str, arguments: dict[str, Any]) -> Any:
+        ctx = span.get_span_context()
+        self.provider.force_flush()  # the spans so far reach the receiver now, not at the next 5 s tick
+        run = self.desk.join_trace(ctx.trace_id)
+        return run.request_approval(tool, arguments, parent_span_id=otel_span_id(ctx.trace_id, ctx.span_id),
+                                    expires_in=float(os.environ.get("APPROVAL_TIMEOUT", 300)))
+
+
+def agent_loop(tracer: Tracer, gate: Gate, workdir: Path) -> str:
     messages = [{"role": "system", "content": "You keep the scratch folder tidy."},
                 {"role": "user", "content": f"Clean up the old logs in {workdir}."}]
     with tracer.start_as_current_span("invoke_agent janitor", attributes={
@@ -103,7 +120,7 @@ def agent_loop(tracer: Tracer, run: Run, workdir: Path) -> str:
                     {"type": "text", "content": json.dumps(reply)}]}]))
             if "answer" in reply:
                 return str(reply["answer"])
-            output = call_tool(tracer, run, reply["tool"], reply["arguments"])
+            output = call_tool(tracer, gate, reply["tool"], reply["arguments"])
             say("tool", tool=reply["tool"], output=json.loads(output))
             messages += [{"role": "assistant", "content": json.dumps(reply)}, {"role": "tool", "content": output}]
     return "Gave up after 5 steps."
@@ -117,11 +134,13 @@ def main() -> int:
     for name in ("old-1.log", "old-2.log", "keep.txt"):
         (workdir / name).write_text("x")
     with AgentDesk.connect(actor=SERVICE) as desk:  # the store: $AGENTDESK_STORE, else the user's default
-        agent = desk.register(project=SERVICE, agent="janitor", model=MODEL)
-        with agent.run("clean up old logs") as run:
-            answer = agent_loop(tracer, run, workdir)
-        agent.finish("done")
-    provider.shutdown()  # flushes the last spans to the receiver
+        try:
+            answer = agent_loop(tracer, Gate(desk, provider), workdir)
+        except NotFound as exc:  # no receiver: nothing of the trace reached the store
+            print(f"otel_agent: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            provider.shutdown()  # flushes the last spans to the receiver
     say("done", answer=answer, remaining=list_files(str(workdir)))
     return 0
 

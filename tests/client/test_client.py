@@ -204,3 +204,50 @@ def test_an_agents_project_and_its_otel_spans_share_one_project(desk: AgentDesk)
         "scopeSpans": [{"spans": [span]}]}]})
     projects = NativeSource(desk.store).projects()
     assert [(p.id, p.name) for p in projects] == [(agent.project_id, "cleanup-agent")]
+
+
+def test_ids_for_otel_traces_match_the_receivers() -> None:
+    from agentdesk.client import otel_span_id, trace_run_id
+    from agentdesk.store.otel.spans import run_row_id, span_row_id
+
+    trace, span = 0x5B8EFFF798038103D269B633813FC60C, 0xEEE19B7EC3C1B174
+    assert trace_run_id(trace) == trace_run_id(f"{trace:032X}") == run_row_id(f"{trace:032x}")
+    assert otel_span_id(trace, span) == span_row_id(f"{trace:032x}", f"{span:016x}")
+
+
+def test_join_trace_gates_a_tool_inside_the_received_run(desk: AgentDesk) -> None:
+    from agentdesk.client import otel_span_id
+    from agentdesk.store.errors import NotFound
+    from agentdesk.store.otel import ingest_json
+
+    trace, root, tool = "ab" * 16, "01" * 8, "02" * 8
+    with pytest.raises(NotFound, match="agentdesk receive"):
+        desk.join_trace(trace, wait_s=0.2)
+
+    def span(span_id: str, name: str, parent: str | None = None) -> dict[str, object]:
+        raw: dict[str, object] = {"traceId": trace, "spanId": span_id, "name": name, "kind": 1,
+                                  "startTimeUnixNano": "1700000000000000000",
+                                  "endTimeUnixNano": "1700000001000000000",
+                                  "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}]}
+        if parent:
+            raw["parentSpanId"] = parent
+        return raw
+
+    def send(*spans: dict[str, object]) -> None:
+        ingest_json(desk.store, {"resourceSpans": [{
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]},
+            "scopeSpans": [{"spans": list(spans)}]}]})
+
+    send(span("03" * 8, "chat m1", root))  # the first batch: a model call that already ended
+    run = desk.join_trace(int(trace, 16))
+    thread = operator(desk.store, lambda aid: commands.decide(desk.store, aid, True, "ann"))
+    result = run.request_approval("shell", {"cmd": "ls"}, parent_span_id=otel_span_id(trace, tool), expires_in=30)
+    thread.join()
+    assert result.approved
+    send(span(tool, "execute_tool shell", root), span(root, "invoke_agent a"))  # the tool span arrives later
+    source = NativeSource(desk.store)
+    approval = source.approval(result.approval_id)
+    assert approval.run_id == run.id == "otr_" + trace
+    gate = source.span(approval.span_id or "")
+    assert gate.parent_span_id == otel_span_id(trace, tool)
+    assert source.span(gate.parent_span_id).name == "execute_tool shell"

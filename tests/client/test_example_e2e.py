@@ -82,21 +82,16 @@ def test_example_agent_is_gated_by_an_operator_in_another_process(tmp_path: Path
     assert events[-1]["event"] == "done" and events[-1]["remaining"] == ["keep.txt", "old-2.log"]
     assert receiver.returncode == 0 and "0 refused" in receiver_out, receiver_err
     opened = open_store(str(store), read_only=True)
-    try:  # the OTel spans came in through the receiver: the trace's run holds all of them
+    try:  # the OTel spans came in through the receiver, and the gate sits in that same run, under the tool
         source = NativeSource(opened)
-        project = next(p for p in source.projects() if p.name == "cleanup-agent")
-        spans = [s for s in _all_runs(source, project.id) if s.startswith("otr_")]
-        assert spans, "no OTel trace arrived through the receiver"
-        names = set(source.span_table(spans[0]).names)
-        assert {"invoke_agent janitor", "chat scripted-model", "execute_tool delete_files"} <= names
+        decided_row = source.approval(str(approval["id"]))
+        assert decided_row.run_id.startswith("otr_")
+        table = source.span_table(decided_row.run_id)
+        names = dict(zip(table.ids, table.names, strict=True))
+        assert {"invoke_agent janitor", "chat scripted-model", "execute_tool delete_files",
+                "approval: delete_files"} <= set(names.values())
+        gate = source.span(decided_row.span_id or "")
+        assert gate.kind == "gate" and names[gate.parent_span_id or ""] == "execute_tool delete_files"
+        assert [p.name for p in source.projects()] == ["cleanup-agent"]
     finally:
         opened.close()
-
-
-def _all_runs(source: NativeSource, project_id: str) -> list[str]:
-    runs: list[str] = []
-    for task in source.tasks(project_id):
-        for session in source.sessions(task.id):
-            for agent in source.agents(session.id):
-                runs += [r.id for r in source.runs(agent.id).items]
-    return runs
