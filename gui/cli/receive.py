@@ -56,7 +56,8 @@ def receive_options(p: argparse.ArgumentParser) -> None:
                    help="port (default 4318, the OTLP/HTTP port; 0 picks a free one)")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --host (needs --token too)")
-    p.add_argument("--token", help=f"require this bearer token (default ${TOKEN_ENV})")
+    p.add_argument("--token", help=f"require this bearer token (default ${TOKEN_ENV}, which other users "
+                                   "cannot read in the process list)")
     p.add_argument("--project", metavar="NAME", help="project for spans whose resource names none")
     p.add_argument("--max-body-mb", type=more_than_zero(float), default=20.0, metavar="MB",
                    help="body limit, compressed or not (default 20)")
