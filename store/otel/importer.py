@@ -38,8 +38,8 @@ IMPORT_ACTOR = "import"
 SPANS_PER_TRANSACTION = 20_000
 """Small traces are published several to a transaction up to this many spans (a big one alone)."""
 CHUNK = 2_000
-MEMORY_SPANS = 150_000
-"""Decoded spans held in memory before staging moves to the spill file (~2.5 KB each: ~400 MB)."""
+MEMORY_SPANS = 20_000
+"""Decoded spans held in memory before staging moves to the spill file (~2.5 KB each: ~50 MB)."""
 
 
 @dataclass

@@ -169,9 +169,16 @@ def json_attributes(items: Any, depth: int = 0) -> dict[str, Any]:
         raise FieldError("attributes must be a list of {key, value} objects")
     out: dict[str, Any] = {}
     for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+        try:
+            key, value = item["key"], item.get("value") or {}
+        except (TypeError, KeyError, AttributeError):
+            raise FieldError("each attribute must be an object with a string key") from None
+        if not isinstance(key, str):
             raise FieldError("each attribute must be an object with a string key")
-        out[item["key"]] = json_any_value(item.get("value") or {}, depth)
+        if type(value) is dict and len(value) == 1 and type(text := value.get("stringValue")) is str:
+            out[key] = text  # the common case, without the general walk
+            continue
+        out[key] = json_any_value(value, depth)
     return out
 
 

@@ -22,6 +22,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
@@ -621,7 +622,8 @@ def bulk_insert(conn: Connection, table: type[sc.Base], rows: list[dict[str, Any
     columns = list(rows[0])
     sql = (f"INSERT INTO {table.__tablename__} ({', '.join(columns)}) "
            f"VALUES ({', '.join('?' for _ in columns)})")
-    conn.exec_driver_sql(sql, [tuple(r[c] for c in columns) for r in rows])
+    conn.exec_driver_sql(sql, list(map(itemgetter(*columns), rows)) if len(columns) > 1
+                         else [(r[columns[0]],) for r in rows])
 
 
 def write_trace(uow: UnitOfWork, index: TraceIndex, chunks: Iterable[Sequence[OtelSpan]],
