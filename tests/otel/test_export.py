@@ -133,3 +133,30 @@ def test_a_native_run_exports_genai_attributes_and_approvals_with_their_decision
 def _runs(source: NativeSource) -> list[str]:
     return [r.id for p in source.projects() for t in source.tasks(p.id) for s in source.sessions(t.id)
             for a in source.agents(s.id) for r in source.runs(a.id).items]
+
+
+def test_the_export_command(tmp_path: Path, store_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store_path), *args],
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    store = open_store(str(store_path))
+    ingest_request(store, request_of(agent_trace()))
+    run_id = _runs(NativeSource(store))[0]
+    store.close()
+    out = tmp_path / "run.jsonl"
+    done = cli("export", run_id, "--format", "otlp-jsonl", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    lines = out.read_text().splitlines()
+    assert sum(len(json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]) for line in lines) == 8
+    assert cli("export", "otr_nope").returncode == 4
+    both = cli("export", run_id, "--project", "x")
+    assert both.returncode == 2 and "not both" in both.stderr
+    assert json.loads(cli("export", "--project", "support-bot").stdout)["resourceSpans"]
