@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import text
 
 import agentdesk.gui.cli.main as cli
-from agentdesk.store.database import Store, open_store
+from agentdesk.store.database import Store, head_revision, open_store
 from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.sim.player import Simulator
@@ -63,10 +63,10 @@ def test_importing_the_cli_imports_no_qt() -> None:
 def test_init_creates_then_reports_the_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "deep" / "agentdesk.sqlite"
     code, out, _ = run(capsys, "--store", str(path), "init")
-    assert code == 0 and path.exists() and "schema 0001" in out
+    assert code == 0 and path.exists() and f"schema {head_revision()}" in out
     code, out, _ = run(capsys, "info", "--store", str(path), "--json")  # global options after the command too
     facts = json.loads(out)
-    assert code == 0 and facts["kind"] == "agentdesk" and facts["schema_version"] == "0001"
+    assert code == 0 and facts["kind"] == "agentdesk" and facts["schema_version"] == head_revision()
     assert facts["counts"]["runs"] == 0 and facts["size_bytes"] == path.stat().st_size
 
 

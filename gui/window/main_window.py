@@ -83,7 +83,7 @@ class MainWindow(QMainWindow):
         refusal = why_not_import(self.services)
         importing.setEnabled(refusal is None)
         importing.setToolTip(refusal or "OTLP/JSON, JSON Lines or protobuf files; runs in the background")
-        importing.triggered.connect(lambda: import_into_window(self.services, self))
+        importing.triggered.connect(self.import_traces)
         file_menu.addAction(importing)
         view = self.menuBar().addMenu("&View")
         go = self.menuBar().addMenu("&Go")
@@ -106,6 +106,10 @@ class MainWindow(QMainWindow):
         view.addSeparator()
         view.addAction(self.receiver.action)
         view.addAction(self.receiver.port_action)
+
+    def import_traces(self) -> None:
+        """File → Import…; the dialog is kept until the next import so its job can report back."""
+        self._import_dialog = import_into_window(self.services, self)
 
     # -- navigation -----------------------------------------------------------------------
     def _focus(self, dock: QDockWidget, widget: QWidget) -> None:
