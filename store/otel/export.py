@@ -25,7 +25,7 @@ from agentdesk.store.database import Store
 from agentdesk.store.errors import InvalidInput, NotFound
 from agentdesk.store.otel import values as v
 from agentdesk.store.otel.spans import split_span_row_id
-from agentdesk.store.otel.writer import EXTRA_KEYS
+from agentdesk.store.otel.writer import EXTRA_KEYS, original_name
 
 FORMATS = ("otlp-json", "otlp-jsonl")
 CHUNK = 1000
@@ -149,7 +149,7 @@ def _imported_span(row: sc.SpanRow, attrs: dict[str, Any], orphans: dict[str, st
     trace_id, span_id = parts
     parent = orphans.get(row.id, row.parent_span_id)
     span: dict[str, Any] = {
-        "traceId": trace_id, "spanId": span_id, "name": row.name,
+        "traceId": trace_id, "spanId": span_id, "name": original_name(row.name) if row.id in orphans else row.name,
         "kind": v.SPAN_KINDS.get(str(attrs.get("otel.kind")), 0),
         "startTimeUnixNano": _ns(row.started_at), "endTimeUnixNano": _ns(row.ended_at),
         "attributes": v.to_attributes({k: val for k, val in attrs.items() if k not in EXTRA_KEYS})}

@@ -42,6 +42,8 @@ IMPORTED_AGENT_PREFIX = "ota_"
 """Agents made from OTel spans: their context is what the model was sent, so views show it read-only."""
 TASK_TITLE = "Imported OpenTelemetry traces"
 ORPHAN_KEY = "agentdesk.orphan"
+ORPHAN_PREFIX = "(orphan) "
+"""Put before an orphan's name while it waits, so the timeline shows it as orphaned; removed when placed."""
 IN_CHUNK = 500
 """Bound parameters per IN (...) lookup: well under SQLite's limit."""
 EXTRA_KEYS = frozenset({"otel.kind", "otel.status_message", "otel.events", "otel.links", "otel.scope",
@@ -430,7 +432,8 @@ class TraceWriter:
             if agent in self._agents and not self._agents[agent].get("model"):
                 self._agents[agent]["model"] = c.model
         return ({"id": row_id, "run_id": self.run_id, "parent_span_id": parent_row, "kind": c.kind,
-                 "name": sp.name, "status": c.status, "started_at": sp.start_ns / 1e9,
+                 "name": sp.name if orphan_of is None else ORPHAN_PREFIX + sp.name, "status": c.status,
+                 "started_at": sp.start_ns / 1e9,
                  "ended_at": sp.end_ns / 1e9 if sp.end_ns else None, "input_tokens": c.input_tokens,
                  "output_tokens": c.output_tokens, "cost_usd": c.cost_usd,
                  "attributes": PLAIN.encode(attrs), "input_text": c.input_text,
@@ -442,11 +445,16 @@ class TraceWriter:
     def _complete(self, row_id: str, sp: OtelSpan) -> None:
         c = semconv.classify(sp, nested_agent=sp.parent_id is not None
                              and self._enclosing_agent(sp.parent_id) is not None)
+        waiting = self.conn.execute(select(sc.OtelOrphanRow.parent_id)
+                                    .where(sc.OtelOrphanRow.span_id == row_id)).scalar()
+        attrs = self._attributes(sp)
+        if waiting is not None:
+            attrs[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
         self.conn.execute(update(sc.SpanRow).where(sc.SpanRow.id == row_id).values(
             status=c.status, ended_at=sp.end_ns / 1e9, input_tokens=c.input_tokens,
             output_tokens=c.output_tokens, cost_usd=c.cost_usd, output_text=c.output_text,
-            input_text=c.input_text, error=c.error, kind=c.kind, name=sp.name,
-            attributes=PLAIN.encode(self._attributes(sp))))
+            input_text=c.input_text, error=c.error, kind=c.kind,
+            name=sp.name if waiting is None else ORPHAN_PREFIX + sp.name, attributes=PLAIN.encode(attrs)))
         self._written.append(row_id)
         self.report.completed += 1
 
@@ -545,10 +553,11 @@ class TraceWriter:
             rows = self.conn.execute(select(Orph.span_id, Orph.parent_id)
                                      .where(Orph.parent_id.in_(written[n:n + IN_CHUNK]))).all()
             for span_id, parent_id in rows:
-                attrs = json.loads(self.conn.execute(select(S.attributes).where(S.id == span_id)).scalar_one())
+                text, name = self.conn.execute(select(S.attributes, S.name).where(S.id == span_id)).one()
+                attrs = json.loads(text)
                 attrs.pop(ORPHAN_KEY, None)
                 self.conn.execute(update(S).where(S.id == span_id).values(
-                    parent_span_id=parent_id, attributes=PLAIN.encode(attrs)))
+                    parent_span_id=parent_id, attributes=PLAIN.encode(attrs), name=original_name(name)))
                 self.conn.execute(delete(Orph).where(Orph.span_id == span_id))
                 self.report.placed += 1
         if self.root_row is None:
@@ -611,6 +620,10 @@ class _ContextBatch:
                             (sc.ContextItemRevisionRow, self.revisions), (sc.SpanContextRow, self.sent)):
             if rows:
                 bulk_insert(conn, table, rows)
+
+
+def original_name(name: str) -> str:
+    return name[len(ORPHAN_PREFIX):] if name.startswith(ORPHAN_PREFIX) else name
 
 
 def bulk_insert(conn: Connection, table: type[sc.Base], rows: list[dict[str, Any]]) -> None:

@@ -105,6 +105,7 @@ def test_an_orphan_waits_under_the_root_and_is_placed_when_its_parent_arrives(st
         row = f"o{child.context.trace_id:032x}{child.context.span_id:016x}"
         assert tree_of(source, run_id)[row] == root_row
         assert "has not arrived" in source.span(row).attributes["agentdesk.orphan"]
+        assert source.span(row).name == "(orphan) " + child.name
     later = ingest_request(store, request_of([sub_agent]))
     assert (later.placed, later.orphans_pending) == (len(children), 0)
     sub_row = f"o{sub_agent.context.trace_id:032x}{sub_agent.context.span_id:016x}"
@@ -112,6 +113,7 @@ def test_an_orphan_waits_under_the_root_and_is_placed_when_its_parent_arrives(st
         row = f"o{child.context.trace_id:032x}{child.context.span_id:016x}"
         assert tree_of(source, run_id)[row] == sub_row
         assert "agentdesk.orphan" not in source.span(row).attributes
+        assert source.span(row).name == child.name
 
 
 def test_an_open_span_shows_running_and_completes_when_it_arrives_ended(store: Store,
