@@ -4,7 +4,9 @@ Writing and waiting are the runtime's (`AgentRuntime.request_approval`,
 `wait_for_decision` / `poll_decision`): this module only adds what an agent
 wants around them. The gate is a span of its own, so the timeline shows where
 the agent stopped and for how long; while it waits, the run and its session show
-`waiting`, so the tree says which agents need a human.
+`waiting`, so the tree says which agents need a human. Afterwards they go back to
+the status they had (`running` for the client's own runs; whatever the receiver
+last rolled up for a joined OpenTelemetry trace, which it keeps up to date).
 
 An agent that is interrupted while waiting (Ctrl-C, a cancelled task) leaves the
 approval pending until its deadline: the store has no "withdraw" command, which
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentdesk.client.results import ApprovalResult, Outcome, parse_arguments
+from agentdesk.store import schema as sc
 from agentdesk.store.runtime import AgentRuntime, Decision
 from agentdesk.store.validation import canonical_arguments, parse_json_arguments
 
@@ -35,6 +38,8 @@ class PendingGate:
     gate_span_id: str
     tool: str
     original: dict[str, Any]
+    run_status: str = "running"
+    session_status: str = "running"
 
 
 def open_gate(rt: AgentRuntime, run_id: str, session_id: str, parent_span_id: str | None, tool: str,
@@ -43,19 +48,27 @@ def open_gate(rt: AgentRuntime, run_id: str, session_id: str, parent_span_id: st
         raise ValueError(f"expires_in must be positive seconds or None (never), not {expires_in!r}.")
     text = json.dumps(dict(arguments), ensure_ascii=False)
     original = parse_json_arguments(text)  # refuses oversize or non-object arguments before any write
+    run_status, session_status = statuses(rt, run_id, session_id)
     gate = rt.start_span(run_id, "gate", f"approval: {tool}", parent_span_id, {"tool": tool})
     approval_id = rt.request_approval(run_id, tool, canonical_arguments(original), span_id=gate,
                                       timeout_s=expires_in)
     rt.set_run_status(run_id, "waiting")
     rt.set_session_status(session_id, "waiting")
-    return PendingGate(approval_id, gate, tool, original)
+    return PendingGate(approval_id, gate, tool, original, run_status, session_status)
+
+
+def statuses(rt: AgentRuntime, run_id: str, session_id: str) -> tuple[str, str]:
+    """What to go back to after the wait (a gate inside a gate keeps `waiting`)."""
+    with rt.store.reading() as s:
+        run, session = s.get(sc.RunRow, run_id), s.get(sc.SessionRow, session_id)
+        return (run.status if run is not None else "running", session.status if session is not None else "running")
 
 
 def close_gate(rt: AgentRuntime, run_id: str, session_id: str, gate: PendingGate,
                decision: Decision | None) -> ApprovalResult | None:
-    """Back to running, the gate span finished with how it ended; None when the wait was interrupted."""
-    rt.set_run_status(run_id, "running")
-    rt.set_session_status(session_id, "running")
+    """Statuses back as they were, the gate span finished with how it ended; None when the wait was interrupted."""
+    rt.set_run_status(run_id, gate.run_status)
+    rt.set_session_status(session_id, gate.session_status)
     if decision is None:
         rt.finish_span(gate.gate_span_id, "cancelled", error="the agent stopped waiting")
         return None

@@ -93,5 +93,8 @@ def test_example_agent_is_gated_by_an_operator_in_another_process(tmp_path: Path
         gate = source.span(decided_row.span_id or "")
         assert gate.kind == "gate" and names[gate.parent_span_id or ""] == "execute_tool delete_files"
         assert [p.name for p in source.projects()] == ["cleanup-agent"]
+        agents = [a for t in source.tasks(decided_row.project_id) for ses in source.sessions(t.id)
+                  for a in source.agents(ses.id)]
+        assert agents and all(a.status not in ("running", "waiting") for a in agents)  # the wait left nothing live
     finally:
         opened.close()
