@@ -149,7 +149,9 @@ class TraceWriter:
         """OTel span id -> agentdesk agent id of its nearest agent span (None: the run's agent)."""
         self._agents: dict[str, dict[str, Any]] = {}
         self._new_agents: list[str] = []
+        self._created: set[str] = set()
         self._pending_agents: list[dict[str, Any]] = []
+        self._session_agents: set[str] | None = None
         self._positions: dict[str, int] = {}
         self._ordinals: dict[str, int] = {}
         self._seen_items: set[str] = set()
@@ -305,14 +307,18 @@ class TraceWriter:
         agent_id = IMPORTED_AGENT_PREFIX + _h(self.session_id, parent or "", key)
         if agent_id in self._agents:
             return agent_id
-        stored = self.conn.execute(select(sc.AgentRow.id).where(sc.AgentRow.id == agent_id)).first()
-        if stored is None:
+        if self._session_agents is None:  # one query for the session's agents, not one per agent
+            self._session_agents = set(self.conn.execute(
+                select(sc.AgentRow.id).where(sc.AgentRow.session_id == self.session_id)).scalars())
+        if agent_id not in self._session_agents:
+            self._session_agents.add(agent_id)
             self._pending_agents.append({
                 "id": agent_id, "project_id": self.project_id, "task_id": self.task_id,
                 "session_id": self.session_id, "parent_agent_id": parent, "name": name, "model": "",
                 "status": "running", "context_revision": 0, "context_budget": 128_000,
                 "created_at": self._first, "revision": 1})
             self._new_agents.append(agent_id)
+            self._created.add(agent_id)
         self._agents[agent_id] = {"parent": parent}
         return agent_id
 
@@ -483,6 +489,18 @@ class TraceWriter:
         if c.input_messages:
             row["context_revision"] = 1
 
+    def _start_numbering(self, agent: str) -> None:
+        """Where an agent's items and turns continue from: 0 for an agent made in this write."""
+        if agent in self._created:
+            self._positions[agent] = self._ordinals[agent] = 0
+            return
+        self._positions[agent] = self.conn.execute(
+            select(func.coalesce(func.max(sc.ContextItemRow.position), 0))
+            .where(sc.ContextItemRow.agent_id == agent)).scalar_one()
+        self._ordinals[agent] = self.conn.execute(
+            select(func.coalesce(func.max(sc.ContextGroupRow.ordinal), 0))
+            .where(sc.ContextGroupRow.agent_id == agent)).scalar_one()
+
     def _flush_context(self, batch: _ContextBatch) -> None:
         """New items get the next positions of their agent, in the order they were first seen."""
         ids = [c[0] for c in batch.candidates]
@@ -495,15 +513,9 @@ class TraceWriter:
             if item in stored:
                 continue
             if agent not in self._positions:
-                self._positions[agent] = self.conn.execute(
-                    select(func.coalesce(func.max(sc.ContextItemRow.position), 0))
-                    .where(sc.ContextItemRow.agent_id == agent)).scalar_one()
+                self._start_numbering(agent)
             self._positions[agent] += 1
             if group not in groups:
-                if agent not in self._ordinals:
-                    self._ordinals[agent] = self.conn.execute(
-                        select(func.coalesce(func.max(sc.ContextGroupRow.ordinal), 0))
-                        .where(sc.ContextGroupRow.agent_id == agent)).scalar_one()
                 self._ordinals[agent] += 1  # turns numbered 1, 2, 3... per agent
                 groups[group] = {"id": group, "agent_id": agent, "ordinal": self._ordinals[agent],
                                  "kind": "turn", "revision": 1, "created_at": at}
