@@ -18,7 +18,9 @@ from agentdesk.client.context import model_context
 from agentdesk.client.results import ApprovalResult, ModelContext
 from agentdesk.store.runtime import AgentRuntime
 
-_current_span: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentdesk_span", default=None)
+_current_span: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("agentdesk_span",
+                                                                                      default=None)
+"""(run id, span id) of the span open in this thread or task: a parent only for spans of the same run."""
 
 DEFAULT_EXPIRES_IN_S = 300.0
 
@@ -43,6 +45,10 @@ class Run:
         self.id = run_id
         self._rt = agent.runtime
 
+    def _open_span(self) -> str | None:
+        current = _current_span.get()
+        return current[1] if current is not None and current[0] == self.id else None
+
     @contextmanager
     def span(self, kind: str, name: str, *, input: str | None = None,
              attributes: Mapping[str, Any] | None = None, context_of_agent: str | None = None) -> Iterator[Span]:
@@ -50,10 +56,9 @@ class Run:
 
         `kind` is one of agent, model, tool, sub_agent, guardrail, gate, internal.
         """
-        span_id = self._rt.start_span(self.id, kind, name, _current_span.get(), attributes, input,
-                                      context_of_agent)
+        span_id = self._rt.start_span(self.id, kind, name, self._open_span(), attributes, input, context_of_agent)
         span = Span(span_id)
-        token = _current_span.set(span_id)
+        token = _current_span.set((self.id, span_id))
         status, error = "ok", None
         try:
             yield span
@@ -77,7 +82,7 @@ class Run:
         The gate span goes under the span open in this thread or task, or under
         `parent_span_id` (e.g. `otel_span_id(...)` of the OpenTelemetry span of the tool call).
         """
-        parent = parent_span_id or _current_span.get()
+        parent = parent_span_id or self._open_span()
         pending = gate.open_gate(self._rt, self.id, self.agent.session_id, parent, tool, arguments, expires_in)
         return gate.wait(self._rt, self.id, self.agent.session_id, pending)
 
@@ -87,7 +92,7 @@ class Run:
         """`request_approval` for asyncio: the event loop keeps running while the operator decides."""
         import asyncio
 
-        parent = parent_span_id or _current_span.get()
+        parent = parent_span_id or self._open_span()
         pending = await asyncio.to_thread(gate.open_gate, self._rt, self.id, self.agent.session_id, parent, tool,
                                           arguments, expires_in)
         return await gate.wait_async(self._rt, self.id, self.agent.session_id, pending)

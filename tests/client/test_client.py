@@ -251,3 +251,14 @@ def test_join_trace_gates_a_tool_inside_the_received_run(desk: AgentDesk) -> Non
     gate = source.span(approval.span_id or "")
     assert gate.parent_span_id == otel_span_id(trace, tool)
     assert source.span(gate.parent_span_id).name == "execute_tool shell"
+
+
+def test_spans_nest_within_their_own_run_only(desk: AgentDesk) -> None:
+    agent = desk.register(project="ops", agent="two-runs")
+    first, second = agent.start_run("one"), agent.start_run("two")
+    with first.span("agent", "outer") as outer, first.span("tool", "inner") as inner, \
+            second.span("tool", "elsewhere") as elsewhere:
+        pass
+    source = NativeSource(desk.store)
+    assert source.span(inner.id).parent_span_id == outer.id
+    assert source.span(elsewhere.id).parent_span_id is None  # another run's open span is no parent
