@@ -23,6 +23,8 @@ SPAN_KINDS = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SE
               "SPAN_KIND_CLIENT": 3, "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
 STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 KIND_NAMES = {v: k for k, v in SPAN_KINDS.items()}
+_VALID = {id(SPAN_KINDS): frozenset(SPAN_KINDS.values()), id(STATUS_CODES): frozenset(STATUS_CODES.values())}
+"""Each enum's numbers as a set: `in dict.values()` was a visible share of decoding."""
 
 
 class FieldError(ValueError):
@@ -95,7 +97,7 @@ def enum(value: Any, names: dict[str, int], what: str) -> int:
     if isinstance(value, bool):
         raise FieldError(f"{what} must be a number or a name")
     if isinstance(value, int):
-        if value not in names.values():
+        if value not in _VALID.get(id(names), ()):
             raise FieldError(f"{what} {value} is not one OTLP defines")
         return value
     if isinstance(value, str):
