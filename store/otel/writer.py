@@ -140,7 +140,7 @@ class TraceWriter:
         self.uow = uow
         self.conn: Connection = uow.session.connection()
         if self.conn.dialect.name == "sqlite":  # random-id B-tree inserts thrash the default 2 MB page cache
-            self.conn.exec_driver_sql("PRAGMA cache_size=-65536")
+            self.conn.exec_driver_sql("PRAGMA cache_size=-131072")
         self.index = index
         self.default_project = default_project
         self.run_id = run_row_id(index.trace_id)
@@ -154,7 +154,8 @@ class TraceWriter:
         self._session_agents: set[str] | None = None
         self._positions: dict[str, int] = {}
         self._ordinals: dict[str, int] = {}
-        self._seen_items: set[str] = set()
+        self._item_ids: dict[tuple[str, str, str, int], str] = {}
+        """(agent, role, content, repeat) -> item id, for the items already queued in this write."""
         self._context_touched: set[str] = set()
         self._written: list[str] = []
         self._resources: dict[str, str] = {}
@@ -479,12 +480,13 @@ class TraceWriter:
             # The same message in the next call (a growing or sliding history) is the same item;
             # a message repeated within one call is a new one.
             k = repeats[(role, content)] = repeats.get((role, content), -1) + 1
-            item = "oti_" + _h(agent, role, content, str(k), n=24)
+            known = self._item_ids.get((agent, role, content, k))  # most of a history was sent before
+            item = known or "oti_" + _h(agent, role, content, str(k), n=24)
             if n < len(c.input_messages):
                 batch.sent.append({"span_id": row_id, "position": n, "item_id": item, "item_revision": 1})
-            if item in self._seen_items:
+            if known is not None:
                 continue
-            self._seen_items.add(item)
+            self._item_ids[(agent, role, content, k)] = item
             batch.candidates.append((item, agent, "otg_" + _h(row_id), m, role, content, at))
         if c.input_messages:
             row["context_revision"] = 1
@@ -638,6 +640,11 @@ def original_name(name: str) -> str:
     return name[len(ORPHAN_PREFIX):] if name.startswith(ORPHAN_PREFIX) else name
 
 
+SORT_KEYS = {"spans": "id", "context_items": "id", "context_item_revisions": "item_id",
+             "span_context_items": "span_id"}
+"""Tables whose rows may be inserted in primary-key order (agents may not: parents come first)."""
+
+
 def bulk_insert(conn: Connection, table: type[sc.Base], rows: list[dict[str, Any]]) -> None:
     """executemany straight to the driver on SQLite (SQLAlchemy's per-row parameter processing
     was a third of the import time); the portable Core insert elsewhere."""
@@ -645,6 +652,9 @@ def bulk_insert(conn: Connection, table: type[sc.Base], rows: list[dict[str, Any
         conn.execute(insert(table), rows)
         return
     columns = list(rows[0])
+    key = SORT_KEYS.get(table.__tablename__)
+    if key is not None:  # in key order, each chunk's B-tree inserts touch neighbouring pages
+        rows = sorted(rows, key=itemgetter(key))
     sql = (f"INSERT INTO {table.__tablename__} ({', '.join(columns)}) "
            f"VALUES ({', '.join('?' for _ in columns)})")
     conn.exec_driver_sql(sql, list(map(itemgetter(*columns), rows)) if len(columns) > 1
