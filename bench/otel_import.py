@@ -18,7 +18,6 @@ import base64
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -130,9 +129,16 @@ def to_otlp_json(spans: list[Any]) -> dict[str, Any]:
 
 
 def trace_file(spans: int, fmt: str) -> Path:
+    """The cached trace file, generated in a child process when missing: a generating parent would be
+    gigabytes big when it starts the import, and the import child's peak RSS would count that."""
     path = Path(tempfile.gettempdir()) / f"agentdesk-bench-otel-{spans}.{fmt}"
-    if path.exists():
-        return path
+    if not path.exists():
+        subprocess.run([sys.executable, __file__, "--generate", str(spans), "--format", fmt], check=True)
+    return path
+
+
+def write_trace_file(spans: int, fmt: str) -> Path:
+    path = Path(tempfile.gettempdir()) / f"agentdesk-bench-otel-{spans}.{fmt}"
     began = time.perf_counter()
     doc = to_otlp_json(generate(spans))
     with path.with_suffix(".part").open("w") as f:
@@ -154,21 +160,21 @@ def import_once(path: Path, spans: int) -> tuple[float, float, float]:
     """Wall seconds, peak RSS (MiB) and CPU seconds (user + system) of one `agentdesk import`."""
     store = Path(tempfile.mkdtemp(prefix="agentdesk-bench-otel-")) / "bench.sqlite"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    before, cpu_before = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
     began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store), "import", str(path),
-                           "--quiet"], env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - began
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    peak, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime - cpu_before
-    if done.returncode != 0:
-        print(done.stdout, done.stderr, file=sys.stderr)
-        raise SystemExit(f"import failed with exit code {done.returncode}")
-    print("  " + done.stdout.strip())
-    if peak < before:
-        peak = before
-    return elapsed, peak / 1024, cpu
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store), "import",
+                                  str(path), "--quiet"], env=env, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak RSS and CPU, nobody else's
+        elapsed = time.perf_counter() - began
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if child.returncode != 0:
+        print(stdout, stderr, file=sys.stderr)
+        raise SystemExit(f"import failed with exit code {child.returncode}")
+    print("  " + stdout.strip())
+    return elapsed, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -177,7 +183,11 @@ def main() -> int:
     parser.add_argument("--curve", type=int, nargs="*", default=[], metavar="N",
                         help="also import traces of these sizes (e.g. 300000) for a scaling curve")
     parser.add_argument("--format", choices=("json", "jsonl"), default="json")
+    parser.add_argument("--generate", type=int, metavar="N", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.generate:
+        write_trace_file(args.generate, args.format)
+        return 0
     results = []
     for n in [args.spans, *args.curve]:
         path = trace_file(n, args.format)

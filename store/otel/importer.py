@@ -246,10 +246,29 @@ def import_files(store: Store, paths: Sequence[Path], *, default_project: str | 
     return result
 
 
+class _Stop(Exception):
+    """Cancel pressed while a trace was being written: its transaction rolls back, whole."""
+
+
 def _publish(store: Store, spill: _Staging, result: ImportResult, default_project: str | None,
              progress: ProgressFn | None, cancel: threading.Event | None) -> None:
     traces = spill.traces()
-    done_spans = done_traces = 0
+    done = {"spans": 0, "traces": 0}
+
+    def report() -> None:
+        if progress is not None:
+            progress(ImportProgress("writing", 0, 0, spill.spans, done["spans"], spill.spans, done["traces"],
+                                    len(traces)))
+
+    def chunks(trace: str) -> Iterator[list[OtelSpan]]:
+        """A trace's chunks, reporting each one written (a big trace is one long transaction)."""
+        for chunk in spill.chunks(trace):
+            if cancel is not None and cancel.is_set():
+                raise _Stop
+            yield chunk
+            done["spans"] += len(chunk)
+            report()
+
     n = 0
     while n < len(traces):
         if cancel is not None and cancel.is_set():
@@ -260,15 +279,22 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
         while n + len(batch) < len(traces) and size + traces[n + len(batch)][1] <= SPANS_PER_TRANSACTION:
             size += traces[n + len(batch)][1]
             batch.append(traces[n + len(batch)])
-        with UnitOfWork(store) as uow:
-            for trace, _ in batch:
-                result.report.add(write_trace(uow, spill.index(trace), spill.chunks(trace), default_project))
+        before = done["spans"]
+        reports: list[IngestReport] = []
+        try:
+            with UnitOfWork(store) as uow:
+                for trace, _ in batch:
+                    reports.append(write_trace(uow, spill.index(trace), chunks(trace), default_project))
+        except _Stop:
+            result.cancelled = True
+            done["spans"] = before
+            return
+        for r in reports:
+            result.report.add(r)
         n += len(batch)
-        done_spans += size
-        done_traces += len(batch)
-        if progress is not None:
-            progress(ImportProgress("writing", 0, 0, spill.spans, done_spans, spill.spans, done_traces,
-                                    len(traces)))
+        done["spans"] = before + size
+        done["traces"] += len(batch)
+        report()
 
 
 def _audit(store: Store, result: ImportResult, actor: str) -> None:

@@ -248,3 +248,21 @@ def test_project_falls_back_to_the_option(tmp_path: Path, store: Store) -> None:
     doc["resourceSpans"][0]["resource"] = {"attributes": []}
     import_files(store, [write_json(tmp_path / "t.json", doc)], default_project="from-option")
     assert [p.name for p in NativeSource(store).projects()] == ["from-option"]
+
+
+def test_cancel_inside_a_big_trace_rolls_that_trace_back(tmp_path: Path, store: Store,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import agentdesk.store.otel.importer as importer
+    monkeypatch.setattr(importer, "CHUNK", 2)  # a trace written over several chunks, in one transaction
+    path = write_json(tmp_path / "one.json", otlp_json(agent_trace()))
+    cancel = threading.Event()
+    written: list[int] = []
+
+    def progress(p: Any) -> None:
+        if p.phase == "writing":
+            written.append(p.spans_done)
+            cancel.set()  # after the first chunk of the only trace
+
+    result = import_files(store, [path], progress=progress, cancel=cancel)
+    assert result.cancelled and written == [2]
+    assert spans_in(store) == 0 and runs_in(store) == set()
