@@ -46,8 +46,10 @@ ORPHAN_PREFIX = "(orphan) "
 """Put before an orphan's name while it waits, so the timeline shows it as orphaned; removed when placed."""
 IN_CHUNK = 500
 """Bound parameters per IN (...) lookup: well under SQLite's limit."""
+AGENT_KEY = "agentdesk.agent"
+"""On a model span: the agent whose context its messages are (what `readback` rebuilds them with)."""
 EXTRA_KEYS = frozenset({"otel.kind", "otel.status_message", "otel.events", "otel.links", "otel.scope",
-                        "otel.scope_version", "otel.resource", ORPHAN_KEY})
+                        "otel.scope_version", "otel.resource", ORPHAN_KEY, AGENT_KEY})
 """Keys the importer adds to a span's attributes (export strips them again)."""
 
 
@@ -434,6 +436,8 @@ class TraceWriter:
                 orphan_of = wanted
                 parent_row = self.root_row if self.root_row != row_id else None
                 attrs[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
+        if c.kind == "model" and (c.input_messages or c.output_messages):
+            attrs[AGENT_KEY] = self._agent_of_span(sp)
         if c.model:
             agent = self._agent_of_span(sp)
             if agent in self._agents and not self._agents[agent].get("model"):
@@ -455,6 +459,8 @@ class TraceWriter:
         waiting = self.conn.execute(select(sc.OtelOrphanRow.parent_id)
                                     .where(sc.OtelOrphanRow.span_id == row_id)).scalar()
         attrs = self._attributes(sp)
+        if c.kind == "model" and (c.input_messages or c.output_messages):
+            attrs[AGENT_KEY] = self._agent_of_span(sp)
         if waiting is not None:
             attrs[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
         self.conn.execute(update(sc.SpanRow).where(sc.SpanRow.id == row_id).values(
@@ -474,16 +480,14 @@ class TraceWriter:
         agent = self._agent_of_span(sp)
         at = sp.start_ns / 1e9
         repeats: dict[tuple[str, str], int] = {}
-        for n, (m, content) in enumerate(zip(c.input_messages + c.output_messages,
-                                             c.input_rendered + c.output_rendered, strict=True)):
+        for m, content in zip(c.input_messages + c.output_messages, c.input_rendered + c.output_rendered,
+                              strict=True):
             role = str(m.get("role") or "user")
             # The same message in the next call (a growing or sliding history) is the same item;
             # a message repeated within one call is a new one.
             k = repeats[(role, content)] = repeats.get((role, content), -1) + 1
             known = self._item_ids.get((agent, role, content, k))  # most of a history was sent before
-            item = known or "oti_" + _h(agent, role, content, str(k), n=24)
-            if n < len(c.input_messages):
-                batch.sent.append({"span_id": row_id, "position": n, "item_id": item, "item_revision": 1})
+            item = known or item_id(agent, role, content, k)
             if known is not None:
                 continue
             self._item_ids[(agent, role, content, k)] = item
@@ -634,6 +638,12 @@ class _ContextBatch:
                             (sc.ContextItemRevisionRow, self.revisions), (sc.SpanContextRow, self.sent)):
             if rows:
                 bulk_insert(conn, table, rows)
+
+
+def item_id(agent: str, role: str, content: str, repeat: int) -> str:
+    """A context item's id: the same message sent again (a growing or sliding history) is the same item;
+    the `repeat`-th copy of a message within one call is another."""
+    return "oti_" + _h(agent, role, content, str(repeat), n=24)
 
 
 def original_name(name: str) -> str:
