@@ -158,10 +158,11 @@ def write_trace_file(spans: int, fmt: str) -> Path:
 
 def import_once(path: Path, spans: int) -> tuple[float, float, float]:
     """Wall seconds, peak RSS (MiB) and CPU seconds (user + system) of one `agentdesk import`."""
-    store = Path(tempfile.mkdtemp(prefix="agentdesk-bench-otel-")) / "bench.sqlite"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     began = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    with tempfile.TemporaryDirectory(prefix="agentdesk-bench-otel-") as folder, \
+            tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        store = Path(folder) / "bench.sqlite"  # removed afterwards: a 100,000-span store is ~300 MB
         child = subprocess.Popen([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store), "import",
                                   str(path), "--quiet"], env=env, stdout=out, stderr=err, text=True)
         _, status, usage = os.wait4(child.pid, 0)  # this child's own peak RSS and CPU, nobody else's
