@@ -40,6 +40,8 @@ class EntityKind(StrEnum):
     CONTEXT_GROUP = "context_group"
     CONTEXT_ITEM = "context_item"
     COMPACTION = "compaction"
+    SPAN_BATCH = "span_batch"
+    """Many spans of one run at once (an import or a receiver batch); the id is the run's: views reload it once."""
     RULE = "rule"
     """A standing approval rule (store/rules)."""
 

@@ -18,6 +18,7 @@ from agentdesk.store import schema as sc
 from agentdesk.store.bus import EntityKind
 from agentdesk.store.database import Store
 from agentdesk.store.errors import NotFound
+from agentdesk.store.otel import readback
 from agentdesk.store.source import Location, Page, SpanTable
 
 ROLL_UP_ORDER = ("waiting", "running", "failed", "done", "cancelled", "idle", "pending")
@@ -198,6 +199,9 @@ class NativeQueries:
                 select(L.item_id, L.item_revision, L.position, Item.kind, Item.role, R.content)
                 .join(R, (R.item_id == L.item_id) & (R.revision == L.item_revision))
                 .join(Item, Item.id == L.item_id).where(L.span_id == span_id).order_by(L.position)).all()
+            if not rows and readback.is_imported_span(span_id):  # OTel spans keep their messages themselves
+                return readback.sent_items(span_id, s.execute(
+                    select(sc.SpanRow.attributes).where(sc.SpanRow.id == span_id)).scalar())
         return [rm.SentItem(*row) for row in rows]
 
     def approvals(self, status: str | None = rm.ApprovalStatus.PENDING, limit: int = 1000) -> list[rm.Approval]:

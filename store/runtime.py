@@ -49,8 +49,9 @@ class AgentRuntime:
         self.actor = actor
 
     # -- hierarchy -------------------------------------------------------------------------
-    def create_project(self, name: str) -> str:
-        pid = new_id("prj")
+    def create_project(self, name: str, project_id: str | None = None) -> str:
+        """`project_id` lets writers that derive ids from the name (the client, the OTel ingest) agree on one."""
+        pid = project_id or new_id("prj")
         with UnitOfWork(self.store) as uow:
             uow.session.add(sc.ProjectRow(id=pid, name=name, created_at=uow.now, revision=1))
             uow.record("project", "insert", pid)

@@ -267,3 +267,21 @@ class MetaRow(Base):
     __tablename__ = "agentdesk_meta"
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class OtelOrphanRow(Base):
+    """An imported span whose OTel parent has not arrived yet: shown under its trace root until it does."""
+
+    __tablename__ = "otel_orphans"
+    span_id: Mapped[str] = mapped_column(ForeignKey("spans.id"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    parent_id: Mapped[str] = mapped_column(String(64), index=True)
+    """agentdesk's id of the parent span it is waiting for."""
+
+
+class OtelResourceRow(Base):
+    """An OTel resource (service.name, host, SDK...) once, referenced by its spans' `otel.resource` key."""
+
+    __tablename__ = "otel_resources"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    attributes: Mapped[str] = mapped_column(Text)

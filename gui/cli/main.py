@@ -41,7 +41,9 @@ from agentdesk.gui.cli.opening import (
     read_arguments,
     say,
 )
+from agentdesk.gui.cli.otel_io import cmd_export, cmd_import
 from agentdesk.gui.cli.parser import Handler, parse
+from agentdesk.gui.cli.receive import cmd_receive
 from agentdesk.gui.cli.rules_commands import cmd_rules
 from agentdesk.gui.cli.watch import cmd_watch
 from agentdesk.store.database import describe_operational_error
@@ -245,7 +247,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 HANDLERS: dict[str, Handler] = {
     "init": cmd_init, "simulate": cmd_simulate, "watch": cmd_watch, "approvals": cmd_approvals,
     "approve": cmd_decide, "deny": cmd_decide, "info": cmd_info, "verify": cmd_verify, "demo": cmd_demo,
-    "gui": cmd_gui, "rules": cmd_rules,
+    "gui": cmd_gui, "rules": cmd_rules, "receive": cmd_receive, "import": cmd_import, "export": cmd_export,
 }
 
 

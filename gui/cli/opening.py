@@ -12,8 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from agentdesk.store.database import default_store_location
+from agentdesk.store.database import Store, default_store_location
 from agentdesk.store.errors import InvalidInput
+from agentdesk.store.native import native_store
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
 from agentdesk.store.validation import parse_json_arguments
@@ -36,6 +37,17 @@ def open_any(args: argparse.Namespace, *, write: bool = False, create: bool = Fa
     read-write, creating an agentdesk store only if asked."""
     return open_source(location_of(args), allow_writes=args.allow_writes, create=create, read_only=not write,
                        busy_timeout_s=args.busy_timeout)
+
+
+def open_for(args: argparse.Namespace, purpose: str, *, write: bool = False, create: bool = False) -> Store:
+    """The agentdesk store at `--store`, for commands only an agentdesk store can serve (`purpose`, a
+    sentence fragment: "import traces"); another runtime's database is refused in one sentence."""
+    source = open_any(args, write=write, create=create)
+    try:
+        return native_store(source, purpose)
+    except Exception:
+        source.close()
+        raise
 
 
 def say(text: str) -> None:

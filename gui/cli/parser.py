@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from agentdesk.gui.cli.otel_io import export_options, import_options
+from agentdesk.gui.cli.receive import receive_options
 from agentdesk.gui.cli.rules_commands import add_rules_parser
 
 STATUSES = ("pending", "approved", "denied", "expired", "all")
@@ -85,6 +87,11 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     sim_options(p)
     p.add_argument("--theme", choices=THEMES, default="system")
     add_rules_parser(command("rules", "standing approval rules: list, add, remove, test (dry run)"), common)
+    receive_options(command("receive", "an OTLP/HTTP receiver: live spans from any OpenTelemetry exporter "
+                                       "into the store (Ctrl-C stops)"))
+    import_options(command("import", "import OpenTelemetry traces (OTLP/JSON, JSON Lines, protobuf) into "
+                                     "the store"))
+    export_options(command("export", "write a run or a project as OTLP/JSON or OTLP JSON Lines"))
     p = command("gui", "open the window on the store")
     p.add_argument("--screenshot", metavar="PATH", help="render offscreen, save a PNG and exit")
     p.add_argument("--view", choices=VIEWS, default="window")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from agentdesk.store.bus import EntityKind
 from agentdesk.store.errors import StoreError
+from agentdesk.store.otel.spans import split_span_row_id
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
 
@@ -27,7 +28,9 @@ class Stoppable(Protocol):
 
 
 ENTITY_PREFIXES = {"prj": "project", "tsk": "task", "ses": "session", "agt": "agent", "run": "run",
-                   "spn": "span", "apr": "approval"}
+                   "spn": "span", "apr": "approval",
+                   "otp": "project", "ott": "task", "ots": "session", "ota": "agent", "otr": "run"}
+"""Our id prefixes, including those of rows imported from OpenTelemetry (store/otel/writer.py)."""
 
 
 def resolve_entity(source: Source, entity_id: str) -> str:
@@ -36,6 +39,8 @@ def resolve_entity(source: Source, entity_id: str) -> str:
     Runs once at start-up, before the window exists.
     """
     if source.descriptor.kind == "agentdesk":
+        if split_span_row_id(entity_id) is not None:
+            return "span"
         return ENTITY_PREFIXES.get(entity_id.split("_", 1)[0], "run")
     for entity in (EntityKind.RUN, EntityKind.SPAN, EntityKind.APPROVAL, EntityKind.AGENT, EntityKind.SESSION,
                    EntityKind.TASK, EntityKind.PROJECT):

@@ -16,10 +16,12 @@ from PySide6.QtWidgets import QDockWidget, QInputDialog, QMainWindow, QTabWidget
 
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.context.editor import ContextEditor
+from agentdesk.gui.ingest.dialog import import_into_window, why_not_import
 from agentdesk.gui.rules.panel import RulesPanel
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.tree.view import ProjectTree
 from agentdesk.gui.window.notify import TrayNotifier
+from agentdesk.gui.window.receiver_toggle import ReceiverToggle
 from agentdesk.gui.window.settings import open_settings, read_str
 from agentdesk.gui.window.shortcuts_help import ShortcutsDialog
 from agentdesk.gui.window.status_bar import StoreStatusBar
@@ -57,6 +59,8 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.tree_dock, self.queue_dock], [420, 450], Qt.Orientation.Horizontal)
         self.status = StoreStatusBar(services, self)
         self.setStatusBar(self.status)
+        self.receiver = ReceiverToggle(services, self.settings, self.status)
+        self.status.insertPermanentWidget(0, self.receiver)
         self._wire()
         self._actions()
 
@@ -82,6 +86,14 @@ class MainWindow(QMainWindow):
         self.context_editor.conflict.connect(lambda text: self.status.showMessage(shown_line(text, 600), 10_000))
 
     def _actions(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        importing = QAction("Import OpenTelemetry traces…", self)
+        importing.setShortcut(QKeySequence("Ctrl+I"))
+        refusal = why_not_import(self.services)
+        importing.setEnabled(refusal is None)
+        importing.setToolTip(refusal or "OTLP/JSON, JSON Lines or protobuf files; runs in the background")
+        importing.triggered.connect(self.import_traces)
+        file_menu.addAction(importing)
         view = self.menuBar().addMenu("&View")
         go = self.menuBar().addMenu("&Go")
         help_menu = self.menuBar().addMenu("&Help")
@@ -102,6 +114,13 @@ class MainWindow(QMainWindow):
             menu.addAction(action)
         view.addAction(self.tree_dock.toggleViewAction())
         view.addAction(self.queue_dock.toggleViewAction())
+        view.addSeparator()
+        view.addAction(self.receiver.action)
+        view.addAction(self.receiver.port_action)
+
+    def import_traces(self) -> None:
+        """File → Import…; the dialog is kept until the next import so its job can report back."""
+        self._import_dialog = import_into_window(self.services, self)
 
     # -- navigation -----------------------------------------------------------------------
     def _focus(self, dock: QDockWidget, widget: QWidget) -> None:
@@ -219,4 +238,5 @@ class MainWindow(QMainWindow):
         self.settings.setValue("window/state", self.saveState())
         self.settings.sync()
         self.context_editor.shutdown()
+        self.receiver.shutdown()
         super().closeEvent(event)

@@ -25,6 +25,7 @@ from agentdesk.model.runner import OnDone, OnError
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import RESET, Change
+from agentdesk.store.otel.writer import IMPORTED_AGENT_PREFIX
 from agentdesk.store.source import Capability, ContextWriter, Source, require_context_writer
 
 __all__ = ["HEADERS", "KIND", "LOCKED", "PREVIEW", "ROLE", "TOKENS", "VISIBLE", "AddedAfterRole",
@@ -173,6 +174,9 @@ class ContextModel(ContextRows):
     def cannot(self, capability: Capability) -> str | None:
         """Why the source refuses this command (for a disabled control's tooltip), or None if it can."""
         source = self._services.source
+        if self._agent_id is not None and self._agent_id.startswith(IMPORTED_AGENT_PREFIX):
+            return ("This agent was imported from OpenTelemetry: its context is what the model was sent, "
+                    "shown read-only.")
         if capability in source.capabilities:
             return None
         return source.why_not(capability) or "This source does not support that."

@@ -151,7 +151,8 @@ class TimelineFeed(QObject):
             return
         for change in changes:
             ours = change.parent("run") == self.run_id
-            if change.op == RESET or (change.entity == "span" and change.op == "delete" and ours):
+            bulk = change.entity == "span_batch" and ours  # bulk OTel writes: one change per batch
+            if change.op == RESET or bulk or (change.entity == "span" and change.op == "delete" and ours):
                 self._reload = True
             elif change.entity == "span" and ours:
                 self._dirty.add(change.id)

@@ -1,7 +1,7 @@
 """approval trust: standing rules, rule decisions, requester heartbeat, approved hash
 
 Revision ID: 0003
-Revises: 0001
+Revises: 0002
 Create Date: 2026-12-01 19:50:00
 
 Chained onto 0001 on this branch; the lead re-chains it onto 0002 at merge.
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0003'
-down_revision = '0001'
+down_revision = '0002'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,21 @@
+"""agentdesk's client library: what an agent process uses to be watched and gated by an operator.
+
+    from agentdesk.client import AgentDesk
+
+    with AgentDesk.connect() as desk:
+        agent = desk.register(project="billing", agent="refunder", model="gpt-4.1")
+        with agent.run("refund order 1042") as run:
+            result = run.request_approval("issue_refund", {"order": 1042, "amount": 30})
+            if result.approved:
+                issue_refund(**result.arguments)   # the operator may have edited them
+
+No Qt is imported (an import-linter contract keeps it so). Everything here is
+stable: names and fields are only ever added. See docs/integrations.md.
+"""
+
+from agentdesk.client.desk import AgentDesk, otel_span_id, trace_run_id
+from agentdesk.client.handles import Agent, Run, Span
+from agentdesk.client.results import ApprovalResult, ContextEntry, ModelContext, Outcome
+
+__all__ = ["Agent", "AgentDesk", "ApprovalResult", "ContextEntry", "ModelContext", "Outcome", "Run", "Span",
+           "otel_span_id", "trace_run_id"]

@@ -1,0 +1,106 @@
+"""What the client hands back: small frozen values, never ORM rows or store internals.
+
+These types are the client's stable surface. Fields are only ever added, never
+renamed or removed, so an agent written against them keeps working.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Outcome(StrEnum):
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalResult:
+    """How a human gate ended, and what the agent may run.
+
+    `arguments` are the ones to execute: the operator's edit when there was one
+    (`edited` says so), else the arguments the agent asked with. On a denial or
+    an expiry they are the original arguments, for logging only.
+    """
+
+    approval_id: str
+    tool: str
+    outcome: Outcome
+    arguments: dict[str, Any]
+    original_arguments: dict[str, Any]
+    reason: str | None
+    """The operator's reason (required for a denial, optional for an approval)."""
+    decided_by: str | None
+    """The operator's name; None when the deadline passed."""
+
+    @property
+    def approved(self) -> bool:
+        return self.outcome is Outcome.APPROVED
+
+    @property
+    def denied(self) -> bool:
+        return self.outcome is Outcome.DENIED
+
+    @property
+    def expired(self) -> bool:
+        return self.outcome is Outcome.EXPIRED
+
+    @property
+    def edited(self) -> bool:
+        return self.approved and self.arguments != self.original_arguments
+
+    def describe(self) -> str:
+        """One line for an agent's log or for the model ("the operator denied this: …")."""
+        if self.approved:
+            how = " with edited arguments" if self.edited else ""
+            return f"{self.tool} approved by {self.decided_by}{how}."
+        if self.denied:
+            return f"{self.tool} denied by {self.decided_by}: {self.reason}"
+        return f"{self.tool} was not decided before its deadline; it did not run."
+
+
+@dataclass(frozen=True, slots=True)
+class ContextEntry:
+    """One item of the context as the model should see it now (after the operator's changes)."""
+
+    item_id: str
+    kind: str
+    """message, tool_calls, result, or compaction (an operator's summary standing for covered items)."""
+    role: str | None
+    content: str
+    """Current content: the operator's edit when there was one."""
+    locked: bool
+    """The operator pinned this item: keep it whatever the agent's own trimming would do."""
+    edited: bool
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelContext:
+    """An agent's context window as it is to be sent: visible items only, compactions applied."""
+
+    agent_id: str
+    revision: int
+    """Bumps on every change, by the agent or an operator: compare to skip re-reading."""
+    budget: int
+    entries: tuple[ContextEntry, ...]
+    hidden: int
+    """How many live items the operator hid or a compaction covers (not in `entries`)."""
+
+    @property
+    def tokens(self) -> int:
+        return sum(e.tokens for e in self.entries)
+
+    def messages(self) -> list[dict[str, str]]:
+        """`[{"role", "content"}]`, the shape most chat APIs take; a summary is sent as a system note."""
+        return [{"role": e.role or ("system" if e.kind == "compaction" else "user"), "content": e.content}
+                for e in self.entries]
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}

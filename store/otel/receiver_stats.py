@@ -1,0 +1,75 @@
+"""What the receiver has taken and refused, for the CLI's counters and the window's status bar.
+
+Written from the receiver's loop, read from anywhere (the GUI thread polls a
+snapshot once a second), so every access holds one lock and readers get a
+frozen copy.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverCounters:
+    listening_on: str | None = None
+    requests: int = 0
+    """Requests answered 200: their spans are in the store."""
+    spans: int = 0
+    refused_requests: int = 0
+    """Answered 503 + Retry-After (writer behind, store locked): the exporter sends them again."""
+    refused_spans: int = 0
+    rejected_requests: int = 0
+    """Answered 4xx: unreadable, too large, wrong type, no token. Retrying will not help."""
+    failed_requests: int = 0
+    """Answered 500: a bug or an unexpected store error; logged."""
+    last_problem: str = ""
+    last_request_at: float | None = None
+
+    def summary(self) -> str:
+        refused = f"{self.refused_requests:,} refused (503)"
+        rejected = f", {self.rejected_requests:,} rejected" if self.rejected_requests else ""
+        failed = f", {self.failed_requests:,} failed" if self.failed_requests else ""
+        return f"{self.spans:,} spans in {self.requests:,} requests accepted, {refused}{rejected}{failed}"
+
+
+class ReceiverStats:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counters = ReceiverCounters()
+
+    def snapshot(self) -> ReceiverCounters:
+        with self._lock:
+            return self._counters
+
+    def _change(self, **deltas: int) -> None:
+        """Add to counters in one step under the lock (readers never see half an update)."""
+        with self._lock:
+            c = self._counters
+            values = {name: getattr(c, name) + delta for name, delta in deltas.items()}
+            self._counters = replace(c, last_request_at=time.time(), **values)
+
+    def _problem(self, problem: str) -> None:
+        with self._lock:
+            self._counters = replace(self._counters, last_problem=problem)
+
+    def listening(self, address: str | None) -> None:
+        with self._lock:
+            self._counters = replace(self._counters, listening_on=address)
+
+    def accepted(self, spans: int) -> None:
+        self._change(requests=1, spans=spans)
+
+    def refused(self, spans: int, problem: str = "the writer was behind") -> None:
+        self._change(refused_requests=1, refused_spans=spans)
+        self._problem(problem)
+
+    def rejected(self, problem: str) -> None:
+        self._change(rejected_requests=1)
+        self._problem(problem)
+
+    def failed(self, problem: str) -> None:
+        self._change(failed_requests=1)
+        self._problem(problem)

@@ -1,0 +1,103 @@
+"""The window's receiver switch: off by default, the port from settings, counters in the status bar."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+
+from agentdesk.gui.window.main_window import MainWindow
+from agentdesk.gui.window.receiver_toggle import PORT_KEY
+from agentdesk.model.services import Services
+from agentdesk.store.native import NativeSource
+from tests.gui.conftest import World, build_world
+from tests.receiver.conftest import document, post, span_json
+
+
+@pytest.fixture(autouse=True)
+def own_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTDESK_CONFIG_DIR", str(tmp_path / "config"))
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return build_world(tmp_path / "store.sqlite")
+
+
+def open_services(path: Path, *, read_only: bool = False) -> Services:
+    source = NativeSource.open(str(path), read_only=read_only, create=not read_only)
+    source.watch(poll_interval_s=0.02)
+    return Services.create(source, actor="tester", coalesce_ms=10)
+
+
+@pytest.fixture
+def services(world: World, qtbot: Any) -> Iterator[Services]:
+    services = open_services(world.path)
+    yield services
+    services.close()
+    services.source.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def make_window(services: Services, qtbot: Any) -> MainWindow:
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.show()
+    return window
+
+
+def test_off_by_default_then_on_at_the_configured_port(services: Services, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    toggle = window.receiver
+    assert not toggle.is_on and not toggle.button.isChecked() and toggle.button.text() == "○ OTLP off"
+    port = free_port()
+    window.settings.setValue(PORT_KEY, port)
+    toggle.button.click()
+    qtbot.waitUntil(lambda: toggle.is_on, timeout=5000)
+    assert toggle.action.isChecked() and toggle.button.text() == f"● OTLP :{port}"
+    body = json.dumps(document(span_json("12" * 16, "34" * 8, name="invoke_agent live"), service="live-agent"))
+    assert post(f"http://127.0.0.1:{port}/v1/traces", body.encode()).status == 200
+    toggle.refresh()
+    assert toggle.label.text() == "1 spans · 1 requests · 0 refused"
+    model = window.tree.model  # the tree hears of the new project through the bus, live
+    qtbot.waitUntil(lambda: any(model.index(r, 0).data() == "live-agent" for r in range(model.rowCount())),
+                    timeout=3000)
+    toggle.action.trigger()  # the menu item switches it off too
+    qtbot.waitUntil(lambda: not toggle.is_on and toggle.button.isEnabled(), timeout=10000)
+    assert toggle.button.text() == "○ OTLP off" and toggle.label.text() == ""
+    with socket.socket() as s:  # the port was released
+        s.bind(("127.0.0.1", port))
+
+
+def test_a_taken_port_says_so_and_stays_off(services: Services, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        window.settings.setValue(PORT_KEY, taken.getsockname()[1])
+        window.receiver.button.click()
+        qtbot.waitUntil(lambda: "Cannot listen" in window.status.currentMessage(), timeout=5000)
+    assert not window.receiver.is_on and not window.receiver.button.isChecked()
+
+
+def test_a_read_only_store_cannot_receive(world: World, qtbot: Any) -> None:
+    services = open_services(world.path, read_only=True)
+    try:
+        window = make_window(services, qtbot)
+        assert not window.receiver.button.isEnabled()
+        assert "read-only" in window.receiver.button.toolTip()
+    finally:
+        services.close()
+        services.source.close()
