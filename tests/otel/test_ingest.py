@@ -124,10 +124,10 @@ def test_an_open_span_shows_running_and_completes_when_it_arrives_ended(store: S
         {"scope": {"name": "x"}, "spans": [{**root, "endTimeUnixNano": "0"}]}]}]}
     ingest_json(store, open_doc)
     run_id = only_run(source)
-    assert source.node("run", run_id).status == "running"  # type: ignore[attr-defined]
+    assert source.run(run_id).status == "running"
     report = ingest_json(store, doc)
     assert report.completed == 1
-    assert source.node("run", run_id).status == "done"  # type: ignore[attr-defined]
+    assert source.run(run_id).status == "done"
 
 
 def test_a_bad_span_rejects_the_whole_request_and_writes_nothing(store: Store) -> None:
