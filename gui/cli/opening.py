@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from agentdesk.store.database import Store, default_store_location
@@ -48,6 +49,19 @@ def open_for(args: argparse.Namespace, purpose: str, *, write: bool = False, cre
     except Exception:
         source.close()
         raise
+
+
+def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
+    """An argparse type for options that must be a number above zero (counts, sizes, seconds)."""
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not a number: {text}") from exc
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+        return value
+    return parse
 
 
 def say(text: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from agentdesk.gui.cli.opening import positive
 from agentdesk.gui.cli.otel_io import export_options, import_options
 from agentdesk.gui.cli.receive import receive_options
 from agentdesk.gui.cli.rules_commands import add_rules_parser
@@ -20,18 +21,6 @@ THEMES = ("system", "light", "dark")
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not a number: {text}") from exc
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, not {text}")
-        return value
-    return parse
 
 
 def common_options() -> argparse.ArgumentParser:

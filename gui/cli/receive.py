@@ -15,11 +15,10 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agentdesk.gui.cli import output as out
-from agentdesk.gui.cli.opening import EXIT_OK, open_for, say
+from agentdesk.gui.cli.opening import EXIT_OK, open_for, positive, say
 
 if TYPE_CHECKING:  # agentdesk.store.otel (protobuf, aiohttp) loads only when `receive` runs
     from agentdesk.store.otel.receiver import ReceiverConfig, ReceiverThread
@@ -38,18 +37,6 @@ def port_number(text: str) -> int:
     return value
 
 
-def more_than_zero(kind: type[int] | type[float]) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not a number: {text}") from exc
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, not {text}")
-        return value
-    return parse
-
-
 def receive_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback only)")
     p.add_argument("--port", type=port_number, default=4318,
@@ -59,13 +46,13 @@ def receive_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", help=f"require this bearer token (default ${TOKEN_ENV}, which other users "
                                    "cannot read in the process list)")
     p.add_argument("--project", metavar="NAME", help="project for spans whose resource names none")
-    p.add_argument("--max-body-mb", type=more_than_zero(float), default=20.0, metavar="MB",
+    p.add_argument("--max-body-mb", type=positive(float), default=20.0, metavar="MB",
                    help="body limit, compressed or not (default 20)")
-    p.add_argument("--queue", type=more_than_zero(int), default=16, metavar="N",
+    p.add_argument("--queue", type=positive(int), default=16, metavar="N",
                    help="requests waiting for the store before new ones get 503 (default 16)")
-    p.add_argument("--every", type=more_than_zero(float), default=2.0, metavar="SECONDS",
+    p.add_argument("--every", type=positive(float), default=2.0, metavar="SECONDS",
                    help="print the counters at most this often (default 2)")
-    p.add_argument("--duration", type=more_than_zero(float), metavar="SECONDS", help="stop after this long")
+    p.add_argument("--duration", type=positive(float), metavar="SECONDS", help="stop after this long")
 
 
 def config_of(args: argparse.Namespace) -> ReceiverConfig:
