@@ -83,7 +83,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         store.close()
     r = result.report
     rate = result.spans_read / result.seconds if result.seconds > 0 else 0.0
-    say(out.clean(f"Imported {r.spans_written:,} spans in {r.traces:,} traces ({r.duplicates:,} already there, "
+    traces = f"{r.traces:,} trace{'' if r.traces == 1 else 's'}"
+    say(out.clean(f"Imported {r.spans_written:,} spans in {traces} ({r.duplicates:,} already there, "
                   f"{r.completed:,} completed, {r.orphans_pending:,} waiting for a parent) in "
                   f"{result.seconds:.1f} s ({rate:,.0f} spans/s)."))
     if result.error is not None:

@@ -237,7 +237,7 @@ def test_the_cli_prints_a_summary_and_exit_0(tmp_path: Path, store_path: Path) -
     path = write_json(tmp_path / "t.json", otlp_json(agent_trace()))
     done = cli("import", str(path), "--project", "fallback", store=store_path)
     assert done.returncode == 0, done.stderr
-    assert "Imported 8 spans in 1 traces" in done.stdout
+    assert "Imported 8 spans in 1 trace (" in done.stdout
     assert "spans/s" in done.stderr  # the tqdm bar
     missing = cli("import", str(tmp_path / "nope.json"), store=store_path)
     assert missing.returncode == 2 and "is not a file" in missing.stderr
