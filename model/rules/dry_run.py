@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QColor, QFont
 
 from agentdesk.model.approvals.format import local_time, short_local_time, utc_now
+from agentdesk.model.rules.flat_table import FlatTableModel, Index
 from agentdesk.model.text import escaped_tooltip, one_line
 from agentdesk.store.rules.dryrun import DryRun, DryRunRow
 
-Index = QModelIndex | QPersistentModelIndex
-TOP = QModelIndex()
 WHEN, TOOL, WOULD, ACTUAL, DIFFERS, DECIDED_BY, ARGUMENTS = range(7)
 HEADERS = ("When", "Tool", "Rule would", "Actually", "", "Decided by", "Arguments")
 """The approval id is in each row's tooltip; the arguments, last, take the remaining width."""
@@ -27,7 +26,9 @@ PENDING_BACKGROUND = QColor(64, 140, 255, 60)
 DiffersRole = Qt.ItemDataRole.UserRole + 41
 
 
-class DryRunModel(QAbstractTableModel):
+class DryRunModel(FlatTableModel):
+    headers = HEADERS
+
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._rows: list[tuple[DryRunRow, bool]] = []
@@ -45,20 +46,11 @@ class DryRunModel(QAbstractTableModel):
     def row_at(self, row: int) -> DryRunRow | None:
         return self._rows[row][0] if 0 <= row < len(self._rows) else None
 
-    def rowCount(self, parent: Index = TOP) -> int:
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = TOP) -> int:
-        return 0 if parent.isValid() else len(HEADERS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation,
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return HEADERS[section]
-        return None
+    def row_count(self) -> int:
+        return len(self._rows)
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+        if not self.holds(index):
             return None
         row, pending = self._rows[index.row()]
         column = index.column()

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QFont
 
 from agentdesk.model.approvals.format import Clock, local_time, utc_now
+from agentdesk.model.rules.flat_table import FlatTableModel, Index
 from agentdesk.model.rules.service import rules_store
 from agentdesk.model.services import Services
 from agentdesk.model.text import escaped_tooltip, one_line
@@ -23,8 +24,6 @@ from agentdesk.store.bus import RESET, Change
 from agentdesk.store.rules.commands import list_rules
 from agentdesk.store.rules.model import Rule, describe_matcher
 
-Index = QModelIndex | QPersistentModelIndex
-TOP = QModelIndex()
 EFFECT, TOOL, MATCHES, SCOPE, ENABLED, EXPIRES, HITS, LAST_HIT, NOTE = range(9)
 HEADERS = ("Effect", "Tool", "Matches", "Scope", "On", "Expires", "Hits", "Last hit", "Note")
 RuleRole = Qt.ItemDataRole.UserRole + 31
@@ -40,7 +39,9 @@ def when(moment: datetime | None, default: str) -> str:
     return local_time(moment) if moment is not None else default
 
 
-class RuleTableModel(QAbstractTableModel):
+class RuleTableModel(FlatTableModel):
+    headers = HEADERS
+
     loaded = Signal()
     failed = Signal(str)
 
@@ -58,20 +59,11 @@ class RuleTableModel(QAbstractTableModel):
         self.reload()
 
     # -- data -----------------------------------------------------------------------------
-    def rowCount(self, parent: Index = TOP) -> int:
-        return 0 if parent.isValid() else len(self._rules)
-
-    def columnCount(self, parent: Index = TOP) -> int:
-        return 0 if parent.isValid() else len(HEADERS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation,
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return HEADERS[section]
-        return None
+    def row_count(self) -> int:
+        return len(self._rules)
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not 0 <= index.row() < len(self._rules):
+        if not self.holds(index):
             return None
         rule = self._rules[index.row()]
         if role == Qt.ItemDataRole.DisplayRole:
