@@ -37,16 +37,17 @@ def looks_like_sqlite(path: Path) -> bool:
 
 
 def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float,
-                         manage_journal: bool = True) -> Engine:
+                         manage_journal: bool = True, immutable: bool = False) -> Engine:
     """An engine on one SQLite file; read-only opens use the `mode=ro` URI plus query_only.
 
     `manage_journal=False` is for other runtimes' databases: their journal mode is theirs
-    (it persists in the file), so we never change it.
+    (it persists in the file), so we never change it. `immutable=True` (read-only only) opens with
+    `immutable=1`: SQLite then creates no `-wal`/`-shm` beside the file, but sees no later commits.
     """
     timeout_ms = int(busy_timeout_s * 1000)
 
     def connect() -> sqlite3.Connection:
-        uri = f"file:{path}?mode=ro" if read_only else f"file:{path}"
+        uri = (f"file:{path}?mode=ro" + ("&immutable=1" if immutable else "")) if read_only else f"file:{path}"
         conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False,
                                isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout={timeout_ms}")
@@ -77,9 +78,9 @@ def writer_engine(engine: Engine) -> Engine:
     return engine.execution_options(**{IMMEDIATE: True})
 
 
-def open_probe(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+def open_probe(path: Path, busy_timeout_s: float, *, immutable: bool = False) -> sqlite3.Connection:
     """A dedicated autocommit connection for `data_version` polling (never pooled, never shared)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_timeout_s,
+    conn = sqlite3.connect(f"file:{path}?mode=ro" + ("&immutable=1" if immutable else ""), uri=True, timeout=busy_timeout_s,
                            check_same_thread=False, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
     return conn

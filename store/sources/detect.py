@@ -14,6 +14,7 @@ from pathlib import Path
 
 from agentdesk.store import sqlite
 from agentdesk.store.errors import StoreUnavailable
+from agentdesk.store.sources.readonly import needs_immutable
 from agentdesk.store.sources.schema import Schema
 
 
@@ -31,7 +32,9 @@ def read_schema(path: Path, busy_timeout_s: float = 5.0) -> Schema:
     if path.stat().st_size and not sqlite.looks_like_sqlite(path):
         raise StoreUnavailable(f"{path} is not a SQLite database.")
     try:
-        conn = sqlite.open_probe(path, busy_timeout_s)
+        # A WAL file with no -shm (its writer stopped, or a read-only folder) is read immutable: a mode=ro
+        # probe would create -wal/-shm beside it, or fail in a folder it cannot write.
+        conn = sqlite.open_probe(path, busy_timeout_s, immutable=needs_immutable(path))
         try:
             tables = frozenset(sqlite.table_names(conn))
             user_version = int(conn.execute("PRAGMA user_version").fetchone()[0])

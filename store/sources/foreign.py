@@ -13,11 +13,13 @@ missing capability is explained by `why_not`.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.exc import OperationalError
 
 from agentdesk.store import readmodel as rm
@@ -25,10 +27,13 @@ from agentdesk.store import sqlite
 from agentdesk.store.audit import ChainReport
 from agentdesk.store.bus import Change, ChangeBus
 from agentdesk.store.database import describe_operational_error
-from agentdesk.store.errors import ReadOnlyStore, StoreUnavailable, Unsupported
+from agentdesk.store.errors import InvalidInput, ReadOnlyStore, StoreUnavailable, Unsupported
 from agentdesk.store.source import Capability, Location, Page, SourceDescriptor, SpanTable
+from agentdesk.store.sources import readonly
 from agentdesk.store.sources.follow import Follow, FollowWatcher, TableFollower
 from agentdesk.store.sources.reads import Reads
+from agentdesk.store.sources.sql import guard_statement
+from agentdesk.store.sources.unreadable import UNREADABLE
 from agentdesk.store.text.arguments import arguments_hash, check_expected_hash, guard_arguments
 from agentdesk.store.validation import check_name
 
@@ -42,6 +47,19 @@ CONTEXT_EDITS = (Capability.SET_VISIBILITY, Capability.LOCK, Capability.EDIT_ITE
 def no_context_edits(reason: str) -> dict[Capability, str]:
     """`unsupported_reasons` of a runtime that keeps no editable context: one reason for every edit."""
     return dict.fromkeys(CONTEXT_EDITS, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Auxiliary:
+    """An optional table: the columns agentdesk reads from it, and what is not shown without it."""
+
+    columns: tuple[str, ...]
+    lost: str
+
+
+def lenient_text(dbapi_connection: object, record: object) -> None:
+    """Foreign TEXT that is not UTF-8 reads with replacement marks instead of failing the whole query."""
+    dbapi_connection.text_factory = lambda raw: raw.decode("utf-8", errors="replace")  # type: ignore[attr-defined]
 
 
 class ForeignSource:
@@ -62,6 +80,10 @@ class ForeignSource:
     """The runtime's table declarations for the follower (None: changes are not followed)."""
     reads: Reads
     """The runtime's read functions (set by the subclass, as a class attribute or when it opens)."""
+    auxiliary: dict[str, Auxiliary] = {}
+    """Tables `recognise` does not require (a newer or older runtime version may lack one). A missing
+    one reads as an empty table on our connections, so only what needs it goes blank, and what is
+    lost is said in `info` and the status bar (`descriptor.notes`)."""
 
     def __init__(self, path: Path, *, version: str | None = None, allow_writes: bool = False,
                  busy_timeout_s: float = 5.0) -> None:
@@ -69,16 +91,51 @@ class ForeignSource:
         self.version = version
         self.allow_writes = allow_writes
         self.bus = ChangeBus()
+        self.immutable = not allow_writes and readonly.needs_immutable(path)
         self.engine = sqlite.create_sqlite_engine(path, read_only=not allow_writes, busy_timeout_s=busy_timeout_s,
-                                                  manage_journal=False)
+                                                  manage_journal=False, immutable=self.immutable)
+        event.listen(self.engine, "connect", lenient_text)
+        event.listen(self.engine, "before_cursor_execute", guard_statement, retval=True)
         self.writer = sqlite.writer_engine(self.engine)
+        self.missing_tables: dict[str, Auxiliary] = {}
+        self.missing_tables = self._missing_auxiliary()
+        if self.missing_tables:
+            event.listen(self.engine, "connect", self._stand_in_tables)
+            self.engine.dispose()  # connections opened before now have no stand-ins
         self._watcher: FollowWatcher | None = None
         self._follower: TableFollower | None = None
 
     # -- identity and capabilities ---------------------------------------------------------
     @property
     def descriptor(self) -> SourceDescriptor:
-        return SourceDescriptor(self.kind, str(self.path), not self.allow_writes, self.version, self.notes)
+        return SourceDescriptor(self.kind, str(self.path), not self.allow_writes, self.version, self.all_notes)
+
+    @property
+    def all_notes(self) -> str:
+        """The runtime's notes, plus what this file cannot show (missing tables) and whether it is followed."""
+        parts = [self.notes] if self.notes else []
+        parts += [f"This database has no {table} table, so {aux.lost}." for table, aux in self.missing_tables.items()]
+        if self.immutable:
+            parts.append(f"It was {readonly.LIVE_NOTE}")
+        return " ".join(parts)
+
+    def _missing_auxiliary(self) -> dict[str, Auxiliary]:
+        if not self.auxiliary:
+            return {}
+        with self.reading() as conn:
+            present = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))}
+        return {table: aux for table, aux in self.auxiliary.items() if table not in present}
+
+    def _stand_in_tables(self, dbapi_connection: sqlite3.Connection, record: object) -> None:
+        """An empty TEMP view per missing auxiliary table (temp objects live in the connection, not the file)."""
+        query_only = dbapi_connection.execute("PRAGMA query_only").fetchone()[0]
+        dbapi_connection.execute("PRAGMA query_only=OFF")
+        try:
+            for table, aux in self.missing_tables.items():
+                columns = ", ".join(f'NULL AS "{c}"' for c in aux.columns)
+                dbapi_connection.execute(f'CREATE TEMP VIEW IF NOT EXISTS "{table}" AS SELECT {columns} WHERE 0')
+        finally:
+            dbapi_connection.execute(f"PRAGMA query_only={int(query_only)}")
 
     @property
     def capabilities(self) -> frozenset[Capability]:
@@ -108,8 +165,11 @@ class ForeignSource:
         """Inside a decision's write: refuse it as stale when the arguments are not the ones shown.
         Read through the source's own mapping, so the hash is of what the window displayed."""
         expected = check_expected_hash(expected_arguments_hash)
+        shown = self.approval(approval_id)  # type: ignore[attr-defined]  # every foreign source reads approvals
+        if shown.status == UNREADABLE:
+            raise InvalidInput(f"Approval {approval_id} could not be read ({shown.reason}); agentdesk will not "
+                               f"decide what it cannot show. Decide it in {self.kind} itself.")
         if expected is not None:
-            shown = self.approval(approval_id)  # type: ignore[attr-defined]  # every foreign source reads approvals
             guard_arguments(approval_id, arguments_hash(shown.arguments), expected)
 
     def _require(self, capability: Capability) -> None:
@@ -139,6 +199,11 @@ class ForeignSource:
             with engine.connect() as conn, conn.begin():
                 yield conn
         except OperationalError as exc:
+            missing = str(exc.orig).removeprefix("no such table: ") if "no such table" in str(exc.orig) else None
+            if missing is not None:
+                lost = "this view cannot be shown"
+                raise StoreUnavailable(f"This {self.kind} database has no {missing} table (another version of "
+                                       f"{self.kind}?), so {lost}.") from exc
             raise StoreUnavailable(describe_operational_error(exc, f"sqlite:///{self.path}")) from exc
 
     def record_decision(self, write: Callable[[Connection, str, bool, str, str | None], None],
@@ -169,7 +234,8 @@ class ForeignSource:
 
     def watch(self, poll_interval_s: float | None = None) -> FollowWatcher:
         if self._watcher is None:
-            self._watcher = FollowWatcher(self.path, self.follower, self.reading, self.bus,
+            # An immutable open sees no commits; its watcher must not open a `mode=ro` probe (that creates -shm).
+            self._watcher = FollowWatcher(None if self.immutable else self.path, self.follower, self.reading, self.bus,
                                           poll_interval_s=poll_interval_s)
         return self._watcher
 

@@ -6,12 +6,33 @@ connection and transaction their caller opened, so one read sees one snapshot.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection
 
 Row = dict[str, Any]
+JSON_EXTRACT = re.compile(r"\bjson_extract\(([A-Za-z_][\w.]*), ('[^']*')\)")
+
+
+@lru_cache(maxsize=1024)
+def json_guarded(sql: str) -> str:
+    """`sql` with every `json_extract(column, 'path')` answering NULL for a value that is not JSON.
+
+    SQLite fails the whole statement on one malformed JSON value ("malformed JSON"), so one bad
+    row would hide every other; guarded, that row reads as if the field were absent and its
+    mapping marks it. `json_valid` costs little: SQLite caches the parse for the `json_extract`
+    that follows on the same value.
+    """
+    return JSON_EXTRACT.sub(lambda m: f"(CASE WHEN json_valid({m[1]}) THEN json_extract({m[1]}, {m[2]}) END)", sql)
+
+
+def guard_statement(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any,
+                    executemany: bool) -> tuple[str, Any]:
+    """A `before_cursor_execute` hook (retval=True) that guards every statement a foreign engine runs."""
+    return json_guarded(statement), parameters
 
 
 def rows(conn: Connection, sql: str, **params: Any) -> list[Row]:
@@ -22,7 +43,7 @@ def rows(conn: Connection, sql: str, **params: Any) -> list[Row]:
     """
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
-        cursor.execute(sql, params)
+        cursor.execute(json_guarded(sql), params)
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     finally:

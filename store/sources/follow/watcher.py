@@ -18,8 +18,9 @@ from agentdesk.store.watcher import DEFAULT_POLL_INTERVAL_S
 class FollowWatcher(LoopWatcher):
     """Primes the follower, then publishes each poll's batch; started on construction."""
 
-    def __init__(self, path: Path, follower: TableFollower, reading: Callable[[], AbstractContextManager[Connection]],
-                 bus: ChangeBus, *, poll_interval_s: float | None = None) -> None:
+    def __init__(self, path: Path | None, follower: TableFollower,
+                 reading: Callable[[], AbstractContextManager[Connection]], bus: ChangeBus, *,
+                 poll_interval_s: float | None = None) -> None:
         self.follower = follower
         self.bus = bus
         self.last_change_at: float | None = None

@@ -22,8 +22,9 @@ from sqlalchemy import Connection
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
 from agentdesk.store.sources import parsing as parse
+from agentdesk.store.sources import unreadable
 from agentdesk.store.sources.lensagent.layout import Layout
-from agentdesk.store.sources.sql import rows
+from agentdesk.store.sources.sql import Row, rows
 from agentdesk.store.validation import payload_hash
 
 PENDING_WHERE = "c.state = 'WAITING' AND c.wait_reason = 'policy_review'"
@@ -87,7 +88,7 @@ def value(c: dict[str, Any]) -> rm.Approval:
         c["input_json"],
         payload_hash(c["capability_id"], c["input_json"]),
         status,
-        parse.time_of(c["created_at"]),
+        unreadable.required_time(c["created_at"], "created_at"),
         None,
         parse.parse_time(review.get("decided_at")) if status != "pending" and ours else None,
         None if status == "pending" else decided_by,
@@ -103,9 +104,9 @@ def value(c: dict[str, Any]) -> rm.Approval:
 def approvals(conn: Connection, layout: Layout, status: str | None, limit: int) -> list[rm.Approval]:
     """Pending oldest first (the queue's order); any other selection newest first."""
     sql = select(layout, pending_only=status == "pending")
-    found = [value(c) for c in rows(conn, sql + " ORDER BY c.created_at, c.id")]
-    if status not in (None, "all"):
-        found = [a for a in found if a.status == status]
+    found = unreadable.each(rows(conn, sql + " ORDER BY c.created_at, c.id"), value, _unreadable)
+    if status not in (None, "all"):  # an unreadable row stays in every selection: its real status is unknown
+        found = [a for a in found if a.status in (status, unreadable.UNREADABLE)]
     if status != "pending":
         found.reverse()
     return found[:limit]
@@ -117,4 +118,9 @@ def approval(conn: Connection, layout: Layout, approval_id: str) -> rm.Approval:
         raise NotFound(
             f"There is no approval with id {approval_id} (no call of that id was held for review)."
         )
-    return value(found[0])
+    return unreadable.each(found[:1], value, _unreadable)[0]
+
+
+def _unreadable(c: Row, why: str) -> rm.Approval:
+    return unreadable.approval(c, why, id_column="id", created_column="created_at", project_id=c.get("project_id"),
+                               agent_id=c.get("agent_id"), run_id=c.get("run_id"))

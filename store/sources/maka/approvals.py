@@ -22,6 +22,7 @@ from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import Change
 from agentdesk.store.errors import AlreadyDecided, NotFound, Unsupported
 from agentdesk.store.sources import parsing as parse
+from agentdesk.store.sources import unreadable
 from agentdesk.store.sources.maka import codec
 from agentdesk.store.sources.maka.topology import Topology
 from agentdesk.store.sources.parsing import from_ms, json_object
@@ -51,7 +52,12 @@ def approval(conn: Connection, topo: Topology, approval_id: str) -> rm.Approval:
 
 def _approvals(conn: Connection, topo: Topology, found: list[Row]) -> list[rm.Approval]:
     args = _call_args(conn, {r["session_id"] for r in found if r["request_kind"] == "permission"})
-    return [_approval(topo, r, args) for r in found]
+    return unreadable.each(found, lambda r: _approval(topo, r, args), _unreadable)
+
+
+def _unreadable(r: Row, why: str) -> rm.Approval:
+    return unreadable.approval(r, why, id_column="request_id", created_column="created_at",
+                               session_id=r.get("session_id"))
 
 
 def _call_args(conn: Connection, session_ids: set[str]) -> dict[tuple[str, str, str], str]:
@@ -132,6 +138,8 @@ def _reason(outcome: dict[str, Any]) -> str | None:
 def _approval(topo: Topology, r: dict[str, Any], call_args: dict[tuple[str, str, str], str]) -> rm.Approval:
     record = parse.json_object(r["request_json"])
     request: dict[str, Any] = record["request"] if isinstance(record.get("request"), dict) else {}
+    if r["status"] == unreadable.UNREADABLE:
+        raise unreadable.Unreadable(f"its outcome record is not JSON: {unreadable.shown_value(r['outcome_json'], 200)}")
     outcome = parse.json_object(r["outcome_json"]).get("outcome", {}) if r["outcome_json"] else {}
     sid, rid, kind = r["session_id"], r["run_id"], r["request_kind"]
     tool_use = request.get("toolUseId")
@@ -150,6 +158,7 @@ def _approval(topo: Topology, r: dict[str, Any], call_args: dict[tuple[str, str,
         agent.id if agent else codec.root_agent(sid), codec.run_key(sid, rid),
         codec.span_id("perm", sid, rid, r["request_id"]), tool, arguments,
         hashlib.sha256((r["request_json"] or "").encode()).hexdigest(), r["status"],
-        parse.ms_time(r["created_at"]), None, parse.from_ms(outcome.get("committedAt")), _decided_by(outcome),
+        unreadable.required_ms(r["created_at"], "created_at"), None, parse.from_ms(outcome.get("committedAt")),
+        _decided_by(outcome),
         _reason(outcome), None, None,
         agent.name if agent else "", topo.projects[project].name if project in topo.projects else "")

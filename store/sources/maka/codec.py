@@ -29,6 +29,7 @@ COMPACTION_EVENTS = ("history_compact_checkpoint_recorded", "semantic_compact_bl
                      "active_full_compact_block_recorded")
 STATUS_CASE = (
     "CASE WHEN o.request_id IS NULL THEN 'pending' "
+    "WHEN NOT json_valid(o.record_json) THEN 'unreadable' "
     "WHEN json_extract(o.record_json, '$.outcome.kind') = 'permission_answer' THEN "
     "CASE json_extract(o.record_json, '$.outcome.decision') WHEN 'allow' THEN 'approved' ELSE 'denied' END "
     "WHEN json_extract(o.record_json, '$.outcome.kind') = 'sandbox_boundary_decision' THEN "
@@ -37,7 +38,8 @@ STATUS_CASE = (
     "ELSE 'expired' END")
 """An interaction's approval status in SQL (requests `q`, outcomes `o`), reference §4.2: no outcome is
 pending; allow / sandbox approved / an answered question are approved; deny and sandbox denied or
-conflict are denied; every `closure` (timed out, turn stopped or ended, host restarted) is expired,
+conflict are denied; an outcome that is not JSON is unreadable (shown, never decided); every `closure`
+(timed out, turn stopped or ended, host restarted) is expired,
 its reason kept in `Approval.reason`."""
 CONTENT_KINDS = ("text", "thinking", "function_call", "function_response", "error")
 

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import StoreUnavailable
 from agentdesk.store.source import Capability
-from agentdesk.store.sources.foreign import ForeignSource
+from agentdesk.store.sources.foreign import Auxiliary, ForeignSource
 from agentdesk.store.sources.maka import approvals, spans, tree
 from agentdesk.store.sources.maka import context as contexts
 from agentdesk.store.sources.maka.follow import follow
@@ -62,6 +62,27 @@ class MakaSource(ForeignSource):
                             "checkpoints); there is no stored command to request one.",
         Capability.UNDO_COMPACTION: "maka compaction checkpoints are immutable and record no covered items, "
                                     "so there is nothing to undo.",
+    }
+    auxiliary = {
+        "core_interaction_outcomes": Auxiliary(("request_id", "record_json"),
+                                               "no approval shows as decided (every request reads as pending)"),
+        "core_agent_run_events": Auxiliary(("session_id", "run_id", "sequence", "event_id", "event_type", "event_ts",
+                                            "record_json"), "run lifecycle events are not shown"),
+        "projects": Auxiliary(("project_id", "identity", "name", "last_used_at", "archived_at"),
+                              "every session shows under sessions without a project"),
+        "runtime_partial_segments": Auxiliary(("stream_key", "segment_seq", "text_content", "updated_at"),
+                                              "partial (streaming) output is not shown"),
+        "runtime_partial_snapshots": Auxiliary(("stream_key", "session_id", "invocation_id", "run_id", "turn_id",
+                                                "after_event_id", "payload_json", "text_content", "updated_at"),
+                                               "partial (streaming) output is not shown"),
+        "runtime_session_event_ordinals": Auxiliary(("session_id", "ordinal", "event_id"),
+                                                    "the context shows no revision"),
+        "usage_model_call_attempts": Auxiliary(("attempt_id", "completed_at", "record_json"),
+                                               "model calls show no tokens or cost"),
+        "tool_operations": Auxiliary(("operation_id", "invocation_id", "run_id", "turn_id", "provider_tool_call_id",
+                                      "tool_name", "canonical_args_hash", "recovery_mode", "current_state",
+                                      "call_event_id", "result_event_id", "version", "dispatch_event_id"),
+                                     "tool operations' recovery state is not shown"),
     }
     notes = ("maka's context is read-only and its approvals have no deadlines. An allow or deny written "
              "here is the outcome row maka's interaction store reads, but a hosted maka runtime holds the "

@@ -15,7 +15,8 @@ from sqlalchemy import Connection, text
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import Change
 from agentdesk.store.errors import AlreadyDecided, Expired, NotFound
-from agentdesk.store.sources.parsing import approval_status, iso_now, json_object, parse_time, time_of
+from agentdesk.store.sources import unreadable
+from agentdesk.store.sources.parsing import approval_status, iso_now, json_object, parse_time
 from agentdesk.store.sources.sql import Row, one, rows
 from agentdesk.store.sources.stageflow.common import CANONICAL_APPROVAL_SQL, DECISION_STATUS, actor_name, missing
 from agentdesk.store.sources.stageflow.ids import agent_node_id, task_id
@@ -45,13 +46,20 @@ def approvals(conn: Connection, status: str | None = "pending", limit: int = 100
         where = f" WHERE {CANONICAL_APPROVAL_SQL} = :status"
         params["status"] = status
     order = "a.created_at" if status == "pending" else "a.created_at DESC"
-    return [_approval(r) for r in rows(conn, f"{APPROVALS_SQL}{where} ORDER BY {order}, a.approval_id LIMIT :limit",
-                                       **params)]
+    found = rows(conn, f"{APPROVALS_SQL}{where} ORDER BY {order}, a.approval_id LIMIT :limit", **params)
+    return unreadable.each(found, _approval, _unreadable)
 
 
 def approval(conn: Connection, approval_id: str) -> rm.Approval:
     found = one(conn, f"{APPROVALS_SQL} WHERE a.approval_id = :aid", aid=approval_id, now=iso_now())
-    return _approval(found) if found is not None else missing("approval", approval_id)
+    if found is None:
+        return missing("approval", approval_id)
+    return unreadable.each([found], _approval, _unreadable)[0]
+
+
+def _unreadable(r: Row, why: str) -> rm.Approval:
+    return unreadable.approval(r, why, id_column="approval_id", created_column="created_at",
+                               session_id=r.get("session_id"), run_id=r.get("turn_id"))
 
 
 def _approval(r: Row) -> rm.Approval:
@@ -65,7 +73,7 @@ def _approval(r: Row) -> rm.Approval:
         agent_id=agent_node_id(r["session_id"], agent_id), run_id=r["turn_id"] or "",
         span_id=r["gate_span_id"], tool_name=r["tool"], arguments=r["payload_json"],
         payload_hash=r["payload_hash"], status=approval_status(r["shown_status"]),
-        created_at=time_of(r["created_at"]), expires_at=parse_time(r["expires_at"]),
+        created_at=unreadable.required_time(r["created_at"], "created_at"), expires_at=parse_time(r["expires_at"]),
         decided_at=parse_time(r["decided_at"]), decided_by=actor_name(r["actor_json"]),
         reason=reason if isinstance(reason, str) else None,
         edited_arguments=None, edited_hash=None, agent_name=agent_id, project_name=project_key)

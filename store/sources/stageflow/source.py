@@ -13,7 +13,7 @@ from typing import Any
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import Capability
-from agentdesk.store.sources.foreign import ForeignSource, no_context_edits
+from agentdesk.store.sources.foreign import Auxiliary, ForeignSource, no_context_edits
 from agentdesk.store.sources.reads import Reads, nothing_sent
 from agentdesk.store.sources.schema import Schema
 from agentdesk.store.sources.stageflow import approvals, spans, tree
@@ -41,6 +41,20 @@ class StageflowSource(ForeignSource):
         Capability.EDIT_ARGUMENTS: "stageflow approves the exact payload it hashed (payload_hash replay "
                                    "protection); its arguments cannot be edited.",
         **no_context_edits(NO_CONTEXT),
+    }
+    auxiliary = {
+        "agent_definitions": Auxiliary(("project_key", "agent_id", "current_revision", "archived", "file_hash",
+                                        "issues_json", "created_at", "updated_at"), "agent definitions are not shown"),
+        "agent_revisions": Auxiliary(("project_key", "agent_id", "revision", "definition_json", "yaml_text", "source",
+                                      "author", "summary", "restored_from", "created_at"),
+                                     "agent revisions are not shown"),
+        "agent_messages": Auxiliary(("message_id", "session_id", "seq", "turn_id", "role", "author", "text",
+                                     "created_at"), "agents' messages (their context) are not shown"),
+        "agent_eval_scores": Auxiliary(("turn_id", "metric", "score", "recorded_at"), "eval scores are not shown"),
+        "agent_deliveries": Auxiliary(("turn_id", "session_id", "connection_id", "provider", "reply_to", "text",
+                                       "state", "attempts", "error_code", "error_message", "retryable",
+                                       "next_attempt_at", "created_at", "updated_at"),
+                                      "reply deliveries are not shown"),
     }
     notes = ("stageflow's schema is inferred from its SQL; spans carry no cost (cost is per turn); the turn "
              "and session states after a decision are the runtime's to set.")

@@ -16,7 +16,8 @@ from sqlalchemy import Connection, text
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import Change
 from agentdesk.store.errors import AlreadyDecided, NotFound
-from agentdesk.store.sources.parsing import approval_status, iso_now, json_value, parse_time, time_of
+from agentdesk.store.sources import unreadable
+from agentdesk.store.sources.parsing import approval_status, iso_now, json_value, parse_time
 from agentdesk.store.sources.sql import Row, one, rows
 from agentdesk.store.sources.vgxness.common import APPROVAL_STATUS_SQL, agent_projects, missing, parents
 
@@ -50,13 +51,21 @@ def approvals(conn: Connection, status: str | None = "pending", limit: int = 100
     where = f" WHERE {APPROVAL_STATUS_SQL} = :status" if status is not None and status != "all" else ""
     order = "ap.requested_at" if status == "pending" else "ap.requested_at DESC"
     homes = agent_projects(conn)
-    return [_approval(r, homes) for r in rows(conn, f"{APPROVALS_SQL}{where} ORDER BY {order}, ap.id LIMIT :limit",
-                                              limit=limit, status=status)]
+    found = rows(conn, f"{APPROVALS_SQL}{where} ORDER BY {order}, ap.id LIMIT :limit", limit=limit, status=status)
+    return unreadable.each(found, lambda r: _approval(r, homes), _unreadable)
 
 
 def approval(conn: Connection, approval_id: str) -> rm.Approval:
     found = one(conn, f"{APPROVALS_SQL} WHERE ap.id = :aid", aid=approval_id)
-    return _approval(found, agent_projects(conn)) if found is not None else missing("approval", approval_id)
+    if found is None:
+        return missing("approval", approval_id)
+    homes = agent_projects(conn)
+    return unreadable.each([found], lambda r: _approval(r, homes), _unreadable)[0]
+
+
+def _unreadable(r: Row, why: str) -> rm.Approval:
+    return unreadable.approval(r, why, id_column="id", created_column="requested_at", run_id=r.get("run_id"),
+                               agent_id=r.get("selected_agent_id"))
 
 
 def _approval(r: Row, homes: dict[str, str]) -> rm.Approval:
@@ -68,7 +77,7 @@ def _approval(r: Row, homes: dict[str, str]) -> rm.Approval:
         id=r["id"], tool_call_id=None, project_id=project, task_id=p["task"], session_id=p["session"],
         agent_id=r["selected_agent_id"], run_id=r["run_id"], span_id=r["decision_event_id"],
         tool_name=tool, arguments=arguments, payload_hash="", status=approval_status(r["shown_status"]),
-        created_at=time_of(r["requested_at"]),
+        created_at=unreadable.required_time(r["requested_at"], "requested_at"),
         expires_at=None, decided_at=parse_time(r["resolved_at"]), decided_by=r["resolved_by"],
         reason=r["resolution_reason"], edited_arguments=None, edited_hash=None,
         agent_name=r["agent_name"] or r["selected_agent_id"], project_name=project)

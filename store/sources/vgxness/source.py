@@ -13,7 +13,7 @@ from typing import Any
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import StoreUnavailable
 from agentdesk.store.source import Capability
-from agentdesk.store.sources.foreign import ForeignSource, no_context_edits
+from agentdesk.store.sources.foreign import Auxiliary, ForeignSource, no_context_edits
 from agentdesk.store.sources.reads import Reads, nothing_sent
 from agentdesk.store.sources.schema import Schema
 from agentdesk.store.sources.sql import Row
@@ -50,6 +50,24 @@ class VgxnessSource(ForeignSource):
                                    "its arguments cannot be edited.",
         Capability.EXPIRE: "vgxness approvals have no deadline.",
         **no_context_edits(NO_CONTEXT),
+    }
+    auxiliary = {
+        "agents": Auxiliary(("id", "project", "scope", "mode", "name", "description", "instructions_json",
+                             "capabilities_json", "permissions_json", "memory_json", "workflows_json", "skills_json",
+                             "adapters_json", "parent_agent_id", "created_at", "updated_at"),
+                            "agents show by id only, without names or their hierarchy"),
+        "run_checkpoints": Auxiliary(("id", "run_id", "sequence", "label", "state_json", "created_at"),
+                                     "run checkpoints are not shown"),
+        "sessions": Auxiliary(("id", "project", "directory", "started_at", "ended_at", "summary"),
+                              "sessions are not shown"),
+        "session_activity": Auxiliary(("id", "session_id", "sequence", "actor", "kind", "payload_json", "created_at"),
+                                      "session activity is not shown"),
+        "observations": Auxiliary(("id", "project", "scope", "type", "title", "content", "topic_key", "created_at",
+                                   "updated_at"), "observations (memory) are not shown"),
+        "observation_revisions": Auxiliary(("id", "observation_id", "revision", "type", "title", "content",
+                                            "topic_key", "created_at"), "observation revisions are not shown"),
+        "artifacts": Auxiliary(("id", "project", "topic_key", "phase", "content", "observation_id", "created_at",
+                                "updated_at"), "artifacts are not shown"),
     }
     notes = ("vgxness records points in time, not durations, and no tokens or cost; a decision sets only the "
              "approval row: the run leaves needs-human when the runtime acts on it.")
