@@ -37,6 +37,7 @@ from agentdesk.store.schema import (
     SpanRow,
     TaskRow,
 )
+from agentdesk.store.schema_check import check_schema
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SIGNATURE_TABLES = frozenset({"agentdesk_meta", "audit_log", "change_log", "alembic_version"})
@@ -161,7 +162,7 @@ def open_store(location: str | None = None, *, create: bool = True, read_only: b
         _check_existing_file(path, busy_timeout_s)
     engine = sqlite.create_sqlite_engine(path, read_only=read_only, busy_timeout_s=busy_timeout_s)
     try:
-        version = _migrate(engine, url, upgrade=not read_only)
+        version = check_schema(engine, url, _migrate(engine, url, upgrade=not read_only), head_revision())
     except OperationalError as exc:
         engine.dispose()
         raise StoreUnavailable(describe_operational_error(exc, url)) from exc
