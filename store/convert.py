@@ -8,6 +8,7 @@ from typing import Any
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store import schema as sc
+from agentdesk.store.text.jsonsafe import DISPLAY_CHARS, loads_bounded, truncated
 
 
 def ts(value: float) -> datetime:
@@ -22,9 +23,9 @@ def json_dict(text: str | None) -> dict[str, Any]:
     if not text:
         return {}
     try:
-        value = json.loads(text)
+        value = loads_bounded(text)
     except ValueError:
-        return {"_raw": text}
+        return {"_raw": text if len(text) <= DISPLAY_CHARS else truncated(text)}
     return value if isinstance(value, dict) else {"_value": value}
 
 

@@ -91,16 +91,13 @@ class ForeignSource:
         self.version = version
         self.allow_writes = allow_writes
         self.bus = ChangeBus()
-        self.immutable = not allow_writes and readonly.needs_immutable(path)
-        self.engine = sqlite.create_sqlite_engine(path, read_only=not allow_writes, busy_timeout_s=busy_timeout_s,
-                                                  manage_journal=False, immutable=self.immutable)
-        event.listen(self.engine, "connect", lenient_text)
-        event.listen(self.engine, "before_cursor_execute", guard_statement, retval=True)
-        self.writer = sqlite.writer_engine(self.engine)
+        self.busy_timeout_s = busy_timeout_s
         self.missing_tables: dict[str, Auxiliary] = {}
+        self.immutable = not allow_writes and readonly.needs_immutable(path)
+        self.engine = self._engine()
+        self.writer = sqlite.writer_engine(self.engine)
         self.missing_tables = self._missing_auxiliary()
         if self.missing_tables:
-            event.listen(self.engine, "connect", self._stand_in_tables)
             self.engine.dispose()  # connections opened before now have no stand-ins
         self._watcher: FollowWatcher | None = None
         self._follower: TableFollower | None = None
@@ -128,6 +125,8 @@ class ForeignSource:
 
     def _stand_in_tables(self, dbapi_connection: sqlite3.Connection, record: object) -> None:
         """An empty TEMP view per missing auxiliary table (temp objects live in the connection, not the file)."""
+        if not self.missing_tables:
+            return
         query_only = dbapi_connection.execute("PRAGMA query_only").fetchone()[0]
         dbapi_connection.execute("PRAGMA query_only=OFF")
         try:
@@ -180,9 +179,28 @@ class ForeignSource:
         raise Unsupported(self.why_not(capability))
 
     # -- connections -----------------------------------------------------------------------
+    def _engine(self) -> Engine:
+        engine = sqlite.create_sqlite_engine(self.path, read_only=not self.allow_writes,
+                                             busy_timeout_s=self.busy_timeout_s, manage_journal=False,
+                                             immutable=self.immutable)
+        event.listen(engine, "connect", lenient_text)
+        event.listen(engine, "connect", self._stand_in_tables)
+        event.listen(engine, "before_cursor_execute", guard_statement, retval=True)
+        return engine
+
+    def _follow_when_shared(self) -> None:
+        """Once the runtime runs (its -shm appears), stop reading immutable: `mode=ro` then creates
+        nothing and sees every commit, so live updates begin."""
+        if self.immutable and not readonly.needs_immutable(self.path):
+            self.immutable = False
+            stale, self.engine = self.engine, self._engine()
+            self.writer = sqlite.writer_engine(self.engine)
+            stale.dispose()
+
     @contextmanager
     def reading(self) -> Iterator[Connection]:
         """One read transaction: every read of one call sees one snapshot."""
+        self._follow_when_shared()
         with self._transaction(self.engine) as conn:
             yield conn
 

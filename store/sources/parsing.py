@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from agentdesk.store import readmodel as rm
+from agentdesk.store.text.jsonsafe import loads_bounded
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NAIVE_EPOCH = datetime(1970, 1, 1)
@@ -99,7 +100,7 @@ def json_value(raw: Any) -> Any:
     if not isinstance(raw, str | bytes):
         return raw
     try:
-        return json.loads(raw)
+        return loads_bounded(raw)  # deep nesting becomes a marker, huge text stays text: no view recurses
     except ValueError:
         return raw
 

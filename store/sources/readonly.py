@@ -5,7 +5,8 @@ running it has one and we share it; when the runtime is stopped there is none, a
 `mode=ro` reader would create `-wal`/`-shm` (or fail, in a read-only folder, with
 "unable to open database file"). Then the file is opened `immutable=1` instead: SQLite
 reads it as a plain file and creates nothing, at the price of not seeing later commits,
-which `LIVE_NOTE` says in `info` and the window's status bar.
+which `LIVE_NOTE` says in `info` and the window's status bar. The source switches to `mode=ro`
+on its next read once a `-shm` appears (the runtime started), so live updates resume.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from pathlib import Path
 WAL_VERSION_OFFSET = 18
 """Bytes 18 and 19 of a SQLite header: file format write/read version, 2 for WAL (1 for a rollback journal)."""
 LIVE_NOTE = ("opened immutable (a WAL database with no -shm beside it: its runtime is not running or the folder "
-             "is read-only), so agentdesk leaves no files next to it but does not see later changes; reopen it "
-             "to read them.")
+             "is read-only), so agentdesk leaves no files next to it; live updates start once the runtime runs "
+             "again (its -shm appears).")
 
 
 def is_wal(path: Path) -> bool:

@@ -120,3 +120,59 @@ def depth_of(value: Any) -> int:
             deepest = max(deepest, depth + 1)
             stack.extend((child, depth + 1) for child in node if isinstance(child, (list, dict)))
     return deepest
+
+
+# -- bounded parsing for display ----------------------------------------------------------------
+DISPLAY_DEPTH = 64
+"""Containers deeper than this are replaced by a marker: every consumer (json.dumps, a Qt model, a
+recursive renderer) can then walk the value without recursing thousands of levels."""
+DISPLAY_CHARS = 4_000_000
+"""JSON text longer than this is not parsed at all: it is shown cut, with its size."""
+PREVIEW_CHARS = 2_000
+
+
+def too_deep(levels: int) -> str:
+    return f"too deeply nested to display ({levels:,} levels)"
+
+
+def truncated(text: str, keep: int = PREVIEW_CHARS) -> str:
+    """The head of a too-large text, saying how large the whole is."""
+    return f"{text[:keep]}… (truncated: {len(text):,} characters in all)"
+
+
+def bounded(value: Any, max_depth: int = DISPLAY_DEPTH) -> Any:
+    """`value` with every container nested deeper than `max_depth` replaced by `too_deep(total)`, where
+    `total` is how deep the whole value nests. Iterative, copying only what it walks."""
+    total = depth_of(value)
+    if total <= max_depth:
+        return value
+    marker = too_deep(total)
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any, int]] = [(root, 0, 0)]
+    while stack:
+        holder, key, depth = stack.pop()
+        node = holder[key]
+        if isinstance(node, dict | list) and depth >= max_depth:
+            holder[key] = marker
+        elif isinstance(node, dict):
+            copy = dict(node)
+            holder[key] = copy
+            stack.extend((copy, k, depth + 1) for k, v in copy.items() if isinstance(v, dict | list))
+        elif isinstance(node, list):
+            items = list(node)
+            holder[key] = items
+            stack.extend((items, n, depth + 1) for n, v in enumerate(items) if isinstance(v, dict | list))
+    return root[0]
+
+
+def loads_bounded(text: str | bytes, max_depth: int = DISPLAY_DEPTH, max_chars: int = DISPLAY_CHARS) -> Any:
+    """JSON text from an agent or a foreign database, as a value any display can walk.
+
+    Past `max_chars` the text is not parsed (`NotJson` with its size); deeper than `max_depth`,
+    the deep part is a `too_deep` marker. Raises `NotJson` for text that is not JSON.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    if len(text) > max_chars:
+        raise NotJson(f"too large to display as JSON ({len(text):,} characters)")
+    return bounded(loads(text), max_depth)
