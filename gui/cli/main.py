@@ -30,6 +30,7 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from agentdesk.gui.cli import crash
 from agentdesk.gui.cli import output as out
 from agentdesk.gui.cli.opening import (
     EXIT_BROKEN_CHAIN,
@@ -258,6 +259,7 @@ def fail(message: str, code: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    crash.printable_streams()
     try:
         args = parse(None if argv is None else list(argv), HANDLERS)
     except SystemExit as exc:  # argparse printed the usage error (exit 2) or the help (exit 0)
@@ -281,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     EXIT_UNAVAILABLE)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # anything unforeseen: one sentence, exit 5, the traceback in a log file
+        return fail(crash.unexpected(exc), crash.EXIT_UNEXPECTED)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ read-only unless `--allow-writes`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from agentdesk.store.errors import InvalidInput
 from agentdesk.store.native import native_store
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
-from agentdesk.store.validation import parse_json_arguments
+from agentdesk.store.validation import MAX_ARGUMENTS_BYTES, parse_json_arguments
 
 EXIT_OK, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_BROKEN_CHAIN = 0, 1, 5, 6
 
@@ -69,15 +70,33 @@ def say(text: str) -> None:
 
 
 def read_arguments(value: str) -> str:
-    """`--args` as JSON text, `@FILE`, or `-` for stdin (one command-line argument is capped at 128 KiB)."""
+    """`--args` as JSON text, `@FILE`, or `-` for stdin (one command-line argument is capped at 128 KiB).
+
+    A file or stdin is read only up to one byte past the arguments limit: a huge file (or
+    /dev/zero) is refused by its size, never read whole into memory.
+    """
     if value == "-":
-        text = sys.stdin.read()
+        text = bounded_text(sys.stdin.buffer.read(MAX_ARGUMENTS_BYTES + 1), "on standard input", None)
     elif value.startswith("@"):
+        name = value[1:]
         try:
-            text = Path(value[1:]).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidInput(f"Cannot read the arguments file {value[1:]}: {exc}.") from exc
+            with Path(name).open("rb") as handle:
+                size = os.fstat(handle.fileno()).st_size if Path(name).is_file() else None
+                text = bounded_text(handle.read(MAX_ARGUMENTS_BYTES + 1), f"in the file {name}", size)
+        except OSError as exc:
+            raise InvalidInput(f"Cannot read the arguments file {name}: {exc.strerror or exc}.") from exc
     else:
         text = value
     parse_json_arguments(text)  # refuse bad JSON or an oversize payload before touching the store
     return text
+
+
+def bounded_text(data: bytes, where: str, size: int | None) -> str:
+    """Arguments read from a file or a pipe (`size`: the file's, when known): at most the limit, and UTF-8."""
+    if len(data) > MAX_ARGUMENTS_BYTES:
+        told = f"{size:,} bytes" if size is not None else f"more than {MAX_ARGUMENTS_BYTES:,} bytes"
+        raise InvalidInput(f"The arguments {where} are {told}; the limit is {MAX_ARGUMENTS_BYTES:,} bytes.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"The arguments {where} are not UTF-8 text (byte {exc.start}).") from exc
