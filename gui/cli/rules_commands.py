@@ -11,7 +11,6 @@ in `--json`, like everywhere else.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +22,8 @@ from agentdesk.store.native import NativeSource
 from agentdesk.store.rules import commands as rules
 from agentdesk.store.rules.dryrun import DEFAULT_HISTORY, DryRun, DryRunRow, dry_run, propose_rule
 from agentdesk.store.rules.model import Effect, Rule
+from agentdesk.store.text.jsonsafe import TooDeep, loads_limited
+from agentdesk.store.validation import MAX_ARGUMENTS_DEPTH
 
 RULE_HEADERS = ["ID", "EFFECT", "TOOL", "MATCHES", "SCOPE", "ON", "EXPIRES", "HITS", "LAST HIT", "NOTE"]
 DRY_HEADERS = ["APPROVAL", "WHEN", "TOOL", "WOULD", "ACTUAL", "DECIDED BY", "", "ARGUMENTS"]
@@ -126,6 +127,12 @@ def _add(args: argparse.Namespace) -> int:
 
 def _matcher(args: argparse.Namespace) -> dict[str, Any] | str:
     if args.matcher is not None:
+        try:  # refused here, before the store parses it recursively
+            loads_limited(str(args.matcher), MAX_ARGUMENTS_DEPTH)
+        except TooDeep as exc:
+            raise InvalidInput(f"The --matcher JSON is too deep: {exc}.") from exc
+        except ValueError:
+            pass  # not JSON: the store says so in its own words
         return str(args.matcher)
     if not args.command:
         if args.field:
@@ -144,7 +151,9 @@ def _matcher(args: argparse.Namespace) -> dict[str, Any] | str:
             fields[name] = {"any": True}
             continue
         try:
-            fields[name] = {"equals": json.loads(value)}
+            fields[name] = {"equals": loads_limited(value, MAX_ARGUMENTS_DEPTH)}
+        except TooDeep as exc:
+            raise InvalidInput(f"The value of --field {name} is too deep: {exc}.") from exc
         except ValueError:
             fields[name] = {"equals": value}
     return {"kind": "shell", "field": "command", "commands": commands, "fields": fields}

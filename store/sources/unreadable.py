@@ -42,12 +42,27 @@ def each(found: Iterable[Row], mapping: Callable[[Row], T], placeholder: Callabl
     out: list[T] = []
     for row in found:
         try:
-            out.append(mapping(row))
+            out.append(checked(mapping(row)))
         except (RecursionError, MemoryError) as exc:  # a value too deep or too big to map
             out.append(placeholder(row, why(exc)))
         except Exception as exc:
             out.append(placeholder(row, why(exc)))
     return out
+
+
+TEXT_FIELDS = ("id", "project_id", "task_id", "session_id", "agent_id", "run_id", "tool_name", "arguments",
+               "payload_hash", "status")
+
+
+def checked(value: T) -> T:
+    """An approval whose text fields hold something else (a blob, a number) is unreadable: every view
+    downstream treats them as text."""
+    if isinstance(value, rm.Approval):
+        for name in TEXT_FIELDS:
+            found = getattr(value, name)
+            if not isinstance(found, str):
+                raise Unreadable(f"its {name} is {type(found).__name__} where text is expected")
+    return value
 
 
 def required_time(value: object, column: str) -> datetime:

@@ -176,3 +176,16 @@ def loads_bounded(text: str | bytes, max_depth: int = DISPLAY_DEPTH, max_chars: 
     if len(text) > max_chars:
         raise NotJson(f"too large to display as JSON ({len(text):,} characters)")
     return bounded(loads(text), max_depth)
+
+
+class TooDeep(NotJson):
+    """Valid JSON nested past the caller's limit (a value to refuse as input, not to display)."""
+
+
+def loads_limited(text: str, max_depth: int) -> Any:
+    """JSON input to accept: parsed without recursing, refused (`TooDeep`) when nested past `max_depth`."""
+    value = loads(text)
+    depth = depth_of(value)
+    if depth > max_depth:
+        raise TooDeep(f"it is nested {depth:,} levels deep; the limit is {max_depth}")
+    return value

@@ -56,8 +56,10 @@ def _approvals(conn: Connection, topo: Topology, found: list[Row]) -> list[rm.Ap
 
 
 def _unreadable(r: Row, why: str) -> rm.Approval:
-    return unreadable.approval(r, why, id_column="request_id", created_column="created_at",
-                               session_id=r.get("session_id"))
+    sid, rid = r.get("session_id"), r.get("run_id")
+    run = codec.run_key(sid, rid) if isinstance(sid, str) and isinstance(rid, str) else None
+    return unreadable.approval(r, why, id_column="request_id", created_column="created_at", session_id=sid,
+                               run_id=run)
 
 
 def _call_args(conn: Connection, session_ids: set[str]) -> dict[tuple[str, str, str], str]:

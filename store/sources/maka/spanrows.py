@@ -157,7 +157,7 @@ def _tools(conn: Connection, topo: Topology, sid: str, rid: str, root: str, live
     return out
 
 
-GATE_STATUS = {"pending": "running", "approved": "ok", "denied": "error", "expired": "cancelled"}
+GATE_STATUS = {"pending": "running", "approved": "ok", "denied": "error", "expired": "cancelled", "unreadable": "error"}
 REQUESTS_SQL = (
     "SELECT q.request_id, q.request_kind, q.created_at, "
     "json_extract(q.record_json, '$.request.prompt.toolName') AS tool, "
