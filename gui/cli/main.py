@@ -1,8 +1,9 @@
 """The `agentdesk` command line: inspect and control a store from a terminal or a script.
 
 Exit codes are a contract: 0 ok, 2 usage or bad input, 3 conflict (already decided,
-expired, stale), 4 not found, 5 store unreadable/locked/unknown schema, 6 audit
-chain broken. Failures print one sentence on stderr, never a traceback.
+expired, stale), 4 not found, 5 store unreadable/locked/unknown schema or an unexpected
+error, 6 audit chain broken, 130 interrupted. Failures print one sentence on stderr, never
+a traceback (an unexpected error's traceback goes to a log file, `cli.crash`).
 
 Qt is imported only by the `gui` and `demo` commands, so scripts and machines
 without a display can use everything else. Commands that only read open the
