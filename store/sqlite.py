@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,31 @@ def looks_like_sqlite(path: Path) -> bool:
         return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
 
 
+WAL_VERSION_OFFSET = 18
+"""Bytes 18 and 19 of a SQLite header: file format write/read version, 2 for WAL (1 for a rollback journal)."""
+
+
+def is_wal(path: Path) -> bool:
+    """Whether the file's header says WAL mode (read from the header: opening it could change the folder)."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(WAL_VERSION_OFFSET + 2)
+    except OSError:
+        return False
+    return len(header) == WAL_VERSION_OFFSET + 2 and header[WAL_VERSION_OFFSET] == 2
+
+
+def wal_without_index(path: Path) -> bool:
+    """A WAL file with no `-shm` beside it: a `mode=ro` reader would have to create `-wal`/`-shm`."""
+    return is_wal(path) and not path.with_name(path.name + "-shm").exists()
+
+
+def only_immutable(path: Path) -> bool:
+    """Read-only access is possible only with `immutable=1`: WAL, no `-shm`, and a folder we cannot write
+    (there `mode=ro` fails with "unable to open database file")."""
+    return wal_without_index(path) and not os.access(path.parent, os.W_OK)
+
+
 def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float,
                          manage_journal: bool = True, immutable: bool = False) -> Engine:
     """An engine on one SQLite file; read-only opens use the `mode=ro` URI plus query_only.
@@ -45,6 +71,7 @@ def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float,
     `immutable=1`: SQLite then creates no `-wal`/`-shm` beside the file, but sees no later commits.
     """
     timeout_ms = int(busy_timeout_s * 1000)
+    immutable = immutable or (read_only and only_immutable(path))
 
     def connect() -> sqlite3.Connection:
         uri = (f"file:{path}?mode=ro" + ("&immutable=1" if immutable else "")) if read_only else f"file:{path}"
@@ -80,8 +107,9 @@ def writer_engine(engine: Engine) -> Engine:
 
 def open_probe(path: Path, busy_timeout_s: float, *, immutable: bool = False) -> sqlite3.Connection:
     """A dedicated autocommit connection for `data_version` polling (never pooled, never shared)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro" + ("&immutable=1" if immutable else ""), uri=True, timeout=busy_timeout_s,
-                           check_same_thread=False, isolation_level=None)
+    immutable = immutable or only_immutable(path)
+    uri = f"file:{path}?mode=ro" + ("&immutable=1" if immutable else "")
+    conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
     return conn
 

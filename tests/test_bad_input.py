@@ -280,3 +280,25 @@ def test_a_tampered_audit_record(store_path: Path, closed: World) -> None:
     assert json.loads(as_json.stdout) == {"ok": False, "records": seq - 1, "broken_seq": seq,
                                           "reason": "its content does not match its hash"}
     assert fingerprint(store_path) == before
+
+
+def test_a_wal_store_in_a_read_only_folder(store_path: Path, closed: World, tmp_path: Path) -> None:
+    """WAL, no -shm, a folder nobody may write: read immutable, not "not a readable SQLite database"."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    moved = folder / store_path.name
+    store_path.rename(moved)
+    assert moved.read_bytes()[18] == 2, "the fixture store is not in WAL mode"
+    before = fingerprint(moved)
+    folder.chmod(0o555)
+    try:
+        listing = agentdesk("--store", str(moved), "approvals", "--json", preexec=without_root_file_override)
+        info = agentdesk("--store", str(moved), "info", preexec=without_root_file_override)
+        left = sorted(p.name for p in folder.iterdir())
+    finally:
+        folder.chmod(0o755)
+    assert listing.returncode == 0, listing.stderr
+    assert [a["id"] for a in json.loads(listing.stdout)] == [closed.approval]
+    assert info.returncode == 0 and "agentdesk store" in info.stdout, info.stderr
+    assert left == [moved.name]  # no -wal, no -shm
+    assert fingerprint(moved) == before

@@ -13,23 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-WAL_VERSION_OFFSET = 18
-"""Bytes 18 and 19 of a SQLite header: file format write/read version, 2 for WAL (1 for a rollback journal)."""
+from agentdesk.store import sqlite
+
 LIVE_NOTE = ("opened immutable (a WAL database with no -shm beside it: its runtime is not running or the folder "
              "is read-only), so agentdesk leaves no files next to it; live updates start once the runtime runs "
              "again (its -shm appears).")
 
 
-def is_wal(path: Path) -> bool:
-    """Whether the file's header says WAL mode (read from the header: opening it would change the folder)."""
-    try:
-        with path.open("rb") as handle:
-            header = handle.read(WAL_VERSION_OFFSET + 2)
-    except OSError:
-        return False
-    return len(header) == WAL_VERSION_OFFSET + 2 and header[WAL_VERSION_OFFSET] == 2
-
-
 def needs_immutable(path: Path) -> bool:
     """Read-only access must use `immutable=1`: a WAL file without its shared-memory index beside it."""
-    return is_wal(path) and not path.with_name(path.name + "-shm").exists()
+    return sqlite.wal_without_index(path)

@@ -297,8 +297,8 @@ def test_lone_surrogates_print_as_escapes(tmp_path: Path) -> None:
     path = tmp_path / "stageflow.db"
     ids = build_stageflow_fixture(path)
     with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE agent_approvals SET payload_json = ?, tool = ? WHERE approval_id = ?",
-                     (json.dumps({"cmd": "\ud800"}), "tool\udcff", ids["pending_approval"]))
+        conn.execute("UPDATE agent_approvals SET payload_json = ?, tool = CAST(? AS TEXT) WHERE approval_id = ?",
+                     (json.dumps({"cmd": "\ud800"}), b"tool\xed\xb3\xbf", ids["pending_approval"]))
     outcomes = run_all([Case("json", ("--store", str(path), "approvals", "--json"), 0),
                         Case("raw", ("--store", str(path), "approvals", "--json", "--raw"), 0),
                         Case("table", ("--store", str(path), "approvals", "--raw"), 0)], tmp_path)
