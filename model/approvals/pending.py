@@ -29,6 +29,7 @@ from agentdesk.model.services import Services
 from agentdesk.model.text import escaped_tooltip, one_line
 from agentdesk.store import readmodel as rm
 from agentdesk.store.heartbeat import GONE_AFTER_S, is_gone
+from agentdesk.store.sources.unreadable import UNREADABLE
 from agentdesk.store.text.arguments import inspect_cached
 
 TOOL, EXPIRES, AGE, AGENT, PROJECT, ARGUMENTS = range(6)
@@ -79,7 +80,8 @@ class PendingApprovalModel(ApprovalTableModel):
         self._timer.start()
 
     def _accepts(self, approval: rm.Approval) -> bool:
-        return approval.status == rm.ApprovalStatus.PENDING
+        """Pending, or a foreign row that could not be read: shown marked (it cannot be decided), never hidden."""
+        return approval.status in (rm.ApprovalStatus.PENDING, UNREADABLE)
 
     def _sort_key(self, approval: rm.Approval) -> tuple[Any, ...]:
         return (approval.id in self._gone, approval.created_at, approval.id)  # gone requesters sort last

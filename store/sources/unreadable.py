@@ -109,7 +109,7 @@ def approval(row: Row, reason: str, *, id_column: str, created_column: str, **kn
     created = parse_time(row.get(created_column)) or EPOCH
     fields: dict[str, Any] = {
         "id": shown_value(row.get(id_column), 200), "tool_call_id": None, "project_id": "", "task_id": "",
-        "session_id": "", "agent_id": "", "run_id": "", "span_id": None, "tool_name": "(unreadable row)",
+        "session_id": "", "agent_id": "", "run_id": "", "span_id": None, "tool_name": f"unreadable: {reason}",
         "arguments": raw_row(row), "payload_hash": "", "status": rm.ApprovalStatus.PENDING,
         "created_at": created, "expires_at": None, "decided_at": None, "decided_by": None,
         "reason": f"unreadable: {reason}", "edited_arguments": None, "edited_hash": None,
