@@ -83,3 +83,26 @@ def test_queue_with_deep_foreign_arguments(tmp_path: Path, qtbot: Any, errors: l
     finally:
         services.close()
         source.close()
+
+
+def test_queue_shows_an_unreadable_row(tmp_path: Path, qtbot: Any, errors: list[str]) -> None:
+    """The reported case: one impossible time emptied the window's queue while the tree said "1 pending"."""
+    path = tmp_path / "stageflow.db"
+    ids = build_stageflow_fixture(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE agent_approvals SET created_at = '31000000-01-01T00:00:00.000Z' WHERE approval_id = ?",
+                     (ids["pending_approval"],))
+    source = open_source(str(path))
+    services = Services.create(source, actor="tester", coalesce_ms=10)
+    try:
+        queue = ApprovalQueue(services)
+        qtbot.addWidget(queue)
+        model = queue.pending_model
+        qtbot.waitUntil(lambda: model.is_loaded, timeout=5000)
+        row = model.row_of(ids["pending_approval"])
+        assert row >= 0
+        assert str(model.index(row, 0).data()).startswith("unreadable: created_at")
+        assert errors == []
+    finally:
+        services.close()
+        source.close()
