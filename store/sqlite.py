@@ -62,6 +62,11 @@ def only_immutable(path: Path) -> bool:
     return wal_without_index(path) and not os.access(path.parent, os.W_OK)
 
 
+def lenient_text(raw: bytes) -> str:
+    """TEXT that is not valid UTF-8 (another program wrote bytes) reads with U+FFFD replacement marks."""
+    return raw.decode("utf-8", errors="replace")
+
+
 def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float,
                          manage_journal: bool = True, immutable: bool = False) -> Engine:
     """An engine on one SQLite file; read-only opens use the `mode=ro` URI plus query_only.
@@ -77,6 +82,7 @@ def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float,
         uri = (f"file:{path}?mode=ro" + ("&immutable=1" if immutable else "")) if read_only else f"file:{path}"
         conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False,
                                isolation_level=None)
+        conn.text_factory = lenient_text  # one invalid UTF-8 value must not fail the whole query
         conn.execute(f"PRAGMA busy_timeout={timeout_ms}")
         conn.execute("PRAGMA foreign_keys=ON")
         if read_only:

@@ -57,11 +57,6 @@ class Auxiliary:
     lost: str
 
 
-def lenient_text(dbapi_connection: object, record: object) -> None:
-    """Foreign TEXT that is not UTF-8 reads with replacement marks instead of failing the whole query."""
-    dbapi_connection.text_factory = lambda raw: raw.decode("utf-8", errors="replace")  # type: ignore[attr-defined]
-
-
 class ForeignSource:
     """Base of the seed-runtime sources: lifecycle, and every read through the runtime's `reads`.
 
@@ -183,7 +178,6 @@ class ForeignSource:
         engine = sqlite.create_sqlite_engine(self.path, read_only=not self.allow_writes,
                                              busy_timeout_s=self.busy_timeout_s, manage_journal=False,
                                              immutable=self.immutable)
-        event.listen(engine, "connect", lenient_text)
         event.listen(engine, "connect", self._stand_in_tables)
         event.listen(engine, "before_cursor_execute", guard_statement, retval=True)
         return engine
