@@ -302,3 +302,16 @@ def test_a_wal_store_in_a_read_only_folder(store_path: Path, closed: World, tmp_
     assert info.returncode == 0 and "agentdesk store" in info.stdout, info.stderr
     assert left == [moved.name]  # no -wal, no -shm
     assert fingerprint(moved) == before
+
+
+def test_invalid_utf8_in_a_store_reads_with_replacement_marks(store_path: Path, closed: World) -> None:
+    """Bytes that are not UTF-8 in a TEXT column (another program wrote them): listed, marked, exit 0."""
+    with sqlite3.connect(store_path) as conn:
+        conn.execute("UPDATE approvals SET tool_name = CAST(? AS TEXT) WHERE id = ?",
+                     (b"rm\xff\xfe-rf", closed.approval))
+    conn.close()
+    (listing, table) = agentdesk_all(["--store", str(store_path), "approvals", "--json"],
+                                     ["--store", str(store_path), "approvals"])
+    assert listing.returncode == 0 and table.returncode == 0, (listing.stderr, table.stderr)
+    assert [a["tool"] for a in json.loads(listing.stdout)] == ["rm\ufffd\ufffd-rf"]
+    assert "rm\ufffd\ufffd-rf" in table.stdout
