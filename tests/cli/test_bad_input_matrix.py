@@ -203,6 +203,11 @@ def cases(files: dict[str, Path]) -> list[Case]:
     good = ("--store", str(files["good"]))
     approve = (*good, "approve", "apr_0000000000000000", "--actor", "ops", "--args")
     found += [
+        # the window refuses a bad store before Qt starts; its own process each (stdin given: never batched)
+        Case("gui: garbage store", ("--store", str(files["garbage.sqlite"]), "gui", "--screenshot",
+                                    str(files["root"] / "g.png")), 5, b""),
+        Case("gui: store without approvals", ("--store", str(files["no_approvals.sqlite"]), "gui", "--screenshot",
+                                              str(files["root"] / "n.png")), 5, b""),
         Case("unknown approval", (*good, "approve", "apr_0000000000000000", "--actor", "ops"), 4),
         Case("unknown approval (deny)", (*good, "deny", "apr_0000000000000000", "--actor", "o", "--reason", "r"), 4),
         Case("unknown run (export)", (*good, "export", "run_0000000000000000"), 4),
