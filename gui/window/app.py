@@ -117,7 +117,7 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
             print(screenshot)
             return 0
         window.show()
-        window.restore_state()
+        window.restore_state(restore_selection=not select)
         if select:
             window.select(resolve_entity(source, select), select)
         window.ensure_operator_name()

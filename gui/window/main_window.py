@@ -195,13 +195,16 @@ class MainWindow(QMainWindow):
         if not read_str(self.settings, "operator/name"):
             self.ask_operator_name()
 
-    def restore_state(self) -> None:
+    def restore_state(self, *, restore_selection: bool = True) -> None:
+        """Layout, then (unless the caller selects something itself) the last selection on this store."""
         geometry = self.settings.value("window/geometry")
         state = self.settings.value("window/state")
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
         if isinstance(state, QByteArray):
             self.restoreState(state)
+        if not restore_selection:
+            return
         entity = read_str(self.settings, self._selection_key("entity"))
         entity_id = read_str(self.settings, self._selection_key("id"))
         if entity and entity_id:
