@@ -61,6 +61,7 @@ def run_gui(location: str, *, screenshot: str | None = None, view: str = "window
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
     app.setApplicationName("agentdesk")
+    app.setDesktopFileName("agentdesk")  # matches packaging/agentdesk.desktop, for the taskbar icon
     try:
         source = _open(location, allow_writes=allow_writes, ask=screenshot is None)
     except StoreError as exc:

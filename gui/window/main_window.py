@@ -10,9 +10,9 @@ from __future__ import annotations
 import getpass
 import hashlib
 
-from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QInputDialog, QMainWindow, QTabWidget, QWidget
+from PySide6.QtCore import QByteArray, QSize, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QIcon, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QFrame, QInputDialog, QMainWindow, QScrollArea, QTabWidget, QWidget
 
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.context.editor import ContextEditor
@@ -20,6 +20,7 @@ from agentdesk.gui.ingest.dialog import import_into_window, why_not_import
 from agentdesk.gui.rules.panel import RulesPanel
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.tree.view import ProjectTree
+from agentdesk.gui.window.file_menu import StoreMenu
 from agentdesk.gui.window.notify import TrayNotifier
 from agentdesk.gui.window.receiver_toggle import ReceiverToggle
 from agentdesk.gui.window.settings import open_settings, read_str
@@ -27,9 +28,30 @@ from agentdesk.gui.window.shortcuts_help import ShortcutsDialog
 from agentdesk.gui.window.status_bar import StoreStatusBar
 from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
+from agentdesk.resources import ICON, resource_path
 from agentdesk.store import readmodel as rm
 
 TIMELINE_TAB, CONTEXT_TAB, RULES_TAB = 0, 1, 2
+TREE_MIN_WIDTH, QUEUE_MIN_WIDTH, CENTRE_MIN_WIDTH = 240, 300, 640
+"""The docks give way before the timeline does: below 640 px its axis labels, legend and detail tabs clip."""
+
+
+def fitting_size(wanted: QSize, available: QSize) -> QSize:
+    """The first window size: what the layout wants, but never more than 90 % of the screen's free area."""
+    return QSize(min(wanted.width(), int(available.width() * 0.9)),
+                 min(wanted.height(), int(available.height() * 0.9)))
+
+
+def scrolling(widget: QWidget) -> QScrollArea:
+    area = QScrollArea()
+    area.setWidget(widget)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    return area
+
+
+def app_icon() -> QIcon:
+    return QIcon(str(resource_path(ICON)))
 
 
 class MainWindow(QMainWindow):
@@ -39,7 +61,8 @@ class MainWindow(QMainWindow):
         self.settings = open_settings()
         services.actor = read_str(self.settings, "operator/name") or services.actor
         self.setWindowTitle(shown_line(f"agentdesk — {services.source.descriptor.location}", 300))
-        self.resize(1500, 900)
+        self.setWindowIcon(app_icon())
+        self.resize(self._first_size())
 
         self.tree = ProjectTree(services, self)
         self.timeline = TimelinePanel(services, self)
@@ -49,20 +72,37 @@ class MainWindow(QMainWindow):
         self.notifier = TrayNotifier(self)
 
         self.tabs = QTabWidget(self)
+        self.tabs.setMinimumWidth(CENTRE_MIN_WIDTH)
         self.tabs.addTab(self.timeline, "Timeline")
         self.tabs.addTab(self.context_editor, "Context")
         self.tabs.addTab(self.rules, "Rules")
         self.setCentralWidget(self.tabs)
         self.tree_dock = self._dock("Projects", "tree_dock", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
-        self.queue_dock = self._dock("Approvals", "queue_dock", self.queue, Qt.DockWidgetArea.RightDockWidgetArea)
-        # Room for names in the tree and for the countdown in the queue; the centre gets the rest.
-        self.resizeDocks([self.tree_dock, self.queue_dock], [420, 450], Qt.Orientation.Horizontal)
+        # The queue's button rows want ~450 px; in a scroll area the dock can give way on a 1366 px screen.
+        self.queue_dock = self._dock("Approvals", "queue_dock", scrolling(self.queue),
+                                     Qt.DockWidgetArea.RightDockWidgetArea)
+        self.tree_dock.setMinimumWidth(TREE_MIN_WIDTH)
+        self.queue_dock.setMinimumWidth(QUEUE_MIN_WIDTH)
+        self._size_docks()
         self.status = StoreStatusBar(services, self)
         self.setStatusBar(self.status)
         self.receiver = ReceiverToggle(services, self.settings, self.status)
         self.status.insertPermanentWidget(0, self.receiver)
         self._wire()
         self._actions()
+
+    def _first_size(self) -> QSize:
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        wanted = QSize(1600, 1000)
+        return wanted if screen is None else fitting_size(wanted, screen.availableGeometry().size())
+
+    def _size_docks(self) -> None:
+        """Room for names in the tree and for the countdown in the queue, in proportion to the window; the
+        centre (timeline, context, rules) keeps at least CENTRE_MIN_WIDTH."""
+        spare = max(0, self.width() - CENTRE_MIN_WIDTH)
+        tree = max(TREE_MIN_WIDTH, min(420, int(spare * 0.45)))
+        queue = max(QUEUE_MIN_WIDTH, min(450, spare - tree))
+        self.resizeDocks([self.tree_dock, self.queue_dock], [tree, queue], Qt.Orientation.Horizontal)
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -87,6 +127,7 @@ class MainWindow(QMainWindow):
 
     def _actions(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
+        self.store_menu = StoreMenu(self, file_menu, self.settings, self.services.source.descriptor.location)
         importing = QAction("Import OpenTelemetry traces…", self)
         importing.setShortcut(QKeySequence("Ctrl+I"))
         refusal = why_not_import(self.services)
@@ -94,6 +135,13 @@ class MainWindow(QMainWindow):
         importing.setToolTip(refusal or "OTLP/JSON, JSON Lines or protobuf files; runs in the background")
         importing.triggered.connect(self.import_traces)
         file_menu.addAction(importing)
+        file_menu.addSeparator()
+        quitting = QAction("&Quit", self)
+        quitting.setShortcut(QKeySequence("Ctrl+Q"))  # Cmd+Q on macOS; Windows has no standard Quit key
+        quitting.setMenuRole(QAction.MenuRole.QuitRole)
+        quitting.triggered.connect(self.quit)
+        file_menu.addAction(quitting)
+        self.quit_action = quitting
         view = self.menuBar().addMenu("&View")
         go = self.menuBar().addMenu("&Go")
         help_menu = self.menuBar().addMenu("&Help")
@@ -117,6 +165,13 @@ class MainWindow(QMainWindow):
         view.addSeparator()
         view.addAction(self.receiver.action)
         view.addAction(self.receiver.port_action)
+
+    def quit(self) -> None:
+        """File → Quit (Ctrl+Q): close the window (which saves the layout), then end the event loop."""
+        if self.close():
+            app = QGuiApplication.instance()
+            if app is not None:
+                app.quit()
 
     def import_traces(self) -> None:
         """File → Import…; the dialog is kept until the next import so its job can report back."""
@@ -166,7 +221,10 @@ class MainWindow(QMainWindow):
 
     def _on_pending(self, count: int) -> None:
         self.queue_dock.setWindowTitle(f"Approvals ({count} pending)")
-        self.status.set_pending(count)
+        model = self.queue.pending_model
+        waiting = {a.agent_id for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
+                   and not model.is_expired(a)}
+        self.status.set_pending(count, len(waiting))
 
     def _remember_selection(self, entity: str, entity_id: str) -> None:
         self.settings.setValue(self._selection_key("entity"), entity)
