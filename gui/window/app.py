@@ -20,7 +20,7 @@ from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
 
 if TYPE_CHECKING:
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QWidget
 
 
 class Stoppable(Protocol):
@@ -89,6 +89,20 @@ def _open(location: str, *, allow_writes: bool, ask: bool) -> Source:
     return source
 
 
+def _quit_after_first_paint(app: QApplication, window: QWidget) -> None:
+    from PySide6.QtCore import QEvent, QObject
+
+    class FirstPaint(QObject):
+        def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+            if event.type() == QEvent.Type.Paint:
+                print("first paint", flush=True)
+                app.quit()
+                window.removeEventFilter(self)
+            return False
+
+    window.installEventFilter(FirstPaint(window))
+
+
 def _run(app: QApplication, source: Source, screenshot: str | None, view: str, select: str | None,
          theme: str) -> int:
     import qasync
@@ -117,6 +131,8 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
             capture(window, view, screenshot)
             print(screenshot)
             return 0
+        if os.environ.get("AGENTDESK_QUIT_AFTER_FIRST_PAINT"):
+            _quit_after_first_paint(app, window)  # bench/startup.py: time to the first painted window
         window.show()
         window.restore_state(restore_selection=not select)
         if select:
