@@ -25,10 +25,8 @@ STORE_FILTER = "Stores (*.sqlite *.sqlite3 *.db);;All files (*)"
 def remember(settings: QSettings, location: str) -> list[str]:
     """Put `location` first in the recent list (once), keep MAX_RECENT, and return the list."""
     stored = settings.value(RECENT_KEY, [])
-    if isinstance(stored, str):  # QSettings' INI format reads a one-item list back as a string
-        recent = [stored]
-    else:
-        recent = [str(s) for s in stored] if isinstance(stored, list) else []
+    # QSettings' INI format reads a one-item list back as a plain string
+    recent = [stored] if isinstance(stored, str) else [str(s) for s in stored] if isinstance(stored, list) else []
     recent = [location, *[r for r in recent if r != location]][:MAX_RECENT]
     settings.setValue(RECENT_KEY, recent)
     return recent
