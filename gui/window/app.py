@@ -89,6 +89,23 @@ def _open(location: str, *, allow_writes: bool, ask: bool) -> Source:
     return source
 
 
+def _quit_on_signals(app: QApplication) -> None:
+    """Ctrl-C and SIGTERM close the window as File → Quit does, so `agentdesk demo` still removes its store.
+
+    Python runs signal handlers only when it gets control; the timer hands it control a few times a second
+    while Qt waits for events (the app owns it).
+    """
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda _signum, _frame: app.closeAllWindows() or app.quit())
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(250)
+
+
 def _quit_after_first_paint(app: QApplication, window: QWidget) -> None:
     from PySide6.QtCore import QEvent, QObject
 
@@ -138,6 +155,7 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
         if select:
             window.select(resolve_entity(source, select), select)
         window.ensure_operator_name()
+        _quit_on_signals(app)
         loop = qasync.QEventLoop(app)
         asyncio.set_event_loop(loop)
         closing = asyncio.Event()
