@@ -22,7 +22,8 @@ RUNS = 5
 
 def start(command: list[str], env: dict[str, str]) -> float:
     began = time.perf_counter()
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    # From the repository root: `python -m` puts the working directory first on sys.path.
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
     elapsed = time.perf_counter() - began
     if "first paint" not in result.stdout:
         raise SystemExit(f"no first paint from {command[0]}: {result.stderr[-500:]}")

@@ -265,6 +265,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """A throwaway store, agents working in it, and the window on top; the store goes with the window
     unless `--keep`."""
     require_display()
+    if threading.current_thread() is threading.main_thread():  # a kill before the window is up still cleans up
+        signal.signal(signal.SIGTERM, interrupt)
     folder = Path(tempfile.mkdtemp(prefix="agentdesk-demo-"))
     location = str(folder / "agentdesk.sqlite")
     try:
@@ -286,23 +288,36 @@ def cmd_demo(args: argparse.Namespace) -> int:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def first_live_run(sim: Simulator, *, tools: int = 2, timeout_s: float = 5.0) -> str | None:
-    """The run the demo opens on: one still running with a few tool calls in it, so the timeline moves
-    from the first second (the store's showcase run may be a short one that already finished)."""
+def first_live_run(sim: Simulator, *, timeout_s: float = 6.0) -> str | None:
+    """The run the demo opens on: a running one whose agent waits for an approval (it stays running until
+    the operator decides, so the timeline and the queue show the same work), else, after `timeout_s`, the
+    running run with the most tool calls. The store's showcase run may be a short one that already ended."""
     give_up = time.monotonic() + timeout_s
-    best: str | None = None
-    while time.monotonic() < give_up and sim.running:
+    while True:
         events = sim.events
-        finished = {e.entity_id for e in events if e.kind == "run_finished"}
-        live = [e.entity_id for e in events if e.kind == "run_started" and e.entity_id not in finished]
-        for run_id in live:
-            started = next(i for i, e in enumerate(events) if e.entity_id == run_id)
-            worker = events[started].worker
-            if sum(1 for e in events[started:] if e.worker == worker and e.kind == "tool") >= tools:
-                return run_id
-        best = live[0] if live else best
+        live: dict[str, int] = {}  # run id -> tool calls so far
+        waiting: set[str] = set()
+        current: dict[int, str] = {}  # worker -> its running run
+        for event in events:
+            if event.kind == "run_started" and event.entity_id:
+                current[event.worker] = event.entity_id
+                live[event.entity_id] = 0
+            elif event.kind == "run_finished" and event.entity_id:
+                live.pop(event.entity_id, None)
+                waiting.discard(event.entity_id)
+            elif event.worker in current and current[event.worker] in live:
+                run_id = current[event.worker]
+                if event.kind == "tool":
+                    live[run_id] += 1
+                elif event.kind == "approval_requested":
+                    waiting.add(run_id)
+                elif event.kind == "approval_decided":
+                    waiting.discard(run_id)
+        if waiting:
+            return min(waiting)
+        if time.monotonic() >= give_up or not sim.running:
+            return max(live, key=lambda run_id: live[run_id]) if live else None
         time.sleep(0.05)
-    return best
 
 
 HANDLERS: dict[str, Handler] = {

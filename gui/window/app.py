@@ -68,7 +68,7 @@ def run_gui(location: str, *, screenshot: str | None = None, view: str = "window
         print(f"agentdesk: {exc}", file=sys.stderr)
         return exc.exit_code
     try:
-        return _run(app, source, screenshot, view, select, theme)
+        return _run(app, source, screenshot, view, select, theme, follow=simulator is not None)
     finally:
         if simulator is not None:
             simulator.stop()
@@ -121,7 +121,7 @@ def _quit_after_first_paint(app: QApplication, window: QWidget) -> None:
 
 
 def _run(app: QApplication, source: Source, screenshot: str | None, view: str, select: str | None,
-         theme: str) -> int:
+         theme: str, *, follow: bool = False) -> int:
     import qasync
 
     from agentdesk.gui.shared.theme import apply_theme
@@ -133,6 +133,7 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
     source.watch()
     services = Services.create(source, actor=getpass.getuser() or "operator")
     window = MainWindow(services)
+    window.follow_first_approval = follow  # the demo: jump to the first approval its agents ask for
     # Everything built so far lives as long as the window: keep it out of the collector's full
     # passes, which otherwise stall the GUI thread ~100 ms at a time while a big run loads.
     gc.freeze()

@@ -58,6 +58,8 @@ class MainWindow(QMainWindow):
     def __init__(self, services: Services, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.services = services
+        self.follow_first_approval = False
+        """Set by the demo: when the first approval arrives, show its run and select it."""
         self.settings = open_settings()
         services.actor = read_str(self.settings, "operator/name") or services.actor
         self.setWindowTitle(shown_line(f"agentdesk — {services.source.descriptor.location}", 300))
@@ -225,6 +227,19 @@ class MainWindow(QMainWindow):
         waiting = {a.agent_id for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
                    and not model.is_expired(a)}
         self.status.set_pending(count, len(waiting))
+        if self.follow_first_approval and waiting:
+            self.follow_first_approval = False
+            self._show_first_approval()
+
+    def _show_first_approval(self) -> None:
+        """The demo's first approval: its run in the timeline and the approval selected in the queue, so the
+        first thing a new user sees waiting is also what the window shows."""
+        model = self.queue.pending_model
+        first = next((a for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
+                      and not model.is_expired(a)), None)
+        if first is not None:
+            self.show_in_timeline(first.run_id, first.span_id or "")
+            self.queue.select_approval(first.id)
 
     def _remember_selection(self, entity: str, entity_id: str) -> None:
         self.settings.setValue(self._selection_key("entity"), entity)

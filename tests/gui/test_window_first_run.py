@@ -98,3 +98,21 @@ def test_status_bar_says_how_many_agents_wait(services: Services, world: World, 
     assert window.status.pending_label.text() == "1 pending approval · 1 agent waiting for you"
     window.status.set_pending(0, 0)
     assert window.status.pending_label.text() == "0 pending approvals"
+
+
+def test_the_demo_window_jumps_to_the_first_approval(services: Services, world: World, qtbot: Any) -> None:
+    window = MainWindow(services)
+    window.follow_first_approval = True
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.queue.current_approval() is not None, timeout=5000)
+    current = window.queue.current_approval()
+    assert current is not None and current.id in world.approval_ids
+    assert window.follow_first_approval is False and window.tabs.currentIndex() == 0
+    assert window.timeline.run_id == current.run_id  # its run is the one in the timeline
+
+
+def test_without_the_demo_flag_the_timeline_stays_empty(services: Services, world: World, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    qtbot.waitUntil(lambda: window.queue_dock.windowTitle() == "Approvals (3 pending)")
+    assert window.timeline.run_id is None
