@@ -14,6 +14,8 @@ from agentdesk.gui.cli import main as cli
 from agentdesk.gui.cli import output as out
 from agentdesk.gui.cli.parser import build_parser
 from agentdesk.store.bus import Change, ChangeOp
+from agentdesk.store.database import Store
+from tests.conftest import World
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -95,6 +97,12 @@ def test_usage_errors_end_in_one_sentence(argv: list[str], sentence: str,
     code, _, err = run(capsys, *argv)
     assert code == 2 and last_line(err) == sentence
     assert err.startswith("usage: ")
+
+
+def test_a_blank_actor_is_refused_in_plain_english(store_path: Path, store: Store, world: World,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--store", str(store_path), "approve", world.approval, "--actor", " ")
+    assert code == 2 and err == "agentdesk: An actor name is required.\n"
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
