@@ -68,7 +68,6 @@ def test_gui_and_demo_refuse_without_a_display_and_leave_nothing(monkeypatch: py
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(cli.sys, "platform", "linux")
     monkeypatch.setattr(cli.tempfile, "tempdir", str(tmp_path))
     code, _, err = run(capsys, "demo")
     assert code == 5 and err == f"agentdesk: {display.NO_DISPLAY}\n"

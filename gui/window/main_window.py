@@ -11,7 +11,7 @@ import getpass
 import hashlib
 
 from PySide6.QtCore import QByteArray, QSize, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QIcon, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QIcon, QKeySequence, QShowEvent
 from PySide6.QtWidgets import QDockWidget, QFrame, QInputDialog, QMainWindow, QScrollArea, QTabWidget, QWidget
 
 from agentdesk.gui.approvals.queue import ApprovalQueue
@@ -34,6 +34,8 @@ from agentdesk.store import readmodel as rm
 TIMELINE_TAB, CONTEXT_TAB, RULES_TAB = 0, 1, 2
 TREE_MIN_WIDTH, QUEUE_MIN_WIDTH, CENTRE_MIN_WIDTH = 240, 300, 640
 """The docks give way before the timeline does: below 640 px its axis labels, legend and detail tabs clip."""
+CENTRE_PREFERRED_WIDTH = 800
+"""What the docks leave the centre at the first show when the screen allows (1366 px: tree 254, queue 312)."""
 
 
 def fitting_size(wanted: QSize, available: QSize) -> QSize:
@@ -85,7 +87,7 @@ class MainWindow(QMainWindow):
                                      Qt.DockWidgetArea.RightDockWidgetArea)
         self.tree_dock.setMinimumWidth(TREE_MIN_WIDTH)
         self.queue_dock.setMinimumWidth(QUEUE_MIN_WIDTH)
-        self._size_docks()
+        self._docks_sized = False
         self.status = StoreStatusBar(services, self)
         self.setStatusBar(self.status)
         self.receiver = ReceiverToggle(services, self.settings, self.status)
@@ -98,10 +100,18 @@ class MainWindow(QMainWindow):
         wanted = QSize(1600, 1000)
         return wanted if screen is None else fitting_size(wanted, screen.availableGeometry().size())
 
+    def showEvent(self, event: QShowEvent) -> None:
+        """The docks are sized once, at the first show, when the window's real width is known (a saved
+        layout restored afterwards still wins)."""
+        super().showEvent(event)
+        if not self._docks_sized:
+            self._docks_sized = True
+            self._size_docks()
+
     def _size_docks(self) -> None:
         """Room for names in the tree and for the countdown in the queue, in proportion to the window; the
         centre (timeline, context, rules) keeps at least CENTRE_MIN_WIDTH."""
-        spare = max(0, self.width() - CENTRE_MIN_WIDTH)
+        spare = max(0, self.width() - CENTRE_PREFERRED_WIDTH)
         tree = max(TREE_MIN_WIDTH, min(420, int(spare * 0.45)))
         queue = max(QUEUE_MIN_WIDTH, min(450, spare - tree))
         self.resizeDocks([self.tree_dock, self.queue_dock], [tree, queue], Qt.Orientation.Horizontal)
