@@ -60,8 +60,20 @@ class StoreRunner(QObject):
         return future
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Await a store call from a coroutine running on the qasync loop."""
-        return await asyncio.wrap_future(self._pool.submit(fn, *args))
+        """Await a store call from an `@asyncSlot` coroutine on the qasync loop.
+
+        Counted in `in_flight` like `submit()` (the status bar's "loading…", screenshots waiting for quiet);
+        after `shutdown()` the awaiting coroutine is cancelled, as nothing is left to answer to.
+        """
+        if self._closed:
+            raise asyncio.CancelledError
+        self._in_flight += 1
+        self.busy_changed.emit(self._in_flight)
+        try:
+            return await asyncio.wrap_future(self._pool.submit(fn, *args))
+        finally:
+            self._in_flight -= 1
+            self.busy_changed.emit(self._in_flight)
 
     def _deliver(self, result: Any, exc: BaseException | None, on_done: OnDone | None,
                  on_error: OnError | None) -> None:

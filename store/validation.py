@@ -70,7 +70,8 @@ def check_text(label: str, text: str, limit: int = MAX_TEXT_BYTES) -> str:
 def check_name(label: str, text: str | None, *, required: bool = True) -> str:
     value = (text or "").strip()
     if required and not value:
-        raise InvalidInput(f"A {label} is required.")
+        article = "An" if label[:1].lower() in "aeiou" else "A"  # "An actor name", "A reason"
+        raise InvalidInput(f"{article} {label} is required.")
     return check_text(label, value, MAX_SHORT_TEXT)
 
 

@@ -8,6 +8,7 @@ Ctrl-C) use a real subprocess.
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -62,7 +63,9 @@ def test_importing_the_cli_imports_no_qt() -> None:
 
 def test_init_creates_then_reports_the_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "deep" / "agentdesk.sqlite"
-    code, out, _ = run(capsys, "--store", str(path), "init")
+    code, _, err = run(capsys, "--store", str(path), "init")  # a missing folder is not made silently
+    assert code == 2 and not path.parent.exists() and "--parents" in err
+    code, out, _ = run(capsys, "--store", str(path), "init", "--parents")
     assert code == 0 and path.exists() and f"schema {head_revision()}" in out
     code, out, _ = run(capsys, "info", "--store", str(path), "--json")  # global options after the command too
     facts = json.loads(out)
@@ -252,7 +255,8 @@ def test_demo_starts_the_simulator_and_hands_it_to_the_window(monkeypatch: pytes
 
     def fake_run_gui(location: str, **kwargs: object) -> int:
         simulator = kwargs["simulator"]
-        seen.update(kwargs, location=location, running=getattr(simulator, "running", False))
+        seen.update(kwargs, location=location, running=getattr(simulator, "running", False),
+                    existed=Path(location).exists())
         time.sleep(0.3)
         return 0
 
@@ -261,8 +265,19 @@ def test_demo_starts_the_simulator_and_hands_it_to_the_window(monkeypatch: pytes
     monkeypatch.setattr(app, "run_gui", fake_run_gui)
     code, out, _ = run(capsys, "demo", "--agents", "1", "--speed", "50")
     assert code == 0 and seen["running"] is True and seen["allow_writes"] is True
-    assert out.startswith("Demo store: ") and Path(str(seen["location"])).exists()
+    assert out.startswith("Demo store: ") and seen["existed"] is True
     assert not cast(Simulator, seen["simulator"]).running  # stopped when the window closed
+    assert not Path(str(seen["location"])).parent.exists()  # the throwaway store went with the window
+    # It opens on a run the agents are working in, not on whatever finished first.
+    selected = str(seen["select"])
+    assert selected.startswith("run_")
+    started = [e for e in cast(Simulator, seen["simulator"]).events if e.entity_id == selected]
+    assert started and started[0].kind == "run_started"
+
+    code, out, _ = run(capsys, "demo", "--agents", "1", "--speed", "50", "--keep")
+    kept = Path(str(seen["location"]))
+    assert code == 0 and kept.exists() and f"Kept the demo store: {kept}" in out
+    shutil.rmtree(kept.parent)
 
 
 def test_gui_on_a_missing_store_fails_cleanly_without_creating_it(tmp_path: Path,

@@ -5,16 +5,19 @@ in the store, so one lost race does not undo the others; the results are
 reported as they arrive ("approved 3, 1 already denied by bob"). Nothing here
 touches the tables after a decision: the store's change event removes the rows.
 Dialogs are opened with `open()` and answer through `finished`, so no nested
-event loop runs inside a qasync coroutine.
+event loop runs inside a qasync coroutine. The store calls themselves are awaited
+in an `@asyncSlot` coroutine (`record`) through `StoreRunner.run`.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from functools import partial
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QDialog, QWidget
+from qasync import asyncSlot
 
 from agentdesk.gui.approvals.dialogs import ConfirmHiddenDialog, EditArgumentsDialog, ReasonDialog
 from agentdesk.gui.approvals.report import Batch, sentence
@@ -138,18 +141,27 @@ class DecisionFlow(QObject):
             self._finish_batch(batch)
             return
         self.busy_changed.emit()
-        for approval in live:
-            self._submit(batch, approval, approve, reason, edited)
+        self.record(batch, live, approve, reason, edited)
 
-    def _submit(self, batch: Batch, approval: rm.Approval, approve: bool, reason: str | None,
-                edited: str | None) -> None:
+    @asyncSlot()
+    async def record(self, batch: Batch, approvals: list[rm.Approval], approve: bool, reason: str | None,
+                     edited: str | None) -> None:
+        """The batch's decisions, all in flight at once on the qasync loop, each awaited on its own so
+        results are reported as they land (and one lost race does not hold up the others)."""
+        await asyncio.gather(*(self._record_one(batch, a, approve, reason, edited) for a in approvals))
+
+    async def _record_one(self, batch: Batch, approval: rm.Approval, approve: bool, reason: str | None,
+                          edited: str | None) -> None:
         source, actor = self._services.source, self._services.actor
         # what the operator saw (the pane, else the row); the store refuses any other arguments as stale
         shown = self.displayed(approval.id) or arguments_hash(approval.arguments)
-        self._services.runner.submit(partial(decide, expected_arguments_hash=shown), source, approval.id, approve,
-                                     actor, reason, edited,
-                                     on_done=partial(self._decided, batch, approval),
-                                     on_error=partial(self._not_decided, batch, approval))
+        try:
+            decided = await self._services.runner.run(partial(decide, expected_arguments_hash=shown), source,
+                                                      approval.id, approve, actor, reason, edited)
+        except Exception as exc:  # a store refusal (conflict, expired, stale) is a result line, not a crash
+            self._not_decided(batch, approval, exc)
+            return
+        self._decided(batch, approval, decided)
 
     def _next_after(self, ids: list[str]) -> str | None:
         """The pending approval to move to once these are decided: the next one below, else above."""

@@ -18,11 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import sys
 import tempfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -33,6 +35,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from agentdesk.gui.cli import crash
 from agentdesk.gui.cli import output as out
+from agentdesk.gui.cli.display import display_problem
 from agentdesk.gui.cli.opening import (
     EXIT_BROKEN_CHAIN,
     EXIT_OK,
@@ -60,6 +63,9 @@ from agentdesk.store.text.arguments import arguments_hash, inspect_cached, short
 
 # -- commands ------------------------------------------------------------------------------
 def cmd_init(args: argparse.Namespace) -> int:
+    # The default location is the app's own data folder, made on first use; a folder the user named is not.
+    chosen = args.store is not None or bool(os.environ.get("AGENTDESK_STORE"))
+    require_parent_folder(location_of(args), create=args.parents or not chosen)
     source = open_any(args, write=True, create=True)
     try:
         native_store(source, "be initialised")
@@ -68,6 +74,22 @@ def cmd_init(args: argparse.Namespace) -> int:
         source.close()
     say(f"Store ready at {descriptor.location} (schema {descriptor.schema_version}).")
     return EXIT_OK
+
+
+def require_parent_folder(location: str, *, create: bool) -> None:
+    """A mistyped folder is refused, not quietly made: `init` creates folders only with `--parents`."""
+    if "://" in location:
+        return  # a database URL: the server decides
+    folder = Path(location).expanduser().parent
+    if folder.is_dir():
+        return
+    if not create:
+        raise InvalidInput(f"The folder {folder} does not exist; create it first, or run init with --parents.")
+    say(f"Creating the folder {folder}.")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandFailed(f"Could not create the folder {folder}: {exc.strerror or exc}.", EXIT_UNAVAILABLE) from exc
 
 
 def interrupt(signum: int, frame: object) -> None:
@@ -226,24 +248,78 @@ def start_window(location: str, **options: Any) -> int:
     return int(run_gui(location, **options))
 
 
+def require_display(screenshot: str | None = None) -> None:
+    """Refuse in one sentence, before Qt starts, where Qt would abort (no display, xcb libraries missing)."""
+    if screenshot and not os.environ.get("DISPLAY") and not os.environ.get("QT_QPA_PLATFORM"):
+        return  # run_gui renders a screenshot offscreen when there is no display
+    problem = display_problem()
+    if problem is not None:
+        raise CommandFailed(problem, EXIT_UNAVAILABLE)
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
+    require_display(args.screenshot)
     return start_window(location_of(args), screenshot=args.screenshot, view=args.view, select=args.select,
                         allow_writes=args.allow_writes, theme=args.theme)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """A throwaway store, agents working in it, and the window on top."""
-    location = str(Path(tempfile.mkdtemp(prefix="agentdesk-demo-")) / "agentdesk.sqlite")
-    source = open_source(location, create=True, busy_timeout_s=args.busy_timeout)
-    sim = Simulator(native_store(source, "host the demo"), agents=args.agents, seed=args.seed,
-                    approval_timeout_s=args.approval_timeout, speed=args.speed, duration_s=args.duration)
-    say(f"Demo store: {location}")
+    """A throwaway store, agents working in it, and the window on top; the store goes with the window
+    unless `--keep`."""
+    require_display()
+    if threading.current_thread() is threading.main_thread():  # a kill before the window is up still cleans up
+        signal.signal(signal.SIGTERM, interrupt)
+    folder = Path(tempfile.mkdtemp(prefix="agentdesk-demo-"))
+    location = str(folder / "agentdesk.sqlite")
     try:
-        sim.start()
-        return start_window(location, simulator=sim, allow_writes=True, theme=args.theme)
+        source = open_source(location, create=True, busy_timeout_s=args.busy_timeout)
+        sim = Simulator(native_store(source, "host the demo"), agents=args.agents, seed=args.seed,
+                        approval_timeout_s=args.approval_timeout, speed=args.speed, duration_s=args.duration)
+        say(f"Demo store: {location}" + ("" if args.keep else " (removed when the window closes; --keep keeps it)"))
+        try:
+            sim.start()
+            return start_window(location, simulator=sim, allow_writes=True, theme=args.theme,
+                                select=first_live_run(sim))
+        finally:
+            sim.stop()
+            source.close()
     finally:
-        sim.stop()
-        source.close()
+        if args.keep:
+            say(f"Kept the demo store: {location}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def first_live_run(sim: Simulator, *, timeout_s: float = 6.0) -> str | None:
+    """The run the demo opens on: a running one whose agent waits for an approval (it stays running until
+    the operator decides, so the timeline and the queue show the same work), else, after `timeout_s`, the
+    running run with the most tool calls. The store's showcase run may be a short one that already ended."""
+    give_up = time.monotonic() + timeout_s
+    while True:
+        events = sim.events
+        live: dict[str, int] = {}  # run id -> tool calls so far
+        waiting: set[str] = set()
+        current: dict[int, str] = {}  # worker -> its running run
+        for event in events:
+            if event.kind == "run_started" and event.entity_id:
+                current[event.worker] = event.entity_id
+                live[event.entity_id] = 0
+            elif event.kind == "run_finished" and event.entity_id:
+                live.pop(event.entity_id, None)
+                waiting.discard(event.entity_id)
+            elif event.worker in current and current[event.worker] in live:
+                run_id = current[event.worker]
+                if event.kind == "tool":
+                    live[run_id] += 1
+                elif event.kind == "approval_requested":
+                    waiting.add(run_id)
+                elif event.kind == "approval_decided":
+                    waiting.discard(run_id)
+        if waiting:
+            return min(waiting)
+        if time.monotonic() >= give_up or not sim.running:
+            return max(live, key=lambda run_id: live[run_id]) if live else None
+        time.sleep(0.05)
 
 
 HANDLERS: dict[str, Handler] = {

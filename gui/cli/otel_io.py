@@ -34,7 +34,8 @@ def import_options(p: argparse.ArgumentParser) -> None:
 def export_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN_ID", help="the run to export")
     p.add_argument("--project", metavar="NAME_OR_ID", help="export every run of this project instead")
-    p.add_argument("--format", choices=FORMATS, default="otlp-json")
+    p.add_argument("--format", choices=FORMATS, default="otlp-json",
+                   help="otlp-json (one document, default) or otlp-jsonl (one line per resource)")
     p.add_argument("-o", "--output", metavar="FILE", type=Path, help="write here (default: stdout)")
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agentdesk.store.bus import Change
+from agentdesk.store.bus import Change, ChangeOp
 from agentdesk.store.readmodel import Approval
 from agentdesk.store.sim.control import SimEvent
 from agentdesk.store.text.arguments import arguments_hash, byte_length, inspect_cached, short_hash
@@ -151,6 +151,10 @@ def change_line(change: Change) -> str:
     rev = f"rev={change.revision}" if change.revision is not None else ""
     parents = " ".join(f"{clean(k)}={clean(v)}" for k, v in change.parents.items())
     entity, op = clean(change.entity), clean(change.op)
+    if change.op == ChangeOp.RESET:
+        return (f"#{change.seq or '-':<6} {when}  reset: the change feed was interrupted (a gap or a reconnect), so "
+                f"changes may have been missed here; read again what you rely on (`agentdesk approvals`, "
+                f"`agentdesk info`).")
     line = f"#{change.seq or '-':<6} {when}  {entity:<13} {op:<6} {clean(change.id)}"
     return f"{line}  {rev}  {parents}".rstrip()
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from agentdesk import __version__
 from agentdesk.gui.cli.opening import positive
 from agentdesk.gui.cli.otel_io import export_options, import_options
 from agentdesk.gui.cli.receive import receive_options
 from agentdesk.gui.cli.rules_commands import add_rules_parser
+from agentdesk.gui.cli.usage import Parser
 
 STATUSES = ("pending", "approved", "denied", "expired", "all")
 VIEWS = ("window", "tree", "timeline", "context", "approvals", "rules")
@@ -23,8 +25,8 @@ DEFAULT_BUSY_TIMEOUT_S = 5.0
 Handler = Callable[[argparse.Namespace], int]
 
 
-def common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+def common_options() -> Parser:
+    common = Parser(add_help=False)
     common.add_argument("--store", default=argparse.SUPPRESS, metavar="PATH_OR_URL",
                         help="store file or database URL (default: $AGENTDESK_STORE, else the user "
                              "data folder)")
@@ -40,8 +42,9 @@ def common_options() -> argparse.ArgumentParser:
 def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     """`handlers` maps each command name to the function that runs it."""
     common = common_options()
-    parser = argparse.ArgumentParser(prog="agentdesk", parents=[common],
-                                     description="Inspect and control LLM agent runs.")
+    parser = Parser(prog="agentdesk", parents=[common], description="Inspect and control LLM agent runs.")
+    parser.add_argument("--version", action="version", version=f"agentdesk {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
@@ -49,7 +52,8 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
         p.set_defaults(handler=handlers[name])
         return p
 
-    command("init", "create or upgrade the store")
+    command("init", "create or upgrade the store").add_argument(
+        "--parents", action="store_true", help="also create the store's missing parent folders")
     sim_options(command("simulate", "play simulated agents writing to the store"))
     p = command("watch", "print every change as it is committed (Ctrl-C stops)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -59,22 +63,25 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     p.add_argument("--since", type=int, metavar="SEQ",
                    help="first replay the changes after this sequence number")
     p = command("approvals", "list approvals (newest first; pending ones oldest first)")
-    p.add_argument("--status", choices=STATUSES, default="pending")
+    p.add_argument("--status", choices=STATUSES, default="pending",
+                   help="which approvals to list (default pending; expired includes overdue pending ones)")
     p.add_argument("--json", action="store_true", help="one JSON array with stable keys")
     raw_option(p)
-    p.add_argument("--limit", type=positive(int), default=1000)
+    p.add_argument("--limit", type=positive(int), default=1000, help="list at most this many (default 1000)")
     p = command("approve", "approve a pending tool call")
     decision_options(p, reason_required=False)
     p.add_argument("--args", metavar="JSON",
                    help="edited arguments: JSON text, @FILE, or - for stdin (<= 1 MB)")
     decision_options(command("deny", "deny a pending tool call"), reason_required=True)
-    command("info", "what the store is: kind, schema, size, counts").add_argument("--json",
-                                                                                  action="store_true")
+    command("info", "what the store is: kind, schema, size, counts").add_argument(
+        "--json", action="store_true", help="one JSON object with stable keys")
     p = command("verify", "walk the audit chain; exit 6 when a record was altered")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON object: ok, records, broken_seq, reason")
     p = command("demo", "a throwaway store with simulated agents working, in the window")
     sim_options(p)
-    p.add_argument("--theme", choices=THEMES, default="system")
+    theme_option(p)
+    p.add_argument("--keep", action="store_true",
+                   help="keep the demo's store when the window closes (it is removed otherwise)")
     add_rules_parser(command("rules", "standing approval rules: list, add, remove, test (dry run)"), common)
     receive_options(command("receive", "an OTLP/HTTP receiver: live spans from any OpenTelemetry exporter "
                                        "into the store (Ctrl-C stops)"))
@@ -83,10 +90,16 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     export_options(command("export", "write a run or a project as OTLP/JSON or OTLP JSON Lines"))
     p = command("gui", "open the window on the store")
     p.add_argument("--screenshot", metavar="PATH", help="render offscreen, save a PNG and exit")
-    p.add_argument("--view", choices=VIEWS, default="window")
+    p.add_argument("--view", choices=VIEWS, default="window",
+                   help="with --screenshot: the whole window (default) or one view")
     p.add_argument("--select", metavar="ID", help="select this entity (any id) at start")
-    p.add_argument("--theme", choices=THEMES, default="system")
+    theme_option(p)
     return parser
+
+
+def theme_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--theme", choices=THEMES, default="system",
+                   help="colours: follow the system (default), or light or dark")
 
 
 def raw_option(p: argparse.ArgumentParser) -> None:
@@ -96,24 +109,34 @@ def raw_option(p: argparse.ArgumentParser) -> None:
 
 
 def decision_options(p: argparse.ArgumentParser, *, reason_required: bool) -> None:
-    p.add_argument("id")
+    p.add_argument("id", type=approval_id, help="the approval's id (`agentdesk approvals` lists them)")
     p.add_argument("--expect-hash", metavar="HASH",
                    help="the arguments hash you were shown (`approvals --json`: arguments_hash, or its "
                         "first 12 hex digits); refused with exit 3 if the stored arguments differ")
     p.add_argument("--actor", required=True,
                    help="your name, recorded with the decision and in the audit log")
-    p.add_argument("--reason", required=reason_required)
+    p.add_argument("--reason", required=reason_required,
+                   help="why, recorded with the decision" + (" (required)" if reason_required else ""))
 
 
 def sim_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--agents", type=positive(int), default=3)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--agents", type=positive(int), default=3, help="how many agents work at once (default 3)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="the same seed plays the same agents, tools and arguments (default 0)")
     p.add_argument("--duration", type=positive(float), metavar="SECONDS",
                    help="stop after this long (default: until Ctrl-C)")
     p.add_argument("--approval-timeout", type=positive(float), default=120.0, metavar="SECONDS",
                    help="how long an agent waits for a human before giving up (default 120)")
     p.add_argument("--speed", type=positive(float), default=1.0,
                    help="simulated work runs this many times faster (approval deadlines stay real)")
+
+
+def approval_id(text: str) -> str:
+    """An id is a word: empty or blank (`approve ""`, an unset shell variable) is a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an approval id is needed, and this one is empty "
+                                         "(`agentdesk approvals` lists the pending ones)")
+    return text
 
 
 def parse(argv: list[str] | None, handlers: dict[str, Handler]) -> argparse.Namespace:

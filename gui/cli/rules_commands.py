@@ -32,7 +32,7 @@ DRY_HEADERS = ["APPROVAL", "WHEN", "TOOL", "WOULD", "ACTUAL", "DECIDED BY", "", 
 def add_rules_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="rules_command", required=True, metavar="ACTION")
     listing = sub.add_parser("list", parents=[common], help="every rule, more specific above broader")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="one JSON array with stable keys")
     add = sub.add_parser("add", parents=[common], help="save a rule (use `test` on it before relying on it)")
     add.add_argument("--effect", choices=[e.value for e in Effect], default=None,
                      help="allow, deny or ask (default: allow; from an approval: what the person decided)")
@@ -49,18 +49,18 @@ def add_rules_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     for scope in ("project", "agent", "session"):
         add.add_argument(f"--{scope}", metavar="ID", help=f"only for this {scope}")
     add.add_argument("--expires-in", type=float, metavar="SECONDS", help="the rule stops applying after this")
-    add.add_argument("--note", default="")
+    add.add_argument("--note", default="", help="a note for the other operators, shown with the rule")
     add.add_argument("--disabled", action="store_true", help="save it switched off")
     add.add_argument("--actor", required=True, help="your name, recorded in the audit log")
-    add.add_argument("--json", action="store_true")
+    add.add_argument("--json", action="store_true", help="print the saved rule as JSON")
     remove = sub.add_parser("remove", parents=[common], help="delete a rule (approvals it decided keep its id)")
-    remove.add_argument("id")
-    remove.add_argument("--actor", required=True)
+    remove.add_argument("id", help="the rule's id (`agentdesk rules list` shows them)")
+    remove.add_argument("--actor", required=True, help="your name, recorded in the audit log")
     remove.add_argument("--revision", type=int, help="only if the rule is still at this revision")
     test = sub.add_parser("test", parents=[common], help="dry run: what the rule would have decided")
-    test.add_argument("id")
+    test.add_argument("id", help="the rule's id (`agentdesk rules list` shows them)")
     test.add_argument("--limit", type=int, default=DEFAULT_HISTORY, help="past approvals to replay")
-    test.add_argument("--json", action="store_true")
+    test.add_argument("--json", action="store_true", help="the dry run's result as JSON")
 
 
 def _native(args: argparse.Namespace, *, write: bool = False) -> NativeSource:

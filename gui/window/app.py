@@ -20,7 +20,7 @@ from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
 
 if TYPE_CHECKING:
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QWidget
 
 
 class Stoppable(Protocol):
@@ -61,13 +61,14 @@ def run_gui(location: str, *, screenshot: str | None = None, view: str = "window
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
     app.setApplicationName("agentdesk")
+    app.setDesktopFileName("agentdesk")  # matches packaging/agentdesk.desktop, for the taskbar icon
     try:
         source = _open(location, allow_writes=allow_writes, ask=screenshot is None)
     except StoreError as exc:
         print(f"agentdesk: {exc}", file=sys.stderr)
         return exc.exit_code
     try:
-        return _run(app, source, screenshot, view, select, theme)
+        return _run(app, source, screenshot, view, select, theme, follow=simulator is not None)
     finally:
         if simulator is not None:
             simulator.stop()
@@ -88,8 +89,39 @@ def _open(location: str, *, allow_writes: bool, ask: bool) -> Source:
     return source
 
 
+def _quit_on_signals(app: QApplication) -> None:
+    """Ctrl-C and SIGTERM close the window as File → Quit does, so `agentdesk demo` still removes its store.
+
+    Python runs signal handlers only when it gets control; the timer hands it control a few times a second
+    while Qt waits for events (the app owns it).
+    """
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda _signum, _frame: app.closeAllWindows() or app.quit())
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(250)
+
+
+def _quit_after_first_paint(app: QApplication, window: QWidget) -> None:
+    from PySide6.QtCore import QEvent, QObject
+
+    class FirstPaint(QObject):
+        def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+            if event.type() == QEvent.Type.Paint:
+                print("first paint", flush=True)
+                app.quit()
+                window.removeEventFilter(self)
+            return False
+
+    window.installEventFilter(FirstPaint(window))
+
+
 def _run(app: QApplication, source: Source, screenshot: str | None, view: str, select: str | None,
-         theme: str) -> int:
+         theme: str, *, follow: bool = False) -> int:
     import qasync
 
     from agentdesk.gui.shared.theme import apply_theme
@@ -101,6 +133,7 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
     source.watch()
     services = Services.create(source, actor=getpass.getuser() or "operator")
     window = MainWindow(services)
+    window.follow_first_approval = follow  # the demo: jump to the first approval its agents ask for
     # Everything built so far lives as long as the window: keep it out of the collector's full
     # passes, which otherwise stall the GUI thread ~100 ms at a time while a big run loads.
     gc.freeze()
@@ -116,11 +149,14 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
             capture(window, view, screenshot)
             print(screenshot)
             return 0
+        if os.environ.get("AGENTDESK_QUIT_AFTER_FIRST_PAINT"):
+            _quit_after_first_paint(app, window)  # bench/startup.py: time to the first painted window
         window.show()
-        window.restore_state()
+        window.restore_state(restore_selection=not select)
         if select:
             window.select(resolve_entity(source, select), select)
         window.ensure_operator_name()
+        _quit_on_signals(app)
         loop = qasync.QEventLoop(app)
         asyncio.set_event_loop(loop)
         closing = asyncio.Event()

@@ -10,9 +10,9 @@ from __future__ import annotations
 import getpass
 import hashlib
 
-from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QInputDialog, QMainWindow, QTabWidget, QWidget
+from PySide6.QtCore import QByteArray, QSize, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QIcon, QKeySequence, QShowEvent
+from PySide6.QtWidgets import QDockWidget, QFrame, QInputDialog, QMainWindow, QScrollArea, QTabWidget, QWidget
 
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.context.editor import ContextEditor
@@ -20,6 +20,7 @@ from agentdesk.gui.ingest.dialog import import_into_window, why_not_import
 from agentdesk.gui.rules.panel import RulesPanel
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.tree.view import ProjectTree
+from agentdesk.gui.window.file_menu import StoreMenu
 from agentdesk.gui.window.notify import TrayNotifier
 from agentdesk.gui.window.receiver_toggle import ReceiverToggle
 from agentdesk.gui.window.settings import open_settings, read_str
@@ -27,19 +28,45 @@ from agentdesk.gui.window.shortcuts_help import ShortcutsDialog
 from agentdesk.gui.window.status_bar import StoreStatusBar
 from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
+from agentdesk.resources import ICON, resource_path
 from agentdesk.store import readmodel as rm
 
 TIMELINE_TAB, CONTEXT_TAB, RULES_TAB = 0, 1, 2
+TREE_MIN_WIDTH, QUEUE_MIN_WIDTH, CENTRE_MIN_WIDTH = 240, 300, 640
+"""The docks give way before the timeline does: below 640 px its axis labels, legend and detail tabs clip."""
+CENTRE_PREFERRED_WIDTH = 800
+"""What the docks leave the centre at the first show when the screen allows (1366 px: tree 254, queue 312)."""
+
+
+def fitting_size(wanted: QSize, available: QSize) -> QSize:
+    """The first window size: what the layout wants, but never more than 90 % of the screen's free area."""
+    return QSize(min(wanted.width(), int(available.width() * 0.9)),
+                 min(wanted.height(), int(available.height() * 0.9)))
+
+
+def scrolling(widget: QWidget) -> QScrollArea:
+    area = QScrollArea()
+    area.setWidget(widget)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    return area
+
+
+def app_icon() -> QIcon:
+    return QIcon(str(resource_path(ICON)))
 
 
 class MainWindow(QMainWindow):
     def __init__(self, services: Services, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.services = services
+        self.follow_first_approval = False
+        """Set by the demo: when the first approval arrives, show its run and select it."""
         self.settings = open_settings()
         services.actor = read_str(self.settings, "operator/name") or services.actor
         self.setWindowTitle(shown_line(f"agentdesk — {services.source.descriptor.location}", 300))
-        self.resize(1500, 900)
+        self.setWindowIcon(app_icon())
+        self.resize(self._first_size())
 
         self.tree = ProjectTree(services, self)
         self.timeline = TimelinePanel(services, self)
@@ -49,20 +76,45 @@ class MainWindow(QMainWindow):
         self.notifier = TrayNotifier(self)
 
         self.tabs = QTabWidget(self)
+        self.tabs.setMinimumWidth(CENTRE_MIN_WIDTH)
         self.tabs.addTab(self.timeline, "Timeline")
         self.tabs.addTab(self.context_editor, "Context")
         self.tabs.addTab(self.rules, "Rules")
         self.setCentralWidget(self.tabs)
         self.tree_dock = self._dock("Projects", "tree_dock", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
-        self.queue_dock = self._dock("Approvals", "queue_dock", self.queue, Qt.DockWidgetArea.RightDockWidgetArea)
-        # Room for names in the tree and for the countdown in the queue; the centre gets the rest.
-        self.resizeDocks([self.tree_dock, self.queue_dock], [420, 450], Qt.Orientation.Horizontal)
+        # The queue's button rows want ~450 px; in a scroll area the dock can give way on a 1366 px screen.
+        self.queue_dock = self._dock("Approvals", "queue_dock", scrolling(self.queue),
+                                     Qt.DockWidgetArea.RightDockWidgetArea)
+        self.tree_dock.setMinimumWidth(TREE_MIN_WIDTH)
+        self.queue_dock.setMinimumWidth(QUEUE_MIN_WIDTH)
+        self._docks_sized = False
         self.status = StoreStatusBar(services, self)
         self.setStatusBar(self.status)
         self.receiver = ReceiverToggle(services, self.settings, self.status)
         self.status.insertPermanentWidget(0, self.receiver)
         self._wire()
         self._actions()
+
+    def _first_size(self) -> QSize:
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        wanted = QSize(1600, 1000)
+        return wanted if screen is None else fitting_size(wanted, screen.availableGeometry().size())
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """The docks are sized once, at the first show, when the window's real width is known (a saved
+        layout restored afterwards still wins)."""
+        super().showEvent(event)
+        if not self._docks_sized:
+            self._docks_sized = True
+            self._size_docks()
+
+    def _size_docks(self) -> None:
+        """Room for names in the tree and for the countdown in the queue, in proportion to the window; the
+        centre (timeline, context, rules) keeps at least CENTRE_MIN_WIDTH."""
+        spare = max(0, self.width() - CENTRE_PREFERRED_WIDTH)
+        tree = max(TREE_MIN_WIDTH, min(420, int(spare * 0.45)))
+        queue = max(QUEUE_MIN_WIDTH, min(450, spare - tree))
+        self.resizeDocks([self.tree_dock, self.queue_dock], [tree, queue], Qt.Orientation.Horizontal)
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -87,6 +139,7 @@ class MainWindow(QMainWindow):
 
     def _actions(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
+        self.store_menu = StoreMenu(self, file_menu, self.settings, self.services.source.descriptor.location)
         importing = QAction("Import OpenTelemetry traces…", self)
         importing.setShortcut(QKeySequence("Ctrl+I"))
         refusal = why_not_import(self.services)
@@ -94,6 +147,13 @@ class MainWindow(QMainWindow):
         importing.setToolTip(refusal or "OTLP/JSON, JSON Lines or protobuf files; runs in the background")
         importing.triggered.connect(self.import_traces)
         file_menu.addAction(importing)
+        file_menu.addSeparator()
+        quitting = QAction("&Quit", self)
+        quitting.setShortcut(QKeySequence("Ctrl+Q"))  # Cmd+Q on macOS; Windows has no standard Quit key
+        quitting.setMenuRole(QAction.MenuRole.QuitRole)
+        quitting.triggered.connect(self.quit)
+        file_menu.addAction(quitting)
+        self.quit_action = quitting
         view = self.menuBar().addMenu("&View")
         go = self.menuBar().addMenu("&Go")
         help_menu = self.menuBar().addMenu("&Help")
@@ -117,6 +177,13 @@ class MainWindow(QMainWindow):
         view.addSeparator()
         view.addAction(self.receiver.action)
         view.addAction(self.receiver.port_action)
+
+    def quit(self) -> None:
+        """File → Quit (Ctrl+Q): close the window (which saves the layout), then end the event loop."""
+        if self.close():
+            app = QGuiApplication.instance()
+            if app is not None:
+                app.quit()
 
     def import_traces(self) -> None:
         """File → Import…; the dialog is kept until the next import so its job can report back."""
@@ -166,7 +233,23 @@ class MainWindow(QMainWindow):
 
     def _on_pending(self, count: int) -> None:
         self.queue_dock.setWindowTitle(f"Approvals ({count} pending)")
-        self.status.set_pending(count)
+        model = self.queue.pending_model
+        waiting = {a.agent_id for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
+                   and not model.is_expired(a)}
+        self.status.set_pending(count, len(waiting))
+        if self.follow_first_approval and waiting:
+            self.follow_first_approval = False
+            self._show_first_approval()
+
+    def _show_first_approval(self) -> None:
+        """The demo's first approval: its run in the timeline and the approval selected in the queue, so the
+        first thing a new user sees waiting is also what the window shows."""
+        model = self.queue.pending_model
+        first = next((a for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
+                      and not model.is_expired(a)), None)
+        if first is not None:
+            self.show_in_timeline(first.run_id, first.span_id or "")
+            self.queue.select_approval(first.id)
 
     def _remember_selection(self, entity: str, entity_id: str) -> None:
         self.settings.setValue(self._selection_key("entity"), entity)
@@ -195,13 +278,16 @@ class MainWindow(QMainWindow):
         if not read_str(self.settings, "operator/name"):
             self.ask_operator_name()
 
-    def restore_state(self) -> None:
+    def restore_state(self, *, restore_selection: bool = True) -> None:
+        """Layout, then (unless the caller selects something itself) the last selection on this store."""
         geometry = self.settings.value("window/geometry")
         state = self.settings.value("window/state")
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
         if isinstance(state, QByteArray):
             self.restoreState(state)
+        if not restore_selection:
+            return
         entity = read_str(self.settings, self._selection_key("entity"))
         entity_id = read_str(self.settings, self._selection_key("id"))
         if entity and entity_id:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from PySide6.QtCore import QModelIndex, QObject, Qt, QTimer, Signal
+from qasync import asyncSlot
 
 from agentdesk.model.context import rules as context_rules
 from agentdesk.model.context.display import AddedAfterRole, CoveredRole, ItemIdRole, NodeTypeRole, RowDisplay
@@ -224,22 +225,25 @@ class ContextModel(ContextRows):
     def _submit(self, capability: Capability, command: Callable[[ContextWriter], Any],
                 on_done: OnDone | None, on_error: OnError | None) -> None:
         """Run `command` on the source's context writer in the pool; a source without one fails it there."""
+        self._edit(capability, command, on_done, on_error)
+
+    @asyncSlot()
+    async def _edit(self, capability: Capability, command: Callable[[ContextWriter], Any],
+                    on_done: OnDone | None, on_error: OnError | None) -> None:
+        """The edit's store call, awaited on the qasync loop; the context reloads whichever way it ends."""
         basis = self.context_revision
-
-        def done(result: Any) -> None:
-            self.schedule_reload()
-            if on_done is not None:
-                on_done(result)
-
-        def failed(exc: BaseException) -> None:
+        try:
+            result = await self._services.runner.run(run_command, self._services.source, capability, command)
+        except Exception as exc:  # a stale revision, a lock, a read-only source: reported, then reloaded
             self.schedule_reload()
             if on_error is not None:
                 on_error(exc)
             else:
                 self.command_failed.emit(exc, basis)
-
-        self._services.runner.submit(run_command, self._services.source, capability, command,
-                                     on_done=done, on_error=failed)
+            return
+        self.schedule_reload()
+        if on_done is not None:
+            on_done(result)
 
     # -- QAbstractItemModel: data and the two toggles ----------------------------------------------
     def flags(self, index: Index) -> Qt.ItemFlag:

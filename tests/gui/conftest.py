@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -87,3 +88,18 @@ def services(world: World, qtbot: object) -> Iterator[Services]:
     yield services
     services.close()
     source.close()
+
+
+@pytest.fixture(autouse=True)
+def qasync_loop(qapp: Any) -> Iterator[Any]:
+    """The window's `@asyncSlot` coroutines run on qasync's loop, as in the app; qtbot's event processing
+    drives it, so the tests wait for their results the same way they wait for any Qt signal."""
+    import asyncio
+
+    import qasync
+
+    loop = qasync.QEventLoop(qapp)
+    asyncio.set_event_loop(loop)
+    yield loop
+    asyncio.set_event_loop(None)
+    loop.close()  # now, while its Qt objects live (at garbage collection they may already be gone)

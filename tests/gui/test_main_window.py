@@ -30,7 +30,9 @@ def make_window(services: Services, qtbot: Any) -> MainWindow:
 def test_pending_count_reaches_dock_title_and_status_bar(services: Services, world: World, qtbot: Any) -> None:
     window = make_window(services, qtbot)
     qtbot.waitUntil(lambda: window.queue_dock.windowTitle() == "Approvals (3 pending)")
-    assert window.status.pending_label.text() == "3 pending approvals"
+    waiting = {a.agent_id for a in services.source.approvals(None, 100) if a.id in world.approval_ids[:3]}
+    agents = f"{len(waiting)} agent{'s' if len(waiting) != 1 else ''} waiting for you"
+    assert window.status.pending_label.text() == f"3 pending approvals · {agents}"
     qtbot.waitUntil(lambda: window.status.live_label.text() == "● live")
     assert str(world.path) in window.status.store_label.text()
 

@@ -1,0 +1,8 @@
+"""The bundle's entry point: the same `main` as the `agentdesk` console script."""
+
+import sys
+
+from agentdesk.gui.cli.main import main
+
+if __name__ == "__main__":
+    sys.exit(main())

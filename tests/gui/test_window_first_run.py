@@ -1,0 +1,118 @@
+"""The first things a new user meets in the window: File menu, Quit, a size that fits, the icon, and the
+status bar saying when agents wait on them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QSize
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QApplication
+
+from agentdesk.gui.window import file_menu
+from agentdesk.gui.window.main_window import CENTRE_MIN_WIDTH, MainWindow, fitting_size
+from agentdesk.gui.window.settings import open_settings
+from agentdesk.model.services import Services
+
+from .conftest import World
+
+
+@pytest.fixture(autouse=True)
+def own_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTDESK_CONFIG_DIR", str(tmp_path / "config"))
+
+
+def make_window(services: Services, qtbot: Any) -> MainWindow:
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.show()
+    return window
+
+
+def test_file_menu_has_open_recent_import_and_quit(services: Services, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    menu = window.menuBar().actions()[0].menu()
+    texts = [a.text() for a in menu.actions() if not a.isSeparator()]
+    assert texts[0] == "&Open store…" and "Open &recent" in texts
+    assert "Import OpenTelemetry traces…" in texts and texts[-1] == "&Quit"
+    assert window.quit_action.shortcut() == QKeySequence("Ctrl+Q")
+
+
+def test_quit_closes_the_window_and_saves_its_layout(services: Services, qtbot: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    window = make_window(services, qtbot)
+    quits: list[bool] = []
+    monkeypatch.setattr(QApplication, "quit", staticmethod(lambda: quits.append(True)))
+    window.quit_action.trigger()
+    assert quits == [True] and not window.isVisible()
+    assert open_settings().value("window/geometry") is not None
+
+
+def test_recent_stores_are_remembered_newest_first_and_open_a_new_window(
+        services: Services, qtbot: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    started: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(file_menu.QProcess, "startDetached",
+                        staticmethod(lambda program, args: started.append((program, list(args))) or True))
+    window = make_window(services, qtbot)
+    other = str(tmp_path / "other.sqlite")
+    window.store_menu.open(other)
+    assert started and started[-1][1][-3:] == ["gui", "--store", other]
+    assert window.store_menu.recent[:2] == [other, services.source.descriptor.location]
+    recent_texts = [a.text() for a in window.store_menu.recent_menu.actions()]
+    assert recent_texts == [other] and window.store_menu.recent_menu.isEnabled()
+    settings = open_settings()
+    assert file_menu.remember(settings, "third")[:3] == ["third", other, services.source.descriptor.location]
+    assert len(file_menu.remember(settings, "x")) <= file_menu.MAX_RECENT
+
+
+@pytest.mark.parametrize(("screen", "expected"), [(QSize(1366, 768), QSize(1229, 691)),
+                                                   (QSize(3840, 2160), QSize(1600, 1000))])
+def test_the_first_size_fits_the_screen(screen: QSize, expected: QSize) -> None:
+    assert fitting_size(QSize(1600, 1000), screen) == expected
+
+
+@pytest.mark.parametrize("width", [1366, 1920])
+def test_docks_leave_the_timeline_a_readable_width(services: Services, qtbot: Any, width: int) -> None:
+    window = make_window(services, qtbot)
+    window.resize(width, 768)
+    qtbot.waitUntil(lambda: window.width() == width)
+    window._size_docks()
+    QApplication.processEvents()
+    assert window.tabs.width() >= CENTRE_MIN_WIDTH
+    assert window.tree_dock.width() >= 240 and window.queue_dock.width() >= 300
+
+
+def test_the_window_has_the_app_icon(services: Services, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    assert not window.windowIcon().isNull()
+    assert not window.windowIcon().pixmap(64, 64).toImage().isNull()
+
+
+def test_status_bar_says_how_many_agents_wait(services: Services, world: World, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    window.status.set_pending(5, 3)
+    assert window.status.pending_label.text() == "5 pending approvals · 3 agents waiting for you"
+    window.status.set_pending(1, 1)
+    assert window.status.pending_label.text() == "1 pending approval · 1 agent waiting for you"
+    window.status.set_pending(0, 0)
+    assert window.status.pending_label.text() == "0 pending approvals"
+
+
+def test_the_demo_window_jumps_to_the_first_approval(services: Services, world: World, qtbot: Any) -> None:
+    window = MainWindow(services)
+    window.follow_first_approval = True
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.queue.current_approval() is not None, timeout=5000)
+    current = window.queue.current_approval()
+    assert current is not None and current.id in world.approval_ids
+    assert window.follow_first_approval is False and window.tabs.currentIndex() == 0
+    assert window.timeline.run_id == current.run_id  # its run is the one in the timeline
+
+
+def test_without_the_demo_flag_the_timeline_stays_empty(services: Services, world: World, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    qtbot.waitUntil(lambda: window.queue_dock.windowTitle() == "Approvals (3 pending)")
+    assert window.timeline.run_id is None
