@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 
@@ -13,11 +12,11 @@ from agentdesk.store.database import Store, open_store
 from agentdesk.store.errors import InvalidInput, ReadOnlyStore
 from agentdesk.store.maintenance import prune_change_log
 from agentdesk.store.runtime import AgentRuntime
-from tests.conftest import World
+from tests.conftest import World, raw_connect
 
 
 def change_seqs(path: Path) -> list[int]:
-    conn = sqlite3.connect(path)
+    conn = raw_connect(path)
     try:
         return [r[0] for r in conn.execute("SELECT seq FROM change_log ORDER BY seq")]
     finally:
@@ -53,7 +52,7 @@ def test_prune_only_cuts_the_front_of_the_log(store: Store, rt: AgentRuntime, wo
                                               store_path: Path) -> None:
     churn(rt, world.sub_agent, 6)
     seqs = change_seqs(store_path)
-    conn = sqlite3.connect(store_path)  # clocks are not monotonic: one late row carries an old time
+    conn = raw_connect(store_path)  # clocks are not monotonic: one late row carries an old time
     conn.execute("UPDATE change_log SET at = 0")
     conn.execute("UPDATE change_log SET at = ? WHERE seq = ?", (time.time(), seqs[3]))
     conn.commit()
@@ -77,7 +76,7 @@ def test_prune_works_in_chunks_and_is_audited(store: Store, rt: AgentRuntime, wo
     churn(rt, world.sub_agent, 30)
     total = len(change_seqs(store_path))
     assert prune_change_log(store, keep_seconds=None, keep_rows=2, actor="janitor") == total - 2
-    conn = sqlite3.connect(store_path)
+    conn = raw_connect(store_path)
     actions = conn.execute("SELECT actor, action FROM audit_log WHERE action = 'changelog.prune'").fetchall()
     conn.close()
     assert actions and all(a == ("janitor", "changelog.prune") for a in actions)

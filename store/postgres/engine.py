@@ -9,6 +9,7 @@ one sentence naming the server, never the password.
 from __future__ import annotations
 
 import importlib.util
+from urllib.parse import unquote
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -42,7 +43,8 @@ def libpq_url(url: str) -> str:
 def display(url: str) -> str:
     """The URL as shown to people: the password replaced by ***."""
     try:
-        return make_url(normalise(url)).set(drivername="postgresql").render_as_string(hide_password=True)
+        shown = make_url(normalise(url)).set(drivername="postgresql").render_as_string(hide_password=True)
+        return unquote(shown)
     except Exception:  # an unparseable URL is shown as given (it holds no parsed password)
         return url
 
