@@ -23,6 +23,7 @@ from sqlalchemy import func, select
 from agentdesk.store.bus import RESET, Change, ChangeBus
 from agentdesk.store.database import Store
 from agentdesk.store.polling import LoopWatcher, PollLoop
+from agentdesk.store.postgres.listener import NotifyLoop
 from agentdesk.store.schema import ChangeRow
 
 DEFAULT_POLL_INTERVAL_S = 0.04
@@ -55,8 +56,18 @@ class ChangeWatcher(LoopWatcher):
         self.last_change_at: float | None = None
         self.resets = 0
         self._poll_lock = threading.RLock()
-        self._loop = PollLoop(store.path, self.poll_once, interval_s=poll_interval_s, name="agentdesk-watcher",
-                              moved=lambda: self._current_max_seq() != self.high_water)
+        self._loop: PollLoop | NotifyLoop
+        if store.is_postgres:  # a server pushes NOTIFY on commit: no probe, no polling
+            self._loop = NotifyLoop(store.url, self.poll_once, lambda: self.high_water, name="agentdesk-watcher",
+                                    min_interval_s=poll_interval_s)
+        else:
+            self._loop = PollLoop(store.path, self.poll_once, interval_s=poll_interval_s, name="agentdesk-watcher",
+                                  moved=lambda: self._current_max_seq() != self.high_water)
+
+    @property
+    def reconnecting(self) -> bool:
+        """True while a lost server connection is being re-established (the window says so)."""
+        return isinstance(self._loop, NotifyLoop) and self._loop.reconnecting
 
     def start(self, from_seq: int | None = None) -> ChangeWatcher:
         """Start after the current end of the feed (or after `from_seq`)."""
