@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from agentdesk.store import sqlite
 from agentdesk.store.bus import ChangeBus
 from agentdesk.store.postgres import engine as pg
+from agentdesk.store.postgres import roles
 from agentdesk.store.errors import ReadOnlyStore, StoreUnavailable
 from agentdesk.store.readmodel import StoreInfo
 from agentdesk.store.schema import (
@@ -98,6 +99,8 @@ class Store:
         self.schema_version = schema_version
         self.bus = ChangeBus()
         self.origin = uuid.uuid4().hex
+        self.login: roles.Login | None = None
+        """On PostgreSQL, the database login and its agentdesk level (read once at open); None on SQLite."""
 
     @property
     def path(self) -> Path | None:
@@ -190,13 +193,17 @@ def _open_server_store(url: str, *, create: bool, read_only: bool, busy_timeout_
     engine = pg.create_postgres_engine(url, read_only=read_only)
     try:
         version = _migrate(engine, url, upgrade=create and not read_only)
+        with engine.connect() as conn:
+            login = roles.current_login(conn)
     except DBAPIError as exc:
         engine.dispose()
         raise StoreUnavailable(describe_operational_error(exc, url)) from exc
     except StoreUnavailable:
         engine.dispose()
         raise
-    return Store(url, engine, read_only=read_only, schema_version=version, busy_timeout_s=busy_timeout_s)
+    store = Store(url, engine, read_only=read_only, schema_version=version, busy_timeout_s=busy_timeout_s)
+    store.login = login
+    return store
 
 
 def _check_existing_file(path: Path, busy_timeout_s: float) -> None:

@@ -48,12 +48,19 @@ class NativeSource(NativeQueries):
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        return frozenset() if self.store.read_only else NATIVE_CAPABILITIES
+        if self.store.read_only or (self.store.login is not None and not self.store.login.may("operator")):
+            return frozenset()  # a PostgreSQL viewer: the database would refuse the write anyway
+        return NATIVE_CAPABILITIES
 
     def why_not(self, capability: Capability) -> str:
         """Why a command is unavailable, for a disabled button's tooltip ("" when it is available)."""
         if capability in self.capabilities:
             return ""
+        login = self.store.login
+        if not self.store.read_only and login is not None:
+            held = f"is a member of agentdesk_{login.level}" if login.level else "is in no agentdesk role"
+            return (f"Your PostgreSQL login {login.name} {held}: deciding and editing need agentdesk_operator "
+                    "(ask an admin: agentdesk admin role grant LOGIN operator).")
         return "The store is open read-only."
 
     def info(self) -> rm.StoreInfo:

@@ -41,6 +41,7 @@ from agentdesk.gui.cli.opening import (
     read_arguments,
     say,
 )
+from agentdesk.gui.cli.admin_commands import cmd_admin
 from agentdesk.gui.cli.otel_io import cmd_export, cmd_import
 from agentdesk.gui.cli.parser import Handler, parse
 from agentdesk.gui.cli.receive import cmd_receive
@@ -248,6 +249,7 @@ HANDLERS: dict[str, Handler] = {
     "init": cmd_init, "simulate": cmd_simulate, "watch": cmd_watch, "approvals": cmd_approvals,
     "approve": cmd_decide, "deny": cmd_decide, "info": cmd_info, "verify": cmd_verify, "demo": cmd_demo,
     "gui": cmd_gui, "rules": cmd_rules, "receive": cmd_receive, "import": cmd_import, "export": cmd_export,
+    "admin": cmd_admin,
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from agentdesk.gui.cli.admin_commands import add_admin_parser
 from agentdesk.gui.cli.opening import positive
 from agentdesk.gui.cli.otel_io import export_options, import_options
 from agentdesk.gui.cli.receive import receive_options
@@ -75,6 +76,7 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     p = command("demo", "a throwaway store with simulated agents working, in the window")
     sim_options(p)
     p.add_argument("--theme", choices=THEMES, default="system")
+    add_admin_parser(command("admin", "a team store's upkeep: PostgreSQL roles, change-log pruning"), common)
     add_rules_parser(command("rules", "standing approval rules: list, add, remove, test (dry run)"), common)
     receive_options(command("receive", "an OTLP/HTTP receiver: live spans from any OpenTelemetry exporter "
                                        "into the store (Ctrl-C stops)"))
