@@ -109,7 +109,8 @@ def pg_cluster() -> Iterator[PgCluster]:
         if os.environ.get("CI") == "true":
             pytest.fail(f"PostgreSQL tests cannot run in CI: {reason}")
         pytest.skip(reason)
-    root = None
+    root = Path(os.environ[server.DIR_ENV]) if url and os.environ.get(server.DIR_ENV) else None
+    owned = not url
     if not url:
         assert bin_dir is not None
         root, url = server.start(bin_dir)
@@ -118,7 +119,7 @@ def pg_cluster() -> Iterator[PgCluster]:
         cluster.prepare()
         yield cluster
     finally:
-        if root is not None and bin_dir is not None:
+        if owned and root is not None and bin_dir is not None:
             server.stop(bin_dir, root)
         else:
             for name in (cluster.template,):

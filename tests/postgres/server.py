@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 
 URL_ENV = "AGENTDESK_TEST_PG"
+DIR_ENV = "AGENTDESK_TEST_PG_DIR"
+"""The server's folder, when the caller started it: lets the restart test run pg_ctl restart."""
 SERVER_OPTIONS = ("-c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off "
                   "-c max_connections=200")
 HBA = "local all postgres trust\nlocal all all scram-sha-256\n"
