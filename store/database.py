@@ -26,9 +26,9 @@ from sqlalchemy.orm import Session
 
 from agentdesk.store import sqlite
 from agentdesk.store.bus import ChangeBus
+from agentdesk.store.errors import ReadOnlyStore, StoreUnavailable
 from agentdesk.store.postgres import engine as pg
 from agentdesk.store.postgres import roles
-from agentdesk.store.errors import ReadOnlyStore, StoreUnavailable
 from agentdesk.store.readmodel import StoreInfo
 from agentdesk.store.schema import (
     AgentRow,

@@ -18,6 +18,7 @@ from agentdesk.store.audit import ChainReport, verify_chain
 from agentdesk.store.bus import Change, ChangeBus, Subscriber
 from agentdesk.store.database import Store, open_store, to_url
 from agentdesk.store.errors import StoreUnavailable
+from agentdesk.store.maintenance import PruneSchedule
 from agentdesk.store.queries import NativeQueries
 from agentdesk.store.schema import RunRow, SpanRow
 from agentdesk.store.source import ApprovalWriter, Capability, ContextWriter, Source, SourceDescriptor
@@ -32,6 +33,7 @@ class NativeSource(NativeQueries):
     def __init__(self, store: Store) -> None:
         super().__init__(store)
         self._watcher: ChangeWatcher | None = None
+        self._prune: PruneSchedule | None = None
 
     @classmethod
     def open(cls, location: str | None = None, **kwargs: object) -> NativeSource:
@@ -70,6 +72,7 @@ class NativeSource(NativeQueries):
         if self._watcher is None:
             interval = DEFAULT_POLL_INTERVAL_S if poll_interval_s is None else poll_interval_s
             self._watcher = ChangeWatcher(self.store, poll_interval_s=interval).start()
+            self._prune = PruneSchedule(self.store).start()  # a long-lived watcher also keeps the log short
         return self._watcher
 
     @property
@@ -80,6 +83,9 @@ class NativeSource(NativeQueries):
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
+        if self._prune is not None:
+            self._prune.stop()
+            self._prune = None
         self.store.close()
 
     def showcase_run(self) -> str | None:

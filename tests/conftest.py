@@ -26,7 +26,6 @@ from agentdesk.store.database import Store, open_store
 from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 
-
 PG_MODULES = frozenset({"test_store_commands", "test_store_runtime", "test_bus", "test_cli",
                         "test_audit", "test_store_maintenance", "test_source_seam"})
 """test_bad_input is about SQLite files byte for byte; its PostgreSQL faults are tests/postgres/test_faults.py."""

@@ -90,3 +90,37 @@ def test_prune_refuses_a_read_only_store(store_path: Path, world: World) -> None
             prune_change_log(ro)
     finally:
         ro.close()
+
+
+def test_the_schedule_prunes_while_the_store_is_open(store: Store, rt: AgentRuntime, world: World,
+                                                     store_path: Path) -> None:
+    from agentdesk.store.maintenance import PruneSchedule
+    churn(rt, world.sub_agent, 6)
+    raw = raw_connect(store_path)
+    raw.execute("UPDATE change_log SET at = 0")  # every row is older than a day
+    raw.commit()
+    raw.close()
+    before = len(change_seqs(store_path))
+    schedule = PruneSchedule(store, interval_s=0.05, first_after_s=0.01, keep_rows=1).start()
+    try:
+        deadline = time.monotonic() + 30
+        while schedule.runs < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        schedule.stop()
+    assert schedule.runs >= 2 and schedule.deleted == before - 1
+    assert len(change_seqs(store_path)) == 1  # never the newest row
+
+
+def test_admin_prune_on_the_command_line(store: Store, rt: AgentRuntime, world: World, store_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from agentdesk.gui.cli.main import main
+    churn(rt, world.sub_agent, 6)
+    raw = raw_connect(store_path)
+    raw.execute("UPDATE change_log SET at = 0")
+    raw.commit()
+    raw.close()
+    total = len(change_seqs(store_path))
+    assert main(["--store", str(store_path), "admin", "prune", "--keep-days", "1"]) == 0
+    assert capsys.readouterr().out.strip() == f"Pruned {total - 1} change-log rows older than 1 days."
+    assert main(["--store", str(store_path), "admin", "prune", "--keep-days", "0"]) == 2  # not positive

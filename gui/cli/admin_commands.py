@@ -30,7 +30,8 @@ def add_admin_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     listing.add_argument("--json", action="store_true")
     prune = sub.add_parser("prune", parents=[common], help="delete change-log rows every watcher has read")
     prune.add_argument("--keep-days", type=positive(float), default=DEFAULT_KEEP_SECONDS / DAY_S, metavar="N",
-                       help=f"keep this many days of changes (default {DEFAULT_KEEP_SECONDS / DAY_S:g})")
+                       help=f"keep this many days of changes (default {DEFAULT_KEEP_SECONDS / DAY_S:g}); the newest "
+                            "change always stays")
 
 
 def cmd_admin(args: argparse.Namespace) -> int:
@@ -38,7 +39,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
                      or getattr(args, "role_command", "") == "grant")
     try:
         if args.admin_command == "prune":
-            deleted = prune_change_log(store, keep_seconds=args.keep_days * DAY_S,
+            deleted = prune_change_log(store, keep_seconds=args.keep_days * DAY_S, keep_rows=1,
                                        actor=store.login.name if store.login else "agentdesk")
             say(f"Pruned {deleted} change-log row{'s' if deleted != 1 else ''} older than {args.keep_days:g} days.")
         elif args.role_command == "grant":

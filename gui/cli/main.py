@@ -31,6 +31,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from agentdesk.gui.cli import output as out
+from agentdesk.gui.cli.admin_commands import cmd_admin
 from agentdesk.gui.cli.opening import (
     EXIT_BROKEN_CHAIN,
     EXIT_OK,
@@ -41,7 +42,6 @@ from agentdesk.gui.cli.opening import (
     read_arguments,
     say,
 )
-from agentdesk.gui.cli.admin_commands import cmd_admin
 from agentdesk.gui.cli.otel_io import cmd_export, cmd_import
 from agentdesk.gui.cli.parser import Handler, parse
 from agentdesk.gui.cli.receive import cmd_receive

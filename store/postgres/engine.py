@@ -9,8 +9,8 @@ one sentence naming the server, never the password.
 from __future__ import annotations
 
 import importlib.util
-from urllib.parse import unquote
 from typing import Any
+from urllib.parse import unquote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url

@@ -17,6 +17,7 @@ a stop request: no polling queries.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -98,10 +99,8 @@ class NotifyLoop:
 
     def _close(self) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(Exception):  # a broken connection may fail to close; it is gone either way
                 self._conn.close()
-            except Exception:  # a broken connection may fail to close; it is gone either way
-                pass
             self._conn = None
 
     def _run(self) -> None:

@@ -114,3 +114,24 @@ def test_admin_role_grant_and_list(pg_url: str, pg_store: Store, make_login: Mak
 def test_roles_are_refused_on_sqlite(store_path: object, store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--store", str(store_path), "admin", "role", "list"]) == 2
     assert "only on a PostgreSQL store" in capsys.readouterr().err
+
+
+def test_only_admins_prune(pg_store: Store, seeded: str, make_login: MakeLogin,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    from sqlalchemy import text
+
+    from agentdesk.store.maintenance import PruneSchedule
+    with pg_store.engine.begin() as conn:  # old enough to prune, so the DELETE really runs
+        conn.execute(text("UPDATE change_log SET at = 0"))
+    _, operator_url = make_login("operator")
+    assert main(["--store", operator_url, "admin", "prune", "--keep-days", "1"]) == 5
+    assert "may not do that" in capsys.readouterr().err
+    operator = open_store(operator_url)
+    _, admin_url = make_login("admin")
+    admin = open_store(admin_url)
+    try:
+        assert not PruneSchedule.allowed(operator) and PruneSchedule.allowed(admin)
+    finally:
+        operator.close()
+        admin.close()
+    assert main(["--store", admin_url, "admin", "prune", "--keep-days", "1"]) == 0
