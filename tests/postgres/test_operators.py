@@ -115,3 +115,45 @@ def wait_for_blocked_backend(conn: psycopg.Connection) -> int:
             return int(row[0])
         time.sleep(0.02)
     raise AssertionError("the decision never blocked on the change log")
+
+
+EDITOR = textwrap.dedent("""
+    import json, sys
+    from sqlalchemy import text
+    from agentdesk.store.errors import StaleRevision
+    from agentdesk.store.native import NativeSource
+    url, me, item, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    source = NativeSource.open(url)
+    won = stale = 0
+    for n in range(rounds):
+        with source.store.reading() as session:
+            revision = session.execute(text("SELECT revision FROM context_items WHERE id = :i"), {"i": item}).scalar()
+        try:
+            source.edit_item(item, f"{me} {n}", revision, me)
+            won += 1
+        except StaleRevision:
+            stale += 1
+    source.close()
+    print(json.dumps([won, stale]), flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_two_processes_editing_one_item_never_lose_an_edit(pg_url: str, pg_rt: AgentRuntime) -> None:
+    pid = pg_rt.create_project("edit")
+    agent = pg_rt.create_agent(pg_rt.create_session(pg_rt.create_task(pid, "t"), "s"), "a", "m")
+    item = pg_rt.append_context(agent, pg_rt.new_turn_group(agent, "turn"), "message", "user", "start")
+    procs = [subprocess.Popen([sys.executable, "-c", EDITOR, pg_url, who, item, "150"], stdout=subprocess.PIPE,
+                              text=True) for who in ("alice", "bob")]
+    results = []
+    for proc in procs:
+        assert proc.stdout is not None
+        results.append(json.loads(proc.stdout.read().splitlines()[-1]))
+        assert proc.wait(timeout=600) == 0
+    wins = sum(won for won, _ in results)
+    assert sum(won + stale for won, stale in results) == 300
+    with psycopg.connect(libpq_url(pg_url)) as conn:
+        revision = conn.execute("SELECT revision FROM context_items WHERE id = %s", (item,)).fetchone()
+        history = conn.execute("SELECT count(*) FROM context_item_revisions WHERE item_id = %s", (item,)).fetchone()
+    assert revision == (1 + wins,)  # every accepted edit moved the revision once: none overwrote another
+    assert history is not None and history[0] >= wins
