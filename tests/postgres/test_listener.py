@@ -77,8 +77,20 @@ def test_a_server_restart_mid_stream_loses_and_repeats_nothing(pg_cluster: PgClu
     writer = subprocess.Popen([sys.executable, "-c", WRITER, pg_url, "200", "0.01"], stdout=subprocess.PIPE,
                               text=True)
     wait_until(lambda: len(recorder.projects()) >= 20)
+    states: list[bool] = []
+    stop = threading.Event()
+
+    def sample() -> None:  # what the status bar would read ("not live, reconnecting…" while True)
+        while not stop.wait(0.005):
+            states.append(watcher.reconnecting)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
     server.pg_ctl(pg_cluster.bin_dir, pg_cluster.root, "restart")
-    wait_until(lambda: watcher.reconnecting or watcher.healthy)
+    wait_until(lambda: watcher.healthy and not watcher.reconnecting)
+    stop.set()
+    sampler.join()
+    assert any(states), "the watcher never said it was reconnecting"
     assert writer.stdout is not None
     assert writer.stdout.read().strip() == "done" and writer.wait(120) == 0
     wait_until(lambda: set(recorder.projects()) >= project_ids(pg_store))
