@@ -30,7 +30,8 @@ HBA = "local all postgres trust\nlocal all all scram-sha-256\n"
 def find_bin_dir() -> Path | None:
     """pg_ctl's folder: $PG_BIN, the Debian layout (newest major first), or PATH."""
     if os.environ.get("PG_BIN"):
-        return Path(os.environ["PG_BIN"])
+        chosen = Path(os.environ["PG_BIN"])
+        return chosen if (chosen / "pg_ctl").exists() else None
     for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
         if (Path(candidate) / "pg_ctl").exists():
             return Path(candidate)
