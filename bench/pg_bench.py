@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentdesk.store.bus import Change
 from agentdesk.store.database import open_store
-from agentdesk.store.errors import AlreadyDecided
+from agentdesk.store.errors import AlreadyDecided, StoreUnavailable
 from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 
