@@ -19,13 +19,16 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, func, select
+from sqlalchemy import Engine, func, select
+from sqlalchemy import text as sql_text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from agentdesk.store import sqlite
 from agentdesk.store.bus import ChangeBus
 from agentdesk.store.errors import ReadOnlyStore, StoreUnavailable
+from agentdesk.store.postgres import engine as pg
+from agentdesk.store.postgres import roles
 from agentdesk.store.readmodel import StoreInfo
 from agentdesk.store.schema import (
     AgentRow,
@@ -56,6 +59,8 @@ def default_store_location() -> str:
 
 
 def to_url(location: str) -> str:
+    if pg.is_postgres_url(location):
+        return pg.normalise(location)
     if "://" in location:
         return location
     return f"sqlite:///{Path(location).expanduser().resolve()}"
@@ -85,14 +90,18 @@ class Store:
     them (they were already published in-process after commit).
     """
 
-    def __init__(self, url: str, engine: Engine, *, read_only: bool, schema_version: str | None) -> None:
+    def __init__(self, url: str, engine: Engine, *, read_only: bool, schema_version: str | None,
+                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
         self.url = url
         self.engine = engine
-        self.write_engine = sqlite.writer_engine(engine) if sqlite.is_sqlite_url(url) else engine
+        self.write_engine = (sqlite.writer_engine(engine) if sqlite.is_sqlite_url(url)
+                             else pg.writer_engine(engine, busy_timeout_s))
         self.read_only = read_only
         self.schema_version = schema_version
         self.bus = ChangeBus()
         self.origin = uuid.uuid4().hex
+        self.login: roles.Login | None = None
+        """On PostgreSQL, the database login and its agentdesk level (read once at open); None on SQLite."""
 
     @property
     def path(self) -> Path | None:
@@ -114,7 +123,11 @@ class Store:
 
     @property
     def display_name(self) -> str:
-        return str(self.path) if self.path else self.url
+        return str(self.path) if self.path else pg.display(self.url)
+
+    @property
+    def is_postgres(self) -> bool:
+        return pg.is_postgres_url(self.url)
 
     def info(self) -> StoreInfo:
         counts: dict[str, int] = {}
@@ -134,6 +147,8 @@ class Store:
 
 def describe_operational_error(exc: DBAPIError, url: str) -> str:
     text = str(exc.orig) if exc.orig is not None else str(exc)
+    if pg.is_postgres_url(url):
+        return pg.describe_error(text, url)
     name = sqlite.path_of(url) or url
     if "locked" in text or "busy" in text:
         return f"The store {name} is locked by another writer and stayed locked past the busy timeout."
@@ -149,7 +164,7 @@ def open_store(location: str | None = None, *, create: bool = True, read_only: b
     """Open (and if asked, create or upgrade) an agentdesk store."""
     url = to_url(location or default_store_location())
     if not sqlite.is_sqlite_url(url):
-        return _open_server_store(url, create=create, read_only=read_only)
+        return _open_server_store(url, create=create, read_only=read_only, busy_timeout_s=busy_timeout_s)
     path = sqlite.path_of(url)
     if path is None:
         raise StoreUnavailable(f"{url} is not a store location agentdesk can open.")
@@ -172,13 +187,24 @@ def open_store(location: str | None = None, *, create: bool = True, read_only: b
     return Store(url, engine, read_only=read_only, schema_version=version)
 
 
-def _open_server_store(url: str, *, create: bool, read_only: bool) -> Store:
+def _open_server_store(url: str, *, create: bool, read_only: bool, busy_timeout_s: float) -> Store:
+    if not pg.is_postgres_url(url):
+        raise StoreUnavailable(f"{pg.display(url)} is not a store location agentdesk can open "
+                               "(a SQLite file path or a postgresql:// URL).")
+    engine = pg.create_postgres_engine(url, read_only=read_only)
     try:
-        engine = create_engine(url, pool_pre_ping=True)
         version = _migrate(engine, url, upgrade=create and not read_only)
-    except (DBAPIError, ImportError) as exc:
-        raise StoreUnavailable(f"Could not open the store at {url}: {exc}.") from exc
-    return Store(url, engine, read_only=read_only, schema_version=version)
+        with engine.connect() as conn:
+            login = roles.current_login(conn)
+    except DBAPIError as exc:
+        engine.dispose()
+        raise StoreUnavailable(describe_operational_error(exc, url)) from exc
+    except StoreUnavailable:
+        engine.dispose()
+        raise
+    store = Store(url, engine, read_only=read_only, schema_version=version, busy_timeout_s=busy_timeout_s)
+    store.login = login
+    return store
 
 
 def _check_existing_file(path: Path, busy_timeout_s: float) -> None:
@@ -219,13 +245,21 @@ def _migrate(engine: Engine, url: str, *, upgrade: bool) -> str | None:
     head = head_revision()
     with engine.connect() as conn:
         current = MigrationContext.configure(conn).get_current_revision()
-    _refuse_unknown_revision(current, str(sqlite.path_of(url) or url))
+    name = str(sqlite.path_of(url) or pg.display(url))
+    _refuse_unknown_revision(current, name)
     if current == head:
         return current
     if not upgrade:
         if current is None:
-            raise StoreUnavailable(f"{sqlite.path_of(url) or url} has no agentdesk schema yet.")
+            raise StoreUnavailable(f"{name} has no agentdesk schema yet.")
         return current
     with engine.begin() as conn:
+        if pg.is_postgres_url(url):
+            # Several processes may open a fresh server store at once: one migrates, the others wait and see.
+            conn.execute(sql_text("SELECT pg_advisory_xact_lock(:key)"), {"key": pg.MIGRATION_LOCK})
+            current = MigrationContext.configure(conn).get_current_revision()
+            _refuse_unknown_revision(current, name)
+            if current == head:
+                return head
         command.upgrade(alembic_config(conn), "head")
     return head

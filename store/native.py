@@ -18,6 +18,7 @@ from agentdesk.store.audit import ChainReport, verify_chain
 from agentdesk.store.bus import Change, ChangeBus, Subscriber
 from agentdesk.store.database import Store, open_store, to_url
 from agentdesk.store.errors import StoreUnavailable
+from agentdesk.store.maintenance import PruneSchedule
 from agentdesk.store.queries import NativeQueries
 from agentdesk.store.schema import RunRow, SpanRow
 from agentdesk.store.source import ApprovalWriter, Capability, ContextWriter, Source, SourceDescriptor
@@ -32,6 +33,7 @@ class NativeSource(NativeQueries):
     def __init__(self, store: Store) -> None:
         super().__init__(store)
         self._watcher: ChangeWatcher | None = None
+        self._prune: PruneSchedule | None = None
 
     @classmethod
     def open(cls, location: str | None = None, **kwargs: object) -> NativeSource:
@@ -48,12 +50,19 @@ class NativeSource(NativeQueries):
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        return frozenset() if self.store.read_only else NATIVE_CAPABILITIES
+        if self.store.read_only or (self.store.login is not None and not self.store.login.may("operator")):
+            return frozenset()  # a PostgreSQL viewer: the database would refuse the write anyway
+        return NATIVE_CAPABILITIES
 
     def why_not(self, capability: Capability) -> str:
         """Why a command is unavailable, for a disabled button's tooltip ("" when it is available)."""
         if capability in self.capabilities:
             return ""
+        login = self.store.login
+        if not self.store.read_only and login is not None:
+            held = f"is a member of agentdesk_{login.level}" if login.level else "is in no agentdesk role"
+            return (f"Your PostgreSQL login {login.name} {held}: deciding and editing need agentdesk_operator "
+                    "(ask an admin: agentdesk admin role grant LOGIN operator).")
         return "The store is open read-only."
 
     def info(self) -> rm.StoreInfo:
@@ -63,6 +72,7 @@ class NativeSource(NativeQueries):
         if self._watcher is None:
             interval = DEFAULT_POLL_INTERVAL_S if poll_interval_s is None else poll_interval_s
             self._watcher = ChangeWatcher(self.store, poll_interval_s=interval).start()
+            self._prune = PruneSchedule(self.store).start()  # a long-lived watcher also keeps the log short
         return self._watcher
 
     @property
@@ -73,6 +83,9 @@ class NativeSource(NativeQueries):
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
+        if self._prune is not None:
+            self._prune.stop()
+            self._prune = None
         self.store.close()
 
     def showcase_run(self) -> str | None:

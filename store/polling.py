@@ -17,6 +17,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from agentdesk.store import sqlite
 
@@ -128,10 +129,21 @@ class PollLoop:
             self._last_version = version
 
 
-class LoopWatcher:
-    """What every watcher driven by a `PollLoop` shares: its health, whether it runs, stopping it."""
+class Loop(Protocol):
+    """What a watcher needs of its loop: `PollLoop` here, or `store.postgres.listener.NotifyLoop`."""
 
-    _loop: PollLoop
+    healthy: bool
+
+    @property
+    def running(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+class LoopWatcher:
+    """What every watcher driven by a loop shares: its health, whether it runs, stopping it."""
+
+    _loop: Loop
 
     @property
     def healthy(self) -> bool:

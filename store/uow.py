@@ -15,13 +15,14 @@ from types import TracebackType
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, insert
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from agentdesk.store.audit import AuditAppender
 from agentdesk.store.bus import Change
 from agentdesk.store.database import Store, describe_operational_error
 from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
+from agentdesk.store.postgres.engine import is_postgres_url
 from agentdesk.store.schema import ChangeRow
 
 
@@ -103,7 +104,9 @@ def affected(result: object) -> int:
 
 def _translate(exc: BaseException | None, url: str) -> None:
     """Lock and constraint failures inside the body become the store's typed errors."""
-    if isinstance(exc, OperationalError):
+    if isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError) and is_postgres_url(url)
+                                             and not isinstance(exc, IntegrityError)):
+        # PostgreSQL refuses a login's missing privilege as ProgrammingError: one sentence, like a lock
         raise StoreUnavailable(describe_operational_error(exc, url)) from exc
     if isinstance(exc, IntegrityError):
         raise InvalidInput(f"The store refused the write: {exc.orig}.") from exc

@@ -23,6 +23,7 @@ from sqlalchemy import func, select
 from agentdesk.store.bus import RESET, Change, ChangeBus
 from agentdesk.store.database import Store
 from agentdesk.store.polling import LoopWatcher, PollLoop
+from agentdesk.store.postgres.listener import NotifyLoop
 from agentdesk.store.schema import ChangeRow
 
 DEFAULT_POLL_INTERVAL_S = 0.04
@@ -31,6 +32,8 @@ DEFAULT_POLL_INTERVAL_S = 0.04
 At 25 ms p99 was ≈ 30 ms but idle ≈ 0.45%; 40 ms keeps both targets (p99 ≤ 100 ms,
 idle < 1%) with at least a 2x margin on a slower or busier machine.
 """
+NOTIFY_MIN_INTERVAL_S = 0.01
+"""On PostgreSQL, reads after a NOTIFY are at least this far apart: a burst becomes ≤ 100 batches/s."""
 READ_BATCH = 5_000
 MAX_CATCH_UP = 50_000
 """Further behind than this, reloading is cheaper for subscribers than replaying: publish a reset."""
@@ -55,8 +58,21 @@ class ChangeWatcher(LoopWatcher):
         self.last_change_at: float | None = None
         self.resets = 0
         self._poll_lock = threading.RLock()
-        self._loop = PollLoop(store.path, self.poll_once, interval_s=poll_interval_s, name="agentdesk-watcher",
-                              moved=lambda: self._current_max_seq() != self.high_water)
+        self._loop: PollLoop | NotifyLoop
+        if store.is_postgres:  # a server pushes NOTIFY on commit: no probe, no polling
+            # The default interval exists to bound polling cost; a pushed wake-up costs nothing idle, so only
+            # bursts are coalesced, over a shorter window (the GUI bridge coalesces again at 30 ms).
+            spacing = NOTIFY_MIN_INTERVAL_S if poll_interval_s == DEFAULT_POLL_INTERVAL_S else poll_interval_s
+            self._loop = NotifyLoop(store.url, self.poll_once, lambda: self.high_water, name="agentdesk-watcher",
+                                    min_interval_s=spacing)
+        else:
+            self._loop = PollLoop(store.path, self.poll_once, interval_s=poll_interval_s, name="agentdesk-watcher",
+                                  moved=lambda: self._current_max_seq() != self.high_water)
+
+    @property
+    def reconnecting(self) -> bool:
+        """True while a lost server connection is being re-established (the window says so)."""
+        return isinstance(self._loop, NotifyLoop) and self._loop.reconnecting
 
     def start(self, from_seq: int | None = None) -> ChangeWatcher:
         """Start after the current end of the feed (or after `from_seq`)."""

@@ -1,14 +1,23 @@
-"""Store fixtures: a fresh store file per test, the runtime API, and a full-content dump.
+"""Store fixtures: a fresh store per test, the runtime API, and a full-content dump.
 
 Qt-free on purpose: the store's tests must run where no display or Qt exists
 (the GUI's fixtures live in tests/gui/conftest.py).
+
+The store, bus, command, CLI and race tests run on both backends through one
+parametrised `backend` fixture (see `PG_MODULES`): `store_path` is a file on
+SQLite and, on PostgreSQL, the URL of a fresh database cloned from a migrated
+template on a throwaway server (tests/postgres/server.py). A test that is about
+SQLite files only is marked `sqlite_only`. Without a server the PostgreSQL
+cases skip with the reason, except under CI=true, where they fail.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -17,10 +26,118 @@ from agentdesk.store.database import Store, open_store
 from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 
+PG_MODULES = frozenset({"test_store_commands", "test_store_runtime", "test_bus", "test_cli",
+                        "test_audit", "test_store_maintenance", "test_source_seam"})
+"""test_bad_input is about SQLite files byte for byte; its PostgreSQL faults are tests/postgres/test_faults.py."""
+"""Modules whose tests run on SQLite and on PostgreSQL (the GUI tests run once, on SQLite)."""
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only: about SQLite files; not run against PostgreSQL")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames or metafunc.definition.get_closest_marker("sqlite_only"):
+        return
+    if metafunc.module.__name__.rsplit(".", 1)[-1] in PG_MODULES:
+        metafunc.parametrize("backend", BACKENDS, indirect=True)
+
+
+class PgLocation(str):
+    """A PostgreSQL store's URL where tests expect a store path: `str(store_path)` is the URL."""
+
+
+@dataclass
+class PgCluster:
+    """The session's PostgreSQL server and its migrated template database."""
+
+    url: str
+    root: Path | None = None
+    bin_dir: Path | None = None
+    template: str = ""
+    made: list[str] = field(default_factory=list)
+
+    def database_url(self, name: str) -> str:
+        base, _, query = self.url.partition("?")
+        return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+    def admin(self) -> object:
+        import psycopg
+
+        from agentdesk.store.postgres.engine import libpq_url
+        return psycopg.connect(libpq_url(self.url), autocommit=True)
+
+    def prepare(self) -> None:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        self.template = f"agentdesk_template_{worker}_{os.getpid()}"
+        with self.admin() as conn:  # type: ignore[attr-defined]
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.template}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{self.template}"')
+        open_store(self.database_url(self.template)).close()
+
+    def fresh_database(self) -> str:
+        """A clean, migrated database: CREATE DATABASE ... TEMPLATE is a file copy, far faster than migrating."""
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        with self.admin() as conn:  # type: ignore[attr-defined]
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+        self.made.append(name)
+        return self.database_url(name)
+
+    def drop(self, url: str) -> None:
+        name = url.split("?", 1)[0].rsplit("/", 1)[1]
+        with self.admin() as conn:  # type: ignore[attr-defined]
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PgCluster]:
+    """$AGENTDESK_TEST_PG (exported by .ci/run and ./dev test), else a server started for this session."""
+    from tests.postgres import server
+
+    url = os.environ.get(server.URL_ENV)
+    bin_dir = server.find_bin_dir()
+    reason = ""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        reason = "psycopg is not installed (pip install 'agentdesk[postgres]')"
+    if not reason and not url and bin_dir is None:
+        reason = f"no PostgreSQL server: set {server.URL_ENV} or install PostgreSQL (or set PG_BIN)"
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL tests cannot run in CI: {reason}")
+        pytest.skip(reason)
+    root = Path(os.environ[server.DIR_ENV]) if url and os.environ.get(server.DIR_ENV) else None
+    owned = not url
+    if not url:
+        assert bin_dir is not None
+        root, url = server.start(bin_dir)
+    cluster = PgCluster(url, root, bin_dir)
+    try:
+        cluster.prepare()
+        yield cluster
+    finally:
+        if owned and root is not None and bin_dir is not None:
+            server.stop(bin_dir, root)
+        else:
+            for name in (cluster.template,):
+                cluster.drop(cluster.database_url(name))
+
 
 @pytest.fixture
-def store_path(tmp_path: Path) -> Path:
-    return tmp_path / "agentdesk.sqlite"
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def store_path(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Path:
+    if backend == "sqlite":
+        return tmp_path / "agentdesk.sqlite"
+    cluster: PgCluster = request.getfixturevalue("pg_cluster")
+    url = cluster.fresh_database()
+    request.addfinalizer(lambda: cluster.drop(url))
+    return PgLocation(url)  # type: ignore[return-value]
 
 
 @pytest.fixture
@@ -42,11 +159,59 @@ def rt(store: Store) -> AgentRuntime:
 
 def dump(path: Path) -> list[str]:
     """Every row of every table, as SQL: two equal dumps mean two equal databases."""
+    if isinstance(path, PgLocation):
+        return _dump_postgres(str(path))
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         return list(conn.iterdump())
     finally:
         conn.close()
+
+
+class RawConnection:
+    """A bare DB-API connection to either backend, taking sqlite3's `?` placeholders (tests that tamper)."""
+
+    def __init__(self, path: Path) -> None:
+        self.postgres = isinstance(path, PgLocation)
+        if self.postgres:
+            import psycopg
+
+            from agentdesk.store.postgres.engine import libpq_url
+            self._conn: object = psycopg.connect(libpq_url(str(path)))
+        else:
+            self._conn = sqlite3.connect(path)
+
+    def execute(self, sql: str, params: tuple[object, ...] | list[object] = ()) -> object:
+        if self.postgres:
+            return self._conn.execute(sql.replace("?", "%s"), tuple(params))  # type: ignore[attr-defined]
+        return self._conn.execute(sql, params)  # type: ignore[attr-defined]
+
+    def commit(self) -> None:
+        self._conn.commit()  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self._conn.close()  # type: ignore[attr-defined]
+
+
+def raw_connect(path: Path) -> RawConnection:
+    return RawConnection(path)
+
+
+def _dump_postgres(url: str) -> list[str]:
+    """Every row of every table in a stable order (PostgreSQL has no iterdump)."""
+    from sqlalchemy import create_engine, inspect, text
+
+    from agentdesk.store.postgres.engine import normalise
+    engine = create_engine(normalise(url))
+    try:
+        lines: list[str] = []
+        with engine.connect() as conn:
+            for table in sorted(inspect(conn).get_table_names()):
+                rows = conn.execute(text(f'SELECT * FROM "{table}"')).all()
+                lines += sorted(f"{table}: {tuple(row)!r}" for row in rows)
+        return lines
+    finally:
+        engine.dispose()
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from agentdesk.store.audit import GENESIS, ChainReport, record_hash, verify_chain
 from agentdesk.store.database import Store
 from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
-from tests.conftest import World
+from tests.conftest import World, raw_connect
 
 
 def report(store: Store, batch: int = 5000) -> ChainReport:
@@ -18,7 +17,7 @@ def report(store: Store, batch: int = 5000) -> ChainReport:
 
 
 def seqs(path: Path) -> list[int]:
-    conn = sqlite3.connect(path)
+    conn = raw_connect(path)
     try:
         return [r[0] for r in conn.execute("SELECT seq FROM audit_log ORDER BY seq")]
     finally:
@@ -26,7 +25,7 @@ def seqs(path: Path) -> list[int]:
 
 
 def tamper(path: Path, sql: str, *params: object) -> None:
-    conn = sqlite3.connect(path)
+    conn = raw_connect(path)
     conn.execute(sql, params)
     conn.commit()
     conn.close()
@@ -36,10 +35,11 @@ def test_an_empty_log_verifies(store: Store) -> None:
     assert report(store) == ChainReport(0, None, None)
 
 
-def test_the_chain_verifies_across_batches(source: NativeSource, store: Store, world: World) -> None:
+def test_the_chain_verifies_across_batches(source: NativeSource, store: Store, world: World,
+                                           store_path: Path) -> None:
     source.decide(world.approval, approve=True, actor="alice")
     full = report(store)
-    assert full.ok and full.records == len(seqs(Path(str(store.path))))
+    assert full.ok and full.records == len(seqs(store_path))
     assert report(store, batch=2) == full
     first = source.audit_records(limit=1000)[-1]
     assert first.prev_hash == GENESIS
@@ -56,7 +56,7 @@ def test_an_edited_record_is_reported_at_its_seq(store: Store, world: World, sto
 def test_a_rehashed_forgery_breaks_the_next_link(store: Store, world: World, store_path: Path) -> None:
     all_seqs = seqs(store_path)
     middle = all_seqs[3]
-    conn = sqlite3.connect(store_path)
+    conn = raw_connect(store_path)
     prev, at, actor, action, entity, entity_id = conn.execute(
         "SELECT prev_hash, at, actor, action, entity, entity_id FROM audit_log WHERE seq = ?",
         (middle,)).fetchone()

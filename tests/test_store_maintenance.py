@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 
@@ -13,11 +12,11 @@ from agentdesk.store.database import Store, open_store
 from agentdesk.store.errors import InvalidInput, ReadOnlyStore
 from agentdesk.store.maintenance import prune_change_log
 from agentdesk.store.runtime import AgentRuntime
-from tests.conftest import World
+from tests.conftest import World, raw_connect
 
 
 def change_seqs(path: Path) -> list[int]:
-    conn = sqlite3.connect(path)
+    conn = raw_connect(path)
     try:
         return [r[0] for r in conn.execute("SELECT seq FROM change_log ORDER BY seq")]
     finally:
@@ -53,7 +52,7 @@ def test_prune_only_cuts_the_front_of_the_log(store: Store, rt: AgentRuntime, wo
                                               store_path: Path) -> None:
     churn(rt, world.sub_agent, 6)
     seqs = change_seqs(store_path)
-    conn = sqlite3.connect(store_path)  # clocks are not monotonic: one late row carries an old time
+    conn = raw_connect(store_path)  # clocks are not monotonic: one late row carries an old time
     conn.execute("UPDATE change_log SET at = 0")
     conn.execute("UPDATE change_log SET at = ? WHERE seq = ?", (time.time(), seqs[3]))
     conn.commit()
@@ -77,7 +76,7 @@ def test_prune_works_in_chunks_and_is_audited(store: Store, rt: AgentRuntime, wo
     churn(rt, world.sub_agent, 30)
     total = len(change_seqs(store_path))
     assert prune_change_log(store, keep_seconds=None, keep_rows=2, actor="janitor") == total - 2
-    conn = sqlite3.connect(store_path)
+    conn = raw_connect(store_path)
     actions = conn.execute("SELECT actor, action FROM audit_log WHERE action = 'changelog.prune'").fetchall()
     conn.close()
     assert actions and all(a == ("janitor", "changelog.prune") for a in actions)
@@ -91,3 +90,37 @@ def test_prune_refuses_a_read_only_store(store_path: Path, world: World) -> None
             prune_change_log(ro)
     finally:
         ro.close()
+
+
+def test_the_schedule_prunes_while_the_store_is_open(store: Store, rt: AgentRuntime, world: World,
+                                                     store_path: Path) -> None:
+    from agentdesk.store.maintenance import PruneSchedule
+    churn(rt, world.sub_agent, 6)
+    raw = raw_connect(store_path)
+    raw.execute("UPDATE change_log SET at = 0")  # every row is older than a day
+    raw.commit()
+    raw.close()
+    before = len(change_seqs(store_path))
+    schedule = PruneSchedule(store, interval_s=0.05, first_after_s=0.01, keep_rows=1).start()
+    try:
+        deadline = time.monotonic() + 30
+        while schedule.runs < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        schedule.stop()
+    assert schedule.runs >= 2 and schedule.deleted == before - 1
+    assert len(change_seqs(store_path)) == 1  # never the newest row
+
+
+def test_admin_prune_on_the_command_line(store: Store, rt: AgentRuntime, world: World, store_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from agentdesk.gui.cli.main import main
+    churn(rt, world.sub_agent, 6)
+    raw = raw_connect(store_path)
+    raw.execute("UPDATE change_log SET at = 0")
+    raw.commit()
+    raw.close()
+    total = len(change_seqs(store_path))
+    assert main(["--store", str(store_path), "admin", "prune", "--keep-days", "1"]) == 0
+    assert capsys.readouterr().out.strip() == f"Pruned {total - 1} change-log rows older than 1 days."
+    assert main(["--store", str(store_path), "admin", "prune", "--keep-days", "0"]) == 2  # not positive

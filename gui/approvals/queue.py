@@ -26,6 +26,7 @@ from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.heartbeat import GONE_AFTER_S, dismiss_gone
 from agentdesk.store.native import NativeSource
+from agentdesk.store.source import Capability
 
 PENDING_TAB, DECIDED_TAB = 0, 1
 APPROVE_TIP = "Approve the selected approvals (A)"
@@ -257,6 +258,9 @@ class ApprovalQueue(QWidget):
         native = isinstance(self._services.source, NativeSource) and not self._services.source.store.read_only
         self.dismiss_gone_button.setText(f"Dismiss {count} gone requester{'s' if count != 1 else ''}")
         self.dismiss_gone_button.setVisible(count > 0 and native)
+        refusal = self._services.source.why_not(Capability.DENY)  # a PostgreSQL viewer may not deny
+        self.dismiss_gone_button.setEnabled(not refusal)
+        self.dismiss_gone_button.setToolTip(refusal or DISMISS_GONE_TIP)
 
     def dismiss_gone(self) -> None:
         """Deny, in one store command, the pending approvals nobody waits for (each still CAS-guarded)."""

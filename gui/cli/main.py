@@ -35,6 +35,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from agentdesk.gui.cli import crash
 from agentdesk.gui.cli import output as out
+from agentdesk.gui.cli.admin_commands import cmd_admin
 from agentdesk.gui.cli.display import display_problem
 from agentdesk.gui.cli.opening import (
     EXIT_BROKEN_CHAIN,
@@ -326,6 +327,7 @@ HANDLERS: dict[str, Handler] = {
     "init": cmd_init, "simulate": cmd_simulate, "watch": cmd_watch, "approvals": cmd_approvals,
     "approve": cmd_decide, "deny": cmd_decide, "info": cmd_info, "verify": cmd_verify, "demo": cmd_demo,
     "gui": cmd_gui, "rules": cmd_rules, "receive": cmd_receive, "import": cmd_import, "export": cmd_export,
+    "admin": cmd_admin,
 }
 
 

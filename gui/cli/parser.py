@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from agentdesk.gui.cli.admin_commands import add_admin_parser
 from agentdesk import __version__
 from agentdesk.gui.cli.opening import positive
 from agentdesk.gui.cli.otel_io import export_options, import_options
@@ -82,6 +83,7 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     theme_option(p)
     p.add_argument("--keep", action="store_true",
                    help="keep the demo's store when the window closes (it is removed otherwise)")
+    add_admin_parser(command("admin", "a team store's upkeep: PostgreSQL roles, change-log pruning"), common)
     add_rules_parser(command("rules", "standing approval rules: list, add, remove, test (dry run)"), common)
     receive_options(command("receive", "an OTLP/HTTP receiver: live spans from any OpenTelemetry exporter "
                                        "into the store (Ctrl-C stops)"))

@@ -66,7 +66,8 @@ class StoreStatusBar(QStatusBar):
     def refresh(self) -> None:
         watcher = self._services.source.watcher
         live = watcher is not None and watcher.healthy
-        self.live_label.setText("● live" if live else "○ not live")
+        reconnecting = bool(getattr(watcher, "reconnecting", False))  # a server store lost its connection
+        self.live_label.setText("● live" if live else "○ not live, reconnecting…" if reconnecting else "○ not live")
         self.live_label.setStyleSheet("color: #30a46c;" if live else "color: #e5484d;")
         self.live_label.setToolTip("Watching the store for changes from any process" if live
                                    else "Not receiving changes from other processes")

@@ -1,0 +1,57 @@
+"""`agentdesk admin role grant|list` and `agentdesk admin prune`: a team store's upkeep.
+
+Roles exist only on PostgreSQL (SQLite has one user, exit 2 there); the database
+itself decides whether the login running the command may grant or prune, and a
+refusal is one sentence (exit 5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from agentdesk.gui.cli import output as out
+from agentdesk.gui.cli.opening import EXIT_OK, open_for, positive, say
+from agentdesk.store.maintenance import DEFAULT_KEEP_SECONDS, prune_change_log
+from agentdesk.store.postgres.admin import grant_level, list_levels
+from agentdesk.store.postgres.roles import LEVELS
+
+DAY_S = 24 * 3600.0
+
+
+def add_admin_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="admin_command", required=True, metavar="ACTION")
+    role = sub.add_parser("role", parents=[common], help="PostgreSQL logins and their agentdesk level")
+    roles = role.add_subparsers(dest="role_command", required=True, metavar="ACTION")
+    grant = roles.add_parser("grant", parents=[common], help="make a login a viewer, operator or admin")
+    grant.add_argument("login", help="an existing PostgreSQL login (CREATE ROLE name LOGIN PASSWORD ...)")
+    grant.add_argument("level", choices=LEVELS)
+    listing = roles.add_parser("list", parents=[common], help="every login with an agentdesk level")
+    listing.add_argument("--json", action="store_true")
+    prune = sub.add_parser("prune", parents=[common], help="delete change-log rows every watcher has read")
+    prune.add_argument("--keep-days", type=positive(float), default=DEFAULT_KEEP_SECONDS / DAY_S, metavar="N",
+                       help=f"keep this many days of changes (default {DEFAULT_KEEP_SECONDS / DAY_S:g}); the newest "
+                            "change always stays")
+
+
+def cmd_admin(args: argparse.Namespace) -> int:
+    store = open_for(args, "manage roles and upkeep", write=args.admin_command == "prune"
+                     or getattr(args, "role_command", "") == "grant")
+    try:
+        if args.admin_command == "prune":
+            deleted = prune_change_log(store, keep_seconds=args.keep_days * DAY_S, keep_rows=1,
+                                       actor=store.login.name if store.login else "agentdesk")
+            say(f"Pruned {deleted} change-log row{'s' if deleted != 1 else ''} older than {args.keep_days:g} days.")
+        elif args.role_command == "grant":
+            grant_level(store, args.login, args.level)
+            say(f"{out.clean(args.login)} is now an agentdesk {args.level}.")
+        else:
+            logins = list_levels(store)
+            if args.json:
+                say(json.dumps([{"login": login, "level": level} for login, level in logins]))
+            else:
+                say(out.table(["LOGIN", "LEVEL"], [[out.clean(login), level] for login, level in logins])
+                    if logins else "No login holds an agentdesk level yet.")
+        return EXIT_OK
+    finally:
+        store.close()
