@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from agentdesk.gui.cli.admin_commands import add_admin_parser
 from agentdesk import __version__
+from agentdesk.gui.cli.admin_commands import add_admin_parser
 from agentdesk.gui.cli.opening import positive
 from agentdesk.gui.cli.otel_io import export_options, import_options
 from agentdesk.gui.cli.receive import receive_options
