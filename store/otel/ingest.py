@@ -12,6 +12,7 @@ from typing import Any
 from agentdesk.store.database import Store
 from agentdesk.store.ids import new_id
 from agentdesk.store.otel.decode import spans_from_json, spans_from_proto
+from agentdesk.store.otel.prepare import Prepared, prepare_all
 from agentdesk.store.otel.spans import OtelSpan
 from agentdesk.store.otel.writer import IngestReport, TraceIndex, write_trace
 from agentdesk.store.uow import UnitOfWork
@@ -54,8 +55,8 @@ def ingest_json(store: Store, document: Any, *, default_project: str | None = No
                         actor=actor)
 
 
-def group_by_trace(spans: Iterable[OtelSpan]) -> dict[str, list[OtelSpan]]:
-    traces: dict[str, list[OtelSpan]] = {}
+def group_by_trace(spans: Iterable[Prepared]) -> dict[str, list[Prepared]]:
+    traces: dict[str, list[Prepared]] = {}
     for span in spans:
         traces.setdefault(span.trace_id, []).append(span)
     return traces
@@ -64,7 +65,7 @@ def group_by_trace(spans: Iterable[OtelSpan]) -> dict[str, list[OtelSpan]]:
 def ingest_spans(store: Store, spans: Iterable[OtelSpan], *, default_project: str | None = None,
                  actor: str = RECEIVER_ACTOR, action: str = "otel.ingest") -> IngestReport:
     report = IngestReport()
-    traces = group_by_trace(spans)
+    traces = group_by_trace(prepare_all(list(spans)))
     if not traces:
         return report
     with UnitOfWork(store) as uow:
