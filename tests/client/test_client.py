@@ -127,22 +127,65 @@ def test_async_variant_keeps_the_loop_running(desk: AgentDesk) -> None:
     assert len(ticks) >= 10  # the loop ticked all along the wait
 
 
-def test_async_cancel_leaves_the_run_running_and_the_gate_cancelled(desk: AgentDesk) -> None:
+def test_async_cancel_withdraws_the_request(desk: AgentDesk) -> None:
     agent = desk.register(project="ops", agent="async-agent")
     run = agent.start_run("deploy")
 
     async def main() -> None:
-        task = asyncio.create_task(run.arequest_approval("scale", {"n": 20}, expires_in=30))
-        await asyncio.sleep(0.3)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        with pytest.raises(TimeoutError):  # the caller's own deadline cancels the task
+            await asyncio.wait_for(run.arequest_approval("scale", {"n": 20}, expires_in=30), 0.3)
 
     asyncio.run(main())
     source = NativeSource(desk.store)
-    approval = source.approvals("pending")[0]
+    assert source.approvals("pending") == []
+    approval = source.approvals("withdrawn")[0]
+    assert approval.decided_by == "test-agent" and "cancelled" in (approval.reason or "")
     assert source.span(approval.span_id or "").status == "cancelled"
     assert source.runs(agent.id).items[0].status == "running"
+
+
+def test_a_local_timeout_withdraws_and_says_so(desk: AgentDesk) -> None:
+    run = desk.register(project="ops", agent="deployer").start_run("deploy")
+    result = run.request_approval("shell", {"cmd": "deploy"}, expires_in=60, timeout=0.2)
+    assert result.withdrawn and not result.approved and result.arguments == {"cmd": "deploy"}
+    assert "withdrawn" in result.describe()
+    source = NativeSource(desk.store)
+    assert source.approval(result.approval_id).status == "withdrawn"
+    assert source.approvals("pending") == []
+
+
+def test_async_timeout_withdraws(desk: AgentDesk) -> None:
+    run = desk.register(project="ops", agent="deployer").start_run("deploy")
+    result = asyncio.run(run.arequest_approval("shell", {"cmd": "x"}, expires_in=60, timeout=0.2))
+    assert result.outcome is Outcome.WITHDRAWN
+    assert NativeSource(desk.store).approval(result.approval_id).status == "withdrawn"
+
+
+def test_a_decision_made_before_the_timeout_stands(desk: AgentDesk) -> None:
+    run = desk.register(project="ops", agent="deployer").start_run("deploy")
+    operator(desk.store, lambda aid: commands.decide(desk.store, aid, True, "carol"))
+    result = run.request_approval("shell", {"cmd": "deploy"}, expires_in=60, timeout=3)
+    assert result.approved and result.decided_by == "carol"
+
+
+def test_ctrl_c_while_waiting_withdraws(desk: AgentDesk, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = desk.register(project="ops", agent="deployer").start_run("deploy")
+    calls = {"n": 0}
+    real_sleep = time.sleep
+
+    def interrupted(seconds: float) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        real_sleep(seconds)
+
+    monkeypatch.setattr("agentdesk.store.runtime.time.sleep", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run.request_approval("shell", {"cmd": "deploy"}, expires_in=60)
+    monkeypatch.undo()
+    source = NativeSource(desk.store)
+    withdrawn = source.approvals("withdrawn")
+    assert len(withdrawn) == 1 and "interrupted" in (withdrawn[0].reason or "")
 
 
 def test_context_reads_back_the_operators_changes(desk: AgentDesk) -> None:
