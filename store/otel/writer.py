@@ -236,6 +236,9 @@ class TraceWriter:
         c.execute(update(sc.ContextItemRow).where(sc.ContextItemRow.agent_id == old).values(agent_id=top))
         c.execute(update(sc.ContextGroupRow).where(sc.ContextGroupRow.agent_id == old).values(agent_id=top))
         c.execute(update(A).where(A.parent_agent_id == old, A.id != top).values(parent_agent_id=top))
+        self._rehome_approvals(old, top)
+        for agent in (old, top):  # both agents' context views reload (their items moved)
+            self.uow.record("context", "update", agent, {"agent": agent, "session": self.session_id})
         self.run_agent = top
         self._agents.pop(old, None)
         self._agents.setdefault(top, {"parent": None})
@@ -246,6 +249,21 @@ class TraceWriter:
             c.execute(delete(A).where(A.id == old))
             self.uow.record("agent", "delete", old, {"project": self.project_id, "task": self.task_id,
                                                      "session": self.session_id})
+
+    def _rehome_approvals(self, old: str, top: str) -> None:
+        """An approval the agent asked for (the client's `join_trace`) before its agent span arrived
+        was filed under the stand-in: it moves with the run, in this transaction, and the change
+        log says so, so the queue and the tree show it under the real agent."""
+        Ap = sc.ApprovalRow
+        moved = self.conn.execute(select(Ap.id, Ap.revision).where(Ap.run_id == self.run_id, Ap.agent_id == old)).all()
+        if not moved:
+            return
+        self.conn.execute(update(Ap).where(Ap.run_id == self.run_id, Ap.agent_id == old)
+                          .values(agent_id=top, revision=Ap.revision + 1))
+        parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id, "agent": top,
+                   "run": self.run_id}
+        for approval_id, revision in moved:
+            self.uow.record("approval", "update", approval_id, parents, revision + 1)
 
     def _enclosing_agent(self, span_id: str | None) -> str | None:
         """The agent of the nearest agent span at or above `span_id`.
