@@ -64,8 +64,25 @@ def group_by_trace(spans: Iterable[Prepared]) -> dict[str, list[Prepared]]:
 
 def ingest_spans(store: Store, spans: Iterable[OtelSpan], *, default_project: str | None = None,
                  actor: str = RECEIVER_ACTOR, action: str = "otel.ingest") -> IngestReport:
+    return ingest_prepared(store, prepare_all(list(spans)), default_project=default_project, actor=actor,
+                           action=action)
+
+
+def ingest_payload(store: Store, payload: Any, *, default_project: str | None = None,
+                   actor: str = RECEIVER_ACTOR) -> IngestReport:
+    """What the receiver's writer is handed: spans already prepared (as plain tuples, from the
+    decoding process) or a whole `ExportTraceServiceRequest`. Same contract as `ingest_request`."""
+    if isinstance(payload, list):
+        return ingest_prepared(store, [p if isinstance(p, Prepared) else Prepared._make(p) for p in payload],
+                               default_project=default_project, actor=actor)
+    return ingest_request(store, payload, default_project=default_project, actor=actor)
+
+
+def ingest_prepared(store: Store, spans: Iterable[Prepared], *, default_project: str | None = None,
+                    actor: str = RECEIVER_ACTOR, action: str = "otel.ingest") -> IngestReport:
+    """`ingest_spans` for spans already mapped by `prepare` (the receiver maps them while decoding)."""
     report = IngestReport()
-    traces = group_by_trace(prepare_all(list(spans)))
+    traces = group_by_trace(spans)
     if not traces:
         return report
     with UnitOfWork(store) as uow:

@@ -150,6 +150,21 @@ def fewer_collections() -> None:
     gc.set_threshold(70_000, 50, 100)
 
 
+def helper_pool() -> ProcessPoolExecutor | None:
+    """One helper process for mapping (spawned: no fork of a threaded GUI), or None where none can start.
+
+    A frozen (packaged) app cannot start one without `multiprocessing.freeze_support` in its
+    entry point, so it maps in-process. Like every `multiprocessing` user, a script calling the
+    importer or the receiver must guard its own top level with `if __name__ == "__main__":`.
+    """
+    if getattr(sys, "frozen", False):
+        return None
+    try:
+        return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=fewer_collections)
+    except (OSError, ValueError):
+        return None
+
+
 class _Slot:
     __slots__ = ("future", "result", "spans")
 
@@ -174,15 +189,7 @@ class Preparer:
     def __init__(self, *, helper: bool = True, window: int = 3) -> None:
         self.window = window
         self._slots: deque[_Slot] = deque()
-        self._pool: ProcessPoolExecutor | None = None
-        # A frozen (packaged) app cannot start a helper without multiprocessing.freeze_support in
-        # its entry point, so it maps in-process.
-        if helper and not getattr(sys, "frozen", False):
-            try:
-                self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                                 initializer=fewer_collections)
-            except (OSError, ValueError):
-                self._pool = None
+        self._pool = helper_pool() if helper else None
         self.helped = 0
         """Chunks the helper mapped (the rest were mapped in this process)."""
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from agentdesk.store import schema as sc
 from agentdesk.store.errors import InvalidInput
@@ -147,6 +147,8 @@ class TraceWriter:
         self._context_touched: set[str] = set()
         self._written: list[str] = []
         self._resources: set[str] = set()
+        self._stored_agents: dict[str, str | None] = {}
+        """Stored span row id -> the agent of its nearest agent span (many children share a parent)."""
         self._seen: dict[str, float | None] = {}
         """Spans this writer wrote (row id -> end time): a later chunk may repeat them."""
         self._new_run = False
@@ -294,7 +296,12 @@ class TraceWriter:
         return found
 
     def _stored_agent_of(self, row_id: str) -> str | None:
-        """For a parent written earlier: walk stored spans up to the nearest agent span."""
+        """For a parent written earlier: walk stored spans up to the nearest agent span (once per parent)."""
+        if row_id not in self._stored_agents:
+            self._stored_agents[row_id] = self._walk_stored(row_id)
+        return self._stored_agents[row_id]
+
+    def _walk_stored(self, row_id: str) -> str | None:
         seen = 0
         current: str | None = row_id
         while current is not None and seen < 100_000:
@@ -339,6 +346,9 @@ class TraceWriter:
 
     def _stored_root(self) -> str | None:
         S, Orph = sc.SpanRow, sc.OtelOrphanRow
+        if self.conn.execute(select(Orph.span_id).join(S, S.id == Orph.span_id).where(
+                Orph.run_id == self.run_id, S.parent_span_id.is_(None)).limit(1)).first() is not None:
+            return None  # orphans still at the top: the root has not arrived (it would have taken them)
         return self.conn.execute(
             select(S.id).where(S.run_id == self.run_id, S.parent_span_id.is_(None),
                                S.id.not_in(select(Orph.span_id).where(Orph.run_id == self.run_id)))
@@ -552,25 +562,34 @@ class TraceWriter:
         return self.report
 
     def _place_orphans(self) -> None:
+        """Orphans whose parent this write brought move under it; set-based, so a batch costs a few
+        statements however many children were waiting (the receiver's batches are mostly children)."""
         Orph, S = sc.OtelOrphanRow, sc.SpanRow
         written = self._written
         for n in range(0, len(written), IN_CHUNK):
-            rows = self.conn.execute(select(Orph.span_id, Orph.parent_id)
+            rows = self.conn.execute(select(Orph.span_id, Orph.parent_id, S.attributes, S.name)
+                                     .join(S, S.id == Orph.span_id)
                                      .where(Orph.parent_id.in_(written[n:n + IN_CHUNK]))).all()
-            for span_id, parent_id in rows:
-                text, name = self.conn.execute(select(S.attributes, S.name).where(S.id == span_id)).one()
+            if not rows:
+                continue
+            moves = []
+            for span_id, parent_id, text, name in rows:
                 attrs = json.loads(text)
                 attrs.pop(ORPHAN_KEY, None)
-                self.conn.execute(update(S).where(S.id == span_id).values(
-                    parent_span_id=parent_id, attributes=PLAIN.encode(attrs), name=original_name(name)))
-                self.conn.execute(delete(Orph).where(Orph.span_id == span_id))
-                self.report.placed += 1
+                moves.append({"sid": span_id, "parent": parent_id, "attrs": PLAIN.encode(attrs),
+                              "plain_name": original_name(name)})
+            self.conn.execute(update(S).where(S.id == bindparam("sid")).values(
+                parent_span_id=bindparam("parent"), attributes=bindparam("attrs"), name=bindparam("plain_name")),
+                moves)
+            self.conn.execute(delete(Orph).where(Orph.span_id.in_([m["sid"] for m in moves])))
+            self.report.placed += len(moves)
         if self.root_row is None:
             self.root_row = self._stored_root()
         if self.root_row is not None:  # orphans written before their root: under the root now
-            self.conn.execute(update(S).where(
-                S.run_id == self.run_id, S.parent_span_id.is_(None), S.id != self.root_row,
-                S.id.in_(select(Orph.span_id).where(Orph.run_id == self.run_id))).values(parent_span_id=self.root_row))
+            tops = list(self.conn.execute(select(Orph.span_id).join(S, S.id == Orph.span_id).where(
+                Orph.run_id == self.run_id, S.parent_span_id.is_(None), S.id != self.root_row)).scalars())
+            for n in range(0, len(tops), IN_CHUNK):
+                self.conn.execute(update(S).where(S.id.in_(tops[n:n + IN_CHUNK])).values(parent_span_id=self.root_row))
 
     def _roll_up(self) -> None:
         S = sc.SpanRow
