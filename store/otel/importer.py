@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import marshal
-import sqlite3
 import tempfile
 import threading
 import time
@@ -75,53 +74,68 @@ ProgressFn = Callable[[ImportProgress], None]
 
 
 class _Spill:
-    """The private staging file: decoded spans, indexed by trace, in arrival order."""
+    """The private staging file: each chunk's spans of one trace appended as two marshal blobs (the
+    facts that place them, and the whole records), found again through an in-memory list per trace.
+
+    Append-only and read back in arrival order, so it costs a write and a read of each record and
+    nothing else (no B-tree, no index), and memory holds a few numbers per chunk, not the spans.
+    """
 
     def __init__(self) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="agentdesk-import-")
-        self.db = sqlite3.connect(Path(self._dir.name) / "spill.sqlite", isolation_level=None)
-        self.db.executescript("""
-            PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA temp_store=FILE;
-            CREATE TABLE spans (trace TEXT, span TEXT, parent TEXT, agent_key TEXT, agent_name TEXT,
-                                start INTEGER, project TEXT, conv TEXT, name TEXT, blob BLOB);
-        """)
+        self._file = tempfile.TemporaryFile(prefix="agentdesk-import-")  # noqa: SIM115 (closed in close())
+        self._end = 0
+        self._blobs: dict[str, list[tuple[int, int, int, int, int]]] = {}
+        """trace -> [(facts offset, facts size, records offset, records size, spans)], in arrival order."""
         self.spans = 0
 
+    def _append(self, data: bytes) -> tuple[int, int]:
+        self._file.seek(self._end)
+        self._file.write(data)
+        offset, self._end = self._end, self._end + len(data)
+        return offset, len(data)
+
+    def _read(self, offset: int, size: int) -> bytes:
+        self._file.seek(offset)
+        return self._file.read(size)
+
     def add(self, spans: Sequence[Prepared]) -> None:
-        rows = [(s.trace_id, s.span_id, s.parent_id, s.agent_key, s.agent_name, s.start_ns, s.project, s.conversation,
-                 s.name, marshal.dumps(tuple(s))) for s in spans]
-        self.db.execute("BEGIN")
-        self.db.executemany("INSERT INTO spans VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
-        self.db.execute("COMMIT")
-        self.spans += len(rows)
+        by_trace: dict[str, list[Prepared]] = {}
+        for span in spans:
+            by_trace.setdefault(span.trace_id, []).append(span)
+        for trace, group in by_trace.items():
+            facts = marshal.dumps([(s.span_id, s.parent_id, s.agent_key, s.agent_name, s.start_ns, s.project,
+                                    s.conversation, s.name) for s in group])
+            records = marshal.dumps([tuple(s) for s in group])
+            self._blobs.setdefault(trace, []).append((*self._append(facts), *self._append(records), len(group)))
+        self.spans += len(spans)
 
     def drop(self, traces: set[str]) -> None:
-        if traces:
-            self.db.execute("BEGIN")
-            self.db.executemany("DELETE FROM spans WHERE trace = ?", [(t,) for t in traces])
-            self.db.execute("COMMIT")
-            self.spans = self.db.execute("SELECT count(*) FROM spans").fetchone()[0]
+        for trace in traces:
+            self.spans -= sum(entry[4] for entry in self._blobs.pop(trace, []))
 
     def traces(self) -> list[tuple[str, int]]:
-        self.db.execute("CREATE INDEX IF NOT EXISTS by_trace ON spans (trace)")
-        return [(t, n) for t, n in self.db.execute(
-            "SELECT trace, count(*) FROM spans GROUP BY trace ORDER BY min(rowid)")]
+        """Every trace with its span count, in the order its first span arrived."""
+        return [(trace, sum(entry[4] for entry in entries)) for trace, entries in self._blobs.items()]
 
     def index(self, trace: str) -> TraceIndex:
         index = TraceIndex(trace)
-        for row in self.db.execute("SELECT span, parent, agent_key, agent_name, start, project, conv, name "
-                                   "FROM spans WHERE trace = ? ORDER BY rowid", (trace,)):
-            index.note(*row)
+        for facts_at, facts_size, _, _, _ in self._blobs[trace]:
+            for row in marshal.loads(self._read(facts_at, facts_size)):
+                index.note(*row)
         return index
 
     def chunks(self, trace: str) -> Iterator[list[Prepared]]:
-        cursor = self.db.execute("SELECT blob FROM spans WHERE trace = ? ORDER BY rowid", (trace,))
-        while rows := cursor.fetchmany(CHUNK):
-            yield [Prepared._make(marshal.loads(b)) for (b,) in rows]
+        batch: list[Prepared] = []
+        for _, _, records_at, records_size, _ in self._blobs[trace]:
+            batch.extend(map(Prepared._make, marshal.loads(self._read(records_at, records_size))))
+            if len(batch) >= CHUNK:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
 
     def close(self) -> None:
-        self.db.close()
-        self._dir.cleanup()
+        self._file.close()
 
 
 class _Staging:
