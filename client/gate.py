@@ -8,9 +8,11 @@ the agent stopped and for how long; while it waits, the run and its session show
 the status they had (`running` for the client's own runs; whatever the receiver
 last rolled up for a joined OpenTelemetry trace, which it keeps up to date).
 
-An agent that is interrupted while waiting (Ctrl-C, a cancelled task) leaves the
-approval pending until its deadline: the store has no "withdraw" command, which
-is one more reason `expires_in` defaults to a finite time.
+An agent that stops waiting (its own `timeout` passed, Ctrl-C, a cancelled
+asyncio task) withdraws the approval (`commands.withdraw`): the operator's queue
+drops it with "withdrawn by the agent", so nobody decides a request nobody waits
+for. If the operator decided in the same instant, the decision stands (first
+writer wins) and a timeout returns it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentdesk.client.results import ApprovalResult, Outcome, parse_arguments
+from agentdesk.store import commands
 from agentdesk.store import schema as sc
+from agentdesk.store.errors import Conflict
 from agentdesk.store.runtime import AgentRuntime, Decision
 from agentdesk.store.validation import canonical_arguments, parse_json_arguments
 
@@ -73,7 +77,9 @@ def close_gate(rt: AgentRuntime, run_id: str, session_id: str, gate: PendingGate
         rt.finish_span(gate.gate_span_id, "cancelled", error="the agent stopped waiting")
         return None
     result = to_result(gate, decision)
-    if result.approved:
+    if result.withdrawn:
+        rt.finish_span(gate.gate_span_id, "cancelled", error=result.describe())
+    elif result.approved:
         rt.finish_span(gate.gate_span_id, "ok", output_text=result.describe())
     else:
         rt.finish_span(gate.gate_span_id, "error", error=result.describe())
@@ -87,24 +93,64 @@ def to_result(gate: PendingGate, decision: Decision) -> ApprovalResult:
                           decision.actor)
 
 
-def wait(rt: AgentRuntime, run_id: str, session_id: str, gate: PendingGate) -> ApprovalResult:
+def withdraw(rt: AgentRuntime, gate: PendingGate, why: str) -> Decision | None:
+    """Take the request back; the decision instead if the operator (or the deadline) came first."""
+    try:
+        commands.withdraw(rt.store, gate.approval_id, rt.actor, why)
+    except Conflict:
+        return rt.poll_decision(gate.approval_id)
+    return Decision("withdrawn", why, "", rt.actor)
+
+
+def abandon(rt: AgentRuntime, run_id: str, session_id: str, gate: PendingGate) -> None:
+    """The caller was cancelled before the wait began: withdraw, and close the gate as interrupted."""
+    withdraw(rt, gate, "the agent's task was cancelled while waiting")
+    close_gate(rt, run_id, session_id, gate, None)
+
+
+def _gave_up(timeout: float) -> str:
+    return f"the agent stopped waiting after {timeout:g} s"
+
+
+def wait(rt: AgentRuntime, run_id: str, session_id: str, gate: PendingGate,
+         timeout: float | None = None) -> ApprovalResult:
+    """Block until decided, expired, or `timeout` seconds pass here (then withdrawn)."""
     decision: Decision | None = None
     try:
-        decision = rt.wait_for_decision(gate.approval_id, poll_s=POLL_S)
+        decision = rt.wait_for_decision(gate.approval_id, timeout_s=timeout, poll_s=POLL_S)
+        if decision.status == "pending":
+            assert timeout is not None
+            decision = withdraw(rt, gate, _gave_up(timeout)) or Decision("withdrawn", None, "", rt.actor)
+    except BaseException:  # Ctrl-C, an exception from a signal handler: the request goes with us
+        withdraw(rt, gate, "the agent was interrupted while waiting")
+        raise
     finally:
         result = close_gate(rt, run_id, session_id, gate, decision)
     assert result is not None
     return result
 
 
-async def wait_async(rt: AgentRuntime, run_id: str, session_id: str, gate: PendingGate) -> ApprovalResult:
-    """The same wait without blocking the event loop: each look at the store runs in a worker thread."""
+async def wait_async(rt: AgentRuntime, run_id: str, session_id: str, gate: PendingGate,
+                     timeout: float | None = None) -> ApprovalResult:
+    """The same wait without blocking the event loop: each look at the store runs in a worker thread.
+
+    Cancelling the task (`asyncio.wait_for`, `TaskGroup`, shutdown) withdraws the request first.
+    """
     decision: Decision | None = None
+    give_up = None if timeout is None else asyncio.get_running_loop().time() + timeout
     try:
         while decision is None:
             decision = await asyncio.to_thread(rt.poll_decision, gate.approval_id)
             if decision is None:
+                if give_up is not None and asyncio.get_running_loop().time() >= give_up:
+                    assert timeout is not None
+                    decision = (await asyncio.to_thread(withdraw, rt, gate, _gave_up(timeout))
+                                or Decision("withdrawn", None, "", rt.actor))
+                    break
                 await asyncio.sleep(POLL_S)
+    except BaseException:  # CancelledError included: withdraw before the cancellation goes on
+        await asyncio.shield(asyncio.to_thread(withdraw, rt, gate, "the agent's task was cancelled while waiting"))
+        raise
     finally:
         result = await asyncio.to_thread(close_gate, rt, run_id, session_id, gate, decision)
     assert result is not None

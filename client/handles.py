@@ -76,26 +76,37 @@ class Run:
 
     def request_approval(self, tool: str, arguments: Mapping[str, Any], *,
                          expires_in: float | None = DEFAULT_EXPIRES_IN_S,
-                         parent_span_id: str | None = None) -> ApprovalResult:
+                         parent_span_id: str | None = None, timeout: float | None = None) -> ApprovalResult:
         """Ask an operator and block until they decide or `expires_in` seconds pass (None: no deadline).
 
         The gate span goes under the span open in this thread or task, or under
         `parent_span_id` (e.g. `otel_span_id(...)` of the OpenTelemetry span of the tool call).
+        `timeout`: stop waiting here after this many seconds and withdraw the request
+        (`Outcome.WITHDRAWN`); an interruption (Ctrl-C) withdraws it too, then propagates.
         """
         parent = parent_span_id or self._open_span()
         pending = gate.open_gate(self._rt, self.id, self.agent.session_id, parent, tool, arguments, expires_in)
-        return gate.wait(self._rt, self.id, self.agent.session_id, pending)
+        return gate.wait(self._rt, self.id, self.agent.session_id, pending, timeout)
 
     async def arequest_approval(self, tool: str, arguments: Mapping[str, Any], *,
                                 expires_in: float | None = DEFAULT_EXPIRES_IN_S,
-                                parent_span_id: str | None = None) -> ApprovalResult:
-        """`request_approval` for asyncio: the event loop keeps running while the operator decides."""
+                                parent_span_id: str | None = None, timeout: float | None = None) -> ApprovalResult:
+        """`request_approval` for asyncio: the event loop keeps running while the operator decides.
+
+        Cancelling the task (e.g. `asyncio.wait_for`) withdraws the request before the
+        cancellation propagates; `timeout` withdraws it and returns `Outcome.WITHDRAWN`.
+        """
         import asyncio
 
         parent = parent_span_id or self._open_span()
-        pending = await asyncio.to_thread(gate.open_gate, self._rt, self.id, self.agent.session_id, parent, tool,
-                                          arguments, expires_in)
-        return await gate.wait_async(self._rt, self.id, self.agent.session_id, pending)
+        opening = asyncio.ensure_future(asyncio.to_thread(gate.open_gate, self._rt, self.id, self.agent.session_id,
+                                                          parent, tool, arguments, expires_in))
+        try:
+            pending = await asyncio.shield(opening)
+        except asyncio.CancelledError:  # cancelled while the request was being written: take it back once it is
+            await asyncio.to_thread(gate.abandon, self._rt, self.id, self.agent.session_id, await opening)
+            raise
+        return await gate.wait_async(self._rt, self.id, self.agent.session_id, pending, timeout)
 
     def finish(self, status: str = "done", error: str | None = None) -> None:
         """done, failed or cancelled."""

@@ -16,6 +16,8 @@ class Outcome(StrEnum):
     APPROVED = "approved"
     DENIED = "denied"
     EXPIRED = "expired"
+    WITHDRAWN = "withdrawn"
+    """The agent stopped waiting (a local timeout, a cancelled task) and took the request back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,10 @@ class ApprovalResult:
         return self.outcome is Outcome.EXPIRED
 
     @property
+    def withdrawn(self) -> bool:
+        return self.outcome is Outcome.WITHDRAWN
+
+    @property
     def edited(self) -> bool:
         return self.approved and self.arguments != self.original_arguments
 
@@ -60,6 +66,8 @@ class ApprovalResult:
             return f"{self.tool} approved by {self.decided_by}{how}."
         if self.denied:
             return f"{self.tool} denied by {self.decided_by}: {self.reason}"
+        if self.withdrawn:
+            return f"{self.tool} was withdrawn: the agent stopped waiting before anyone decided; it did not run."
         return f"{self.tool} was not decided before its deadline; it did not run."
 
 

@@ -82,6 +82,37 @@ def decide(store: Store, approval_id: str, approve: bool, actor: str, reason: st
     return NativeQueries(store).approval(approval_id)
 
 
+def withdraw(store: Store, approval_id: str, actor: str, reason: str | None = None) -> rm.Approval:
+    """The requesting agent takes back its pending approval (it stopped waiting): exactly once.
+
+    Compare-and-set on status `pending` (a deadline already passed does not matter:
+    nobody can decide it any more); a decision or expiry that came first wins and raises
+    `AlreadyDecided` / `Expired`. Audited as `approval.withdrawn`, change-logged so the
+    queue drops the row.
+    """
+    actor = check_name("actor name", actor)
+    reason = check_name("reason", reason, required=False) or None
+    A = sc.ApprovalRow
+    with UnitOfWork(store) as uow:
+        row = uow.session.get(A, approval_id)
+        if row is None:
+            raise NotFound(f"There is no approval with id {approval_id}.")
+        won = affected(uow.session.execute(
+            update(A).where(A.id == approval_id, A.status == "pending")
+            .values(status="withdrawn", decided_at=uow.now, decided_by=actor, reason=reason,
+                    revision=A.revision + 1)
+            .execution_options(synchronize_session=False)))
+        if won != 1:
+            _explain_lost_decision(uow, approval_id)
+        if row.tool_call_id:
+            uow.session.execute(update(sc.ToolCallRow).where(sc.ToolCallRow.id == row.tool_call_id)
+                                .values(status="withdrawn"))
+        uow.audit(actor, "approval.withdrawn", "approval", approval_id, {
+            "reason": reason, "tool": row.tool_name, "payload_hash": row.payload_hash})
+        uow.record("approval", "update", approval_id, approval_parents(row), row.revision + 1)
+    return NativeQueries(store).approval(approval_id)
+
+
 def _explain_lost_decision(uow: UnitOfWork, approval_id: str) -> None:
     uow.session.expire_all()
     row = uow.session.get(sc.ApprovalRow, approval_id)

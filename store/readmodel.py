@@ -50,6 +50,8 @@ class ApprovalStatus(StrEnum):
     APPROVED = "approved"
     DENIED = "denied"
     EXPIRED = "expired"
+    WITHDRAWN = "withdrawn"
+    """The requesting agent stopped waiting and took it back (`commands.withdraw`)."""
 
 
 class ItemKind(StrEnum):

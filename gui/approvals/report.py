@@ -35,6 +35,8 @@ def left_text(approval_id: str, approval: rm.Approval | None) -> str:
         return f"{approval_id} was removed from the store"
     if approval.status == rm.ApprovalStatus.EXPIRED:
         return f"{named(approval)} expired"
+    if approval.status == rm.ApprovalStatus.WITHDRAWN:
+        return f"{named(approval)} was withdrawn by the agent"
     return f"{named(approval)} was {approval.status} by {shown_line(approval.decided_by or 'the runtime', 80)}"
 
 

@@ -18,7 +18,7 @@ from agentdesk.gui.cli.receive import receive_options
 from agentdesk.gui.cli.rules_commands import add_rules_parser
 from agentdesk.gui.cli.usage import Parser
 
-STATUSES = ("pending", "approved", "denied", "expired", "all")
+STATUSES = ("pending", "approved", "denied", "expired", "withdrawn", "all")
 VIEWS = ("window", "tree", "timeline", "context", "approvals", "rules")
 THEMES = ("system", "light", "dark")
 DEFAULT_BUSY_TIMEOUT_S = 5.0

@@ -29,6 +29,7 @@ STATUS_COLOURS: dict[str, str] = {
     "approved": "#30a46c",
     "denied": "#e5484d",
     "expired": "#8b949e",
+    "withdrawn": "#8b949e",
 }
 
 STATUS_SYMBOLS: dict[str, str] = {

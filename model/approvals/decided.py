@@ -28,7 +28,8 @@ from agentdesk.store.source import Source
 
 D_STATUS, D_TOOL, D_AGENT, D_ACTOR, D_DECIDED_AT, D_EDITED, D_REASON = range(7)
 DECIDED_HEADERS = ("Status", "Tool", "Agent", "Actor", "Decided at", "Edited", "Reason")
-DECIDED_STATUSES = (rm.ApprovalStatus.APPROVED, rm.ApprovalStatus.DENIED, rm.ApprovalStatus.EXPIRED)
+DECIDED_STATUSES = (rm.ApprovalStatus.APPROVED, rm.ApprovalStatus.DENIED, rm.ApprovalStatus.EXPIRED,
+                    rm.ApprovalStatus.WITHDRAWN)
 
 
 def read_decided(source: Source, limit: int) -> list[rm.Approval]:

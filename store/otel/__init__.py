@@ -2,10 +2,29 @@
 
 `ingest_request` / `ingest_json` write payloads that arrive whole (the receiver);
 `importer.import_files` streams files of any size; `export` writes runs back out.
+
+The names below are loaded on first use: the importer's helper process imports only
+the decoding and mapping modules, and must not pay for SQLAlchemy and Alembic.
 """
 
-from agentdesk.store.otel.ingest import ingest_json, ingest_request, ingest_spans
-from agentdesk.store.otel.spans import BadRecord, OtelSpan
-from agentdesk.store.otel.writer import IngestReport
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentdesk.store.otel.ingest import ingest_json, ingest_request, ingest_spans
+    from agentdesk.store.otel.spans import BadRecord, OtelSpan
+    from agentdesk.store.otel.writer import IngestReport
+
+_WHERE = {"ingest_json": "ingest", "ingest_request": "ingest", "ingest_spans": "ingest",
+          "BadRecord": "spans", "OtelSpan": "spans", "IngestReport": "writer"}
 
 __all__ = ["BadRecord", "IngestReport", "OtelSpan", "ingest_json", "ingest_request", "ingest_spans"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -16,8 +16,8 @@ log gets one `otel.import` record for the whole import, whatever happened.
 
 from __future__ import annotations
 
+import gc
 import marshal
-import sqlite3
 import tempfile
 import threading
 import time
@@ -28,9 +28,9 @@ from pathlib import Path
 from agentdesk.store.database import Store
 from agentdesk.store.errors import InvalidInput, StoreError
 from agentdesk.store.ids import new_id
-from agentdesk.store.otel import semconv
 from agentdesk.store.otel.formats import TraceFile
-from agentdesk.store.otel.spans import BadRecord, OtelSpan
+from agentdesk.store.otel.prepare import Prepared, Preparer, fewer_collections
+from agentdesk.store.otel.spans import BadRecord
 from agentdesk.store.otel.writer import IngestReport, TraceIndex, write_trace
 from agentdesk.store.uow import UnitOfWork
 
@@ -74,58 +74,68 @@ ProgressFn = Callable[[ImportProgress], None]
 
 
 class _Spill:
-    """The private staging file: decoded spans, indexed by trace, in arrival order."""
+    """The private staging file: each chunk's spans of one trace appended as two marshal blobs (the
+    facts that place them, and the whole records), found again through an in-memory list per trace.
+
+    Append-only and read back in arrival order, so it costs a write and a read of each record and
+    nothing else (no B-tree, no index), and memory holds a few numbers per chunk, not the spans.
+    """
 
     def __init__(self) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="agentdesk-import-")
-        self.db = sqlite3.connect(Path(self._dir.name) / "spill.sqlite", isolation_level=None)
-        self.db.executescript("""
-            PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA temp_store=FILE;
-            CREATE TABLE spans (trace TEXT, span TEXT, parent TEXT, agent_key TEXT, agent_name TEXT,
-                                start INTEGER, project TEXT, conv TEXT, name TEXT, blob BLOB);
-        """)
+        self._file = tempfile.TemporaryFile(prefix="agentdesk-import-")  # noqa: SIM115 (closed in close())
+        self._end = 0
+        self._blobs: dict[str, list[tuple[int, int, int, int, int]]] = {}
+        """trace -> [(facts offset, facts size, records offset, records size, spans)], in arrival order."""
         self.spans = 0
 
-    def add(self, spans: Sequence[OtelSpan]) -> None:
-        rows = []
-        for s in spans:
-            key = name = None
-            if semconv.is_agent_span(s.attributes):
-                key, name = semconv.agent_identity(s)
-            rows.append((s.trace_id, s.span_id, s.parent_id, key, name, s.start_ns, semconv.project_of(s),
-                         semconv.conversation_of(s.attributes), s.name, marshal.dumps(_pack(s))))  # type: ignore[arg-type]
-        self.db.execute("BEGIN")
-        self.db.executemany("INSERT INTO spans VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
-        self.db.execute("COMMIT")
-        self.spans += len(rows)
+    def _append(self, data: bytes) -> tuple[int, int]:
+        self._file.seek(self._end)
+        self._file.write(data)
+        offset, self._end = self._end, self._end + len(data)
+        return offset, len(data)
+
+    def _read(self, offset: int, size: int) -> bytes:
+        self._file.seek(offset)
+        return self._file.read(size)
+
+    def add(self, spans: Sequence[Prepared]) -> None:
+        by_trace: dict[str, list[Prepared]] = {}
+        for span in spans:
+            by_trace.setdefault(span.trace_id, []).append(span)
+        for trace, group in by_trace.items():
+            facts = marshal.dumps([(s.span_id, s.parent_id, s.agent_key, s.agent_name, s.start_ns, s.project,
+                                    s.conversation, s.name) for s in group])
+            records = marshal.dumps([tuple(s) for s in group])
+            self._blobs.setdefault(trace, []).append((*self._append(facts), *self._append(records), len(group)))
+        self.spans += len(spans)
 
     def drop(self, traces: set[str]) -> None:
-        if traces:
-            self.db.execute("BEGIN")
-            self.db.executemany("DELETE FROM spans WHERE trace = ?", [(t,) for t in traces])
-            self.db.execute("COMMIT")
-            self.spans = self.db.execute("SELECT count(*) FROM spans").fetchone()[0]
+        for trace in traces:
+            self.spans -= sum(entry[4] for entry in self._blobs.pop(trace, []))
 
     def traces(self) -> list[tuple[str, int]]:
-        self.db.execute("CREATE INDEX IF NOT EXISTS by_trace ON spans (trace)")
-        return [(t, n) for t, n in self.db.execute(
-            "SELECT trace, count(*) FROM spans GROUP BY trace ORDER BY min(rowid)")]
+        """Every trace with its span count, in the order its first span arrived."""
+        return [(trace, sum(entry[4] for entry in entries)) for trace, entries in self._blobs.items()]
 
     def index(self, trace: str) -> TraceIndex:
         index = TraceIndex(trace)
-        for row in self.db.execute("SELECT span, parent, agent_key, agent_name, start, project, conv, name "
-                                   "FROM spans WHERE trace = ? ORDER BY rowid", (trace,)):
-            index.note(*row)
+        for facts_at, facts_size, _, _, _ in self._blobs[trace]:
+            for row in marshal.loads(self._read(facts_at, facts_size)):
+                index.note(*row)
         return index
 
-    def chunks(self, trace: str) -> Iterator[list[OtelSpan]]:
-        cursor = self.db.execute("SELECT blob FROM spans WHERE trace = ? ORDER BY rowid", (trace,))
-        while rows := cursor.fetchmany(CHUNK):
-            yield [_unpack(marshal.loads(b)) for (b,) in rows]
+    def chunks(self, trace: str) -> Iterator[list[Prepared]]:
+        batch: list[Prepared] = []
+        for _, _, records_at, records_size, _ in self._blobs[trace]:
+            batch.extend(map(Prepared._make, marshal.loads(self._read(records_at, records_size))))
+            if len(batch) >= CHUNK:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
 
     def close(self) -> None:
-        self.db.close()
-        self._dir.cleanup()
+        self._file.close()
 
 
 class _Staging:
@@ -138,11 +148,11 @@ class _Staging:
 
     def __init__(self, memory_spans: int) -> None:
         self.memory_spans = memory_spans
-        self.held: dict[str, list[OtelSpan]] = {}
+        self.held: dict[str, list[Prepared]] = {}
         self.spill: _Spill | None = None
         self.spans = 0
 
-    def add(self, spans: Sequence[OtelSpan]) -> None:
+    def add(self, spans: Sequence[Prepared]) -> None:
         if self.spill is None and self.spans + len(spans) > self.memory_spans:
             self.spill = _Spill()
             for held in self.held.values():
@@ -176,7 +186,7 @@ class _Staging:
             index.add(span)
         return index
 
-    def chunks(self, trace: str) -> Iterator[list[OtelSpan]]:
+    def chunks(self, trace: str) -> Iterator[list[Prepared]]:
         if self.spill is not None:
             yield from self.spill.chunks(trace)
             return
@@ -190,43 +200,53 @@ class _Staging:
             self.spill.close()
 
 
-def _pack(s: OtelSpan) -> tuple[object, ...]:
-    return (s.trace_id, s.span_id, s.parent_id, s.name, s.kind, s.start_ns, s.end_ns, s.attributes, s.events,
-            s.links, s.status_code, s.status_message, s.resource, s.scope_name, s.scope_version)
-
-
-def _unpack(t: tuple[object, ...]) -> OtelSpan:
-    return OtelSpan(*t)  # type: ignore[arg-type]
-
-
 def import_files(store: Store, paths: Sequence[Path], *, default_project: str | None = None,
                  progress: ProgressFn | None = None, cancel: threading.Event | None = None,
-                 actor: str = IMPORT_ACTOR) -> ImportResult:
+                 actor: str = IMPORT_ACTOR, helper: bool = True) -> ImportResult:
     """Import OTLP files; returns what was written. Raises only for an unusable store.
 
     A bad record is reported in `result.error` (after publishing the whole traces read
-    before it); a cancel in `result.cancelled`.
+    before it); a cancel in `result.cancelled`. `helper=False` maps every span in this
+    process instead of sharing the work with a helper process.
     """
     began = time.perf_counter()
+    thresholds = gc.get_threshold()
+    fewer_collections()
+    try:
+        return _import(store, paths, default_project, progress, cancel, actor, helper, began)
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _import(store: Store, paths: Sequence[Path], default_project: str | None, progress: ProgressFn | None,
+            cancel: threading.Event | None, actor: str, helper: bool, began: float) -> ImportResult:
     total_bytes = sum(p.stat().st_size for p in paths)
     spill = _Staging(MEMORY_SPANS)
+    preparer = Preparer(helper=helper)
     result = ImportResult(IngestReport(), [str(p) for p in paths], 0, 0.0)
-    done_bytes = 0
+    done_bytes = decoded = 0
     try:
         try:
             for path in paths:
                 trace_file = TraceFile(path)
                 try:
                     for record in trace_file.records():
-                        spill.add(record.spans)
+                        decoded += len(record.spans)
+                        for ready in preparer.put(record.spans):
+                            spill.add(ready)
                         if progress is not None:
                             progress(ImportProgress("reading", done_bytes + trace_file.position, total_bytes,
-                                                    spill.spans, 0, 0, 0, 0))
+                                                    decoded, 0, 0, 0, 0))
                         if cancel is not None and cancel.is_set():
                             result.cancelled = True
                             break
+                    if not result.cancelled:
+                        for ready in preparer.drain():
+                            spill.add(ready)
                     result.formats.append(trace_file.format)
                 except BadRecord:
+                    for ready in preparer.drain():  # the records before the bad one
+                        spill.add(ready)
                     spill.drop(trace_file.current_traces)  # no trace the bad document touched is published
                     raise
                 finally:
@@ -236,6 +256,8 @@ def import_files(store: Store, paths: Sequence[Path], *, default_project: str | 
                     break
         except BadRecord as exc:
             result.error = exc
+        finally:
+            preparer.close()
         result.spans_read = spill.spans
         if not result.cancelled:
             _publish(store, spill, result, default_project, progress, cancel)
@@ -260,7 +282,7 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
             progress(ImportProgress("writing", 0, 0, spill.spans, done["spans"], spill.spans, done["traces"],
                                     len(traces)))
 
-    def chunks(trace: str) -> Iterator[list[OtelSpan]]:
+    def chunks(trace: str) -> Iterator[list[Prepared]]:
         """A trace's chunks, reporting each one written (a big trace is one long transaction)."""
         for chunk in spill.chunks(trace):
             if cancel is not None and cancel.is_set():

@@ -12,6 +12,7 @@ from typing import Any
 from agentdesk.store.database import Store
 from agentdesk.store.ids import new_id
 from agentdesk.store.otel.decode import spans_from_json, spans_from_proto
+from agentdesk.store.otel.prepare import Prepared, prepare_all
 from agentdesk.store.otel.spans import OtelSpan
 from agentdesk.store.otel.writer import IngestReport, TraceIndex, write_trace
 from agentdesk.store.uow import UnitOfWork
@@ -54,8 +55,8 @@ def ingest_json(store: Store, document: Any, *, default_project: str | None = No
                         actor=actor)
 
 
-def group_by_trace(spans: Iterable[OtelSpan]) -> dict[str, list[OtelSpan]]:
-    traces: dict[str, list[OtelSpan]] = {}
+def group_by_trace(spans: Iterable[Prepared]) -> dict[str, list[Prepared]]:
+    traces: dict[str, list[Prepared]] = {}
     for span in spans:
         traces.setdefault(span.trace_id, []).append(span)
     return traces
@@ -63,6 +64,23 @@ def group_by_trace(spans: Iterable[OtelSpan]) -> dict[str, list[OtelSpan]]:
 
 def ingest_spans(store: Store, spans: Iterable[OtelSpan], *, default_project: str | None = None,
                  actor: str = RECEIVER_ACTOR, action: str = "otel.ingest") -> IngestReport:
+    return ingest_prepared(store, prepare_all(list(spans)), default_project=default_project, actor=actor,
+                           action=action)
+
+
+def ingest_payload(store: Store, payload: Any, *, default_project: str | None = None,
+                   actor: str = RECEIVER_ACTOR) -> IngestReport:
+    """What the receiver's writer is handed: spans already prepared (as plain tuples, from the
+    decoding process) or a whole `ExportTraceServiceRequest`. Same contract as `ingest_request`."""
+    if isinstance(payload, list):
+        return ingest_prepared(store, [p if isinstance(p, Prepared) else Prepared._make(p) for p in payload],
+                               default_project=default_project, actor=actor)
+    return ingest_request(store, payload, default_project=default_project, actor=actor)
+
+
+def ingest_prepared(store: Store, spans: Iterable[Prepared], *, default_project: str | None = None,
+                    actor: str = RECEIVER_ACTOR, action: str = "otel.ingest") -> IngestReport:
+    """`ingest_spans` for spans already mapped by `prepare` (the receiver maps them while decoding)."""
     report = IngestReport()
     traces = group_by_trace(spans)
     if not traces:

@@ -22,22 +22,22 @@ import ipaddress
 import json
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 
 from agentdesk.store.database import Store
 from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
-from agentdesk.store.otel.receiver_decode import PROTOBUF_TYPES, BodyRefused, check_media, decode_body, media_type
+from agentdesk.store.otel.prepare import helper_pool
+from agentdesk.store.otel.receiver_decode import PROTOBUF_TYPES, BodyRefused, check_media, decode_prepared, media_type
 from agentdesk.store.otel.receiver_stats import ReceiverStats
-from agentdesk.store.otel.receiver_writer import Ingest, IngestWriter, QueueFull, span_count
+from agentdesk.store.otel.receiver_writer import Ingest, IngestWriter, QueueFull
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,8 @@ class ReceiverConfig:
     """Refuse (503) when the work already queued would keep a request waiting longer than this."""
     retry_after_s: int = 1
     default_project: str | None = None
+    helper: bool = True
+    """Decode and map requests in a helper process (False: in threads of this process)."""
     """Project for spans whose resource names none (no service.name, no openinference.project.name)."""
 
     def check(self) -> None:
@@ -97,10 +99,10 @@ class ReceiverConfig:
 
 
 def default_ingest(default_project: str | None) -> Ingest:
-    from agentdesk.store.otel import ingest_request  # the importer's entry point, shared with `import`
+    from agentdesk.store.otel.ingest import ingest_payload  # the importer's write path, shared with `import`
 
-    def ingest(store: Store, request: ExportTraceServiceRequest) -> Any:
-        return ingest_request(store, request, default_project=default_project)
+    def ingest(store: Store, payload: Any) -> Any:
+        return ingest_payload(store, payload, default_project=default_project)
 
     return ingest
 
@@ -117,6 +119,7 @@ class Receiver:
         self._writer = IngestWriter(store, ingest, max_queued=self.config.max_queued,
                                     max_wait_s=self.config.max_wait_s)
         self._decoders = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentdesk-otlp-decode")
+        self._mapper = helper_pool() if self.config.helper else None
         self._runner: web.AppRunner | None = None
         self.address: tuple[str, int] | None = None
 
@@ -153,6 +156,9 @@ class Receiver:
             self._runner = None
         await asyncio.get_running_loop().run_in_executor(None, self._writer.stop)
         self._decoders.shutdown(wait=False)
+        if self._mapper is not None:
+            self._mapper.shutdown(wait=False, cancel_futures=True)
+            self._mapper = None
         self.stats.listening(None)
 
     # -- one request -----------------------------------------------------------------------
@@ -169,16 +175,25 @@ class Receiver:
                 raise BodyRefused(413, self._too_large()) from None
             # aiohttp has already inflated a gzip body, holding it to client_max_size as it went,
             # so a gzip bomb stops at the limit (413) and the decoder sees plain bytes.
-            decoded = await asyncio.get_running_loop().run_in_executor(
-                self._decoders, decode_body, body, request.headers.get("Content-Type"), None,
-                self.config.max_body_bytes)
+            decoded, spans = await self._decode(body, request.headers.get("Content-Type"))
         except BodyRefused as exc:
             self.stats.rejected(str(exc))
             return self._error(kind, exc.status, str(exc))
-        return await self._write(kind, decoded)
+        return await self._write(kind, decoded, spans)
 
-    async def _write(self, kind: str, decoded: ExportTraceServiceRequest) -> web.StreamResponse:
-        spans = span_count(decoded)
+    async def _decode(self, body: bytes, content_type: str | None) -> tuple[Any, int]:
+        """Decoded and mapped in the helper process (both cores work: it maps while the writer
+        writes); in threads when no process can be started or the helper died."""
+        loop = asyncio.get_running_loop()
+        limit = self.config.max_body_bytes
+        if self._mapper is not None:
+            try:
+                return await loop.run_in_executor(self._mapper, decode_prepared, body, content_type, None, limit)
+            except BrokenExecutor:
+                self._mapper = None
+        return await loop.run_in_executor(self._decoders, decode_prepared, body, content_type, None, limit)
+
+    async def _write(self, kind: str, decoded: Any, spans: int) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         settled: asyncio.Future[tuple[Any, BaseException | None]] = loop.create_future()
 

@@ -20,6 +20,9 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from agentdesk.store.errors import InvalidInput
+from agentdesk.store.otel.decode import spans_from_proto
+from agentdesk.store.otel.prepare import prepare_all
 from agentdesk.store.otel.values import FieldError, hex_id
 
 JSON_TYPES = frozenset({"application/json"})
@@ -33,6 +36,9 @@ class BodyRefused(ValueError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+    def __reduce__(self) -> tuple[type[BodyRefused], tuple[int, str]]:  # it crosses from the decoding process
+        return (BodyRefused, (self.status, str(self)))
 
 
 def media_type(content_type: str | None) -> str:
@@ -138,3 +144,15 @@ def _fix(holder: dict[str, Any], key: str, size: int, where: str, *, optional: b
         del holder[key]
     else:
         holder[key] = base64.b64encode(bytes.fromhex(value)).decode()
+
+
+def decode_prepared(body: bytes, content_type: str | None, content_encoding: str | None,
+                    limit: int) -> tuple[list[tuple[Any, ...]], int]:
+    """Decode a request and map its spans (`prepare`): all the work that needs no store, so the
+    receiver does it in its decoding process while the writer writes. An invalid span is a 400."""
+    request = decode_body(body, content_type, content_encoding, limit)
+    try:
+        spans = spans_from_proto(request.resource_spans, "request")
+    except InvalidInput as exc:
+        raise BodyRefused(400, str(exc)) from None
+    return [tuple(p) for p in prepare_all(spans)], len(spans)

@@ -44,7 +44,8 @@ MAX_TRANSACTION_S = 1.0
 DEFAULT_MAX_WAIT_S = 4.0
 """Well inside the exporters' 10 s timeout, leaving room for the request's own write."""
 RATE_SMOOTHING = 0.3
-Ingest = Callable[[Store, ExportTraceServiceRequest], Any]
+Ingest = Callable[[Store, Any], Any]
+"""Writes one payload: an `ExportTraceServiceRequest`, or a list of prepared spans (`ingest_payload`)."""
 Done = Callable[[Any, BaseException | None], None]
 
 
@@ -54,9 +55,20 @@ class QueueFull(Exception):
 
 @dataclass(slots=True)
 class Job:
-    request: ExportTraceServiceRequest
+    request: Any
+    """An `ExportTraceServiceRequest`, or the prepared spans of one (a list)."""
     spans: int
     done: Done
+
+
+def merge(payloads: list[Any]) -> Any:
+    """Several requests as one ingest call: prepared spans concatenated, or protobuf requests joined."""
+    if all(isinstance(p, list) for p in payloads):
+        return [span for p in payloads for span in p]
+    merged = ExportTraceServiceRequest()
+    for p in payloads:
+        merged.resource_spans.extend(p.resource_spans)
+    return merged
 
 
 def span_count(request: ExportTraceServiceRequest) -> int:
@@ -94,7 +106,7 @@ class IngestWriter:
         with self._lock:
             return not self._writing and self._queued_spans == 0 and self._queue.empty()
 
-    def submit(self, request: ExportTraceServiceRequest, spans: int, done: Done) -> None:
+    def submit(self, request: Any, spans: int, done: Done) -> None:
         """Queue a request; `done(report, error)` is called from the writer thread once it is settled."""
         if self._stopping.is_set():
             raise QueueFull("the receiver is stopping")
@@ -167,11 +179,9 @@ class IngestWriter:
         if len(jobs) == 1:
             self._one(jobs[0])
             return
-        merged = ExportTraceServiceRequest()
-        for job in jobs:
-            merged.resource_spans.extend(job.request.resource_spans)
+        merged = merge([job.request for job in jobs])
         try:
-            report = self._timed(merged)
+            report = self._timed(merged, sum(job.spans for job in jobs))
         except InvalidInput:
             for job in jobs:  # find whose request it was: the others still get written
                 self._one(job)
@@ -183,13 +193,13 @@ class IngestWriter:
 
     def _one(self, job: Job) -> None:
         try:
-            report = self._timed(job.request)
+            report = self._timed(job.request, job.spans)
         except Exception as exc:
             self._settle([job], None, exc)
             return
         self._settle([job], report, None)
 
-    def _timed(self, request: ExportTraceServiceRequest) -> Any:
+    def _timed(self, request: Any, spans: int) -> Any:
         started = time.perf_counter()
         try:
             report = self._ingest(self.store, request)
@@ -197,7 +207,7 @@ class IngestWriter:
             elapsed = time.perf_counter() - started
             self.busy_s += elapsed
             self.ingest_calls += 1
-        self._note_rate(span_count(request), elapsed)
+        self._note_rate(spans, elapsed)
         return report
 
     def _note_rate(self, spans: int, elapsed: float) -> None:

@@ -21,6 +21,9 @@ class BadRecord(InvalidInput):
         self.where = where
         self.problem = problem
 
+    def __reduce__(self) -> tuple[type[BadRecord], tuple[str, str]]:  # it may cross from a helper process
+        return (BadRecord, (self.where, self.problem))
+
 
 @dataclass(slots=True)
 class OtelSpan:

@@ -18,22 +18,19 @@ under its parent in the write where the parent arrives.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from agentdesk.store import schema as sc
 from agentdesk.store.errors import InvalidInput
-from agentdesk.store.otel import messages as msgs
-from agentdesk.store.otel import semconv
-from agentdesk.store.otel import values as v
-from agentdesk.store.otel.messages import PLAIN, SORTED
-from agentdesk.store.otel.spans import OtelSpan, run_row_id, span_row_id
+from agentdesk.store.otel.messages import PLAIN
+from agentdesk.store.otel.prepare import AGENT_KEY, EXTRA_KEYS, ORPHAN_KEY, Prepared, add_keys, digest
+from agentdesk.store.otel.spans import run_row_id, span_row_id
 from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import estimate_tokens
 
@@ -41,20 +38,12 @@ DEFAULT_PROJECT = "OpenTelemetry"
 IMPORTED_AGENT_PREFIX = "ota_"
 """Agents made from OTel spans: their context is what the model was sent, so views show it read-only."""
 TASK_TITLE = "Imported OpenTelemetry traces"
-ORPHAN_KEY = "agentdesk.orphan"
 ORPHAN_PREFIX = "(orphan) "
 """Put before an orphan's name while it waits, so the timeline shows it as orphaned; removed when placed."""
 IN_CHUNK = 500
 """Bound parameters per IN (...) lookup: well under SQLite's limit."""
-AGENT_KEY = "agentdesk.agent"
-"""On a model span: the agent whose context its messages are (what `readback` rebuilds them with)."""
-EXTRA_KEYS = frozenset({"otel.kind", "otel.status_message", "otel.events", "otel.links", "otel.scope",
-                        "otel.scope_version", "otel.resource", ORPHAN_KEY, AGENT_KEY})
-"""Keys the importer adds to a span's attributes (export strips them again)."""
-
-
-def _h(*parts: str, n: int = 16) -> str:
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:n]
+__all__ = ["AGENT_KEY", "EXTRA_KEYS", "ORPHAN_KEY", "IngestReport", "TraceIndex", "write_trace"]
+_h = digest
 
 
 @dataclass
@@ -100,12 +89,9 @@ class TraceIndex:
     root_span: str | None = None
     root_name: str | None = None
 
-    def add(self, span: OtelSpan) -> None:
-        key = name = None
-        if semconv.is_agent_span(span.attributes):
-            key, name = semconv.agent_identity(span)
-        self.note(span.span_id, span.parent_id, key, name, span.start_ns, semconv.project_of(span),
-                  semconv.conversation_of(span.attributes), span.name)
+    def add(self, p: Prepared) -> None:
+        self.note(p.span_id, p.parent_id, p.agent_key, p.agent_name, p.start_ns, p.project, p.conversation,
+                  p.name)
 
     def note(self, span_id: str, parent_id: str | None, agent_key: str | None, agent_name: str | None,
              start_ns: int, project: str | None, conversation: str | None, name: str) -> None:
@@ -160,7 +146,11 @@ class TraceWriter:
         """(agent, role, content, repeat) -> item id, for the items already queued in this write."""
         self._context_touched: set[str] = set()
         self._written: list[str] = []
-        self._resources: dict[str, str] = {}
+        self._resources: set[str] = set()
+        self._stored_agents: dict[str, str | None] = {}
+        """Stored span row id -> the agent of its nearest agent span (many children share a parent)."""
+        self._seen: dict[str, float | None] = {}
+        """Spans this writer wrote (row id -> end time): a later chunk may repeat them."""
         self._new_run = False
         self._first = uow.now
 
@@ -248,6 +238,9 @@ class TraceWriter:
         c.execute(update(sc.ContextItemRow).where(sc.ContextItemRow.agent_id == old).values(agent_id=top))
         c.execute(update(sc.ContextGroupRow).where(sc.ContextGroupRow.agent_id == old).values(agent_id=top))
         c.execute(update(A).where(A.parent_agent_id == old, A.id != top).values(parent_agent_id=top))
+        self._rehome_approvals(old, top)
+        for agent in (old, top):  # both agents' context views reload (their items moved)
+            self.uow.record("context", "update", agent, {"agent": agent, "session": self.session_id})
         self.run_agent = top
         self._agents.pop(old, None)
         self._agents.setdefault(top, {"parent": None})
@@ -258,6 +251,21 @@ class TraceWriter:
             c.execute(delete(A).where(A.id == old))
             self.uow.record("agent", "delete", old, {"project": self.project_id, "task": self.task_id,
                                                      "session": self.session_id})
+
+    def _rehome_approvals(self, old: str, top: str) -> None:
+        """An approval the agent asked for (the client's `join_trace`) before its agent span arrived
+        was filed under the stand-in: it moves with the run, in this transaction, and the change
+        log says so, so the queue and the tree show it under the real agent."""
+        Ap = sc.ApprovalRow
+        moved = self.conn.execute(select(Ap.id, Ap.revision).where(Ap.run_id == self.run_id, Ap.agent_id == old)).all()
+        if not moved:
+            return
+        self.conn.execute(update(Ap).where(Ap.run_id == self.run_id, Ap.agent_id == old)
+                          .values(agent_id=top, revision=Ap.revision + 1))
+        parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id, "agent": top,
+                   "run": self.run_id}
+        for approval_id, revision in moved:
+            self.uow.record("approval", "update", approval_id, parents, revision + 1)
 
     def _enclosing_agent(self, span_id: str | None) -> str | None:
         """The agent of the nearest agent span at or above `span_id`.
@@ -288,7 +296,12 @@ class TraceWriter:
         return found
 
     def _stored_agent_of(self, row_id: str) -> str | None:
-        """For a parent written earlier: walk stored spans up to the nearest agent span."""
+        """For a parent written earlier: walk stored spans up to the nearest agent span (once per parent)."""
+        if row_id not in self._stored_agents:
+            self._stored_agents[row_id] = self._walk_stored(row_id)
+        return self._stored_agents[row_id]
+
+    def _walk_stored(self, row_id: str) -> str | None:
         seen = 0
         current: str | None = row_id
         while current is not None and seen < 100_000:
@@ -333,15 +346,18 @@ class TraceWriter:
 
     def _stored_root(self) -> str | None:
         S, Orph = sc.SpanRow, sc.OtelOrphanRow
+        if self.conn.execute(select(Orph.span_id).join(S, S.id == Orph.span_id).where(
+                Orph.run_id == self.run_id, S.parent_span_id.is_(None)).limit(1)).first() is not None:
+            return None  # orphans still at the top: the root has not arrived (it would have taken them)
         return self.conn.execute(
             select(S.id).where(S.run_id == self.run_id, S.parent_span_id.is_(None),
                                S.id.not_in(select(Orph.span_id).where(Orph.run_id == self.run_id)))
             .order_by(S.started_at).limit(1)).scalar()
 
     # -- spans -----------------------------------------------------------------------------
-    def write(self, spans: Sequence[OtelSpan]) -> None:
+    def write(self, spans: Sequence[Prepared]) -> None:
         """One chunk of this trace's spans (any order, duplicates allowed)."""
-        unique: dict[str, OtelSpan] = {}
+        unique: dict[str, Prepared] = {}
         for span in spans:
             had = unique.get(span.span_id)
             if had is None or (span.end_ns and not had.end_ns):
@@ -351,32 +367,39 @@ class TraceWriter:
             else:
                 self.report.duplicates += 1
         # In time order, so a call's messages take context positions after the earlier calls'.
-        ids = {span_row_id(self.index.trace_id, sp.span_id): sp
+        trace = self.index.trace_id
+        ids = {span_row_id(trace, sp.span_id): sp
                for sp in sorted(unique.values(), key=lambda sp: (sp.start_ns, sp.span_id))}
-        existing = self._existing(list(ids))
-        parents_missing = {span_row_id(self.index.trace_id, sp.parent_id) for sp in unique.values()
+        seen = self._seen
+        # A new run has no stored spans: only what this writer wrote can be there already.
+        existing = {r: seen[r] for r in ids if r in seen} if self._new_run else self._existing(list(ids))
+        parents_missing = {span_row_id(trace, sp.parent_id) for sp in unique.values()
                            if sp.parent_id is not None and sp.parent_id not in self.index.spans}
-        stored_parents = set(self._stored_ids(list(parents_missing))) if parents_missing else set()
-        span_rows: list[dict[str, Any]] = []
+        stored_parents = (set(self._stored_ids(list(parents_missing))) if parents_missing and not self._new_run
+                          else set())
+        span_rows: list[tuple[Any, ...]] = []
         orphan_rows: list[dict[str, Any]] = []
         context = _ContextBatch()
         for row_id, sp in ids.items():
+            if sp.resource_key is not None and sp.resource_key not in self._resources:
+                self._resource(sp.resource_key, sp.resource or "{}")
             if row_id in existing:
                 if existing[row_id] is None and sp.end_ns:
                     self._complete(row_id, sp)
                 else:
                     self.report.duplicates += 1
                 continue
-            row, c, orphan_of = self._span_row(row_id, sp, stored_parents)
+            row, orphan_of = self._span_row(row_id, sp, stored_parents)
+            if sp.messages:
+                self._context(row_id, sp, context)
             span_rows.append(row)
             if orphan_of is not None:
                 orphan_rows.append({"span_id": row_id, "run_id": self.run_id, "parent_id": orphan_of})
-            if c.kind == "model":
-                self._context(row_id, sp, row, c, context)
         self._flush_agents()
         if span_rows:
-            bulk_insert(self.conn, sc.SpanRow, span_rows)
-            self._written.extend(r["id"] for r in span_rows)
+            insert_tuples(self.conn, sc.SpanRow.__tablename__, SPAN_COLUMNS, sorted(span_rows))
+            self._written.extend(r[0] for r in span_rows)
+            seen.update((r[0], r[7]) for r in span_rows)
             self.report.spans_written += len(span_rows)
         if orphan_rows:
             bulk_insert(self.conn, sc.OtelOrphanRow, orphan_rows)
@@ -393,40 +416,20 @@ class TraceWriter:
     def _stored_ids(self, row_ids: list[str]) -> list[str]:
         return list(self._existing(row_ids))
 
-    def _attributes(self, sp: OtelSpan) -> dict[str, Any]:
-        attrs = dict(sp.attributes)
-        if sp.kind:
-            attrs["otel.kind"] = v.KIND_NAMES.get(sp.kind, str(sp.kind))
-        if sp.status_message:
-            attrs["otel.status_message"] = sp.status_message
-        if sp.events:
-            attrs["otel.events"] = sp.events
-        if sp.links:
-            attrs["otel.links"] = sp.links
-        if sp.scope_name:
-            attrs["otel.scope"] = sp.scope_name
-            if sp.scope_version:
-                attrs["otel.scope_version"] = sp.scope_version
-        if sp.resource:
-            attrs["otel.resource"] = self._resource_key(sp.resource)
-        return attrs
+    def _resource(self, key: str, text: str) -> None:
+        self._resources.add(key)
+        if self.uow.session.get(sc.OtelResourceRow, key) is None:
+            self.uow.session.add(sc.OtelResourceRow(key=key, attributes=text))
+            self.uow.session.flush()
 
-    def _resource_key(self, resource: dict[str, Any]) -> str:
-        text = SORTED.encode(resource)
-        key = self._resources.get(text)
-        if key is None:
-            key = _h(text, n=32)
-            self._resources[text] = key
-            if self.uow.session.get(sc.OtelResourceRow, key) is None:
-                self.uow.session.add(sc.OtelResourceRow(key=key, attributes=text))
-                self.uow.session.flush()
-        return key
+    def _kind(self, sp: Prepared) -> str:
+        if sp.kind == "agent" and sp.parent_id is not None and self._enclosing_agent(sp.parent_id) is not None:
+            return "sub_agent"
+        return sp.kind
 
-    def _span_row(self, row_id: str, sp: OtelSpan,
-                  stored_parents: set[str]) -> tuple[dict[str, Any], semconv.Classified, str | None]:
-        nested = sp.parent_id is not None and self._enclosing_agent(sp.parent_id) is not None
-        c = semconv.classify(sp, nested_agent=nested)
-        attrs = self._attributes(sp)
+    def _span_row(self, row_id: str, sp: Prepared, stored_parents: set[str]) -> tuple[tuple[Any, ...], str | None]:
+        """The span's row as a tuple in `SPAN_COLUMNS` order, and the parent it waits for (an orphan)."""
+        own: dict[str, Any] = {}
         parent_row, orphan_of = None, None
         if sp.parent_id is not None:
             wanted = span_row_id(self.index.trace_id, sp.parent_id)
@@ -435,65 +438,59 @@ class TraceWriter:
             else:
                 orphan_of = wanted
                 parent_row = self.root_row if self.root_row != row_id else None
-                attrs[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
-        if c.kind == "model" and (c.input_messages or c.output_messages):
-            attrs[AGENT_KEY] = self._agent_of_span(sp)
-        if c.model:
+                own[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
+        if sp.kind == "model" and sp.messages:
+            own[AGENT_KEY] = self._agent_of_span(sp)
+        if sp.model:
             agent = self._agent_of_span(sp)
             if agent in self._agents and not self._agents[agent].get("model"):
-                self._agents[agent]["model"] = c.model
-        return ({"id": row_id, "run_id": self.run_id, "parent_span_id": parent_row, "kind": c.kind,
-                 "name": sp.name if orphan_of is None else ORPHAN_PREFIX + sp.name, "status": c.status,
-                 "started_at": sp.start_ns / 1e9,
-                 "ended_at": sp.end_ns / 1e9 if sp.end_ns else None, "input_tokens": c.input_tokens,
-                 "output_tokens": c.output_tokens, "cost_usd": c.cost_usd,
-                 "attributes": PLAIN.encode(attrs), "input_text": c.input_text,
-                 "output_text": c.output_text, "error": c.error, "context_revision": None}, c, orphan_of)
+                self._agents[agent]["model"] = sp.model
+        return ((row_id, self.run_id, parent_row, self._kind(sp),
+                 sp.name if orphan_of is None else ORPHAN_PREFIX + sp.name, sp.status, sp.start_ns / 1e9,
+                 sp.end_ns / 1e9 if sp.end_ns else None, sp.input_tokens, sp.output_tokens, sp.cost_usd,
+                 add_keys(sp.attributes, own) if own else sp.attributes, sp.input_text, sp.output_text,
+                 sp.error, 1 if sp.kind == "model" and sp.inputs else None), orphan_of)
 
-    def _agent_of_span(self, sp: OtelSpan) -> str:
+    def _agent_of_span(self, sp: Prepared) -> str:
         return self._enclosing_agent(sp.span_id) or self.run_agent
 
-    def _complete(self, row_id: str, sp: OtelSpan) -> None:
-        c = semconv.classify(sp, nested_agent=sp.parent_id is not None
-                             and self._enclosing_agent(sp.parent_id) is not None)
+    def _complete(self, row_id: str, sp: Prepared) -> None:
         waiting = self.conn.execute(select(sc.OtelOrphanRow.parent_id)
                                     .where(sc.OtelOrphanRow.span_id == row_id)).scalar()
-        attrs = self._attributes(sp)
-        if c.kind == "model" and (c.input_messages or c.output_messages):
-            attrs[AGENT_KEY] = self._agent_of_span(sp)
+        own: dict[str, Any] = {}
+        if sp.kind == "model" and sp.messages:
+            own[AGENT_KEY] = self._agent_of_span(sp)
         if waiting is not None:
-            attrs[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
+            own[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
         self.conn.execute(update(sc.SpanRow).where(sc.SpanRow.id == row_id).values(
-            status=c.status, ended_at=sp.end_ns / 1e9, input_tokens=c.input_tokens,
-            output_tokens=c.output_tokens, cost_usd=c.cost_usd, output_text=c.output_text,
-            input_text=c.input_text, error=c.error, kind=c.kind,
-            name=sp.name if waiting is None else ORPHAN_PREFIX + sp.name, attributes=PLAIN.encode(attrs)))
+            status=sp.status, ended_at=sp.end_ns / 1e9, input_tokens=sp.input_tokens,
+            output_tokens=sp.output_tokens, cost_usd=sp.cost_usd, output_text=sp.output_text,
+            input_text=sp.input_text, error=sp.error, kind=self._kind(sp),
+            name=sp.name if waiting is None else ORPHAN_PREFIX + sp.name,
+            attributes=add_keys(sp.attributes, own) if own else sp.attributes))
         self._written.append(row_id)
+        self._seen[row_id] = sp.end_ns / 1e9
         self.report.completed += 1
 
     # -- what the model saw ----------------------------------------------------------------
-    def _context(self, row_id: str, sp: OtelSpan, row: dict[str, Any], c: semconv.Classified,
-                 batch: _ContextBatch) -> None:
-        """Queue the call's messages as context items of its agent (deduplicated) and what it sent."""
-        if not c.input_messages and not c.output_messages:
+    def _context(self, row_id: str, sp: Prepared, batch: _ContextBatch) -> None:
+        """Queue the call's messages as context items of its agent (deduplicated)."""
+        if sp.kind != "model":
             return
         agent = self._agent_of_span(sp)
         at = sp.start_ns / 1e9
         repeats: dict[tuple[str, str], int] = {}
-        for m, content in zip(c.input_messages + c.output_messages, c.input_rendered + c.output_rendered,
-                              strict=True):
-            role = str(m.get("role") or "user")
+        known_ids = self._item_ids
+        group = ""
+        for role, content, kind in sp.messages:
             # The same message in the next call (a growing or sliding history) is the same item;
             # a message repeated within one call is a new one.
             k = repeats[(role, content)] = repeats.get((role, content), -1) + 1
-            known = self._item_ids.get((agent, role, content, k))  # most of a history was sent before
-            item = known or item_id(agent, role, content, k)
-            if known is not None:
+            if (agent, role, content, k) in known_ids:  # most of a history was sent before
                 continue
-            self._item_ids[(agent, role, content, k)] = item
-            batch.candidates.append((item, agent, "otg_" + _h(row_id), m, role, content, at))
-        if c.input_messages:
-            row["context_revision"] = 1
+            item = known_ids[(agent, role, content, k)] = item_id(agent, role, content, k)
+            group = group or "otg_" + _h(row_id)
+            batch.candidates.append((item, agent, group, kind, role, content, at))
 
     def _start_numbering(self, agent: str) -> None:
         """Where an agent's items and turns continue from: 0 for an agent made in this write."""
@@ -515,7 +512,7 @@ class TraceWriter:
             stored.update(self.conn.execute(select(sc.ContextItemRow.id)
                                             .where(sc.ContextItemRow.id.in_(ids[n:n + IN_CHUNK]))).scalars())
         groups: dict[str, dict[str, Any]] = {}
-        for item, agent, group, m, role, content, at in batch.candidates:
+        for item, agent, group, kind, role, content, at in batch.candidates:
             if item in stored:
                 continue
             if agent not in self._positions:
@@ -527,7 +524,7 @@ class TraceWriter:
                                  "kind": "turn", "revision": 1, "created_at": at}
             tokens = estimate_tokens(content)
             batch.items.append({"id": item, "agent_id": agent, "group_id": group,
-                                "position": self._positions[agent], "kind": msgs.item_kind(m), "role": role,
+                                "position": self._positions[agent], "kind": kind, "role": role,
                                 "content": content, "visible": True, "locked": False, "revision": 1,
                                 "token_estimate": tokens, "compaction_id": None, "summary_of": None,
                                 "removed": False, "created_at": at})
@@ -565,25 +562,34 @@ class TraceWriter:
         return self.report
 
     def _place_orphans(self) -> None:
+        """Orphans whose parent this write brought move under it; set-based, so a batch costs a few
+        statements however many children were waiting (the receiver's batches are mostly children)."""
         Orph, S = sc.OtelOrphanRow, sc.SpanRow
         written = self._written
         for n in range(0, len(written), IN_CHUNK):
-            rows = self.conn.execute(select(Orph.span_id, Orph.parent_id)
+            rows = self.conn.execute(select(Orph.span_id, Orph.parent_id, S.attributes, S.name)
+                                     .join(S, S.id == Orph.span_id)
                                      .where(Orph.parent_id.in_(written[n:n + IN_CHUNK]))).all()
-            for span_id, parent_id in rows:
-                text, name = self.conn.execute(select(S.attributes, S.name).where(S.id == span_id)).one()
+            if not rows:
+                continue
+            moves = []
+            for span_id, parent_id, text, name in rows:
                 attrs = json.loads(text)
                 attrs.pop(ORPHAN_KEY, None)
-                self.conn.execute(update(S).where(S.id == span_id).values(
-                    parent_span_id=parent_id, attributes=PLAIN.encode(attrs), name=original_name(name)))
-                self.conn.execute(delete(Orph).where(Orph.span_id == span_id))
-                self.report.placed += 1
+                moves.append({"sid": span_id, "parent": parent_id, "attrs": PLAIN.encode(attrs),
+                              "plain_name": original_name(name)})
+            self.conn.execute(update(S).where(S.id == bindparam("sid")).values(
+                parent_span_id=bindparam("parent"), attributes=bindparam("attrs"), name=bindparam("plain_name")),
+                moves)
+            self.conn.execute(delete(Orph).where(Orph.span_id.in_([m["sid"] for m in moves])))
+            self.report.placed += len(moves)
         if self.root_row is None:
             self.root_row = self._stored_root()
         if self.root_row is not None:  # orphans written before their root: under the root now
-            self.conn.execute(update(S).where(
-                S.run_id == self.run_id, S.parent_span_id.is_(None), S.id != self.root_row,
-                S.id.in_(select(Orph.span_id).where(Orph.run_id == self.run_id))).values(parent_span_id=self.root_row))
+            tops = list(self.conn.execute(select(Orph.span_id).join(S, S.id == Orph.span_id).where(
+                Orph.run_id == self.run_id, S.parent_span_id.is_(None), S.id != self.root_row)).scalars())
+            for n in range(0, len(tops), IN_CHUNK):
+                self.conn.execute(update(S).where(S.id.in_(tops[n:n + IN_CHUNK])).values(parent_span_id=self.root_row))
 
     def _roll_up(self) -> None:
         S = sc.SpanRow
@@ -631,7 +637,8 @@ class _ContextBatch:
     items: list[dict[str, Any]] = field(default_factory=list)
     revisions: list[dict[str, Any]] = field(default_factory=list)
     sent: list[dict[str, Any]] = field(default_factory=list)
-    candidates: list[tuple[str, str, str, msgs.Message, str, str, float]] = field(default_factory=list)
+    candidates: list[tuple[str, str, str, str, str, str, float]] = field(default_factory=list)
+    """(item id, agent, group, item kind, role, content, at) of messages not yet known in this write."""
 
     def flush(self, conn: Connection) -> None:
         for table, rows in ((sc.ContextGroupRow, self.groups), (sc.ContextItemRow, self.items),
@@ -655,6 +662,21 @@ SORT_KEYS = {"spans": "id", "context_items": "id", "context_item_revisions": "it
 """Tables whose rows may be inserted in primary-key order (agents may not: parents come first)."""
 
 
+SPAN_COLUMNS = ("id", "run_id", "parent_span_id", "kind", "name", "status", "started_at", "ended_at",
+                "input_tokens", "output_tokens", "cost_usd", "attributes", "input_text", "output_text", "error",
+                "context_revision")
+"""The order of `_span_row`'s tuples (the id first: sorting the tuples sorts by primary key)."""
+
+
+def insert_tuples(conn: Connection, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+    """executemany of ready tuples straight to the driver (SQLAlchemy's per-row processing is slow)."""
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+    if conn.dialect.name != "sqlite":
+        conn.execute(insert(sc.Base.metadata.tables[table]), [dict(zip(columns, r, strict=True)) for r in rows])
+        return
+    conn.exec_driver_sql(sql, rows)
+
+
 def bulk_insert(conn: Connection, table: type[sc.Base], rows: list[dict[str, Any]]) -> None:
     """executemany straight to the driver on SQLite (SQLAlchemy's per-row parameter processing
     was a third of the import time); the portable Core insert elsewhere."""
@@ -671,7 +693,7 @@ def bulk_insert(conn: Connection, table: type[sc.Base], rows: list[dict[str, Any
                          else [(r[columns[0]],) for r in rows])
 
 
-def write_trace(uow: UnitOfWork, index: TraceIndex, chunks: Iterable[Sequence[OtelSpan]],
+def write_trace(uow: UnitOfWork, index: TraceIndex, chunks: Iterable[Sequence[Prepared]],
                 default_project: str | None) -> IngestReport:
     """Write one trace (its spans in any number of chunks) inside `uow`."""
     writer = TraceWriter(uow, index, default_project)

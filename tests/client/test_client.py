@@ -7,6 +7,7 @@ window and the CLI call); tests/client/test_example_e2e.py does it across proces
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -127,22 +128,65 @@ def test_async_variant_keeps_the_loop_running(desk: AgentDesk) -> None:
     assert len(ticks) >= 10  # the loop ticked all along the wait
 
 
-def test_async_cancel_leaves_the_run_running_and_the_gate_cancelled(desk: AgentDesk) -> None:
+def test_async_cancel_withdraws_the_request(desk: AgentDesk) -> None:
     agent = desk.register(project="ops", agent="async-agent")
     run = agent.start_run("deploy")
 
     async def main() -> None:
-        task = asyncio.create_task(run.arequest_approval("scale", {"n": 20}, expires_in=30))
-        await asyncio.sleep(0.3)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        with pytest.raises(TimeoutError):  # the caller's own deadline cancels the task
+            await asyncio.wait_for(run.arequest_approval("scale", {"n": 20}, expires_in=30), 0.3)
 
     asyncio.run(main())
     source = NativeSource(desk.store)
-    approval = source.approvals("pending")[0]
+    assert source.approvals("pending") == []
+    approval = source.approvals("withdrawn")[0]
+    assert approval.decided_by == "test-agent" and "cancelled" in (approval.reason or "")
     assert source.span(approval.span_id or "").status == "cancelled"
     assert source.runs(agent.id).items[0].status == "running"
+
+
+def test_a_local_timeout_withdraws_and_says_so(desk: AgentDesk) -> None:
+    run = desk.register(project="ops", agent="deployer").start_run("deploy")
+    result = run.request_approval("shell", {"cmd": "deploy"}, expires_in=60, timeout=0.2)
+    assert result.withdrawn and not result.approved and result.arguments == {"cmd": "deploy"}
+    assert "withdrawn" in result.describe()
+    source = NativeSource(desk.store)
+    assert source.approval(result.approval_id).status == "withdrawn"
+    assert source.approvals("pending") == []
+
+
+def test_async_timeout_withdraws(desk: AgentDesk) -> None:
+    run = desk.register(project="ops", agent="deployer").start_run("deploy")
+    result = asyncio.run(run.arequest_approval("shell", {"cmd": "x"}, expires_in=60, timeout=0.2))
+    assert result.outcome is Outcome.WITHDRAWN
+    assert NativeSource(desk.store).approval(result.approval_id).status == "withdrawn"
+
+
+def test_a_decision_made_before_the_timeout_stands(desk: AgentDesk) -> None:
+    run = desk.register(project="ops", agent="deployer").start_run("deploy")
+    operator(desk.store, lambda aid: commands.decide(desk.store, aid, True, "carol"))
+    result = run.request_approval("shell", {"cmd": "deploy"}, expires_in=60, timeout=3)
+    assert result.approved and result.decided_by == "carol"
+
+
+def test_ctrl_c_while_waiting_withdraws(desk: AgentDesk, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = desk.register(project="ops", agent="deployer").start_run("deploy")
+    calls = {"n": 0}
+    real_sleep = time.sleep
+
+    def interrupted(seconds: float) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        real_sleep(seconds)
+
+    monkeypatch.setattr("agentdesk.store.runtime.time.sleep", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run.request_approval("shell", {"cmd": "deploy"}, expires_in=60)
+    monkeypatch.undo()
+    source = NativeSource(desk.store)
+    withdrawn = source.approvals("withdrawn")
+    assert len(withdrawn) == 1 and "interrupted" in (withdrawn[0].reason or "")
 
 
 def test_context_reads_back_the_operators_changes(desk: AgentDesk) -> None:
@@ -251,6 +295,55 @@ def test_join_trace_gates_a_tool_inside_the_received_run(desk: AgentDesk) -> Non
     gate = source.span(approval.span_id or "")
     assert gate.parent_span_id == otel_span_id(trace, tool)
     assert source.span(gate.parent_span_id).name == "execute_tool shell"
+
+
+def test_an_approval_asked_before_its_agent_span_arrived_moves_to_the_real_agent(desk: AgentDesk) -> None:
+    from sqlalchemy import select
+
+    from agentdesk.store import schema as sc
+    from agentdesk.store.otel import ingest_json
+
+    trace, root, chat = "cd" * 16, "01" * 8, "03" * 8
+
+    def send(*spans: tuple[str, str, str | None, str]) -> None:
+        ingest_json(desk.store, {"resourceSpans": [{
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]},
+            "scopeSpans": [{"spans": [{
+                "traceId": trace, "spanId": sid, "name": name, "kind": 1, **({"parentSpanId": p} if p else {}),
+                "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000001000000000",
+                "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": op}},
+                               {"key": "gen_ai.agent.name", "value": {"stringValue": "deployer"}}]}
+                for sid, name, p, op in spans]}]}]})
+
+    send((chat, "chat m1", root, "chat"))  # children first: the run is filed under a stand-in agent
+    run = desk.join_trace(trace)
+    stand_in = run.agent.id
+    waiting = threading.Thread(target=lambda: run.request_approval("shell", {"cmd": "ls"}, expires_in=30,
+                                                                    timeout=20), daemon=True)
+    waiting.start()
+    source = NativeSource(desk.store)
+    for _ in range(200):
+        if source.approvals("pending"):
+            break
+        time.sleep(0.02)
+    pending = source.approvals("pending")[0]
+    assert pending.agent_id == stand_in
+    with desk.store.reading() as s:
+        before = s.execute(select(sc.ChangeRow.seq).order_by(sc.ChangeRow.seq.desc())).scalars().first() or 0
+    send((root, "invoke_agent deployer", None, "invoke_agent"))  # the agent span, last (it ended last)
+    moved = source.approval(pending.id)
+    real = source.runs(moved.agent_id).items[0]
+    assert moved.agent_id != stand_in and real.id == run.id and moved.agent_name == "deployer"
+    assert moved.status == "pending"
+    with desk.store.reading() as s:
+        changes = s.execute(select(sc.ChangeRow.entity, sc.ChangeRow.entity_id, sc.ChangeRow.parents)
+                            .where(sc.ChangeRow.seq > before)).all()
+        assert s.get(sc.AgentRow, stand_in) is None  # nothing is left on the stand-in
+    approval_changes = [json.loads(p) for e, i, p in changes if e == "approval" and i == pending.id]
+    assert any(c["agent"] == moved.agent_id for c in approval_changes)  # (heartbeats log changes too)
+    commands.decide(desk.store, pending.id, True, "ann")
+    waiting.join(10)
+    assert source.approval(pending.id).status == "approved"
 
 
 def test_spans_nest_within_their_own_run_only(desk: AgentDesk) -> None:

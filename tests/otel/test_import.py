@@ -266,3 +266,49 @@ def test_cancel_inside_a_big_trace_rolls_that_trace_back(tmp_path: Path, store: 
     result = import_files(store, [path], progress=progress, cancel=cancel)
     assert result.cancelled and written == [2]
     assert spans_in(store) == 0 and runs_in(store) == set()
+
+
+def _tables(path: Path, names: tuple[str, ...]) -> list[str]:
+    import sqlite3
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return [line for line in conn.iterdump() if line.startswith(tuple(f'INSERT INTO "{n}"' for n in names))]
+    finally:
+        conn.close()
+
+
+def test_the_helper_process_maps_exactly_as_this_process_would(tmp_path: Path) -> None:
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps(otlp_json(agent_trace(service=f"s{n % 2}", conversation=f"c{n}"))) + "\n"
+                            for n in range(8)))
+    written = []
+    for helper in (True, False):
+        store_path = tmp_path / f"helper-{helper}.sqlite"
+        store = open_store(str(store_path))
+        result = import_files(store, [path], helper=helper)
+        store.close()
+        assert result.error is None and result.report.spans_written > 0
+        written.append(_tables(store_path, ("spans", "agents", "runs", "sessions", "context_items",
+                                            "context_groups", "otel_resources")))
+    assert written[0] == written[1] and len(written[0]) > 50
+
+
+def test_a_helper_that_dies_loses_nothing(tmp_path: Path) -> None:
+    import signal
+
+    from agentdesk.store.otel.decode import spans_from_json
+    from agentdesk.store.otel.prepare import Preparer, prepare_all
+
+    spans = spans_from_json(otlp_json(agent_trace()), "test")
+    preparer = Preparer(window=2)
+    try:
+        first = [p for ready in preparer.put(spans) for p in ready] + [p for ready in preparer.drain() for p in ready]
+        assert first == prepare_all(spans) and preparer.helped == 1
+        pool = preparer._pool
+        assert pool is not None
+        for process in list(pool._processes.values()):  # the helper is killed (out of memory, say)
+            os.kill(process.pid, signal.SIGKILL)
+        again = [p for ready in preparer.put(spans) for p in ready] + [p for ready in preparer.drain() for p in ready]
+        assert again == first
+    finally:
+        preparer.close()

@@ -12,10 +12,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from agentdesk.store.database import Store
-from agentdesk.store.otel import ingest_request
+from agentdesk.store.otel.ingest import ingest_payload
 from agentdesk.store.otel.receiver import ReceiverConfig, ReceiverThread
 from agentdesk.store.otel.receiver_decode import parse_json
 from agentdesk.store.otel.spans import span_row_id
@@ -81,11 +80,11 @@ class Gate:
         self.release = threading.Event()
         self.calls = 0
 
-    def ingest(self, store: Store, request: ExportTraceServiceRequest) -> Any:
+    def ingest(self, store: Store, payload: Any) -> Any:
         self.calls += 1
         self.entered.set()
         self.release.wait(30)
-        return ingest_request(store, request)
+        return ingest_payload(store, payload)
 
 
 Start = Callable[..., tuple[ReceiverThread, str]]
