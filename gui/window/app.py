@@ -117,7 +117,7 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
             print(screenshot)
             return 0
         window.show()
-        window.restore_state()
+        window.restore_state(selection=not select)  # an explicit selection wins over the remembered one
         if select:
             window.select(resolve_entity(source, select), select)
         window.ensure_operator_name()

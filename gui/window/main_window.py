@@ -195,13 +195,18 @@ class MainWindow(QMainWindow):
         if not read_str(self.settings, "operator/name"):
             self.ask_operator_name()
 
-    def restore_state(self) -> None:
+    def restore_state(self, selection: bool = True) -> None:
+        """Layout and geometry; with `selection`, also the last selection (or, first time on this
+        store, the busiest run). `selection=False` when the caller selects something itself
+        (`--select`): the busiest run is found on the runner and would otherwise land later and win."""
         geometry = self.settings.value("window/geometry")
         state = self.settings.value("window/state")
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
         if isinstance(state, QByteArray):
             self.restoreState(state)
+        if not selection:
+            return
         entity = read_str(self.settings, self._selection_key("entity"))
         entity_id = read_str(self.settings, self._selection_key("id"))
         if entity and entity_id:
