@@ -67,6 +67,9 @@ class SpanItem(pg.GraphicsObject):
         self.live = False
         self.selected = -1
         self.paint_ms: deque[float] = deque(maxlen=1000)
+        self.painted: tuple[float, int] = (0.0, 0)
+        """When the last paint ended (`time.perf_counter()`) and how many spans it had: the bench's
+        "first spans drawn" is the first paint after the data arrived, not a later repaint."""
         self.text_colour = QColor("#202020")
         self.band_colour = QColor(0, 0, 0, 14)
         self.select_colour = QColor("#2f6fd0")
@@ -152,7 +155,9 @@ class SpanItem(pg.GraphicsObject):
                 log.exception("timeline paint failed")
                 self._failed = True
         finally:
-            self.paint_ms.append((time.perf_counter() - started) * 1000.0)
+            ended = time.perf_counter()
+            self.paint_ms.append((ended - started) * 1000.0)
+            self.painted = (ended, len(self.data) if self.data is not None else 0)
 
     def _paint(self, p: QPainter, data: TimelineData) -> None:
         view = self.viewRect()

@@ -100,6 +100,11 @@ class TimelineFeed(QObject):
         return self._busy
 
     @property
+    def complete(self) -> bool:
+        """The whole run is laid out (not only its first spans, shown while the rest loads)."""
+        return self.data is not None
+
+    @property
     def live(self) -> bool:
         return self.run is not None and self.run.status in LIVE_STATUSES
 
