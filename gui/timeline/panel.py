@@ -112,6 +112,7 @@ class TimelinePanel(QWidget):
         self._follow = True
         self._tick_timer.stop()
         self.item.set_data(None, 0.0)
+        self.item.set_overview(None)
         self.tokens.set_series(None)
         if run_id is None:
             self.selected_id = None
@@ -135,8 +136,10 @@ class TimelinePanel(QWidget):
             return
         self._update_limits()
         x0, x1 = self.data.extent(self.item.now)
+        if not self.data.complete:  # only the first spans so far: frame the whole run already
+            x1 = max(x1, self.feed.now())
         height = max(self.view.height(), 1.0)
-        lanes = max(float(len(self.data)), height / FIT_LANE_PX)
+        lanes = max(float(self.data.total), height / FIT_LANE_PX)
         self.view.setRange(xRange=(x0, max(x1, x0 + 1e-3)), yRange=(0, lanes), padding=0.02)
 
     def show_window(self, start_s: float, end_s: float, first_lane: float, last_lane: float) -> None:
@@ -174,6 +177,8 @@ class TimelinePanel(QWidget):
         self._last_tip = -1
         self.item.live = self.feed.live
         self.item.set_data(data, now)
+        if self.item.overview is not self.feed.overview:
+            self.item.set_overview(self.feed.overview)
         self.tokens.set_series(self.feed.tokens, until=now)
         self.item.select(data.lane_of.get(self.selected_id, -1) if self.selected_id else -1)
         self._update_limits()
@@ -211,8 +216,9 @@ class TimelinePanel(QWidget):
         if self.data is None or not len(self.data):
             return
         x0, x1 = self.data.extent(self.item.now)
+        x1 = max(x1, self.feed.now())
         pad = max((x1 - x0) * 0.1, 1.0)
-        lanes = max(len(self.data) + 1, self.view.height() / FIT_LANE_PX)  # a short run fits at 24 px/lane
+        lanes = max(self.data.total + 1, self.view.height() / FIT_LANE_PX)  # a short run fits at 24 px/lane
         self.view.setLimits(xMin=x0 - pad, xMax=x1 + pad, yMin=-1, yMax=lanes, minXRange=1e-6, minYRange=2)
 
     def _stop_following(self, *args: object) -> None:
