@@ -24,7 +24,7 @@ import numpy as np
 from agentdesk.store.native import NativeSource
 from agentdesk.store.source import Source, SpanTable
 
-CHUNK = 65_536
+CHUNK = 16_384
 _DTYPES = (np.float64, np.float64, np.int64, np.int64, np.float64)
 """start, end, input tokens, output tokens, cost."""
 _COLUMNS = ("id, parent_span_id, kind, name, status, started_at, ended_at, input_tokens, output_tokens, "

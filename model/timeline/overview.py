@@ -17,8 +17,8 @@ import numpy as np
 
 from agentdesk.model.timeline.data import ERROR, KINDS, TimelineData
 
-GRID_ROWS = 2048
-GRID_COLUMNS = 2048
+GRID_ROWS = 1024
+GRID_COLUMNS = 1024
 
 
 @dataclass(frozen=True, slots=True)
