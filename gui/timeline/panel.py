@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolTip, QVBoxLay
 from agentdesk.gui.timeline.axes import MIN_LABEL_LANE_PX, LaneAxis, waterfall_plot
 from agentdesk.gui.timeline.details import SpanDetails
 from agentdesk.gui.timeline.drawing import colour_axes, header_text, legend, span_tooltip
+from agentdesk.gui.timeline.minimap import Minimap
 from agentdesk.gui.timeline.span_item import SpanItem
 from agentdesk.gui.timeline.tokens import RIGHT_AXIS_WIDTH, TokensPlot
 from agentdesk.model.services import Services
@@ -77,8 +78,18 @@ class TimelinePanel(QWidget):
         self.tokens = TokensPlot(LANE_AXIS_WIDTH)
         self.tokens.setXLink(self.plot)
         self.details = SpanDetails(self.services)
+        self.minimap = Minimap()
+        self.minimap.window_moved.connect(self._minimap_moved)
+        self.view.sigXRangeChanged.connect(self._sync_minimap)
+        self.view.sigResized.connect(self._sync_minimap)
+        waterfall = QWidget()
+        column = QVBoxLayout(waterfall)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(2)
+        column.addWidget(self.minimap)
+        column.addWidget(self.plot, 1)
         plots = QSplitter(Qt.Orientation.Vertical)
-        plots.addWidget(self.plot)
+        plots.addWidget(waterfall)
         plots.addWidget(self.tokens)
         plots.setStretchFactor(0, 5)
         plots.setStretchFactor(1, 1)
@@ -113,6 +124,7 @@ class TimelinePanel(QWidget):
         self._tick_timer.stop()
         self.item.set_data(None, 0.0)
         self.item.set_overview(None)
+        self.minimap.set_overview(None)
         self.tokens.set_series(None)
         if run_id is None:
             self.selected_id = None
@@ -169,6 +181,19 @@ class TimelinePanel(QWidget):
             pad = max((end - start) * 0.5, 1e-3)
             self.view.setXRange(start - pad, end + pad, padding=0)
 
+    # -- minimap ----------------------------------------------------------------------------
+    def _sync_minimap(self, *args: object) -> None:
+        """The minimap's window is the waterfall's time range, its strip aligned with the plot area."""
+        area = self.view.mapRectToScene(self.view.boundingRect())
+        left = int(self.plot.mapFromScene(area.topLeft()).x())
+        right = int(self.plot.width() - self.plot.mapFromScene(area.topRight()).x())
+        self.minimap.set_margins(left, max(0, right))
+        self.minimap.set_window(*self.view.viewRange()[0])
+
+    def _minimap_moved(self, start: float, end: float) -> None:
+        self._follow = False
+        self.view.setXRange(start, end, padding=0)
+
     # -- following the feed -----------------------------------------------------------------
     def _on_feed(self, first: bool, changed_ids: frozenset[str] | None) -> None:
         data, now = self.data, self.feed.now()
@@ -179,6 +204,8 @@ class TimelinePanel(QWidget):
         self.item.set_data(data, now)
         if self.item.overview is not self.feed.overview:
             self.item.set_overview(self.feed.overview)
+            self.minimap.set_overview(self.feed.overview)
+            self._sync_minimap()
         self.tokens.set_series(self.feed.tokens, until=now)
         self.item.select(data.lane_of.get(self.selected_id, -1) if self.selected_id else -1)
         self._update_limits()
@@ -292,6 +319,9 @@ class TimelinePanel(QWidget):
         band.setAlpha(14)
         self.item.text_colour, self.item.band_colour, self.item.background = text, band, background
         self.item.select_colour = QColor(pal.color(QPalette.ColorRole.Highlight))
+        self.minimap.frame_colour = QColor(pal.color(QPalette.ColorRole.Highlight))
+        self.minimap.bar_colour = muted
+        self.minimap.update()
         self.item.update()
         self.tokens.apply_colours(background, text, muted)
 
