@@ -47,7 +47,7 @@ class Minimap(QWidget):
         self.setToolTip("The whole run: spans active per column, failures in red, matches and the critical "
                         "path marked. Drag the rectangle to move the view.")
         self.overview: Overview | None = None
-        self.window = (0.0, 0.0)
+        self.shown = (0.0, 0.0)
         self.matches = np.zeros(0)
         """Start times (s since run start) of the search matches."""
         self.path = np.zeros((0, 2))
@@ -63,8 +63,8 @@ class Minimap(QWidget):
         self.update()
 
     def set_window(self, start: float, end: float) -> None:
-        if (start, end) != self.window:
-            self.window = (start, end)
+        if (start, end) != self.shown:
+            self.shown = (start, end)
             self.update()
 
     def set_marks(self, matches: np.ndarray | None = None, path: np.ndarray | None = None) -> None:
@@ -142,7 +142,7 @@ class Minimap(QWidget):
                 p.drawRect(QRectF(x, area.top() + bars + 4, 2, 4))
 
     def _frame(self, p: QPainter, area: QRectF) -> None:
-        x0, x1 = float(self.x_of(self.window[0])), float(self.x_of(self.window[1]))
+        x0, x1 = float(self.x_of(self.shown[0])), float(self.x_of(self.shown[1]))
         x0, x1 = max(area.left(), x0), min(area.right(), max(x1, x0 + 3))
         fill = QColor(self.frame_colour)
         fill.setAlpha(40)
@@ -155,10 +155,10 @@ class Minimap(QWidget):
         if event.button() != Qt.MouseButton.LeftButton or self.overview is None:
             return
         t = self.t_of(event.position().x())
-        start, end = self.window
+        start, end = self.shown
         if not start <= t <= end:  # beside the window: centre it there, then drag from the middle
             self._move_to(t - (end - start) / 2)
-            start, end = self.window
+            start, end = self.shown
         self._drag = t - start
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
@@ -169,7 +169,7 @@ class Minimap(QWidget):
         self._drag = None
 
     def _move_to(self, start: float) -> None:
-        width = self.window[1] - self.window[0]
-        self.window = (start, start + width)
+        width = self.shown[1] - self.shown[0]
+        self.shown = (start, start + width)
         self.update()
         self.window_moved.emit(start, start + width)
