@@ -15,11 +15,10 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR
 from agentdesk.gui.timeline.drawing import draw_rects
+from agentdesk.gui.timeline.span_item import MATCH_COLOUR, PATH_COLOUR
 from agentdesk.model.timeline.overview import Overview
 
 HEIGHT_PX = 34
-MATCH_COLOUR = "#f5a524"
-PATH_COLOUR = "#d6336c"
 
 
 def resampled(values: np.ndarray, columns: int, reduce: str = "max") -> np.ndarray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import QEvent, QObject, QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QCursor, QKeyEvent, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolTip, QVBoxLayout, QWidget
@@ -16,12 +17,16 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolTip, QVBoxLay
 from agentdesk.gui.timeline.axes import MIN_LABEL_LANE_PX, LaneAxis, waterfall_plot
 from agentdesk.gui.timeline.details import SpanDetails
 from agentdesk.gui.timeline.drawing import colour_axes, header_text, legend, span_tooltip
+from agentdesk.gui.timeline.findbar import FindBar
 from agentdesk.gui.timeline.minimap import Minimap
+from agentdesk.gui.timeline.path_panel import PathPanel
 from agentdesk.gui.timeline.span_item import SpanItem
 from agentdesk.gui.timeline.tokens import RIGHT_AXIS_WIDTH, TokensPlot
+from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
 from agentdesk.model.timeline.data import TimelineData
 from agentdesk.model.timeline.feed import TimelineFeed
+from agentdesk.model.timeline.tools import Matches, PathLanes, find, path_of
 from agentdesk.store import readmodel as rm
 
 LANE_AXIS_WIDTH = 230
@@ -40,6 +45,12 @@ class TimelinePanel(QWidget):
         self.feed.changed.connect(self._on_feed)
         self.feed.failed.connect(self._show_header)
         self.selected_id: str | None = None
+        self.path: PathLanes | None = None
+        self.path_on = False
+        self.matches: Matches | None = None
+        self.match_index = -1
+        self._path_latest = Latest(services.runner)
+        self._find_latest = Latest(services.runner)
         self._follow = True
         self._last_tip = -1
         self._build()
@@ -94,9 +105,20 @@ class TimelinePanel(QWidget):
         plots.setStretchFactor(0, 5)
         plots.setStretchFactor(1, 1)
         plots.setSizes([520, 130])
+        self.path_panel = PathPanel()
+        self.path_panel.lane_clicked.connect(self._path_lane_clicked)
+        self.path_panel.hide()
+        side = QSplitter(Qt.Orientation.Vertical)
+        side.addWidget(self.details)
+        side.addWidget(self.path_panel)
+        self.find_bar = FindBar()
+        self.find_bar.search.connect(self.find_spans)
+        self.find_bar.step.connect(self.step_match)
+        self.find_bar.closed.connect(self._find_closed)
+        column.insertWidget(0, self.find_bar)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(plots)
-        self.splitter.addWidget(self.details)
+        self.splitter.addWidget(side)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([1000, 300])
@@ -120,6 +142,13 @@ class TimelinePanel(QWidget):
         if run_id == self.run_id and run_id is not None and (self.data is not None or self.feed.busy):
             return
         self.feed.show(run_id)
+        self._path_latest.cancel()
+        self._find_latest.cancel()
+        self.path, self.matches, self.match_index = None, None, -1
+        self.item.set_path(None)
+        self.item.set_matches(None)
+        self.minimap.set_marks(np.zeros(0), np.zeros((0, 2)))
+        self.path_panel.show_path(None)
         self._follow = True
         self._tick_timer.stop()
         self.item.set_data(None, 0.0)
@@ -181,6 +210,92 @@ class TimelinePanel(QWidget):
             pad = max((end - start) * 0.5, 1e-3)
             self.view.setXRange(start - pad, end + pad, padding=0)
 
+    # -- critical path ----------------------------------------------------------------------
+    def toggle_critical_path(self) -> None:
+        """Key P: highlight the chain of spans that set the run's end time, list it, fade the rest."""
+        self.path_on = not self.path_on
+        if self.path_on:
+            self._compute_path()
+        else:
+            self._path_latest.cancel()
+            self.path = None
+            self.item.set_path(None)
+            self.minimap.set_marks(path=np.zeros((0, 2)))
+            self.path_panel.show_path(None)
+            self.path_panel.hide()
+        self._show_header()
+
+    def _compute_path(self) -> None:
+        if self.data is None:
+            return
+        self._path_latest.submit(path_of, self.data, on_done=self._path_ready,
+                                 on_error=lambda exc: self._show_header(f"Could not find the critical path: {exc}"))
+
+    def _path_ready(self, path: PathLanes) -> None:
+        if not self.path_on or path.data is not self.data:
+            return
+        self.path = path
+        data = path.data
+        self.item.set_path(path.lanes)
+        ends = data.ends(self.item.now)
+        self.minimap.set_marks(path=np.column_stack((data.start[path.lanes], ends[path.lanes])))
+        self.path_panel.show_path(path)
+        self.path_panel.show()
+        self._show_header()
+
+    def _path_lane_clicked(self, lane: int) -> None:
+        self.select_lane(lane)
+        self.reveal(lane)
+
+    # -- find -------------------------------------------------------------------------------
+    def find_spans(self, query: str, keep_place: bool = False) -> None:
+        """Search the run (the store's query language, on the runner); matches outlined and counted."""
+        self._find_latest.cancel()
+        if not query.strip() or self.run_id is None or self.data is None:
+            self.matches, self.match_index = None, -1
+            self.item.set_matches(None)
+            self.minimap.set_marks(matches=np.zeros(0))
+            self.find_bar.show_message("")
+            return
+        self.find_bar.show_message("searching…")
+        place = self.match_index if keep_place else -1
+        self._find_latest.submit(find, self.services.source, self.run_id, query, self.data,
+                                 on_done=lambda matches: self._found(matches, place), on_error=self._find_failed)
+
+    def _found(self, matches: Matches, place: int) -> None:
+        if matches.data is not self.data:
+            self.find_spans(matches.query, keep_place=True)
+            return
+        self.matches = matches
+        self.item.set_matches(matches.lanes)
+        self.minimap.set_marks(matches=matches.data.start[matches.lanes])
+        self.match_index = min(place, len(matches.lanes) - 1)
+        if place < 0 and len(matches.lanes):
+            self.step_match(1)
+        else:
+            self.find_bar.show_count(self.match_index, matches.total, len(matches.lanes))
+
+    def _find_failed(self, exc: BaseException) -> None:
+        self.matches = None
+        self.item.set_matches(None)
+        self.minimap.set_marks(matches=np.zeros(0))
+        self.find_bar.show_message(str(exc), error=True)
+
+    def step_match(self, direction: int) -> None:
+        """F3 / Shift+F3: select the next / previous match and bring it into view."""
+        matches = self.matches
+        if matches is None or not len(matches.lanes) or matches.data is not self.data:
+            return
+        self.match_index = (self.match_index + direction) % len(matches.lanes)
+        lane = int(matches.lanes[self.match_index])
+        self.select_lane(lane)
+        self.reveal(lane)
+        self.find_bar.show_count(self.match_index, matches.total, len(matches.lanes))
+
+    def _find_closed(self) -> None:
+        self.find_spans("")
+        self.plot.setFocus()
+
     # -- minimap ----------------------------------------------------------------------------
     def _sync_minimap(self, *args: object) -> None:
         """The minimap's window is the waterfall's time range, its strip aligned with the plot area."""
@@ -210,6 +325,10 @@ class TimelinePanel(QWidget):
         self.item.select(data.lane_of.get(self.selected_id, -1) if self.selected_id else -1)
         self._update_limits()
         self.lanes.update()
+        if self.path_on and (self.path is None or self.path.data is not data or changed_ids is None or changed_ids):
+            self._compute_path()
+        if self.matches is not None and self.matches.data is not data:
+            self.find_spans(self.matches.query, keep_place=True)
         self._show_header()
         if first or self._follow:
             self.fit()
@@ -293,6 +412,16 @@ class TimelinePanel(QWidget):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.plot and event.type() == QEvent.Type.KeyPress:
             assert isinstance(event, QKeyEvent)
+            key, mods = Qt.Key(event.key()), event.modifiers()
+            if key == Qt.Key.Key_F and mods & Qt.KeyboardModifier.ControlModifier:
+                self.find_bar.open_bar()
+                return True
+            if key == Qt.Key.Key_F3:
+                self.step_match(-1 if mods & Qt.KeyboardModifier.ShiftModifier else 1)
+                return True
+            if key == Qt.Key.Key_P and not mods & Qt.KeyboardModifier.ControlModifier:
+                self.toggle_critical_path()
+                return True
             action = {Qt.Key.Key_F: self.fit, Qt.Key.Key_Plus: lambda: self.zoom(0.5),
                       Qt.Key.Key_Equal: lambda: self.zoom(0.5), Qt.Key.Key_Minus: lambda: self.zoom(2.0)
                       }.get(Qt.Key(event.key()))
@@ -330,5 +459,10 @@ class TimelinePanel(QWidget):
         if message is not None or run is None or data is None:
             self.header.setText(message or "Select a run to see its timeline.")
             return
-        self.header.setText(header_text(run, data))
+        text = header_text(run, data)
+        if self.path_on and self.path is not None:
+            text += " · " + self.path.summary()
+        elif self.path_on:
+            text += " · critical path: working it out…"
+        self.header.setText(text)
 

@@ -43,6 +43,11 @@ MARKER_PX = 7.0
 MARKER_CELL_PX = 10.0
 """At most one error marker per cell of this size: thousands of failures stay readable."""
 MIN_TEXT_LANE_PX = 13.0
+DIM_OPACITY = 0.2
+MATCH_COLOUR = "#f5a524"
+PATH_COLOUR = "#d6336c"
+MAX_MARKED = 3000
+"""Marked lanes outlined per frame at most (each outline is one call)."""
 GRID_CELL_PX = 2.0
 """Zoomed out until a cell of the run's overview grid is at most this big on screen, the waterfall
 draws the grid (cost per pixel) instead of the spans (cost per span)."""
@@ -97,8 +102,10 @@ class SpanItem(pg.GraphicsObject):
         self.overview: Overview | None = None
         self._grids: dict[tuple[int, int], tuple[np.ndarray, QImage]] = {}
         self._lut = grid_colours(DRAW_ORDER)
-        self.dim: np.ndarray | None = None
-        """Lanes to draw faded (the critical path shows bright over the rest); None: none faded."""
+        self.path_lanes: np.ndarray | None = None
+        """The critical path's lanes: drawn bright over everything else, faded; None when off."""
+        self.match_lanes: np.ndarray | None = None
+        """The find bar's matches: outlined; None when there is no search."""
 
     # -- state ------------------------------------------------------------------------------
     def set_data(self, data: TimelineData | None, now: float) -> None:
@@ -141,6 +148,16 @@ class SpanItem(pg.GraphicsObject):
         if self.data is not None:
             self._ends = self.data.ends(now)
         self._update_bounds()
+        self.update()
+
+    def set_path(self, lanes: np.ndarray | None) -> None:
+        """Highlight the critical path (lanes) and fade the rest; None turns it off."""
+        self.path_lanes = lanes
+        self.update()
+
+    def set_matches(self, lanes: np.ndarray | None) -> None:
+        """Outline the find bar's matches (lanes); None clears them."""
+        self.match_lanes = lanes
         self.update()
 
     def select(self, lane: int) -> None:
@@ -207,9 +224,23 @@ class SpanItem(pg.GraphicsObject):
         left, right = view.left() * sx + dx, view.right() * sx + dx
         p.resetTransform()
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        if self.path_lanes is not None:
+            p.setOpacity(DIM_OPACITY)  # everything off the critical path fades; the path is drawn over it
+        self._base(p, data, view, lo, hi, (sx, sy, dx, dy), (left, right))
+        p.setOpacity(1.0)
+        if self.match_lanes is not None:
+            self._highlight(p, data, self.match_lanes, view, (sx, sy, dx, dy), QColor(MATCH_COLOUR), False)
+        if self.path_lanes is not None:
+            self._highlight(p, data, self.path_lanes, view, (sx, sy, dx, dy), QColor(PATH_COLOUR), True)
+        self._selection(p, data, lo, hi, sx, sy, dx, dy, left, right)
+
+    def _base(self, p: QPainter, data: TimelineData, view: QRectF, lo: int, hi: int,
+              transform: tuple[float, float, float, float], edges: tuple[float, float]) -> None:
+        """Every span in view: the overview grid when zoomed far out, else the spans themselves."""
+        sx, sy, dx, dy = transform
+        left, right = edges
         if self._paint_grid(p, data, view, sx, sy, dx, dy):
             self._sparse_marks(p, data, lo, hi, view, sx, sy, dx, dy)
-            self._selection(p, data, lo, hi, sx, sy, dx, dy, left, right)
             return
         # 100,000 lanes make every temporary array a page-faulting allocation: few, done in place
         visible = self._ends[lo:hi] >= view.left()
@@ -237,13 +268,35 @@ class SpanItem(pg.GraphicsObject):
         if lane_px >= MIN_TEXT_LANE_PX and len(lanes) <= 400:
             durations = self._ends[lanes] - data.start[lanes]
             self._names(p, data, lanes, durations, px0, px1, tops, lane_px, (left, right))
-        self._selection(p, data, lo, hi, sx, sy, dx, dy, left, right)
+
+    def _highlight(self, p: QPainter, data: TimelineData, lanes: np.ndarray, view: QRectF,
+                   transform: tuple[float, float, float, float], colour: QColor, fill: bool) -> None:
+        """Marked lanes in view (search matches, the critical path): drawn at full strength, at least a
+        few pixels tall and wide so one span among a million still shows, with an outline."""
+        sx, sy, dx, dy = transform
+        lanes = lanes[(lanes >= math.floor(view.top())) & (lanes < math.ceil(view.bottom()))]
+        lanes = lanes[(self._ends[lanes] >= view.left()) & (data.start[lanes] <= view.right())][:MAX_MARKED]
+        if not len(lanes):
+            return
+        clip = (view.left() * sx + dx - 20, view.right() * sx + dx + 20)
+        px0 = _pixels(data.start[lanes], sx, dx, clip)
+        px1 = np.maximum(_pixels(self._ends[lanes], sx, dx, clip), px0 + 3.0)
+        height = max(abs(sy), 3.0)
+        tops = lanes * sy + dy + min(sy, 0.0) + (abs(sy) - height) / 2
+        rects = np.column_stack((px0, tops, px1 - px0, np.full(len(lanes), height)))
+        if fill:
+            self._draw_groups(p, self._group[lanes], rects)
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.setPen(QPen(colour, 1.5))
+        outline = rects + np.array([-1.5, -1.5, 3.0, 3.0])
+        for x, y, w, h in outline.tolist():
+            p.drawRect(QRectF(x, y, w, h))
 
     def _paint_grid(self, p: QPainter, data: TimelineData, view: QRectF, sx: float, sy: float, dx: float,
                     dy: float) -> bool:
         """Draw the visible part of the overview grid when its cells are this small on screen."""
         ov = self.overview
-        if ov is None or not ov.lanes or ov.lanes != len(data) or self.dim is not None or sy <= 0:
+        if ov is None or not ov.lanes or ov.lanes != len(data) or sy <= 0:
             return False
         row_px, col_px = sy * ov.lanes_per_row(), sx * ov.seconds_per_column()
         if row_px > GRID_CELL_PX or col_px > GRID_CELL_PX:
