@@ -379,6 +379,8 @@ class TimelineData:
         """
         if not len(rows) or len(rows) > APPEND_AT_MOST or any(span_id in self.lane_of for span_id in rows.ids):
             return None
+        if self.unknown_parent and not set(rows.ids).isdisjoint(self.unknown_parent.values()):
+            return None  # a span some laid-out span names as its parent: they join up in a full layout
         data = self
         for i in np.argsort(np.asarray(rows.starts, dtype=np.float64), kind="stable").tolist():
             data = data._insert_one(rows, i)  # type: ignore[assignment]
