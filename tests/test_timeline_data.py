@@ -233,7 +233,7 @@ def test_a_parent_cycle_falls_back_to_the_walk_that_cuts_it() -> None:
 
     parent = np.array([-1, 2, 1, 0], dtype=np.int64)  # 1 and 2 are each other's parent
     assert bounded_depths(parent) is None
-    order, used, depth = preorder(parent, np.arange(4.0))
+    order, used, _depth = preorder(parent, np.arange(4.0))
     assert sorted(order.tolist()) == [0, 1, 2, 3] and (used >= -1).all()
     assert bounded_depths(used) is not None
 

@@ -12,7 +12,16 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QEvent, QObject, QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QCursor, QKeyEvent, QPalette
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSplitter,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
 
 from agentdesk.gui.timeline.axes import MIN_LABEL_LANE_PX, LaneAxis, waterfall_plot
 from agentdesk.gui.timeline.details import SpanDetails
@@ -29,7 +38,11 @@ from agentdesk.model.timeline.feed import TimelineFeed
 from agentdesk.model.timeline.tools import Matches, PathLanes, find, path_of
 from agentdesk.store import readmodel as rm
 
-LANE_AXIS_WIDTH = 230
+NARROW_PX = 1000
+"""Narrower than this (a 1366 px screen with the docks open), the details go under the plots."""
+COMPACT_PX = 1300
+"""Narrower than this, the lane labels get a narrower column (names are elided, the tree shows depth)."""
+LABELS_PX, COMPACT_LABELS_PX = 190, 130
 TICK_MS = 200
 FIT_LANE_PX = 24
 
@@ -86,7 +99,7 @@ class TimelinePanel(QWidget):
         self.plot.addItem(self.item)
         self.plot.scene().sigMouseMoved.connect(self._hover)
         self.plot.scene().sigMouseClicked.connect(self._clicked)
-        self.tokens = TokensPlot(LANE_AXIS_WIDTH)
+        self.tokens = TokensPlot(LABELS_PX)  # as wide as the lane labels: both plot areas start at one x
         self.tokens.setXLink(self.plot)
         self.details = SpanDetails(self.services)
         self.minimap = Minimap()
@@ -116,9 +129,14 @@ class TimelinePanel(QWidget):
         self.find_bar.step.connect(self.step_match)
         self.find_bar.closed.connect(self._find_closed)
         column.insertWidget(0, self.find_bar)
+        # in a scroll area, so that under the plots (a narrow window) the details can be short
+        holder = QScrollArea()
+        holder.setWidgetResizable(True)
+        holder.setFrameShape(QFrame.Shape.NoFrame)
+        holder.setWidget(side)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(plots)
-        self.splitter.addWidget(side)
+        self.splitter.addWidget(holder)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([1000, 300])
@@ -429,6 +447,23 @@ class TimelinePanel(QWidget):
                 action()
                 return True
         return super().eventFilter(watched, event)
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        self._fit_layout(self.width())
+
+    def _fit_layout(self, width: int) -> None:
+        """Keep the waterfall wide enough to read: narrower labels, then the details under the plots."""
+        labels = COMPACT_LABELS_PX if width < COMPACT_PX else LABELS_PX
+        if int(self.lanes.width()) != labels:
+            self.lanes.setWidth(labels)
+            self.tokens.getPlotItem().getAxis("left").setWidth(labels)  # both plot areas start at one x
+        orientation = Qt.Orientation.Vertical if width < NARROW_PX else Qt.Orientation.Horizontal
+        if self.splitter.orientation() != orientation:
+            self.splitter.setOrientation(orientation)
+            vertical = orientation == Qt.Orientation.Vertical
+            total = max(self.height() - 90, 200) if vertical else width
+            self.splitter.setSizes([int(total * (0.7 if vertical else 0.77)), int(total * (0.3 if vertical else 0.23))])
 
     # -- looks ------------------------------------------------------------------------------
     def changeEvent(self, event: QEvent) -> None:

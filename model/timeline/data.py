@@ -312,9 +312,23 @@ class TimelineData:
         return np.where(np.isnan(self.end), np.maximum(self.start, now), self.end)
 
     def extent(self, now: float) -> tuple[float, float]:
+        """From the run start (or an earlier span) to the last end, open spans reaching `now`.
+
+        Kept per version: the panel asks on every tick and fit, and at a million spans
+        each full pass over the ends is tens of milliseconds on the GUI thread.
+        """
         if not len(self):
             return 0.0, 0.0
-        return min(0.0, float(self.start.min())), float(self.ends(now).max())
+        key = (self.version, len(self))
+        if getattr(self, "_extent_key", None) != key:
+            is_open = np.isnan(self.end)
+            closed = self.end[~is_open]
+            self._extent = (min(0.0, float(self.start.min())), float(closed.max()) if len(closed) else -math.inf,
+                            float(self.start[is_open].max()) if is_open.any() else None)
+            self._extent_key = key
+        first, last_closed, last_open_start = self._extent
+        last = last_closed if last_open_start is None else max(last_closed, last_open_start, now)
+        return first, last if math.isfinite(last) else first
 
     def update(self, rows: SpanTable) -> TimelineData:
         """Apply changed or new spans: in place when the tree is unchanged, else a new layout.

@@ -32,7 +32,7 @@ class PathLanes:
     """Fraction of the path's time spent in model calls."""
 
     def __len__(self) -> int:
-        return int(len(self.lanes))
+        return len(self.lanes)
 
     def summary(self) -> str:
         """For the run header: "critical path: 41 spans, 78 % in model calls"."""
