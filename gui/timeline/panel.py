@@ -40,8 +40,8 @@ from agentdesk.store import readmodel as rm
 
 NARROW_PX = 1000
 """Narrower than this (a 1366 px screen with the docks open), the details go under the plots."""
-COMPACT_PX = 1300
-"""Narrower than this, the lane labels get a narrower column (names are elided, the tree shows depth)."""
+COMPACT_PX = 1000
+"""Narrower than this, the lane labels get a narrower column as well (names elide, indents show depth)."""
 LABELS_PX, COMPACT_LABELS_PX = 190, 130
 TICK_MS = 200
 FIT_LANE_PX = 24
