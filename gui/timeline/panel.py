@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QScrollArea,
     QSplitter,
+    QTabWidget,
     QToolTip,
     QVBoxLayout,
     QWidget,
@@ -120,10 +121,13 @@ class TimelinePanel(QWidget):
         plots.setSizes([520, 130])
         self.path_panel = PathPanel()
         self.path_panel.lane_clicked.connect(self._path_lane_clicked)
-        self.path_panel.hide()
-        side = QSplitter(Qt.Orientation.Vertical)
-        side.addWidget(self.details)
-        side.addWidget(self.path_panel)
+        # the critical path list is a tab beside the span's details: it fits under the plots too
+        side = QTabWidget()
+        side.setDocumentMode(True)
+        side.addTab(self.details, "Span")
+        side.addTab(self.path_panel, "Critical path")
+        side.setTabVisible(1, False)
+        self.side = side
         self.find_bar = FindBar()
         self.find_bar.search.connect(self.find_spans)
         self.find_bar.step.connect(self.step_match)
@@ -240,7 +244,8 @@ class TimelinePanel(QWidget):
             self.item.set_path(None)
             self.minimap.set_marks(path=np.zeros((0, 2)))
             self.path_panel.show_path(None)
-            self.path_panel.hide()
+            self.side.setTabVisible(1, False)
+            self.side.setCurrentIndex(0)
         self._show_header()
 
     def _compute_path(self) -> None:
@@ -258,7 +263,9 @@ class TimelinePanel(QWidget):
         ends = data.ends(self.item.now)
         self.minimap.set_marks(path=np.column_stack((data.start[path.lanes], ends[path.lanes])))
         self.path_panel.show_path(path)
-        self.path_panel.show()
+        if not self.side.isTabVisible(1):
+            self.side.setTabVisible(1, True)
+            self.side.setCurrentIndex(1)
         self._show_header()
 
     def _path_lane_clicked(self, lane: int) -> None:

@@ -8,7 +8,7 @@ plain text with hidden characters made visible (`one_line`).
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHeaderView, QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
 from agentdesk.gui.timeline.drawing import format_duration, one_line
 from agentdesk.model.timeline.tools import PathLanes
@@ -29,9 +29,11 @@ class PathPanel(QWidget):
         self.table.setRootIsDecorated(False)
         self.table.setUniformRowHeights(True)
         self.table.setHeaderLabels(["span", "kind", "self time", "% of run"])
-        self.table.setColumnWidth(0, 150)
-        self.table.setColumnWidth(1, 60)
-        self.table.setColumnWidth(2, 70)
+        header = self.table.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for column in (1, 2, 3):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         self.table.itemClicked.connect(self._clicked)
         self.table.itemActivated.connect(self._clicked)
         layout = QVBoxLayout(self)

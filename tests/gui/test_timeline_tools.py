@@ -60,6 +60,7 @@ def test_key_p_highlights_the_critical_path_lists_it_and_names_it_in_the_header(
     assert panel.data.ids[0] in on_path  # the root agent spans the run
     assert panel.item.path_lanes is not None and set(panel.item.path_lanes.tolist()) == set(panel.path.lanes.tolist())
     assert "critical path: " in panel.header.text() and "% in model calls" in panel.header.text()
+    assert panel.side.currentWidget() is panel.path_panel
     assert panel.path_panel.isVisible() and panel.path_panel.table.topLevelItemCount() == len(panel.path)
     assert len(panel.minimap.path) == len(panel.path)
     share = [float(panel.path_panel.table.topLevelItem(i).text(3).rstrip(" %"))
@@ -69,7 +70,7 @@ def test_key_p_highlights_the_critical_path_lists_it_and_names_it_in_the_header(
     panel.path_panel._clicked(row)  # a click on a row selects that span
     assert panel.selected_id == panel.data.ids[int(panel.path.lanes[-1])]
     qtbot.keyClick(panel.plot, Qt.Key.Key_P)
-    assert panel.path is None and panel.item.path_lanes is None and not panel.path_panel.isVisible()
+    assert panel.path is None and panel.item.path_lanes is None and not panel.side.isTabVisible(1)
     assert "critical path" not in panel.header.text()
 
 
