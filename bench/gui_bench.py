@@ -15,8 +15,9 @@ name dialog does not open). Offscreen Qt unless QT_QPA_PLATFORM is set.
    Paint, which runs once the whole window has painted). The first
    UpdateRequest is not used: it arrives before the window is exposed and paints
    nothing. With `--select BIG_RUN` also: the run selected in the tree (reveal),
-   the timeline's data handed to the GUI thread, and the first paint of the plot
-   in which the span item drew the 100,000 spans. Plus the GUI thread's longest
+   the timeline's first data handed to the GUI thread (its first 20,000 spans),
+   the first paint with spans, and the first paint in which the span item drew
+   the whole run, whose span count is checked (100,000). Plus the GUI thread's longest
    stall over that load (gap between ticks of a 10 ms timer).
 2. Expanding the tree, in the launched window after the big run is shown: the
    tree is put back to its cold state (collapsed, model reloaded from the store),
@@ -184,7 +185,8 @@ def part_select(built: Built, count: int, cycles: int) -> tuple[list[Launch], li
     for label, event in (("first frame complete", "window_frame_done"),
                          ("run selected in the tree", "run_selected"),
                          ("timeline data on GUI thread", "timeline_data"),
-                         ("spans painted", "spans_painted")):
+                         ("first spans painted", "first_spans_painted"),
+                         ("all spans painted", "spans_painted")):
         print(f"   {label:28s} {summary((r.at_ms(event) for r in runs), 's')}")
     painted = [r.first("spans_painted") for r in runs]
     print(f"   {'longest GUI-thread stall':28s} {summary(p['max_stall_ms'] if p else None for p in painted)}"
