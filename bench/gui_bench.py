@@ -15,7 +15,7 @@ name dialog does not open). Offscreen Qt unless QT_QPA_PLATFORM is set.
    Paint, which runs once the whole window has painted). The first
    UpdateRequest is not used: it arrives before the window is exposed and paints
    nothing. With `--select BIG_RUN` also: the run selected in the tree (reveal),
-   the timeline's first data handed to the GUI thread (its first 20,000 spans),
+   the timeline's first data handed to the GUI thread (its first 10,000 spans),
    the first paint with spans, and the first paint in which the span item drew
    the whole run, whose span count is checked (100,000). Plus the GUI thread's longest
    stall over that load (gap between ticks of a 10 ms timer).

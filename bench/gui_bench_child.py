@@ -57,7 +57,7 @@ def memory() -> dict[str, float]:
 
 
 emit("started", at=STARTED)
-from agentdesk.gui import cli  # noqa: E402, I001  (first, as the console script imports it)
+from agentdesk.gui.cli.main import main as cli_main  # noqa: E402, I001  (first, as the console script does)
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
@@ -306,7 +306,7 @@ def main() -> int:
         app.quit()
 
     QTimer.singleShot(int(TIMEOUT_S * 1000), give_up)
-    code = cli.main(argv)
+    code = cli_main(argv)
     emit("exit", code=code, probe=probe.first_frame_seen)
     return code
 

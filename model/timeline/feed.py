@@ -28,7 +28,7 @@ from agentdesk.store.source import Source, SpanTable
 from agentdesk.store.timeline_columns import span_columns
 
 REFRESH_MS = 150
-FIRST_SPANS = 20_000
+FIRST_SPANS = 10_000
 """A bigger run shows its earliest spans this many at once, then the whole run when it is laid out."""
 FULL_RELOAD_OVER = 2000
 """More changed spans than this at once: reload the run instead of fetching rows."""
@@ -40,21 +40,23 @@ class Loaded:
     run: rm.Run
     data: TimelineData
     tokens: TokenSeries
-    overview: Overview
+    overview: Overview | None
+    """None for the first spans of a big run: the grid is worth its cost for the whole run only."""
 
 
 @dataclass(frozen=True, slots=True)
 class Changed:
     run: rm.Run | None
     rows: SpanTable
-    relaid: tuple[TimelineData, TokenSeries, Overview] | None
+    relaid: tuple[TimelineData, TokenSeries, Overview | None] | None
 
 
 def load_run(source: Source, run_id: str, first: int | None = None) -> Loaded:
     """The run laid out; with `first`, only its earliest spans (`data.complete` says which)."""
     run = source.run(run_id)
     data = TimelineData.from_columns(span_columns(source, run_id, first), run.started_at.timestamp())
-    return Loaded(run, data, data.token_series(), overview(data, _now(run, data)))
+    grid = overview(data, _now(run, data)) if data.complete else None
+    return Loaded(run, data, data.token_series(), grid)
 
 
 def _now(run: rm.Run, data: TimelineData) -> float:
