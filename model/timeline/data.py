@@ -247,9 +247,14 @@ class TimelineData:
         """Lay out columns given in any order; their times relative to `t0`, end NaN while open."""
         self.t0 = t0
         n = len(cols)
-        keys = dict(zip(cols.ids, range(n), strict=True))
+        # Loops over a million spans run in slices: one C call over all of them would hold the GIL
+        # (and freeze the GUI thread) for its whole duration, a slice only for milliseconds.
+        keys: dict[str, int] = {}
+        for a, b in _slices(n):
+            keys.update(zip(cols.ids[a:b], range(a, b), strict=True))
         lookup: dict[str | None, int] = keys  # type: ignore[assignment]  # None is never a key: -1
-        parent = np.fromiter(map(lookup.get, cols.parent_ids, repeat(-1)), np.int64, n)
+        parent = np.concatenate([np.fromiter(map(lookup.get, cols.parent_ids[a:b], repeat(-1)), np.int64, b - a)
+                                 for a, b in _slices(n)]) if n else np.zeros(0, dtype=np.int64)
         order, parent, depth = preorder(parent, cols.start)
         lanes = order.tolist()
         self.ids = _take(cols.ids, lanes)
@@ -264,8 +269,10 @@ class TimelineData:
         # a parent id no span of the run has (yet): kept, so that span is attached when it arrives
         self.unknown_parent = {int(inverse[i]): p for i in np.flatnonzero(parent < 0).tolist()
                                if (p := cols.parent_ids[i]) is not None}
-        self.kind = np.fromiter(map(_KIND_LOOKUP.__getitem__, self.kind_names), np.int8, n)
-        self.status = np.fromiter(map(_STATUS_LOOKUP.__getitem__, self.status_names), np.int8, n)
+        self.kind, self.status = (
+            np.concatenate([np.fromiter(map(table.__getitem__, names[a:b]), np.int8, b - a) for a, b in _slices(n)])
+            if n else np.zeros(0, dtype=np.int8)
+            for table, names in ((_KIND_LOOKUP, self.kind_names), (_STATUS_LOOKUP, self.status_names)))
         self.start, self.end = cols.start[order], cols.end[order]
         self.input_tokens, self.output_tokens = cols.input_tokens[order], cols.output_tokens[order]
         self.cost = cols.cost[order]
@@ -485,12 +492,20 @@ class TimelineData:
         return lo + int(np.argmin(score))
 
 
+SLICE = 65_536
+
+
+def _slices(n: int) -> list[tuple[int, int]]:
+    return [(a, min(a + SLICE, n)) for a in range(0, n, SLICE)]
+
+
 def _take(seq: list[T], indices: list[int]) -> list[T]:
-    if not indices:
-        return []
-    if len(indices) == 1:
-        return [seq[indices[0]]]
-    return list(itemgetter(*indices)(seq))
+    """`[seq[i] for i in indices]`, a slice at a time (see `TimelineData.__init__`)."""
+    out: list[T] = []
+    for a, b in _slices(len(indices)):
+        part = indices[a:b]
+        out.extend([seq[part[0]]] if len(part) == 1 else itemgetter(*part)(seq))
+    return out
 
 
 def _numbers(cols: SpanColumns) -> tuple[np.ndarray, ...]:
