@@ -197,14 +197,14 @@ class Meter:
         return out
 
     def live_append(self) -> float:
-        """What one new span costs the loaded run (on the runner, off the GUI thread)."""
+        """What one new span costs the loaded run (on the runner, off the GUI thread): a live run's
+        next span, under the root and after everything so far, as the feed receives it."""
         from agentdesk.store.source import SpanTable
 
         data = self.panel.data
         assert data is not None
-        middle = len(data) // 2
-        new = SpanTable(["spn_bench_new"], [data.ids[middle]], ["tool"], ["new"], ["running"],
-                        [data.t0 + float(data.start[middle]) + 0.1], [None], [0], [0], [0.0])
+        new = SpanTable(["spn_bench_new"], [data.ids[0]], ["tool"], ["new"], ["running"],
+                        [data.t0 + float(data.start.max()) + 0.1], [None], [0], [0], [0.0])
         started = time.perf_counter()
         data.relaid_out(new)
         return (time.perf_counter() - started) * 1000
