@@ -57,7 +57,7 @@ def memory() -> dict[str, float]:
 
 
 emit("started", at=STARTED)
-from agentdesk.gui import cli  # noqa: E402, I001  (first, as the console script imports it)
+from agentdesk.gui.cli.main import main as cli_main  # noqa: E402, I001  (first, as the console script does)
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
@@ -103,6 +103,7 @@ class Probe(QObject):
         self.plot_viewport: Any = None
         self.tree_viewport: Any = None
         self.first_frame_seen = False
+        self.first_spans_seen = False
         self.spans_painted = False
         self.tree_paint_waiters: list[Callable[[float], None]] = []
         self.stalls = StallMeter()
@@ -125,7 +126,10 @@ class Probe(QObject):
             timeline = self.window.timeline
             had_data = timeline.item.data is not None and len(timeline.item.data) > 0
             before = len(timeline.item.paint_ms)
-            if had_data:
+            if had_data and not self.first_spans_seen:
+                self.first_spans_seen = True
+                QTimer.singleShot(0, lambda: emit("first_spans_painted", spans=len(timeline.item.data or ())))
+            if had_data and timeline.feed.complete:  # the whole run, not the first spans shown meanwhile
                 QTimer.singleShot(0, lambda: self._spans_check(before))
         elif obj is self.tree_viewport and kind == PAINT and self.tree_paint_waiters:
             started = time.perf_counter()
@@ -302,7 +306,7 @@ def main() -> int:
         app.quit()
 
     QTimer.singleShot(int(TIMEOUT_S * 1000), give_up)
-    code = cli.main(argv)
+    code = cli_main(argv)
     emit("exit", code=code, probe=probe.first_frame_seen)
     return code
 

@@ -1,185 +1,319 @@
-"""Timeline benchmark: load and lay out a 100,000-span run, paint it, then zoom and pan it.
+"""Timeline benchmark: runs of 100,000 / 300,000 / 1,000,000 spans opened, painted, panned and zoomed.
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python bench/timeline_bench.py [--spans N] [--shots DIR]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python bench/timeline_bench.py [--spans 100000,300000,1000000]
+        [--steps 40] [--shots DIR]
 
-Prints the store read, the layout, the first paint and, per zoom/pan frame, the
-span item's own paint time and the whole frame: the step itself (pyqtgraph's
-range bookkeeping and the linked views, which run at once) plus everything the
-event loop then does to repaint both plots (median and p95, target < 16 ms).
-The store is built in a temporary directory with `store.sim.generator.populate_bulk`
-(bulk Core inserts).
+For each size a fresh store is generated in a child process (`populate_bulk`,
+bulk inserts), then measured in another child that only opens it, so the
+measured process's memory is what a window showing the run holds. Every figure
+is what the operator sees:
+
+- the run is checked first: the measured run must have the span count claimed
+  (a bench measuring the wrong run measured nothing);
+- first spans drawn: `show_run` → the end of the first span-item paint that had
+  data (`SpanItem.painted`), the first paint after the data arrived;
+- all navigable: `show_run` → the end of the first paint with the whole run;
+- longest GUI-thread stall while loading (gap between ticks of a 10 ms timer);
+- pan and zoom frames at three zoom levels (whole run, a 2 % window, names
+  readable): each from the step's start to the end of everything the event loop
+  did to repaint (the whole frame: waterfall, axes, minimap and the linked
+  tokens plot), median and p95;
+- the process's RSS with the run shown and after the steps (psutil);
+- a live append: one new span applied to the loaded run.
+
+Targets (issue 10): first spans < 1 s, navigable <= 5 s, pan/zoom p95 <= 16 ms
+at every level, RSS <= 600 MB, span count as claimed. The last line names every
+missed target; the exit status is 1 when one was missed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from PySide6.QtWidgets import QApplication
-
-from agentdesk.model.services import Services
-from agentdesk.model.timeline.data import TimelineData
-from agentdesk.store.native import NativeSource
-from agentdesk.store.sim.generator import populate_bulk
-from agentdesk.store.source import SpanTable
-
-
-def timed(fn: Callable[[], object]) -> tuple[object, float]:
-    started = time.perf_counter()
-    result = fn()
-    return result, (time.perf_counter() - started) * 1000
+FIRST_SPANS_MS = 1000.0
+NAVIGABLE_MS = 5000.0
+FRAME_P95_MS = 16.0
+RSS_MB = 600.0
+CHILD_TIMEOUT_S = 900.0
+LEVELS = ("whole run", "2 % window", "names")
+MOVES = ("pan", "zoom")
 
 
-def stats(values: list[float]) -> str:
+def p95(values: list[float]) -> float:
     ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return f"median {statistics.median(ordered):6.2f} ms   p95 {p95:6.2f} ms   max {ordered[-1]:6.2f} ms"
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def build_store(spans: int, folder: Path) -> tuple[NativeSource, str]:
-    source = NativeSource.open(str(folder / "bench.sqlite"))
-    result, ms = timed(lambda: populate_bulk(source.store, projects=1, runs=20, big_run_spans=spans,
-                                             detailed_runs=5))
-    print(f"store built: {result.counts['spans']:,} spans in {ms / 1000:.1f} s")  # type: ignore[attr-defined]
-    return source, result.big_run_id  # type: ignore[attr-defined]
+# -- store --------------------------------------------------------------------------------------------
+def build(spans: int, path: str) -> dict[str, Any]:
+    """Child process: a store with one run of `spans` spans among a few small ones."""
+    from agentdesk.store.database import open_store
+    from agentdesk.store.sim.generator import populate_bulk
+
+    store = open_store(path)
+    try:
+        result = populate_bulk(store, projects=1, runs=20, big_run_spans=spans, detailed_runs=5)
+    finally:
+        store.close()
+    return {"run_id": result.big_run_id, "seconds": result.elapsed_s}
 
 
-def measure_layout(source: NativeSource, run_id: str) -> None:
-    run = source.run(run_id)
-    table, read_ms = timed(lambda: source.span_table(run_id))
-    t0 = run.started_at.timestamp()
-    layouts = [timed(lambda: TimelineData.from_table(table, t0))[1] for _ in range(3)]  # type: ignore[arg-type]
-    data = TimelineData.from_table(table, t0)  # type: ignore[arg-type]
-    _, tokens_ms = timed(data.token_series)
-    print(f"store read (span_table): {read_ms:7.1f} ms for {len(data):,} spans")
-    print(f"layout (DFS, depths):    {layouts[0]:7.1f} ms first, {min(layouts):.1f} ms best of 3")
-    print(f"tokens series:           {tokens_ms:7.1f} ms")
-    measure_live_updates(source, run_id, data)
+# -- measuring ----------------------------------------------------------------------------------------
+def rss_mb() -> float:
+    import psutil
+
+    return float(psutil.Process().memory_info().rss / 2**20)
 
 
-def measure_live_updates(source: NativeSource, run_id: str, data: TimelineData) -> None:
-    """What a live change costs: fetch the changed rows, then update in place or lay out again."""
-    some = data.ids[len(data) // 2:len(data) // 2 + 5]
-    rows, fetch_ms = timed(lambda: source.span_table(run_id, some))
-    _, in_place_ms = timed(lambda: data.update(rows))  # type: ignore[arg-type]
-    parent = data.ids[len(data) // 2]
-    new = SpanTable(["spn_bench_new"], [parent], ["tool"], ["new"], ["running"],
-                    [data.t0 + float(data.start[len(data) // 2]) + 0.1], [None], [0], [0], [0.0])
-    _, relayout_ms = timed(lambda: data.relaid_out(new))
-    print(f"live: fetch 5 changed rows {fetch_ms:.1f} ms; apply in place {in_place_ms:.2f} ms; "
-          f"a new span (full re-layout, off the GUI thread) {relayout_ms:.1f} ms")
+class Meter:
+    """Everything measured in one process on one run: the panel as the window shows it."""
 
+    def __init__(self, path: str, run_id: str, steps: int, shots: Path | None) -> None:
+        from PySide6.QtCore import QTimer
+        from PySide6.QtWidgets import QApplication
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--spans", type=int, default=100_000)
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--shots", type=Path, default=None, help="save screenshots here")
-    args = parser.parse_args()
-    app = QApplication([])
-    with tempfile.TemporaryDirectory() as folder:
-        source, run_id = build_store(args.spans, Path(folder))
-        measure_layout(source, run_id)
-        services = Services.create(source)
-        try:
-            GuiBench(app, services, run_id, args.steps, args.shots).run()
-        finally:
-            services.close()
-            source.close()
-
-
-class GuiBench:
-    def __init__(self, app: QApplication, services: Services, run_id: str, steps: int,
-                 shots: Path | None) -> None:
         from agentdesk.gui.shared.theme import apply_theme
         from agentdesk.gui.timeline.panel import TimelinePanel
+        from agentdesk.model.services import Services
+        from agentdesk.store.native import NativeSource
 
-        self.app, self.run_id, self.steps, self.shots = app, run_id, steps, shots
-        apply_theme(app, "light")
-        self.apply_theme = apply_theme
-        self.panel = TimelinePanel(services)
+        self.app = QApplication.instance() or QApplication([])
+        apply_theme(self.app, "light")
+        self.source = NativeSource.open(path, read_only=True)
+        self.services = Services.create(self.source)
+        self.run_id, self.steps, self.shots = run_id, steps, shots
+        self.panel = TimelinePanel(self.services)
         self.panel.resize(1600, 1000)
         self.panel.show()
+        self.longest_stall = 0.0
+        self._last_tick = time.perf_counter()
+        self._ticker = QTimer()
+        self._ticker.setInterval(10)
+        self._ticker.timeout.connect(self._tick)
 
-    def settle(self, until: Callable[[], bool] = lambda: True, limit_s: float = 60.0) -> None:
+    def close(self) -> None:
+        self.panel.close()
+        self.services.close()
+        self.source.close()
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.longest_stall = max(self.longest_stall, now - self._last_tick)
+        self._last_tick = now
+
+    def pump(self, until: Callable[[], bool], limit_s: float = 120.0) -> bool:
         give_up = time.monotonic() + limit_s
-        while not until() and time.monotonic() < give_up:
+        while not until():
+            if time.monotonic() > give_up:
+                return False
             self.app.processEvents()
-            time.sleep(0.005)
+            time.sleep(0.002)
         self.app.processEvents()
+        return True
 
-    def frame(self, started: float | None = None) -> tuple[float, float]:
-        """Let Qt paint what the last step changed: the span item's own paint time and the whole frame's.
-
-        The whole frame runs from `started` (the step's start) to the end of
-        everything the event loop did for it: the waterfall with its axes and
-        the x-linked tokens plot.
-        """
-        paints = self.panel.item.paint_ms
-        before = len(paints)
-        started = time.perf_counter() if started is None else started
+    def open_run(self) -> dict[str, Any]:
+        """show_run → first spans drawn → the whole run drawn, with the GUI thread's longest stall."""
+        panel, item = self.panel, self.panel.item
         self.app.processEvents()
-        if len(paints) == before:
+        self._last_tick, self.longest_stall = time.perf_counter(), 0.0
+        self._ticker.start()
+        started = time.perf_counter()
+        panel.show_run(self.run_id)
+        self.pump(lambda: item.painted[1] > 0 and item.painted[0] > started)
+        first = item.painted[0]
+
+        def whole() -> bool:
+            done = panel.feed.complete and item.data is panel.data
+            return done and item.painted[0] > first and item.painted[1] == len(panel.data or ())
+
+        if not (panel.feed.complete and item.painted[1] == len(panel.data or ())):
+            self.pump(whole)
+        navigable = item.painted[0]
+        self._ticker.stop()
+        self._tick()
+        return {"first_spans_ms": (first - started) * 1000, "navigable_ms": (navigable - started) * 1000,
+                "stall_ms": self.longest_stall * 1000, "spans": len(panel.data or ()),
+                "rss_loaded_mb": rss_mb()}
+
+    def frame(self, step: Callable[[], object]) -> float:
+        """One step and everything the event loop then does to repaint: the whole frame, in ms."""
+        item = self.panel.item
+        before = len(item.paint_ms)
+        started = time.perf_counter()
+        step()
+        self.app.processEvents()
+        if len(item.paint_ms) == before:  # nothing scheduled a paint yet: force the one a screen would do
             self.panel.plot.viewport().repaint()
-        wall = (time.perf_counter() - started) * 1000
-        return sum(list(paints)[before:]), wall
+        return (time.perf_counter() - started) * 1000
 
-    def load(self) -> None:
-        self.panel.show_run(self.run_id)
-        self.settle(lambda: self.panel.data is not None)
-
-    def run(self) -> None:
-        panel = self.panel
-        _, load_ms = timed(self.load)
-        print(f"show_run to data on screen: {load_ms:7.1f} ms (store read + layout on the runner)")
-        self.app.processEvents()
-        panel.plot.viewport().repaint()
-        item_ms, wall_ms = panel.item.paint_ms[-1], timed(lambda: panel.plot.viewport().repaint())[1]
-        print(f"first paint (fit, all lanes): item {item_ms:6.2f} ms, whole frame {wall_ms:6.2f} ms")
-        self.shoot("big-zoomed-out")
-        self.steps_of("zoom in from fit (LOD)", lambda i: panel.zoom(0.85))
-        panel.show_window(0, 600, 0, 45)
-        self.settle()
-        self.frame()
-        self.shoot("big-zoomed-in")
-        self.steps_of("pan, zoomed in (names)", lambda i: panel.view.translateBy(x=15.0, y=1.0))
+    def level(self, name: str) -> None:
+        panel, data = self.panel, self.panel.data
+        assert data is not None
         panel.fit()
-        panel.show_window(*panel.view.viewRange()[0], *panel.view.viewRange()[1])  # stop following
-        self.settle()
-        self.frame()
-        self.steps_of("pan, zoomed out (LOD)", lambda i: panel.view.translateBy(x=2000.0 * (-1) ** (i // 10)))
-        self.steps_of("wheel-like zoom out/in", lambda i: panel.zoom(1.25 if i % 2 else 0.8))
+        self.app.processEvents()
+        if name == "whole run":
+            (x0, x1), (y0, y1) = panel.view.viewRange()
+            panel.show_window(x0, x1, y0, y1)
+        else:
+            x0, x1 = data.extent(panel.item.now)
+            middle = len(data) // 2
+            if name == "2 % window":
+                width, lanes = (x1 - x0) * 0.02, min(len(data), 3000)
+            else:
+                width, lanes = 20.0 * max(float(data.end[middle] - data.start[middle]), 0.05), 45
+            t = float(data.start[middle])
+            top = max(0, middle - lanes // 2)
+            panel.show_window(t - width / 2, t + width / 2, top, top + lanes)
+        self.pump(lambda: True)
+        self.frame(lambda: None)
 
-    def steps_of(self, label: str, step: Callable[[int], object]) -> None:
-        items, walls = [], []
-        for i in range(self.steps):
-            started = time.perf_counter()
-            step(i)
-            item_ms, wall_ms = self.frame(started)
-            items.append(item_ms)
-            walls.append(wall_ms)
-        print(f"{label:26s} item: {stats(items)}   |   whole frame: {stats(walls)}")
+    def moves(self) -> dict[str, list[float]]:
+        view, panel = self.panel.view, self.panel
+        out: dict[str, list[float]] = {}
+        for name in LEVELS:
+            self.level(name)
+            self.shoot(name)
+            (x0, x1), _ = view.viewRange()
+            dx = (x1 - x0) * 0.05
+            out[f"{name}/pan"] = [self.frame(lambda i=i, dx=dx: view.translateBy(x=dx * (-1) ** (i // 10), y=1.0))
+                                  for i in range(self.steps)]
+            self.level(name)
+            out[f"{name}/zoom"] = [self.frame(lambda i=i: panel.zoom(1.25 if i % 2 else 0.8))
+                                   for i in range(self.steps)]
+        return out
+
+    def live_append(self) -> float:
+        """What one new span costs the loaded run (on the runner, off the GUI thread): a live run's
+        next span, under the root and after everything so far, as the feed receives it."""
+        from agentdesk.store.source import SpanTable
+
+        data = self.panel.data
+        assert data is not None
+        new = SpanTable(["spn_bench_new"], [data.ids[0]], ["tool"], ["new"], ["running"],
+                        [data.t0 + float(data.start.max()) + 0.1], [None], [0], [0], [0.0])
+        started = time.perf_counter()
+        data.relaid_out(new)
+        return (time.perf_counter() - started) * 1000
 
     def shoot(self, name: str) -> None:
-        if self.shots is None:
-            return
-        self.shots.mkdir(parents=True, exist_ok=True)
-        for theme in ("light", "dark"):
-            self.apply_theme(self.app, theme)
-            self.settle()
-            self.panel.grab().save(str(self.shots / f"{name}-{theme}.png"))
-        self.apply_theme(self.app, "light")
-        self.settle()
+        if self.shots is not None:
+            self.shots.mkdir(parents=True, exist_ok=True)
+            self.panel.grab().save(str(self.shots / f"{len(self.panel.data or ())}-{name.replace(' ', '-')}.png"))
+
+
+def measure(path: str, run_id: str, steps: int, shots: Path | None) -> dict[str, Any]:
+    """Child process: open the run in a timeline panel and measure it (see the module docstring)."""
+    import gc
+
+    gc.freeze()  # as the app does once its window is built
+    meter = Meter(path, run_id, steps, shots)
+    try:
+        figures = meter.open_run()
+        figures["frames"] = meter.moves()
+        figures["rss_after_mb"] = rss_mb()
+        figures["append_ms"] = meter.live_append()
+        return figures
+    finally:
+        meter.close()
+
+
+# -- the parent: sizes side by side --------------------------------------------------------------------
+def child(*args: str) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=CHILD_TIMEOUT_S, env=dict(os.environ))
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return dict(json.loads(line[7:]))
+    raise RuntimeError(f"{args[0]} child exited with {proc.returncode}: {proc.stderr.strip()[-1500:]}")
+
+
+def run_size(spans: int, steps: int, shots: Path | None, folder: Path) -> dict[str, Any]:
+    path = str(folder / f"timeline-{spans}.sqlite")
+    built = child("--build", str(spans), path)
+    figures = child("--measure", path, built["run_id"], str(steps), str(shots or ""))
+    figures["claimed"], figures["build_s"] = spans, built["seconds"]
+    return figures
+
+
+def missed(figures: dict[str, Any]) -> list[str]:
+    """Every target this size missed, by name."""
+    n = f"{figures['claimed']:,}"
+    out = []
+    if figures["spans"] != figures["claimed"]:
+        out.append(f"{n}: the run has {figures['spans']:,} spans, not {n}")
+    if figures["first_spans_ms"] >= FIRST_SPANS_MS:
+        out.append(f"{n}: first spans {figures['first_spans_ms'] / 1000:.2f} s")
+    if figures["navigable_ms"] > NAVIGABLE_MS:
+        out.append(f"{n}: navigable {figures['navigable_ms'] / 1000:.2f} s")
+    for key, values in figures["frames"].items():
+        if p95(values) > FRAME_P95_MS:
+            out.append(f"{n}: {key} p95 {p95(values):.1f} ms")
+    worst = max(figures["rss_loaded_mb"], figures["rss_after_mb"])
+    if worst > RSS_MB:
+        out.append(f"{n}: RSS {worst:.0f} MB")
+    return out
+
+
+def report(results: list[dict[str, Any]]) -> list[str]:
+    def row(label: str, cell: Callable[[dict[str, Any]], str], target: str = "") -> None:
+        print(f"{label:34s}" + "".join(f"{cell(r):>18s}" for r in results) + f"   {target}")
+
+    row("spans in the run (claimed)", lambda r: f"{r['spans']:,} ({r['claimed']:,})", "must match")
+    row("store generated (bulk insert)", lambda r: "n/a" if r["build_s"] is None else f"{r['build_s']:.1f} s")
+    row("first spans drawn", lambda r: f"{r['first_spans_ms']:.0f} ms", f"< {FIRST_SPANS_MS:.0f} ms")
+    row("all navigable", lambda r: f"{r['navigable_ms']:.0f} ms", f"<= {NAVIGABLE_MS:.0f} ms")
+    row("  per span", lambda r: f"{r['navigable_ms'] * 1000 / max(r['spans'], 1):.2f} µs", "linear: flat")
+    row("longest GUI stall while loading", lambda r: f"{r['stall_ms']:.0f} ms", "info")
+    for key in results[0]["frames"]:
+        row(f"{key} p50 / p95", lambda r, key=key: f"{statistics.median(r['frames'][key]):.1f} / "
+            f"{p95(r['frames'][key]):.1f} ms", f"p95 <= {FRAME_P95_MS:.0f} ms (whole frame)")
+    row("RSS run shown / after steps", lambda r: f"{r['rss_loaded_mb']:.0f} / {r['rss_after_mb']:.0f} MB",
+        f"<= {RSS_MB:.0f} MB")
+    row("live: one new span applied", lambda r: f"{r['append_ms']:.1f} ms", "info (off the GUI thread)")
+    return [m for r in results for m in missed(r)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spans", default="100000,300000,1000000", help="comma-separated run sizes")
+    parser.add_argument("--steps", type=int, default=40, help="frames per move and zoom level")
+    parser.add_argument("--shots", type=Path, default=None, help="save screenshots here")
+    parser.add_argument("--build", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--measure", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.build:
+        print("RESULT " + json.dumps(build(int(args.build[0]), args.build[1])))
+        return 0
+    if args.measure:
+        path, run_id, steps, shots = args.measure
+        print("RESULT " + json.dumps(measure(path, run_id, int(steps), Path(shots) if shots else None)))
+        return 0
+    sizes = [int(s.replace("_", "")) for s in args.spans.split(",")]
+    print(f"timeline bench: {', '.join(f'{s:,}' for s in sizes)} spans; load {os.getloadavg()[0]:.2f} "
+          f"on {os.cpu_count()} cores")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="timeline-bench-") as folder:
+        for spans in sizes:
+            results.append(run_size(spans, args.steps, args.shots, Path(folder)))
+    failures = report(results)
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+    print("all targets met" if not failures else f"MISSED: {'; '.join(failures)}")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -207,3 +207,118 @@ def test_a_step_curve_without_a_view_keeps_every_sample() -> None:
 def test_closed_spans_without_duration_are_points() -> None:
     data = TimelineData.from_table(table([("r", None, 0.0, 5.0), ("p", "r", 1.0, 1.0), ("o", "r", 2.0, None)]))
     assert dict(zip(data.ids, data.points.tolist(), strict=True)) == {"r": False, "p": True, "o": False}
+
+
+def random_forest(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Parents earlier in the array (a forest with a few roots), starts with ties."""
+    parent = np.array([-1] + [int(rng.integers(-1, i)) if rng.random() < 0.05 else int(rng.integers(0, i))
+                              for i in range(1, n)], dtype=np.int64)
+    start = rng.integers(0, n // 3 + 1, n).astype(np.float64)
+    return parent, start
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_array_preorder_is_the_iterative_walk(seed: int) -> None:
+    from agentdesk.model.timeline.data import preorder
+
+    parent, start = random_forest(np.random.default_rng(seed), 400)
+    order, used, depth = preorder(parent, start)
+    walked, _ = dfs_order(parent, start)
+    assert order.tolist() == walked.tolist()
+    assert (used == parent).all() and (depth == depths(parent)).all()
+
+
+def test_a_parent_cycle_falls_back_to_the_walk_that_cuts_it() -> None:
+    from agentdesk.model.timeline.data import bounded_depths, preorder
+
+    parent = np.array([-1, 2, 1, 0], dtype=np.int64)  # 1 and 2 are each other's parent
+    assert bounded_depths(parent) is None
+    order, used, _depth = preorder(parent, np.arange(4.0))
+    assert sorted(order.tolist()) == [0, 1, 2, 3] and (used >= -1).all()
+    assert bounded_depths(used) is not None
+
+
+def test_a_ten_thousand_deep_chain_lays_out() -> None:
+    n = 10_000
+    rows = [(f"s{i}", f"s{i - 1}" if i else None, float(i), float(2 * n - i)) for i in range(n)]
+    data = TimelineData.from_table(table(rows), t0=0.0)
+    assert data.depth.tolist() == list(range(n)) and data.ids[-1] == f"s{n - 1}"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_new_spans_appended_land_where_a_full_layout_puts_them(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    parent, start = random_forest(rng, 300)
+    start = np.sort(start)  # new spans of a live run start last
+    ids = [f"s{i}" for i in range(300)]
+    rows = [(ids[i], ids[parent[i]] if parent[i] >= 0 else None, float(start[i]), float(start[i]) + 1.0)
+            for i in range(300)]
+    data = TimelineData.from_table(table(rows[:280]), t0=0.0)
+    for row in rows[280:]:  # one at a time, as the live feed brings them
+        new = data.relaid_out(table([row]))
+        assert new is not data
+        data = new
+    full = TimelineData.from_table(table(rows), t0=0.0)
+    assert data.ids == full.ids
+    assert data.parent.tolist() == full.parent.tolist() and data.depth.tolist() == full.depth.tolist()
+    assert data.start.tolist() == full.start.tolist()
+    assert all(data.lane_of[span_id] == lane for lane, span_id in enumerate(full.ids))
+
+
+def test_an_appended_layout_leaves_the_one_on_screen_as_it_was() -> None:
+    data = TimelineData.from_table(table(TREE), t0=100.0)
+    before = (list(data.ids), data.parent.tolist(), {i: data.lane_of[i] for i in data.ids})
+    new = data.appended(table([("a3", "a", 145.0, 146.0)]))
+    assert new is not None and new.ids == ["root", "a", "a1", "a2", "a3", "b", "b1"]
+    assert (list(data.ids), data.parent.tolist(), {i: data.lane_of[i] for i in data.ids}) == before
+    assert "a3" not in data.lane_of and new.lane_of["b1"] == 6
+    # a span starting before a later sibling needs the full layout
+    assert data.appended(table([("a0", "a", 101.5, 102.0)])) is None
+    assert data.relaid_out(table([("a0", "a", 101.5, 102.0)])).ids[:3] == ["root", "a", "a0"]
+
+
+def test_a_span_whose_parent_arrives_later_is_attached_when_it_does() -> None:
+    data = TimelineData.from_table(table([("root", None, 0.0, 9.0), ("child", "late", 2.0, 3.0)]), t0=0.0)
+    assert data.depth.tolist() == [0, 0] and data.parent_id(data.lane_of["child"]) == "late"
+    data = data.relaid_out(table([("late", "root", 1.0, 4.0)]))
+    assert data.ids == ["root", "late", "child"] and data.depth.tolist() == [0, 1, 2]
+
+
+def test_the_overview_grid_marks_the_kinds_each_cell_holds() -> None:
+    from agentdesk.model.timeline.data import KIND_CODES
+    from agentdesk.model.timeline.overview import overview, pooled
+
+    rows = [("root", None, 0.0, 100.0)] + [(f"t{i}", "root", float(i), float(i) + 0.5) for i in range(99)]
+    data = TimelineData.from_table(table(rows), t0=0.0)
+    ov = overview(data, 100.0, rows=10, columns=100)
+    tool = 1 << KIND_CODES["tool"]
+    assert ov.mask.shape == (10, 100) and ov.lanes == 100
+    assert (ov.mask[0] & tool).any() and ov.active.max() >= 2 and ov.active.sum() >= 100
+    # lane band 5 holds tools 49..58, each in its own second: those columns only
+    assert set(np.flatnonzero(ov.mask[5] & tool).tolist()) == set(range(49, 59))
+    assert pooled(ov.mask, 5, 10).shape == (2, 10)
+    low = pooled(ov.mask, 5, 10)[1]  # lanes 50..99: tools 49..98, so the columns from 40 s on
+    assert (low[5:] & tool).all() and not low[:4].any()  # pooling keeps every present kind
+
+
+def test_native_columns_are_the_span_table_in_start_order(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from agentdesk.store.native import NativeSource
+    from agentdesk.store.runtime import AgentRuntime
+    from agentdesk.store.timeline_columns import from_table, span_columns
+
+    source = NativeSource.open(str(tmp_path / "s.sqlite"))
+    try:
+        rt = AgentRuntime(source.store)
+        run = rt.start_run(rt.create_agent(rt.create_session(rt.create_task(rt.create_project("p"), "t"), "s"),
+                                           "a", "m"), "r")
+        root = rt.start_span(run, "agent", "a")
+        for i in range(5):
+            rt.finish_span(rt.start_span(run, "tool", f"t{i}", parent_span_id=root), "ok", None, input_tokens=i)
+        cols, generic = span_columns(source, run), from_table(source.span_table(run))
+        assert cols.ids == generic.ids and cols.parent_ids == generic.parent_ids and cols.names == generic.names
+        assert np.array_equal(cols.end, generic.end, equal_nan=True)
+        assert cols.input_tokens.tolist() == generic.input_tokens.tolist() and cols.total == 6
+        first = span_columns(source, run, first=2)
+        assert first.ids == cols.ids[:2] and first.total == 6 and not first.complete
+    finally:
+        source.close()

@@ -126,7 +126,8 @@ def header_text(run: rm.Run, data: TimelineData) -> str:
     """The run in one line: title, status, spans, failures, open spans, tokens and cost."""
     errors, running = int((data.status == ERROR).sum()), int(data.open.sum())
     usage = run.usage
-    parts = [one_line(run.title), one_line(run.status, 40), f"{len(data):,} spans"]
+    spans = f"{len(data):,} spans" if data.complete else f"{len(data):,} of {data.total:,} spans (loading the rest…)"
+    parts = [one_line(run.title), one_line(run.status, 40), spans]
     parts += [f"{errors:,} failed"] if errors else []
     parts += [f"{running:,} open"] if running else []
     if usage.total_tokens or usage.cost_usd:

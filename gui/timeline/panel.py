@@ -9,21 +9,41 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import QEvent, QObject, QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QCursor, QKeyEvent, QPalette
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
 
 from agentdesk.gui.timeline.axes import MIN_LABEL_LANE_PX, LaneAxis, waterfall_plot
 from agentdesk.gui.timeline.details import SpanDetails
 from agentdesk.gui.timeline.drawing import colour_axes, header_text, legend, span_tooltip
+from agentdesk.gui.timeline.findbar import FindBar
+from agentdesk.gui.timeline.minimap import Minimap
+from agentdesk.gui.timeline.path_panel import PathPanel
 from agentdesk.gui.timeline.span_item import SpanItem
 from agentdesk.gui.timeline.tokens import RIGHT_AXIS_WIDTH, TokensPlot
+from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
 from agentdesk.model.timeline.data import TimelineData
 from agentdesk.model.timeline.feed import TimelineFeed
+from agentdesk.model.timeline.tools import Matches, PathLanes, find, path_of
 from agentdesk.store import readmodel as rm
 
-LANE_AXIS_WIDTH = 230
+NARROW_PX = 1000
+"""Narrower than this (a 1366 px screen with the docks open), the details go under the plots."""
+COMPACT_PX = 1000
+"""Narrower than this, the lane labels get a narrower column as well (names elide, indents show depth)."""
+LABELS_PX, COMPACT_LABELS_PX = 190, 130
 TICK_MS = 200
 FIT_LANE_PX = 24
 
@@ -39,6 +59,12 @@ class TimelinePanel(QWidget):
         self.feed.changed.connect(self._on_feed)
         self.feed.failed.connect(self._show_header)
         self.selected_id: str | None = None
+        self.path: PathLanes | None = None
+        self.path_on = False
+        self.matches: Matches | None = None
+        self.match_index = -1
+        self._path_latest = Latest(services.runner)
+        self._find_latest = Latest(services.runner)
         self._follow = True
         self._last_tip = -1
         self._build()
@@ -74,18 +100,47 @@ class TimelinePanel(QWidget):
         self.plot.addItem(self.item)
         self.plot.scene().sigMouseMoved.connect(self._hover)
         self.plot.scene().sigMouseClicked.connect(self._clicked)
-        self.tokens = TokensPlot(LANE_AXIS_WIDTH)
+        self.tokens = TokensPlot(LABELS_PX)  # as wide as the lane labels: both plot areas start at one x
         self.tokens.setXLink(self.plot)
         self.details = SpanDetails(self.services)
+        self.minimap = Minimap()
+        self.minimap.window_moved.connect(self._minimap_moved)
+        self.view.sigXRangeChanged.connect(self._sync_minimap)
+        self.view.sigResized.connect(self._sync_minimap)
+        waterfall = QWidget()
+        column = QVBoxLayout(waterfall)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(2)
+        column.addWidget(self.minimap)
+        column.addWidget(self.plot, 1)
         plots = QSplitter(Qt.Orientation.Vertical)
-        plots.addWidget(self.plot)
+        plots.addWidget(waterfall)
         plots.addWidget(self.tokens)
         plots.setStretchFactor(0, 5)
         plots.setStretchFactor(1, 1)
         plots.setSizes([520, 130])
+        self.path_panel = PathPanel()
+        self.path_panel.lane_clicked.connect(self._path_lane_clicked)
+        # the critical path list is a tab beside the span's details: it fits under the plots too
+        side = QTabWidget()
+        side.setDocumentMode(True)
+        side.addTab(self.details, "Span")
+        side.addTab(self.path_panel, "Critical path")
+        side.setTabVisible(1, False)
+        self.side = side
+        self.find_bar = FindBar()
+        self.find_bar.search.connect(self.find_spans)
+        self.find_bar.step.connect(self.step_match)
+        self.find_bar.closed.connect(self._find_closed)
+        column.insertWidget(0, self.find_bar)
+        # in a scroll area, so that under the plots (a narrow window) the details can be short
+        holder = QScrollArea()
+        holder.setWidgetResizable(True)
+        holder.setFrameShape(QFrame.Shape.NoFrame)
+        holder.setWidget(side)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(plots)
-        self.splitter.addWidget(self.details)
+        self.splitter.addWidget(holder)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([1000, 300])
@@ -109,9 +164,18 @@ class TimelinePanel(QWidget):
         if run_id == self.run_id and run_id is not None and (self.data is not None or self.feed.busy):
             return
         self.feed.show(run_id)
+        self._path_latest.cancel()
+        self._find_latest.cancel()
+        self.path, self.matches, self.match_index = None, None, -1
+        self.item.set_path(None)
+        self.item.set_matches(None)
+        self.minimap.set_marks(np.zeros(0), np.zeros((0, 2)))
+        self.path_panel.show_path(None)
         self._follow = True
         self._tick_timer.stop()
         self.item.set_data(None, 0.0)
+        self.item.set_overview(None)
+        self.minimap.set_overview(None)
         self.tokens.set_series(None)
         if run_id is None:
             self.selected_id = None
@@ -135,8 +199,10 @@ class TimelinePanel(QWidget):
             return
         self._update_limits()
         x0, x1 = self.data.extent(self.item.now)
+        if not self.data.complete:  # only the first spans so far: frame the whole run already
+            x1 = max(x1, self.feed.now())
         height = max(self.view.height(), 1.0)
-        lanes = max(float(len(self.data)), height / FIT_LANE_PX)
+        lanes = max(float(self.data.total), height / FIT_LANE_PX)
         self.view.setRange(xRange=(x0, max(x1, x0 + 1e-3)), yRange=(0, lanes), padding=0.02)
 
     def show_window(self, start_s: float, end_s: float, first_lane: float, last_lane: float) -> None:
@@ -166,6 +232,108 @@ class TimelinePanel(QWidget):
             pad = max((end - start) * 0.5, 1e-3)
             self.view.setXRange(start - pad, end + pad, padding=0)
 
+    # -- critical path ----------------------------------------------------------------------
+    def toggle_critical_path(self) -> None:
+        """Key P: highlight the chain of spans that set the run's end time, list it, fade the rest."""
+        self.path_on = not self.path_on
+        if self.path_on:
+            self._compute_path()
+        else:
+            self._path_latest.cancel()
+            self.path = None
+            self.item.set_path(None)
+            self.minimap.set_marks(path=np.zeros((0, 2)))
+            self.path_panel.show_path(None)
+            self.side.setTabVisible(1, False)
+            self.side.setCurrentIndex(0)
+        self._show_header()
+
+    def _compute_path(self) -> None:
+        if self.data is None:
+            return
+        self._path_latest.submit(path_of, self.data, on_done=self._path_ready,
+                                 on_error=lambda exc: self._show_header(f"Could not find the critical path: {exc}"))
+
+    def _path_ready(self, path: PathLanes) -> None:
+        if not self.path_on or path.data is not self.data:
+            return
+        self.path = path
+        data = path.data
+        self.item.set_path(path.lanes)
+        ends = data.ends(self.item.now)
+        self.minimap.set_marks(path=np.column_stack((data.start[path.lanes], ends[path.lanes])))
+        self.path_panel.show_path(path)
+        if not self.side.isTabVisible(1):
+            self.side.setTabVisible(1, True)
+            self.side.setCurrentIndex(1)
+        self._show_header()
+
+    def _path_lane_clicked(self, lane: int) -> None:
+        self.select_lane(lane)
+        self.reveal(lane)
+
+    # -- find -------------------------------------------------------------------------------
+    def find_spans(self, query: str, keep_place: bool = False) -> None:
+        """Search the run (the store's query language, on the runner); matches outlined and counted."""
+        self._find_latest.cancel()
+        if not query.strip() or self.run_id is None or self.data is None:
+            self.matches, self.match_index = None, -1
+            self.item.set_matches(None)
+            self.minimap.set_marks(matches=np.zeros(0))
+            self.find_bar.show_message("")
+            return
+        self.find_bar.show_message("searching…")
+        place = self.match_index if keep_place else -1
+        self._find_latest.submit(find, self.services.source, self.run_id, query, self.data,
+                                 on_done=lambda matches: self._found(matches, place), on_error=self._find_failed)
+
+    def _found(self, matches: Matches, place: int) -> None:
+        if matches.data is not self.data:
+            self.find_spans(matches.query, keep_place=True)
+            return
+        self.matches = matches
+        self.item.set_matches(matches.lanes)
+        self.minimap.set_marks(matches=matches.data.start[matches.lanes])
+        self.match_index = min(place, len(matches.lanes) - 1)
+        if place < 0 and len(matches.lanes):
+            self.step_match(1)
+        else:
+            self.find_bar.show_count(self.match_index, matches.total, len(matches.lanes))
+
+    def _find_failed(self, exc: BaseException) -> None:
+        self.matches = None
+        self.item.set_matches(None)
+        self.minimap.set_marks(matches=np.zeros(0))
+        self.find_bar.show_message(str(exc), error=True)
+
+    def step_match(self, direction: int) -> None:
+        """F3 / Shift+F3: select the next / previous match and bring it into view."""
+        matches = self.matches
+        if matches is None or not len(matches.lanes) or matches.data is not self.data:
+            return
+        self.match_index = (self.match_index + direction) % len(matches.lanes)
+        lane = int(matches.lanes[self.match_index])
+        self.select_lane(lane)
+        self.reveal(lane)
+        self.find_bar.show_count(self.match_index, matches.total, len(matches.lanes))
+
+    def _find_closed(self) -> None:
+        self.find_spans("")
+        self.plot.setFocus()
+
+    # -- minimap ----------------------------------------------------------------------------
+    def _sync_minimap(self, *args: object) -> None:
+        """The minimap's window is the waterfall's time range, its strip aligned with the plot area."""
+        area = self.view.mapRectToScene(self.view.boundingRect())
+        left = int(self.plot.mapFromScene(area.topLeft()).x())
+        right = int(self.plot.width() - self.plot.mapFromScene(area.topRight()).x())
+        self.minimap.set_margins(left, max(0, right))
+        self.minimap.set_window(*self.view.viewRange()[0])
+
+    def _minimap_moved(self, start: float, end: float) -> None:
+        self._follow = False
+        self.view.setXRange(start, end, padding=0)
+
     # -- following the feed -----------------------------------------------------------------
     def _on_feed(self, first: bool, changed_ids: frozenset[str] | None) -> None:
         data, now = self.data, self.feed.now()
@@ -174,10 +342,18 @@ class TimelinePanel(QWidget):
         self._last_tip = -1
         self.item.live = self.feed.live
         self.item.set_data(data, now)
+        if self.item.overview is not self.feed.overview:
+            self.item.set_overview(self.feed.overview)
+            self.minimap.set_overview(self.feed.overview)
+            self._sync_minimap()
         self.tokens.set_series(self.feed.tokens, until=now)
         self.item.select(data.lane_of.get(self.selected_id, -1) if self.selected_id else -1)
         self._update_limits()
         self.lanes.update()
+        if self.path_on and (self.path is None or self.path.data is not data or changed_ids is None or changed_ids):
+            self._compute_path()
+        if self.matches is not None and self.matches.data is not data:
+            self.find_spans(self.matches.query, keep_place=True)
         self._show_header()
         if first or self._follow:
             self.fit()
@@ -211,8 +387,9 @@ class TimelinePanel(QWidget):
         if self.data is None or not len(self.data):
             return
         x0, x1 = self.data.extent(self.item.now)
+        x1 = max(x1, self.feed.now())
         pad = max((x1 - x0) * 0.1, 1.0)
-        lanes = max(len(self.data) + 1, self.view.height() / FIT_LANE_PX)  # a short run fits at 24 px/lane
+        lanes = max(self.data.total + 1, self.view.height() / FIT_LANE_PX)  # a short run fits at 24 px/lane
         self.view.setLimits(xMin=x0 - pad, xMax=x1 + pad, yMin=-1, yMax=lanes, minXRange=1e-6, minYRange=2)
 
     def _stop_following(self, *args: object) -> None:
@@ -260,6 +437,16 @@ class TimelinePanel(QWidget):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.plot and event.type() == QEvent.Type.KeyPress:
             assert isinstance(event, QKeyEvent)
+            key, mods = Qt.Key(event.key()), event.modifiers()
+            if key == Qt.Key.Key_F and mods & Qt.KeyboardModifier.ControlModifier:
+                self.find_bar.open_bar()
+                return True
+            if key == Qt.Key.Key_F3:
+                self.step_match(-1 if mods & Qt.KeyboardModifier.ShiftModifier else 1)
+                return True
+            if key == Qt.Key.Key_P and not mods & Qt.KeyboardModifier.ControlModifier:
+                self.toggle_critical_path()
+                return True
             action = {Qt.Key.Key_F: self.fit, Qt.Key.Key_Plus: lambda: self.zoom(0.5),
                       Qt.Key.Key_Equal: lambda: self.zoom(0.5), Qt.Key.Key_Minus: lambda: self.zoom(2.0)
                       }.get(Qt.Key(event.key()))
@@ -267,6 +454,23 @@ class TimelinePanel(QWidget):
                 action()
                 return True
         return super().eventFilter(watched, event)
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        self._fit_layout(self.width())
+
+    def _fit_layout(self, width: int) -> None:
+        """Keep the waterfall wide enough to read: narrower labels, then the details under the plots."""
+        labels = COMPACT_LABELS_PX if width < COMPACT_PX else LABELS_PX
+        if int(self.lanes.width()) != labels:
+            self.lanes.setWidth(labels)
+            self.tokens.getPlotItem().getAxis("left").setWidth(labels)  # both plot areas start at one x
+        orientation = Qt.Orientation.Vertical if width < NARROW_PX else Qt.Orientation.Horizontal
+        if self.splitter.orientation() != orientation:
+            self.splitter.setOrientation(orientation)
+            vertical = orientation == Qt.Orientation.Vertical
+            total = max(self.height() - 90, 200) if vertical else width
+            self.splitter.setSizes([int(total * (0.7 if vertical else 0.77)), int(total * (0.3 if vertical else 0.23))])
 
     # -- looks ------------------------------------------------------------------------------
     def changeEvent(self, event: QEvent) -> None:
@@ -286,6 +490,9 @@ class TimelinePanel(QWidget):
         band.setAlpha(14)
         self.item.text_colour, self.item.band_colour, self.item.background = text, band, background
         self.item.select_colour = QColor(pal.color(QPalette.ColorRole.Highlight))
+        self.minimap.frame_colour = QColor(pal.color(QPalette.ColorRole.Highlight))
+        self.minimap.bar_colour = muted
+        self.minimap.update()
         self.item.update()
         self.tokens.apply_colours(background, text, muted)
 
@@ -294,5 +501,10 @@ class TimelinePanel(QWidget):
         if message is not None or run is None or data is None:
             self.header.setText(message or "Select a run to see its timeline.")
             return
-        self.header.setText(header_text(run, data))
+        text = header_text(run, data)
+        if self.path_on and self.path is not None:
+            text += " · " + self.path.summary()
+        elif self.path_on:
+            text += " · critical path: working it out…"
+        self.header.setText(text)
 

@@ -18,11 +18,12 @@ from collections import deque
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
+from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPen
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
 from agentdesk.gui.timeline.drawing import draw_diamonds, draw_rects, format_duration, one_line, one_per_cell
 from agentdesk.model.timeline.data import CANCELLED, ERROR, KINDS, TimelineData, pixel_blocks
+from agentdesk.model.timeline.overview import Overview, pooled
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,24 @@ MARKER_PX = 7.0
 MARKER_CELL_PX = 10.0
 """At most one error marker per cell of this size: thousands of failures stay readable."""
 MIN_TEXT_LANE_PX = 13.0
+DIM_OPACITY = 0.2
+MATCH_COLOUR = "#f5a524"
+PATH_COLOUR = "#d6336c"
+MAX_MARKED = 3000
+"""Marked lanes outlined per frame at most (each outline is one call)."""
+GRID_CELL_PX = 2.0
+"""Zoomed out until a cell of the run's overview grid is at most this big on screen, the waterfall
+draws the grid (cost per pixel) instead of the spans (cost per span)."""
+
+
+def grid_colours(draw_order: list[int]) -> np.ndarray:
+    """ARGB per kind bit mask: the kind drawn last (`draw_order`) among those present wins the cell."""
+    lut = np.zeros(256, dtype=np.uint32)
+    for mask in range(1, 256):
+        top = next((g for g in reversed(draw_order) if g < len(KINDS) and mask >> g & 1), None)
+        if top is not None:
+            lut[mask] = QColor(GROUP_COLOURS[top]).rgba()
+    return lut
 
 
 def _pixels(x: np.ndarray, scale: float, offset: float, clip: tuple[float, float]) -> np.ndarray:
@@ -67,6 +86,9 @@ class SpanItem(pg.GraphicsObject):
         self.live = False
         self.selected = -1
         self.paint_ms: deque[float] = deque(maxlen=1000)
+        self.painted: tuple[float, int] = (0.0, 0)
+        """When the last paint ended (`time.perf_counter()`) and how many spans it had: the bench's
+        "first spans drawn" is the first paint after the data arrived, not a later repaint."""
         self.text_colour = QColor("#202020")
         self.band_colour = QColor(0, 0, 0, 14)
         self.select_colour = QColor("#2f6fd0")
@@ -77,6 +99,13 @@ class SpanItem(pg.GraphicsObject):
         self._ends = np.zeros(0)
         self._bounds = QRectF()
         self._failed = False
+        self.overview: Overview | None = None
+        self._grids: dict[tuple[int, int], tuple[np.ndarray, QImage]] = {}
+        self._lut = grid_colours(DRAW_ORDER)
+        self.path_lanes: np.ndarray | None = None
+        """The critical path's lanes: drawn bright over everything else, faded; None when off."""
+        self.match_lanes: np.ndarray | None = None
+        """The find bar's matches: outlined; None when there is no search."""
 
     # -- state ------------------------------------------------------------------------------
     def set_data(self, data: TimelineData | None, now: float) -> None:
@@ -97,11 +126,38 @@ class SpanItem(pg.GraphicsObject):
         self._update_bounds()
         self.update()
 
+    def set_overview(self, overview: Overview | None) -> None:
+        """The zoomed-out grid of the data shown (built on the runner with the layout)."""
+        self.overview = overview
+        self._grids.clear()
+        self.update()
+
+    def _grid_image(self, overview: Overview, fy: int, fx: int) -> QImage:
+        """The grid pooled by `fy` x `fx` cells as an image (kept: a zoom returns to the same few)."""
+        key = (fy, fx)
+        if key not in self._grids:
+            mask = overview.mask if key == (1, 1) else pooled(overview.mask, fy, fx)
+            pixels = np.ascontiguousarray(self._lut[mask])
+            image = QImage(pixels.data, pixels.shape[1], pixels.shape[0], pixels.shape[1] * 4,
+                           QImage.Format.Format_ARGB32)
+            self._grids[key] = pixels, image  # the image reads the array's memory: keep both
+        return self._grids[key][1]
+
     def set_now(self, now: float) -> None:
         self.now = now
         if self.data is not None:
             self._ends = self.data.ends(now)
         self._update_bounds()
+        self.update()
+
+    def set_path(self, lanes: np.ndarray | None) -> None:
+        """Highlight the critical path (lanes) and fade the rest; None turns it off."""
+        self.path_lanes = lanes
+        self.update()
+
+    def set_matches(self, lanes: np.ndarray | None) -> None:
+        """Outline the find bar's matches (lanes); None clears them."""
+        self.match_lanes = lanes
         self.update()
 
     def select(self, lane: int) -> None:
@@ -152,7 +208,9 @@ class SpanItem(pg.GraphicsObject):
                 log.exception("timeline paint failed")
                 self._failed = True
         finally:
-            self.paint_ms.append((time.perf_counter() - started) * 1000.0)
+            ended = time.perf_counter()
+            self.paint_ms.append((ended - started) * 1000.0)
+            self.painted = (ended, len(self.data) if self.data is not None else 0)
 
     def _paint(self, p: QPainter, data: TimelineData) -> None:
         view = self.viewRect()
@@ -164,6 +222,26 @@ class SpanItem(pg.GraphicsObject):
         if lo >= hi:
             return
         left, right = view.left() * sx + dx, view.right() * sx + dx
+        p.resetTransform()
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        if self.path_lanes is not None:
+            p.setOpacity(DIM_OPACITY)  # everything off the critical path fades; the path is drawn over it
+        self._base(p, data, view, lo, hi, (sx, sy, dx, dy), (left, right))
+        p.setOpacity(1.0)
+        if self.match_lanes is not None:
+            self._highlight(p, data, self.match_lanes, view, (sx, sy, dx, dy), QColor(MATCH_COLOUR), False)
+        if self.path_lanes is not None:
+            self._highlight(p, data, self.path_lanes, view, (sx, sy, dx, dy), QColor(PATH_COLOUR), True)
+        self._selection(p, data, lo, hi, sx, sy, dx, dy, left, right)
+
+    def _base(self, p: QPainter, data: TimelineData, view: QRectF, lo: int, hi: int,
+              transform: tuple[float, float, float, float], edges: tuple[float, float]) -> None:
+        """Every span in view: the overview grid when zoomed far out, else the spans themselves."""
+        sx, sy, dx, dy = transform
+        left, right = edges
+        if self._paint_grid(p, data, view, sx, sy, dx, dy):
+            self._sparse_marks(p, data, lo, hi, view, sx, sy, dx, dy)
+            return
         # 100,000 lanes make every temporary array a page-faulting allocation: few, done in place
         visible = self._ends[lo:hi] >= view.left()
         visible &= data.start[lo:hi] <= view.right()
@@ -175,8 +253,6 @@ class SpanItem(pg.GraphicsObject):
         lane_px = abs(sy)
         tops = lanes * sy
         tops += dy + min(sy, 0.0)
-        p.resetTransform()
-        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         self._bands(p, lo, hi, sy, dy, left, right)
         group = self._group[lanes]
         if lane_px >= 2:
@@ -192,7 +268,73 @@ class SpanItem(pg.GraphicsObject):
         if lane_px >= MIN_TEXT_LANE_PX and len(lanes) <= 400:
             durations = self._ends[lanes] - data.start[lanes]
             self._names(p, data, lanes, durations, px0, px1, tops, lane_px, (left, right))
-        self._selection(p, data, lo, hi, sx, sy, dx, dy, left, right)
+
+    def _highlight(self, p: QPainter, data: TimelineData, lanes: np.ndarray, view: QRectF,
+                   transform: tuple[float, float, float, float], colour: QColor, fill: bool) -> None:
+        """Marked lanes in view (search matches, the critical path): drawn at full strength, at least a
+        few pixels tall and wide so one span among a million still shows, with an outline."""
+        sx, sy, dx, dy = transform
+        lanes = lanes[(lanes >= math.floor(view.top())) & (lanes < math.ceil(view.bottom()))]
+        lanes = lanes[(self._ends[lanes] >= view.left()) & (data.start[lanes] <= view.right())][:MAX_MARKED]
+        if not len(lanes):
+            return
+        clip = (view.left() * sx + dx - 20, view.right() * sx + dx + 20)
+        px0 = _pixels(data.start[lanes], sx, dx, clip)
+        px1 = np.maximum(_pixels(self._ends[lanes], sx, dx, clip), px0 + 3.0)
+        height = max(abs(sy), 3.0)
+        tops = lanes * sy + dy + min(sy, 0.0) + (abs(sy) - height) / 2
+        rects = np.column_stack((px0, tops, px1 - px0, np.full(len(lanes), height)))
+        if fill:
+            self._draw_groups(p, self._group[lanes], rects)
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.setPen(QPen(colour, 1.5))
+        outline = rects + np.array([-1.5, -1.5, 3.0, 3.0])
+        for x, y, w, h in outline.tolist():
+            p.drawRect(QRectF(x, y, w, h))
+
+    def _paint_grid(self, p: QPainter, data: TimelineData, view: QRectF, sx: float, sy: float, dx: float,
+                    dy: float) -> bool:
+        """Draw the visible part of the overview grid when its cells are this small on screen."""
+        ov = self.overview
+        if ov is None or not ov.lanes or ov.lanes != len(data) or sy <= 0:
+            return False
+        row_px, col_px = sy * ov.lanes_per_row(), sx * ov.seconds_per_column()
+        if row_px > GRID_CELL_PX or col_px > GRID_CELL_PX:
+            return False
+        # pool cells until one is about a pixel: an image scaled down by sampling loses rows
+        fy, fx = (1 << max(0, math.floor(math.log2(1 / max(px, 1e-9)))) for px in (row_px, col_px))
+        fy, fx = min(fy, ov.rows), min(fx, ov.columns)
+        per_row, per_col = ov.lanes_per_row() * fy, ov.seconds_per_column() * fx
+        image = self._grid_image(ov, fy, fx)
+        c0 = max(0, math.floor((view.left() - ov.x0) / per_col))
+        c1 = min(image.width(), math.ceil((view.right() - ov.x0) / per_col))
+        r0 = max(0, math.floor(view.top() / per_row))
+        r1 = min(image.height(), math.ceil(view.bottom() / per_row))
+        if c1 > c0 and r1 > r0:
+            x0, x1 = (ov.x0 + c0 * per_col) * sx + dx, (ov.x0 + c1 * per_col) * sx + dx
+            y0, y1 = r0 * per_row * sy + dy, min(r1 * per_row, ov.lanes) * sy + dy
+            p.drawImage(QRectF(QPointF(x0, y0), QPointF(x1, y1)), image, QRectF(c0, r0, c1 - c0, r1 - r0))
+        return True
+
+    def _sparse_marks(self, p: QPainter, data: TimelineData, lo: int, hi: int, view: QRectF, sx: float,
+                      sy: float, dx: float, dy: float) -> None:
+        """Over the grid: failure markers and live edges, for those few lanes only (not every lane)."""
+        lane_px = max(abs(sy), 1.0)
+        for which, draw in ((self._failed_bar, self._markers), (self._open if self.live else None, None)):
+            if which is None:
+                continue
+            lanes = np.flatnonzero(which[lo:hi]) + lo
+            lanes = lanes[(self._ends[lanes] >= view.left()) & (data.start[lanes] <= view.right())]
+            if not len(lanes):
+                continue
+            clip = (-20.0, view.right() * sx + dx + 2)
+            px0 = _pixels(data.start[lanes], sx, dx, clip)
+            tops = lanes * sy + dy + min(sy, 0.0)
+            if draw is not None:
+                draw(p, np.ones(len(lanes), dtype=bool), px0, tops, lane_px)
+            else:
+                px1 = np.maximum(_pixels(self._ends[lanes], sx, dx, clip), px0 + 1.0)
+                self._running(p, np.ones(len(lanes), dtype=bool), px0, px1, tops, lane_px)
 
     def _bands(self, p: QPainter, lo: int, hi: int, sy: float, dy: float, left: float, right: float) -> None:
         """Zebra stripes, so a lane can be followed from its label to its bar."""

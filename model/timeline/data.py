@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import repeat
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import SpanTable
+from agentdesk.store.timeline_columns import SpanColumns, from_table
 
 KINDS: tuple[str, ...] = (rm.SpanKind.AGENT, rm.SpanKind.SUB_AGENT, rm.SpanKind.MODEL, rm.SpanKind.TOOL,
                           rm.SpanKind.GUARDRAIL, rm.SpanKind.GATE, rm.SpanKind.INTERNAL)
@@ -28,6 +30,8 @@ STATUSES: tuple[str, ...] = (rm.SpanStatus.OK, rm.SpanStatus.ERROR, rm.SpanStatu
 OK, ERROR, CANCELLED, RUNNING = range(len(STATUSES))
 STATUS_CODES = {status: code for code, status in enumerate(STATUSES)}
 _KIND_LOOKUP: defaultdict[str, int] = defaultdict(lambda: OTHER_KIND, KIND_CODES)
+APPEND_AT_MOST = 64
+"""More new spans than this at once are laid out with the run, not inserted one by one."""
 _STATUS_LOOKUP: defaultdict[str, int] = defaultdict(lambda: OK, STATUS_CODES)
 T = TypeVar("T")
 
@@ -147,44 +151,157 @@ class TokenSeries:
     cost: np.ndarray
 
 
-class TimelineData:
-    """The laid-out spans of one run; arrays are indexed by lane."""
+def bounded_depths(parent: np.ndarray) -> np.ndarray | None:
+    """`depths`, or None when a parent cycle (foreign data can hold one) keeps a span from any root."""
+    depth = (parent >= 0).astype(np.int64)
+    up = parent.copy()
+    for _ in range(max(1, len(parent)).bit_length() + 1):
+        has = up >= 0
+        if not has.any():
+            return depth
+        safe = np.where(has, up, 0)
+        depth += np.where(has, depth[safe], 0)
+        up = np.where(has, up[safe], -1)
+    return None if (up >= 0).any() else depth
 
-    def __init__(self, t0: float, ids: list[str], parent_ids: list[str | None], names: list[str],
-                 kinds: list[str], statuses: list[str], start: np.ndarray, end: np.ndarray,
-                 input_tokens: np.ndarray, output_tokens: np.ndarray, cost: np.ndarray) -> None:
-        """Lay out columns given in any order; `start`/`end` relative to `t0`, end NaN while open."""
-        self.t0 = t0
-        self.lane_of = {span_id: i for i, span_id in enumerate(ids)}
-        lookup: dict[str | None, int] = self.lane_of  # type: ignore[assignment]
-        parent = np.array([lookup.get(p, -1) for p in parent_ids], dtype=np.int64)
+
+def preorder(parent: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`dfs_order` without a Python loop per span: the order, the parents used and the depths (input order).
+
+    A span's place in a pre-order is its parent's place + 1 + the sizes of the
+    sibling sub-trees before it, so with sub-tree sizes summed bottom-up and
+    places assigned top-down, one level at a time, every step is an array
+    operation: a million spans cost a few hundred milliseconds instead of
+    seconds. Parent cycles fall back to the iterative walk, which cuts them.
+    """
+    n = len(parent)
+    depth = bounded_depths(parent)
+    if depth is None:
         order, parent = dfs_order(parent, start)
+        return order, parent, depths(parent)
+    by_depth = np.argsort(depth, kind="stable")
+    levels = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=0)) + 2))
+    size = np.ones(n, dtype=np.int64)
+    for d in range(len(levels) - 2, 0, -1):
+        nodes = by_depth[levels[d]:levels[d + 1]]
+        np.add.at(size, parent[nodes], size[nodes])
+    siblings = np.lexsort((start, parent))  # by parent, then start; ties keep the input order
+    before = np.cumsum(size[siblings]) - size[siblings]  # sizes of everything earlier in this order
+    group = parent[siblings]
+    first = np.searchsorted(group, group)  # where each span's sibling group begins
+    offset = np.empty(n, dtype=np.int64)
+    offset[siblings] = before - before[first]
+    place = np.empty(n, dtype=np.int64)
+    roots = by_depth[levels[0]:levels[1]]
+    place[roots] = offset[roots]
+    for d in range(1, len(levels) - 1):
+        nodes = by_depth[levels[d]:levels[d + 1]]
+        place[nodes] = place[parent[nodes]] + 1 + offset[nodes]
+    order = np.empty(n, dtype=np.int64)
+    order[place] = np.arange(n)
+    return order, parent, depth
+
+
+class LaneIndex:
+    """Span id → lane, shared by a layout and the layouts appended from it.
+
+    Ids map to a key (the order they arrived in) in one dict that only grows;
+    each layout has its own key → lane array. Appending a span therefore adds one
+    dict entry and shifts an array, instead of rebuilding a million-entry dict,
+    and the previous layout (still on screen) keeps answering for its own lanes.
+    """
+
+    __slots__ = ("_keys", "_lane")
+
+    def __init__(self, keys: dict[str, int], lane_of_key: np.ndarray) -> None:
+        self._keys, self._lane = keys, lane_of_key
+
+    def get(self, span_id: str | None, default: int = -1) -> int:
+        key = self._keys.get(span_id) if span_id is not None else None
+        if key is None or key >= len(self._lane):
+            return default
+        lane = int(self._lane[key])
+        return default if lane < 0 else lane
+
+    def __getitem__(self, span_id: str) -> int:
+        lane = self.get(span_id)
+        if lane < 0:
+            raise KeyError(span_id)
+        return lane
+
+    def __contains__(self, span_id: object) -> bool:
+        return isinstance(span_id, str) and self.get(span_id) >= 0
+
+    def __len__(self) -> int:
+        return int((self._lane >= 0).sum())
+
+
+class TimelineData:
+    """The laid-out spans of one run; arrays are indexed by lane.
+
+    Numbers are numpy arrays and strings are shared per distinct value: a
+    million spans hold a few hundred megabytes, not a gigabyte of row objects.
+    """
+
+    def __init__(self, t0: float, cols: SpanColumns) -> None:
+        """Lay out columns given in any order; their times relative to `t0`, end NaN while open."""
+        self.t0 = t0
+        n = len(cols)
+        # Loops over a million spans run in slices: one C call over all of them would hold the GIL
+        # (and freeze the GUI thread) for its whole duration, a slice only for milliseconds.
+        keys: dict[str, int] = {}
+        for a, b in _slices(n):
+            keys.update(zip(cols.ids[a:b], range(a, b), strict=True))
+        lookup: dict[str | None, int] = keys  # type: ignore[assignment]  # None is never a key: -1
+        parent = np.concatenate([np.fromiter(map(lookup.get, cols.parent_ids[a:b], repeat(-1)), np.int64, b - a)
+                                 for a, b in _slices(n)]) if n else np.zeros(0, dtype=np.int64)
+        order, parent, depth = preorder(parent, cols.start)
         lanes = order.tolist()
-        self.ids, self.parent_ids = _take(ids, lanes), _take(parent_ids, lanes)
-        self.names, self.kind_names, self.status_names = (_take(names, lanes), _take(kinds, lanes),
-                                                          _take(statuses, lanes))
-        self.lane_of = {span_id: i for i, span_id in enumerate(self.ids)}
+        self.ids = _take(cols.ids, lanes)
+        self.names, self.kind_names = _take(cols.names, lanes), _take(cols.kinds, lanes)
+        self.status_names = _take(cols.statuses, lanes)
         inverse = np.empty_like(order)
-        inverse[order] = np.arange(len(order))
+        inverse[order] = np.arange(n)
+        self.lane_of = LaneIndex(keys, inverse)
         up = parent[order]
         self.parent = np.where(up >= 0, inverse[np.maximum(up, 0)], -1)
-        self.depth = depths(self.parent)
-        self.kind = np.fromiter(map(_KIND_LOOKUP.__getitem__, self.kind_names), np.int8, len(order))
-        self.status = np.fromiter(map(_STATUS_LOOKUP.__getitem__, self.status_names), np.int8, len(order))
-        self.start, self.end = start[order], end[order]
-        self.input_tokens, self.output_tokens = input_tokens[order], output_tokens[order]
-        self.cost = cost[order]
+        self.depth = depth[order]
+        # a parent id no span of the run has (yet): kept, so that span is attached when it arrives
+        self.unknown_parent = {int(inverse[i]): p for i in np.flatnonzero(parent < 0).tolist()
+                               if (p := cols.parent_ids[i]) is not None}
+        self.kind, self.status = (
+            np.concatenate([np.fromiter(map(table.__getitem__, names[a:b]), np.int8, b - a) for a, b in _slices(n)])
+            if n else np.zeros(0, dtype=np.int8)
+            for table, names in ((_KIND_LOOKUP, self.kind_names), (_STATUS_LOOKUP, self.status_names)))
+        self.start, self.end = cols.start[order], cols.end[order]
+        self.input_tokens, self.output_tokens = cols.input_tokens[order], cols.output_tokens[order]
+        self.cost = cols.cost[order]
+        self.total = max(cols.total, n)
+        """Spans the run has: more than `len(self)` while only its first spans are laid out."""
         self.version = 0
 
     @classmethod
     def from_table(cls, table: SpanTable, t0: float | None = None) -> TimelineData:
         """Lay out a run's span table; `t0` is the run's start (default: its first span's)."""
+        return cls.from_columns(from_table(table), t0)
+
+    @classmethod
+    def from_columns(cls, cols: SpanColumns, t0: float | None = None) -> TimelineData:
+        """Lay out a run's span columns (absolute times); `t0` is the run's start (default: its first span's)."""
         if t0 is None:
-            t0 = float(min(table.starts)) if len(table) else 0.0
-        return cls(t0, *_columns(table, t0))
+            t0 = float(cols.start.min()) if len(cols) else 0.0
+        return cls(t0, replace(cols, start=cols.start - t0, end=cols.end - t0))
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.ids) >= self.total
+
+    def parent_id(self, lane: int) -> str | None:
+        up = int(self.parent[lane])
+        return self.ids[up] if up >= 0 else self.unknown_parent.get(lane)
 
     @property
     def open(self) -> np.ndarray:
@@ -202,9 +319,23 @@ class TimelineData:
         return np.where(np.isnan(self.end), np.maximum(self.start, now), self.end)
 
     def extent(self, now: float) -> tuple[float, float]:
+        """From the run start (or an earlier span) to the last end, open spans reaching `now`.
+
+        Kept per version: the panel asks on every tick and fit, and at a million spans
+        each full pass over the ends is tens of milliseconds on the GUI thread.
+        """
         if not len(self):
             return 0.0, 0.0
-        return min(0.0, float(self.start.min())), float(self.ends(now).max())
+        key = (self.version, len(self))
+        if getattr(self, "_extent_key", None) != key:
+            is_open = np.isnan(self.end)
+            closed = self.end[~is_open]
+            self._extent = (min(0.0, float(self.start.min())), float(closed.max()) if len(closed) else -math.inf,
+                            float(self.start[is_open].max()) if is_open.any() else None)
+            self._extent_key = key
+        first, last_closed, last_open_start = self._extent
+        last = last_closed if last_open_start is None else max(last_closed, last_open_start, now)
+        return first, last if math.isfinite(last) else first
 
     def update(self, rows: SpanTable) -> TimelineData:
         """Apply changed or new spans: in place when the tree is unchanged, else a new layout.
@@ -230,25 +361,105 @@ class TimelineData:
         """Whether these rows add spans or move one in the tree (else they update lanes in place)."""
         for i, span_id in enumerate(rows.ids):
             lane = self.lane_of.get(span_id)
-            if lane is None or self.parent_ids[lane] != rows.parent_ids[i]:
+            if lane < 0 or self.parent_id(lane) != rows.parent_ids[i]:
                 return True
             if self.start[lane] != rows.starts[i] - self.t0:
                 return True
         return False
 
     def relaid_out(self, rows: SpanTable) -> TimelineData:
-        """A new layout with these rows added or replaced; this one is left untouched (thread-safe)."""
+        """A new layout with these rows added or replaced; this one is left untouched (thread-safe).
+
+        New spans that fall at the end of their parent's sub-tree (a live run's
+        new spans almost always do) are inserted (`appended`); anything else lays
+        the whole run out again.
+        """
+        quick = self.appended(rows)
+        if quick is not None:
+            return quick
         replaced = set(rows.ids)
         keep = [lane for lane, span_id in enumerate(self.ids) if span_id not in replaced]
-        old = (_take(self.ids, keep), _take(self.parent_ids, keep), _take(self.names, keep),
-               _take(self.kind_names, keep), _take(self.status_names, keep), self.start[keep], self.end[keep],
-               self.input_tokens[keep], self.output_tokens[keep], self.cost[keep])
-        new = _columns(rows, self.t0)
-        merged: list[Any] = [a + b if isinstance(a, list) else np.concatenate((a, b))  # type: ignore[operator]
-                  for a, b in zip(old, new, strict=True)]
-        data = TimelineData(self.t0, *merged)
+        new = from_table(rows)
+        kept = _take_columns(self.columns(), keep, self.t0)
+        start, end, input_tokens, output_tokens, cost = (
+            np.concatenate((a, b)) for a, b in zip(_numbers(kept), _numbers(new), strict=True))
+        merged = SpanColumns(kept.ids + new.ids, kept.parent_ids + new.parent_ids, kept.kinds + new.kinds,
+                             kept.names + new.names, kept.statuses + new.statuses, start, end, input_tokens,
+                             output_tokens, cost, total=0)
+        data = TimelineData.from_columns(merged, self.t0)
+        data.total = max(self.total, len(data))
         data.version = self.version + 1
         return data
+
+    def appended(self, rows: SpanTable) -> TimelineData | None:
+        """This layout with new spans inserted where a full layout would put them; None when one
+        is needed (a span changed parent or start, or lands before a later sibling).
+
+        Only the lanes after the insertion point move: a live run's new spans
+        sit near the end, so a million-span run takes milliseconds, not a relayout.
+        """
+        if not len(rows) or len(rows) > APPEND_AT_MOST or any(span_id in self.lane_of for span_id in rows.ids):
+            return None
+        if self.unknown_parent and not set(rows.ids).isdisjoint(self.unknown_parent.values()):
+            return None  # a span some laid-out span names as its parent: they join up in a full layout
+        data = self
+        for i in np.argsort(np.asarray(rows.starts, dtype=np.float64), kind="stable").tolist():
+            data = data._insert_one(rows, i)  # type: ignore[assignment]
+            if data is None:
+                return None
+        data.version = self.version + 1
+        return data
+
+    def _insert_one(self, rows: SpanTable, i: int) -> TimelineData | None:
+        n, start = len(self), rows.starts[i] - self.t0
+        up = self.lane_of.get(rows.parent_ids[i]) if rows.parent_ids[i] is not None else -1
+        if rows.parent_ids[i] is not None and up < 0:
+            return None  # its parent is not laid out yet: attaching it later needs the full layout
+        if up >= 0:
+            later = np.flatnonzero(self.depth[up + 1:] <= self.depth[up])
+            at = up + 1 + (int(later[0]) if len(later) else n - up - 1)
+            siblings = np.flatnonzero(self.parent[up + 1:at] == up)
+        else:
+            at = n
+            siblings = np.flatnonzero(self.parent < 0)
+        if len(siblings) and self.start[siblings[-1] + (up + 1 if up >= 0 else 0)] > start:
+            return None
+        return self._with_lane(at, up, rows, i)
+
+    def _with_lane(self, at: int, up: int, rows: SpanTable, i: int) -> TimelineData:
+        new = object.__new__(TimelineData)
+        new.t0, new.total, new.version = self.t0, self.total + 1, self.version
+        new.ids = [*self.ids[:at], rows.ids[i], *self.ids[at:]]
+        new.names = [*self.names[:at], rows.names[i], *self.names[at:]]
+        new.kind_names = [*self.kind_names[:at], rows.kinds[i], *self.kind_names[at:]]
+        new.status_names = [*self.status_names[:at], rows.statuses[i], *self.status_names[at:]]
+        keys = self.lane_of._keys
+        key = keys.setdefault(rows.ids[i], len(keys))
+        lanes = self.lane_of._lane
+        lanes = np.concatenate((lanes, np.full(max(0, key + 1 - len(lanes)), -1, dtype=lanes.dtype)))
+        lanes[lanes >= at] += 1
+        lanes[key] = at
+        new.lane_of = LaneIndex(keys, lanes)
+        parent = np.insert(self.parent, at, up)
+        parent[(parent >= at) & (np.arange(len(parent)) != at)] += 1
+        new.parent = parent
+        new.depth = np.insert(self.depth, at, self.depth[up] + 1 if up >= 0 else 0)
+        new.unknown_parent = {lane + (lane >= at): p for lane, p in self.unknown_parent.items()}
+        new.kind = np.insert(self.kind, at, KIND_CODES.get(rows.kinds[i], OTHER_KIND))
+        new.status = np.insert(self.status, at, STATUS_CODES.get(rows.statuses[i], OK))
+        end = rows.ends[i]
+        new.start = np.insert(self.start, at, rows.starts[i] - self.t0)
+        new.end = np.insert(self.end, at, math.nan if end is None else end - self.t0)
+        new.input_tokens = np.insert(self.input_tokens, at, rows.input_tokens[i])
+        new.output_tokens = np.insert(self.output_tokens, at, rows.output_tokens[i])
+        new.cost = np.insert(self.cost, at, rows.costs[i])
+        return new
+
+    def columns(self) -> SpanColumns:
+        """This layout's spans as columns (lane order, times relative to t0)."""
+        parents = [self.parent_id(lane) for lane in range(len(self))]
+        return SpanColumns(self.ids, parents, self.kind_names, self.names, self.status_names, self.start,
+                           self.end, self.input_tokens, self.output_tokens, self.cost, total=self.total)
 
     def token_series(self) -> TokenSeries:
         """Usage of model calls when they carry any (some runtimes repeat it on the agent span
@@ -281,19 +492,28 @@ class TimelineData:
         return lo + int(np.argmin(score))
 
 
+SLICE = 65_536
+
+
+def _slices(n: int) -> list[tuple[int, int]]:
+    return [(a, min(a + SLICE, n)) for a in range(0, n, SLICE)]
+
+
 def _take(seq: list[T], indices: list[int]) -> list[T]:
-    if not indices:
-        return []
-    if len(indices) == 1:
-        return [seq[indices[0]]]
-    return list(itemgetter(*indices)(seq))
+    """`[seq[i] for i in indices]`, a slice at a time (see `TimelineData.__init__`)."""
+    out: list[T] = []
+    for a, b in _slices(len(indices)):
+        part = indices[a:b]
+        out.extend([seq[part[0]]] if len(part) == 1 else itemgetter(*part)(seq))
+    return out
 
 
-def _columns(t: SpanTable, t0: float) -> tuple[Any, ...]:
-    """A span table as the constructor's columns, times relative to `t0` (open ends NaN)."""
-    ends = np.array(t.ends, dtype=np.float64).reshape(-1)  # None becomes NaN
-    return (list(t.ids), list(t.parent_ids), list(t.names), list(t.kinds), list(t.statuses),
-            np.asarray(t.starts, dtype=np.float64).reshape(-1) - t0, ends - t0,
-            np.asarray(t.input_tokens, dtype=np.int64).reshape(-1),
-            np.asarray(t.output_tokens, dtype=np.int64).reshape(-1),
-            np.asarray(t.costs, dtype=np.float64).reshape(-1))
+def _numbers(cols: SpanColumns) -> tuple[np.ndarray, ...]:
+    return cols.start, cols.end, cols.input_tokens, cols.output_tokens, cols.cost
+
+
+def _take_columns(cols: SpanColumns, keep: list[int], t0: float) -> SpanColumns:
+    """Some rows of columns relative to `t0`, made absolute again for `from_columns`."""
+    return SpanColumns(_take(cols.ids, keep), _take(cols.parent_ids, keep), _take(cols.kinds, keep),
+                       _take(cols.names, keep), _take(cols.statuses, keep), cols.start[keep] + t0, cols.end[keep] + t0,
+                       cols.input_tokens[keep], cols.output_tokens[keep], cols.cost[keep], total=0)

@@ -21,11 +21,15 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
 from agentdesk.model.timeline.data import TimelineData, TokenSeries
+from agentdesk.model.timeline.overview import Overview, overview
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import RESET, Change
 from agentdesk.store.source import Source, SpanTable
+from agentdesk.store.timeline_columns import span_columns
 
 REFRESH_MS = 150
+FIRST_SPANS = 10_000
+"""A bigger run shows its earliest spans this many at once, then the whole run when it is laid out."""
 FULL_RELOAD_OVER = 2000
 """More changed spans than this at once: reload the run instead of fetching rows."""
 LIVE_STATUSES = (rm.RunStatus.PENDING, rm.RunStatus.RUNNING, rm.RunStatus.WAITING)
@@ -36,19 +40,30 @@ class Loaded:
     run: rm.Run
     data: TimelineData
     tokens: TokenSeries
+    overview: Overview | None
+    """None for the first spans of a big run: the grid is worth its cost for the whole run only."""
 
 
 @dataclass(frozen=True, slots=True)
 class Changed:
     run: rm.Run | None
     rows: SpanTable
-    relaid: tuple[TimelineData, TokenSeries] | None
+    relaid: tuple[TimelineData, TokenSeries, Overview | None] | None
 
 
-def load_run(source: Source, run_id: str) -> Loaded:
+def load_run(source: Source, run_id: str, first: int | None = None) -> Loaded:
+    """The run laid out; with `first`, only its earliest spans (`data.complete` says which)."""
     run = source.run(run_id)
-    data = TimelineData.from_table(source.span_table(run_id), run.started_at.timestamp())
-    return Loaded(run, data, data.token_series())
+    data = TimelineData.from_columns(span_columns(source, run_id, first), run.started_at.timestamp())
+    grid = overview(data, _now(run, data)) if data.complete else None
+    return Loaded(run, data, data.token_series(), grid)
+
+
+def _now(run: rm.Run, data: TimelineData) -> float:
+    """Where open spans end for the overview: the clock while live, else the run's end."""
+    if run.status in LIVE_STATUSES:
+        return time.time() - data.t0
+    return run.ended_at.timestamp() - data.t0 if run.ended_at is not None else 0.0
 
 
 def load_changes(source: Source, data: TimelineData, run_id: str, span_ids: list[str],
@@ -59,7 +74,7 @@ def load_changes(source: Source, data: TimelineData, run_id: str, span_ids: list
     relaid = None
     if data.needs_relayout(rows):
         new = data.relaid_out(rows)
-        relaid = (new, new.token_series())
+        relaid = (new, new.token_series(), overview(new, time.time() - new.t0))
     return Changed(run, rows, relaid)
 
 
@@ -75,6 +90,7 @@ class TimelineFeed(QObject):
         self.run: rm.Run | None = None
         self.data: TimelineData | None = None
         self.tokens: TokenSeries | None = None
+        self.overview: Overview | None = None
         self._latest = Latest(services.runner)
         self._busy = False
         self._dirty: set[str] = set()
@@ -88,16 +104,21 @@ class TimelineFeed(QObject):
 
     def show(self, run_id: str | None) -> None:
         self._latest.cancel()
-        self.run_id, self.run, self.data, self.tokens = run_id, None, None, None
+        self.run_id, self.run, self.data, self.tokens, self.overview = run_id, None, None, None, None
         self._busy, self._reload, self._run_dirty = False, False, False
         self._dirty.clear()
         if run_id is not None:
-            self._submit(load_run, self.services.source, run_id, on_done=self._loaded)
+            self._submit(load_run, self.services.source, run_id, FIRST_SPANS, on_done=self._loaded)
 
     @property
     def busy(self) -> bool:
         """A load or a refresh is on its way."""
         return self._busy
+
+    @property
+    def complete(self) -> bool:
+        """The whole run is laid out (not only its first spans, shown while the rest loads)."""
+        return self.data is not None and self.data.complete
 
     @property
     def live(self) -> bool:
@@ -132,14 +153,16 @@ class TimelineFeed(QObject):
 
     def _loaded(self, loaded: Loaded) -> None:
         first = self.data is None
-        self.run, self.data, self.tokens = loaded.run, loaded.data, loaded.tokens
+        self.run, self.data, self.tokens, self.overview = loaded.run, loaded.data, loaded.tokens, loaded.overview
         self.changed.emit(first, None)
+        if not loaded.data.complete and self.run_id is not None:  # now the whole run, off the GUI thread
+            self._submit(load_run, self.services.source, self.run_id, on_done=self._loaded)
 
     def _changed(self, changed: Changed, ids: frozenset[str]) -> None:
         if changed.run is not None:
             self.run = changed.run
         if changed.relaid is not None:
-            self.data, self.tokens = changed.relaid
+            self.data, self.tokens, self.overview = changed.relaid
         elif self.data is not None:
             self.data.update(changed.rows)
             self.tokens = self.data.token_series()
@@ -168,7 +191,7 @@ class TimelineFeed(QObject):
         if self._busy or self.run_id is None:
             return
         source = self.services.source
-        if self._reload or self.data is None or len(self._dirty) > FULL_RELOAD_OVER:
+        if self._reload or self.data is None or not self.data.complete or len(self._dirty) > FULL_RELOAD_OVER:
             self._reload, self._run_dirty = False, False
             self._dirty.clear()
             self._submit(load_run, source, self.run_id, on_done=self._loaded)

@@ -77,3 +77,37 @@ def test_first_start_on_a_store_selects_its_busiest_run(services: Services, worl
     window = make_window(services, qtbot)
     window.restore_state()  # nothing saved for this store yet
     qtbot.waitUntil(lambda: window.tree.current_selection() == ("run", world.run_id))
+
+
+def _quiet_run(world: World) -> str:
+    """A second run with a single span: never the busiest, so never the one chosen by default."""
+    from agentdesk.store.runtime import AgentRuntime
+
+    source = NativeSource.open(str(world.path))
+    try:
+        rt = AgentRuntime(source.store)
+        run_id = rt.start_run(world.agent_id, "A quiet run")
+        rt.start_span(run_id, "agent", "quiet")
+        return run_id
+    finally:
+        source.close()
+
+
+@pytest.mark.parametrize("remembered", [False, True])
+def test_an_explicit_selection_wins_over_the_remembered_or_busiest_run(
+        services: Services, world: World, qtbot: Any, remembered: bool) -> None:
+    """`agentdesk gui --select RUN`: what app.py does at start, on a new store and on a known one."""
+    quiet = _quiet_run(world)
+    if remembered:
+        first = make_window(services, qtbot)
+        first.select("run", world.run_id)
+        qtbot.waitUntil(lambda: first.tree.current_selection() == ("run", world.run_id))
+        first.close()
+    window = make_window(services, qtbot)
+    window.restore_state(restore_selection=False)
+    window.select("run", quiet)
+    qtbot.waitUntil(lambda: window.tree.current_selection() == ("run", quiet))
+    qtbot.waitUntil(lambda: services.runner.in_flight == 0)
+    qtbot.wait(100)  # a late default selection would land in here
+    assert window.tree.current_selection() == ("run", quiet)
+    assert window.timeline.run_id == quiet

@@ -1,0 +1,148 @@
+"""A run's spans as columns for the timeline: numpy arrays and shared strings, not row objects.
+
+A million-span run read through the ORM costs seconds of row handling and
+enough short-lived objects to make Python's collector stop every thread for
+tenths of a second. Our own schema is therefore read with the raw DB-API
+cursor, in chunks turned straight into arrays, in the order the `spans_by_run`
+index already gives (no sort); names, kinds and statuses repeat, so each
+distinct string is kept once. Any other source goes through its
+`span_table` (the `Source` seam), converted the same way.
+
+`first` asks for just the earliest spans: the timeline draws those at once and
+lays out the rest after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from agentdesk.store.native import NativeSource
+from agentdesk.store.source import Source, SpanTable
+
+CHUNK = 16_384
+_DTYPES = (np.float64, np.float64, np.int64, np.int64, np.float64)
+"""start, end, input tokens, output tokens, cost."""
+_COLUMNS = ("id, parent_span_id, kind, name, status, started_at, ended_at, input_tokens, output_tokens, "
+            "cost_usd")
+
+
+@dataclass(frozen=True, slots=True)
+class SpanColumns:
+    """Span columns in start order; times are seconds since the epoch, `end` NaN while open.
+
+    `total` is how many spans the run has: more than `len(self)` when only the
+    first spans were asked for.
+    """
+
+    ids: list[str]
+    parent_ids: list[str | None]
+    kinds: list[str]
+    names: list[str]
+    statuses: list[str]
+    start: np.ndarray
+    end: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    cost: np.ndarray
+    total: int
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.ids) >= self.total
+
+
+class _Builder:
+    """Appends row chunks to the columns: strings shared per distinct value, numbers as arrays."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.parent_ids: list[str | None] = []
+        self.kinds: list[str] = []
+        self.names: list[str] = []
+        self.statuses: list[str] = []
+        self.numbers: list[list[np.ndarray]] = [[], [], [], [], []]
+        self._shared: dict[str, str] = {}
+
+    def add(self, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self.add_columns(list(zip(*rows, strict=True)))
+
+    def add_columns(self, cols: Sequence[Sequence[Any]]) -> None:
+        if not cols[0]:
+            return
+        share = self._shared.setdefault
+        self.ids.extend(cols[0])
+        self.parent_ids.extend(cols[1])
+        self.kinds.extend([share(k, k) for k in cols[2]])
+        self.names.extend([share(n, n) for n in cols[3]])
+        self.statuses.extend([share(s, s) for s in cols[4]])
+        for out, values, dtype in zip(self.numbers, cols[5:], _DTYPES, strict=True):
+            array = np.array(values, dtype=np.float64)  # None becomes NaN: an open end, or a missing count
+            out.append(array if dtype is np.float64 else np.nan_to_num(array, copy=False).astype(dtype))
+
+    def columns(self, total: int | None = None) -> SpanColumns:
+        start, end, input_tokens, output_tokens, cost = (
+            np.concatenate(parts) if parts else np.zeros(0, dtype)
+            for parts, dtype in zip(self.numbers, _DTYPES, strict=True))
+        return SpanColumns(self.ids, self.parent_ids, self.kinds, self.names, self.statuses, start, end,
+                           input_tokens, output_tokens, cost, total=len(self.ids) if total is None else total)
+
+
+def span_columns(source: Source, run_id: str, first: int | None = None) -> SpanColumns:
+    """A run's span columns (see the module docstring); `first`: only the earliest that many."""
+    if isinstance(source, NativeSource):
+        return _native(source, run_id, first)
+    return from_table(source.span_table(run_id))
+
+
+def from_table(table: SpanTable) -> SpanColumns:
+    """A `SpanTable` (any source, or a live view's changed rows) as columns, in start order."""
+    builder = _Builder()
+    order = np.argsort(np.asarray(table.starts, dtype=np.float64), kind="stable").tolist()
+    if len(order) > 1:
+        pick = itemgetter(*order)
+        columns: list[Any] = [pick(c) for c in (table.ids, table.parent_ids, table.kinds, table.names,
+                                                table.statuses, table.starts, table.ends, table.input_tokens,
+                                                table.output_tokens, table.costs)]
+    else:
+        columns = [list(c) for c in (table.ids, table.parent_ids, table.kinds, table.names, table.statuses,
+                                     table.starts, table.ends, table.input_tokens, table.output_tokens,
+                                     table.costs)]
+    builder.add_columns(columns)
+    return builder.columns()
+
+
+def _native(source: NativeSource, run_id: str, first: int | None) -> SpanColumns:
+    limit = "" if first is None else f" LIMIT {int(first)}"
+    with source.store.reading() as session:
+        cursor = session.connection().connection.cursor()
+        try:
+            total = int(cursor.execute("SELECT count(*) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0])
+            # `spans_by_run` (run_id, started_at, and the rowid every index ends with) yields the rows
+            # in this order: no sort step, and the same order for both passes of one transaction
+            order = f" FROM spans WHERE run_id = ? ORDER BY started_at, rowid{limit}"
+            # Ids first, on their own: they are the strings kept. Read beside the other columns, each
+            # kept id sat among a row's worth of short-lived objects, and the freed space around a
+            # million of them stayed in the process (about 200 MB at a million spans).
+            ids: list[str] = []
+            cursor.execute("SELECT id" + order, (run_id,))
+            while chunk := cursor.fetchmany(CHUNK):
+                ids.extend([row[0] for row in chunk])
+            builder = _Builder()
+            cursor.execute(f"SELECT {_COLUMNS.replace('id, ', 'NULL, ', 1)}" + order, (run_id,))
+            while chunk := cursor.fetchmany(CHUNK):
+                builder.add(chunk)
+            if len(builder.ids) != len(ids):  # cannot happen in one read transaction; never mix two reads
+                raise RuntimeError("the run's spans changed between the two passes of one read")
+            builder.ids = ids
+        finally:
+            cursor.close()
+    return builder.columns(total)

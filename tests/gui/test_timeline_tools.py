@@ -1,0 +1,169 @@
+"""The timeline's tools on a real store: minimap, critical path (P), find bar (Ctrl+F, F3), first spans first."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QColor
+
+from agentdesk.gui.timeline.panel import TimelinePanel
+from agentdesk.gui.timeline.span_item import SpanItem
+from agentdesk.model.services import Services
+from agentdesk.model.timeline import feed as feed_module
+from agentdesk.model.timeline.data import TimelineData
+from agentdesk.model.timeline.overview import overview
+from agentdesk.store.source import SpanTable
+
+from .conftest import World
+
+
+@pytest.fixture
+def panel(services: Services, qtbot) -> TimelinePanel:  # type: ignore[no-untyped-def]
+    widget = TimelinePanel(services)
+    qtbot.addWidget(widget)
+    widget.resize(1200, 700)
+    widget.show()
+    return widget
+
+
+def shown(panel: TimelinePanel, qtbot, world: World) -> None:  # type: ignore[no-untyped-def]
+    panel.show_run(world.run_id)
+    qtbot.waitUntil(lambda: panel.feed.complete and panel.minimap.overview is not None, timeout=5000)
+
+
+def test_the_minimap_shows_the_visible_window_and_dragging_it_moves_the_waterfall(
+        panel: TimelinePanel, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world)
+    assert panel.minimap.overview is not None and panel.minimap.overview.lanes == 5
+    (x0, x1), _ = panel.view.viewRange()
+    assert panel.minimap.shown == pytest.approx((x0, x1))
+    panel.show_window(x0, x0 + (x1 - x0) / 4, 0, 5)  # zoom in: the rectangle narrows with it
+    qtbot.waitUntil(lambda: panel.minimap.shown[1] - panel.minimap.shown[0] == pytest.approx((x1 - x0) / 4))
+    start, end = panel.minimap.shown
+    grab = QPoint(int(panel.minimap.x_of((start + end) / 2)), panel.minimap.height() // 2)
+    qtbot.mousePress(panel.minimap, Qt.MouseButton.LeftButton, pos=grab)
+    qtbot.mouseMove(panel.minimap, grab + QPoint(120, 0))
+    qtbot.mouseRelease(panel.minimap, Qt.MouseButton.LeftButton, pos=grab + QPoint(120, 0))
+    (y0, y1), _ = panel.view.viewRange()
+    assert y0 > start and y1 - y0 == pytest.approx(end - start)  # moved right, same width
+
+
+def test_key_p_highlights_the_critical_path_lists_it_and_names_it_in_the_header(
+        panel: TimelinePanel, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world)
+    panel.plot.setFocus()
+    qtbot.keyClick(panel.plot, Qt.Key.Key_P)
+    qtbot.waitUntil(lambda: panel.path is not None, timeout=5000)
+    assert panel.path is not None and panel.data is not None
+    on_path = {panel.data.ids[lane] for lane in panel.path.lanes.tolist()}
+    assert panel.data.ids[0] in on_path  # the root agent spans the run
+    assert panel.item.path_lanes is not None and set(panel.item.path_lanes.tolist()) == set(panel.path.lanes.tolist())
+    assert "critical path: " in panel.header.text() and "% in model calls" in panel.header.text()
+    assert panel.side.currentWidget() is panel.path_panel
+    assert panel.path_panel.isVisible() and panel.path_panel.table.topLevelItemCount() == len(panel.path)
+    assert len(panel.minimap.path) == len(panel.path)
+    share = [float(panel.path_panel.table.topLevelItem(i).text(3).rstrip(" %"))
+             for i in range(panel.path_panel.table.topLevelItemCount())]
+    assert sum(share) <= 100.5 and all(s >= 0 for s in share)
+    row = panel.path_panel.table.topLevelItem(len(panel.path) - 1)
+    panel.path_panel._clicked(row)  # a click on a row selects that span
+    assert panel.selected_id == panel.data.ids[int(panel.path.lanes[-1])]
+    qtbot.keyClick(panel.plot, Qt.Key.Key_P)
+    assert panel.path is None and panel.item.path_lanes is None and not panel.side.isTabVisible(1)
+    assert "critical path" not in panel.header.text()
+
+
+def test_ctrl_f_finds_spans_and_f3_steps_through_them(panel: TimelinePanel, world: World,
+                                                      qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world)
+    panel.plot.setFocus()
+    qtbot.keyClick(panel.plot, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
+    assert panel.find_bar.isVisible() and panel.find_bar.edit.hasFocus()
+    qtbot.keyClicks(panel.find_bar.edit, "kind:tool")
+    qtbot.keyClick(panel.find_bar.edit, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: panel.matches is not None, timeout=5000)
+    assert panel.matches is not None and panel.data is not None
+    found = [panel.data.ids[lane] for lane in panel.matches.lanes.tolist()]
+    assert set(found) == {world.tool_span_id, world.error_span_id}
+    assert panel.find_bar.count.text() == "1 of 2 matches"
+    assert panel.selected_id == found[0]  # the first match is selected and shown
+    assert panel.item.match_lanes is not None and len(panel.minimap.matches) == 2
+    qtbot.keyClick(panel.find_bar.edit, Qt.Key.Key_F3)
+    assert panel.selected_id == found[1] and panel.find_bar.count.text() == "2 of 2 matches"
+    qtbot.keyClick(panel.plot, Qt.Key.Key_F3, Qt.KeyboardModifier.ShiftModifier)
+    assert panel.selected_id == found[0]
+    qtbot.keyClick(panel.find_bar.edit, Qt.Key.Key_F3)
+    qtbot.keyClick(panel.find_bar.edit, Qt.Key.Key_F3)  # wraps round
+    assert panel.selected_id == found[0]
+
+
+def test_a_bad_query_says_why_in_one_sentence_and_escape_clears_the_search(
+        panel: TimelinePanel, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world)
+    panel.find_bar.open_bar()
+    panel.find_spans("status:error")
+    qtbot.waitUntil(lambda: panel.matches is not None, timeout=5000)
+    assert panel.matches is not None and len(panel.matches.lanes) == 1
+    panel.find_spans("kind:nonsense")
+    qtbot.waitUntil(lambda: panel.matches is None and panel.find_bar.count.text() not in ("", "searching…"),
+                    timeout=5000)
+    message = panel.find_bar.count.text()
+    assert message.endswith(".") and "\n" not in message and "Traceback" not in message
+    assert panel.item.match_lanes is None
+    panel.find_spans("status:error")
+    qtbot.waitUntil(lambda: panel.matches is not None, timeout=5000)
+    qtbot.keyClick(panel.find_bar.edit, Qt.Key.Key_Escape)
+    assert not panel.find_bar.isVisible() and panel.matches is None and panel.item.match_lanes is None
+
+
+def test_a_big_run_shows_its_first_spans_then_all_of_them(services: Services, world: World, qtbot,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(feed_module, "FIRST_SPANS", 2)
+    feed = feed_module.TimelineFeed(services)
+    seen: list[tuple[int, int]] = []
+    feed.changed.connect(lambda first, ids: seen.append((len(feed.data or ()), feed.data.total if feed.data else 0)))
+    feed.show(world.run_id)
+    qtbot.waitUntil(lambda: feed.complete, timeout=5000)
+    assert seen[0] == (2, 5) and seen[-1] == (5, 5)
+
+
+def lanes_table(n: int) -> SpanTable:
+    """A root with n - 1 consecutive tool calls under it: many lanes, one second each."""
+    ids = [f"s{i}" for i in range(n)]
+    starts = [0.0] + [float(i) for i in range(1, n)]
+    ends = [float(n)] + [float(i) + 0.9 for i in range(1, n)]
+    return SpanTable(ids, [None] + ["s0"] * (n - 1), ["agent"] + ["tool"] * (n - 1), ids, ["ok"] * n,
+                     starts, ends, [0] * n, [0] * n, [0.0] * n)
+
+
+def test_zoomed_out_the_waterfall_draws_the_overview_grid_and_still_shows_every_row(
+        qtbot) -> None:  # type: ignore[no-untyped-def]
+    import pyqtgraph as pg
+
+    data = TimelineData.from_table(lanes_table(20_000), t0=0.0)
+    plot = pg.PlotWidget()
+    qtbot.addWidget(plot)
+    plot.resize(800, 500)
+    plot.getPlotItem().vb.invertY(True)
+    item = SpanItem()
+    plot.addItem(item)
+    item.set_data(data, float(len(data)))
+    item.set_overview(overview(data, float(len(data))))
+    plot.getPlotItem().vb.setRange(xRange=(0, len(data)), yRange=(0, len(data)), padding=0)
+    plot.show()
+    image = plot.grab().toImage()
+    assert item._grids, "zoomed out, the grid is drawn"
+    tool = QColor("#000000")
+    from agentdesk.gui.shared.palette import SPAN_KIND_COLOURS
+
+    tool = QColor(SPAN_KIND_COLOURS["tool"])
+    hits = sum(1 for x in range(0, image.width(), 4) for y in range(0, image.height(), 4)
+               if image.pixelColor(x, y).rgb() == tool.rgb())
+    assert hits > 20  # the diagonal of tool calls is there, not sampled away
+    rows = {y for x in range(image.width()) for y in range(0, image.height())
+            if image.pixelColor(x, y).rgb() == tool.rgb()}
+    assert len(rows) > 200  # and it runs the whole height (pooled, not sampled)
+    item.set_path(np.array([0, 10_000]))  # the critical path fades the rest: spans, not the grid
+    plot.grab()
+    assert item.path_lanes is not None
