@@ -1,0 +1,166 @@
+"""Search one run's spans: in the store's full-text index when it has one, else by scanning the source.
+
+Native SQLite stores (migration 0006 and later) answer in SQL: words through
+FTS5 (`span_fts`), kind/status/duration as column tests on the run's index, an
+attribute term as an FTS phrase over the attribute words checked against the
+key with `json_extract`. No payload leaves the database. Everything else (a
+foreign runtime's database, agentdesk on PostgreSQL) is scanned through the
+`Source` seam: the span table's columns decide kind, status, duration and
+name, and only spans still undecided after that are read one by one
+(`source.span`) for their texts and attributes, so a query with a column term
+(`kind:tool payments`) reads far fewer payloads than bare words.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, text
+
+from agentdesk.store.errors import NotFound
+from agentdesk.store.native import NativeSource
+from agentdesk.store.search import fts
+from agentdesk.store.search.query import Query, fts_phrase, matches_text, parse, words_of
+from agentdesk.store.source import Source, SpanTable
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The matching span ids, ordered by start, and how many there are."""
+
+    span_ids: list[str]
+    total: int
+    scanned: bool = False
+    """True when the source had no index and the run was scanned (slower on large runs)."""
+
+
+_INDEXED: dict[int, bool] = {}
+
+
+def indexed_engine(source: Source) -> Engine | None:
+    """The SQLite engine of a native store carrying the span index, or None (scan instead)."""
+    if not isinstance(source, NativeSource):
+        return None
+    engine = source.store.engine
+    known = _INDEXED.get(id(engine))
+    if known is None:
+        known = _INDEXED[id(engine)] = fts.has_index(engine)
+    return engine if known else None
+
+
+def search_run(source: Source, run_id: str, query: str) -> SearchResult:
+    """The spans of `run_id` that `query` matches; `QueryError` for a bad query, `NotFound` for no run."""
+    parsed = parse(query)
+    engine = indexed_engine(source)
+    if engine is not None:
+        return _search_sql(engine, parsed, run_id)
+    source.run(run_id)  # NotFound for an unknown run, like the indexed path
+    return _scan(source, parsed, source.span_table(run_id))
+
+
+# -- the indexed path -------------------------------------------------------------------------------
+def match_expression(q: Query) -> str | None:
+    """The FTS5 MATCH text for a query's word terms (None when it has none)."""
+    parts = [f"{{name input_text output_text}} : {fts_phrase(words)}" for words in q.text]
+    parts += [f"name : {fts_phrase(words)}" for words in q.names]
+    for a in q.attributes:  # the key's words and the value's words, each somewhere in the attribute text
+        key_words = words_of(a.key)
+        parts += [f'attrs : "{" ".join(key_words)}"'] if key_words else []
+        parts += [f"attrs : {fts_phrase(a.words)}"]
+    return " AND ".join(parts) if parts else None
+
+
+def column_tests(q: Query, params: dict[str, Any], table: str = "s") -> list[str]:
+    """SQL conditions on span columns for kind, status, duration and attribute values."""
+    tests: list[str] = []
+    if q.kinds:
+        params["kind"] = next(iter(q.kinds))
+        tests.append(f"{table}.kind = :kind")
+    if q.statuses:
+        params["status"] = next(iter(q.statuses))
+        tests.append(f"{table}.status = :status")
+    for n, d in enumerate(q.durations):
+        params[f"dur{n}"] = d.seconds
+        op = "=" if d.op == "=" else d.op
+        tests.append(f"({table}.ended_at IS NOT NULL AND {table}.ended_at - {table}.started_at {op} :dur{n})")
+    for n, a in enumerate(q.attributes):
+        params[f"akey{n}"] = "$." + json.dumps(a.key)
+        value = f"lower(CAST(json_extract({table}.attributes, :akey{n}) AS TEXT))"
+        tests.append(f"json_valid({table}.attributes) AND {value} IS NOT NULL")
+        for m, word in enumerate(a.words):
+            params[f"aword{n}_{m}"] = f"%{word}%"
+            tests.append(f"{value} LIKE :aword{n}_{m}")
+    return tests
+
+
+def _search_sql(engine: Engine, q: Query, run_id: str) -> SearchResult:
+    params: dict[str, Any] = {"run": run_id}
+    tests = ["s.run_id = :run", *column_tests(q, params)]
+    match = match_expression(q)
+    with engine.connect() as conn:
+        if conn.execute(text("SELECT 1 FROM runs WHERE id = :run"), params).first() is None:
+            raise NotFound(f"No run {run_id!r} in this store.")
+        if match is None:
+            sql = f"SELECT s.id, s.started_at FROM spans s WHERE {' AND '.join(tests)} ORDER BY s.started_at"
+            rows = conn.execute(text(sql), params).all()
+            return SearchResult([r[0] for r in rows], len(rows))
+        params["match"] = match
+        sql = (f"SELECT s.id, s.started_at FROM {fts.FTS_TABLE} f CROSS JOIN {fts.ROWS_TABLE} r "
+               f"ON r.rowid = f.rowid CROSS JOIN spans s ON s.id = r.span_id "
+               f"WHERE f.{fts.FTS_TABLE} MATCH :match AND {' AND '.join(tests)}")
+        rows = conn.execute(text(sql), params).all()
+    return SearchResult(*_by_start(rows))
+
+
+def _by_start(rows: Sequence[Any]) -> tuple[list[str], int]:
+    """Ids ordered by start time, in numpy (SQLite's ORDER BY on a big match set is a slow sort)."""
+    if not rows:
+        return [], 0
+    ids, starts = zip(*rows, strict=True)
+    order = np.argsort(np.asarray(starts, dtype=np.float64), kind="stable")
+    return [ids[i] for i in order.tolist()], len(ids)
+
+
+# -- the scan fallback ------------------------------------------------------------------------------
+def _scan(source: Source, q: Query, table: SpanTable) -> SearchResult:
+    found: list[str] = []
+    for i in _column_candidates(q, table):
+        name = table.names[i]
+        if not all(matches_text(words, name) for words in q.names):
+            continue
+        open_terms = [words for words in q.text if not matches_text(words, name)]
+        if not open_terms and not q.attributes:
+            found.append(table.ids[i])
+            continue
+        span = source.span(table.ids[i])
+        if all(matches_text(words, span.input_text, span.output_text) for words in open_terms) \
+                and all(attribute_matches(span.attributes, a.key, a.words) for a in q.attributes):
+            found.append(table.ids[i])
+    return SearchResult(found, len(found), scanned=True)
+
+
+def _column_candidates(q: Query, table: SpanTable) -> Iterable[int]:
+    """Indices (already in start order: span tables come sorted) passing kind, status and duration."""
+    for i in range(len(table)):
+        if q.kinds and table.kinds[i] not in q.kinds:
+            continue
+        if q.statuses and table.statuses[i] not in q.statuses:
+            continue
+        if q.durations:
+            end = table.ends[i]
+            seconds = None if end is None else end - table.starts[i]
+            if not all(d.accepts(seconds) for d in q.durations):
+                continue
+        yield i
+
+
+def attribute_matches(attributes: dict[str, Any], key: str, words: tuple[str, ...]) -> bool:
+    """Whether attribute `key` exists and its value (as text) holds the words, as plain text terms do."""
+    if key not in attributes or attributes[key] is None:
+        return False
+    value = attributes[key]
+    return matches_text(words, value if isinstance(value, str) else json.dumps(value))
