@@ -31,6 +31,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from agentdesk.gui.cli import output as out
+from agentdesk.gui.cli.analysis_commands import cmd_critical_path, cmd_diff, cmd_search
 from agentdesk.gui.cli.opening import (
     EXIT_BROKEN_CHAIN,
     EXIT_OK,
@@ -248,6 +249,7 @@ HANDLERS: dict[str, Handler] = {
     "init": cmd_init, "simulate": cmd_simulate, "watch": cmd_watch, "approvals": cmd_approvals,
     "approve": cmd_decide, "deny": cmd_decide, "info": cmd_info, "verify": cmd_verify, "demo": cmd_demo,
     "gui": cmd_gui, "rules": cmd_rules, "receive": cmd_receive, "import": cmd_import, "export": cmd_export,
+    "search": cmd_search, "critical-path": cmd_critical_path, "diff": cmd_diff,
 }
 
 

@@ -5,7 +5,8 @@ are aligned top-down. Two roots, or two children of already aligned parents,
 are the same span when their labels agree: kind and name, plus the arguments'
 digest for a tool call (a `read_file` of another file is another call). The
 k-th span with a label among A's children is paired with the k-th with that
-label among B's: symmetric by construction (A against B is B against A with
+label among B's (two runs with one root each pair their roots whatever
+their names: the root is the run, often named after its agent): symmetric by construction (A against B is B against A with
 added and removed swapped), linear, and it keeps a loop's tenth model call
 paired with the other run's tenth. An unpaired span is added or removed with
 everything under it. The walk is a queue, not recursion, so deep runs are fine.
@@ -125,7 +126,11 @@ def align(a: RunSpans, b: RunSpans, tolerance: float = DEFAULT_TOLERANCE,
     # Work list of (index in A or None, index in B or None, parent row, depth); a stack visited
     # children-first-in-order gives pre-order without recursion.
     stack: list[tuple[int | None, int | None, int | None, int]] = []
-    stack.extend(reversed(_pair_children(a, b, kids_a[len(a)], kids_b[len(b)], None, 0)))
+    roots_a, roots_b = kids_a[len(a)], kids_b[len(b)]
+    if len(roots_a) == 1 and len(roots_b) == 1:  # each run's one root is the run itself, whatever its name
+        stack.append((roots_a[0], roots_b[0], None, 0))
+    else:
+        stack.extend(reversed(_pair_children(a, b, roots_a, roots_b, None, 0)))
     while stack:
         ia, ib, parent, depth = stack.pop()
         if ia is not None and ib is not None:
