@@ -38,7 +38,7 @@ def two_runs(rt: AgentRuntime) -> tuple[str, str, str]:
 
 def test_search_in_a_run_and_in_the_store(store_path: Path, two_runs: tuple[str, str, str],
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    a, b, ledger = two_runs
+    _, b, ledger = two_runs
     code, out, _ = run(capsys, "--store", str(store_path), "search", "ledger", "--run", b, "--json")
     assert code == 0
     found = json.loads(out)
