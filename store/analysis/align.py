@@ -8,8 +8,9 @@ k-th span with a label among A's children is paired with the k-th with that
 label among B's (two runs with one root each pair their roots whatever
 their names: the root is the run, often named after its agent): symmetric
 by construction (A against B is B against A with added and removed swapped),
-linear, and it keeps a loop's tenth model call paired with the other run's tenth. An unpaired span is added or removed with
-everything under it. The walk is a queue, not recursion, so deep runs are fine.
+linear, and it keeps a loop's tenth model call paired with the other run's
+tenth. An unpaired span is added or removed with everything under it. The
+walk is an explicit stack, not recursion, so deep runs are fine.
 """
 
 from __future__ import annotations
