@@ -96,9 +96,12 @@ def test_search_dialog_groups_hits_by_run_and_opens_one(services: Services, worl
     assert runs == {world.run_id, run_b}
     assert dialog.status.text() == "1 span, 2 approvals, 3 context items in 2 runs"
     model = dialog.results
-    first_run = model.index(0, 0)
-    hit = model.index(0, 0, first_run)
-    assert hit.data(HIT_ROLE)[0] == first_run.data(HIT_ROLE)[0]
+    span_hits = [model.index(row, 0, model.index(top, 0)) for top in range(model.rowCount())
+                 for row in range(model.rowCount(model.index(top, 0)))
+                 if model.index(row, 1, model.index(top, 0)).data() == "span"]
+    assert len(span_hits) == 1
+    hit = span_hits[0]
+    assert hit.data(HIT_ROLE) == (world.run_id, world.model_span_id)
     with qtbot.waitSignal(dialog.open_hit, timeout=2000) as opened:
         dialog._activated(hit)
     assert opened.args[1] != ""
