@@ -46,14 +46,12 @@ class SearchResults(QStandardItemModel):
         self._latest.submit(search_store, self._services.source, query, on_done=self._show, on_error=self._error)
 
     def _error(self, exc: BaseException) -> None:
-        self.clear()
-        self.setHorizontalHeaderLabels(["Run / hit", "Kind", "Id"])
+        self.removeRows(0, self.rowCount())  # not clear(): that drops the columns and the view's header setup
         self.finished.emit(str(exc) if isinstance(exc, StoreError) else f"The search failed: {exc}.")
 
     def _show(self, result: StoreSearchResult) -> None:
         self.last = result
-        self.clear()
-        self.setHorizontalHeaderLabels(["Run / hit", "Kind", "Id"])
+        self.removeRows(0, self.rowCount())
         root = self.invisibleRootItem()
         for group in result.groups:
             title = shown_line(group.title or group.run_id, 80)
