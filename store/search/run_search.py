@@ -126,9 +126,9 @@ def _by_start(rows: Sequence[Any]) -> tuple[list[str], int]:
     """Ids ordered by start time, in numpy (SQLite's ORDER BY on a big match set is a slow sort)."""
     if not rows:
         return [], 0
-    ids, starts = zip(*rows, strict=True)
-    order = np.argsort(np.asarray(starts, dtype=np.float64), kind="stable")
-    return [ids[i] for i in order.tolist()], len(ids)
+    starts = np.fromiter((row[1] for row in rows), dtype=np.float64, count=len(rows))
+    order = np.argsort(starts, kind="stable").tolist()
+    return [rows[i][0] for i in order], len(rows)
 
 
 # -- the scan fallback ------------------------------------------------------------------------------
