@@ -26,6 +26,7 @@ from sqlalchemy import text
 from agentdesk.store.analysis.columns import path_columns
 from agentdesk.store.analysis.critical_path import critical_path, summarise
 from agentdesk.store.native import NativeSource
+from agentdesk.store.search.query import words_of
 from agentdesk.store.search.run_search import search_run
 from agentdesk.store.sim.generator import populate_bulk
 
@@ -51,12 +52,15 @@ def queries(source: NativeSource, run_id: str) -> dict[str, str]:
                                  "ORDER BY count(*) DESC LIMIT 1"), {"r": run_id}).scalar() or "tool"
         rare = conn.execute(text("SELECT name FROM spans WHERE run_id = :r GROUP BY name "
                                  "ORDER BY count(*) ASC LIMIT 1"), {"r": run_id}).scalar() or "x"
-        key = conn.execute(text("SELECT key FROM spans, json_each(spans.attributes) WHERE run_id = :r "
-                                "AND json_valid(attributes) LIMIT 1"), {"r": run_id}).scalar()
+        attribute = conn.execute(text("SELECT key, value FROM spans, json_each(spans.attributes) "
+                                      "WHERE run_id = :r AND json_valid(attributes) AND type = 'text' LIMIT 1"),
+                                 {"r": run_id}).first()
     out = {"rare name": f'"{rare}"', "common tool": str(tool), "kind:tool": "kind:tool",
-           "status:error": "status:error", "dur>2s": "dur>2s", "kind:tool dur<100ms": "kind:tool dur<100ms"}
-    if key:
-        out[f"{key}:<word>"] = f"{key}:a"
+           "status:error": "status:error", "dur>2s": "dur>2s", "kind:tool dur<1s": "kind:tool dur<1s"}
+    if attribute is not None:
+        key, value = attribute
+        word = next(iter(words_of(str(value))), "x")
+        out["attribute"] = f"{key}:{word}"
     return out
 
 

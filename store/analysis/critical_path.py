@@ -56,9 +56,15 @@ EMPTY = CriticalPath(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64),
 
 
 TICKS_PER_S = 1_000_000
-"""Times are compared in whole microseconds, so (parent, time) pairs pack into one exact int64 sort key."""
-PARENT_SHIFT = 41
-"""Key = parent << 41 | time ticks << 1 | zero-length flag: 2**40 µs is 12.7 days of run, 2**22 parents."""
+"""Times are compared in whole microseconds (coarser only for a run too long to pack, see `_resolution`),
+so (parent, time) pairs pack into one exact int64 sort key: parent << shift | ticks << 1 | zero-length flag."""
+
+
+def _resolution(n: int, duration_s: float) -> tuple[float, int]:
+    """Ticks per second and the parent shift: the parent takes the bits `n` needs, time the rest."""
+    shift = 62 - max(1, (n + 1).bit_length())
+    room = (1 << (shift - 1)) - 1
+    return min(float(TICKS_PER_S), room / max(duration_s, 1e-9)), shift
 
 
 def critical_path(start: np.ndarray, end: np.ndarray, parent: np.ndarray) -> CriticalPath:
@@ -82,15 +88,14 @@ def critical_path(start: np.ndarray, end: np.ndarray, parent: np.ndarray) -> Cri
     origin = float(start.min())
     latest = float(np.nanmax(end)) if not np.isnan(end).all() else origin
     latest = max(latest, float(start.max()))
-    s = np.rint((start - origin) * TICKS_PER_S).astype(np.int64)
-    e = np.rint((np.where(np.isnan(end), latest, end) - origin) * TICKS_PER_S).astype(np.int64)
+    ticks, shift = _resolution(n, latest - origin)
+    s = np.rint((start - origin) * ticks).astype(np.int64)
+    e = np.rint((np.where(np.isnan(end), latest, end) - origin) * ticks).astype(np.int64)
     e = np.maximum(e, s)
-    if int(e.max(initial=0)) >= 1 << (PARENT_SHIFT - 1) or n >= 1 << (63 - PARENT_SHIFT):
-        raise ValueError("a run longer than 12 days or of more than 4 million spans is beyond the critical path")
     own = np.arange(n, dtype=np.int64)
     up = np.where((parent < 0) | (parent >= n) | (parent == own), n, parent)  # n: the virtual root
     s, e, alive = _clip(s, e, up, n)
-    last, pred = _links(s, e, up, alive, n)
+    last, pred = _links(s, e, up, alive, n, shift)
     on = _on_path(last, pred, up, n)
     indices = np.flatnonzero(on[:n])
     if indices.size == 0:
@@ -99,7 +104,7 @@ def critical_path(start: np.ndarray, end: np.ndarray, parent: np.ndarray) -> Cri
     covered = np.bincount(up[indices], weights=length[indices], minlength=n + 1)
     indices = indices[_chronological(s[indices], e[indices])]
     self_ticks = np.maximum(0.0, length[indices] - covered[indices])
-    times = self_ticks / TICKS_PER_S
+    times = self_ticks / ticks
     return CriticalPath(indices.astype(np.int64), times, float(times.sum()), latest - origin)
 
 
@@ -125,8 +130,8 @@ def _clip(s: np.ndarray, e: np.ndarray, up: np.ndarray, n: int) -> tuple[np.ndar
     return s, e, alive
 
 
-def _links(s: np.ndarray, e: np.ndarray, up: np.ndarray, alive: np.ndarray,
-           n: int) -> tuple[np.ndarray, np.ndarray]:
+def _links(s: np.ndarray, e: np.ndarray, up: np.ndarray, alive: np.ndarray, n: int,
+           shift: int) -> tuple[np.ndarray, np.ndarray]:
     """`last[p]`: p's last-finishing child; `pred[c]`: the sibling that finished last before c started.
 
     Both are one sort of (parent, end) keys and a binary search; -1 where there is none. A
@@ -134,16 +139,17 @@ def _links(s: np.ndarray, e: np.ndarray, up: np.ndarray, alive: np.ndarray,
     """
     items = np.flatnonzero(alive)[::-1]  # with a stable sort, the lowest index ends each run of equal keys
     zero = (e[items] == s[items]).astype(np.int64)
-    keys = (up[items] << PARENT_SHIFT) | (e[items] << 1) | zero
+    keys = (up[items] << shift) | (e[items] << 1) | zero
     order = np.argsort(keys, kind="stable")
     keys, items = keys[order], items[order]
     last = np.full(n + 1, -1, dtype=np.int64)
-    bounds = np.searchsorted(keys, (np.arange(n + 1, dtype=np.int64) + 1) << PARENT_SHIFT, side="left") - 1
-    has = (bounds >= 0) & ((keys[np.maximum(bounds, 0)] >> PARENT_SHIFT) == np.arange(n + 1))
-    last[has] = items[bounds[has]]
-    query = (up << PARENT_SHIFT) | (s << 1)
+    if keys.size:  # each parent's run of keys ends with its last-finishing child
+        group = keys >> shift
+        ends = np.flatnonzero(np.append(group[1:] != group[:-1], True))
+        last[group[ends]] = items[ends]
+    query = (up << shift) | (s << 1)
     found = np.searchsorted(keys, query, side="right") - 1
-    ok = (found >= 0) & ((keys[np.maximum(found, 0)] >> PARENT_SHIFT) == up) & alive
+    ok = (found >= 0) & ((keys[np.maximum(found, 0)] >> shift) == up) & alive
     pred = np.full(n, -1, dtype=np.int64)
     pred[ok] = items[found[ok]]
     return last, pred
