@@ -146,13 +146,24 @@ def _links(s: np.ndarray, e: np.ndarray, up: np.ndarray, alive: np.ndarray, n: i
     if keys.size:  # each parent's run of keys ends with its last-finishing child
         group = keys >> shift
         ends = np.flatnonzero(np.append(group[1:] != group[:-1], True))
-        last[group[ends]] = items[ends]
+        last[group[ends]] = _lowest_of_tie(keys, items, ends)
     query = (up << shift) | (s << 1)
     found = np.searchsorted(keys, query, side="right") - 1
     ok = (found >= 0) & ((keys[np.maximum(found, 0)] >> shift) == up) & alive
     pred = np.full(n, -1, dtype=np.int64)
-    pred[ok] = items[found[ok]]
+    pred[ok] = _lowest_of_tie(keys, items, found[ok])
     return last, pred
+
+
+def _lowest_of_tie(keys: np.ndarray, items: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The span at each position, or the lower-indexed one just before it when both end at the same
+    time and only the zero-length flag (the low bit) orders them: equal ends go to the lower index."""
+    chosen = items[at]
+    before = at - 1
+    tie = (before >= 0) & ((keys[at] & 1) == 1)
+    tie[tie] &= ((keys[before[tie]] >> 1) == (keys[at[tie]] >> 1)) & ((keys[before[tie]] & 1) == 0)
+    chosen[tie] = np.minimum(chosen[tie], items[before[tie]])
+    return chosen
 
 
 def _on_path(last: np.ndarray, pred: np.ndarray, up: np.ndarray, n: int) -> np.ndarray:

@@ -145,3 +145,49 @@ def test_self_times_add_up_to_the_run_when_one_root_covers_it(run: tuple[np.ndar
     path = critical_path(starts, ends, parents)
     assert np.isclose(path.total, 100.0, atol=RESOLUTION * starts.size) and (path.self_time >= 0).all()
     assert path.indices[0] == 0
+
+
+def reference_walk(starts: np.ndarray, ends: np.ndarray, parents: np.ndarray) -> dict[int, float]:
+    """The rule written the plain way (recursive, small inputs only): the cursor walk of the docs."""
+    n = starts.size
+    kids: dict[int, list[int]] = {i: [] for i in range(-1, n)}
+    for i in range(n):
+        kids[int(parents[i])].append(i)
+    out: dict[int, float] = {}
+
+    def visit(node: int, cursor: float, floor: float) -> None:
+        own = 0.0
+        chosen = False
+        for child in sorted(kids[node], key=lambda c: (-ends[c], c)):
+            if starts[child] < cursor and (ends[child] <= cursor or not chosen):
+                end = min(ends[child], cursor)
+                own += cursor - end
+                out[child] = 0.0
+                visit(child, end, starts[child])
+                cursor, chosen = max(starts[child], floor), True
+        own += max(0.0, cursor - floor)
+        if node >= 0:
+            out[node] = own
+
+    visit(-1, float(ends.max()), float(starts.min()))
+    return out
+
+
+@settings(max_examples=200)
+@given(random_runs())
+def test_the_vectorised_path_is_the_plain_walk(run: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    starts, ends = np.round(run[0], 3), np.round(run[1], 3)  # whole milliseconds: exact in microsecond ticks
+    parents = run[2]
+    ends = np.maximum(ends, starts)
+    expected = reference_walk(starts, ends, parents)
+    path = critical_path(starts, ends, parents)
+    assert set(path.indices.tolist()) == set(expected)
+    got = dict(zip(path.indices.tolist(), path.self_time.tolist(), strict=True))
+    assert all(abs(got[i] - expected[i]) <= 1e-5 for i in expected)
+
+
+def test_a_run_of_many_days_still_packs_its_keys() -> None:
+    n = 1000
+    starts = np.arange(n, dtype=np.float64) * 86_400.0  # a thousand days, one span a day
+    path = critical_path(starts, starts + 3600.0, np.full(n, -1, dtype=np.int64))
+    assert len(path) == n and np.isclose(path.total, n * 3600.0, rtol=1e-6)
