@@ -75,7 +75,7 @@ def match_expression(q: Query) -> str | None:
 
 
 def column_tests(q: Query, params: dict[str, Any], table: str = "s") -> list[str]:
-    """SQL conditions on span columns for kind, status, duration and attribute values."""
+    """SQL conditions on span columns for kind, status and duration."""
     tests: list[str] = []
     if q.kinds:
         params["kind"] = next(iter(q.kinds))
@@ -85,8 +85,13 @@ def column_tests(q: Query, params: dict[str, Any], table: str = "s") -> list[str
         tests.append(f"{table}.status = :status")
     for n, d in enumerate(q.durations):
         params[f"dur{n}"] = d.seconds
-        op = "=" if d.op == "=" else d.op
-        tests.append(f"({table}.ended_at IS NOT NULL AND {table}.ended_at - {table}.started_at {op} :dur{n})")
+        tests.append(f"({table}.ended_at IS NOT NULL AND {table}.ended_at - {table}.started_at {d.op} :dur{n})")
+    return tests
+
+
+def attribute_tests(q: Query, params: dict[str, Any], table: str = "r") -> list[str]:
+    """SQL conditions checking each attribute term's key and value words (after FTS found candidates)."""
+    tests: list[str] = []
     for n, a in enumerate(q.attributes):
         params[f"akey{n}"] = "$." + json.dumps(a.key)
         value = f"lower(CAST(json_extract({table}.attributes, :akey{n}) AS TEXT))"
@@ -100,19 +105,17 @@ def column_tests(q: Query, params: dict[str, Any], table: str = "s") -> list[str
 def _search_sql(engine: Engine, q: Query, run_id: str) -> SearchResult:
     params: dict[str, Any] = {"run": run_id}
     column_terms = column_tests(q, params)
+    attribute_terms = attribute_tests(q, params)
     match = match_expression(q)
     if match is None:
         sql = (f"SELECT s.id, s.started_at FROM spans s INDEXED BY {fts.COLUMNS_INDEX} "
                f"WHERE {' AND '.join(['s.run_id = :run', *column_terms])}")
-    elif not column_terms:  # words only: the index and its row table answer without the span rows
+    else:  # words and attributes: the index and its row table; the span rows only for column terms
         params["match"] = match
+        join = " CROSS JOIN spans s ON s.id = r.span_id" if column_terms else ""
+        tests = ["r.run_id = :run", *attribute_terms, *column_terms]
         sql = (f"SELECT r.span_id, r.started_at FROM {fts.FTS_TABLE} f CROSS JOIN {fts.ROWS_TABLE} r "
-               f"ON r.rowid = f.rowid WHERE f.{fts.FTS_TABLE} MATCH :match AND r.run_id = :run")
-    else:
-        params["match"] = match
-        sql = (f"SELECT s.id, s.started_at FROM {fts.FTS_TABLE} f CROSS JOIN {fts.ROWS_TABLE} r "
-               f"ON r.rowid = f.rowid CROSS JOIN spans s ON s.id = r.span_id "
-               f"WHERE f.{fts.FTS_TABLE} MATCH :match AND r.run_id = :run AND {' AND '.join(column_terms)}")
+               f"ON r.rowid = f.rowid{join} WHERE f.{fts.FTS_TABLE} MATCH :match AND {' AND '.join(tests)}")
     with engine.connect() as conn:
         if conn.execute(text("SELECT 1 FROM runs WHERE id = :run"), params).first() is None:
             raise NotFound(f"No run {run_id!r} in this store.")

@@ -22,7 +22,13 @@ from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
 from agentdesk.store.search import fts
 from agentdesk.store.search.query import Query, matches_text, parse
-from agentdesk.store.search.run_search import column_tests, indexed_engine, match_expression, search_run
+from agentdesk.store.search.run_search import (
+    attribute_tests,
+    column_tests,
+    indexed_engine,
+    match_expression,
+    search_run,
+)
 from agentdesk.store.source import Source
 
 DEFAULT_LIMIT = 500
@@ -97,12 +103,12 @@ def _describe(source: Source, group: RunHits) -> None:
 
 def _spans_sql(engine: Engine, q: Query, limit: int) -> tuple[list[Hit], int]:
     params: dict[str, Any] = {"limit": limit}
-    tests = column_tests(q, params) or ["1 = 1"]
+    tests = column_tests(q, params)
     match = match_expression(q)
-    where = " AND ".join(tests)
     if match is None:
-        base = f"FROM spans s WHERE {where}"
+        base = f"FROM spans s WHERE {' AND '.join(tests or ['1 = 1'])}"
     else:
+        where = " AND ".join([*tests, *attribute_tests(q, params)] or ["1 = 1"])
         params["match"] = match
         base = (f"FROM {fts.FTS_TABLE} f CROSS JOIN {fts.ROWS_TABLE} r ON r.rowid = f.rowid "
                 f"CROSS JOIN spans s ON s.id = r.span_id WHERE f.{fts.FTS_TABLE} MATCH :match AND {where}")
