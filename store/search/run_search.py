@@ -14,6 +14,7 @@ name, and only spans still undecided after that are read one by one
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +39,8 @@ class SearchResult:
     """True when the source had no index and the run was scanned (slower on large runs)."""
 
 
-_INDEXED: dict[int, bool] = {}
+_INDEXED: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+"""Whether each open engine's database has the index, asked once per engine."""
 
 
 def indexed_engine(source: Source) -> Engine | None:
@@ -46,9 +48,9 @@ def indexed_engine(source: Source) -> Engine | None:
     if not isinstance(source, NativeSource):
         return None
     engine = source.store.engine
-    known = _INDEXED.get(id(engine))
+    known = _INDEXED.get(engine)
     if known is None:
-        known = _INDEXED[id(engine)] = fts.has_index(engine)
+        known = _INDEXED[engine] = fts.has_index(engine)
     return engine if known else None
 
 
