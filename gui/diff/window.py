@@ -87,6 +87,7 @@ class DiffWindow(QWidget):
         self.message = _plain("Pick a run to compare with.")
         self.totals = QGridLayout()
         self.totals.setHorizontalSpacing(24)
+        self.totals.setColumnStretch(6, 1)  # the figures stay together on the left, however wide the window
         self.counts = QLabel(self)
         self.counts.setTextFormat(Qt.TextFormat.RichText)  # only our own numbers and colours, no agent text
 
