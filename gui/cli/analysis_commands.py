@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentdesk.gui.cli import output as out
 from agentdesk.gui.cli.opening import EXIT_OK, open_any, positive, say
-from agentdesk.store.analysis.align import Change
-from agentdesk.store.analysis.columns import path_columns
-from agentdesk.store.analysis.critical_path import critical_path, summarise
-from agentdesk.store.analysis.run_diff import RunDiff, diff_runs, summary_line
-from agentdesk.store.search.run_search import search_run
-from agentdesk.store.search.store_search import DEFAULT_LIMIT, HitKind, search_store
-from agentdesk.store.source import Source
+
+if TYPE_CHECKING:  # the engines (and numpy) load only when one of these commands runs: every other
+    # command, `watch` and `approve` first, starts as fast as before
+    from agentdesk.store.analysis.run_diff import RunDiff
+    from agentdesk.store.source import Source
 
 Command = Callable[[str, str], argparse.ArgumentParser]
+DEFAULT_LIMIT = 500
+"""Hits listed per kind by `search` (the same default as `store_search.DEFAULT_LIMIT`)."""
 
 
 def add_analysis_parsers(command: Command) -> None:
@@ -56,6 +56,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def _search(source: Source, args: argparse.Namespace) -> int:
+    from agentdesk.store.search.run_search import search_run
+    from agentdesk.store.search.store_search import HitKind, search_store
+
     if args.run:
         result = search_run(source, args.run, args.query)
         table = source.span_table(args.run, result.span_ids[: args.limit])
@@ -106,6 +109,9 @@ def cmd_critical_path(args: argparse.Namespace) -> int:
 
 
 def _critical_path(source: Source, args: argparse.Namespace) -> int:
+    from agentdesk.store.analysis.columns import path_columns
+    from agentdesk.store.analysis.critical_path import critical_path, summarise
+
     source.run(args.run)  # NotFound (exit 4) for an unknown run
     table = source.span_table(args.run)
     start, _, _ = columns = path_columns(table)
@@ -133,6 +139,8 @@ def _critical_path(source: Source, args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from agentdesk.store.analysis.run_diff import diff_runs
+
     return _with_source(args, lambda source: _diff(diff_runs(source, args.run_a, args.run_b), args))
 
 
@@ -158,10 +166,13 @@ def diff_json(diff: RunDiff) -> dict[str, Any]:
     }
 
 
-MARKS = {Change.SAME: " ", Change.SLOWER: "▲", Change.FASTER: "▼", Change.ADDED: "+", Change.REMOVED: "-"}
+MARKS = {"same": " ", "slower": "▲", "faster": "▼", "added": "+", "removed": "-"}
 
 
 def _diff(diff: RunDiff, args: argparse.Namespace) -> int:
+    from agentdesk.store.analysis.align import Change
+    from agentdesk.store.analysis.run_diff import summary_line
+
     if args.json:
         say(out.json_text(diff_json(diff), indent=2))
         return EXIT_OK
@@ -186,7 +197,7 @@ def _diff(diff: RunDiff, args: argparse.Namespace) -> int:
         times = ""
         if p.a is not None and p.b is not None:
             times = f"  {_seconds(diff.spans_a.duration(p.a))} → {_seconds(diff.spans_b.duration(p.b))}"
-        say(f"{MARKS[p.change]} {'  ' * p.depth}{out.clean(spans.kinds[i], 10)} "
+        say(f"{MARKS[p.change.value]} {'  ' * p.depth}{out.clean(spans.kinds[i], 10)} "
             f"{out.clean(spans.names[i], 60)}{times}")
     for delta in diff.contexts:
         say(f"\ncontext differs at {out.clean(delta.name, 40)} ({out.clean(delta.a_span)} / "
