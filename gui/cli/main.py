@@ -36,6 +36,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from agentdesk.gui.cli import crash
 from agentdesk.gui.cli import output as out
 from agentdesk.gui.cli.admin_commands import cmd_admin
+from agentdesk.gui.cli.analysis_commands import cmd_critical_path, cmd_diff, cmd_search
 from agentdesk.gui.cli.display import display_problem
 from agentdesk.gui.cli.opening import (
     EXIT_BROKEN_CHAIN,
@@ -328,6 +329,7 @@ HANDLERS: dict[str, Handler] = {
     "approve": cmd_decide, "deny": cmd_decide, "info": cmd_info, "verify": cmd_verify, "demo": cmd_demo,
     "gui": cmd_gui, "rules": cmd_rules, "receive": cmd_receive, "import": cmd_import, "export": cmd_export,
     "admin": cmd_admin,
+    "search": cmd_search, "critical-path": cmd_critical_path, "diff": cmd_diff,
 }
 
 

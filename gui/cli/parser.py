@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from agentdesk import __version__
 from agentdesk.gui.cli.admin_commands import add_admin_parser
+from agentdesk.gui.cli.analysis_commands import add_analysis_parsers
 from agentdesk.gui.cli.opening import positive
 from agentdesk.gui.cli.otel_io import export_options, import_options
 from agentdesk.gui.cli.receive import receive_options
@@ -90,6 +91,7 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     import_options(command("import", "import OpenTelemetry traces (OTLP/JSON, JSON Lines, protobuf) into "
                                      "the store"))
     export_options(command("export", "write a run or a project as OTLP/JSON or OTLP JSON Lines"))
+    add_analysis_parsers(command)
     p = command("gui", "open the window on the store")
     p.add_argument("--screenshot", metavar="PATH", help="render offscreen, save a PNG and exit")
     p.add_argument("--view", choices=VIEWS, default="window",

@@ -16,8 +16,10 @@ from PySide6.QtWidgets import QDockWidget, QFrame, QInputDialog, QMainWindow, QS
 
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.context.editor import ContextEditor
+from agentdesk.gui.diff.window import DiffWindow
 from agentdesk.gui.ingest.dialog import import_into_window, why_not_import
 from agentdesk.gui.rules.panel import RulesPanel
+from agentdesk.gui.search.dialog import SearchDialog
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.tree.view import ProjectTree
 from agentdesk.gui.window.file_menu import StoreMenu
@@ -164,6 +166,8 @@ class MainWindow(QMainWindow):
             (go, "Approval queue", "Ctrl+4", lambda: self._focus(self.queue_dock, self.queue)),
             (go, "Rules", "Ctrl+5", lambda: self._show_tab(RULES_TAB)),
             (go, "Rule from the selected approval", "Ctrl+R", self.rule_from_selected_approval),
+            (go, "Search all runs…", "Ctrl+Shift+F", self.search_all_runs),
+            (go, "Compare this run with…", "Ctrl+Shift+D", self.compare_runs),
             (view, "Reset layout", "Ctrl+Shift+R", self.reset_layout),
             (help_menu, "Keyboard shortcuts", "F1", self.show_shortcuts),
             (help_menu, "Set operator name…", "Ctrl+Shift+N", self.ask_operator_name),
@@ -184,6 +188,30 @@ class MainWindow(QMainWindow):
             app = QGuiApplication.instance()
             if app is not None:
                 app.quit()
+
+    # -- analysis windows (issue 10): cross-store search and run diff -----------------------
+    def search_all_runs(self) -> None:
+        """Go → Search all runs (Ctrl+Shift+F); one dialog kept, so the last query and results stay."""
+        if getattr(self, "_search_dialog", None) is None:
+            self._search_dialog = SearchDialog(self.services, self)
+            self._search_dialog.open_hit.connect(self.show_in_timeline)
+        self._search_dialog.start()
+
+    def compare_runs(self, run_a: str | None = None, run_b: str | None = None) -> None:
+        """Go → Compare this run with… (Ctrl+Shift+D): the timeline's run as A, B picked in the window."""
+        run_a = run_a or self.timeline.run_id
+        if not run_a:
+            self.status.showMessage("Select a run first: it is compared with another.", 5000)
+            return
+        if getattr(self, "_diff_window", None) is None:
+            self._diff_window = DiffWindow(self.services, self)
+            self._diff_window.open_span.connect(self.show_in_timeline)
+        if run_b:
+            self._diff_window.compare(run_a, run_b)
+        else:
+            self._diff_window.start_from(run_a)
+        self._diff_window.show()
+        self._diff_window.raise_()
 
     def import_traces(self) -> None:
         """File → Import…; the dialog is kept until the next import so its job can report back."""

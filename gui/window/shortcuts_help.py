@@ -9,6 +9,8 @@ SHORTCUTS: tuple[tuple[str, str, str], ...] = (
     ("Window", "Ctrl+1 / Ctrl+2 / Ctrl+3 / Ctrl+4 / Ctrl+5",
      "Focus tree / timeline / context / approval queue / rules"),
     ("Window", "Ctrl+R", "A rule from the selected approval (the narrowest; check its dry run, then save)"),
+    ("Window", "Ctrl+Shift+F", "Search spans, approvals and context items of every run"),
+    ("Window", "Ctrl+Shift+D", "Compare the shown run with another (added, removed, slower, faster)"),
     ("Window", "Ctrl+Shift+R", "Reset the dock layout"),
     ("Window", "Ctrl+Shift+N", "Set the operator name recorded with decisions"),
     ("Window", "F1", "This list"),

@@ -10,10 +10,15 @@ on them: a span waiting on parallel tool calls or sub-agents is on the path
 only through its last-finishing child. Whatever time inside a span no chosen
 child covers is that span's self time.
 
-The walk is iterative (an explicit stack): a run of a million spans nested ten
-thousand deep must not hit Python's recursion limit. Children are grouped with
-one numpy sort, so the cost is O(n log n) for the sort plus O(children of the
-spans on the path) for the walk.
+A sequential agent run puts nearly every span on the path, so walking it
+span by span in Python costs seconds at a million spans. Instead the walk is
+two links per span computed for all spans at once, with one sort of exact
+integer keys and a binary search: `last[p]`, the child p waited on last, and
+`pred[c]`, the sibling that had finished when c started. The path is then the
+closure of the virtual root under those links, found by pointer doubling (no
+recursion, no Python loop per span: depth 10,000 and a million spans are a few
+dozen numpy passes), and self time is a span's length minus its path
+children's.
 """
 
 from __future__ import annotations
@@ -50,13 +55,27 @@ class CriticalPath:
 EMPTY = CriticalPath(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64), 0.0, 0.0)
 
 
+TICKS_PER_S = 1_000_000
+"""Times are compared in whole microseconds (coarser only for a run too long to pack, see `_resolution`),
+so (parent, time) pairs pack into one exact int64 sort key: parent << shift | ticks << 1 | zero-length flag."""
+
+
+def _resolution(n: int, duration_s: float) -> tuple[float, int]:
+    """Ticks per second and the parent shift: the parent takes the bits `n` needs, time the rest."""
+    shift = 62 - max(1, (n + 1).bit_length())
+    room = (1 << (shift - 1)) - 1
+    return min(float(TICKS_PER_S), room / max(duration_s, 1e-9)), shift
+
+
 def critical_path(start: np.ndarray, end: np.ndarray, parent: np.ndarray) -> CriticalPath:
     """The critical path of spans given as columns: float64 seconds since run start, int64 parent (-1 root).
 
     A NaN end (a span still running) counts as ending at the latest instant the run
     has seen. A parent index out of range or equal to the span itself counts as a
     root; spans caught in a parent cycle are unreachable from any root and never on
-    the path.
+    the path. A child is clipped to its parent's interval (a child that outlived its
+    parent counts up to the parent's end). Ties between equal ends go to the span
+    with the lower index (the earlier one in the table).
     """
     start = np.asarray(start, dtype=np.float64)
     end = np.asarray(end, dtype=np.float64)
@@ -66,84 +85,117 @@ def critical_path(start: np.ndarray, end: np.ndarray, parent: np.ndarray) -> Cri
         return EMPTY
     if end.size != n or parent.size != n:
         raise ValueError("start, end and parent must have the same length")
-    latest = float(np.nanmax(np.concatenate([start, end]))) if not np.all(np.isnan(end)) else float(start.max())
-    end = np.where(np.isnan(end), latest, end)
-    end = np.maximum(end, start)
+    origin = float(start.min())
+    latest = float(np.nanmax(end)) if not np.isnan(end).all() else origin
+    latest = max(latest, float(start.max()))
+    ticks, shift = _resolution(n, latest - origin)
+    s = np.rint((start - origin) * ticks).astype(np.int64)
+    e = np.rint((np.where(np.isnan(end), latest, end) - origin) * ticks).astype(np.int64)
+    e = np.maximum(e, s)
     own = np.arange(n, dtype=np.int64)
-    parent = np.where((parent < 0) | (parent >= n) | (parent == own), n, parent)  # n: the virtual root
-
-    # Children grouped by parent (n = the virtual root over all roots): one unstable sort, since each
-    # path span's own children are put in end order when the walk reaches it.
-    key = parent.astype(np.int32) if n < 2**31 - 1 else parent
-    order = np.argsort(key, kind="quicksort")
-    first = np.zeros(n + 2, dtype=np.int64)
-    np.cumsum(np.bincount(parent, minlength=n + 1), out=first[1:])
-    return _walk(start, end, order, first, n, float(start.min()), float(end.max()))
-
-
-def _children(node: int, order: np.ndarray, first: np.ndarray, start: np.ndarray,
-              end: np.ndarray) -> tuple[list[int], list[float], list[float]]:
-    """A node's children, latest end first (ties: lower index first), with their starts and ends."""
-    kids = order[first[node]:first[node + 1]]
-    if kids.size > 1:
-        kids = kids[np.lexsort((kids, -end[kids]))]
-    return kids.tolist(), start[kids].tolist(), end[kids].tolist()
+    up = np.where((parent < 0) | (parent >= n) | (parent == own), n, parent)  # n: the virtual root
+    s, e, alive = _clip(s, e, up, n)
+    last, pred = _links(s, e, up, alive, n, shift)
+    on = _on_path(last, pred, up, n)
+    indices = np.flatnonzero(on[:n])
+    if indices.size == 0:
+        return CriticalPath(indices.astype(np.int64), np.zeros(0), 0.0, (latest - origin))
+    length = (e - s).astype(np.float64)
+    covered = np.bincount(up[indices], weights=length[indices], minlength=n + 1)
+    indices = indices[_chronological(s[indices], e[indices])]
+    self_ticks = np.maximum(0.0, length[indices] - covered[indices])
+    times = self_ticks / ticks
+    return CriticalPath(indices.astype(np.int64), times, float(times.sum()), latest - origin)
 
 
-def _walk(start: np.ndarray, end: np.ndarray, order: np.ndarray, first: np.ndarray, n: int,
-          run_start: float, run_end: float) -> CriticalPath:
-    """The backward walk, one stack frame per span on the current chain of the path."""
-    self_time: dict[int, float] = {}
-    # Frame: node, cursor, node start, whether a child was chosen yet, next child position, children.
-    stack: list[_Frame] = [_Frame(n, run_end, run_start, *_children(n, order, first, start, end))]
-    while stack:
-        frame = stack[-1]
-        picked = -1
-        kids, kid_starts, kid_ends = frame.kids, frame.kid_starts, frame.kid_ends
-        pos, cursor = frame.pos, frame.cursor
-        while pos < len(kids):
-            child_start, child_end = kid_starts[pos], kid_ends[pos]
-            pos += 1
-            # Before the first pick a child running past the cursor is clipped to it; after it only
-            # children that had finished by the cursor count (the others overlapped the pick).
-            if child_start < cursor and (child_end <= cursor or not frame.chosen):
-                picked = pos - 1
+def _clip(s: np.ndarray, e: np.ndarray, up: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each span's interval within its ancestors' (pointer doubling, only when some child sticks out);
+    `alive` is False for spans that start at or after their parent's (clipped) end."""
+    s_ext = np.append(s, np.iinfo(np.int64).min)
+    e_ext = np.append(e, np.iinfo(np.int64).max)
+    sticks_out = (s_ext[up] > s) | (e_ext[up] < e)
+    if sticks_out.any():
+        jump = np.append(up, n)
+        lo, hi = s_ext.copy(), e_ext.copy()
+        for _ in range(max(1, int(n).bit_length() + 1)):  # a cycle never reaches the root: bounded
+            if (jump == n).all():
                 break
-        frame.pos = pos
-        node = frame.node
-        if picked < 0:
-            if node != n:
-                self_time[node] = self_time.get(node, 0.0) + max(0.0, cursor - frame.start)
-            stack.pop()
-            continue
-        child = kids[picked]
-        child_end = min(kid_ends[picked], cursor)
-        if node != n:
-            self_time[node] = self_time.get(node, 0.0) + max(0.0, cursor - child_end)
-        frame.cursor = max(kid_starts[picked], frame.start)
-        frame.chosen = True
-        self_time.setdefault(child, 0.0)
-        stack.append(_Frame(child, child_end, kid_starts[picked], *_children(child, order, first, start, end)))
-    if not self_time:
-        return CriticalPath(np.zeros(0, dtype=np.int64), np.zeros(0), 0.0, run_end - run_start)
-    indices = np.fromiter(self_time.keys(), dtype=np.int64, count=len(self_time))
-    times = np.fromiter(self_time.values(), dtype=np.float64, count=len(self_time))
-    discovered = np.arange(indices.size)
-    chrono = np.lexsort((discovered, -end[indices], start[indices]))
-    indices, times = indices[chrono], times[chrono]
-    return CriticalPath(indices, times, float(times.sum()), run_end - run_start)
+            lo = np.maximum(lo, lo[jump])
+            hi = np.minimum(hi, hi[jump])
+            jump = jump[jump]
+        s_ext, e_ext = lo, hi
+        s, e = lo[:n], np.maximum(hi[:n], lo[:n])
+    parent_end = e_ext[up]
+    alive = s < parent_end
+    return s, e, alive
 
 
-@dataclass(slots=True)
-class _Frame:
-    node: int
-    cursor: float
-    start: float
-    kids: list[int]
-    kid_starts: list[float]
-    kid_ends: list[float]
-    pos: int = 0
-    chosen: bool = False
+def _links(s: np.ndarray, e: np.ndarray, up: np.ndarray, alive: np.ndarray, n: int,
+           shift: int) -> tuple[np.ndarray, np.ndarray]:
+    """`last[p]`: p's last-finishing child; `pred[c]`: the sibling that finished last before c started.
+
+    Both are one sort of (parent, end) keys and a binary search; -1 where there is none. A
+    zero-length sibling exactly at c's start is not before c (its key's low bit is set).
+    """
+    items = np.flatnonzero(alive)[::-1]  # with a stable sort, the lowest index ends each run of equal keys
+    zero = (e[items] == s[items]).astype(np.int64)
+    keys = (up[items] << shift) | (e[items] << 1) | zero
+    order = np.argsort(keys, kind="stable")
+    keys, items = keys[order], items[order]
+    last = np.full(n + 1, -1, dtype=np.int64)
+    if keys.size:  # each parent's run of keys ends with its last-finishing child
+        group = keys >> shift
+        ends = np.flatnonzero(np.append(group[1:] != group[:-1], True))
+        last[group[ends]] = _lowest_of_tie(keys, items, ends)
+    query = (up << shift) | (s << 1)
+    found = np.searchsorted(keys, query, side="right") - 1
+    ok = (found >= 0) & ((keys[np.maximum(found, 0)] >> shift) == up) & alive
+    pred = np.full(n, -1, dtype=np.int64)
+    pred[ok] = _lowest_of_tie(keys, items, found[ok])
+    return last, pred
+
+
+def _lowest_of_tie(keys: np.ndarray, items: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The span at each position, or the lower-indexed one just before it when both end at the same
+    time and only the zero-length flag (the low bit) orders them: equal ends go to the lower index."""
+    chosen = items[at]
+    before = at - 1
+    tie = (before >= 0) & ((keys[at] & 1) == 1)
+    tie[tie] &= ((keys[before[tie]] >> 1) == (keys[at[tie]] >> 1)) & ((keys[before[tie]] & 1) == 0)
+    chosen[tie] = np.minimum(chosen[tie], items[before[tie]])
+    return chosen
+
+
+def _on_path(last: np.ndarray, pred: np.ndarray, up: np.ndarray, n: int) -> np.ndarray:
+    """Spans on the path: on the backward chain (last child, its predecessor, ...) of their parent, and
+    so for every ancestor. Both closures by pointer doubling: O(n log n) numpy work, no Python loop per span."""
+    rounds = max(1, int(n).bit_length() + 1)
+    chain = np.zeros(n + 1, dtype=bool)
+    chain[last[last >= 0]] = True
+    jump = np.append(np.where(pred < 0, n, pred), n)
+    for _ in range(rounds):  # after round k every span within 2**(k+1) - 1 steps of a chain start is marked
+        chain[jump[np.flatnonzero(chain)]] = True
+        if (jump == n).all():
+            break
+        jump = jump[jump]
+    bad = np.append(~chain[:n], False)
+    hop = np.append(up, n)
+    for _ in range(rounds):  # a span is on the path if no ancestor (nor itself) is off its parent's chain
+        if (hop == n).all():
+            break
+        bad = bad | bad[hop]
+        hop = hop[hop]
+    bad[:n] |= hop[:n] != n  # still not at the root: caught in a parent cycle
+    return ~bad
+
+
+def _chronological(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Order by start; an ancestor (longer, same start) before its descendant."""
+    order = np.argsort(s, kind="stable")
+    sorted_s = s[order]
+    if sorted_s.size > 1 and (sorted_s[1:] == sorted_s[:-1]).any():
+        return np.lexsort((-e, s))
+    return order
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ name, and only spans still undecided after that are read one by one
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +39,8 @@ class SearchResult:
     """True when the source had no index and the run was scanned (slower on large runs)."""
 
 
-_INDEXED: dict[int, bool] = {}
+_INDEXED: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+"""Whether each open engine's database has the index, asked once per engine."""
 
 
 def indexed_engine(source: Source) -> Engine | None:
@@ -46,9 +48,9 @@ def indexed_engine(source: Source) -> Engine | None:
     if not isinstance(source, NativeSource):
         return None
     engine = source.store.engine
-    known = _INDEXED.get(id(engine))
+    known = _INDEXED.get(engine)
     if known is None:
-        known = _INDEXED[id(engine)] = fts.has_index(engine)
+        known = _INDEXED[engine] = fts.has_index(engine)
     return engine if known else None
 
 
@@ -75,7 +77,7 @@ def match_expression(q: Query) -> str | None:
 
 
 def column_tests(q: Query, params: dict[str, Any], table: str = "s") -> list[str]:
-    """SQL conditions on span columns for kind, status, duration and attribute values."""
+    """SQL conditions on span columns for kind, status and duration."""
     tests: list[str] = []
     if q.kinds:
         params["kind"] = next(iter(q.kinds))
@@ -85,8 +87,13 @@ def column_tests(q: Query, params: dict[str, Any], table: str = "s") -> list[str
         tests.append(f"{table}.status = :status")
     for n, d in enumerate(q.durations):
         params[f"dur{n}"] = d.seconds
-        op = "=" if d.op == "=" else d.op
-        tests.append(f"({table}.ended_at IS NOT NULL AND {table}.ended_at - {table}.started_at {op} :dur{n})")
+        tests.append(f"({table}.ended_at IS NOT NULL AND {table}.ended_at - {table}.started_at {d.op} :dur{n})")
+    return tests
+
+
+def attribute_tests(q: Query, params: dict[str, Any], table: str = "r") -> list[str]:
+    """SQL conditions checking each attribute term's key and value words (after FTS found candidates)."""
+    tests: list[str] = []
     for n, a in enumerate(q.attributes):
         params[f"akey{n}"] = "$." + json.dumps(a.key)
         value = f"lower(CAST(json_extract({table}.attributes, :akey{n}) AS TEXT))"
@@ -99,20 +106,24 @@ def column_tests(q: Query, params: dict[str, Any], table: str = "s") -> list[str
 
 def _search_sql(engine: Engine, q: Query, run_id: str) -> SearchResult:
     params: dict[str, Any] = {"run": run_id}
-    tests = ["s.run_id = :run", *column_tests(q, params)]
+    column_terms = column_tests(q, params)
+    attribute_terms = attribute_tests(q, params)
     match = match_expression(q)
+    if match is None:
+        sql = (f"SELECT s.id, s.started_at FROM spans s INDEXED BY {fts.COLUMNS_INDEX} "
+               f"WHERE {' AND '.join(['s.run_id = :run', *column_terms])}")
+    else:  # words and attributes: the index and its row table; the span rows only for column terms
+        params["match"] = match
+        join = " CROSS JOIN spans s ON s.id = r.span_id" if column_terms else ""
+        tests = ["r.run_id = :run", *attribute_terms, *column_terms]
+        sql = (f"SELECT r.span_id, r.started_at FROM {fts.FTS_TABLE} f CROSS JOIN {fts.ROWS_TABLE} r "
+               f"ON r.rowid = f.rowid{join} WHERE f.{fts.FTS_TABLE} MATCH :match AND {' AND '.join(tests)}")
     with engine.connect() as conn:
         if conn.execute(text("SELECT 1 FROM runs WHERE id = :run"), params).first() is None:
             raise NotFound(f"No run {run_id!r} in this store.")
-        if match is None:
-            sql = f"SELECT s.id, s.started_at FROM spans s WHERE {' AND '.join(tests)} ORDER BY s.started_at"
-            rows = conn.execute(text(sql), params).all()
-            return SearchResult([r[0] for r in rows], len(rows))
-        params["match"] = match
-        sql = (f"SELECT s.id, s.started_at FROM {fts.FTS_TABLE} f CROSS JOIN {fts.ROWS_TABLE} r "
-               f"ON r.rowid = f.rowid CROSS JOIN spans s ON s.id = r.span_id "
-               f"WHERE f.{fts.FTS_TABLE} MATCH :match AND {' AND '.join(tests)}")
-        rows = conn.execute(text(sql), params).all()
+        raw = conn.connection.driver_connection  # the sqlite3 cursor: a million rows without ORM row objects
+        assert raw is not None
+        rows = raw.execute(sql, params).fetchall()
     return SearchResult(*_by_start(rows))
 
 
@@ -120,9 +131,9 @@ def _by_start(rows: Sequence[Any]) -> tuple[list[str], int]:
     """Ids ordered by start time, in numpy (SQLite's ORDER BY on a big match set is a slow sort)."""
     if not rows:
         return [], 0
-    ids, starts = zip(*rows, strict=True)
-    order = np.argsort(np.asarray(starts, dtype=np.float64), kind="stable")
-    return [ids[i] for i in order.tolist()], len(ids)
+    starts = np.fromiter((row[1] for row in rows), dtype=np.float64, count=len(rows))
+    order = np.argsort(starts, kind="stable").tolist()
+    return [rows[i][0] for i in order], len(rows)
 
 
 # -- the scan fallback ------------------------------------------------------------------------------

@@ -1,0 +1,31 @@
+"""search: a full-text index over spans (SQLite FTS5), kept by triggers, backfilled here
+
+Revision ID: 0006_search
+Revises: 0003
+Create Date: 2026-12-01 22:30:00
+
+SQLite only: on another dialect this revision changes nothing and search scans
+instead (docs/analysis.md). The lead re-chains down_revision at merge.
+"""
+from __future__ import annotations
+
+from alembic import op
+
+from agentdesk.store.search import fts
+
+revision = '0006_search'
+down_revision = '0003'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
+    if bind.dialect.name == "sqlite":
+        fts.install(bind)
+
+
+def downgrade() -> None:
+    bind = op.get_bind()
+    if bind.dialect.name == "sqlite":
+        fts.remove(bind)
