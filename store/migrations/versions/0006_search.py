@@ -1,7 +1,7 @@
 """search: a full-text index over spans (SQLite FTS5), kept by triggers, backfilled here
 
 Revision ID: 0006_search
-Revises: 0003
+Revises: 0005_postgres
 Create Date: 2026-12-01 22:30:00
 
 SQLite only: on another dialect this revision changes nothing and search scans
@@ -14,7 +14,7 @@ from alembic import op
 from agentdesk.store.search import fts
 
 revision = '0006_search'
-down_revision = '0003'
+down_revision = '0005_postgres'
 branch_labels = None
 depends_on = None
 
