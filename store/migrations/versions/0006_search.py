@@ -5,7 +5,7 @@ Revises: 0005_postgres
 Create Date: 2026-12-01 22:30:00
 
 SQLite only: on another dialect this revision changes nothing and search scans
-instead (docs/analysis.md). The lead re-chains down_revision at merge.
+instead (docs/analysis.md). It follows 0005_postgres.
 """
 from __future__ import annotations
 
