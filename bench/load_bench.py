@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -60,37 +61,51 @@ def pct(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def agent_loop(rt: AgentRuntime, project: str, index: int, stop: threading.Event, failures: list[str]) -> None:
-    """One runtime at full speed; a store error is counted and the agent carries on, as a runtime would."""
-    try:
-        task = rt.create_task(project, f"load {index}")
-        session = rt.create_session(task, f"load {index}")
-        agent = rt.create_agent(session, f"agent-{index}", "bench-model")
-        run = rt.start_run(agent, "full speed")
-        group = rt.new_turn_group(agent)
-    except StoreError as exc:
-        failures.append(f"setup: {exc}")
-        return
-    turn = 0
+@dataclass
+class Agent:
+    rt: AgentRuntime
+    index: int
+    session: str
+    agent: str
+    run: str
+    group: str
+    span: str
+
+
+def set_up(rt: AgentRuntime, project: str, index: int) -> Agent:
+    """Before the clock starts: the agent's hierarchy, an open model span and one pending approval."""
+    task = rt.create_task(project, f"load {index}")
+    session = rt.create_session(task, f"load {index}")
+    agent = rt.create_agent(session, f"agent-{index}", "bench-model")
+    run = rt.start_run(agent, "full speed")
     span = rt.start_span(run, "model", "chat", context_of_agent=agent)
+    rt.request_approval(run, "shell", {"command": "echo ready"}, span_id=span, timeout_s=None)
+    return Agent(rt, index, session, agent, run, rt.new_turn_group(agent), span)
+
+
+def agent_loop(a: Agent, stop: threading.Event, failures: list[str]) -> None:
+    """One runtime at full speed; a store error is counted and the agent carries on, as a runtime would."""
+    rt, turn = a.rt, 0
     while not stop.is_set():
         turn += 1
         try:
             if turn % TURNS_PER_RUN == 0:  # a fresh agent and run keep the context (and its snapshots) bounded
                 with rt.batch():
-                    rt.finish_span(span, "ok")
-                    rt.set_run_status(run, "done")
-                    agent = rt.create_agent(session, f"agent-{index}", "bench-model")
-                    run = rt.start_run(agent, "full speed")
-                    group = rt.new_turn_group(agent)
-                    span = rt.start_span(run, "model", "chat", context_of_agent=agent)
+                    rt.finish_span(a.span, "ok")
+                    rt.set_run_status(a.run, "done")
+                    a.agent = rt.create_agent(a.session, f"agent-{a.index}", "bench-model")
+                    a.run = rt.start_run(a.agent, "full speed")
+                    a.group = rt.new_turn_group(a.agent)
+                    a.span = rt.start_span(a.run, "model", "chat", context_of_agent=a.agent)
             # The hot path as a runtime writes it: end the model call, record its answer, start the next.
             with rt.batch():
-                rt.finish_span(span, "ok", output_text="ok", input_tokens=10, output_tokens=5, cost_usd=0.0001)
-                rt.append_context(agent, group, "message", "assistant", f"turn {turn} of agent {index}")
+                rt.finish_span(a.span, "ok", output_text="ok", input_tokens=10, output_tokens=5, cost_usd=0.0001)
+                rt.append_context(a.agent, a.group, "message", "assistant", f"turn {turn} of agent {a.index}")
                 if turn % APPROVAL_EVERY == 0:
-                    rt.request_approval(run, "shell", {"command": f"echo {turn}"}, span_id=span, timeout_s=None)
-                span = rt.start_span(run, "model", "chat", attributes={"turn": turn}, context_of_agent=agent)
+                    rt.request_approval(a.run, "shell", {"command": f"echo {turn}"}, span_id=a.span,
+                                        timeout_s=None)
+                a.span = rt.start_span(a.run, "model", "chat", attributes={"turn": turn},
+                                       context_of_agent=a.agent)
         except StoreError as exc:
             failures.append(str(exc))
 
@@ -98,12 +113,11 @@ def agent_loop(rt: AgentRuntime, project: str, index: int, stop: threading.Event
 def writer_process(url: str, project: str, first: int, count: int, out: Connection) -> None:
     store = open_store(url)
     waits: list[float] = []
-    observe_lock_waits(lambda seconds, priority: waits.append(seconds) if not priority else None)
     stop = threading.Event()
     failures: list[str] = []
-    threads = [threading.Thread(target=agent_loop, args=(AgentRuntime(store, actor=f"agent-{first + i}"),
-                                                          project, first + i, stop, failures), daemon=True)
-               for i in range(count)]
+    agents = [set_up(AgentRuntime(store, actor=f"agent-{first + i}"), project, first + i) for i in range(count)]
+    observe_lock_waits(lambda seconds, priority: waits.append(seconds) if not priority else None)
+    threads = [threading.Thread(target=agent_loop, args=(a, stop, failures), daemon=True) for a in agents]
     out.send("ready")
     out.recv()
     for thread in threads:
