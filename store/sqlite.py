@@ -21,6 +21,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -247,16 +248,29 @@ class WriterGate:
         while self.operator_waiting() and time.monotonic() < give_up:
             time.sleep(0.001)
 
+    def __del__(self) -> None:
+        with suppress(Exception):  # also at interpreter exit, when os may already be gone
+            for fd in self._fds.values():
+                if fd is not None:
+                    os.close(fd)
 
-_gates: dict[str, WriterGate] = {}
+
+MAX_GATES = 32
+"""Gates kept for reuse; an older one closes its files once no unit of work holds it. Two gates on one
+file in one process are still correct (flock separates descriptors), so evicting one is always safe."""
+_gates: OrderedDict[str, WriterGate] = OrderedDict()
 _gates_lock = threading.Lock()
 
 
 def writer_gate(path: Path) -> WriterGate:
-    """The one gate of this process for a store file (every Store on the same file shares it)."""
+    """The gate of this process for a store file (every Store on the same file shares it)."""
     key = str(path.resolve())
     with _gates_lock:
         gate = _gates.get(key)
         if gate is None:
             gate = _gates[key] = WriterGate(Path(key))
+            while len(_gates) > MAX_GATES:
+                _gates.popitem(last=False)
+        else:
+            _gates.move_to_end(key)
         return gate

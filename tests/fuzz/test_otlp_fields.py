@@ -112,7 +112,7 @@ def fuzz_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @given(doc=DOCUMENT)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_importing_any_document_keeps_the_store_whole(doc: dict[str, Any], fuzz_store: Store,
                                                       tmp_path: Path) -> None:
     source = tmp_path / "fuzz.json"
