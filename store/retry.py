@@ -1,8 +1,9 @@
 """Waiting for the write lock instead of failing: the back-off policy and what it measured.
 
-A writer that finds the store locked does not give up after a busy timeout: it
-tries again after a jittered, growing pause until `WRITE_DEADLINE_S` has passed.
-30 s is long enough to outlast anything agentdesk itself holds the lock for (a
+A writer that finds the store locked does not give up after SQLite's busy timeout:
+it tries again after a jittered, growing pause until its deadline has passed:
+`WRITE_DEADLINE_S` for runtime writes, the store's busy timeout for an operator's
+(store/uow.py `write_deadline`). 30 s is long enough to outlast anything agentdesk itself holds the lock for (a
 runtime transaction lasts milliseconds, a span batch is bounded to a few, an OTLP
 import commits trace by trace) and an operator's write in another window, yet
 short enough that a store held by a hung foreign process is reported while the

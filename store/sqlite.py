@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 try:
     import fcntl
@@ -88,6 +89,7 @@ def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float,
     # read or in a write fails with "cannot start a transaction within a transaction").
     pool: type[Pool] = NullPool if read_only else QueuePool
     engine = create_engine(f"sqlite:///{path}", creator=connect, poolclass=pool)
+    _busy_timeouts[engine] = busy_timeout_s
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Any) -> None:
@@ -108,6 +110,14 @@ def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float,
             conn.exec_driver_sql(f"PRAGMA busy_timeout={timeout_ms}")
 
     return engine
+
+
+_busy_timeouts: WeakKeyDictionary[Engine, float] = WeakKeyDictionary()
+
+
+def busy_timeout_of(engine: Engine) -> float | None:
+    """The busy timeout the store was opened with (`--busy-timeout`), None for a server database."""
+    return _busy_timeouts.get(engine)
 
 
 def writer_engine(engine: Engine) -> Engine:

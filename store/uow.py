@@ -45,7 +45,7 @@ from agentdesk.store.retry import (
     report_lock_wait,
 )
 from agentdesk.store.schema import ChangeRow
-from agentdesk.store.sqlite import BUSY_SLICE_MS, WriterGate, is_sqlite_url, writer_gate
+from agentdesk.store.sqlite import BUSY_SLICE_MS, WriterGate, busy_timeout_of, is_sqlite_url, writer_gate
 
 RUNTIME_BUSY_SLICE_MS = 0
 OPERATOR_BUSY_SLICE_MS = 2
@@ -55,13 +55,27 @@ A runtime attempt fails at once when the lock is taken, so between attempts it c
 operator is waiting; SQLite's handler would grab the lock without looking."""
 
 
+def write_deadline(store: Store, runtime: bool) -> float:
+    """How long a write waits for the lock: 30 s for a runtime, the store's busy timeout for an operator.
+
+    An agent must not crash because someone holds the lock for a moment, so runtime writes wait
+    `WRITE_DEADLINE_S` (or the busy timeout, if longer). A person's write goes ahead of runtime writes
+    anyway; the busy timeout they opened the store with (5 s, `--busy-timeout`) says how long they
+    are willing to wait behind anything else before hearing why.
+    """
+    busy = busy_timeout_of(store.engine)
+    if busy is None:
+        return WRITE_DEADLINE_S
+    return max(WRITE_DEADLINE_S, busy) if runtime else busy
+
+
 class UnitOfWork:
     """One write transaction; `runtime=True` for an agent's writes, which yield to operators'."""
 
-    def __init__(self, store: Store, *, runtime: bool = False, deadline_s: float = WRITE_DEADLINE_S) -> None:
+    def __init__(self, store: Store, *, runtime: bool = False, deadline_s: float | None = None) -> None:
         self.store = store
         self.runtime = runtime
-        self.deadline_s = deadline_s
+        self.deadline_s = write_deadline(store, runtime) if deadline_s is None else deadline_s
         self.now = time.time()
         self.lock_wait_s = 0.0
         self._changes: list[Change] = []
@@ -121,8 +135,10 @@ class UnitOfWork:
                     raise StoreUnavailable(self._still_locked(backoff)) from exc
 
     def _still_locked(self, backoff: Backoff) -> str:
-        return (f"The store {self.store.display_name} stayed locked by another writer for "
-                f"{backoff.waited_s:.0f} s; nothing was written.")
+        waited = backoff.waited_s
+        shown = f"{waited:.1f}" if waited < 10 else f"{waited:.0f}"
+        return (f"The store {self.store.display_name} stayed locked by another writer for {shown} s; "
+                "nothing was written.")
 
     def _release_queue(self) -> None:
         self._held.close()

@@ -20,6 +20,7 @@ from agentdesk.store.bus import Change
 from agentdesk.store.commands import decide
 from agentdesk.store.database import Store, open_store
 from agentdesk.store.errors import NotFound, StoreUnavailable
+from agentdesk.store.retry import WRITE_DEADLINE_S
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.sqlite import writer_gate
 from agentdesk.store.uow import UnitOfWork
@@ -62,8 +63,8 @@ def test_a_runtime_write_outlasts_the_busy_timeout_instead_of_failing(store_path
     store.close()
 
 
-def test_an_operator_decision_waits_for_the_lock_too(store_path: Path) -> None:
-    store = open_store(str(store_path), busy_timeout_s=0.05)
+def test_an_operator_decision_waits_for_the_lock_within_its_busy_timeout(store_path: Path) -> None:
+    store = open_store(str(store_path), busy_timeout_s=10.0)
     rt = AgentRuntime(store)
     _agent, run, _group = world(rt)
     approval = rt.request_approval(run, "shell", {"command": "ls"}, timeout_s=None)
@@ -80,12 +81,31 @@ def test_an_operator_decision_waits_for_the_lock_too(store_path: Path) -> None:
     store.close()
 
 
+def test_an_operator_write_gives_up_at_its_busy_timeout_a_runtime_write_does_not(store_path: Path) -> None:
+    """`--busy-timeout` bounds a person's wait; an agent waits the full write deadline."""
+    store = open_store(str(store_path), busy_timeout_s=0.2)
+    assert UnitOfWork(store).deadline_s == 0.2
+    assert UnitOfWork(store, runtime=True).deadline_s == WRITE_DEADLINE_S
+    rt = AgentRuntime(store)
+    _agent, run, _group = world(rt)
+    approval = rt.request_approval(run, "shell", {"command": "ls"}, timeout_s=None)
+    blocker = hold_lock(store_path)
+    try:
+        with pytest.raises(StoreUnavailable, match="stayed locked"):
+            decide(store, approval, True, "op")
+    finally:
+        blocker.rollback()
+        blocker.close()
+    assert decide(store, approval, True, "op").status == "approved"
+    store.close()
+
+
 def test_past_the_deadline_the_writer_says_so_in_one_sentence(store_path: Path) -> None:
     store = open_store(str(store_path), busy_timeout_s=0.01)
     AgentRuntime(store).create_project("p")
     blocker = hold_lock(store_path)
     try:
-        locked = r"stayed locked by another writer for \d+ s; nothing was written"
+        locked = r"stayed locked by another writer for [\d.]+ s; nothing was written"
         with pytest.raises(StoreUnavailable, match=locked), UnitOfWork(store, runtime=True, deadline_s=0.2):
             pass
         with pytest.raises(StoreUnavailable, match="stayed locked"), UnitOfWork(store, deadline_s=0.2):
