@@ -3,13 +3,24 @@
 It creates the hierarchy, records spans and context, and asks a human for
 approval, blocking until the decision (or the deadline) arrives. Every write is
 one unit of work, so operators' views follow the agent live through the bus.
+
+Runtime writes wait for a locked store instead of failing and step aside for an
+operator's decision (`UnitOfWork(runtime=True)`, store/retry.py). A burst of
+consecutive writes with nothing between them (end a span, append its result, start
+the next one) can share one short transaction with `with runtime.batch():`: the
+agent's hot path then costs one lock acquisition per burst instead of one per
+write. A batch holds the write lock until its block ends, so it must contain
+writes only: no model call, no tool, no sleeping, no waiting for a decision
+(`wait_for_decision` refuses to run inside one).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,12 +58,45 @@ class AgentRuntime:
     def __init__(self, store: Store, actor: str = "runtime") -> None:
         self.store = store
         self.actor = actor
+        self._local = threading.local()
+
+    # -- transactions ----------------------------------------------------------------------
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Run the writes in this block (this thread's) as one transaction; a failure rolls all back.
+
+        Nested batches join the outer one. Keep the block to writes only: the lock is held throughout.
+        """
+        if getattr(self._local, "unit", None) is not None:
+            yield
+            return
+        with UnitOfWork(self.store, runtime=True) as uow:
+            self._local.unit = uow
+            try:
+                yield
+            finally:
+                self._local.unit = None
+
+    def _refuse_in_batch(self, what: str) -> None:
+        """Waiting (or expiring, an operator-side write) inside a batch would hold or need the lock."""
+        if getattr(self._local, "unit", None) is not None:
+            raise RuntimeError(f"{what} cannot run inside runtime.batch(): the batch holds the write lock")
+
+    @contextmanager
+    def _unit(self) -> Iterator[UnitOfWork]:
+        """The open batch's unit of work, or a new one for this write alone."""
+        current: UnitOfWork | None = getattr(self._local, "unit", None)
+        if current is not None:
+            yield current
+            return
+        with UnitOfWork(self.store, runtime=True) as uow:
+            yield uow
 
     # -- hierarchy -------------------------------------------------------------------------
     def create_project(self, name: str, project_id: str | None = None) -> str:
         """`project_id` lets writers that derive ids from the name (the client, the OTel ingest) agree on one."""
         pid = project_id or new_id("prj")
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             uow.session.add(sc.ProjectRow(id=pid, name=name, created_at=uow.now, revision=1))
             uow.record("project", "insert", pid)
             uow.audit(self.actor, "project.create", "project", pid, {"name": name})
@@ -60,7 +104,7 @@ class AgentRuntime:
 
     def create_task(self, project_id: str, title: str) -> str:
         tid = new_id("tsk")
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             self._get(uow, sc.ProjectRow, project_id)
             uow.session.add(sc.TaskRow(id=tid, project_id=project_id, title=title, created_at=uow.now,
                                        revision=1))
@@ -70,7 +114,7 @@ class AgentRuntime:
 
     def create_session(self, task_id: str, title: str) -> str:
         sid = new_id("ses")
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             task = self._get(uow, sc.TaskRow, task_id)
             uow.session.add(sc.SessionRow(id=sid, project_id=task.project_id, task_id=task_id, title=title,
                                           status="running", created_at=uow.now, revision=1))
@@ -81,7 +125,7 @@ class AgentRuntime:
     def create_agent(self, session_id: str, name: str, model: str, parent_agent_id: str | None = None,
                      context_budget: int = 128_000) -> str:
         aid = new_id("agt")
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             ses = self._get(uow, sc.SessionRow, session_id)
             uow.session.add(sc.AgentRow(
                 id=aid, project_id=ses.project_id, task_id=ses.task_id, session_id=session_id,
@@ -96,7 +140,7 @@ class AgentRuntime:
         return aid
 
     def set_agent_status(self, agent_id: str, status: str) -> None:
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             self._set_agent_status(uow, agent_id, status)
 
     def _set_agent_status(self, uow: UnitOfWork, agent_id: str, status: str) -> None:
@@ -108,7 +152,7 @@ class AgentRuntime:
         uow.record("agent", "update", agent_id, self._agent_parents(agent), agent.revision)
 
     def set_session_status(self, session_id: str, status: str) -> None:
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             ses = self._get(uow, sc.SessionRow, session_id)
             ses.status = status
             ses.revision += 1
@@ -121,7 +165,7 @@ class AgentRuntime:
     # -- runs and spans --------------------------------------------------------------------
     def start_run(self, agent_id: str, title: str) -> str:
         rid = new_id("run")
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             agent = self._get(uow, sc.AgentRow, agent_id)
             uow.session.add(sc.RunRow(
                 id=rid, project_id=agent.project_id, task_id=agent.task_id, session_id=agent.session_id,
@@ -133,7 +177,7 @@ class AgentRuntime:
 
     def set_run_status(self, run_id: str, status: str, error: str | None = None) -> None:
         """Move a run to running/waiting, or finish it (done/failed/cancelled)."""
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             run = self._get(uow, sc.RunRow, run_id)
             run.status = status
             run.revision += 1
@@ -150,7 +194,7 @@ class AgentRuntime:
                    context_of_agent: str | None = None) -> str:
         """Open a span; for model calls pass `context_of_agent` to snapshot exactly what is sent."""
         span_id = new_id("spn")
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             run = self._get(uow, sc.RunRow, run_id)
             span = sc.SpanRow(
                 id=span_id, run_id=run_id, parent_span_id=parent_span_id, kind=kind, name=name,
@@ -178,7 +222,7 @@ class AgentRuntime:
     def finish_span(self, span_id: str, status: str = "ok", output_text: str | None = None,
                     input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0,
                     error: str | None = None, attributes: Mapping[str, Any] | None = None) -> None:
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             span = self._get(uow, sc.SpanRow, span_id)
             span.status = status
             span.ended_at = uow.now
@@ -199,7 +243,7 @@ class AgentRuntime:
     # -- context ---------------------------------------------------------------------------
     def new_turn_group(self, agent_id: str, kind: str = "turn") -> str:
         gid = new_id("grp")
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             G = sc.ContextGroupRow
             self._get(uow, sc.AgentRow, agent_id)
             last = uow.session.execute(select(G.ordinal).where(G.agent_id == agent_id)
@@ -215,7 +259,7 @@ class AgentRuntime:
         iid = new_id("itm")
         check_text("context item", content)
         Item = sc.ContextItemRow
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             agent = self._get(uow, sc.AgentRow, agent_id)
             group = self._get(uow, sc.ContextGroupRow, group_id)
             if group.agent_id != agent_id:
@@ -248,7 +292,7 @@ class AgentRuntime:
         text = arguments if isinstance(arguments, str) else arguments_text(arguments)
         args = canonical_arguments(parse_json_arguments(text))
         aid, cid = new_id("apr"), new_id("tcl")
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             run = self._get(uow, sc.RunRow, run_id)
             agent = self._get(uow, sc.AgentRow, run.agent_id)
             uow.session.add(sc.ToolCallRow(id=cid, run_id=run_id, span_id=span_id, tool_name=tool_name,
@@ -276,6 +320,7 @@ class AgentRuntime:
         While waiting it renews the requester heartbeat every `heartbeat_s`, so the
         queue can tell an approval somebody waits for from one nobody does.
         """
+        self._refuse_in_batch("wait_for_decision")
         give_up = None if timeout_s is None else time.monotonic() + timeout_s
         heartbeat = self.heartbeat(approval_id, heartbeat_s)
         while True:
@@ -292,6 +337,7 @@ class AgentRuntime:
         return Heartbeat(self.store, approval_id, interval_s)
 
     def poll_decision(self, approval_id: str) -> Decision | None:
+        self._refuse_in_batch("poll_decision")
         with self.store.reading() as s:
             row = s.get(sc.ApprovalRow, approval_id)
             if row is None:
@@ -306,7 +352,7 @@ class AgentRuntime:
         return None
 
     def set_tool_call_status(self, tool_call_id: str, status: str) -> None:
-        with UnitOfWork(self.store) as uow:
+        with self._unit() as uow:
             uow.session.execute(update(sc.ToolCallRow).where(sc.ToolCallRow.id == tool_call_id)
                                 .values(status=status))
             uow.record("tool_call", "update", tool_call_id)

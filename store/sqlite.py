@@ -4,21 +4,45 @@
 - `BEGIN IMMEDIATE` for write transactions: a deferred transaction that reads and
   then writes fails at once with "database is locked" after another writer
   committed, whatever the busy timeout, so writers take the lock up front;
-- `PRAGMA data_version`, the cheap "did anyone else commit?" probe watchers poll.
+- `PRAGMA data_version`, the cheap "did anyone else commit?" probe watchers poll;
+- who gets the write lock next (`WriterGate`): SQLite has no queue, a waiting
+  connection just polls, so without help an operator's decision could poll for
+  seconds while runtime threads hand the lock to each other. Runtime writers queue
+  (threads on an in-process lock, processes on a file lock: only one of them polls
+  SQLite), and step aside while an operator's write is waiting, which it announces with a
+  shared `flock` on a small file beside the store (`<store>-wintent`); runtime
+  processes take turns on another (`<store>-wqueue`). A lock held by a process is
+  released by the kernel when it dies, so a `kill -9` never leaves a stale turn.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no intent announcement, threads still queue
+    fcntl = None  # type: ignore[assignment]
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.pool import NullPool, Pool, QueuePool
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 IMMEDIATE = "agentdesk_immediate"
+BUSY_SLICE_MS = "agentdesk_busy_ms"
+"""Execution option: the busy timeout for this one `BEGIN IMMEDIATE` (the caller retries after it)."""
+RUNTIME_YIELD_MAX_S = 1.0
+"""A runtime write steps aside for a waiting operator write at most this long, then goes ahead anyway
+(the announcing process may be stuck; the lock itself still keeps the writes apart)."""
 
 
 def is_sqlite_url(url: str) -> bool:
@@ -98,13 +122,35 @@ def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float,
     # read or in a write fails with "cannot start a transaction within a transaction").
     pool: type[Pool] = NullPool if read_only else QueuePool
     engine = create_engine(f"sqlite:///{path}", creator=connect, poolclass=pool)
+    _busy_timeouts[engine] = busy_timeout_s
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Any) -> None:
-        immediate = conn.get_execution_options().get(IMMEDIATE, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        options = conn.get_execution_options()
+        if not options.get(IMMEDIATE, False):
+            conn.exec_driver_sql("BEGIN")
+            return
+        slice_ms = options.get(BUSY_SLICE_MS)
+        if slice_ms is None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        # One short busy wait inside SQLite, then back to the caller's jittered retry; the connection
+        # gets its normal timeout back either way (it returns to the pool for readers too).
+        conn.exec_driver_sql(f"PRAGMA busy_timeout={int(slice_ms)}")
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        finally:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout={timeout_ms}")
 
     return engine
+
+
+_busy_timeouts: WeakKeyDictionary[Engine, float] = WeakKeyDictionary()
+
+
+def busy_timeout_of(engine: Engine) -> float | None:
+    """The busy timeout the store was opened with (`--busy-timeout`), None for a server database."""
+    return _busy_timeouts.get(engine)
 
 
 def writer_engine(engine: Engine) -> Engine:
@@ -132,3 +178,143 @@ def alembic_version(conn: sqlite3.Connection) -> str | None:
 def table_names(conn: sqlite3.Connection) -> list[str]:
     rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name").fetchall()
     return [r[0] for r in rows]
+
+
+class WriterGate:
+    """Who may try for the write lock of one store file, within this process and across processes.
+
+    Runtime writes (spans, context, runtime approvals) take `runtime_turn()`: threads of a process
+    queue on an in-process lock, processes on an exclusive `flock` of `<store>-wqueue`, so at any
+    moment one runtime writer at most polls SQLite, and the rest sleep instead of spending the CPU
+    the lock holder needs. The one that polls steps aside while an operator write announces itself
+    (`operator()`: a shared `flock` of `<store>-wintent`, held only while that write waits for the
+    lock, never while it works). The kernel drops a dead process's `flock`s, so a `kill -9` leaves
+    no stale turn or announcement. Without `fcntl` (Windows) only threads queue.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._threads = threading.RLock()
+        self._mutex = threading.Lock()
+        self._depth = 0
+        self._announcers = 0
+        self._fds: dict[str, int | None] = {}
+
+    def _fd(self, role: str) -> int | None:
+        """One descriptor per role and process, opened once (flock belongs to the open file)."""
+        if role not in self._fds:
+            self._fds[role] = None
+            if fcntl is not None:
+                # A read-only folder leaves None: the store cannot be written either, and says so itself.
+                with suppress(OSError):
+                    self._fds[role] = os.open(self.path.with_name(f"{self.path.name}-{role}"),
+                                              os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        return self._fds[role]
+
+    @contextmanager
+    def runtime_turn(self, backoff: Any) -> Iterator[None]:
+        """Wait (until `backoff`'s deadline) for this process's and then the store's runtime turn."""
+        if not self._threads.acquire(timeout=backoff.remaining_s()):
+            raise TimeoutError
+        try:
+            with self._mutex:
+                self._depth += 1
+                outermost = self._depth == 1
+                fd = self._fd("wqueue") if outermost else None
+            if fd is not None:
+                self._take(fd, backoff)
+            try:
+                yield
+            finally:
+                with self._mutex:
+                    self._depth -= 1
+                if fd is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+        except BaseException:
+            self._threads.release()
+            raise
+        self._threads.release()
+
+    @staticmethod
+    def _take(fd: int, backoff: Any) -> None:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if not backoff.pause():
+                    raise TimeoutError from None
+
+    @contextmanager
+    def operator(self) -> Iterator[None]:
+        """Announce a waiting operator write for the duration of the block (the lock acquisition)."""
+        with self._mutex:
+            fd = self._fd("wintent")
+            if self._announcers == 0 and fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            self._announcers += 1
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._announcers -= 1
+                if self._announcers == 0 and fd is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def operator_waiting(self) -> bool:
+        """True while some process (this one included) announces an operator write."""
+        with self._mutex:
+            fd = self._probe()
+            if fd is None:
+                return False
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+
+    def _probe(self) -> int | None:
+        """A second descriptor on the intent file: flock conflicts between descriptors, even in one process."""
+        if "probe" not in self._fds:
+            self._fds["probe"] = None
+            if self._fd("wintent") is not None:
+                with suppress(OSError):
+                    self._fds["probe"] = os.open(self.path.with_name(f"{self.path.name}-wintent"),
+                                                 os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        return self._fds["probe"]
+
+    def step_aside(self, max_s: float = RUNTIME_YIELD_MAX_S) -> None:
+        """Wait (briefly, polling every millisecond) while an operator write is waiting for the lock."""
+        give_up = time.monotonic() + max_s
+        while self.operator_waiting() and time.monotonic() < give_up:
+            time.sleep(0.001)
+
+    def __del__(self) -> None:
+        with suppress(Exception):  # also at interpreter exit, when os may already be gone
+            for fd in self._fds.values():
+                if fd is not None:
+                    os.close(fd)
+
+
+MAX_GATES = 32
+"""Gates kept for reuse; an older one closes its files once no unit of work holds it. Two gates on one
+file in one process are still correct (flock separates descriptors), so evicting one is always safe."""
+_gates: OrderedDict[str, WriterGate] = OrderedDict()
+_gates_lock = threading.Lock()
+
+
+def writer_gate(path: Path) -> WriterGate:
+    """The gate of this process for a store file (every Store on the same file shares it)."""
+    key = str(path.resolve())
+    with _gates_lock:
+        gate = _gates.get(key)
+        if gate is None:
+            gate = _gates[key] = WriterGate(Path(key))
+            while len(_gates) > MAX_GATES:
+                _gates.popitem(last=False)
+        else:
+            _gates.move_to_end(key)
+        return gate

@@ -4,6 +4,19 @@ Changes are collected while the transaction runs, written to the change log in
 the same transaction (so other processes see exactly what committed), and
 published on the in-process bus only after the commit succeeded. A rollback
 drops them: no subscriber ever hears of a write that did not happen.
+
+Taking the write lock waits instead of failing (store/retry.py): a locked store is
+retried with jittered back-off for up to `WRITE_DEADLINE_S`. Runtime units
+(`runtime=True`: spans, context, the runtime's approvals) queue behind each other
+and step aside for operator units (everything else: decisions, edits, imports),
+so a decision waits for at most the transaction that holds the lock right now.
+
+A commit that reports an error may still have landed (an I/O error after the WAL
+frame was written, a server connection lost during COMMIT). Before reporting the
+failure the unit looks for its own first change-log row: found, the write
+happened and the unit succeeds (publishing it once); absent, nothing was applied
+and the caller may try again; every write is a compare-and-set on ids chosen
+before the transaction, so trying again never applies twice.
 """
 
 from __future__ import annotations
@@ -11,10 +24,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from types import TracebackType
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, insert
+from sqlalchemy import CursorResult, insert, select
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -23,16 +37,54 @@ from agentdesk.store.bus import Change
 from agentdesk.store.database import Store, describe_operational_error
 from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
 from agentdesk.store.postgres.engine import is_postgres_url
+from agentdesk.store.retry import (
+    MAX_PAUSE_S,
+    PRIORITY_MAX_PAUSE_S,
+    WRITE_DEADLINE_S,
+    Backoff,
+    is_lock_error,
+    report_lock_wait,
+)
 from agentdesk.store.schema import ChangeRow
+from agentdesk.store.sqlite import BUSY_SLICE_MS, WriterGate, busy_timeout_of, is_sqlite_url, writer_gate
+
+RUNTIME_BUSY_SLICE_MS = 0
+OPERATOR_BUSY_SLICE_MS = 2
+"""How long one `BEGIN IMMEDIATE` lets SQLite's own busy handler wait before our back-off takes over.
+
+A runtime attempt fails at once when the lock is taken, so between attempts it can look whether an
+operator is waiting; SQLite's handler would grab the lock without looking."""
+
+
+def write_deadline(store: Store, runtime: bool) -> float:
+    """How long a write waits for the lock: 30 s for a runtime, the store's busy timeout for an operator.
+
+    An agent must not crash because someone holds the lock for a moment, so runtime writes wait
+    `WRITE_DEADLINE_S` (or the busy timeout, if longer). A person's write goes ahead of runtime writes
+    anyway; the busy timeout they opened the store with (5 s, `--busy-timeout`) says how long they
+    are willing to wait behind anything else before hearing why.
+    """
+    busy = busy_timeout_of(store.engine)
+    if busy is None:
+        return WRITE_DEADLINE_S
+    return max(WRITE_DEADLINE_S, busy) if runtime else busy
 
 
 class UnitOfWork:
-    def __init__(self, store: Store) -> None:
+    """One write transaction; `runtime=True` for an agent's writes, which yield to operators'."""
+
+    def __init__(self, store: Store, *, runtime: bool = False, deadline_s: float | None = None) -> None:
         self.store = store
+        self.runtime = runtime
+        self.deadline_s = write_deadline(store, runtime) if deadline_s is None else deadline_s
         self.now = time.time()
+        self.lock_wait_s = 0.0
         self._changes: list[Change] = []
         self._session: Session | None = None
         self._audit: AuditAppender | None = None
+        path = store.path
+        self._gate: WriterGate | None = writer_gate(path) if is_sqlite_url(store.url) and path else None
+        self._held = ExitStack()
 
     @property
     def session(self) -> Session:
@@ -40,15 +92,57 @@ class UnitOfWork:
         return self._session
 
     def __enter__(self) -> UnitOfWork:
-        self._session = self.store.writing_session()
+        backoff = Backoff(self.deadline_s, max_s=MAX_PAUSE_S if self.runtime else PRIORITY_MAX_PAUSE_S)
+        if self.store.read_only:
+            self.store.writing_session()  # raises ReadOnlyStore before anything waits
+        gate = self._gate
+        held = ExitStack()
         try:
-            self._session.begin()
-            self._session.connection()  # take the write lock now (BEGIN IMMEDIATE on SQLite)
-        except OperationalError as exc:
-            self._session.close()
-            raise StoreUnavailable(describe_operational_error(exc, self.store.url)) from exc
+            if gate is not None and self.runtime:
+                try:
+                    held.enter_context(gate.runtime_turn(backoff))
+                except TimeoutError:
+                    raise StoreUnavailable(self._still_locked(backoff)) from None
+            announce: AbstractContextManager[None] = (
+                gate.operator() if gate is not None and not self.runtime else nullcontext())
+            with announce:
+                self._session = self._begin(backoff)
+        except BaseException:
+            held.close()
+            raise
+        self._held = held
+        self.lock_wait_s = backoff.waited_s
+        self.now = time.time()  # taken holding the lock: timestamps follow commit (and change-log) order
+        report_lock_wait(self.lock_wait_s, not self.runtime)
         self._audit = AuditAppender(self._session)
         return self
+
+    def _begin(self, backoff: Backoff) -> Session:
+        """Take the write lock now (BEGIN IMMEDIATE on SQLite), retrying a locked store until the deadline."""
+        slice_ms = RUNTIME_BUSY_SLICE_MS if self.runtime else OPERATOR_BUSY_SLICE_MS
+        while True:
+            if self.runtime and self._gate is not None:
+                self._gate.step_aside()  # before every attempt: an operator may have started waiting meanwhile
+            session = self.store.writing_session()
+            try:
+                session.begin()
+                session.connection(execution_options={BUSY_SLICE_MS: slice_ms})
+                return session
+            except OperationalError as exc:
+                session.close()
+                if not is_lock_error(exc):
+                    raise StoreUnavailable(describe_operational_error(exc, self.store.url)) from exc
+                if not backoff.pause():
+                    raise StoreUnavailable(self._still_locked(backoff)) from exc
+
+    def _still_locked(self, backoff: Backoff) -> str:
+        waited = backoff.waited_s
+        shown = f"{waited:.1f}" if waited < 10 else f"{waited:.0f}"
+        return (f"The store {self.store.display_name} stayed locked by another writer for {shown} s; "
+                "nothing was written.")
+
+    def _release_queue(self) -> None:
+        self._held.close()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -60,7 +154,12 @@ class UnitOfWork:
                 _translate(exc, self.store.url)
                 return
             published = self._write_change_log()
-            session.commit()
+            try:
+                session.commit()
+            except DBAPIError:
+                session.rollback()
+                if not self._landed(published):
+                    raise
         except OperationalError as error:
             session.rollback()
             raise StoreUnavailable(describe_operational_error(error, self.store.url)) from error
@@ -69,7 +168,22 @@ class UnitOfWork:
             raise InvalidInput(f"The store refused the write: {error.orig}.") from error
         finally:
             session.close()
+            self._release_queue()
         self.store.bus.publish(published)
+
+    def _landed(self, published: list[Change]) -> bool:
+        """After a commit reported an error: is our first change-log row there (so the commit happened)?"""
+        if not published:
+            return False
+        first = published[0]
+        try:
+            with self.store.reading() as reader:
+                found = reader.execute(select(ChangeRow.seq).where(
+                    ChangeRow.seq == first.seq, ChangeRow.origin == first.origin, ChangeRow.at == first.at,
+                    ChangeRow.entity_id == first.id, ChangeRow.op == first.op)).first()
+        except StoreError:
+            return False  # cannot tell: report the failure; a retry is a compare-and-set and cannot double-apply
+        return found is not None
 
     def record(self, entity: str, op: str, entity_id: str, parents: Mapping[str, str] | None = None,
                revision: int | None = None) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from agentdesk.store.errors import StoreError
 from agentdesk.store.runtime import AgentRuntime, Decision
@@ -92,14 +94,15 @@ class AgentWorker:
 
     def _run(self, agent: LiveAgent, title: str, depth: int) -> tuple[bool, str]:
         """One run to its end; returns whether it succeeded and its final answer (or error)."""
-        run = self.rt.start_run(agent.id, title)
-        self.open_runs.append(run)
+        with self.rt.batch():  # the run, its root span and the prompt appear together
+            run = self.rt.start_run(agent.id, title)
+            self.open_runs.append(run)
+            root = self._start(run, "agent", agent.profile.name, None, {"role": agent.profile.role,
+                                                                         "model": agent.profile.model})
+            group = self.rt.new_turn_group(agent.id, "turn")
+            prompt = self.content.user_prompt(title) if depth == 0 else f"Delegated task: {title}"
+            self._context(agent, group, "message", "user", prompt)
         self.control.emit(self.index, agent.profile.name, "run_started", detail=title, entity_id=run)
-        root = self._start(run, "agent", agent.profile.name, None, {"role": agent.profile.role,
-                                                                     "model": agent.profile.model})
-        group = self.rt.new_turn_group(agent.id, "turn")
-        prompt = self.content.user_prompt(title) if depth == 0 else f"Delegated task: {title}"
-        self._context(agent, group, "message", "user", prompt)
         error, answer = None, ""
         steps = self.rng.randint(2, 5) if depth == 0 else self.rng.randint(1, 3)
         for step in range(steps):
@@ -109,10 +112,11 @@ class AgentWorker:
                 break
         if error is None and self.rng.random() < self.error_rate / 3:
             error = self.content.run_failure()
-        if error is None:
-            self._context(agent, self.rt.new_turn_group(agent.id, "turn"), "message", "assistant", answer)
-        self._finish(root, "error" if error else "ok", output=None if error else answer, error=error)
-        self.rt.set_run_status(run, "failed" if error else "done", error=error)
+        with self.rt.batch():
+            if error is None:
+                self._context(agent, self.rt.new_turn_group(agent.id, "turn"), "message", "assistant", answer)
+            self._finish(root, "error" if error else "ok", output=None if error else answer, error=error)
+            self.rt.set_run_status(run, "failed" if error else "done", error=error)
         self.open_runs.remove(run)
         self.control.emit(self.index, agent.profile.name, "run_finished", detail=error or "done",
                           entity_id=run)
@@ -138,7 +142,10 @@ class AgentWorker:
         else:
             text = self.content.assistant_reply()
         if first_group:
-            self._context(agent, first_group, "message", "assistant", text)
+            with self.rt.batch():
+                self._context(agent, first_group, "message", "assistant", text)
+                self._finish(model, "ok", output=text, usage=usage)
+            return None, text
         error = self._tools(agent, run, model, calls, text, depth) if calls else None
         self._finish(model, "ok", output=text, usage=usage)
         return error, text
@@ -195,12 +202,14 @@ class AgentWorker:
         self.control.sleep(self.content.tool_duration(call.tool))
         if self.rng.random() < self.error_rate:
             error = self.content.tool_error(call)
-            self._finish(span, "error", error=error)
-            self._context(agent, group, "result", "tool", f"Error: {error}")
+            with self.rt.batch():
+                self._finish(span, "error", error=error)
+                self._context(agent, group, "result", "tool", f"Error: {error}")
             return "error"
         output = self.content.tool_output(ToolCall(call.tool, {**call.arguments, **arguments}))
-        self._finish(span, "ok", output=output)
-        self._context(agent, group, "result", "tool", output)
+        with self.rt.batch():  # the span's end and its result in the context, in one short transaction
+            self._finish(span, "ok", output=output)
+            self._context(agent, group, "result", "tool", output)
         return "ok"
 
     @staticmethod
@@ -211,22 +220,24 @@ class AgentWorker:
     def _approval(self, agent: LiveAgent, run: str, parent: str, call: ToolCall) -> tuple[str, Decision]:
         """Ask a human, wait (run and session show `waiting`), and record how the gate ended."""
         assert self.session_id is not None
-        gate = self._start(run, "gate", f"approval: {call.tool}", parent, {"tool": call.tool})
-        approval_id = self.rt.request_approval(run, call.tool, call.arguments, span_id=gate,
-                                               timeout_s=self.approval_timeout_s)
+        with self.rt.batch():  # the gate, the request and the waiting state become visible together
+            gate = self._start(run, "gate", f"approval: {call.tool}", parent, {"tool": call.tool})
+            approval_id = self.rt.request_approval(run, call.tool, call.arguments, span_id=gate,
+                                                   timeout_s=self.approval_timeout_s)
+            self.rt.set_run_status(run, "waiting")
+            self.rt.set_session_status(self.session_id, "waiting")
         self.control.emit(self.index, agent.profile.name, "approval_requested", tool=call.tool,
                           arguments=call.arguments_json, entity_id=approval_id)
-        self.rt.set_run_status(run, "waiting")
-        self.rt.set_session_status(self.session_id, "waiting")
-        decision = self._wait(approval_id)
-        self.rt.set_run_status(run, "running")
-        self.rt.set_session_status(self.session_id, "running")
-        if decision.status == "approved":
-            self._finish(gate, "ok", output=f"approved by {decision.actor}")
-        else:
-            why = ("approval expired" if decision.status == "expired"
-                   else f"denied by {decision.actor}: {decision.reason}")
-            self._finish(gate, "error", error=why)
+        decision = self._wait(approval_id)  # outside any batch: waiting never holds the lock
+        with self.rt.batch():
+            self.rt.set_run_status(run, "running")
+            self.rt.set_session_status(self.session_id, "running")
+            if decision.status == "approved":
+                self._finish(gate, "ok", output=f"approved by {decision.actor}")
+            else:
+                why = ("approval expired" if decision.status == "expired"
+                       else f"denied by {decision.actor}: {decision.reason}")
+                self._finish(gate, "error", error=why)
         self.control.emit(self.index, agent.profile.name, "approval_decided", tool=call.tool,
                           detail=decision.status, entity_id=approval_id)
         return approval_id, decision
@@ -280,16 +291,17 @@ class AgentWorker:
 
     def _unwind(self, status: str, *, quiet: bool = False) -> None:
         """Close what a stop or a store failure left open, innermost first, so nothing looks live forever."""
-        try:
-            for span in reversed(self.open_spans):
-                self.rt.finish_span(span, "cancelled" if status == "cancelled" else "error",
-                                    error=None if status == "cancelled" else "simulator lost the store")
-            for run in reversed(self.open_runs):
-                self.rt.set_run_status(run, status)
-            if self.session_id is not None:
-                self.rt.set_session_status(self.session_id, status)
-        except StoreError:
-            if not quiet:
-                log.exception("could not close the simulated run cleanly")
-        finally:
-            self.open_spans, self.open_runs, self.session_id = [], [], None
+        error = None if status == "cancelled" else "simulator lost the store"
+        span_status = "cancelled" if status == "cancelled" else "error"
+        steps: list[Callable[[], None]] = [partial(self.rt.finish_span, span, span_status, error=error)
+                                           for span in reversed(self.open_spans)]
+        steps += [partial(self.rt.set_run_status, run, status) for run in reversed(self.open_runs)]
+        if self.session_id is not None:
+            steps.append(partial(self.rt.set_session_status, self.session_id, status))
+        self.open_spans, self.open_runs, self.session_id = [], [], None
+        for step in steps:  # one by one: a span a failed batch never wrote must not keep the rest open
+            try:
+                step()
+            except StoreError:
+                if not quiet:
+                    log.exception("could not close the simulated run cleanly")
