@@ -60,6 +60,8 @@ class UnitOfWork:
                 return
             published = self._write_change_log()
             session.commit()
+            if self._audit is not None:
+                self._audit.anchor()  # after the commit, fsynced; a failure is logged, never raised
         except OperationalError as error:
             session.rollback()
             raise StoreUnavailable(describe_operational_error(error, self.store.url)) from error

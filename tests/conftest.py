@@ -18,6 +18,14 @@ from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 
 
+@pytest.fixture(autouse=True)
+def audit_config_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Audit keys and anchors (store/keys.py) go to a folder of each test's own, never the user's."""
+    folder = tmp_path_factory.mktemp("config")
+    monkeypatch.setenv("AGENTDESK_CONFIG_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "agentdesk.sqlite"
