@@ -240,15 +240,14 @@ def read_anchor(path: Path, key: AuditKey | None = None) -> Anchor | None:
 
 
 def _bounded_lines(handle: Any) -> Iterator[bytes]:
-    """Lines of at most ANCHOR_LINE_LIMIT bytes; an over-long line is yielded as b"?" (unreadable)."""
+    """Lines of at most ANCHOR_LINE_LIMIT bytes; longer lines are skipped without being held whole."""
     while True:
         line = handle.readline(ANCHOR_LINE_LIMIT + 1)
         if not line:
             return
         if len(line) > ANCHOR_LINE_LIMIT and not line.endswith(b"\n"):
-            while line and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):  # an export's long record line: never an anchor line
                 line = handle.readline(ANCHOR_LINE_LIMIT + 1)
-            yield b"?"
             continue
         yield line
 

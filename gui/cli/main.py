@@ -2,7 +2,8 @@
 
 Exit codes are a contract: 0 ok, 2 usage or bad input, 3 conflict (already decided,
 expired, stale), 4 not found, 5 store unreadable/locked/unknown schema, 6 audit
-chain broken. Failures print one sentence on stderr, never a traceback.
+log tampered, 7 audit log cannot be checked (no key on this machine). Failures
+print one sentence on stderr, never a traceback.
 
 Qt is imported only by the `gui` and `demo` commands, so scripts and machines
 without a display can use everything else. Commands that only read open the
@@ -15,7 +16,6 @@ place through its source; it is written only with `--allow-writes`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sqlite3
@@ -31,8 +31,8 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from agentdesk.gui.cli import output as out
+from agentdesk.gui.cli.audit_commands import cmd_audit, cmd_verify
 from agentdesk.gui.cli.opening import (
-    EXIT_BROKEN_CHAIN,
     EXIT_OK,
     EXIT_UNAVAILABLE,
     CommandFailed,
@@ -196,24 +196,6 @@ def info_facts(info: StoreInfo, descriptor: SourceDescriptor) -> dict[str, objec
             "size_bytes": size, "notes": descriptor.notes, "counts": info.counts}
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    source = open_any(args)
-    try:
-        report, kind = source.verify(), source.descriptor.kind
-    finally:
-        source.close()
-    if args.json:
-        say(json.dumps({"ok": report.ok, "records": report.records, "broken_seq": report.broken_seq,
-                        "reason": report.reason}))
-    if not report.ok:
-        raise CommandFailed(f"The audit chain is broken at record {report.broken_seq}: {report.reason} "
-                            f"({report.records} records before it verify).", EXIT_BROKEN_CHAIN)
-    if not args.json:
-        say(f"Audit chain intact: {report.records:,} records verified." if kind == "agentdesk" else
-            f"This {kind} database has no agentdesk audit chain; nothing to verify.")
-    return EXIT_OK
-
-
 def start_window(location: str, **options: Any) -> int:
     """The one hop from the command line into Qt: `gui.window.app` (and PySide6) load only here.
 
@@ -248,6 +230,7 @@ HANDLERS: dict[str, Handler] = {
     "init": cmd_init, "simulate": cmd_simulate, "watch": cmd_watch, "approvals": cmd_approvals,
     "approve": cmd_decide, "deny": cmd_decide, "info": cmd_info, "verify": cmd_verify, "demo": cmd_demo,
     "gui": cmd_gui, "rules": cmd_rules, "receive": cmd_receive, "import": cmd_import, "export": cmd_export,
+    "audit": cmd_audit,
 }
 
 

@@ -5,7 +5,7 @@ hide, and what someone holding both the key and the anchor still can.
 """
 
 from agentdesk.store.audit.chain import GENESIS, AuditAppender, canonical_json, record_hash, store_id_of
-from agentdesk.store.audit.verify import ChainReport, Failure, Verdict, verify_chain
+from agentdesk.store.audit.verify import ChainReport, Failure, Verdict, verify_chain, verify_store
 
 __all__ = ["GENESIS", "AuditAppender", "ChainReport", "Failure", "Verdict", "canonical_json", "record_hash",
-           "store_id_of", "verify_chain"]
+           "store_id_of", "verify_chain", "verify_store"]

@@ -78,6 +78,8 @@ class _Walk:
     unverifiable_macs: int = 0
     signed: int = 0
     notes: list[str] = field(default_factory=list)
+    present: set[int] = field(default_factory=set)
+    """Anchored seqs found in the table."""
 
     def fail(self, seq: int | None, failure: Failure, sentence: str,
              verdict: Verdict = Verdict.TAMPERED) -> ChainReport:
@@ -110,6 +112,7 @@ class _Walk:
             if not hmac.compare_digest(self.anchor.heads[seq], row.hash):
                 return self._anchor_mismatch(seq)
             self.anchored_matches += 1
+            self.present.add(seq)
         self.prev, self.last_seq = row.hash, seq
         self.first_seq = seq if self.first_seq is None else self.first_seq
         self.records += 1
@@ -159,6 +162,13 @@ class _Walk:
 
     def finish(self) -> ChainReport:
         anchor, last = self.anchor, self.last_seq or 0
+        if anchor is not None and self.records:
+            absent = [seq for seq in anchor.heads if seq <= last and seq not in self.present]
+            if absent:
+                seq = min(absent)
+                return self.fail(seq, Failure.RECORD_MISSING,
+                                 f"Record {seq} is missing: the anchor ({anchor.where}) saw it, but the table has "
+                                 "no record with that number (deleted or renumbered; record missing).")
         if anchor is not None and anchor.max_seq > last:
             if self.records == 0:
                 return self.fail(None, Failure.TABLE_REPLACED,
@@ -271,3 +281,34 @@ def _no_key(report: ChainReport, session: Session, store_id: str | None) -> Chai
     return replace(report, reason=(
         f"The signatures cannot be checked: this machine has no audit key for store {store_id or '(no id)'} "
         f"(looked in {where}); the hash chain of {report.records:,} records holds."))
+
+
+def verify_store(session: Session, *, anchor_file: Path | None = None) -> ChainReport:
+    """The chain, its signatures and anchor, then the state tables against what the log says.
+
+    State is compared unless the log itself was found tampered (then it describes nothing
+    trustworthy); a state disagreement is tampering named by its row.
+    """
+    from agentdesk.store.audit.state import check_state
+
+    if AuditRow.__tablename__ not in inspect(session.connection()).get_table_names():
+        return _table_gone(session)
+    report = verify_chain(session, anchor_file=anchor_file)
+    if report.verdict == Verdict.TAMPERED:
+        return report
+    found = check_state(session)
+    if found is None:
+        return report
+    return replace(report, verdict=Verdict.TAMPERED, failure=Failure.STATE_DISAGREES, reason=found.sentence,
+                   row=found.row)
+
+
+def _table_gone(session: Session) -> ChainReport:
+    store_id = store_id_of(session)
+    anchor = keys.read_anchor(keys.anchor_path(store_id), None) if store_id else None
+    if anchor is not None and anchor.heads:
+        return ChainReport(0, None, f"The audit table is gone: the anchor ({anchor.where}) saw the log up to "
+                                    f"record {anchor.max_seq} (table replaced).", Verdict.TAMPERED,
+                           Failure.TABLE_REPLACED, anchored_seq=anchor.max_seq)
+    return ChainReport(0, None, "The store has no audit table, and this machine holds no anchor for it, so "
+                                "there is nothing to check it against.", Verdict.CANNOT_CHECK)
