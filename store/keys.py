@@ -196,7 +196,11 @@ def append_anchor(key: AuditKey, seq: int, record_hash: str, location: str) -> P
 
 @dataclass(frozen=True, slots=True)
 class Anchor:
-    """Every chain head an anchor file holds, by seq (the last line for a seq wins)."""
+    """Every chain head an anchor file holds, by seq.
+
+    The first line for a seq wins: a seq has one hash in an untouched history, so a
+    later line with another hash for it means the log was replaced and restarted.
+    """
 
     heads: dict[int, str]
     where: str
@@ -235,7 +239,7 @@ def read_anchor(path: Path, key: AuditKey | None = None) -> Anchor | None:
                     entry.mac, key.anchor_mac(entry.seq, entry.hash)):
                 forged += 1
                 continue
-            heads[entry.seq] = entry.hash
+            heads.setdefault(entry.seq, entry.hash)  # the first head seen for a seq is the one history had
     return Anchor(heads, str(path), bad, forged)
 
 

@@ -108,18 +108,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
         store = native_store(source, "export an audit log")
         with store.reading() as session:
             if args.output is None:
-                report = export_audit(session, sys.stdout)
+                result = export_audit(session, sys.stdout)
             else:
-                report = _export_to(Path(args.output), lambda handle: export_audit(session, handle))
+                result = _export_to(Path(args.output), lambda handle: export_audit(session, handle))
     finally:
         source.close()
+    report, count = result
     if args.output is not None:
-        say(f"Audit log exported to {args.output}: {report.records:,} records, verify said "
-            f"{report.verdict}" + (f" ({out.clean(report.reason)})" if report.reason else "") + ".")
+        verdict = out.clean(report.reason) if report.reason else f"verify: {report.verdict}."
+        say(f"Audit log exported to {args.output} ({count:,} records). {verdict}")
     return EXIT_OK
 
 
-def _export_to(path: Path, write: Callable[[TextIO], ChainReport]) -> ChainReport:
+def _export_to(path: Path, write: Callable[[TextIO], tuple[ChainReport, int]]) -> tuple[ChainReport, int]:
     """Write next to `path` and rename into place: an interrupted export never leaves half a file."""
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -127,7 +128,7 @@ def _export_to(path: Path, write: Callable[[TextIO], ChainReport]) -> ChainRepor
         raise InvalidInput(f"Cannot write {path}: {exc.strerror or exc}.") from exc
     try:
         with open(fd, "w", encoding="utf-8") as handle:
-            report = write(handle)
+            result = write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, path)
@@ -135,4 +136,4 @@ def _export_to(path: Path, write: Callable[[TextIO], ChainReport]) -> ChainRepor
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    return report
+    return result

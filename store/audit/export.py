@@ -51,8 +51,8 @@ def _records(session: Session) -> Iterator[dict[str, Any]]:
         last = int(rows[-1].seq)
 
 
-def export_audit(session: Session, out: TextIO) -> ChainReport:
-    """Write the export to `out`; returns what `verify` said, which the header also carries."""
+def export_audit(session: Session, out: TextIO) -> tuple[ChainReport, int]:
+    """Write the export to `out`; returns what `verify` said (the header carries it too) and the record count."""
     report = verify_store(session)
     store_id = store_id_of(session)
     key = None
@@ -68,8 +68,10 @@ def export_audit(session: Session, out: TextIO) -> ChainReport:
         "head": None if head is None else {"seq": head.seq, "hash": head.hash},
         "verify": {"verdict": str(report.verdict), "records": report.records, "reason": report.reason,
                    "notes": list(report.notes)}}))
+    count = 0
     for record in _records(session):
         out.write(_line(record))
+        count += 1
     anchor = keys.read_anchor(keys.anchor_path(store_id), key) if store_id else None
     for seq in sorted(anchor.heads if anchor else {}):
         assert anchor is not None
@@ -77,4 +79,4 @@ def export_audit(session: Session, out: TextIO) -> ChainReport:
     if head is not None and isinstance(head.hash, str):
         out.write(_line({"type": "anchor", "seq": head.seq, "hash": head.hash, "source": "export",
                          "at": time.time(), "mac": key.anchor_mac(head.seq, head.hash) if key else None}))
-    return report
+    return report, count
