@@ -72,7 +72,7 @@ def test_cannot_check_is_exit_7(store: Store, store_path: Path, world: World,
         sid = store_id_of(session)
     assert sid is not None
     keys.key_path(sid).unlink()
-    code, out, err = run(capsys, "--store", str(store_path), "verify")
+    code, _, err = run(capsys, "--store", str(store_path), "verify")
     assert code == 7 and err.startswith("agentdesk: The signatures cannot be checked")
 
 
