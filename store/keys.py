@@ -184,14 +184,23 @@ def append_anchor(key: AuditKey, seq: int, record_hash: str, location: str) -> P
     the reader allows).
     """
     path = anchor_path(key.store_id)
-    audit_dir(create=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except FileNotFoundError:  # the folder is made once, on the first anchor (or key) of this user
+        audit_dir(create=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, anchor_line(key, seq, record_hash, location).encode())
-        os.fsync(fd)
+        _sync(fd)
     finally:
         os.close(fd)
     return path
+
+
+def _sync(fd: int) -> None:
+    """The data reaches the disk before the call returns (fdatasync: the line, not the mtime)."""
+    sync = getattr(os, "fdatasync", os.fsync)
+    sync(fd)
 
 
 @dataclass(frozen=True, slots=True)
