@@ -120,3 +120,20 @@ def test_a_store_from_before_keying_verifies_and_is_keyed_from_its_next_write(
         assert verify(upgraded).failure == Failure.CONTENT_CHANGED
     finally:
         upgraded.close()
+
+
+def test_a_write_that_cannot_get_its_key_is_refused_and_writes_nothing(
+        store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentdesk.store.errors import StoreUnavailable
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the config folder should be")
+    monkeypatch.setenv("AGENTDESK_CONFIG_DIR", str(blocker))
+    store = open_store(str(store_path))
+    try:
+        with pytest.raises(StoreUnavailable, match=r"Nothing was written: The audit key .* cannot be"):
+            AgentRuntime(store).create_project("unsigned")
+        assert rows(store_path, "SELECT count(*) FROM projects") == [(0,)]
+        assert rows(store_path, "SELECT count(*) FROM audit_log") == [(0,)]
+    finally:
+        store.close()
