@@ -168,6 +168,7 @@ class AnchorEntry:
     hash: str
     at: float | None
     mac: str | None
+    location: str | None = None
 
 
 def anchor_line(key: AuditKey, seq: int, record_hash: str, location: str) -> str:
@@ -222,11 +223,13 @@ class Anchor:
         return max(self.heads, default=0)
 
 
-def read_anchor(path: Path, key: AuditKey | None = None) -> Anchor | None:
+def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = None) -> Anchor | None:
     """The anchor at `path` (a local anchor file or an `audit export`), None if it does not exist.
 
     Lines without `"type": "anchor"` (an export's header and records) are skipped; a line
-    that is not JSON or lacks seq/hash is counted, never raised.
+    that is not JSON or lacks seq/hash is counted, never raised. With `location`, lines
+    written from another location are skipped: a copied store file shares its id (and key)
+    with the original, but each copy's history goes on separately.
     """
     heads: dict[int, str] = {}
     bad = forged = 0
@@ -242,7 +245,7 @@ def read_anchor(path: Path, key: AuditKey | None = None) -> Anchor | None:
             if entry is None:
                 bad += 1
                 continue
-            if entry is SKIP:
+            if entry is SKIP or (location is not None and entry.location not in (None, location)):
                 continue
             if key is not None and entry.mac is not None and not hmac.compare_digest(
                     entry.mac, key.anchor_mac(entry.seq, entry.hash)):
@@ -280,10 +283,11 @@ def _entry(raw: bytes) -> AnchorEntry | None:
     if data.get("type") != "anchor":
         return SKIP
     seq, digest, at, mac = data.get("seq"), data.get("hash"), data.get("at"), data.get("mac")
+    where = data.get("location")
     if type(seq) is not int or not isinstance(digest, str):
         return None
     return AnchorEntry(seq, digest, at if isinstance(at, int | float) else None,
-                       mac if isinstance(mac, str) else None)
+                       mac if isinstance(mac, str) else None, where if isinstance(where, str) else None)
 
 
 def stores_anchored_at(location: str) -> list[str]:

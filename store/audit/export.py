@@ -72,7 +72,7 @@ def export_audit(session: Session, out: TextIO) -> tuple[ChainReport, int]:
     for record in _records(session):
         out.write(_line(record))
         count += 1
-    anchor = keys.read_anchor(keys.anchor_path(store_id), key) if store_id else None
+    anchor = keys.read_anchor(keys.anchor_path(store_id), key, location_of(session)) if store_id else None
     for seq in sorted(anchor.heads if anchor else {}):
         assert anchor is not None
         out.write(_line({"type": "anchor", "seq": seq, "hash": anchor.heads[seq], "source": anchor.where}))

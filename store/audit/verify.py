@@ -241,7 +241,7 @@ def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | Non
         if anchor is None:
             raise FileNotFoundError(anchor_file)
     elif use_anchor and store_id is not None:
-        anchor = keys.read_anchor(keys.anchor_path(store_id), key)
+        anchor = keys.read_anchor(keys.anchor_path(store_id), key, location_of(session))
     walk = _Walk(key, anchor, notes=notes)
     columns = _columns(session)
     last_seq: int | None = None
@@ -305,7 +305,7 @@ def verify_store(session: Session, *, anchor_file: Path | None = None) -> ChainR
 
 def _table_gone(session: Session) -> ChainReport:
     store_id = store_id_of(session)
-    anchor = keys.read_anchor(keys.anchor_path(store_id), None) if store_id else None
+    anchor = keys.read_anchor(keys.anchor_path(store_id), None, location_of(session)) if store_id else None
     if anchor is not None and anchor.heads:
         return ChainReport(0, None, f"The audit table is gone: the anchor ({anchor.where}) saw the log up to "
                                     f"record {anchor.max_seq} (table replaced).", Verdict.TAMPERED,

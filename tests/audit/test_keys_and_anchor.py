@@ -137,3 +137,32 @@ def test_a_write_that_cannot_get_its_key_is_refused_and_writes_nothing(
         assert rows(store_path, "SELECT count(*) FROM audit_log") == [(0,)]
     finally:
         store.close()
+
+
+def test_copies_of_a_store_each_keep_their_own_anchored_history(store: Store, world: World, store_path: Path,
+                                                                tmp_path: Path) -> None:
+    """A copied file shares its id and key with the original; each location's history is anchored apart."""
+    import shutil
+
+    store.close()
+    copies = [tmp_path / "copy-a.sqlite", tmp_path / "copy-b.sqlite", tmp_path / "untouched.sqlite"]
+    for copy in copies:
+        shutil.copyfile(store_path, copy)
+    for n, copy in enumerate(copies[:2]):
+        opened = open_store(str(copy))
+        try:
+            AgentRuntime(opened).create_project(f"only in copy {n}")  # the same seq, a different hash in each
+        finally:
+            opened.close()
+    for copy in copies:
+        opened = open_store(str(copy), read_only=True)
+        try:
+            report = verify(opened)
+            assert report.verdict == Verdict.INTACT, (copy, report.reason)
+        finally:
+            opened.close()
+    opened = open_store(str(copies[2]), read_only=True)
+    try:
+        assert any(note.startswith("the anchor is behind: no record is anchored") for note in verify(opened).notes)
+    finally:
+        opened.close()
