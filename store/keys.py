@@ -85,6 +85,11 @@ class AuditKey:
         return hmac.new(self.secret, body, hashlib.sha256).hexdigest()
 
 
+def same(a: str, b: str) -> bool:
+    """Constant-time equality of two texts; any characters (`hmac.compare_digest` refuses non-ASCII str)."""
+    return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
+
+
 class KeyUnavailable(Exception):
     """The key could not be read or created (folder not writable, keyring refused)."""
 
@@ -247,8 +252,8 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
                 continue
             if entry is SKIP or (location is not None and entry.location not in (None, location)):
                 continue
-            if key is not None and entry.mac is not None and not hmac.compare_digest(
-                    entry.mac, key.anchor_mac(entry.seq, entry.hash)):
+            if key is not None and entry.mac is not None and not same(entry.mac,
+                                                                       key.anchor_mac(entry.seq, entry.hash)):
                 forged += 1
                 continue
             heads.setdefault(entry.seq, entry.hash)  # the first head seen for a seq is the one history had

@@ -10,7 +10,6 @@ has the threat model.
 
 from __future__ import annotations
 
-import hmac
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -109,7 +108,7 @@ class _Walk:
         if failed is not None:
             return failed
         if self.anchor is not None and seq in self.anchor.heads:
-            if not hmac.compare_digest(self.anchor.heads[seq], row.hash):
+            if not keys.same(self.anchor.heads[seq], row.hash):
                 return self._anchor_mismatch(seq)
             self.anchored_matches += 1
             self.present.add(seq)
@@ -142,7 +141,7 @@ class _Walk:
             return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
                              f"Record {seq} was re-hashed without the key: it carries no HMAC although every "
                              f"record from {self.key.keyed_from} on is signed.")
-        if not hmac.compare_digest(mac, self.key.mac(row.hash)):
+        if not keys.same(mac, self.key.mac(row.hash)):
             return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
                              f"Record {seq} was re-hashed without the key: its hash matches its content but "
                              "its HMAC does not.")

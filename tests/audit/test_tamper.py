@@ -192,3 +192,25 @@ def test_a_rewrite_by_someone_holding_the_key_shows_against_the_anchor(store: St
     conn.close()
     report = verify(store)
     assert (report.failure, report.broken_seq) == (Failure.REWRITTEN, last)
+
+
+@pytest.mark.parametrize("column", ["mac", "hash"])
+def test_non_ascii_text_in_a_hash_column_is_reported_not_raised(store: Store, world: World, store_path: Path,
+                                                                column: str) -> None:
+    """Found by the random tamper test: `hmac.compare_digest` raises TypeError on non-ASCII str."""
+    middle = seqs(store_path)[3]
+    sql(store_path, f"UPDATE audit_log SET {column} = ? WHERE seq = ?", "é" * 64, middle)
+    report = verify(store)
+    assert (report.verdict, report.broken_seq) == (Verdict.TAMPERED, middle)
+
+
+def test_non_ascii_text_in_the_anchor_is_reported_not_raised(store: Store, world: World) -> None:
+    from agentdesk.store import keys
+    from agentdesk.store.audit import store_id_of
+
+    with store.reading() as session:
+        sid = store_id_of(session)
+    assert sid is not None
+    with keys.anchor_path(sid).open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"type": "anchor", "seq": 1, "hash": "é", "mac": "ü"}) + "\n")
+    assert verify(store).failure == Failure.ANCHOR_FORGED
