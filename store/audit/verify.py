@@ -137,6 +137,10 @@ class _Walk:
             return None
         if mac is None and seq < self.key.keyed_from:
             return None
+        if seq < self.key.keyed_from:
+            return self.fail(seq, Failure.RECORD_MISSING,
+                             f"Record {seq} was renumbered: it is signed, but records before "
+                             f"{self.key.keyed_from} predate the audit key (record missing at its old number).")
         if mac is None:
             return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
                              f"Record {seq} was re-hashed without the key: it carries no HMAC although every "

@@ -78,16 +78,20 @@ def _snapshot(path: Path) -> list[tuple[Any, ...]]:
 
 @pytest.fixture
 def template(tmp_path: Path) -> Path:
-    path = tmp_path / "template.sqlite"
+    """The pristine bytes of a store at `store.sqlite`; each example restores them into that same path,
+    so the anchor lines (compared per location) apply to what is tampered."""
+    path = tmp_path / "store.sqlite"
     _build(path)
-    return path
+    pristine = tmp_path / "pristine.sqlite"
+    shutil.copyfile(path, pristine)
+    return pristine
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=operations)
 def test_any_change_to_the_audit_table_is_reported(template: Path, tmp_path: Path,
                                                    ops: list[tuple[Any, ...]]) -> None:
-    path = tmp_path / "copy.sqlite"
+    path = tmp_path / "store.sqlite"
     shutil.copyfile(template, path)
     conn = sqlite3.connect(path)
     for op in ops:

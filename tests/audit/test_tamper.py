@@ -214,3 +214,11 @@ def test_non_ascii_text_in_the_anchor_is_reported_not_raised(store: Store, world
     with keys.anchor_path(sid).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps({"type": "anchor", "seq": 1, "hash": "é", "mac": "ü"}) + "\n")
     assert verify(store).failure == Failure.ANCHOR_FORGED
+
+
+def test_renumbering_the_first_record_below_the_key_is_detected(store: Store, world: World,
+                                                                store_path: Path) -> None:
+    sql(store_path, "UPDATE audit_log SET seq = 0 WHERE seq = 1")
+    report = verify(store)
+    assert (report.failure, report.broken_seq) == (Failure.RECORD_MISSING, 0)
+    assert report.reason is not None and report.reason.startswith("Record 0 was renumbered")
