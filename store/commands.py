@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store import schema as sc
+from agentdesk.store.audit.state import text_hash
 from agentdesk.store.convert import ts_opt
 from agentdesk.store.database import Store
 from agentdesk.store.errors import AlreadyDecided, Conflict, Expired, InvalidInput, NotFound, StaleRevision
@@ -253,7 +254,7 @@ def edit_item(store: Store, item_id: str, content: str, expected_revision: int, 
         _bump_context(uow, item.agent_id)
         uow.audit(actor, "context.edit", "context_item", item_id,
                   {"before_revision": expected_revision, "before_tokens": estimate_tokens(before),
-                   "after_tokens": item.token_estimate})
+                   "after_tokens": item.token_estimate, "after_hash": text_hash(content)})
 
 
 def compact(store: Store, agent_id: str, item_ids: Sequence[str], summary: str, focus: str,

@@ -59,24 +59,32 @@ def prune_change_log(store: Store, *, keep_seconds: float | None = DEFAULT_KEEP_
 
 def _prune_chunk(store: Store, cutoff: float | None, keep_rows: int, actor: str) -> int:
     """Delete one chunk from the *front* of the log: pruning never leaves holes a watcher could miss."""
-    C = ChangeRow
     with Session(store.write_engine) as session, session.begin():
-        lowest, highest = session.execute(select(func.min(C.seq), func.max(C.seq))).one()
-        if highest is None:
-            return 0
-        last = min(highest - keep_rows, lowest + DELETE_CHUNK - 1)
-        if cutoff is not None:
-            first_young = session.execute(select(C.seq).where(C.at >= cutoff)
-                                          .order_by(C.seq).limit(1)).scalar()
-            if first_young is not None:
-                last = min(last, first_young - 1)
-        if last < lowest:
-            return 0
-        deleted = affected(session.execute(delete(C).where(C.seq <= last)
-                                           .execution_options(synchronize_session=False)))
-        AuditAppender(session).append(actor, "changelog.prune", "change_log", str(last),
-                                      {"deleted": deleted, "through_seq": last, "cutoff": cutoff})
-        return deleted
+        audit = AuditAppender(session)
+        deleted = _prune_rows(session, audit, cutoff, keep_rows, actor)
+    audit.anchor()  # only after the commit succeeded (a raise above skips it)
+    return deleted
+
+
+def _prune_rows(session: Session, audit: AuditAppender, cutoff: float | None, keep_rows: int,
+                actor: str) -> int:
+    C = ChangeRow
+    lowest, highest = session.execute(select(func.min(C.seq), func.max(C.seq))).one()
+    if highest is None:
+        return 0
+    last = min(highest - keep_rows, lowest + DELETE_CHUNK - 1)
+    if cutoff is not None:
+        first_young = session.execute(select(C.seq).where(C.at >= cutoff)
+                                      .order_by(C.seq).limit(1)).scalar()
+        if first_young is not None:
+            last = min(last, first_young - 1)
+    if last < lowest:
+        return 0
+    deleted = affected(session.execute(delete(C).where(C.seq <= last)
+                                       .execution_options(synchronize_session=False)))
+    audit.append(actor, "changelog.prune", "change_log", str(last),
+                 {"deleted": deleted, "through_seq": last, "cutoff": cutoff})
+    return deleted
 
 
 PRUNE_EVERY_S = 3600.0

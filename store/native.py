@@ -8,13 +8,14 @@ mypy hold it to all of them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 
 from agentdesk.store import commands, sqlite
 from agentdesk.store import readmodel as rm
-from agentdesk.store.audit import ChainReport, verify_chain
+from agentdesk.store.audit import ChainReport, verify_store
 from agentdesk.store.bus import Change, ChangeBus, Subscriber
 from agentdesk.store.database import Store, open_store, to_url
 from agentdesk.store.errors import StoreUnavailable
@@ -96,9 +97,10 @@ class NativeSource(NativeQueries):
                 select(SpanRow.run_id).where(SpanRow.run_id.in_(recent)).group_by(SpanRow.run_id)
                 .order_by(func.count().desc()).limit(1)).scalar()
 
-    def verify(self) -> ChainReport:
+    def verify(self, anchor_file: Path | None = None) -> ChainReport:
+        """Chain, signatures, anchor (the local one, or `anchor_file`) and state against the log."""
         with self.store.reading() as session:
-            return verify_chain(session)
+            return verify_store(session, anchor_file=anchor_file)
 
     # -- commands --------------------------------------------------------------------------
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,

@@ -245,6 +245,8 @@ class AuditRow(Base):
     payload: Mapped[str] = mapped_column(Text)
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
+    mac: Mapped[str | None] = mapped_column(String(64))
+    """HMAC-SHA256 of `hash` under the store's audit key (None: written before keying, see docs/audit.md)."""
 
 
 class ChangeRow(Base):

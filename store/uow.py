@@ -160,6 +160,8 @@ class UnitOfWork:
                 session.rollback()
                 if not self._landed(published):
                     raise
+            if self._audit is not None:
+                self._audit.anchor()  # after the commit, fsynced; a failure is logged, never raised
         except OperationalError as error:
             session.rollback()
             raise StoreUnavailable(describe_operational_error(error, self.store.url)) from error

@@ -125,6 +125,14 @@ def pg_cluster() -> Iterator[PgCluster]:
                 cluster.drop(cluster.database_url(name))
 
 
+@pytest.fixture(autouse=True)
+def audit_config_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Audit keys and anchors (store/keys.py) go to a folder of each test's own, never the user's."""
+    folder = tmp_path_factory.mktemp("config")
+    monkeypatch.setenv("AGENTDESK_CONFIG_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
     return str(getattr(request, "param", "sqlite"))

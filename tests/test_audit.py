@@ -53,7 +53,7 @@ def test_an_edited_record_is_reported_at_its_seq(store: Store, world: World, sto
     assert broken.reason is not None and "content" in broken.reason
 
 
-def test_a_rehashed_forgery_breaks_the_next_link(store: Store, world: World, store_path: Path) -> None:
+def test_a_rehashed_forgery_is_caught_at_the_forged_record(store: Store, world: World, store_path: Path) -> None:
     all_seqs = seqs(store_path)
     middle = all_seqs[3]
     conn = raw_connect(store_path)
@@ -65,7 +65,8 @@ def test_a_rehashed_forgery_breaks_the_next_link(store: Store, world: World, sto
     digest = record_hash(prev, at, actor, action, entity, entity_id, forged)
     tamper(store_path, "UPDATE audit_log SET payload = ?, hash = ? WHERE seq = ?", forged, digest, middle)
     broken = report(store)
-    assert broken.broken_seq == all_seqs[4]  # the forger's record holds; the next link does not
+    assert broken.broken_seq == middle  # its hash holds, but without the key its HMAC cannot
+    assert broken.reason is not None and "re-hashed without the key" in broken.reason
 
 
 def test_a_deleted_record_is_reported(store: Store, world: World, store_path: Path) -> None:
@@ -73,7 +74,7 @@ def test_a_deleted_record_is_reported(store: Store, world: World, store_path: Pa
     tamper(store_path, "DELETE FROM audit_log WHERE seq = ?", all_seqs[2])
     broken = report(store)
     assert broken.broken_seq == all_seqs[3]
-    assert broken.reason is not None and "previous" in broken.reason
+    assert broken.reason is not None and f"record {all_seqs[2]} is gone" in broken.reason
 
 
 def test_the_chain_continues_across_store_handles(store: Store, store_path: Path, world: World) -> None:

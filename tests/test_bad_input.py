@@ -273,12 +273,14 @@ def test_a_tampered_audit_record(store_path: Path, closed: World) -> None:
     conn.commit()
     conn.close()
     before = fingerprint(store_path)
-    refused(agentdesk("--store", str(store_path), "verify"), 6, f"broken at record {seq}",
+    refused(agentdesk("--store", str(store_path), "verify"), 6, f"Record {seq} was changed",
             "does not match its hash")
     as_json = agentdesk("--store", str(store_path), "verify", "--json")
     assert as_json.returncode == 6
-    assert json.loads(as_json.stdout) == {"ok": False, "records": seq - 1, "broken_seq": seq,
-                                          "reason": "its content does not match its hash"}
+    assert json.loads(as_json.stdout) | {"notes": [], "keyed_from": None, "anchored_seq": None} == {
+        "ok": False, "verdict": "tampered", "records": seq - 1, "broken_seq": seq, "failure": "content changed",
+        "reason": f"Record {seq} was changed: its content does not match its hash (content changed).",
+        "row": None, "notes": [], "keyed_from": None, "anchored_seq": None}
     assert fingerprint(store_path) == before
 
 

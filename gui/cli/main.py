@@ -2,8 +2,9 @@
 
 Exit codes are a contract: 0 ok, 2 usage or bad input, 3 conflict (already decided,
 expired, stale), 4 not found, 5 store unreadable/locked/unknown schema or an unexpected
-error, 6 audit chain broken, 130 interrupted. Failures print one sentence on stderr, never
-a traceback (an unexpected error's traceback goes to a log file, `cli.crash`).
+error, 6 audit log tampered, 7 audit log cannot be checked (no key on this machine),
+130 interrupted. Failures print one sentence on stderr, never a traceback (an unexpected
+error's traceback goes to a log file, `cli.crash`).
 
 Qt is imported only by the `gui` and `demo` commands, so scripts and machines
 without a display can use everything else. Commands that only read open the
@@ -16,7 +17,6 @@ place through its source; it is written only with `--allow-writes`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -37,9 +37,9 @@ from agentdesk.gui.cli import crash
 from agentdesk.gui.cli import output as out
 from agentdesk.gui.cli.admin_commands import cmd_admin
 from agentdesk.gui.cli.analysis_commands import cmd_critical_path, cmd_diff, cmd_search
+from agentdesk.gui.cli.audit_commands import cmd_audit, cmd_verify
 from agentdesk.gui.cli.display import display_problem
 from agentdesk.gui.cli.opening import (
-    EXIT_BROKEN_CHAIN,
     EXIT_OK,
     EXIT_UNAVAILABLE,
     CommandFailed,
@@ -222,24 +222,6 @@ def info_facts(info: StoreInfo, descriptor: SourceDescriptor) -> dict[str, objec
             "size_bytes": size, "notes": descriptor.notes, "counts": info.counts}
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    source = open_any(args)
-    try:
-        report, kind = source.verify(), source.descriptor.kind
-    finally:
-        source.close()
-    if args.json:
-        say(json.dumps({"ok": report.ok, "records": report.records, "broken_seq": report.broken_seq,
-                        "reason": report.reason}))
-    if not report.ok:
-        raise CommandFailed(f"The audit chain is broken at record {report.broken_seq}: {report.reason} "
-                            f"({report.records} records before it verify).", EXIT_BROKEN_CHAIN)
-    if not args.json:
-        say(f"Audit chain intact: {report.records:,} records verified." if kind == "agentdesk" else
-            f"This {kind} database has no agentdesk audit chain; nothing to verify.")
-    return EXIT_OK
-
-
 def start_window(location: str, **options: Any) -> int:
     """The one hop from the command line into Qt: `gui.window.app` (and PySide6) load only here.
 
@@ -330,6 +312,7 @@ HANDLERS: dict[str, Handler] = {
     "gui": cmd_gui, "rules": cmd_rules, "receive": cmd_receive, "import": cmd_import, "export": cmd_export,
     "admin": cmd_admin,
     "search": cmd_search, "critical-path": cmd_critical_path, "diff": cmd_diff,
+    "audit": cmd_audit,
 }
 
 

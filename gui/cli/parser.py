@@ -13,6 +13,7 @@ from collections.abc import Callable
 from agentdesk import __version__
 from agentdesk.gui.cli.admin_commands import add_admin_parser
 from agentdesk.gui.cli.analysis_commands import add_analysis_parsers
+from agentdesk.gui.cli.audit_commands import audit_options, verify_options
 from agentdesk.gui.cli.opening import positive
 from agentdesk.gui.cli.otel_io import export_options, import_options
 from agentdesk.gui.cli.receive import receive_options
@@ -77,8 +78,9 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     decision_options(command("deny", "deny a pending tool call"), reason_required=True)
     command("info", "what the store is: kind, schema, size, counts").add_argument(
         "--json", action="store_true", help="one JSON object with stable keys")
-    p = command("verify", "walk the audit chain; exit 6 when a record was altered")
-    p.add_argument("--json", action="store_true", help="one JSON object: ok, records, broken_seq, reason")
+    verify_options(command("verify", "check the audit log (chain, signatures, anchor) and the state it "
+                                     "describes; exit 6 when tampered, 7 when it cannot be checked"))
+    audit_options(command("audit", "the audit log: export it with its anchor for an auditor"))
     p = command("demo", "a throwaway store with simulated agents working, in the window")
     sim_options(p)
     theme_option(p)

@@ -74,7 +74,8 @@ def populate_bulk(store: Store, *, seed: int = 0, projects: int = 5, runs: int =
     with store.write_engine.begin() as conn:
         _insert(conn, plan.tables, ("tool_calls", "approvals", "context_groups", "context_items",
                                     "context_item_revisions", "span_context_items"))
-        _audit(conn, plan.audit_events)
+        audit = _audit(conn, plan.audit_events)
+    audit.anchor()  # after the commit: the chain head goes to the store's anchor file
     return plan.result(time.perf_counter() - began)
 
 
@@ -85,13 +86,14 @@ def _insert(conn: Connection, tables: dict[str, list[Row]], names: Iterable[str]
             conn.execute(insert(TABLES[name]), rows[start:start + CHUNK])
 
 
-def _audit(conn: Connection, events: list[tuple[float, str, str, str, str, dict[str, Any]]]) -> None:
+def _audit(conn: Connection, events: list[tuple[float, str, str, str, str, dict[str, Any]]]) -> AuditAppender:
     """A short, valid audit chain (hierarchy creation and decisions), so `verify` has something to walk."""
     with Session(bind=conn) as session:
         appender = AuditAppender(session)
         for at, actor, action, entity, entity_id, payload in sorted(events, key=lambda e: e[0]):
             appender.append(actor, action, entity, entity_id, payload, at=at)
         session.flush()
+    return appender
 
 
 class _Plan:

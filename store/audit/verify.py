@@ -1,0 +1,317 @@
+"""Checking a store's audit log: the chain, the signatures, the anchor, and the state it describes.
+
+One walk in seq order, in batches, over the raw column values (a tampered column
+may hold a blob or a number where text belongs: that is reported, never raised).
+The first failure wins and becomes one sentence naming the record and how it
+failed; what is merely not checkable (no key on this machine) or behind (an anchor
+write failed after a commit) is said as such, never as tampering. docs/audit.md
+has the threat model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import inspect, select
+from sqlalchemy.orm import Session
+
+from agentdesk.store import keys
+from agentdesk.store.audit.chain import GENESIS, location_of, record_hash, store_id_of
+from agentdesk.store.schema import AuditRow
+
+TEXT_COLUMNS = ("actor", "action", "entity", "entity_id", "payload", "prev_hash", "hash")
+
+
+class Verdict(StrEnum):
+    INTACT = "intact"
+    TAMPERED = "tampered"
+    CANNOT_CHECK = "cannot check"
+
+
+class Failure(StrEnum):
+    """How the first bad record failed (the words `verify` uses)."""
+
+    CONTENT_CHANGED = "content changed"
+    REHASHED_WITHOUT_KEY = "re-hashed without the key"
+    RECORD_MISSING = "record missing"
+    RECORDS_MISSING_AFTER = "records missing"
+    TABLE_REPLACED = "table replaced"
+    REWRITTEN = "rewritten"
+    ANCHOR_FORGED = "anchor forged"
+    STATE_DISAGREES = "state disagrees"
+    NO_KEY = "no key"
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    """What `verify` found: `reason` is the one sentence about the first failure (None when intact)."""
+
+    records: int
+    broken_seq: int | None
+    reason: str | None
+    verdict: Verdict = Verdict.INTACT
+    failure: Failure | None = None
+    notes: tuple[str, ...] = ()
+    keyed_from: int | None = None
+    anchored_seq: int | None = None
+    row: str | None = None
+    """For a state disagreement: the table row (e.g. "approval apr_…") that disagrees."""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == Verdict.INTACT
+
+
+@dataclass
+class _Walk:
+    key: keys.AuditKey | None
+    anchor: keys.Anchor | None
+    records: int = 0
+    prev: str = GENESIS
+    last_seq: int | None = None
+    first_seq: int | None = None
+    anchored_matches: int = 0
+    unverifiable_macs: int = 0
+    signed: int = 0
+    notes: list[str] = field(default_factory=list)
+    present: set[int] = field(default_factory=set)
+    """Anchored seqs found in the table."""
+
+    def fail(self, seq: int | None, failure: Failure, sentence: str,
+             verdict: Verdict = Verdict.TAMPERED) -> ChainReport:
+        return ChainReport(self.records, seq, sentence, verdict, failure, tuple(self.notes),
+                           self.key.keyed_from if self.key else None,
+                           self.anchor.max_seq if self.anchor else None)
+
+    def step(self, row: Any) -> ChainReport | None:
+        seq = int(row.seq)
+        for name in TEXT_COLUMNS:
+            value = getattr(row, name)
+            if not isinstance(value, str):
+                return self.fail(seq, Failure.CONTENT_CHANGED,
+                                 f"Record {seq} was changed: its {name} column holds {_kind(value)} where "
+                                 "text belongs (content changed).")
+        if not isinstance(row.at, int | float) or isinstance(row.at, bool):
+            return self.fail(seq, Failure.CONTENT_CHANGED,
+                             f"Record {seq} was changed: its time column holds {_kind(row.at)} (content changed).")
+        if row.prev_hash != self.prev:
+            return self.fail(seq, Failure.RECORD_MISSING, self._broken_link(seq))
+        digest = record_hash(row.prev_hash, row.at, row.actor, row.action, row.entity, row.entity_id,
+                             row.payload)
+        if digest != row.hash:
+            return self.fail(seq, Failure.CONTENT_CHANGED,
+                             f"Record {seq} was changed: its content does not match its hash (content changed).")
+        failed = self._check_mac(seq, row)
+        if failed is not None:
+            return failed
+        if self.anchor is not None and seq in self.anchor.heads:
+            if not keys.same(self.anchor.heads[seq], row.hash):
+                return self._anchor_mismatch(seq)
+            self.anchored_matches += 1
+            self.present.add(seq)
+        self.prev, self.last_seq = row.hash, seq
+        self.first_seq = seq if self.first_seq is None else self.first_seq
+        self.records += 1
+        return None
+
+    def _broken_link(self, seq: int) -> str:
+        if self.last_seq is None:
+            return (f"Records before {seq} are missing: record {seq} does not follow the start of the log "
+                    "(record missing).")
+        first, last = self.last_seq + 1, seq - 1
+        gap = "" if first > last else f" (record {first} is gone)" if first == last else \
+            f" (records {first} to {last} are gone)"
+        return (f"Record {seq} does not follow record {self.last_seq}: a record between them is missing or "
+                f"was changed{gap} (record missing).")
+
+    def _check_mac(self, seq: int, row: Any) -> ChainReport | None:
+        mac = getattr(row, "mac", None)
+        if mac is not None and not isinstance(mac, str):
+            return self.fail(seq, Failure.CONTENT_CHANGED,
+                             f"Record {seq} was changed: its HMAC column holds {_kind(mac)} (content changed).")
+        if self.key is None:
+            self.unverifiable_macs += mac is not None
+            return None
+        if mac is None and seq < self.key.keyed_from:
+            return None
+        if seq < self.key.keyed_from:
+            return self.fail(seq, Failure.RECORD_MISSING,
+                             f"Record {seq} was renumbered: it is signed, but records before "
+                             f"{self.key.keyed_from} predate the audit key (record missing at its old number).")
+        if mac is None:
+            return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
+                             f"Record {seq} was re-hashed without the key: it carries no HMAC although every "
+                             f"record from {self.key.keyed_from} on is signed.")
+        if not keys.same(mac, self.key.mac(row.hash)):
+            return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
+                             f"Record {seq} was re-hashed without the key: its hash matches its content but "
+                             "its HMAC does not.")
+        self.signed += 1
+        return None
+
+    def _anchor_mismatch(self, seq: int) -> ChainReport:
+        assert self.anchor is not None
+        if self.anchored_matches == 0:
+            return self.fail(seq, Failure.TABLE_REPLACED,
+                             f"The audit table was replaced: record {seq} is not the record {seq} the anchor "
+                             f"({self.anchor.where}) saw, so the table holds a different history (table "
+                             "replaced).")
+        return self.fail(seq, Failure.REWRITTEN,
+                         f"Record {seq} was rewritten by someone holding the key: its hash differs from the "
+                         f"one the anchor ({self.anchor.where}) saw.")
+
+    def finish(self) -> ChainReport:
+        anchor, last = self.anchor, self.last_seq or 0
+        if anchor is not None and self.records:
+            absent = [seq for seq in anchor.heads if seq <= last and seq not in self.present]
+            if absent:
+                seq = min(absent)
+                return self.fail(seq, Failure.RECORD_MISSING,
+                                 f"Record {seq} is missing: the anchor ({anchor.where}) saw it, but the table has "
+                                 "no record with that number (deleted or renumbered; record missing).")
+        if anchor is not None and anchor.max_seq > last:
+            if self.records == 0:
+                return self.fail(None, Failure.TABLE_REPLACED,
+                                 f"All {anchor.max_seq:,} audit records are missing: the table is empty but the "
+                                 f"anchor saw the log up to record {anchor.max_seq} (table emptied or replaced).")
+            return self.fail(last + 1, Failure.RECORDS_MISSING_AFTER,
+                             f"Records are missing after {last}: the anchor ({anchor.where}) saw the log up to "
+                             f"record {anchor.max_seq} (records missing after {last}).")
+        if anchor is not None and anchor.forged_lines:
+            return self.fail(None, Failure.ANCHOR_FORGED,
+                             f"The anchor {anchor.where} was edited: {anchor.forged_lines} of its lines carry an "
+                             "HMAC that does not verify under the store's key.")
+        self._add_notes(last)
+        if self.unverifiable_macs:
+            return self.fail(None, Failure.NO_KEY, "", Verdict.CANNOT_CHECK)
+        return self.fail(None, Failure.NO_KEY, "", Verdict.INTACT)
+
+    def _add_notes(self, last: int) -> None:
+        key, anchor = self.key, self.anchor
+        if key is not None and self.first_seq is not None and self.first_seq < key.keyed_from:
+            self.notes.append(f"records before {key.keyed_from} predate the audit key and are protected by "
+                              "the hash chain only")
+        if anchor is not None and anchor.unreadable_lines:
+            self.notes.append(f"{anchor.unreadable_lines} unreadable lines in the anchor were skipped")
+        if self.records and (anchor is None or anchor.max_seq < last) and self.signed:
+            since = "no record is anchored" if anchor is None or not anchor.heads else \
+                f"records after {anchor.max_seq} are not anchored"
+            self.notes.append(f"the anchor is behind: {since} (an anchor write failed after its commit, or "
+                              "they were written on another machine); truncation past it cannot be seen")
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"binary data ({len(bytes(value)):,} bytes)"
+    if value is None:
+        return "nothing (NULL)"
+    return f"a {type(value).__name__}"
+
+
+def _columns(session: Session) -> list[Any]:
+    """The audit columns this store has (a store opened read-only below 0007 has no `mac`)."""
+    names = {c["name"] for c in inspect(session.connection()).get_columns(AuditRow.__tablename__)}
+    table = AuditRow.__table__
+    return [c for c in table.columns if c.name in names]
+
+
+def _load_key(store_id: str | None, notes: list[str]) -> keys.AuditKey | None:
+    if store_id is None:
+        return None
+    try:
+        return keys.load_key(store_id)
+    except keys.KeyUnavailable as exc:
+        notes.append(str(exc).rstrip("."))
+        return None
+
+
+def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | None = None,
+                 use_anchor: bool = True) -> ChainReport:
+    """Walk the whole chain in order and stop at the first record that does not hold.
+
+    The key and anchor are found by the store's id in the config folder; `anchor_file`
+    (an `audit export` or a copied anchor) replaces the local anchor.
+    """
+    notes: list[str] = []
+    store_id = store_id_of(session)
+    key = _load_key(store_id, notes)
+    anchor: keys.Anchor | None = None
+    if anchor_file is not None:
+        anchor = keys.read_anchor(anchor_file, key)
+        if anchor is None:
+            raise FileNotFoundError(anchor_file)
+    elif use_anchor and store_id is not None:
+        anchor = keys.read_anchor(keys.anchor_path(store_id), key, location_of(session))
+    walk = _Walk(key, anchor, notes=notes)
+    columns = _columns(session)
+    last_seq: int | None = None
+    while True:
+        query = select(*columns).order_by(AuditRow.seq).limit(batch)
+        if last_seq is not None:
+            query = query.where(AuditRow.seq > last_seq)
+        rows = session.execute(query).all()
+        if not rows:
+            break
+        for row in rows:
+            failed = walk.step(row)
+            if failed is not None:
+                return failed
+            last_seq = int(row.seq)
+    report = walk.finish()
+    if report.verdict == Verdict.TAMPERED:
+        return report
+    if key is None and report.records:
+        return _no_key(report, session, store_id)
+    return replace(report, failure=None, reason=None)
+
+
+def _no_key(report: ChainReport, session: Session, store_id: str | None) -> ChainReport:
+    """Signed records but no key here: a copy from another machine, or its identity was changed."""
+    location = location_of(session)
+    others = [sid for sid in keys.stores_anchored_at(location) if sid != store_id]
+    if others:
+        return replace(report, verdict=Verdict.TAMPERED, failure=Failure.TABLE_REPLACED, reason=(
+            f"The store's identity was changed: it is now {store_id or 'missing'}, but the anchor of store "
+            f"{others[0]} was written from this location, and this machine has no key for the new identity "
+            "(table replaced)."))
+    if report.verdict == Verdict.INTACT:
+        return replace(report, failure=None, reason=None, notes=(
+            *report.notes, "no record is signed: the store predates keyed audit and has not been written since"))
+    where = keys.key_path(store_id) if store_id else keys.audit_dir()
+    return replace(report, reason=(
+        f"The signatures cannot be checked: this machine has no audit key for store {store_id or '(no id)'} "
+        f"(looked in {where}); the hash chain of {report.records:,} records holds."))
+
+
+def verify_store(session: Session, *, anchor_file: Path | None = None) -> ChainReport:
+    """The chain, its signatures and anchor, then the state tables against what the log says.
+
+    State is compared unless the log itself was found tampered (then it describes nothing
+    trustworthy); a state disagreement is tampering named by its row.
+    """
+    from agentdesk.store.audit.state import check_state
+
+    if AuditRow.__tablename__ not in inspect(session.connection()).get_table_names():
+        return _table_gone(session)
+    report = verify_chain(session, anchor_file=anchor_file)
+    if report.verdict == Verdict.TAMPERED:
+        return report
+    found = check_state(session)
+    if found is None:
+        return report
+    return replace(report, verdict=Verdict.TAMPERED, failure=Failure.STATE_DISAGREES, reason=found.sentence,
+                   row=found.row)
+
+
+def _table_gone(session: Session) -> ChainReport:
+    store_id = store_id_of(session)
+    anchor = keys.read_anchor(keys.anchor_path(store_id), None, location_of(session)) if store_id else None
+    if anchor is not None and anchor.heads:
+        return ChainReport(0, None, f"The audit table is gone: the anchor ({anchor.where}) saw the log up to "
+                                    f"record {anchor.max_seq} (table replaced).", Verdict.TAMPERED,
+                           Failure.TABLE_REPLACED, anchored_seq=anchor.max_seq)
+    return ChainReport(0, None, "The store has no audit table, and this machine holds no anchor for it, so "
+                                "there is nothing to check it against.", Verdict.CANNOT_CHECK)

@@ -1,0 +1,320 @@
+"""The audit key and the anchor file of each store, kept outside the database.
+
+Why outside: anyone who can write the store file can rewrite its audit table and
+recompute every hash. The key (which signs each record) and the anchor (the chain
+head after every audited commit) live in the user's config directory, owner-only
+(0700 folder, 0600 files), so an edit of the database alone is detected. Where a
+keyring library is importable and no `$AGENTDESK_CONFIG_DIR` is set (tests and CI
+set it), the key goes into the OS keyring instead; the anchor is always a file.
+
+Files, per store (named by the store's id in `agentdesk_meta.store_id`):
+  <config>/audit/<store_id>.key            {"store_id", "secret", "keyed_from", "created_at"}
+  <config>/audit/<store_id>.anchor.jsonl   one line per audited commit: {"type": "anchor", "seq",
+                                           "hash", "at", "location", "mac"}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import importlib
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+log = logging.getLogger("agentdesk.audit")
+
+KEYRING_SERVICE = "agentdesk-audit"
+ANCHOR_LINE_LIMIT = 4096
+"""An anchor line is ~250 bytes; a longer one is not ours (and is not read whole)."""
+
+
+def config_dir() -> Path:
+    """$AGENTDESK_CONFIG_DIR (CI and tests set it), else the user's config directory."""
+    base = os.environ.get("AGENTDESK_CONFIG_DIR") or platformdirs.user_config_dir("agentdesk", appauthor=False)
+    return Path(base)
+
+
+def audit_dir(create: bool = False) -> Path:
+    folder = config_dir() / "audit"
+    if create:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            os.chmod(folder, 0o700)
+    return folder
+
+
+def key_path(store_id: str) -> Path:
+    return audit_dir() / f"{_safe(store_id)}.key"
+
+
+def anchor_path(store_id: str) -> Path:
+    return audit_dir() / f"{_safe(store_id)}.anchor.jsonl"
+
+
+def _safe(store_id: str) -> str:
+    """A store id is our own hex uuid; anything else (a tampered meta row) still makes one file name."""
+    if store_id.isalnum() and len(store_id) <= 64:
+        return store_id
+    return "h" + hashlib.sha256(store_id.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditKey:
+    store_id: str
+    secret: bytes
+    keyed_from: int
+    """The first record seq signed with this key: records before it predate keying."""
+    where: str
+    """Where it is kept: a file path, or "the OS keyring"."""
+
+    def mac(self, record_hash: str) -> str:
+        return hmac.new(self.secret, b"agentdesk-audit-record:" + record_hash.encode(), hashlib.sha256).hexdigest()
+
+    def anchor_mac(self, seq: int, record_hash: str) -> str:
+        body = f"agentdesk-audit-anchor:{self.store_id}:{seq}:{record_hash}".encode()
+        return hmac.new(self.secret, body, hashlib.sha256).hexdigest()
+
+
+def same(a: str, b: str) -> bool:
+    """Constant-time equality of two texts; any characters (`hmac.compare_digest` refuses non-ASCII str)."""
+    return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
+
+
+class KeyUnavailable(Exception):
+    """The key could not be read or created (folder not writable, keyring refused)."""
+
+
+# -- key -------------------------------------------------------------------------------------
+def _keyring() -> Any | None:
+    """The `keyring` module when it is installed and tests/CI do not pin the config folder."""
+    if os.environ.get("AGENTDESK_CONFIG_DIR"):
+        return None
+    try:
+        return importlib.import_module("keyring")
+    except ImportError:
+        return None
+
+
+def _parse_key(text: str, store_id: str, where: str) -> AuditKey:
+    try:
+        data = json.loads(text)
+        return AuditKey(store_id, bytes.fromhex(data["secret"]), int(data["keyed_from"]), where)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise KeyUnavailable(f"The audit key {where} is unreadable ({exc}).") from exc
+
+
+def load_key(store_id: str) -> AuditKey | None:
+    """The store's key, or None when this machine has none."""
+    ring = _keyring()
+    if ring is not None:
+        try:
+            text = ring.get_password(KEYRING_SERVICE, store_id)
+        except Exception:  # any keyring backend failure falls back to the file
+            text = None
+        if text:
+            return _parse_key(text, store_id, "the OS keyring")
+    path = key_path(store_id)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(ANCHOR_LINE_LIMIT)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise KeyUnavailable(f"The audit key {path} cannot be read: {exc.strerror or exc}.") from exc
+    return _parse_key(text, store_id, str(path))
+
+
+def create_key(store_id: str, keyed_from: int) -> AuditKey:
+    """Make the store's key (once: a concurrent creator's key wins and is returned)."""
+    existing = load_key(store_id)
+    if existing is not None:
+        return existing
+    text = json.dumps({"store_id": store_id, "secret": secrets.token_hex(32), "keyed_from": keyed_from,
+                       "created_at": time.time()})
+    ring = _keyring()
+    if ring is not None:
+        try:
+            ring.set_password(KEYRING_SERVICE, store_id, text)
+            return _parse_key(text, store_id, "the OS keyring")
+        except Exception:  # no usable keyring backend: use the file
+            log.info("No usable OS keyring; the audit key goes into %s.", key_path(store_id))
+    path = key_path(store_id)
+    try:
+        audit_dir(create=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        found = load_key(store_id)
+        if found is None:
+            raise KeyUnavailable(f"The audit key {path} vanished while it was created.") from None
+        return found
+    except OSError as exc:
+        raise KeyUnavailable(f"The audit key {path} cannot be created: {exc.strerror or exc}.") from exc
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return _parse_key(text, store_id, str(path))
+
+
+# -- anchor ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class AnchorEntry:
+    seq: int
+    hash: str
+    at: float | None
+    mac: str | None
+    location: str | None = None
+
+
+def anchor_line(key: AuditKey, seq: int, record_hash: str, location: str) -> str:
+    return json.dumps({"type": "anchor", "seq": seq, "hash": record_hash, "at": time.time(),
+                       "location": location, "mac": key.anchor_mac(seq, record_hash)},
+                      ensure_ascii=True, sort_keys=True) + "\n"
+
+
+def append_anchor(key: AuditKey, seq: int, record_hash: str, location: str) -> Path:
+    """Append the chain head to the anchor file and fsync it; raises OSError on failure.
+
+    One `write` of one short line on an O_APPEND descriptor: concurrent writers'
+    lines never interleave within a line (they may land out of seq order, which
+    the reader allows).
+    """
+    path = anchor_path(key.store_id)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except FileNotFoundError:  # the folder is made once, on the first anchor (or key) of this user
+        audit_dir(create=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, anchor_line(key, seq, record_hash, location).encode())
+        _sync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def _sync(fd: int) -> None:
+    """The data reaches the disk before the call returns (fdatasync: the line, not the mtime)."""
+    sync = getattr(os, "fdatasync", os.fsync)
+    sync(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """Every chain head an anchor file holds, by seq.
+
+    The first line for a seq wins: a seq has one hash in an untouched history, so a
+    later line with another hash for it means the log was replaced and restarted.
+    """
+
+    heads: dict[int, str]
+    where: str
+    unreadable_lines: int
+    forged_lines: int
+    """Lines whose MAC does not verify under the key (0 when the key is not at hand)."""
+
+    @property
+    def max_seq(self) -> int:
+        return max(self.heads, default=0)
+
+
+def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = None) -> Anchor | None:
+    """The anchor at `path` (a local anchor file or an `audit export`), None if it does not exist.
+
+    Lines without `"type": "anchor"` (an export's header and records) are skipped; a line
+    that is not JSON or lacks seq/hash is counted, never raised. With `location`, lines
+    written from another location are skipped: a copied store file shares its id (and key)
+    with the original, but each copy's history goes on separately.
+    """
+    heads: dict[int, str] = {}
+    bad = forged = 0
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below; bounded lines, read as a stream
+    except FileNotFoundError:
+        return None
+    with handle:
+        for raw in _bounded_lines(handle):
+            if not raw.strip():
+                continue
+            entry = _entry(raw)
+            if entry is None:
+                bad += 1
+                continue
+            if entry is SKIP or (location is not None and entry.location not in (None, location)):
+                continue
+            if key is not None and entry.mac is not None and not same(entry.mac,
+                                                                       key.anchor_mac(entry.seq, entry.hash)):
+                forged += 1
+                continue
+            heads.setdefault(entry.seq, entry.hash)  # the first head seen for a seq is the one history had
+    return Anchor(heads, str(path), bad, forged)
+
+
+def _bounded_lines(handle: Any) -> Iterator[bytes]:
+    """Lines of at most ANCHOR_LINE_LIMIT bytes; longer lines are skipped without being held whole."""
+    while True:
+        line = handle.readline(ANCHOR_LINE_LIMIT + 1)
+        if not line:
+            return
+        if len(line) > ANCHOR_LINE_LIMIT and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):  # an export's long record line: never an anchor line
+                line = handle.readline(ANCHOR_LINE_LIMIT + 1)
+            continue
+        yield line
+
+
+SKIP = AnchorEntry(-1, "", None, None)
+"""A well-formed line of another type (an export's header or records)."""
+
+
+def _entry(raw: bytes) -> AnchorEntry | None:
+    """The anchor entry on one line, SKIP for another kind of line, None for an unreadable one."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("type") != "anchor":
+        return SKIP
+    seq, digest, at, mac = data.get("seq"), data.get("hash"), data.get("at"), data.get("mac")
+    where = data.get("location")
+    if type(seq) is not int or not isinstance(digest, str):
+        return None
+    return AnchorEntry(seq, digest, at if isinstance(at, int | float) else None,
+                       mac if isinstance(mac, str) else None, where if isinstance(where, str) else None)
+
+
+def stores_anchored_at(location: str) -> list[str]:
+    """Ids of the stores whose anchor's last line was written from `location` (one short read each)."""
+    if not location:
+        return []
+    found = []
+    try:
+        paths = sorted(audit_dir().glob("*.anchor.jsonl"))
+    except OSError:
+        return []
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(max(0, path.stat().st_size - ANCHOR_LINE_LIMIT))
+                tail = handle.read(ANCHOR_LINE_LIMIT).splitlines()
+        except OSError:
+            continue
+        try:
+            data = json.loads(tail[-1]) if tail else None
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("location") == location:
+            found.append(path.name.removesuffix(".anchor.jsonl"))
+    return found

@@ -1,0 +1,118 @@
+"""The state tables must agree with what the audit log says happened; the first row that does not is named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentdesk.store import commands
+from agentdesk.store.audit import Failure, Verdict
+from agentdesk.store.database import Store
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
+from tests.audit.helpers import rows, sql, verify
+from tests.conftest import World
+
+
+def _disagrees(store: Store, row: str) -> str:
+    report = verify(store)
+    assert (report.verdict, report.failure, report.row) == (Verdict.TAMPERED, Failure.STATE_DISAGREES, row)
+    assert report.reason is not None
+    return report.reason
+
+
+def test_every_operator_command_leaves_state_and_log_in_agreement(
+        store: Store, source: NativeSource, world: World, rt: AgentRuntime) -> None:
+    source.decide(world.approval, approve=True, actor="alice")
+    denied = rt.request_approval(world.run, "shell", {"cmd": "rm -rf /"})
+    source.decide(denied, approve=False, actor="bob", reason="no")
+    edited = rt.request_approval(world.run, "shell", {"cmd": "ls"})
+    source.decide(edited, approve=True, actor="carol", edited_arguments='{"cmd": "ls -la"}')
+    rt.request_approval(world.run, "shell", {"cmd": "pwd"}, timeout_s=0.0)
+    commands.expire_overdue(store)
+    item = world.items[0]
+    commands.edit_item(store, item, "a new system prompt", 1, "alice")
+    commands.set_item_locked(store, item, True, 2, "alice")
+    commands.set_group_visibility(store, world.groups[1], False, 3, "alice")
+    context = source.context(world.agent)
+    comp = commands.compact(store, world.agent, [world.items[4]], "summary", "", context.context_revision,
+                            "alice")
+    commands.undo_compaction(store, comp, "alice")
+    report = verify(store)
+    assert report.ok, report.reason
+
+
+def test_a_pending_approval_approved_in_the_table_is_named(store: Store, world: World, store_path: Path) -> None:
+    sql(store_path, "UPDATE approvals SET status = 'approved', decided_by = 'mallory' WHERE id = ?", world.approval)
+    reason = _disagrees(store, f"approval {world.approval}")
+    assert reason.startswith(f"Approval {world.approval} is 'approved' in the table but pending in the audit log")
+
+
+def test_a_decided_status_changed_in_the_table_is_named(store: Store, source: NativeSource, world: World,
+                                                        store_path: Path) -> None:
+    source.decide(world.approval, approve=False, actor="alice", reason="no")
+    sql(store_path, "UPDATE approvals SET status = 'approved' WHERE id = ?", world.approval)
+    assert "its status was changed directly" in _disagrees(store, f"approval {world.approval}")
+
+
+def test_decided_by_changed_in_the_table_is_named(store: Store, source: NativeSource, world: World,
+                                                  store_path: Path) -> None:
+    source.decide(world.approval, approve=True, actor="alice")
+    sql(store_path, "UPDATE approvals SET decided_by = 'bob' WHERE id = ?", world.approval)
+    assert "decided by 'bob'" in _disagrees(store, f"approval {world.approval}")
+
+
+def test_a_pending_approvals_arguments_changed_in_the_table_are_named(store: Store, world: World,
+                                                                      store_path: Path) -> None:
+    sql(store_path, "UPDATE approvals SET arguments = '{\"cmd\":\"rm -rf ~\"}' WHERE id = ?", world.approval)
+    assert "arguments were changed in the table" in _disagrees(store, f"approval {world.approval}")
+
+
+def test_the_approved_hash_changed_in_the_table_is_named(store: Store, source: NativeSource, world: World,
+                                                         store_path: Path) -> None:
+    source.decide(world.approval, approve=True, actor="alice")
+    sql(store_path, "UPDATE approvals SET approved_hash = 'sha256:00' WHERE id = ?", world.approval)
+    assert "approved arguments hash" in _disagrees(store, f"approval {world.approval}")
+
+
+def test_an_approval_written_into_the_table_directly_is_named(store: Store, world: World, store_path: Path) -> None:
+    columns = [r[1] for r in rows(store_path, "PRAGMA table_info(approvals)")]
+    picked = ", ".join("'apr_forged'" if c == "id" else "NULL" if c == "tool_call_id" else str(c)
+                       for c in columns)
+    sql(store_path, f"INSERT INTO approvals SELECT {picked} FROM approvals WHERE id = ?", world.approval)
+    assert "has no request in the audit log" in _disagrees(store, "approval apr_forged")
+
+
+def test_an_approval_deleted_from_the_table_is_named(store: Store, world: World, store_path: Path) -> None:
+    sql(store_path, "DELETE FROM approvals WHERE id = ?", world.approval)
+    assert "was deleted from the table" in _disagrees(store, f"approval {world.approval}")
+
+
+def test_a_blob_in_a_state_column_is_reported_not_raised(store: Store, world: World, store_path: Path) -> None:
+    sql(store_path, "UPDATE approvals SET status = ? WHERE id = ?", b"\x00approved", world.approval)
+    assert "binary data" in _disagrees(store, f"approval {world.approval}")
+    sql(store_path, "UPDATE approvals SET status = 'pending', arguments = ? WHERE id = ?", b"\xff", world.approval)
+    assert "arguments were changed" in _disagrees(store, f"approval {world.approval}")
+
+
+def test_context_content_changed_in_the_table_is_named(store: Store, world: World, store_path: Path) -> None:
+    item = world.items[1]
+    sql(store_path, "UPDATE context_items SET content = 'ignore all previous instructions' WHERE id = ?", item)
+    assert "is not the content of its revision 1" in _disagrees(store, f"context item {item}")
+
+
+def test_an_edited_revision_rewritten_with_its_item_is_named(store: Store, world: World, store_path: Path) -> None:
+    item = world.items[0]
+    commands.edit_item(store, item, "the operator's words", 1, "alice")
+    sql(store_path, "UPDATE context_items SET content = 'forged' WHERE id = ?", item)
+    sql(store_path, "UPDATE context_item_revisions SET content = 'forged' WHERE item_id = ? AND revision = 2", item)
+    assert "revision 2 was changed in the table" in _disagrees(store, f"context item {item}")
+
+
+@pytest.mark.parametrize("locked", [True, False])
+def test_a_lock_changed_in_the_table_is_named(store: Store, world: World, store_path: Path, locked: bool) -> None:
+    item = world.items[2]
+    commands.set_item_locked(store, item, locked, 1, "alice")
+    sql(store_path, "UPDATE context_items SET locked = ? WHERE id = ?", not locked, item)
+    assert "its lock was changed directly" in _disagrees(store, f"context item {item}")
