@@ -26,6 +26,7 @@ from agentdesk.store.errors import InvalidInput, NotFound
 from agentdesk.store.otel import values as v
 from agentdesk.store.otel.spans import split_span_row_id
 from agentdesk.store.otel.writer import EXTRA_KEYS, original_name
+from agentdesk.store.text.jsonsafe import bounded, loads
 
 FORMATS = ("otlp-json", "otlp-jsonl")
 CHUNK = 1000
@@ -103,7 +104,7 @@ def _run_chunks(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
                          .order_by(sc.SpanRow.started_at, sc.SpanRow.id)).scalars()
         groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         for count, row in enumerate(rows, 1):
-            attrs = json.loads(row.attributes or "{}")
+            attrs = _stored_json(row.attributes)
             if facts is None:
                 span, key = _imported_span(row, attrs, orphans), (
                     str(attrs.get("otel.resource", "")), str(attrs.get("otel.scope", "")),
@@ -120,6 +121,16 @@ def _run_chunks(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
         yield from _flush(s, groups, resources, facts)
 
 
+EXPORT_DEPTH = 256
+"""Deeper attribute values (an agent's 50,000-level payload) are exported as the display's marker
+rather than crashing `json.dumps`: an OTel tool could not show them anyway."""
+
+
+def _stored_json(text: str | None) -> Any:
+    """A stored attributes column as a value `json.dumps` can write: parsed without recursion, bounded."""
+    return bounded(loads(text or "{}"), EXPORT_DEPTH)
+
+
 def _flush(s: Session, groups: dict[tuple[str, str, str], list[dict[str, Any]]],
            resources: dict[str, dict[str, Any]], facts: _NativeFacts | None) -> Iterator[dict[str, Any]]:
     for (res_key, scope_name, scope_version), spans in groups.items():
@@ -128,7 +139,7 @@ def _flush(s: Session, groups: dict[tuple[str, str, str], list[dict[str, Any]]],
         else:
             if res_key not in resources:
                 row = s.get(sc.OtelResourceRow, res_key) if res_key else None
-                resources[res_key] = json.loads(row.attributes) if row else {}
+                resources[res_key] = _stored_json(row.attributes) if row else {}
             attributes = resources[res_key]
         scope: dict[str, Any] = {"name": scope_name}
         if scope_version:

@@ -9,7 +9,6 @@ items (writer.item_id), for the one span the details pane is showing.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agentdesk.store import readmodel as rm
@@ -17,6 +16,7 @@ from agentdesk.store.otel import messages as msgs
 from agentdesk.store.otel.semconv import classify
 from agentdesk.store.otel.spans import OtelSpan, split_span_row_id
 from agentdesk.store.otel.writer import AGENT_KEY, EXTRA_KEYS, item_id
+from agentdesk.store.text.jsonsafe import NotJson, bounded, loads
 
 
 def is_imported_span(span_id: str) -> bool:
@@ -29,8 +29,8 @@ def sent_items(span_id: str, attributes_json: str | None) -> list[rm.SentItem]:
     if parts is None:
         return []
     try:
-        attrs: dict[str, Any] = json.loads(attributes_json or "{}")
-    except ValueError:
+        attrs: dict[str, Any] = bounded(loads(attributes_json or "{}"))
+    except NotJson:
         return []
     raw_events = attrs.get("otel.events")
     events: list[dict[str, Any]] = raw_events if isinstance(raw_events, list) else []

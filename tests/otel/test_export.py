@@ -160,3 +160,21 @@ def test_the_export_command(tmp_path: Path, store_path: Path) -> None:
     both = cli("export", run_id, "--project", "x")
     assert both.returncode == 2 and "not both" in both.stderr
     assert json.loads(cli("export", "--project", "support-bot").stdout)["resourceSpans"]
+
+
+def test_a_span_whose_attributes_nest_50000_levels_exports_with_the_marker(store: Store) -> None:
+    """An agent's pathological attribute value must not crash the export (json.dumps would recurse)."""
+    import sqlite3
+
+    ingest_request(store, request_of(agent_trace()))
+    run_id = _runs(NativeSource(store))[0]
+    assert store.path is not None
+    with sqlite3.connect(store.path) as raw:
+        span_id = raw.execute("SELECT id, attributes FROM spans WHERE run_id = ? LIMIT 1", (run_id,)).fetchone()[0]
+        raw.execute("UPDATE spans SET attributes = json_set(attributes, '$.deep', 0) WHERE id = ?", (span_id,))
+        raw.execute("UPDATE spans SET attributes = replace(attributes, '\"deep\":0', ?) WHERE id = ?",
+                    ('"deep":' + "[" * 50_000 + "]" * 50_000, span_id))
+    text = exported(store, "otlp-json", run_id=run_id)
+    spans = json.loads(text)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    attrs = [a for s in spans for a in s["attributes"] if a["key"] == "deep"]
+    assert attrs and "too deeply nested" in json.dumps(attrs[0])
