@@ -59,7 +59,8 @@ BAD_TEXT = st.one_of(
                      '{"a": 123456789012345678901234567890}', "{" * 3 + "}" * 3, '"\\u0000\\u202e"']),
     st.integers(min_value=2, max_value=400).map(deep),          # nesting; 50,000 levels: see below
 )
-VALUE = st.one_of(BAD_TEXT, st.binary(max_size=20), st.integers(), st.none())
+VALUE = st.one_of(BAD_TEXT, st.binary(max_size=20), st.integers(min_value=-(2**63), max_value=2**63 - 1), st.none())
+"""SQLite stores integers in 64 bits: a bigger one cannot be written by any runtime."""
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,9 @@ def counts(store: Store) -> tuple[int, int]:
                 int(s.execute(select(func.count()).select_from(sc.RunRow)).scalar_one()))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def fuzz_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One store per test (shared by its examples): its audit key lives in this test's config folder."""
     store = open_store(str(tmp_path_factory.mktemp("fuzz") / "fuzz.sqlite"))
     yield store
     store.close()
