@@ -133,6 +133,8 @@ INDEX_EVERY_S = 2.0
 PAUSE_S = 0.05
 """Between two chunks: the lock is free this long for whoever waits on it (an operator's decision)."""
 MAX_BACKOFF_S = 30.0
+FIRST_INDEX_AFTER_S = 3.0
+"""Not at start-up: a window opening reads its run first, and should not race other writers for the lock."""
 
 
 class IndexSchedule:
@@ -143,8 +145,10 @@ class IndexSchedule:
     and is retried; any other failure is logged once and retried on the next tick.
     """
 
-    def __init__(self, store: Store, *, interval_s: float = INDEX_EVERY_S, pause_s: float = PAUSE_S) -> None:
+    def __init__(self, store: Store, *, interval_s: float = INDEX_EVERY_S, pause_s: float = PAUSE_S,
+                 first_after_s: float = FIRST_INDEX_AFTER_S) -> None:
         self.store = store
+        self.first_after_s = first_after_s
         self.interval_s = interval_s
         self.pause_s = pause_s
         self.chunk = DEFAULT_CHUNK
@@ -179,7 +183,7 @@ class IndexSchedule:
         return took
 
     def _run(self) -> None:
-        wait = self.pause_s
+        wait = self.first_after_s
         backoff = self.pause_s
         warned = False
         while not self._stop.wait(wait):
