@@ -20,8 +20,8 @@ from agentdesk.store.database import Store, open_store, to_url
 from agentdesk.store.errors import StoreUnavailable
 from agentdesk.store.maintenance import PruneSchedule
 from agentdesk.store.queries import NativeQueries
-from agentdesk.store.search.indexer import IndexSchedule
 from agentdesk.store.schema import RunRow, SpanRow
+from agentdesk.store.search.indexer import IndexSchedule
 from agentdesk.store.source import ApprovalWriter, Capability, ContextWriter, Source, SourceDescriptor
 from agentdesk.store.watcher import DEFAULT_POLL_INTERVAL_S, ChangeWatcher
 

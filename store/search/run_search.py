@@ -143,8 +143,8 @@ def fresh(rows: str) -> str:
 def dirty_rows(tests: Sequence[str], extra: str = "") -> str:
     """SQL for the dirty spans passing `tests` (column terms), with what a text test needs.
 
-    Columns: id, start, 1 (the dirty marker; 0 in the index half), name, input text, output text, attributes (then `extra`, as in
-    the index half of the UNION). A dirty id with no span row (deleted) yields nothing.
+    Columns: id, start, 1 (the dirty marker; 0 in the index half), name, input text,
+    output text, attributes (then `extra`). A dirty id with no span row (deleted) yields nothing.
     """
     return (f"SELECT s.id, s.started_at, 1, s.name, s.input_text, s.output_text, s.attributes{extra} "
             f"FROM {fts.DIRTY_TABLE} d CROSS JOIN spans s ON s.id = d.span_id WHERE {' AND '.join(tests)}")
