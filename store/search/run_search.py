@@ -129,9 +129,8 @@ def _search_sql(engine: Engine, q: Query, run_id: str) -> SearchResult:
             raise NotFound(f"No run {run_id!r} in this store.")
         raw = conn.connection.driver_connection  # the sqlite3 cursor: a million rows without ORM row objects
         assert raw is not None
-        rows = raw.execute(sql, params).fetchall()  # one statement: one snapshot of index and dirty set
-    if match is not None:
-        rows = [row for row in rows if not row[2] or dirty_matches(q, row)]
+        # one statement, one snapshot of the index and the dirty set; dirty rows tested as they stream by
+        rows = [row for row in raw.execute(sql, params) if match is None or not row[2] or dirty_matches(q, row)]
     return SearchResult(*_by_start(rows))
 
 

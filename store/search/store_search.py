@@ -125,7 +125,7 @@ def _spans_sql(engine: Engine, q: Query, limit: int) -> tuple[list[Hit], int]:
         rows = conn.execute(text(f"SELECT s.id, s.run_id, s.name, s.started_at {base} LIMIT :limit"),
                             params).all()
         dirty = [] if match is None else [
-            row for row in conn.execute(text(dirty_rows(tests or ["1 = 1"], ", s.run_id")), params).all()
+            row for row in conn.execute(text(dirty_rows(tests or ["1 = 1"], ", s.run_id")), params)
             if dirty_matches(q, row)]
     hits = [Hit(HitKind.SPAN, r[0], r[1], r[0], r[2], r[3]) for r in rows]
     hits += [Hit(HitKind.SPAN, r[0], r[7], r[0], r[3] or "", r[1]) for r in dirty[: max(0, limit - len(hits))]]
