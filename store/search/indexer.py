@@ -32,11 +32,15 @@ from agentdesk.store.search import fts
 log = logging.getLogger(__name__)
 
 DEFAULT_CHUNK = 2000
+FIRST_CHUNK = 500
+"""The schedule's first chunk (then sized by time): small, since a loaded machine makes every span slower."""
 MIN_CHUNK, MAX_CHUNK = 100, 5000
 CHUNK_TARGET_S = 0.05
 """A chunk holds the write lock about this long: a decision queued behind it waits < 100 ms."""
 SEARCH_DRAIN_LIMIT = 5000
 """Spans a search indexes before it runs; the rest of the dirty set is scanned, still correct."""
+SEARCH_CHUNK = 1000
+SEARCH_PAUSE_S = 0.005
 
 _IDS = "SELECT value FROM json_each(?)"
 _CHUNK = (
@@ -102,30 +106,37 @@ def dirty_count(engine: Engine, run_id: str | None = None) -> int:
                                f"WHERE s.run_id = ?", (run_id,)).fetchone()[0])
 
 
-def drain_for_search(store: Store, run_id: str | None, limit: int = SEARCH_DRAIN_LIMIT) -> int:
+def drain_for_search(store: Store, run_id: str | None, limit: int = SEARCH_DRAIN_LIMIT,
+                     chunk: int = SEARCH_CHUNK) -> int:
     """Before a search: index up to `limit` dirty spans if the store is writable and its lock is free.
 
-    Never waits for the lock (busy timeout 0 for this attempt) and never fails the
-    search: what stays dirty is scanned by the query instead.
+    In chunks of `chunk` (each its own short transaction, the lock released between
+    them), never waiting for the lock (busy timeout 0 for these attempts) and never
+    failing the search: what stays dirty is scanned by the query instead.
     """
     if store.read_only:
         return 0
+    done = 0
     with store.write_engine.connect() as conn:
         raw = conn.connection.driver_connection
         assert raw is not None
         before = int(raw.execute("PRAGMA busy_timeout").fetchone()[0])
         raw.execute("PRAGMA busy_timeout = 0")
         try:
-            with conn.begin():
-                ids = _pick(raw, limit, run_id)
-                if ids:
-                    reindex(raw, ids)
-            return len(ids)
+            while done < limit:
+                with conn.begin():
+                    ids = _pick(raw, min(chunk, limit - done), run_id)
+                    if ids:
+                        reindex(raw, ids)
+                done += len(ids)
+                if len(ids) < chunk:
+                    break
+                time.sleep(SEARCH_PAUSE_S)  # a decision waiting on the lock gets it now
         except OperationalError as exc:
             log.debug("search skipped indexing (%s); dirty spans are scanned", exc)
-            return 0
         finally:
             raw.execute(f"PRAGMA busy_timeout = {before}")
+    return done
 
 
 INDEX_EVERY_S = 2.0
@@ -151,7 +162,7 @@ class IndexSchedule:
         self.first_after_s = first_after_s
         self.interval_s = interval_s
         self.pause_s = pause_s
-        self.chunk = DEFAULT_CHUNK
+        self.chunk = FIRST_CHUNK
         self.indexed = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -186,3 +186,13 @@ def _apply(source: NativeSource, rt: AgentRuntime, run: str, spans: list[str], s
         _write(source, "DELETE FROM spans WHERE id = :i", i=span)
     elif kind == "drain":
         indexer.drain(source.store.write_engine, limit=int(step[1]), chunk=2)  # type: ignore[call-overload]
+
+
+def test_a_search_on_a_locked_store_does_not_wait_and_stays_right(source: NativeSource, rt: AgentRuntime) -> None:
+    run = _run(rt)
+    span = rt.start_span(run, "tool", "shell", input_text="locked words")
+    with source.store.write_engine.begin():  # another writer holds the lock
+        assert indexer.drain_for_search(source.store, run) == 0
+        assert search_run(source, run, "locked").span_ids == [span]
+    assert dirty_count(source.store.engine) == 1
+    assert indexer.drain_for_search(source.store, run, chunk=1) == 1
