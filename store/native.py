@@ -22,6 +22,7 @@ from agentdesk.store.errors import StoreUnavailable
 from agentdesk.store.maintenance import PruneSchedule
 from agentdesk.store.queries import NativeQueries
 from agentdesk.store.schema import RunRow, SpanRow
+from agentdesk.store.search.indexer import IndexSchedule
 from agentdesk.store.source import ApprovalWriter, Capability, ContextWriter, Source, SourceDescriptor
 from agentdesk.store.watcher import DEFAULT_POLL_INTERVAL_S, ChangeWatcher
 
@@ -35,6 +36,7 @@ class NativeSource(NativeQueries):
         super().__init__(store)
         self._watcher: ChangeWatcher | None = None
         self._prune: PruneSchedule | None = None
+        self._index: IndexSchedule | None = None
 
     @classmethod
     def open(cls, location: str | None = None, **kwargs: object) -> NativeSource:
@@ -74,6 +76,7 @@ class NativeSource(NativeQueries):
             interval = DEFAULT_POLL_INTERVAL_S if poll_interval_s is None else poll_interval_s
             self._watcher = ChangeWatcher(self.store, poll_interval_s=interval).start()
             self._prune = PruneSchedule(self.store).start()  # a long-lived watcher also keeps the log short
+            self._index = IndexSchedule(self.store).start()  # and indexes spans for search, off the write path
         return self._watcher
 
     @property
@@ -87,6 +90,9 @@ class NativeSource(NativeQueries):
         if self._prune is not None:
             self._prune.stop()
             self._prune = None
+        if self._index is not None:
+            self._index.stop()
+            self._index = None
         self.store.close()
 
     def showcase_run(self) -> str | None:

@@ -1,16 +1,26 @@
-"""The SQLite full-text index over spans: its DDL, shared by migration 0006 and the search.
+"""The SQLite full-text index over spans: its DDL, shared by migration 0006, the indexer and the search.
 
-`span_fts` is a contentless FTS5 table (it stores the index, not a second copy
-of every text) over a span's name, input text, output text and attributes (as
-"key value" words). Its rowids come from `span_search_rows`, a stable integer
-per span id: `spans` has no INTEGER PRIMARY KEY, so its own rowids may change
-on VACUUM and cannot key the index. Triggers keep both tables in step with
-every write path (runtime, OTel import, receiver, simulator), and a contentless
-row is removed with FTS5's 'delete' command and the old values, which the
-triggers have. `span_search_rows` also keeps each span's run, start and attributes
-(a copy: the price of attribute terms that never read a span row), so a
-query of words and attribute terms never touches the span rows; `span_search_columns` covers
-the column terms (kind, status, duration) the same way. SQLite only: other dialects have no FTS5 and search by scanning.
+Indexing is kept *off the write path*. The only thing a write to `spans` pays is
+one `INSERT OR IGNORE` of the span's id into `span_search_dirty` (triggers on
+insert, on update of an indexed column, on delete); `store.search.indexer`
+drains that set later in short transactions (the window's background job, or a
+search before it runs). A search never returns a stale or missing hit: it takes
+the index's answer for the spans *not* dirty and scans the dirty ones from their
+current values (`run_search`).
+
+`span_fts` is a regular (content-storing) FTS5 table over a span's name, input
+text, output text and attributes (as "key value" words). Regular, not
+contentless: SQLite 3.40 has no `contentless_delete`, so a contentless row can
+only be removed by repeating the exact values it was indexed with, and the
+indexer re-indexes a span *after* it changed (or vanished), when the old values
+are gone. Keeping a copy of them would cost the same space as FTS5's own
+content table, with more code; `DELETE FROM span_fts WHERE rowid = ?` needs none.
+Its rowids come from `span_search_rows`, a stable integer per span id: `spans`
+has no INTEGER PRIMARY KEY, so its own rowids may change on VACUUM and cannot key
+the index. `span_search_rows` also keeps each span's run, start and attributes,
+so a query of words and attribute terms never touches the span rows;
+`span_search_columns` covers the column terms (kind, status, duration) the same way.
+SQLite only: other dialects have no FTS5 and search by scanning.
 """
 
 from __future__ import annotations
@@ -20,77 +30,60 @@ from sqlalchemy import Connection, Engine, text
 TOKENIZER = "unicode61 remove_diacritics 2"
 ROWS_TABLE = "span_search_rows"
 FTS_TABLE = "span_fts"
+DIRTY_TABLE = "span_search_dirty"
+"""Span ids written since they were last indexed (inserted, changed or deleted)."""
 COLUMNS_INDEX = "span_search_columns"
 """Covers kind, status, start, end and id per run: column-only queries never read the (large) span rows."""
+INDEXED_COLUMNS = "id, name, input_text, output_text, attributes, run_id, started_at"
+"""The span columns the index copies: an update of any other column (status, ended_at) marks nothing."""
 INDEXES = frozenset({COLUMNS_INDEX})
-TABLES = frozenset({ROWS_TABLE, FTS_TABLE, *(f"{FTS_TABLE}_{part}" for part in ("data", "idx", "docsize", "config"))})
+TABLES = frozenset({ROWS_TABLE, FTS_TABLE, DIRTY_TABLE,
+                    *(f"{FTS_TABLE}_{part}" for part in ("data", "idx", "docsize", "config", "content"))})
 """Every table the index adds (FTS5 keeps its index in shadow tables), outside the ORM's metadata."""
+TRIGGERS = ("span_search_insert", "span_search_update", "span_search_delete")
 
 
-def _attrs(row: str) -> str:
+def attrs_sql(row: str) -> str:
     """SQL for a span row's attributes as "key value key value" text ('' for anything but a JSON object)."""
     return (f"CASE WHEN json_valid({row}.attributes) AND json_type({row}.attributes) = 'object' "
             f"THEN coalesce((SELECT group_concat(key || ' ' || coalesce(value, ''), ' ') "
             f"FROM json_each({row}.attributes)), '') ELSE '' END")
 
 
-def _values(row: str) -> str:
-    return f"{row}.name, {row}.input_text, {row}.output_text, {_attrs(row)}"
-
-
-def _rowid(row: str) -> str:
-    return f"(SELECT rowid FROM {ROWS_TABLE} WHERE span_id = {row}.id)"
+def _mark(row: str) -> str:
+    return f"INSERT OR IGNORE INTO {DIRTY_TABLE}(span_id) VALUES ({row}.id);"
 
 
 CREATE = (
     f"CREATE TABLE {ROWS_TABLE} (rowid INTEGER PRIMARY KEY, span_id VARCHAR(64) NOT NULL UNIQUE, "
     f"run_id VARCHAR(64) NOT NULL, started_at FLOAT NOT NULL, attributes TEXT)",
+    f"CREATE TABLE {DIRTY_TABLE} (span_id VARCHAR(64) PRIMARY KEY) WITHOUT ROWID",
     f"CREATE INDEX {COLUMNS_INDEX} ON spans (run_id, kind, status, started_at, ended_at, id)",
     f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(name, input_text, output_text, attrs, "
-    f"content='', tokenize=\"{TOKENIZER}\")",
-    f"""CREATE TRIGGER span_search_insert AFTER INSERT ON spans BEGIN
-        INSERT INTO {ROWS_TABLE}(span_id, run_id, started_at, attributes)
-            VALUES (new.id, new.run_id, new.started_at, new.attributes);
-        INSERT INTO {FTS_TABLE}(rowid, name, input_text, output_text, attrs)
-            VALUES (last_insert_rowid(), {_values('new')});
+    f"tokenize=\"{TOKENIZER}\")",
+    f"CREATE TRIGGER span_search_insert AFTER INSERT ON spans BEGIN {_mark('new')} END",
+    f"""CREATE TRIGGER span_search_update AFTER UPDATE OF {INDEXED_COLUMNS} ON spans BEGIN
+        {_mark('new')}
+        INSERT OR IGNORE INTO {DIRTY_TABLE}(span_id) SELECT old.id WHERE old.id <> new.id;
     END""",
-    f"""CREATE TRIGGER span_search_update
-    AFTER UPDATE OF name, input_text, output_text, attributes, run_id, started_at ON spans BEGIN
-        UPDATE {ROWS_TABLE} SET run_id = new.run_id, started_at = new.started_at, attributes = new.attributes
-            WHERE span_id = old.id;
-        INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, name, input_text, output_text, attrs)
-            VALUES ('delete', {_rowid('old')}, {_values('old')});
-        INSERT INTO {FTS_TABLE}(rowid, name, input_text, output_text, attrs)
-            VALUES ({_rowid('new')}, {_values('new')});
-    END""",
-    f"""CREATE TRIGGER span_search_delete AFTER DELETE ON spans BEGIN
-        INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, name, input_text, output_text, attrs)
-            VALUES ('delete', {_rowid('old')}, {_values('old')});
-        DELETE FROM {ROWS_TABLE} WHERE span_id = old.id;
-    END""",
+    f"CREATE TRIGGER span_search_delete AFTER DELETE ON spans BEGIN {_mark('old')} END",
 )
 
-BACKFILL = (
-    f"INSERT INTO {ROWS_TABLE}(span_id, run_id, started_at, attributes) SELECT id, run_id, started_at, "
-    f"attributes FROM spans "
-    f"ORDER BY run_id, started_at",
-    f"INSERT INTO {FTS_TABLE}(rowid, name, input_text, output_text, attrs) "
-    f"SELECT r.rowid, {_values('s')} FROM {ROWS_TABLE} r JOIN spans s ON s.id = r.span_id",
-)
+MARK_ALL = f"INSERT OR IGNORE INTO {DIRTY_TABLE}(span_id) SELECT id FROM spans"
+"""Every stored span is dirty after the migration: the indexer (not the migration) tokenizes them."""
 
 DROP = (
-    "DROP TRIGGER IF EXISTS span_search_delete",
-    "DROP TRIGGER IF EXISTS span_search_update",
-    "DROP TRIGGER IF EXISTS span_search_insert",
+    *(f"DROP TRIGGER IF EXISTS {name}" for name in TRIGGERS),
     f"DROP TABLE IF EXISTS {FTS_TABLE}",
     f"DROP TABLE IF EXISTS {ROWS_TABLE}",
+    f"DROP TABLE IF EXISTS {DIRTY_TABLE}",
     f"DROP INDEX IF EXISTS {COLUMNS_INDEX}",
 )
 
 
 def install(connection: Connection) -> None:
-    """Create the index and its triggers, then index every span already stored."""
-    for statement in CREATE + BACKFILL:
+    """Create the index, its tables and the dirty-marking triggers; mark every stored span dirty."""
+    for statement in (*CREATE, MARK_ALL):
         connection.exec_driver_sql(statement)
 
 
@@ -105,4 +98,4 @@ def has_index(engine: Engine) -> bool:
         return False
     with engine.connect() as conn:
         return conn.execute(text("SELECT 1 FROM sqlite_master WHERE name = :n"),
-                            {"n": FTS_TABLE}).first() is not None
+                            {"n": DIRTY_TABLE}).first() is not None

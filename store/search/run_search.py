@@ -22,9 +22,11 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, text
 
+from agentdesk.store.convert import json_dict
 from agentdesk.store.errors import NotFound
 from agentdesk.store.native import NativeSource
 from agentdesk.store.search import fts
+from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.query import Query, fts_phrase, matches_text, parse, words_of
 from agentdesk.store.source import Source, SpanTable
 
@@ -59,6 +61,8 @@ def search_run(source: Source, run_id: str, query: str) -> SearchResult:
     parsed = parse(query)
     engine = indexed_engine(source)
     if engine is not None:
+        assert isinstance(source, NativeSource)
+        drain_for_search(source.store, run_id)
         return _search_sql(engine, parsed, run_id)
     source.run(run_id)  # NotFound for an unknown run, like the indexed path
     return _scan(source, parsed, source.span_table(run_id))
@@ -109,22 +113,53 @@ def _search_sql(engine: Engine, q: Query, run_id: str) -> SearchResult:
     column_terms = column_tests(q, params)
     attribute_terms = attribute_tests(q, params)
     match = match_expression(q)
-    if match is None:
+    if match is None:  # columns only: the span rows themselves, never stale
         sql = (f"SELECT s.id, s.started_at FROM spans s INDEXED BY {fts.COLUMNS_INDEX} "
                f"WHERE {' AND '.join(['s.run_id = :run', *column_terms])}")
-    else:  # words and attributes: the index and its row table; the span rows only for column terms
+    else:  # the index for spans indexed since their last write, UNION the run's dirty spans as they are now
         params["match"] = match
         join = " CROSS JOIN spans s ON s.id = r.span_id" if column_terms else ""
-        tests = ["r.run_id = :run", *attribute_terms, *column_terms]
-        sql = (f"SELECT r.span_id, r.started_at FROM {fts.FTS_TABLE} f CROSS JOIN {fts.ROWS_TABLE} r "
-               f"ON r.rowid = f.rowid{join} WHERE f.{fts.FTS_TABLE} MATCH :match AND {' AND '.join(tests)}")
+        tests = ["r.run_id = :run", *attribute_terms, *column_terms, fresh("r")]
+        sql = (f"SELECT r.span_id, r.started_at, 0, NULL, NULL, NULL, NULL FROM {fts.FTS_TABLE} f "
+               f"CROSS JOIN {fts.ROWS_TABLE} r ON r.rowid = f.rowid{join} "
+               f"WHERE f.{fts.FTS_TABLE} MATCH :match AND {' AND '.join(tests)} "
+               f"UNION ALL {dirty_rows(['s.run_id = :run', *column_terms])}")
     with engine.connect() as conn:
         if conn.execute(text("SELECT 1 FROM runs WHERE id = :run"), params).first() is None:
             raise NotFound(f"No run {run_id!r} in this store.")
         raw = conn.connection.driver_connection  # the sqlite3 cursor: a million rows without ORM row objects
         assert raw is not None
-        rows = raw.execute(sql, params).fetchall()
+        # one statement, one snapshot of the index and the dirty set; dirty rows tested as they stream by
+        rows = [row for row in raw.execute(sql, params) if match is None or not row[2] or dirty_matches(q, row)]
     return SearchResult(*_by_start(rows))
+
+
+def fresh(rows: str) -> str:
+    """SQL: the index row's span has not been written since it was indexed (else it is scanned instead)."""
+    return f"NOT EXISTS (SELECT 1 FROM {fts.DIRTY_TABLE} d WHERE d.span_id = {rows}.span_id)"
+
+
+def dirty_rows(tests: Sequence[str], extra: str = "") -> str:
+    """SQL for the dirty spans passing `tests` (column terms), with what a text test needs.
+
+    Columns: id, start, 1 (the dirty marker; 0 in the index half), name, input text,
+    output text, attributes (then `extra`). A dirty id with no span row (deleted) yields nothing.
+    """
+    return (f"SELECT s.id, s.started_at, 1, s.name, s.input_text, s.output_text, s.attributes{extra} "
+            f"FROM {fts.DIRTY_TABLE} d CROSS JOIN spans s ON s.id = d.span_id WHERE {' AND '.join(tests)}")
+
+
+def dirty_matches(q: Query, row: Sequence[Any]) -> bool:
+    """Whether a dirty span (a `dirty_rows` row) matches the query's words and attributes, as the scan does."""
+    name, input_text, output_text = row[3] or "", row[4], row[5]
+    if not all(matches_text(words, name) for words in q.names):
+        return False
+    if not all(matches_text(words, name, input_text, output_text) for words in q.text):
+        return False
+    if not q.attributes:
+        return True
+    attributes = json_dict(row[6])
+    return all(attribute_matches(attributes, a.key, a.words) for a in q.attributes)
 
 
 def _by_start(rows: Sequence[Any]) -> tuple[list[str], int]:

@@ -1,7 +1,8 @@
 """Search the whole store: spans, approvals and context items of every run, grouped by run.
 
 Spans use the same query as one run's search (`run_search`), over every run:
-in SQL through the FTS index on a native SQLite store, else run by run through
+in SQL through the FTS index on a native SQLite store (spans written since
+they were last indexed are scanned from their current values, in the same snapshot), else run by run through
 the `Source` seam (stopping at `limit` hits). Approvals and context items have
 no kind, status or duration: they are searched only by a query's plain words
 (and `name:` against an approval's tool), through the seam for every source,
@@ -20,11 +21,16 @@ from sqlalchemy import Engine, text
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
+from agentdesk.store.native import NativeSource
 from agentdesk.store.search import fts
+from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.query import Query, matches_text, parse
 from agentdesk.store.search.run_search import (
     attribute_tests,
     column_tests,
+    dirty_matches,
+    dirty_rows,
+    fresh,
     indexed_engine,
     match_expression,
     search_run,
@@ -77,6 +83,8 @@ def search_store(source: Source, query: str, limit: int = DEFAULT_LIMIT) -> Stor
     parsed = parse(query)
     engine = indexed_engine(source)
     if engine is not None:
+        assert isinstance(source, NativeSource)
+        drain_for_search(source.store, None)
         spans, span_total = _spans_sql(engine, parsed, limit)
     else:
         spans, span_total = _spans_scan(source, parsed, limit)
@@ -105,20 +113,24 @@ def _spans_sql(engine: Engine, q: Query, limit: int) -> tuple[list[Hit], int]:
     params: dict[str, Any] = {"limit": limit}
     tests = column_tests(q, params)
     match = match_expression(q)
-    if match is None:
+    if match is None:  # columns only: the span rows themselves, never stale
         base = f"FROM spans s WHERE {' AND '.join(tests or ['1 = 1'])}"
-    else:
-        where = " AND ".join([*tests, *attribute_tests(q, params)] or ["1 = 1"])
+    else:  # the index for spans not written since they were indexed; the dirty ones are scanned below
+        where = " AND ".join([*tests, *attribute_tests(q, params), fresh("r")])
         params["match"] = match
         base = (f"FROM {fts.FTS_TABLE} f CROSS JOIN {fts.ROWS_TABLE} r ON r.rowid = f.rowid "
                 f"CROSS JOIN spans s ON s.id = r.span_id WHERE f.{fts.FTS_TABLE} MATCH :match AND {where}")
-    with engine.connect() as conn:
+    with engine.begin() as conn:  # one read transaction: the index and the dirty set from one snapshot
         total = conn.execute(text(f"SELECT count(*) {base}"), params).scalar_one()
         rows = conn.execute(text(f"SELECT s.id, s.run_id, s.name, s.started_at {base} LIMIT :limit"),
                             params).all()
+        dirty = [] if match is None else [
+            row for row in conn.execute(text(dirty_rows(tests or ["1 = 1"], ", s.run_id")), params)
+            if dirty_matches(q, row)]
     hits = [Hit(HitKind.SPAN, r[0], r[1], r[0], r[2], r[3]) for r in rows]
+    hits += [Hit(HitKind.SPAN, r[0], r[7], r[0], r[3] or "", r[1]) for r in dirty[: max(0, limit - len(hits))]]
     hits.sort(key=lambda h: (h.run_id, h.started))
-    return hits, int(total)
+    return hits, int(total) + len(dirty)
 
 
 def every_run(source: Source) -> Iterator[rm.Run]:

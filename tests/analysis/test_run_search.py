@@ -1,4 +1,4 @@
-"""Search within a run: the query language, the FTS index kept by triggers, and the scan fallback agreeing."""
+"""Search within a run: the query language, the FTS index (kept by the indexer), and the scan fallback agreeing."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from agentdesk.store.errors import NotFound
 from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.search import run_search
+from agentdesk.store.search.indexer import drain
 from agentdesk.store.search.query import QueryError, parse
 from agentdesk.store.search.run_search import SearchResult, search_run
 
@@ -107,8 +108,10 @@ def test_updates_and_deletes_keep_the_index_in_step(source: NativeSource, spans:
     assert search_run(source, spans.run, "wrote").span_ids == []
     with source.store.write_engine.begin() as conn:
         conn.execute(text("DELETE FROM spans WHERE id = :i"), {"i": spans.write})
-        rows = conn.execute(text("SELECT count(*) FROM span_search_rows")).scalar_one()
     assert search_run(source, spans.run, "refund").span_ids == []
+    drain(source.store.write_engine)  # every span of the store, the other run's too
+    with source.store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT count(*) FROM span_search_rows")).scalar_one()
     assert rows == 4
 
 
