@@ -81,8 +81,8 @@ def test_gui_and_demo_refuse_without_a_display_and_leave_nothing(monkeypatch: py
     (["aprovals"], "agentdesk: There is no command 'aprovals'; did you mean approvals?"),
     (["approvals", "--jsn"], "agentdesk approvals: There is no option --jsn here; did you mean --json?"),
     (["approvals", "--status", "pendng"],
-     "agentdesk approvals: --status cannot be 'pendng' (it is one of pending, approved, denied, expired, withdrawn, all); "
-     "did you mean pending?"),
+     "agentdesk approvals: --status cannot be 'pendng' (it is one of pending, approved, denied, expired, "
+     "withdrawn, all); did you mean pending?"),
     (["rules", "ad"], "agentdesk rules: There is no action 'ad'; did you mean add?"),
     (["approve", "apr_1"], "agentdesk approve: Missing --actor; `agentdesk approve --help` describes it."),
     (["approve", "", "--actor", "ann"],

@@ -25,9 +25,9 @@ def add_admin_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     roles = role.add_subparsers(dest="role_command", required=True, metavar="ACTION")
     grant = roles.add_parser("grant", parents=[common], help="make a login a viewer, operator or admin")
     grant.add_argument("login", help="an existing PostgreSQL login (CREATE ROLE name LOGIN PASSWORD ...)")
-    grant.add_argument("level", choices=LEVELS)
+    grant.add_argument("level", choices=LEVELS, help="viewer (read), operator (decide, edit), admin (rules, upkeep)")
     listing = roles.add_parser("list", parents=[common], help="every login with an agentdesk level")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="one JSON list of logins and levels")
     prune = sub.add_parser("prune", parents=[common], help="delete change-log rows every watcher has read")
     prune.add_argument("--keep-days", type=positive(float), default=DEFAULT_KEEP_SECONDS / DAY_S, metavar="N",
                        help=f"keep this many days of changes (default {DEFAULT_KEEP_SECONDS / DAY_S:g}); the newest "

@@ -31,16 +31,16 @@ def add_analysis_parsers(command: Command) -> None:
     p.add_argument("query", help='the query, e.g. "payments.py kind:tool dur>2s" (see docs/analysis.md)')
     p.add_argument("--run", metavar="RUN", help="only this run's spans")
     p.add_argument("--limit", type=positive(int), default=DEFAULT_LIMIT, help="hits listed per kind")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of text")
     p = command("critical-path", "the chain of spans that determined when a run ended, with self times")
-    p.add_argument("run")
+    p.add_argument("run", help="the run (any run id the store knows)")
     p.add_argument("--limit", type=positive(int), default=60, help="rows printed (--json has all)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of text")
     p = command("diff", "compare two runs: spans added, removed, slower, faster; totals; context differences")
-    p.add_argument("run_a")
-    p.add_argument("run_b")
+    p.add_argument("run_a", help="the first run (A)")
+    p.add_argument("run_b", help="the run compared with A (B)")
     p.add_argument("--all", action="store_true", help="list unchanged spans too")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of text")
 
 
 def _with_source(args: argparse.Namespace, work: Callable[[Source], int]) -> int:
