@@ -228,15 +228,19 @@ def _load_key(store_id: str | None, notes: list[str]) -> keys.AuditKey | None:
         return None
 
 
-def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | None = None,
-                 use_anchor: bool = True) -> ChainReport:
-    """Walk the whole chain in order and stop at the first record that does not hold.
+def _anchor_first(session: Session, anchor_file: Path | None,
+                  use_anchor: bool) -> tuple[str | None, keys.AuditKey | None, keys.Anchor | None, list[str]]:
+    """The store id, key and anchor, read *before* `session` takes its snapshot.
 
-    The key and anchor are found by the store's id in the config folder; `anchor_file`
-    (an `audit export` or a copied anchor) replaces the local anchor.
+    Writers append to the anchor after their commit, so every head read now is covered by
+    a snapshot taken later; reading the anchor after the snapshot would see heads of commits
+    the snapshot predates and report them as missing records (found by the kill -9 test,
+    whose writers keep committing while `verify` runs). The id is read on its own
+    short connection for the same reason.
     """
     notes: list[str] = []
-    store_id = store_id_of(session)
+    with Session(session.get_bind()) as early:
+        store_id = store_id_of(early)
     key = _load_key(store_id, notes)
     anchor: keys.Anchor | None = None
     if anchor_file is not None:
@@ -245,6 +249,17 @@ def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | Non
             raise FileNotFoundError(anchor_file)
     elif use_anchor and store_id is not None:
         anchor = keys.read_anchor(keys.anchor_path(store_id), key, location_of(session))
+    return store_id, key, anchor, notes
+
+
+def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | None = None,
+                 use_anchor: bool = True) -> ChainReport:
+    """Walk the whole chain in order and stop at the first record that does not hold.
+
+    The key and anchor are found by the store's id in the config folder; `anchor_file`
+    (an `audit export` or a copied anchor) replaces the local anchor.
+    """
+    store_id, key, anchor, notes = _anchor_first(session, anchor_file, use_anchor)
     walk = _Walk(key, anchor, notes=notes)
     columns = _columns(session)
     last_seq: int | None = None
@@ -294,7 +309,8 @@ def verify_store(session: Session, *, anchor_file: Path | None = None) -> ChainR
     """
     from agentdesk.store.audit.state import check_state
 
-    if AuditRow.__tablename__ not in inspect(session.connection()).get_table_names():
+    # On its own connection: `session` must not take its snapshot before the anchor is read (_anchor_first).
+    if AuditRow.__tablename__ not in inspect(session.get_bind()).get_table_names():
         return _table_gone(session)
     report = verify_chain(session, anchor_file=anchor_file)
     if report.verdict == Verdict.TAMPERED:
