@@ -12,7 +12,6 @@ reset instead of silently missing changes.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from sqlalchemy import delete, func, select
@@ -20,6 +19,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
 from agentdesk.store.audit import AuditAppender
+from agentdesk.store.background import BackgroundJob
 from agentdesk.store.database import Store, describe_operational_error
 from agentdesk.store.errors import InvalidInput, ReadOnlyStore, StoreError, StoreUnavailable
 from agentdesk.store.schema import ChangeRow
@@ -92,7 +92,7 @@ FIRST_PRUNE_AFTER_S = 60.0
 """Not at start-up: a window opening should not race the watchers of other windows for the lock."""
 
 
-class PruneSchedule:
+class PruneSchedule(BackgroundJob):
     """Prunes the change log every `interval_s` on a daemon thread, for as long as the store stays open.
 
     Started by every process that watches a store it may prune (the window, `watch`): on
@@ -101,48 +101,34 @@ class PruneSchedule:
     privilege stops the schedule, since it would never succeed.
     """
 
+    thread_name = "agentdesk-prune"
+
     def __init__(self, store: Store, *, interval_s: float = PRUNE_EVERY_S,
                  first_after_s: float = FIRST_PRUNE_AFTER_S, keep_seconds: float = DEFAULT_KEEP_SECONDS,
                  keep_rows: int = DEFAULT_KEEP_ROWS) -> None:
-        self.store = store
+        super().__init__(store, first_after_s=first_after_s)
         self.keep_seconds = keep_seconds
         self.keep_rows = keep_rows
         self.interval_s = interval_s
-        self.first_after_s = first_after_s
         self.runs = 0
         self.deleted = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._warned = False
 
     @staticmethod
     def allowed(store: Store) -> bool:
         return not store.read_only and (store.login is None or store.login.may("admin"))
 
-    def start(self) -> PruneSchedule:
-        if self._thread is None and self.allowed(self.store):
-            self._thread = threading.Thread(target=self._run, name="agentdesk-prune", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def _run(self) -> None:
-        wait = self.first_after_s
-        warned = False
-        while not self._stop.wait(wait):
-            wait = self.interval_s
-            try:
-                self.deleted += prune_change_log(self.store, keep_seconds=self.keep_seconds,
-                                                 keep_rows=self.keep_rows, actor="agentdesk scheduled prune")
-                self.runs += 1
-            except StoreError as exc:
-                if "may not" in str(exc):
-                    log.info("scheduled change-log pruning stops: %s", exc)
-                    return
-                if not warned:
-                    log.warning("scheduled change-log pruning failed (%s); retrying every %.0f s", exc, wait)
-                    warned = True
+    def tick(self) -> float | None:
+        try:
+            self.deleted += prune_change_log(self.store, keep_seconds=self.keep_seconds,
+                                             keep_rows=self.keep_rows, actor="agentdesk scheduled prune")
+            self.runs += 1
+        except StoreError as exc:
+            if "may not" in str(exc):
+                log.info("scheduled change-log pruning stops: %s", exc)
+                return None
+            if not self._warned:
+                log.warning("scheduled change-log pruning failed (%s); retrying every %.0f s",
+                            exc, self.interval_s)
+                self._warned = True
+        return self.interval_s

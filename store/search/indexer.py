@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
+from agentdesk.store.background import BackgroundJob
 from agentdesk.store.database import Store
 from agentdesk.store.errors import StoreError
 from agentdesk.store.search import fts
@@ -148,7 +148,7 @@ FIRST_INDEX_AFTER_S = 3.0
 """Not at start-up: a window opening reads its run first, and should not race other writers for the lock."""
 
 
-class IndexSchedule:
+class IndexSchedule(BackgroundJob):
     """Drains the dirty set on a daemon thread while the store is open (started beside `PruneSchedule`).
 
     Chunks adapt their size to hold the lock about `CHUNK_TARGET_S`. A locked store
@@ -156,32 +156,21 @@ class IndexSchedule:
     and is retried; any other failure is logged once and retried on the next tick.
     """
 
+    thread_name = "agentdesk-search-index"
+
     def __init__(self, store: Store, *, interval_s: float = INDEX_EVERY_S, pause_s: float = PAUSE_S,
                  first_after_s: float = FIRST_INDEX_AFTER_S) -> None:
-        self.store = store
-        self.first_after_s = first_after_s
+        super().__init__(store, first_after_s=first_after_s)
         self.interval_s = interval_s
         self.pause_s = pause_s
         self.chunk = FIRST_CHUNK
         self.indexed = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._backoff = pause_s
+        self._warned = False
 
     @staticmethod
     def allowed(store: Store) -> bool:
         return not store.read_only and fts.has_index(store.engine)
-
-    def start(self) -> IndexSchedule:
-        if self._thread is None and self.allowed(self.store):
-            self._thread = threading.Thread(target=self._run, name="agentdesk-search-index", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
 
     def step(self) -> int:
         """One chunk, resized toward `CHUNK_TARGET_S`; how many spans it indexed."""
@@ -193,21 +182,17 @@ class IndexSchedule:
         self.indexed += took
         return took
 
-    def _run(self) -> None:
-        wait = self.first_after_s
-        backoff = self.pause_s
-        warned = False
-        while not self._stop.wait(wait):
-            try:
-                took = self.step()
-                wait = self.pause_s if took else self.interval_s
-                backoff = self.pause_s
-            except OperationalError as exc:
-                backoff = min(MAX_BACKOFF_S, backoff * 2)
-                wait = backoff
-                log.debug("search indexing waits %.1f s: %s", wait, exc)
-            except StoreError as exc:
-                wait = self.interval_s
-                if not warned:
-                    log.warning("search indexing failed (%s); retrying every %.0f s", exc, wait)
-                    warned = True
+    def tick(self) -> float:
+        try:
+            took = self.step()
+        except OperationalError as exc:
+            self._backoff = min(MAX_BACKOFF_S, self._backoff * 2)
+            log.debug("search indexing waits %.1f s: %s", self._backoff, exc)
+            return self._backoff
+        except StoreError as exc:
+            if not self._warned:
+                log.warning("search indexing failed (%s); retrying every %.0f s", exc, self.interval_s)
+                self._warned = True
+            return self.interval_s
+        self._backoff = self.pause_s
+        return self.pause_s if took else self.interval_s
