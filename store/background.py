@@ -8,11 +8,11 @@ Subclasses say what one step does and how long to wait before the next.
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
 from typing import ClassVar, Self
 
 from agentdesk.store.database import Store
+from agentdesk.store.threads import StoppableThread
 
 
 class BackgroundJob(ABC):
@@ -28,8 +28,7 @@ class BackgroundJob(ABC):
     def __init__(self, store: Store, *, first_after_s: float) -> None:
         self.store = store
         self.first_after_s = first_after_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = StoppableThread(self.thread_name)
 
     @staticmethod
     def allowed(store: Store) -> bool:
@@ -40,19 +39,19 @@ class BackgroundJob(ABC):
     def tick(self) -> float | None:
         """One step; the seconds to wait before the next, or None to stop."""
 
+    @property
+    def running(self) -> bool:
+        return self._thread.running
+
     def start(self) -> Self:
-        if self._thread is None and self.allowed(self.store):
-            self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
-            self._thread.start()
+        if self.allowed(self.store):
+            self._thread.start(self._run)
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._thread.stop()
 
     def _run(self) -> None:
         wait: float | None = self.first_after_s
-        while wait is not None and not self._stop.wait(wait):
+        while wait is not None and not self._thread.wait(wait):
             wait = self.tick()

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from agentdesk.store import sqlite
+from agentdesk.store.threads import StoppableThread
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,7 @@ class PollLoop:
         self._read = read
         self._moved = moved
         self._due = due
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = StoppableThread(name)
         self._probe: sqlite3.Connection | None = None
         self._last_version: int | None = None
 
@@ -56,22 +55,17 @@ class PollLoop:
         data_version, so the first poll reads it instead of losing it. With
         `read_first` the first poll reads at once (a replay from an older mark).
         """
-        if self._thread is not None:
+        if self._thread.started:
             return
-        self._stop.clear()
         self._open_probe()
         self._last_version = None if read_first else self._data_version()
         if prime is not None:
             prime()
         self.healthy = True
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
+        self._thread.start(self._run)
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._thread.stop()
         if self._probe is not None:
             self._probe.close()  # the thread has exited (or is wedged in I/O: closing is still safe)
             self._probe = None
@@ -79,7 +73,7 @@ class PollLoop:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread.running
 
     def next_wait(self) -> float:
         if not self.failures:
@@ -96,7 +90,7 @@ class PollLoop:
         return None if self._probe is None else sqlite.data_version(self._probe)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.next_wait()):
+        while not self._thread.wait(self.next_wait()):
             try:
                 self._open_probe()
                 self.poll_if_moved()

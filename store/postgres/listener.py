@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from agentdesk.store.postgres.engine import CONNECT_TIMEOUT_S, libpq_url
+from agentdesk.store.threads import StoppableThread
 
 log = logging.getLogger(__name__)
 
@@ -55,37 +55,31 @@ class NotifyLoop:
         self.reconnects = 0
         self._read = read
         self._seen = seen
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = StoppableThread(name)
         self._conn: Any = None
         self._last_read = 0.0
 
     def start(self, prime: Callable[[], object] | None = None, *, read_first: bool = False) -> None:
         """LISTEN first, then `prime`: a commit between the two still wakes the first wait."""
-        if self._thread is not None:
+        if self._thread.started:
             return
-        self._stop.clear()
         self._connect()
         if prime is not None:
             prime()
         if read_first:
             self._read()
         self.healthy = True
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
+        self._thread.start(self._run)
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._thread.stop()
         self._close()
         self.healthy = False
         self.reconnecting = False
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread.running
 
     def next_wait(self) -> float:
         return min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** min(self.failures, 10))
@@ -104,7 +98,7 @@ class NotifyLoop:
             self._conn = None
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._thread.stopping:
             try:
                 if self._conn is None:
                     self._connect()
@@ -117,7 +111,7 @@ class NotifyLoop:
                 self._wait_and_read()
             except Exception as exc:  # keep following: a restart must not end live updates
                 self._failed(exc)
-                self._stop.wait(self.next_wait())
+                self._thread.wait(self.next_wait())
 
     def _wait_and_read(self) -> None:
         """Block up to IDLE_WAKE_S for notifications; read once if any names a seq not read yet."""
@@ -129,7 +123,7 @@ class NotifyLoop:
             # Coalesce: at most one read per min_interval_s, so a burst of commits costs subscribers
             # one batch per interval. The first change after a quiet spell is read at once.
             rest = self._last_read + self.min_interval_s - time.monotonic()
-            if rest > 0 and self._stop.wait(rest):
+            if rest > 0 and self._thread.wait(rest):
                 return
             self._read()
             self._last_read = time.monotonic()
