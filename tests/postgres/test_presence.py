@@ -222,3 +222,32 @@ def test_on_sqlite_the_pane_shows_nothing(tmp_path: Path, qtbot: Any) -> None:
     finally:
         services.close()
         source.close()
+
+
+def test_the_model_beats_while_selected_and_leaves_when_nothing_is(approvals: list[str], make_login: MakeLogin,
+                                                                   pg_store: Store, qtbot: Any) -> None:
+    from agentdesk.model.approvals.presence import PresenceModel
+    from agentdesk.model.services import Services
+
+    name, url = make_login("operator")
+    source = NativeSource.open(url)
+    services = Services.create(source, actor=name, coalesce_ms=10)
+    model = PresenceModel(services, heartbeat_s=0.2)
+
+    def seen_at() -> object:
+        with pg_store.engine.connect() as conn:
+            return conn.exec_driver_sql("SELECT seen_at FROM presence WHERE login = %(l)s AND approval_id = %(a)s",
+                                        {"l": name, "a": approvals[0]}).scalar()
+
+    try:
+        qtbot.waitUntil(lambda: model.active, timeout=10_000)
+        model.look_at(approvals[0])
+        qtbot.waitUntil(lambda: seen_at() is not None, timeout=3000)
+        first = seen_at()
+        qtbot.waitUntil(lambda: seen_at() != first, timeout=3000)  # the heartbeat refreshed the row
+        model.look_at(None)
+        qtbot.waitUntil(lambda: seen_at() is None, timeout=3000)
+    finally:
+        model.close()
+        services.close()
+        source.close()
