@@ -12,9 +12,24 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the source tree, whether 
 start=$(date +%s)
 "$PY" -m PyInstaller --noconfirm --clean --log-level WARN \
   --distpath dist --workpath build/pyinstaller packaging/agentdesk.spec
-# A Python built from source (pyenv, the CI image) ships libpython and its extension modules with debug
-# symbols: strip those, and only those (stripping wheels' repaired libraries breaks them).
-if [ "$(uname -s)" = Linux ] && command -v strip >/dev/null 2>&1; then
+# Debug information (DWARF) is dead weight in a bundle: strip it from libpython, the interpreter's extension
+# modules and the wheels' own extension modules (SQLAlchemy, aiohttp, multidict... ship theirs with it: 16 MB).
+# Only files without an RPATH/RUNPATH and outside a wheel's `*.libs` folder: those were rewritten by
+# auditwheel/patchelf, and stripping them breaks them (numpy's OpenBLAS: "ELF load command ... not page-aligned").
+if [ "$(uname -s)" = Linux ] && command -v strip >/dev/null 2>&1 && command -v readelf >/dev/null 2>&1; then
+  # The interpreter's own files (a pyenv or CI-built Python ships them with debug symbols and a RUNPATH).
   strip --strip-debug dist/agentdesk/_internal/libpython3*.so* dist/agentdesk/_internal/python3*/lib-dynload/*.so 2>/dev/null || true
+  find dist/agentdesk/_internal -type f -name '*.so*' -not -path '*.libs/*' -not -path '*/lib-dynload/*' \
+      -not -name 'libpython3*' | while read -r lib; do
+    sections=$(readelf -SW "$lib" 2>/dev/null || true)
+    dynamic=$(readelf -d "$lib" 2>/dev/null || true)
+    case "$sections" in *.debug_*) ;; *) continue ;; esac
+    case "$dynamic" in *RPATH*|*RUNPATH*) continue ;; esac
+    strip --strip-debug "$lib"
+  done
+  # ICU's data library, cut down to what Qt reaches here (packaging/slim_icu.py, needs icupkg and cc).
+  for icu in dist/agentdesk/_internal/PySide6/Qt/lib/libicudata.so.*; do
+    [ -f "$icu" ] && "$PY" packaging/slim_icu.py "$icu"
+  done
 fi
 echo "built dist/agentdesk in $(( $(date +%s) - start )) s; $(du -sm dist/agentdesk | cut -f1) MB unpacked"

@@ -7,19 +7,18 @@ sentence an operator can act on.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import sqlite3
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, inspect, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
@@ -41,6 +40,9 @@ from agentdesk.store.schema import (
     TaskRow,
 )
 from agentdesk.store.schema_check import check_schema
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SIGNATURE_TABLES = frozenset({"agentdesk_meta", "audit_log", "change_log", "alembic_version"})
@@ -67,20 +69,72 @@ def to_url(location: str) -> str:
 
 
 def alembic_config(connection: object | None = None) -> Config:
+    """Alembic's Config for our migrations (alembic is imported here, only when a migration runs)."""
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["connection"] = connection
     return cfg
 
 
+_REVISION = re.compile(r"^revision\s*=\s*['\"]([\w.-]+)['\"]\s*$", re.M)
+_DOWN = re.compile(r"^down_revision\s*=\s*(?:None|['\"]([\w.-]+)['\"])\s*$", re.M)
+
+
+@functools.cache
+def _revision_parents() -> dict[str, str | None] | None:
+    """revision -> down_revision, read from the migration files as text.
+
+    Why not alembic: importing it (and mako, which it imports) is 0.3-1 s of every start,
+    while a store already at head needs only the head's name. Files in any other form
+    than one `revision = '…'` and one `down_revision = '…'|None` line give None, and
+    alembic's ScriptDirectory decides, as it always does when a migration runs.
+    """
+    parents: dict[str, str | None] = {}
+    for path in sorted((MIGRATIONS / "versions").glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        revision, down = _REVISION.findall(source), _DOWN.findall(source)
+        if not revision and not down:
+            continue  # not a revision (the package's __init__.py): alembic skips it too
+        if len(revision) != 1 or len(down) != 1:
+            return None
+        parents[revision[0]] = down[0] or None
+    return parents or None
+
+
 def head_revision() -> str:
+    parents = _revision_parents()
+    if parents is not None:
+        heads = set(parents) - {p for p in parents.values() if p}
+        if len(heads) == 1 and all(p is None or p in parents for p in parents.values()):
+            return heads.pop()
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None
-    return head
+    return str(head)
 
 
 def known_revisions() -> set[str]:
+    parents = _revision_parents()
+    if parents is not None:
+        return set(parents)
+    from alembic.script import ScriptDirectory
+
     return {s.revision for s in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+
+
+def _current_revision(conn: Any) -> str | None:
+    """The store's stamp, as alembic's MigrationContext reads it, without importing alembic."""
+    if not inspect(conn).has_table(ALEMBIC_TABLE):
+        return None
+    stamps = conn.execute(sql_text(f"SELECT version_num FROM {ALEMBIC_TABLE}")).scalars().all()
+    if len(stamps) > 1:  # several heads: alembic's own error message
+        from alembic.runtime.migration import MigrationContext
+
+        return MigrationContext.configure(conn).get_current_revision()  # type: ignore[no-any-return]
+    return str(stamps[0]) if stamps else None
 
 
 class Store:
@@ -244,7 +298,7 @@ def _refuse_unknown_revision(version: str | None, name: str) -> None:
 def _migrate(engine: Engine, url: str, *, upgrade: bool) -> str | None:
     head = head_revision()
     with engine.connect() as conn:
-        current = MigrationContext.configure(conn).get_current_revision()
+        current = _current_revision(conn)
     name = str(sqlite.path_of(url) or pg.display(url))
     _refuse_unknown_revision(current, name)
     if current == head:
@@ -257,9 +311,11 @@ def _migrate(engine: Engine, url: str, *, upgrade: bool) -> str | None:
         if pg.is_postgres_url(url):
             # Several processes may open a fresh server store at once: one migrates, the others wait and see.
             conn.execute(sql_text("SELECT pg_advisory_xact_lock(:key)"), {"key": pg.MIGRATION_LOCK})
-            current = MigrationContext.configure(conn).get_current_revision()
+            current = _current_revision(conn)
             _refuse_unknown_revision(current, name)
             if current == head:
                 return head
+        from alembic import command
+
         command.upgrade(alembic_config(conn), "head")
     return head

@@ -141,3 +141,15 @@ def test_a_store_at_base_opened_read_only_is_not_upgraded(store_path: Path) -> N
     with pytest.raises(StoreUnavailable, match="no agentdesk schema"):
         open_store(str(store_path), read_only=True)
     assert version_of(store_path) is None
+
+
+def test_the_head_read_from_the_files_as_text_is_alembics_head() -> None:
+    """Opening a store at head no longer imports alembic (start-up time): its shortcut must agree with it."""
+    from alembic.script import ScriptDirectory
+
+    from agentdesk.store import database
+
+    scripts = ScriptDirectory.from_config(alembic_config())
+    assert database._revision_parents() is not None  # the shortcut applies to today's files
+    assert head_revision() == scripts.get_current_head()
+    assert database.known_revisions() == {s.revision for s in scripts.walk_revisions()}

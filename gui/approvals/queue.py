@@ -16,11 +16,13 @@ from PySide6.QtWidgets import QHBoxLayout, QPushButton, QSplitter, QTableView, Q
 
 from agentdesk.gui.approvals.decisions import DecisionFlow, Dialog
 from agentdesk.gui.approvals.details import ApprovalDetails
+from agentdesk.gui.approvals.presence import PresenceLine
 from agentdesk.gui.approvals.report import NoteBanner, ResultLog, left_text
 from agentdesk.gui.approvals.tables import decided_table, pending_table, select_row, selected_rows
 from agentdesk.model.approvals.decided import DecidedApprovalModel
 from agentdesk.model.approvals.format import Clock, utc_now
 from agentdesk.model.approvals.pending import PendingApprovalModel
+from agentdesk.model.approvals.presence import PresenceModel
 from agentdesk.model.plain import tooltip
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
@@ -59,6 +61,7 @@ class ApprovalQueue(QWidget):
         self.pending_model = PendingApprovalModel(services, self, clock=clock)
         self.decided_model = DecidedApprovalModel(services, self, clock=clock)
         self.flow = DecisionFlow(services, self.pending_model, self)
+        self.presence = PresenceModel(services, self)
         self._want_selected: str | None = None
         self._last_count = -1
         self._build()
@@ -79,6 +82,7 @@ class ApprovalQueue(QWidget):
         self.tabs.addTab(self.decided_table, "Decided")
         self.details = ApprovalDetails(self.pending_model, self)
         self.flow.displayed = self.details.shown_hash
+        self.presence_line = PresenceLine(self)
         self.title, self.meta, self.arguments = self.details.title, self.details.meta, self.details.arguments
         self.approve_button = QPushButton("Approve  (A)", self)
         self.deny_button = QPushButton("Deny…  (D)", self)
@@ -98,6 +102,7 @@ class ApprovalQueue(QWidget):
         box = QVBoxLayout(detail)
         box.setContentsMargins(0, 0, 0, 0)
         box.addWidget(self.details, 1)
+        box.addWidget(self.presence_line)
         box.addLayout(row_of_buttons(self.approve_button, self.deny_button, self.edit_button))
         box.addLayout(row_of_buttons(self.timeline_button, self.context_button, self.dismiss_gone_button))
         box.addWidget(self.log)
@@ -136,6 +141,7 @@ class ApprovalQueue(QWidget):
 
     def _connect_models(self) -> None:
         self.pending_model.ticked.connect(self._on_tick)
+        self.presence.changed.connect(self.presence_line.show_others)
         self.pending_model.left.connect(self._on_left)
         self.pending_model.gone_changed.connect(self._on_gone)
         self.dismiss_gone_button.clicked.connect(self.dismiss_gone)
@@ -191,7 +197,9 @@ class ApprovalQueue(QWidget):
 
     # -- detail pane and buttons ----------------------------------------------------------
     def _on_selection(self, *_args: object) -> None:
-        self.details.show_approval(self.current_approval())
+        approval = self.current_approval()
+        self.details.show_approval(approval)
+        self.presence.look_at(approval.id if approval is not None else None)
         self._update_actions()
 
     def _on_tick(self) -> None:

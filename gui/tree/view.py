@@ -27,8 +27,9 @@ from PySide6.QtCore import (
     Signal,
 )
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTreeView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QMenu, QTreeView, QVBoxLayout, QWidget
 
+from agentdesk.gui.tree.compare_menu import run_menu
 from agentdesk.gui.tree.delegate import StatusIcons, TreeDelegate
 from agentdesk.gui.tree.filter_bar import TreeFilterBar
 from agentdesk.gui.tree.reveal import Revealer
@@ -49,6 +50,8 @@ class ProjectTree(QWidget):
     """An agent, or the agent of the selected run."""
     selection_changed = Signal(str, str)
     status_message = Signal(str)
+    compare_requested = Signal(str, str)
+    """(run A, run B or "" to pick B in the diff window): "Compare with…" in a run's context menu."""
 
     def __init__(self, services: Services, parent: QWidget | None = None, *,
                  page_size: int | None = None) -> None:
@@ -88,6 +91,7 @@ class ProjectTree(QWidget):
         self.view.setAlternatingRowColors(True)
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         header = self.view.header()
         # Names matter most: they get a fixed generous width; Info takes what is left (and scrolls).
         header.setStretchLastSection(True)
@@ -113,6 +117,7 @@ class ProjectTree(QWidget):
         find.activated.connect(self.filter_bar.focus)
         self.view.selectionModel().currentChanged.connect(self._on_current)
         self.view.verticalScrollBar().valueChanged.connect(self._fetch_visible_tail)
+        self.view.customContextMenuRequested.connect(self._context_menu)
         self.model.children_loaded.connect(self._on_children_loaded)
         self.model.modelAboutToBeReset.connect(self._before_reset)
         self.model.modelReset.connect(self._after_reset)
@@ -148,6 +153,19 @@ class ProjectTree(QWidget):
                 self.model.fetchMore(agent)
         elif entity == "agent":
             self.agent_selected.emit(entity_id)
+
+    def context_menu_for(self, view_index: QModelIndex) -> QMenu | None:
+        """The context menu of a row (runs only, for now): built from loaded rows, never a store read."""
+        index = self._source(view_index)
+        if not index.isValid() or index.data(EntityRole)[0] != "run":
+            return None
+        return run_menu(index.siblingAtColumn(NAME), self.compare_requested.emit, self)
+
+    def _context_menu(self, position: QPoint) -> None:
+        menu = self.context_menu_for(self.view.indexAt(position))
+        if menu is not None:
+            menu.exec(self.view.viewport().mapToGlobal(position))
+            menu.deleteLater()
 
     def _fetch_visible_tail(self) -> None:
         """Scrolling to the last loaded run of an agent loads its next page."""

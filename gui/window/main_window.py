@@ -129,6 +129,7 @@ class MainWindow(QMainWindow):
 
     def _wire(self) -> None:
         self.tree.run_selected.connect(self.timeline.show_run)
+        self.tree.compare_requested.connect(lambda a, b: self.compare_runs(a, b or None))
         self.tree.agent_selected.connect(self.context_editor.show_agent)
         self.tree.selection_changed.connect(self._remember_selection)
         self.queue.pending_count_changed.connect(self._on_pending)
