@@ -59,7 +59,8 @@ def subtree_sizes(data: TimelineData) -> np.ndarray:
 
 def default_collapsed(data: TimelineData, budget: int = ROW_BUDGET) -> np.ndarray:
     """The lanes collapsed when a run opens: none for a run within `budget`; else every span with
-    children at the deepest level that keeps the rows within it (a lone root is always expanded)."""
+    children from the deepest level that keeps the rows within it down (a lone root is always
+    expanded), so expanding a span shows its children, themselves still collapsed."""
     n = len(data)
     collapsed = np.zeros(n, dtype=bool)
     if n <= budget:
@@ -70,7 +71,7 @@ def default_collapsed(data: TimelineData, budget: int = ROW_BUDGET) -> np.ndarra
         levels = 2  # one root alone says nothing: show its children
     if levels >= len(rows_to):
         return collapsed
-    return (data.depth == levels - 1) & (subtree_sizes(data) > 1)
+    return (data.depth >= levels - 1) & (subtree_sizes(data) > 1)  # deeper too: one level opens per click
 
 
 @dataclass(frozen=True, slots=True)
