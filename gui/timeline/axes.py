@@ -177,7 +177,7 @@ class LaneAxis(pg.AxisItem):
                 x += DISCLOSURE_PX
             p.fillRect(QRectF(x, y + (lane_px - box) / 2, box, box), kind_colour(data.kind_names[lane]))
             status = data.status[lane]
-            prefix = "✖ " if status == ERROR else "▶ " if status == RUNNING else ""
+            prefix = "✖ " if status == ERROR else "● " if status == RUNNING else ""  # ▶ would read as a fold mark
             colour = QColor(ERROR_COLOUR) if status == ERROR else self.text_colour
             if status == RUNNING:
                 colour = QColor(RUNNING_COLOUR)
@@ -227,8 +227,13 @@ class LaneAxis(pg.AxisItem):
     def _summary(self, p: QPainter, data: TimelineData, lo: int, hi: int, rect: QRectF) -> None:
         """Too many lanes to name: say how many there are and how to get to the names."""
         p.setPen(self.text_colour)
+        rows = self._rows()
+        folded = int(rows.folded.sum()) if rows is not None and len(rows) == len(data) else 0
+        text = f"{hi - lo:,} of {len(data):,} {'rows' if folded else 'spans'} here."
+        if folded:
+            text += f"\n{folded:,} more spans are in collapsed rows (▸)."
         p.drawText(rect.adjusted(4, 0, -6, 0), int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap),
-                   f"{hi - lo:,} of {len(data):,} spans here.\nZoom in (wheel, +) to read their names.")
+                   text + "\nZoom in (wheel, +) to read their names.")
 
 
 def waterfall_plot(lanes: LaneAxis, right_width: int) -> pg.PlotWidget:
