@@ -200,11 +200,20 @@ def _packed(cursor: Any, run_id: str, first: int | None, total: int) -> SpanColu
                        input_tokens.astype(np.int64), output_tokens.astype(np.int64), cost, total=total)
 
 
+def _bytes_cursor(session: Any) -> tuple[sqlite3.Connection, Any]:
+    """The session's own DB-API connection with TEXT read as bytes (restore `text_factory` after):
+    the connection's lenient decoder is a Python call per value (five million at a million spans, ~3 s);
+    here each packed column or id decodes in C and repeated strings once each."""
+    raw = session.connection().connection.driver_connection
+    assert isinstance(raw, sqlite3.Connection)
+    factory = raw.text_factory
+    raw.text_factory = bytes
+    return raw, factory
+
+
 def _native(source: NativeSource, run_id: str, first: int | None) -> SpanColumns:
     with source.store.reading() as session:
-        raw = session.connection().connection.driver_connection
-        factory = raw.text_factory
-        raw.text_factory = bytes
+        raw, factory = _bytes_cursor(session)
         cursor = raw.cursor()
         try:
             total = int(cursor.execute("SELECT count(*) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0])
@@ -218,37 +227,32 @@ def _native(source: NativeSource, run_id: str, first: int | None) -> SpanColumns
 def _rows(session: Any, run_id: str, first: int | None) -> SpanColumns:
     """The row by row read: for runs whose values do not pack (see `_packed`)."""
     limit = "" if first is None else f" LIMIT {int(first)}"
-    if True:
-        raw = session.connection().connection.driver_connection
-        # TEXT as bytes for this read: the connection's lenient decoder is a Python call per value
-        # (five million at a million spans, ~3 s); here ids decode in C and repeated strings once each
-        factory = raw.text_factory
-        raw.text_factory = bytes
-        cursor = raw.cursor()
-        try:
-            total = int(cursor.execute("SELECT count(*) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0])
-            # `spans_by_run` (run_id, started_at, and the rowid every index ends with) yields the rows
-            # in this order: no sort step, and the same order for both passes of one transaction
-            order = f" FROM spans WHERE run_id = ? ORDER BY started_at, rowid{limit}"
-            # Ids first, on their own: they are the strings kept. Read beside the other columns, each
-            # kept id sat among a row's worth of short-lived objects, and the freed space around a
-            # million of them stayed in the process (about 200 MB at a million spans).
-            ids: list[str] = []
-            cursor.execute("SELECT id" + order, (run_id,))
-            while chunk := cursor.fetchmany(CHUNK):
-                ids.extend(_texts([row[0] for row in chunk]))
-            builder = _Builder()
-            decoded = _Decoded()
-            cursor.execute(f"SELECT {_COLUMNS.replace('id, ', 'NULL, ', 1)}" + order, (run_id,))
-            while chunk := cursor.fetchmany(CHUNK):
-                cols = list(zip(*chunk, strict=True))
-                parents = [None if p is None else decoded[p] for p in cols[1]]
-                cols[1:5] = [parents, *(list(map(decoded.__getitem__, c)) for c in cols[2:5])]
-                builder.add_columns(cols)
-            if len(builder.ids) != len(ids):  # cannot happen in one read transaction; never mix two reads
-                raise RuntimeError("the run's spans changed between the two passes of one read")
-            builder.ids = ids
-        finally:
-            cursor.close()
-            raw.text_factory = factory
+    raw, factory = _bytes_cursor(session)
+    cursor = raw.cursor()
+    try:
+        total = int(cursor.execute("SELECT count(*) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0])
+        # `spans_by_run` (run_id, started_at, and the rowid every index ends with) yields the rows
+        # in this order: no sort step, and the same order for both passes of one transaction
+        order = f" FROM spans WHERE run_id = ? ORDER BY started_at, rowid{limit}"
+        # Ids first, on their own: they are the strings kept. Read beside the other columns, each
+        # kept id sat among a row's worth of short-lived objects, and the freed space around a
+        # million of them stayed in the process (about 200 MB at a million spans).
+        ids: list[str] = []
+        cursor.execute("SELECT id" + order, (run_id,))
+        while chunk := cursor.fetchmany(CHUNK):
+            ids.extend(_texts([row[0] for row in chunk]))
+        builder = _Builder()
+        decoded = _Decoded()
+        cursor.execute(f"SELECT {_COLUMNS.replace('id, ', 'NULL, ', 1)}" + order, (run_id,))
+        while chunk := cursor.fetchmany(CHUNK):
+            cols: list[Sequence[Any]] = list(zip(*chunk, strict=True))
+            parents = [None if p is None else decoded[p] for p in cols[1]]
+            cols[1:5] = [parents, *(list(map(decoded.__getitem__, c)) for c in cols[2:5])]
+            builder.add_columns(cols)
+        if len(builder.ids) != len(ids):  # cannot happen in one read transaction; never mix two reads
+            raise RuntimeError("the run's spans changed between the two passes of one read")
+        builder.ids = ids
+    finally:
+        cursor.close()
+        raw.text_factory = factory
     return builder.columns(total)
