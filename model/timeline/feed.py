@@ -11,6 +11,7 @@ request is in flight at a time, and answers for a run no longer shown are droppe
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
-from agentdesk.model.timeline.data import TimelineData, TokenSeries
+from agentdesk.model.timeline.data import APPEND_AT_MOST, TimelineData, TokenSeries
 from agentdesk.model.timeline.overview import Overview, overview
 from agentdesk.model.timeline.rows import Rows
 from agentdesk.store import readmodel as rm
@@ -71,7 +72,29 @@ def load_run(source: Source, run_id: str, first: int | None = None,
     now = _now(run, data)
     grid = overview(data, now) if data.complete else None
     rows = Rows.default(data, overrides)
-    return Loaded(run, data, data.token_series(), grid, rows, row_grid(rows, grid, now))
+    loaded = Loaded(run, data, data.token_series(), grid, rows, row_grid(rows, grid, now))
+    give_back_memory()
+    return loaded
+
+
+def give_back_memory() -> None:
+    """Hand the heap the read and the layout freed back to the system (glibc's `malloc_trim`).
+
+    A million-span read frees more than 100 MB of short-lived strings and row objects, which glibc
+    keeps in the process; trimming returns it in ~15 ms (measured: 479 → 361 MB after a 1M load).
+    Elsewhere (macOS, Windows, musl) there is nothing to call and this does nothing.
+    """
+    global _TRIM
+    if _TRIM is None:
+        try:
+            _TRIM = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM: Any = None
 
 
 def row_grid(rows: Rows, grid: Overview | None, now: float) -> Overview | None:
@@ -102,6 +125,8 @@ def load_changes(source: Source, data: TimelineData, run_id: str, span_ids: list
         relaid = (new, new.token_series(), grid)
         new_rows = Rows.default(new, overrides)
         shown = (new_rows, row_grid(new_rows, grid, now))
+        if len(rows) > APPEND_AT_MOST:  # a full re-layout, not a few spans inserted
+            give_back_memory()
     return Changed(run, rows, relaid, shown)
 
 
