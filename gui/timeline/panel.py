@@ -225,6 +225,7 @@ class TimelinePanel(QWidget):
         """Expand every collapsed ancestor of a lane, so it has a row (find, F3, the path list)."""
         rows = self.rows
         if rows is not None and rows.data is self.data and not rows.visible(lane):
+            self._follow = False  # the operator is looking at something: a live run's fit would move it
             self.feed.set_collapsed([up for up in rows.ancestors(lane) if rows.collapsed[up]], False)
 
     def set_collapsed(self, lane: int, collapsed: bool) -> None:
@@ -233,6 +234,7 @@ class TimelinePanel(QWidget):
         if rows is None or rows.data is not self.data or not 0 <= lane < len(rows.data):
             return
         if bool(rows.collapsed[lane]) != collapsed and (rows.visible(lane) or not collapsed):
+            self._follow = False
             self.feed.set_collapsed([lane], collapsed)
 
     def toggle_row(self, row: int) -> None:
