@@ -7,6 +7,10 @@ for every source): a span that merely finished updates its
 lane in place, a new span triggers a fresh layout, also off the GUI thread. One
 request is in flight at a time, and answers for a run no longer shown are dropped
 (`model.latest.Latest`).
+
+The feed also keeps which lanes are rows (`Rows`: deep sub-trees of a big run
+collapsed by default, the operator's expand / collapse choices kept by span id
+across re-layouts); the rows of a new layout are worked out with it on the runner.
 """
 
 from __future__ import annotations
