@@ -240,3 +240,23 @@ def test_the_critical_path_and_the_minimap_still_work_with_a_collapsed_sub_tree(
     assert panel.selected_id == panel.data.ids[deep]
     assert panel.rows is not None and panel.rows.visible(deep)  # a click in the list opens the way to it
     assert panel.item.path_lanes is not None and len(panel.item.path_lanes) == len(panel.path)
+
+
+def test_the_minimap_keeps_its_strip_while_only_the_window_moves(
+        panel: TimelinePanel, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world)
+    minimap = panel.minimap
+    minimap.grab()
+    assert minimap._strip is not None
+    strip = minimap._strip[1]
+    start, end = minimap.shown
+    minimap.set_window(start, start + (end - start) / 3)  # a pan or zoom: the frame moves, the strip stays
+    image = minimap.grab().toImage()
+    assert minimap._strip[1] is strip
+    x_right = int(minimap.x_of(start + (end - start) / 3))
+    frame = QColor(minimap.frame_colour)
+    assert any(image.pixelColor(x, minimap.height() // 2).rgb() == frame.rgb()
+               for x in range(max(0, x_right - 2), min(image.width(), x_right + 3)))  # the frame's new edge
+    minimap.set_marks(matches=np.array([start]))  # what the strip shows changed: drawn again
+    minimap.grab()
+    assert minimap._strip[1] is not strip
