@@ -44,7 +44,7 @@ def subtree_sizes(data: TimelineData) -> np.ndarray:
     if cached is not None and cached[0] == key:
         return cached[1]  # type: ignore[no-any-return]
     n = len(data)
-    size = np.ones(n, dtype=np.int64)
+    size = np.ones(n, dtype=np.int32)  # int32 throughout: a million-span run's rows cost megabytes, not tens
     if n:
         by_depth = np.argsort(data.depth, kind="stable")
         levels = np.searchsorted(data.depth[by_depth], np.arange(int(data.depth.max()) + 2))
@@ -97,9 +97,10 @@ class Rows:
         np.add.at(mark, lanes + 1, 1)
         np.add.at(mark, lanes + size[lanes], -1)
         visible = np.cumsum(mark[:n]) == 0
-        shown = np.flatnonzero(visible)
-        row_at = np.cumsum(visible) - 1
-        folded = np.where(collapsed[shown], size[shown] - 1, 0)
+        shown = np.flatnonzero(visible).astype(np.int32)
+        row_at = np.cumsum(visible, dtype=np.int32)
+        row_at -= 1
+        folded = np.where(collapsed[shown], size[shown] - 1, 0).astype(np.int32)
         return cls(data, collapsed, shown, row_at, folded, size[shown] > 1)
 
     @classmethod
@@ -129,7 +130,7 @@ class Rows:
 
     def rows_of(self, lanes: np.ndarray) -> np.ndarray:
         """Rows for lanes; a hidden lane gives the row of the collapsed span it is folded into."""
-        return self.row_at[lanes] if len(lanes) else np.zeros(0, dtype=np.int64)
+        return self.row_at[lanes].astype(np.int64) if len(lanes) else np.zeros(0, dtype=np.int64)
 
     def ancestors(self, lane: int) -> list[int]:
         """The lane's ancestors, nearest first (a walk up the parent array: one step per level)."""
