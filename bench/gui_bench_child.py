@@ -58,6 +58,7 @@ def memory() -> dict[str, float]:
 
 emit("started", at=STARTED)
 from agentdesk.gui.cli.main import main as cli_main  # noqa: E402, I001  (first, as the console script does)
+from agentdesk.model.timeline.rows import spans_in  # noqa: E402  (rows stand for the spans collapsed into them)
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
@@ -128,7 +129,7 @@ class Probe(QObject):
             before = len(timeline.item.paint_ms)
             if had_data and not self.first_spans_seen:
                 self.first_spans_seen = True
-                QTimer.singleShot(0, lambda: emit("first_spans_painted", spans=len(timeline.item.data or ())))
+                QTimer.singleShot(0, lambda: emit("first_spans_painted", spans=spans_in(timeline.item.data)))
             if had_data and timeline.feed.complete:  # the whole run, not the first spans shown meanwhile
                 QTimer.singleShot(0, lambda: self._spans_check(before))
         elif obj is self.tree_viewport and kind == PAINT and self.tree_paint_waiters:
@@ -163,7 +164,7 @@ class Probe(QObject):
         if self.spans_painted or len(timeline.item.paint_ms) <= before:
             return
         self.spans_painted = True
-        emit("spans_painted", spans=len(timeline.item.data), item_paint_ms=timeline.item.paint_ms[-1],
+        emit("spans_painted", spans=spans_in(timeline.item.data), item_paint_ms=timeline.item.paint_ms[-1],
              max_stall_ms=self.stalls.take(), **memory())
         self.script = asyncio.ensure_future(self.expansions())
 

@@ -14,6 +14,8 @@ lays out the rest after.
 
 from __future__ import annotations
 
+import sqlite3
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -23,6 +25,7 @@ import numpy as np
 
 from agentdesk.store.native import NativeSource
 from agentdesk.store.source import Source, SpanTable
+from agentdesk.store.sqlite import lenient_text
 
 CHUNK = 16_384
 _DTYPES = (np.float64, np.float64, np.int64, np.int64, np.float64)
@@ -120,29 +123,136 @@ def from_table(table: SpanTable) -> SpanColumns:
     return builder.columns()
 
 
-def _native(source: NativeSource, run_id: str, first: int | None) -> SpanColumns:
+class _Decoded(dict[bytes, str]):
+    """Distinct TEXT values decoded once each (invalid UTF-8 with replacement marks, as the store reads it)."""
+
+    def __missing__(self, raw: bytes) -> str:
+        text = self[raw] = lenient_text(raw)
+        return text
+
+
+def _texts(values: Sequence[bytes | None]) -> list[str]:
+    """Unique strings (ids): decoded in C, a chunk at a time; lenient only for a chunk that needs it."""
+    try:
+        return list(map(bytes.decode, values))  # type: ignore[arg-type]
+    except (UnicodeDecodeError, TypeError):
+        return [lenient_text(v) if v is not None else "" for v in values]
+
+
+_SEP = "\x1f"
+"""Between packed TEXT values (the ASCII unit separator): a value holding it makes the counts differ,
+and the read falls back to rows."""
+_PACKED = ("SELECT count(*), min(started_at), group_concat(id, char(31)), "
+           "group_concat(ifnull(parent_span_id, ''), char(31)), group_concat(ifnull(kind, ''), char(31)), "
+           "group_concat(ifnull(name, ''), char(31)), group_concat(ifnull(status, ''), char(31)), "
+           "group_concat(ifnull(started_at - :t0, 'nan'), ','), group_concat(ifnull(ended_at - :t0, 'nan'), ','), "
+           "group_concat(ifnull(input_tokens, 0), ','), group_concat(ifnull(output_tokens, 0), ','), "
+           "group_concat(ifnull(cost_usd, 0), ',') FROM (SELECT id, parent_span_id, kind, name, status, started_at, "
+           "ended_at, input_tokens, output_tokens, cost_usd FROM spans WHERE run_id = :run "
+           "ORDER BY started_at, rowid{limit})")
+
+
+def _packed(cursor: Any, run_id: str, first: int | None, total: int) -> SpanColumns | None:
+    """The run's columns from one statement: SQLite joins each column into one string (times
+    rebased to the run's first start, so its 15 printed digits keep sub-microsecond precision),
+    which Python splits and numpy parses in C. A million spans make a few objects per column,
+    not millions of row tuples, and SQLite works without holding the GIL, so the GUI thread runs
+    meanwhile. None when a value does not fit the packing (the row path reads it then).
+    """
     limit = "" if first is None else f" LIMIT {int(first)}"
+    t0_row = cursor.execute("SELECT min(started_at) FROM spans WHERE run_id = ?", (run_id,)).fetchone()
+    t0 = float(t0_row[0]) if t0_row and isinstance(t0_row[0], (int, float)) else 0.0
+    try:
+        row = cursor.execute(_PACKED.format(limit=limit), {"run": run_id, "t0": t0}).fetchone()
+    except sqlite3.Error:  # too big for one value (huge names): rows instead
+        return None
+    count = int(row[0])
+    if count == 0:
+        return None
+    texts: list[list[str]] = []
+    for raw in row[2:7]:
+        text = raw.decode() if isinstance(raw, bytes) and raw.isascii() else lenient_text(raw or b"")
+        parts = text.split(_SEP)
+        if len(parts) != count:
+            return None
+        texts.append(parts)
+        del text
+    numbers = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for raw in row[7:]:
+            try:
+                values = np.fromstring(raw, dtype=np.float64, sep=",")  # text mode: not deprecated
+            except (ValueError, DeprecationWarning, TypeError):
+                return None
+            if len(values) != count:
+                return None
+            numbers.append(values)
+    del row
+    ids, parents, kinds, names, statuses = texts
+    shared: dict[str, str] = {}
+    share = shared.setdefault
+    start, end, input_tokens, output_tokens, cost = numbers
+    start += t0
+    end += t0
+    return SpanColumns(ids, [p or None for p in parents], list(map(share, kinds, kinds)),
+                       list(map(share, names, names)), list(map(share, statuses, statuses)), start, end,
+                       input_tokens.astype(np.int64), output_tokens.astype(np.int64), cost, total=total)
+
+
+def _bytes_cursor(session: Any) -> tuple[sqlite3.Connection, Any]:
+    """The session's own DB-API connection with TEXT read as bytes (restore `text_factory` after):
+    the connection's lenient decoder is a Python call per value (five million at a million spans, ~3 s);
+    here each packed column or id decodes in C and repeated strings once each."""
+    raw = session.connection().connection.driver_connection
+    assert isinstance(raw, sqlite3.Connection)
+    factory = raw.text_factory
+    raw.text_factory = bytes
+    return raw, factory
+
+
+def _native(source: NativeSource, run_id: str, first: int | None) -> SpanColumns:
     with source.store.reading() as session:
-        cursor = session.connection().connection.cursor()
+        raw, factory = _bytes_cursor(session)
+        cursor = raw.cursor()
         try:
             total = int(cursor.execute("SELECT count(*) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0])
-            # `spans_by_run` (run_id, started_at, and the rowid every index ends with) yields the rows
-            # in this order: no sort step, and the same order for both passes of one transaction
-            order = f" FROM spans WHERE run_id = ? ORDER BY started_at, rowid{limit}"
-            # Ids first, on their own: they are the strings kept. Read beside the other columns, each
-            # kept id sat among a row's worth of short-lived objects, and the freed space around a
-            # million of them stayed in the process (about 200 MB at a million spans).
-            ids: list[str] = []
-            cursor.execute("SELECT id" + order, (run_id,))
-            while chunk := cursor.fetchmany(CHUNK):
-                ids.extend([row[0] for row in chunk])
-            builder = _Builder()
-            cursor.execute(f"SELECT {_COLUMNS.replace('id, ', 'NULL, ', 1)}" + order, (run_id,))
-            while chunk := cursor.fetchmany(CHUNK):
-                builder.add(chunk)
-            if len(builder.ids) != len(ids):  # cannot happen in one read transaction; never mix two reads
-                raise RuntimeError("the run's spans changed between the two passes of one read")
-            builder.ids = ids
+            packed = _packed(cursor, run_id, first, total)
         finally:
             cursor.close()
+            raw.text_factory = factory
+        return packed if packed is not None else _rows(session, run_id, first)
+
+
+def _rows(session: Any, run_id: str, first: int | None) -> SpanColumns:
+    """The row by row read: for runs whose values do not pack (see `_packed`)."""
+    limit = "" if first is None else f" LIMIT {int(first)}"
+    raw, factory = _bytes_cursor(session)
+    cursor = raw.cursor()
+    try:
+        total = int(cursor.execute("SELECT count(*) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0])
+        # `spans_by_run` (run_id, started_at, and the rowid every index ends with) yields the rows
+        # in this order: no sort step, and the same order for both passes of one transaction
+        order = f" FROM spans WHERE run_id = ? ORDER BY started_at, rowid{limit}"
+        # Ids first, on their own: they are the strings kept. Read beside the other columns, each
+        # kept id sat among a row's worth of short-lived objects, and the freed space around a
+        # million of them stayed in the process (about 200 MB at a million spans).
+        ids: list[str] = []
+        cursor.execute("SELECT id" + order, (run_id,))
+        while chunk := cursor.fetchmany(CHUNK):
+            ids.extend(_texts([row[0] for row in chunk]))
+        builder = _Builder()
+        decoded = _Decoded()
+        cursor.execute(f"SELECT {_COLUMNS.replace('id, ', 'NULL, ', 1)}" + order, (run_id,))
+        while chunk := cursor.fetchmany(CHUNK):
+            cols: list[Sequence[Any]] = list(zip(*chunk, strict=True))
+            parents = [None if p is None else decoded[p] for p in cols[1]]
+            cols[1:5] = [parents, *(list(map(decoded.__getitem__, c)) for c in cols[2:5])]
+            builder.add_columns(cols)
+        if len(builder.ids) != len(ids):  # cannot happen in one read transaction; never mix two reads
+            raise RuntimeError("the run's spans changed between the two passes of one read")
+        builder.ids = ids
+    finally:
+        cursor.close()
+        raw.text_factory = factory
     return builder.columns(total)

@@ -322,3 +322,43 @@ def test_native_columns_are_the_span_table_in_start_order(tmp_path) -> None:  # 
         assert first.ids == cols.ids[:2] and first.total == 6 and not first.complete
     finally:
         source.close()
+
+
+@pytest.mark.parametrize("odd_name", ["plain", "with\x1fthe separator", "bad \udcff utf-8"])
+def test_packed_native_columns_match_the_row_read(tmp_path, odd_name: str) -> None:  # type: ignore[no-untyped-def]
+    """One packed statement (the fast path) and the row by row read agree, times to the microsecond;
+    a name holding the separator or invalid UTF-8 still reads (falling back to rows where needed)."""
+    import sqlite3
+
+    from agentdesk.store import timeline_columns as tc
+    from agentdesk.store.native import NativeSource
+    from agentdesk.store.runtime import AgentRuntime
+
+    source = NativeSource.open(str(tmp_path / "s.sqlite"))
+    try:
+        rt = AgentRuntime(source.store)
+        run = rt.start_run(rt.create_agent(rt.create_session(rt.create_task(rt.create_project("p"), "t"), "s"),
+                                           "a", "m"), "r")
+        root = rt.start_span(run, "agent", "a")
+        spans = [rt.start_span(run, "tool", f"t{i}", parent_span_id=root) for i in range(4)]
+        for i, span in enumerate(spans[:3]):
+            rt.finish_span(span, "ok", None, input_tokens=i, output_tokens=2 * i)
+        name: object = odd_name.encode("utf-8", "surrogateescape") if "\udcff" in odd_name else odd_name
+        raw = sqlite3.connect(str(tmp_path / "s.sqlite"))  # as another program would write it
+        raw.execute("UPDATE spans SET name = ?, started_at = started_at + 0.0000013 WHERE id = ?", (name, spans[1]))
+        raw.commit()
+        raw.close()
+        fast = tc.span_columns(source, run)
+        with source.store.reading() as session:
+            slow = tc._rows(session, run, None)
+        assert fast.ids == slow.ids and fast.parent_ids == slow.parent_ids and fast.names == slow.names
+        assert fast.kinds == slow.kinds and fast.statuses == slow.statuses and fast.total == slow.total == 5
+        assert np.allclose(fast.start, slow.start, rtol=0, atol=1e-6)
+        assert np.allclose(fast.end, slow.end, rtol=0, atol=1e-6, equal_nan=True) and np.isnan(fast.end[-1])
+        assert fast.input_tokens.tolist() == slow.input_tokens.tolist()
+        assert fast.output_tokens.tolist() == slow.output_tokens.tolist()
+        assert ("\ufffd" in fast.names[fast.ids.index(spans[1])]) == ("\udcff" in odd_name)
+        first = tc.span_columns(source, run, first=3)
+        assert first.ids == slow.ids[:3] and first.total == 5
+    finally:
+        source.close()

@@ -8,12 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPicture, QPixmap
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
 from agentdesk.gui.timeline.drawing import compact, one_line, paint_once_per_change, time_label
 from agentdesk.model.timeline.data import ERROR, RUNNING, TimelineData
+from agentdesk.model.timeline.rows import Rows
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,7 @@ NICE_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 3 *
 INDENT_PX = 12
 MAX_INDENT_LEVELS = 10
 MIN_LABEL_LANE_PX = 11.0
+DISCLOSURE_PX = 10
 
 
 class DirectAxis(pg.AxisItem):
@@ -94,11 +96,18 @@ class LaneAxis(pg.AxisItem):
 
     Painted from the layout arrays, so only the visible lanes cost anything, into a picture kept
     while the lanes shown stay the same: a pan along time, the commonest move, just copies it.
+    A span with children has a disclosure mark (▾ expanded, ▸ collapsed with the count folded into
+    it); a click on the mark emits `toggled` with the row.
     """
 
-    def __init__(self, data: Callable[[], TimelineData | None]) -> None:
+    toggled = Signal(int)
+    """A row's disclosure mark was clicked."""
+
+    def __init__(self, data: Callable[[], TimelineData | None], rows: Callable[[], Rows | None] = lambda: None
+                 ) -> None:
         super().__init__("left")
         self._data = data
+        self._rows = rows
         self.text_colour = QColor("#202020")
         self.muted_colour = QColor("#808080")
         self.background = QColor("#ffffff")
@@ -119,7 +128,8 @@ class LaneAxis(pg.AxisItem):
         rect = self.mapRectFromParent(self.geometry())
         device = p.device()
         dpr = device.devicePixelRatioF() if device is not None else 1.0
-        key = (data, data.version, tuple(view.viewRange()[1]), rect.getRect(), dpr, p.font().toString(),
+        rows = self._rows()
+        key = (data, data.version, id(rows), tuple(view.viewRange()[1]), rect.getRect(), dpr, p.font().toString(),
                self.text_colour.rgba(), self.muted_colour.rgba(), self.background.rgba())
         if self._picture is None or self._picture[0] != key:
             pixmap = QPixmap(max(1, math.ceil(rect.width() * dpr)), max(1, math.ceil(rect.height() * dpr)))
@@ -154,27 +164,76 @@ class LaneAxis(pg.AxisItem):
                 rect: QRectF) -> None:
         metrics = QFontMetrics(p.font())
         box = max(6, min(10, int(lane_px * 0.6)))
+        rows = self._rows()
+        folding = rows is not None and len(rows) == len(data)
         for lane in range(lo, hi):
             y = rect.top() + (lane - top) * lane_px
             x = rect.left() + 4 + min(int(data.depth[lane]), MAX_INDENT_LEVELS) * INDENT_PX
+            if folding and rows is not None and lane < len(rows):
+                if rows.has_children[lane]:
+                    p.setPen(self.muted_colour if not rows.folded[lane] else self.text_colour)
+                    p.drawText(QRectF(x - 1, y, DISCLOSURE_PX, lane_px), int(Qt.AlignmentFlag.AlignCenter),
+                               "▸" if rows.folded[lane] else "▾")
+                x += DISCLOSURE_PX
             p.fillRect(QRectF(x, y + (lane_px - box) / 2, box, box), kind_colour(data.kind_names[lane]))
             status = data.status[lane]
-            prefix = "✖ " if status == ERROR else "▶ " if status == RUNNING else ""
+            prefix = "✖ " if status == ERROR else "● " if status == RUNNING else ""  # ▶ would read as a fold mark
             colour = QColor(ERROR_COLOUR) if status == ERROR else self.text_colour
             if status == RUNNING:
                 colour = QColor(RUNNING_COLOUR)
             width = rect.right() - 6 - (x + box + 4)
             name = prefix + one_line(data.names[lane])
-            text = metrics.elidedText(name, Qt.TextElideMode.ElideRight, int(width))
+            count = ""
+            if rows is not None and lane < len(rows) and rows.folded[lane]:
+                count = f" +{compact(int(rows.folded[lane]))}"  # the count stays whole; the name elides
+                width -= metrics.horizontalAdvance(count)
+            text = metrics.elidedText(name, Qt.TextElideMode.ElideRight, int(max(width, 0)))
             p.setPen(colour)
             p.drawText(QRectF(x + box + 4, y, width, lane_px),
                        int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+            if count:
+                p.setPen(self.muted_colour)
+                p.drawText(QRectF(x + box + 4 + metrics.horizontalAdvance(text), y, rect.right(), lane_px),
+                           int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), count)
+
+    def row_at(self, y: float) -> int:
+        """The row under a y in this axis's coordinates; -1 outside the rows or when labels are off."""
+        data, view = self._data(), self.linkedView()
+        if data is None or view is None:
+            return -1
+        rect = self.mapRectFromParent(self.geometry())
+        top, bottom = view.viewRange()[1]
+        lane_px = rect.height() / max(bottom - top, 1e-9)
+        row = math.floor(top + (y - rect.top()) / lane_px)
+        return row if lane_px >= MIN_LABEL_LANE_PX and 0 <= row < len(data) else -1
+
+    def disclosure_x(self, row: int) -> float:
+        """Where a row's disclosure mark starts (axis coordinates)."""
+        data = self._data()
+        depth = int(data.depth[row]) if data is not None and 0 <= row < len(data) else 0
+        return self.mapRectFromParent(self.geometry()).left() + 4 + min(depth, MAX_INDENT_LEVELS) * INDENT_PX
+
+    def mouseClickEvent(self, event: Any) -> None:
+        """A click on a disclosure mark (or anywhere on a foldable row's label) folds or unfolds it."""
+        rows = self._rows()
+        row = self.row_at(event.pos().y())
+        if event.button() == Qt.MouseButton.LeftButton and rows is not None and 0 <= row < len(rows) \
+                and rows.has_children[row]:
+            event.accept()
+            self.toggled.emit(row)
+            return
+        super().mouseClickEvent(event)
 
     def _summary(self, p: QPainter, data: TimelineData, lo: int, hi: int, rect: QRectF) -> None:
         """Too many lanes to name: say how many there are and how to get to the names."""
         p.setPen(self.text_colour)
+        rows = self._rows()
+        folded = int(rows.folded.sum()) if rows is not None and len(rows) == len(data) else 0
+        text = f"{hi - lo:,} of {len(data):,} {'rows' if folded else 'spans'} here."
+        if folded:
+            text += f"\n{folded:,} more spans are in collapsed rows (▸)."
         p.drawText(rect.adjusted(4, 0, -6, 0), int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap),
-                   f"{hi - lo:,} of {len(data):,} spans here.\nZoom in (wheel, +) to read their names.")
+                   text + "\nZoom in (wheel, +) to read their names.")
 
 
 def waterfall_plot(lanes: LaneAxis, right_width: int) -> pg.PlotWidget:

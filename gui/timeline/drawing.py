@@ -106,8 +106,9 @@ def one_line(text: str, limit: int = 200) -> str:
     return shown_line(text[:limit * 4], limit)
 
 
-def span_tooltip(data: TimelineData, lane: int, now: float) -> str:
-    """Hover text for a lane; agent text shows literally (`model.plain.tooltip`)."""
+def span_tooltip(data: TimelineData, lane: int, now: float, folded: int = 0) -> str:
+    """Hover text for a lane; agent text shows literally (`model.plain.tooltip`); `folded`: spans
+    collapsed into it."""
     start, is_open = float(data.start[lane]), bool(data.open[lane])
     end = max(start, now) if is_open else float(data.end[lane])
     when = (f"an instant, at +{format_duration(start)}" if end <= start and not is_open else
@@ -119,6 +120,8 @@ def span_tooltip(data: TimelineData, lane: int, now: float) -> str:
              f"${float(data.cost[lane]):.4f}"]
     if data.status[lane] == ERROR:
         lines.append("failed — click for the error")
+    if folded:
+        lines.append(f"{folded:,} spans inside, collapsed (Right, or click ▸ beside its name, to expand)")
     return shown_tooltip(*lines)  # every line is already one_line'd (visible)
 
 

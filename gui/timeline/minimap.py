@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen, QPixmap
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR
@@ -55,10 +55,16 @@ class Minimap(QWidget):
         """Margins so the strip's time axis lines up with the waterfall's plot area."""
         self.bar_colour, self.frame_colour = QColor("#8b949e"), QColor("#2f6fd0")
         self._drag: float | None = None
+        self._version = 0
+        """Counts changes of what the strip shows (overview, marks)."""
+        self._strip: tuple[tuple[object, ...], QPixmap] | None = None
+        """The drawn strip (bars, failures, marks), kept while only the window moves: a pan repaints
+        the minimap on every frame, and that is then one pixmap copy and a rectangle."""
 
     # -- state ------------------------------------------------------------------------------
     def set_overview(self, overview: Overview | None) -> None:
         self.overview = overview
+        self._version += 1
         self.update()
 
     def set_window(self, start: float, end: float) -> None:
@@ -71,6 +77,7 @@ class Minimap(QWidget):
             self.matches = matches
         if path is not None:
             self.path = path
+        self._version += 1
         self.update()
 
     def set_margins(self, left: int, right: int) -> None:
@@ -104,10 +111,28 @@ class Minimap(QWidget):
 
     def _paint(self, p: QPainter) -> None:
         area = self._area()
-        p.fillRect(area, self.palette().base())
         ov = self.overview
         if ov is None or not ov.lanes:
+            p.fillRect(area, self.palette().base())
             return
+        dpr = self.devicePixelRatioF()
+        key = (self._version, area.getRect(), dpr, self.palette().base().color().rgba(),
+               self.bar_colour.rgba())
+        if self._strip is None or self._strip[0] != key:
+            pixmap = QPixmap(max(1, round(self.width() * dpr)), max(1, round(self.height() * dpr)))
+            pixmap.setDevicePixelRatio(dpr)
+            pixmap.fill(Qt.GlobalColor.transparent)
+            strip = QPainter(pixmap)
+            try:
+                strip.fillRect(area, self.palette().base())
+                self._paint_strip(strip, area, ov)
+            finally:
+                strip.end()
+            self._strip = key, pixmap
+        p.drawPixmap(0, 0, self._strip[1])
+        self._frame(p, area)
+
+    def _paint_strip(self, p: QPainter, area: QRectF, ov: Overview) -> None:
         columns = int(area.width())
         active = resampled(ov.active.astype(np.float64), columns)
         peak = max(float(active.max()), 1.0)
@@ -126,7 +151,6 @@ class Minimap(QWidget):
         p.setBrush(QColor(ERROR_COLOUR))
         draw_rects(p, np.column_stack((area.left() + xs, np.full(len(xs), area.top()), np.ones(len(xs)), tall)))
         self._marks(p, area, bars)
-        self._frame(p, area)
 
     def _marks(self, p: QPainter, area: QRectF, bars: float) -> None:
         if len(self.path):

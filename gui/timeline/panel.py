@@ -36,6 +36,7 @@ from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
 from agentdesk.model.timeline.data import TimelineData
 from agentdesk.model.timeline.feed import TimelineFeed
+from agentdesk.model.timeline.rows import Rows
 from agentdesk.model.timeline.tools import Matches, PathLanes, find, path_of
 from agentdesk.store import readmodel as rm
 
@@ -84,13 +85,25 @@ class TimelinePanel(QWidget):
 
     @property
     def data(self) -> TimelineData | None:
+        """The run's layout: arrays by lane (every span, collapsed or not)."""
         return self.feed.data
+
+    @property
+    def rows(self) -> Rows | None:
+        """The lanes shown as rows (sub-trees may be collapsed); y in the waterfall is a row."""
+        return self.feed.rows
+
+    @property
+    def shown(self) -> TimelineData | None:
+        """The rows as the waterfall draws them (the layout itself when nothing is collapsed)."""
+        return self.item.data
 
     # -- building ---------------------------------------------------------------------------
     def _build(self) -> None:
         self.header = QLabel(textFormat=Qt.TextFormat.PlainText)
         self.header.setWordWrap(True)
-        self.lanes = LaneAxis(lambda: self.data)
+        self.lanes = LaneAxis(lambda: self.item.data, lambda: self.rows)
+        self.lanes.toggled.connect(self.toggle_row)
         self.plot = waterfall_plot(self.lanes, RIGHT_AXIS_WIDTH)
         self.plot.installEventFilter(self)
         self.setFocusProxy(self.plot)
@@ -188,9 +201,52 @@ class TimelinePanel(QWidget):
         self.selected_id = span_id
         self.details.show_span(span_id)
         lane = self.data.lane_of.get(span_id, -1) if self.data is not None else -1
-        self.item.select(lane)
+        if lane >= 0:
+            self.expand_to(lane)
+        self.item.select(self._row(lane))
         if lane >= 0:
             self.reveal(lane)
+
+    # -- collapsed sub-trees ----------------------------------------------------------------
+    def _row(self, lane: int) -> int:
+        """The lane's row on screen; -1 when none or hidden in a collapsed sub-tree."""
+        rows = self.rows
+        if lane < 0 or rows is None or rows.data is not self.data:
+            return lane if rows is None else -1
+        return rows.row(lane)
+
+    def _lane(self, row: int) -> int:
+        rows = self.rows
+        if row < 0 or rows is None or rows.data is not self.data:
+            return row
+        return int(rows.shown[row]) if row < len(rows) else -1
+
+    def expand_to(self, lane: int) -> None:
+        """Expand every collapsed ancestor of a lane, so it has a row (find, F3, the path list)."""
+        rows = self.rows
+        if rows is not None and rows.data is self.data and not rows.visible(lane):
+            self._follow = False  # the operator is looking at something: a live run's fit would move it
+            self.feed.set_collapsed([up for up in rows.ancestors(lane) if rows.collapsed[up]], False)
+
+    def set_collapsed(self, lane: int, collapsed: bool) -> None:
+        """Collapse or expand one span's sub-tree (a click on its disclosure mark, or Left / Right)."""
+        rows = self.rows
+        if rows is None or rows.data is not self.data or not 0 <= lane < len(rows.data):
+            return
+        if bool(rows.collapsed[lane]) != collapsed and (rows.visible(lane) or not collapsed):
+            self._follow = False
+            self.feed.set_collapsed([lane], collapsed)
+
+    def toggle_row(self, row: int) -> None:
+        """The disclosure mark of a row was clicked: fold or unfold its sub-tree."""
+        lane = self._lane(row)
+        rows = self.rows
+        if lane >= 0 and rows is not None:
+            self.set_collapsed(lane, not bool(rows.collapsed[lane]))
+
+    def expand_all(self, expanded: bool = True) -> None:
+        """Every sub-tree expanded (key *), or the default folding again (key /)."""
+        self.feed.expand_all(expanded)
 
     def fit(self) -> None:
         """Show the whole run: every lane, from its start to its end (or now)."""
@@ -202,7 +258,8 @@ class TimelinePanel(QWidget):
         if not self.data.complete:  # only the first spans so far: frame the whole run already
             x1 = max(x1, self.feed.now())
         height = max(self.view.height(), 1.0)
-        lanes = max(float(self.data.total), height / FIT_LANE_PX)
+        shown = self.item.data if self.item.data is not None else self.data
+        lanes = max(float(shown.total), height / FIT_LANE_PX)
         self.view.setRange(xRange=(x0, max(x1, x0 + 1e-3)), yRange=(0, lanes), padding=0.02)
 
     def show_window(self, start_s: float, end_s: float, first_lane: float, last_lane: float) -> None:
@@ -216,15 +273,17 @@ class TimelinePanel(QWidget):
         self.view.scaleBy((factor, factor))
 
     def reveal(self, lane: int) -> None:
-        data = self.data
-        if data is None:
+        """Bring a lane's row (and its bar) into view."""
+        data, row = self.data, self._row(lane)
+        if data is None or row < 0:
             return
+        rows_shown = len(self.item.data) if self.item.data is not None else len(data)
         self._follow = False
         (left, right), (top, bottom) = self.view.viewRange()
         lane_px = self.view.height() / max(bottom - top, 1e-9)
         count = (bottom - top) if lane_px >= MIN_LABEL_LANE_PX else self.view.height() / 20
-        if lane_px < MIN_LABEL_LANE_PX or not top <= lane <= bottom - 1:
-            top = min(max(0.0, lane + 0.5 - count / 2), max(0.0, len(data) - count))
+        if lane_px < MIN_LABEL_LANE_PX or not top <= row <= bottom - 1:
+            top = min(max(0.0, row + 0.5 - count / 2), max(0.0, rows_shown - count))
             self.view.setYRange(top, top + count, padding=0)
         start, end = float(data.start[lane]), float(data.ends(self.item.now)[lane])
         px_per_s = self.view.width() / max(right - left, 1e-12)
@@ -259,7 +318,7 @@ class TimelinePanel(QWidget):
             return
         self.path = path
         data = path.data
-        self.item.set_path(path.lanes)
+        self._mark_rows()
         ends = data.ends(self.item.now)
         self.minimap.set_marks(path=np.column_stack((data.start[path.lanes], ends[path.lanes])))
         self.path_panel.show_path(path)
@@ -292,13 +351,24 @@ class TimelinePanel(QWidget):
             self.find_spans(matches.query, keep_place=True)
             return
         self.matches = matches
-        self.item.set_matches(matches.lanes)
+        self._mark_rows()
         self.minimap.set_marks(matches=matches.data.start[matches.lanes])
         self.match_index = min(place, len(matches.lanes) - 1)
         if place < 0 and len(matches.lanes):
             self.step_match(1)
         else:
             self.find_bar.show_count(self.match_index, matches.total, len(matches.lanes))
+
+    def _mark_rows(self) -> None:
+        """The critical path and the matches on the rows shown: a span folded away marks the row
+        of the collapsed span it is in."""
+        rows = self.rows
+        for lanes, setter in ((self.path.lanes if self.path is not None else None, self.item.set_path),
+                              (self.matches.lanes if self.matches is not None else None, self.item.set_matches)):
+            if lanes is None or rows is None or rows.data is not self.data:
+                setter(lanes if rows is None else None)
+            else:
+                setter(np.unique(rows.rows_of(lanes)) if not rows.all_shown else lanes)
 
     def _find_failed(self, exc: BaseException) -> None:
         self.matches = None
@@ -313,7 +383,7 @@ class TimelinePanel(QWidget):
             return
         self.match_index = (self.match_index + direction) % len(matches.lanes)
         lane = int(matches.lanes[self.match_index])
-        self.select_lane(lane)
+        self.select_lane(lane)  # expands a collapsed ancestor first
         self.reveal(lane)
         self.find_bar.show_count(self.match_index, matches.total, len(matches.lanes))
 
@@ -341,13 +411,17 @@ class TimelinePanel(QWidget):
             return
         self._last_tip = -1
         self.item.live = self.feed.live
-        self.item.set_data(data, now)
-        if self.item.overview is not self.feed.overview:
-            self.item.set_overview(self.feed.overview)
+        rows = self.rows
+        self.item.set_data(rows.view() if rows is not None and rows.data is data else data, now)
+        self.item.folded = rows.folded if rows is not None and rows.data is data else None
+        if self.item.overview is not self.feed.row_grid:
+            self.item.set_overview(self.feed.row_grid)
+        if self.minimap.overview is not self.feed.overview:
             self.minimap.set_overview(self.feed.overview)
             self._sync_minimap()
+        self._mark_rows()
         self.tokens.set_series(self.feed.tokens, until=now)
-        self.item.select(data.lane_of.get(self.selected_id, -1) if self.selected_id else -1)
+        self.item.select(self._row(data.lane_of.get(self.selected_id, -1)) if self.selected_id else -1)
         self._update_limits()
         self.lanes.update()
         if self.path_on and (self.path is None or self.path.data is not data or changed_ids is None or changed_ids):
@@ -389,7 +463,8 @@ class TimelinePanel(QWidget):
         x0, x1 = self.data.extent(self.item.now)
         x1 = max(x1, self.feed.now())
         pad = max((x1 - x0) * 0.1, 1.0)
-        lanes = max(self.data.total + 1, self.view.height() / FIT_LANE_PX)  # a short run fits at 24 px/lane
+        shown = self.item.data if self.item.data is not None else self.data
+        lanes = max(shown.total + 1, self.view.height() / FIT_LANE_PX)  # a short run fits at 24 px/lane
         self.view.setLimits(xMin=x0 - pad, xMax=x1 + pad, yMin=-1, yMax=lanes, minXRange=1e-6, minYRange=2)
 
     def _stop_following(self, *args: object) -> None:
@@ -397,11 +472,12 @@ class TimelinePanel(QWidget):
 
     # -- mouse and keys ---------------------------------------------------------------------
     def _lane_at(self, scene_pos: QPointF) -> int:
-        if self.data is None or not self.view.sceneBoundingRect().contains(scene_pos):
+        shown = self.item.data
+        if self.data is None or shown is None or not self.view.sceneBoundingRect().contains(scene_pos):
             return -1
         point = self.view.mapSceneToView(scene_pos)
         px_w, px_h = self.view.viewPixelSize()
-        return self.data.hit(point.x(), point.y(), 4 * px_w, 2 * px_h, self.item.now)
+        return self._lane(shown.hit(point.x(), point.y(), 4 * px_w, 2 * px_h, self.item.now))
 
     def _hover(self, scene_pos: QPointF) -> None:
         lane = self._lane_at(scene_pos)
@@ -415,7 +491,11 @@ class TimelinePanel(QWidget):
 
     def tooltip(self, lane: int) -> str:
         assert self.data is not None
-        return span_tooltip(self.data, lane, self.item.now)
+        rows = self.rows
+        folded = 0
+        if rows is not None and rows.data is self.data and rows.collapsed[lane] and rows.visible(lane):
+            folded = int(rows.folded[rows.row(lane)])
+        return span_tooltip(self.data, lane, self.item.now, folded)
 
     def _clicked(self, event: Any) -> None:
         if event.button() != Qt.MouseButton.LeftButton:
@@ -430,7 +510,8 @@ class TimelinePanel(QWidget):
             return
         span_id = self.data.ids[lane]
         self.selected_id = span_id
-        self.item.select(lane)
+        self.expand_to(lane)
+        self.item.select(self._row(lane))
         self.details.show_span(span_id)
         self.span_selected.emit(span_id)
 
@@ -447,6 +528,12 @@ class TimelinePanel(QWidget):
             if key == Qt.Key.Key_P and not mods & Qt.KeyboardModifier.ControlModifier:
                 self.toggle_critical_path()
                 return True
+            if key in (Qt.Key.Key_Left, Qt.Key.Key_Right) and self._selected_lane() >= 0:
+                self.set_collapsed(self._selected_lane(), key == Qt.Key.Key_Left)
+                return True
+            if key in (Qt.Key.Key_Asterisk, Qt.Key.Key_Slash):
+                self.expand_all(key == Qt.Key.Key_Asterisk)
+                return True
             action = {Qt.Key.Key_F: self.fit, Qt.Key.Key_Plus: lambda: self.zoom(0.5),
                       Qt.Key.Key_Equal: lambda: self.zoom(0.5), Qt.Key.Key_Minus: lambda: self.zoom(2.0)
                       }.get(Qt.Key(event.key()))
@@ -454,6 +541,11 @@ class TimelinePanel(QWidget):
                 action()
                 return True
         return super().eventFilter(watched, event)
+
+    def _selected_lane(self) -> int:
+        if self.data is None or self.selected_id is None:
+            return -1
+        return self.data.lane_of.get(self.selected_id, -1)
 
     def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)

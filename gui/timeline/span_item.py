@@ -24,6 +24,7 @@ from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND
 from agentdesk.gui.timeline.drawing import draw_diamonds, draw_rects, format_duration, one_line, one_per_cell
 from agentdesk.model.timeline.data import CANCELLED, ERROR, KINDS, TimelineData, pixel_blocks
 from agentdesk.model.timeline.overview import Overview, pooled
+from agentdesk.model.timeline.rows import spans_in
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,8 @@ class SpanItem(pg.GraphicsObject):
         """The critical path's lanes: drawn bright over everything else, faded; None when off."""
         self.match_lanes: np.ndarray | None = None
         """The find bar's matches: outlined; None when there is no search."""
+        self.folded: np.ndarray | None = None
+        """Per lane (row) drawn: how many spans are collapsed into it (None: nothing is)."""
 
     # -- state ------------------------------------------------------------------------------
     def set_data(self, data: TimelineData | None, now: float) -> None:
@@ -210,7 +213,7 @@ class SpanItem(pg.GraphicsObject):
         finally:
             ended = time.perf_counter()
             self.paint_ms.append((ended - started) * 1000.0)
-            self.painted = (ended, len(self.data) if self.data is not None else 0)
+            self.painted = (ended, spans_in(self.data))
 
     def _paint(self, p: QPainter, data: TimelineData) -> None:
         view = self.viewRect()
@@ -442,6 +445,8 @@ class SpanItem(pg.GraphicsObject):
             name = one_line(data.names[lane])
             point = bool(self._point[lane])
             label = name if point else f"{name}  {format_duration(duration)}"
+            if self.folded is not None and self.folded[lane]:
+                label += f"  ▸ {int(self.folded[lane]):,} inside"
             x1 += point_px(lane_px) / 2 if point else 0.0  # clear of the diamond
             inside_left = max(x0, left) + 4
             if x1 - inside_left - 4 >= metrics.horizontalAdvance(name):

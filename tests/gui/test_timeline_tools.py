@@ -167,3 +167,96 @@ def test_zoomed_out_the_waterfall_draws_the_overview_grid_and_still_shows_every_
     item.set_path(np.array([0, 10_000]))  # the critical path fades the rest: spans, not the grid
     plot.grab()
     assert item.path_lanes is not None
+
+
+def label_point(panel: TimelinePanel, row: int) -> QPoint:
+    """Where a row's disclosure mark is in the lane labels (viewport pixels)."""
+    from PySide6.QtCore import QPointF
+
+    axis = panel.lanes
+    rect = axis.mapRectFromParent(axis.geometry())
+    top, bottom = panel.view.viewRange()[1]
+    lane_px = rect.height() / (bottom - top)
+    y = rect.top() + (row + 0.5 - top) * lane_px
+    return panel.plot.mapFromScene(axis.mapToScene(QPointF(axis.disclosure_x(row) + 4, y)))
+
+
+def test_collapsing_a_sub_tree_hides_its_spans_and_a_click_on_its_mark_shows_them(
+        panel: TimelinePanel, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world)
+    assert panel.rows is not None and len(panel.rows) == 5  # a small run opens with everything shown
+    panel.select_span(panel.data.ids[0])  # type: ignore[union-attr]
+    panel.plot.setFocus()
+    qtbot.keyClick(panel.plot, Qt.Key.Key_Left)  # collapse the root
+    assert panel.rows is not None and len(panel.rows) == 1 and panel.shown is not None and len(panel.shown) == 1
+    assert panel.item.folded is not None and int(panel.item.folded[0]) == 4
+    assert panel.lanes.row_at(-1) == -1
+    panel.grab()  # draws the collapsed row, the "+4" beside its name
+    assert panel.item.painted[1] == 5  # one row, standing for all five spans
+    qtbot.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton, pos=label_point(panel, 0))
+    assert panel.rows is not None and len(panel.rows) == 5 and panel.rows.all_shown
+    qtbot.keyClick(panel.plot, Qt.Key.Key_Left)
+    assert len(panel.rows) == 1
+    qtbot.keyClick(panel.plot, Qt.Key.Key_Right)
+    assert len(panel.rows) == 5
+
+
+def test_f3_onto_a_match_in_a_collapsed_sub_tree_expands_its_ancestors(
+        panel: TimelinePanel, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world)
+    assert panel.data is not None
+    panel.set_collapsed(0, True)
+    assert panel.rows is not None and len(panel.rows) == 1
+    panel.find_bar.open_bar()
+    panel.find_spans("kind:tool")
+    qtbot.waitUntil(lambda: panel.matches is not None, timeout=5000)
+    assert panel.matches is not None
+    target = panel.data.ids[int(panel.matches.lanes[0])]
+    assert panel.selected_id == target  # the first match was stepped onto
+    lane = panel.data.lane_of[target]
+    assert panel.rows.visible(lane) and len(panel.rows) == 5  # its collapsed ancestor opened
+    assert panel.item.selected == panel.rows.row(lane)
+    panel.set_collapsed(0, True)  # fold it again: the matches mark the collapsed row
+    assert panel.item.match_lanes is not None and panel.item.match_lanes.tolist() == [0]
+    qtbot.keyClick(panel.find_bar.edit, Qt.Key.Key_F3)
+    assert panel.rows is not None and len(panel.rows) == 5
+    assert panel.selected_id == panel.data.ids[int(panel.matches.lanes[1])]
+
+
+def test_the_critical_path_and_the_minimap_still_work_with_a_collapsed_sub_tree(
+        panel: TimelinePanel, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world)
+    assert panel.data is not None
+    panel.set_collapsed(0, True)
+    panel.toggle_critical_path()
+    qtbot.waitUntil(lambda: panel.path is not None, timeout=5000)
+    assert panel.path is not None and len(panel.path) >= 2
+    assert panel.item.path_lanes is not None and panel.item.path_lanes.tolist() == [0]  # all in the one row
+    assert len(panel.minimap.path) == len(panel.path)  # the minimap marks every span of it
+    assert panel.minimap.overview is not None and panel.minimap.overview.lanes == 5  # the whole run
+    panel.grab()
+    deep = int(panel.path.lanes[-1])
+    panel.path_panel._clicked(panel.path_panel.table.topLevelItem(len(panel.path) - 1))
+    assert panel.selected_id == panel.data.ids[deep]
+    assert panel.rows is not None and panel.rows.visible(deep)  # a click in the list opens the way to it
+    assert panel.item.path_lanes is not None and len(panel.item.path_lanes) == len(panel.path)
+
+
+def test_the_minimap_keeps_its_strip_while_only_the_window_moves(
+        panel: TimelinePanel, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    shown(panel, qtbot, world)
+    minimap = panel.minimap
+    minimap.grab()
+    assert minimap._strip is not None
+    strip = minimap._strip[1]
+    start, end = minimap.shown
+    minimap.set_window(start, start + (end - start) / 3)  # a pan or zoom: the frame moves, the strip stays
+    image = minimap.grab().toImage()
+    assert minimap._strip[1] is strip
+    x_right = int(minimap.x_of(start + (end - start) / 3))
+    frame = QColor(minimap.frame_colour)
+    assert any(image.pixelColor(x, minimap.height() // 2).rgb() == frame.rgb()
+               for x in range(max(0, x_right - 2), min(image.width(), x_right + 3)))  # the frame's new edge
+    minimap.set_marks(matches=np.array([start]))  # what the strip shows changed: drawn again
+    minimap.grab()
+    assert minimap._strip[1] is not strip

@@ -1,0 +1,205 @@
+"""Which lanes of a layout are rows on screen: sub-trees folded into their top span, on demand.
+
+A million spans cannot each be a row an operator scrolls through. In the
+pre-order layout a span's sub-tree is the contiguous lane range
+`[lane, lane + size)`, so hiding the sub-trees of collapsed spans is one
+difference array (+1 after each collapsed span, -1 at its sub-tree's end), a
+cumulative sum over it gives the hidden mask, and a second cumulative sum over
+the visible mask gives every lane's row. No Python loop per span, so a
+million-span run folds or unfolds in tens of milliseconds.
+
+By default a run with more than `ROW_BUDGET` spans shows its roots, their
+children, and further levels while the rows stay within the budget; deeper
+sub-trees are collapsed. The operator's own expand/collapse choices are kept by
+span id, so they survive the re-layouts of a live run.
+
+`RowView` is the layout as rows: the same arrays (gathered per row) and
+methods the drawing reads, so the waterfall and the lane labels draw rows as
+they drew lanes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar, overload
+
+import numpy as np
+
+from agentdesk.model.timeline.data import TimelineData
+
+ROW_BUDGET = 2000
+"""A run with more spans than this opens with deep sub-trees collapsed (levels shown while within it)."""
+T = TypeVar("T")
+
+
+def subtree_sizes(data: TimelineData) -> np.ndarray:
+    """Lanes in each lane's sub-tree, itself included (pre-order: the sub-tree is `[lane, lane + size)`).
+
+    Summed bottom-up one depth level at a time (each level one `np.add.at`), kept per layout
+    version: a deep chain costs a loop per level, never per span.
+    """
+    key = (data.version, len(data))
+    cached = getattr(data, "_sizes", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]  # type: ignore[no-any-return]
+    n = len(data)
+    size = np.ones(n, dtype=np.int32)  # int32 throughout: a million-span run's rows cost megabytes, not tens
+    if n:
+        by_depth = np.argsort(data.depth, kind="stable")
+        levels = np.searchsorted(data.depth[by_depth], np.arange(int(data.depth.max()) + 2))
+        for d in range(len(levels) - 2, 0, -1):
+            nodes = by_depth[levels[d]:levels[d + 1]]
+            up = data.parent[nodes]
+            nodes = nodes[up >= 0]
+            np.add.at(size, data.parent[nodes], size[nodes])
+    data._sizes = (key, size)  # type: ignore[attr-defined]  # a cache beside the layout, like its extent
+    return size
+
+
+def default_collapsed(data: TimelineData, budget: int = ROW_BUDGET) -> np.ndarray:
+    """The lanes collapsed when a run opens: none for a run within `budget`; else every span with
+    children from the deepest level that keeps the rows within it down (a lone root is always
+    expanded), so expanding a span shows its children, themselves still collapsed."""
+    n = len(data)
+    collapsed = np.zeros(n, dtype=bool)
+    if n <= budget:
+        return collapsed
+    rows_to = np.cumsum(np.bincount(data.depth))  # rows when levels 0..d are shown
+    levels = max(1, int(np.searchsorted(rows_to, budget, side="right")))  # levels shown in full
+    if levels == 1 and rows_to[0] == 1:
+        levels = 2  # one root alone says nothing: show its children
+    if levels >= len(rows_to):
+        return collapsed
+    return (data.depth >= levels - 1) & (subtree_sizes(data) > 1)  # deeper too: one level opens per click
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """The rows of one layout: `shown[row]` is a lane; `row_at[lane]` its row, or for a hidden lane the
+    row of the collapsed span it is folded into; `folded[row]` how many spans that row hides."""
+
+    data: TimelineData
+    collapsed: np.ndarray
+    shown: np.ndarray
+    row_at: np.ndarray
+    folded: np.ndarray
+    has_children: np.ndarray
+    """Per row: the span has children (it gets a disclosure mark)."""
+
+    @classmethod
+    def build(cls, data: TimelineData, collapsed: np.ndarray) -> Rows:
+        n = len(data)
+        size = subtree_sizes(data)
+        collapsed = collapsed & (size > 1)
+        lanes = np.flatnonzero(collapsed)
+        mark = np.zeros(n + 1, dtype=np.int32)
+        np.add.at(mark, lanes + 1, 1)
+        np.add.at(mark, lanes + size[lanes], -1)
+        visible = np.cumsum(mark[:n]) == 0
+        shown = np.flatnonzero(visible).astype(np.int32)
+        row_at = np.cumsum(visible, dtype=np.int32)
+        row_at -= 1
+        folded = np.where(collapsed[shown], size[shown] - 1, 0).astype(np.int32)
+        return cls(data, collapsed, shown, row_at, folded, size[shown] > 1)
+
+    @classmethod
+    def default(cls, data: TimelineData, overrides: Mapping[str, bool] | None = None,
+                budget: int = ROW_BUDGET) -> Rows:
+        """The opening rows of a layout, with the operator's choices (span id → collapsed) applied."""
+        collapsed = default_collapsed(data, budget)
+        for span_id, state in (overrides or {}).items():
+            lane = data.lane_of.get(span_id)
+            if lane >= 0:
+                collapsed[lane] = state
+        return cls.build(data, collapsed)
+
+    def __len__(self) -> int:
+        return len(self.shown)
+
+    @property
+    def all_shown(self) -> bool:
+        return len(self.shown) == len(self.data)
+
+    def visible(self, lane: int) -> bool:
+        return 0 <= lane < len(self.row_at) and int(self.shown[self.row_at[lane]]) == lane
+
+    def row(self, lane: int) -> int:
+        """The lane's row, or -1 when it is hidden inside a collapsed sub-tree."""
+        return int(self.row_at[lane]) if self.visible(lane) else -1
+
+    def rows_of(self, lanes: np.ndarray) -> np.ndarray:
+        """Rows for lanes; a hidden lane gives the row of the collapsed span it is folded into."""
+        return self.row_at[lanes].astype(np.int64) if len(lanes) else np.zeros(0, dtype=np.int64)
+
+    def ancestors(self, lane: int) -> list[int]:
+        """The lane's ancestors, nearest first (a walk up the parent array: one step per level)."""
+        out, up = [], int(self.data.parent[lane])
+        while up >= 0:
+            out.append(up)
+            up = int(self.data.parent[up])
+        return out
+
+    def with_state(self, lanes: Iterable[int], collapsed: bool) -> Rows:
+        mask = self.collapsed.copy()
+        mask[list(lanes)] = collapsed
+        return Rows.build(self.data, mask)
+
+    def revealing(self, lane: int) -> Rows:
+        """These rows with every collapsed ancestor of `lane` expanded, so it gets a row."""
+        folded = [up for up in self.ancestors(lane) if self.collapsed[up]]
+        return self.with_state(folded, False) if folded else self
+
+    def view(self) -> TimelineData:
+        """The layout as rows for drawing: the layout itself when nothing is hidden."""
+        return self.data if self.all_shown else RowView(self)
+
+
+class Picked(Sequence[T]):
+    """`seq[shown[i]]` without copying a million strings: what the drawing asks of names per row."""
+
+    def __init__(self, seq: Sequence[T], shown: np.ndarray) -> None:
+        self._seq, self._shown = seq, shown
+
+    def __len__(self) -> int:
+        return len(self._shown)
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | Sequence[T]:
+        if isinstance(i, slice):
+            return [self._seq[int(lane)] for lane in self._shown[i]]
+        return self._seq[int(self._shown[i])]
+
+
+class RowView(TimelineData):
+    """A layout's visible rows as a layout of their own (per-row arrays, strings picked lazily): the
+    drawing reads lanes, and here a lane is a row. Not for editing: it is rebuilt per change."""
+
+    def __init__(self, rows: Rows) -> None:
+        data, shown = rows.data, rows.shown
+        self.rows = rows
+        self.t0, self.version = data.t0, data.version
+        self.start, self.end = data.start[shown], data.end[shown]
+        self.kind, self.status = data.kind[shown], data.status[shown]
+        self.depth = data.depth[shown]
+        self.input_tokens, self.output_tokens = data.input_tokens[shown], data.output_tokens[shown]
+        self.cost = data.cost[shown]
+        self.ids = Picked(data.ids, shown)  # type: ignore[assignment]
+        self.names = Picked(data.names, shown)  # type: ignore[assignment]
+        self.kind_names = Picked(data.kind_names, shown)  # type: ignore[assignment]
+        self.status_names = Picked(data.status_names, shown)  # type: ignore[assignment]
+        self.parent = np.where(data.parent[shown] >= 0, rows.row_at[np.maximum(data.parent[shown], 0)], -1)
+        self.unknown_parent = {}
+        self.total = len(shown) + max(0, data.total - len(data))
+        self.lane_of = data.lane_of  # lanes, not rows: convert with `rows`
+
+
+def spans_in(data: TimelineData | None) -> int:
+    """How many spans a drawn layout stands for: a row view counts the spans folded into its rows."""
+    if data is None:
+        return 0
+    return len(data.rows.data) if isinstance(data, RowView) else len(data)
