@@ -120,6 +120,8 @@ class TimelinePanel(QWidget):
         self.minimap.window_moved.connect(self._minimap_moved)
         self.view.sigXRangeChanged.connect(self._sync_minimap)
         self.view.sigResized.connect(self._sync_minimap)
+        self.view.sigResized.connect(self._keep_lane_height)
+        self._view_height = 0.0
         waterfall = QWidget()
         column = QVBoxLayout(waterfall)
         column.setContentsMargins(0, 0, 0, 0)
@@ -456,6 +458,24 @@ class TimelinePanel(QWidget):
         self._update_limits()
         if self._follow:
             self.fit()
+
+    def _keep_lane_height(self, *args: object) -> None:
+        """A resized waterfall keeps its rows as tall as they were and shows more or fewer of them.
+
+        pyqtgraph keeps the visible range in data units, so shrinking the window would squeeze the
+        same rows into fewer pixels until their names give way to "zoom in"; a fitted view refits.
+        """
+        height, before = float(self.view.height()), self._view_height
+        self._view_height = height
+        if self.data is None or not len(self.data) or before <= 0 or height <= 0 or height == before:
+            return
+        top, bottom = self.view.viewRange()[1]  # before the new limits clamp it
+        self._update_limits()
+        if self._follow:
+            self.fit()
+            return
+        lane_px = before / max(bottom - top, 1e-9)
+        self.view.setYRange(top, top + height / lane_px, padding=0)
 
     def _update_limits(self) -> None:
         if self.data is None or not len(self.data):

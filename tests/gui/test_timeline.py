@@ -345,3 +345,27 @@ def test_a_pan_paints_each_plot_once_and_reuses_the_lane_labels(panel: TimelineP
     panel.view.translateBy(y=1.0)
     panel.plot.viewport().repaint()
     assert panel.lanes._picture is not labels
+
+
+@pytest.mark.parametrize("following", [True, False])
+def test_a_shorter_window_keeps_rows_readable(panel: TimelinePanel, world: World, qtbot,  # type: ignore[no-untyped-def]
+                                              following: bool) -> None:
+    """Shrinking the window must not squeeze the rows under the label threshold (it used to: the
+    visible range stayed in data units, and a 13-row run said "zoom in to read their names")."""
+    from agentdesk.gui.timeline.axes import MIN_LABEL_LANE_PX
+
+    panel.resize(1200, 1000)
+    shown(panel, qtbot, world.run_id, 5)
+    qtbot.waitUntil(lambda: panel.view.height() > 600)
+    panel.fit()
+    if not following:
+        panel._stop_following()  # as after the operator panned
+    top, bottom = panel.view.viewRange()[1]
+    before_px = panel.view.height() / (bottom - top)
+    panel.resize(1200, 420)
+    qtbot.waitUntil(lambda: panel.view.height() < 300)
+    top, bottom = panel.view.viewRange()[1]
+    lane_px = panel.view.height() / (bottom - top)
+    assert lane_px >= MIN_LABEL_LANE_PX
+    if not following:
+        assert lane_px == pytest.approx(before_px, rel=0.05)
