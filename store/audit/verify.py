@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.types import Text
 
 from agentdesk.store import keys
-from agentdesk.store.audit.chain import GENESIS, location_of, record_hash, store_id_of
+from agentdesk.store.audit.chain import GENESIS, location_of, record_hash, server_signs, store_id_of
 from agentdesk.store.schema import AuditRow
 
 TEXT_COLUMNS = ("actor", "action", "entity", "entity_id", "payload", "prev_hash", "hash")
@@ -84,7 +84,7 @@ class ServerKey:
 
     @staticmethod
     def of(session: Session) -> ServerKey | None:
-        if session.get_bind().dialect.name != "postgresql":
+        if not server_signs(session):
             return None
         with Session(session.get_bind()) as early:
             if early.execute(text("SELECT to_regproc('public.agentdesk_audit_key_info')")).scalar() is None:
