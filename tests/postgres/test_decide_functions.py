@@ -157,9 +157,20 @@ def test_context_edits_go_through_the_functions(pg_store: Store, make_login: Mak
             assert conn.execute(f"SELECT outcome, revision FROM agentdesk_edit_item('{first}', 'x', 1, 'o', "
                                 "'sql')").fetchone() == ("stale", 3)
         agent_ctx = NativeQueries(operator).context(run_agent(operator))
+        assert all(not item.visible for item in agent_ctx.items)
+        commands.set_group_visibility(operator, group, True, 7, "bob")
+        revision = NativeQueries(operator).context(run_agent(operator)).context_revision
+        compaction = commands.compact(operator, run_agent(operator), [first, second], "they said hi", "", revision,
+                                      "bob")
+        assert refused(operator_url, f"UPDATE compactions SET undone_at = 1 WHERE id = '{compaction}'")
+        assert refused(operator_url, f"UPDATE context_items SET compaction_id = NULL WHERE id = '{first}'")
+        commands.undo_compaction(operator, compaction, "bob")
+        with pytest.raises(Conflict, match="already undone"):
+            commands.undo_compaction(operator, compaction, "eve")
+        after = NativeQueries(operator).context(run_agent(operator))
     finally:
         operator.close()
-    assert all(not item.visible for item in agent_ctx.items)
+    assert {i.id for i in after.items} == {first, second} and not any(i.compaction_id for i in after.items)
     intact(pg_store)  # chain, MACs, and the items' revisions and locks against the log
 
 
