@@ -44,7 +44,7 @@ SERVER_EDIT = text("SELECT * FROM agentdesk_edit_item(:id, :content, :expected, 
 SERVER_COMPACT = text("SELECT * FROM agentdesk_compact(:agent, :items, :summary, :focus, :expected, :actor, :comp, "
                       ":grp, :item, :origin)").bindparams(bindparam("items", type_=ARRAY(Text)))
 SERVER_UNCOMPACT = text("SELECT * FROM agentdesk_undo_compaction(:id, :actor, :origin)")
-"""On PostgreSQL (migration 0008) approvals change only through these SECURITY DEFINER functions: the
+"""On PostgreSQL (migration 0008) approvals and context edits go only through these SECURITY DEFINER functions: the
 server does the compare-and-set, the hashes, the audit and the change log, so a hand-written client gets
 exactly what agentdesk does or nothing. The checks of the caller's input stay here, shared by both
 backends; the SQLite path below does the same work in Python."""
