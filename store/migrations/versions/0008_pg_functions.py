@@ -21,6 +21,9 @@ PostgreSQL only (a no-op on SQLite, whose single user needs none of it):
   EXECUTE is revoked from PUBLIC and granted to the group that may call it, and each
   checks `pg_has_role(session_user, …)` itself since it runs as the owner.
 
+Downgrading drops the key: records it signed can no longer have their MACs checked
+(verify says "cannot check" for them); upgrading again makes a new key from the next record on.
+
 The SQL is written out here, not imported, so the revision stays what it was when
 later code changes. The lead re-chains it at merge.
 """
@@ -192,8 +195,9 @@ AUDIT = [
         END IF;
         SELECT * INTO k FROM public.agentdesk_audit_key WHERE id = 1;
         RETURN ARRAY(
-            SELECT coalesce(p.m = public.agentdesk_hmac(k.inner_pad, k.outer_pad,
-                                                        'agentdesk-audit-record:' || p.h), false)
+            -- agentdesk_hmac written out: a function with SET clauses is not inlined, and verify asks per record
+            SELECT coalesce(p.m = encode(sha256(k.outer_pad || sha256(k.inner_pad || convert_to(
+                                'agentdesk-audit-record:' || p.h, 'UTF8'))), 'hex'), false)
             FROM unnest(hashes, macs) WITH ORDINALITY AS p(h, m, n) ORDER BY p.n);
     END $$
     """,
