@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, text, update
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.types import Text
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store import schema as sc
 from agentdesk.store.audit.state import text_hash
+from agentdesk.store.bus import Change
 from agentdesk.store.convert import ts_opt
 from agentdesk.store.database import Store
 from agentdesk.store.errors import AlreadyDecided, Conflict, Expired, InvalidInput, NotFound, StaleRevision
@@ -30,6 +34,31 @@ from agentdesk.store.validation import (
     parse_json_arguments,
     payload_hash,
 )
+
+SERVER_DECIDE = text("SELECT * FROM agentdesk_decide(:id, :approve, :actor, :reason, :edited, :expected, :origin)")
+SERVER_WITHDRAW = text("SELECT * FROM agentdesk_withdraw(:id, :actor, :reason, :origin)")
+SERVER_EXPIRE = text("SELECT * FROM agentdesk_expire_overdue(:actor, :origin)")
+SERVER_VISIBILITY = text("SELECT * FROM agentdesk_set_group_visibility(:id, :visible, :expected, :actor, :origin)")
+SERVER_LOCK = text("SELECT * FROM agentdesk_set_item_locked(:id, :locked, :expected, :actor, :origin)")
+SERVER_EDIT = text("SELECT * FROM agentdesk_edit_item(:id, :content, :expected, :actor, :origin)")
+SERVER_COMPACT = text("SELECT * FROM agentdesk_compact(:agent, :items, :summary, :focus, :expected, :actor, :comp, "
+                      ":grp, :item, :origin)").bindparams(bindparam("items", type_=ARRAY(Text)))
+SERVER_UNCOMPACT = text("SELECT * FROM agentdesk_undo_compaction(:id, :actor, :origin)")
+"""On PostgreSQL (migration 0008) approvals and context edits go only through these SECURITY DEFINER functions: the
+server does the compare-and-set, the hashes, the audit and the change log, so a hand-written client gets
+exactly what agentdesk does or nothing. The checks of the caller's input stay here, shared by both
+backends; the SQLite path below does the same work in Python."""
+
+
+def on_server(uow: UnitOfWork) -> bool:
+    """True when the store's own functions do the write (PostgreSQL)."""
+    return uow.store.is_postgres
+
+
+def adopt_server_changes(uow: UnitOfWork, changes: Any) -> None:
+    """The change-log rows a server function wrote (a JSON array), published by the unit of work."""
+    uow.adopt([Change(c["entity"], c["op"], c["id"], dict(c["parents"] or {}), c["revision"], c["seq"],
+                      c["origin"], c["at"]) for c in (changes or [])])
 
 
 def approval_parents(row: sc.ApprovalRow) -> dict[str, str]:
@@ -55,6 +84,13 @@ def decide(store: Store, approval_id: str, approve: bool, actor: str, reason: st
         edited = canonical_arguments(parse_json_arguments(edited_arguments))
     A = sc.ApprovalRow
     status = "approved" if approve else "denied"
+    if store.is_postgres:
+        with UnitOfWork(store) as uow:
+            found = uow.session.execute(SERVER_DECIDE, {
+                "id": approval_id, "approve": approve, "actor": actor, "reason": reason, "edited": edited,
+                "expected": expected, "origin": store.origin}).one()
+            _server_outcome(uow, approval_id, found, expected)
+        return NativeQueries(store).approval(approval_id)
     with UnitOfWork(store) as uow:
         row = uow.session.get(A, approval_id)
         if row is None:
@@ -94,6 +130,12 @@ def withdraw(store: Store, approval_id: str, actor: str, reason: str | None = No
     actor = check_name("actor name", actor)
     reason = check_name("reason", reason, required=False) or None
     A = sc.ApprovalRow
+    if store.is_postgres:
+        with UnitOfWork(store) as uow:
+            found = uow.session.execute(SERVER_WITHDRAW, {"id": approval_id, "actor": actor, "reason": reason,
+                                                          "origin": store.origin}).one()
+            _server_outcome(uow, approval_id, found, None)
+        return NativeQueries(store).approval(approval_id)
     with UnitOfWork(store) as uow:
         row = uow.session.get(A, approval_id)
         if row is None:
@@ -114,17 +156,34 @@ def withdraw(store: Store, approval_id: str, actor: str, reason: str | None = No
     return NativeQueries(store).approval(approval_id)
 
 
+def _server_outcome(uow: UnitOfWork, approval_id: str, found: Any, expected: str | None) -> None:
+    """What a decision function answered: the write is adopted, or the same typed error as on SQLite."""
+    if found.outcome == "not found":
+        raise NotFound(f"There is no approval with id {approval_id}.")
+    if found.outcome == "stale":
+        guard_arguments(approval_id, found.shown_hash, expected)
+    if found.outcome != "ok":
+        _lost(approval_id, found.status, found.expires_at, found.decided_by, found.decided_at)
+    adopt_server_changes(uow, found.changes)
+
+
 def _explain_lost_decision(uow: UnitOfWork, approval_id: str) -> None:
     uow.session.expire_all()
     row = uow.session.get(sc.ApprovalRow, approval_id)
     assert row is not None
-    if row.status == "pending":
-        raise Expired(f"Approval {approval_id} expired at {rm_time(row.expires_at)} before it was decided; "
+    _lost(approval_id, row.status, row.expires_at, row.decided_by, row.decided_at)
+
+
+def _lost(approval_id: str, status: str, expires_at: float | None, decided_by: str | None,
+          decided_at: float | None) -> None:
+    """The loser of a decision race is told who won and when (or that the approval expired)."""
+    if status == "pending":
+        raise Expired(f"Approval {approval_id} expired at {rm_time(expires_at)} before it was decided; "
                       "it can no longer be approved or denied.")
-    if row.status == "expired":
-        raise Expired(f"Approval {approval_id} expired at {rm_time(row.expires_at)}; "
+    if status == "expired":
+        raise Expired(f"Approval {approval_id} expired at {rm_time(expires_at)}; "
                       "it can no longer be approved or denied.")
-    raise AlreadyDecided(approval_id, row.status, row.decided_by, rm_time(row.decided_at))
+    raise AlreadyDecided(approval_id, status, decided_by, rm_time(decided_at))
 
 
 def rm_time(value: float | None) -> str | None:
@@ -136,6 +195,10 @@ def expire_overdue(store: Store, actor: str = "agentdesk") -> list[str]:
     """Mark every pending approval past its deadline as expired; returns their ids."""
     A = sc.ApprovalRow
     with UnitOfWork(store) as uow:
+        if on_server(uow):
+            found = uow.session.execute(SERVER_EXPIRE, {"actor": actor, "origin": store.origin}).all()
+            adopt_server_changes(uow, [c for row in found for c in row.changes])
+            return [str(row.approval_id) for row in found]
         rows = uow.session.execute(select(A).where(A.status == "pending", A.expires_at.is_not(None),
                                                    A.expires_at <= uow.now)).scalars().all()
         expired = []
@@ -174,7 +237,7 @@ def _bump_item(uow: UnitOfWork, item: sc.ContextItemRow, content: str | None = N
 def _item(uow: UnitOfWork, item_id: str) -> sc.ContextItemRow:
     item = uow.session.get(sc.ContextItemRow, item_id)
     if item is None or item.removed:
-        raise NotFound(f"There is no context item with id {item_id}.")
+        raise NotFound(_MISSING["item"].format(id=item_id))
     return item
 
 
@@ -184,18 +247,22 @@ def set_group_visibility(store: Store, group_id: str, visible: bool, expected_re
     actor = check_name("actor name", actor)
     G, Item = sc.ContextGroupRow, sc.ContextItemRow
     with UnitOfWork(store) as uow:
+        if on_server(uow):
+            _context_outcome(uow, "group", group_id, expected_revision, uow.session.execute(SERVER_VISIBILITY, {
+                "id": group_id, "visible": visible, "expected": expected_revision, "actor": actor,
+                "origin": store.origin}).one())
+            return
         group = uow.session.get(G, group_id)
         if group is None:
-            raise NotFound(f"There is no turn group with id {group_id}.")
+            raise NotFound(_MISSING["group"].format(id=group_id))
         if group.revision != expected_revision:
-            raise StaleRevision(f"Turn group {group_id} changed since you loaded it (revision "
-                                f"{group.revision}, you had {expected_revision}); reload and try again.")
+            raise StaleRevision(_STALE["group"].format(id=group_id, now=group.revision, had=expected_revision))
         items = uow.session.execute(select(Item).where(Item.group_id == group_id, Item.removed.is_(False))
                                     ).scalars().all()
         if any(i.compaction_id for i in items):
-            raise Conflict("This turn group is covered by a compaction; undo the compaction first.")
+            raise Conflict(_REFUSED["group", "covered"])
         if not visible and any(i.locked for i in items):
-            raise Conflict("This turn group holds a locked item; unlock it before hiding the group.")
+            raise Conflict(_REFUSED["group", "locked"])
         changed = [i for i in items if bool(i.visible) != visible]
         for item in changed:
             item.visible = visible
@@ -207,16 +274,37 @@ def set_group_visibility(store: Store, group_id: str, visible: bool, expected_re
                   {"items": [i.id for i in changed]})
 
 
+_MISSING = {"group": "There is no turn group with id {id}.", "item": "There is no context item with id {id}."}
+_STALE = {"group": "Turn group {id} changed since you loaded it (revision {now}, you had {had}); reload and try again.",
+          "item": "Context item {id} changed since you loaded it (revision {now}, you had {had}); reload and try "
+                  "again."}
+_REFUSED = {("group", "covered"): "This turn group is covered by a compaction; undo the compaction first.",
+            ("group", "locked"): "This turn group holds a locked item; unlock it before hiding the group.",
+            ("item", "covered"): "Context item {id} is covered by a compaction; undo the compaction first.",
+            ("item", "locked"): "Context item {id} is locked; unlock it before editing."}
+"""The sentences a refused context edit gets, the same from the SQLite path and the server's functions."""
+
+
+def _context_outcome(uow: UnitOfWork, kind: str, entity_id: str, expected: int, found: Any) -> None:
+    """What a context function answered: adopted, or the SQLite path's typed error."""
+    if found.outcome == "not found":
+        raise NotFound(_MISSING[kind].format(id=entity_id))
+    if found.outcome == "stale":
+        raise StaleRevision(_STALE[kind].format(id=entity_id, now=found.revision, had=expected))
+    if found.outcome != "ok":
+        raise Conflict(_REFUSED[kind, found.outcome].format(id=entity_id))
+    adopt_server_changes(uow, found.changes)
+
+
 def _guard_item_revision(item: sc.ContextItemRow, expected_revision: int) -> None:
     if item.revision != expected_revision:
-        raise StaleRevision(f"Context item {item.id} changed since you loaded it (revision {item.revision}, "
-                            f"you had {expected_revision}); reload and try again.")
+        raise StaleRevision(_STALE["item"].format(id=item.id, now=item.revision, had=expected_revision))
 
 
 def _guard_not_covered(item: sc.ContextItemRow) -> None:
     """A covered item stays frozen while its compaction lives, so undo restores exactly what was covered."""
     if item.compaction_id:
-        raise Conflict(f"Context item {item.id} is covered by a compaction; undo the compaction first.")
+        raise Conflict(_REFUSED["item", "covered"].format(id=item.id))
 
 
 def _touch_group(uow: UnitOfWork, group_id: str) -> None:
@@ -229,6 +317,11 @@ def _touch_group(uow: UnitOfWork, group_id: str) -> None:
 def set_item_locked(store: Store, item_id: str, locked: bool, expected_revision: int, actor: str) -> None:
     actor = check_name("actor name", actor)
     with UnitOfWork(store) as uow:
+        if on_server(uow):
+            _context_outcome(uow, "item", item_id, expected_revision, uow.session.execute(SERVER_LOCK, {
+                "id": item_id, "locked": locked, "expected": expected_revision, "actor": actor,
+                "origin": store.origin}).one())
+            return
         item = _item(uow, item_id)
         _guard_item_revision(item, expected_revision)
         _guard_not_covered(item)
@@ -243,10 +336,15 @@ def edit_item(store: Store, item_id: str, content: str, expected_revision: int, 
     actor = check_name("actor name", actor)
     check_text("item content", content)
     with UnitOfWork(store) as uow:
+        if on_server(uow):
+            _context_outcome(uow, "item", item_id, expected_revision, uow.session.execute(SERVER_EDIT, {
+                "id": item_id, "content": content, "expected": expected_revision, "actor": actor,
+                "origin": store.origin}).one())
+            return
         item = _item(uow, item_id)
         _guard_item_revision(item, expected_revision)
         if item.locked:
-            raise Conflict(f"Context item {item_id} is locked; unlock it before editing.")
+            raise Conflict(_REFUSED["item", "locked"].format(id=item_id))
         _guard_not_covered(item)
         before = item.content
         _bump_item(uow, item, content)
@@ -269,6 +367,21 @@ def compact(store: Store, agent_id: str, item_ids: Sequence[str], summary: str, 
         raise InvalidInput("Choose at least one item to compact.")
     Item = sc.ContextItemRow
     with UnitOfWork(store) as uow:
+        if on_server(uow):
+            comp_id = new_id("cmp")
+            found = uow.session.execute(SERVER_COMPACT, {
+                "agent": agent_id, "items": list(item_ids), "summary": summary, "focus": focus,
+                "expected": expected_context_revision, "actor": actor, "comp": comp_id, "grp": new_id("grp"),
+                "item": new_id("itm"), "origin": store.origin}).one()
+            if found.outcome == "not found":
+                raise NotFound(f"There is no agent with id {agent_id}.")
+            if found.outcome == "stale":
+                raise StaleRevision(f"The context of agent {agent_id} changed since you loaded it (revision "
+                                    f"{found.revision}, you had {expected_context_revision}); reload and try again.")
+            if found.outcome != "ok":
+                raise (Conflict if found.outcome == "locked" else InvalidInput)(_SELECTION[found.outcome])
+            adopt_server_changes(uow, found.changes)
+            return comp_id
         agent = uow.session.get(sc.AgentRow, agent_id)
         if agent is None:
             raise NotFound(f"There is no agent with id {agent_id}.")
@@ -322,15 +435,23 @@ def _consecutive_selection(listed: Sequence[sc.ContextItemRow],
                            wanted: set[str]) -> list[sc.ContextItemRow]:
     positions = [n for n, item in enumerate(listed) if item.id in wanted]
     if len(positions) != len(wanted):
-        raise InvalidInput("Some chosen items are not in this agent's current context; reload and try again.")
+        raise InvalidInput(_SELECTION["not listed"])
     if positions != list(range(positions[0], positions[0] + len(positions))):
-        raise InvalidInput("Only consecutive items can be compacted together.")
+        raise InvalidInput(_SELECTION["not consecutive"])
     chosen = [listed[n] for n in positions]
     if any(not i.visible for i in chosen):
-        raise InvalidInput("Hidden items cannot be compacted; show them first or leave them out.")
+        raise InvalidInput(_SELECTION["hidden"])
     if any(i.locked for i in chosen):
-        raise Conflict("Locked items cannot be compacted; unlock them or leave them out.")
+        raise Conflict(_SELECTION["locked"])
     return chosen
+
+
+_SELECTION = {"not listed": "Some chosen items are not in this agent's current context; reload and try again.",
+              "not consecutive": "Only consecutive items can be compacted together.",
+              "hidden": "Hidden items cannot be compacted; show them first or leave them out.",
+              "locked": "Locked items cannot be compacted; unlock them or leave them out.",
+              "nothing chosen": "Choose at least one item to compact."}
+"""Why a selection cannot be compacted: the same sentences from the SQLite path and `agentdesk_compact`."""
 
 
 def undo_compaction(store: Store, compaction_id: str, actor: str) -> None:
@@ -338,6 +459,17 @@ def undo_compaction(store: Store, compaction_id: str, actor: str) -> None:
     actor = check_name("actor name", actor)
     C, Item = sc.CompactionRow, sc.ContextItemRow
     with UnitOfWork(store) as uow:
+        if on_server(uow):
+            found = uow.session.execute(SERVER_UNCOMPACT, {"id": compaction_id, "actor": actor,
+                                                           "origin": store.origin}).one()
+            if found.outcome == "not found":
+                raise NotFound(f"There is no compaction with id {compaction_id}.")
+            if found.outcome == "summary covered":
+                raise Conflict("This compaction's summary is itself compacted; undo the later compaction first.")
+            if found.outcome != "ok":
+                raise Conflict(f"Compaction {compaction_id} was already undone.")
+            adopt_server_changes(uow, found.changes)
+            return
         comp = uow.session.get(C, compaction_id)
         if comp is None:
             raise NotFound(f"There is no compaction with id {compaction_id}.")

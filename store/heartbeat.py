@@ -22,10 +22,10 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from agentdesk.store import schema as sc
-from agentdesk.store.commands import approval_parents
+from agentdesk.store.commands import adopt_server_changes, approval_parents, on_server
 from agentdesk.store.database import Store
 from agentdesk.store.uow import UnitOfWork, affected
 from agentdesk.store.validation import check_name
@@ -33,6 +33,7 @@ from agentdesk.store.validation import check_name
 HEARTBEAT_INTERVAL_S = 5.0
 GONE_AFTER_S = 3 * HEARTBEAT_INTERVAL_S
 GONE_REASON = "requester gone"
+SERVER_DISMISS = text("SELECT * FROM agentdesk_dismiss_gone(:actor, :ids, :after, :reason, :origin)")
 
 
 def beat(store: Store, approval_id: str) -> bool:
@@ -84,6 +85,12 @@ def dismiss_gone(store: Store, actor: str, approval_ids: list[str] | None = None
     actor = check_name("actor name", actor)
     A = sc.ApprovalRow
     with UnitOfWork(store) as uow:
+        if on_server(uow):  # PostgreSQL: the same compare-and-set, audit and change log, in agentdesk_dismiss_gone
+            found = uow.session.execute(SERVER_DISMISS, {
+                "actor": actor, "ids": approval_ids, "after": gone_after_s, "reason": GONE_REASON,
+                "origin": store.origin}).all()
+            adopt_server_changes(uow, [c for row in found for c in row.changes])
+            return [str(row.approval_id) for row in found]
         cutoff = uow.now - gone_after_s
         query = select(A).where(A.status == "pending", A.requester_heartbeat_at.is_not(None),
                                 A.requester_heartbeat_at < cutoff)

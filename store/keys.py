@@ -176,13 +176,14 @@ class AnchorEntry:
     location: str | None = None
 
 
-def anchor_line(key: AuditKey, seq: int, record_hash: str, location: str) -> str:
+def anchor_line(key: AuditKey, seq: int, record_hash: str, location: str, mac: str | None = None) -> str:
+    """`mac`: the line's MAC when the server signed it (PostgreSQL, migration 0008), else the key's."""
     return json.dumps({"type": "anchor", "seq": seq, "hash": record_hash, "at": time.time(),
-                       "location": location, "mac": key.anchor_mac(seq, record_hash)},
+                       "location": location, "mac": mac or key.anchor_mac(seq, record_hash)},
                       ensure_ascii=True, sort_keys=True) + "\n"
 
 
-def append_anchor(key: AuditKey, seq: int, record_hash: str, location: str) -> Path:
+def append_anchor(key: AuditKey, seq: int, record_hash: str, location: str, mac: str | None = None) -> Path:
     """Append the chain head to the anchor file and fsync it; raises OSError on failure.
 
     One `write` of one short line on an O_APPEND descriptor: concurrent writers'
@@ -196,7 +197,7 @@ def append_anchor(key: AuditKey, seq: int, record_hash: str, location: str) -> P
         audit_dir(create=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, anchor_line(key, seq, record_hash, location).encode())
+        os.write(fd, anchor_line(key, seq, record_hash, location, mac).encode())
         _sync(fd)
     finally:
         os.close(fd)

@@ -80,6 +80,7 @@ class UnitOfWork:
         self.now = time.time()
         self.lock_wait_s = 0.0
         self._changes: list[Change] = []
+        self._adopted: list[Change] = []
         self._session: Session | None = None
         self._audit: AuditAppender | None = None
         path = store.path
@@ -151,9 +152,10 @@ class UnitOfWork:
             if exc_type is not None:
                 session.rollback()
                 self._changes.clear()
+                self._adopted.clear()
                 _translate(exc, self.store.url)
                 return
-            published = self._write_change_log()
+            published = self._adopted + self._write_change_log()
             try:
                 session.commit()
             except DBAPIError:
@@ -191,6 +193,13 @@ class UnitOfWork:
                revision: int | None = None) -> None:
         self._changes.append(Change(entity, op, entity_id, dict(parents or {}), revision,
                                     origin=self.store.origin, at=self.now))
+
+    def adopt(self, changes: list[Change]) -> None:
+        """Change-log rows and audit records a server function wrote in this transaction (PostgreSQL,
+        migration 0008): published after the commit like recorded ones, and the audit head anchored."""
+        assert self._audit is not None
+        self._adopted.extend(changes)
+        self._audit.adopt_server_head()
 
     def audit(self, actor: str, action: str, entity: str, entity_id: str, payload: dict[str, Any]) -> None:
         assert self._audit is not None

@@ -2,9 +2,10 @@
 
 Every record's hash covers its own fields and the previous record's hash, so
 editing or deleting any record breaks the chain from that point on. Every record
-also carries `mac`, an HMAC of its hash under the store's audit key (kept outside
-the database, `store/keys.py`): recomputing the hashes after an edit does not
-produce valid MACs without the key. After each audited commit the new chain head
+also carries `mac`, an HMAC of its hash under the store's audit key (on SQLite kept
+outside the database, `store/keys.py`; on PostgreSQL kept by the server, which
+appends and signs through `agentdesk_audit_append`, migration 0008): recomputing
+the hashes after an edit does not produce valid MACs without the key. After each audited commit the new chain head
 goes to the store's anchor file, so dropping the last records, or the whole
 table, is noticed too. `store.audit.verify` checks all three.
 """
@@ -18,7 +19,7 @@ import time
 import uuid
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, text
 from sqlalchemy.orm import Session
 
 from agentdesk.store import keys
@@ -73,11 +74,27 @@ def signing_key(store_id: str, next_seq: int) -> keys.AuditKey:
     return key
 
 
+SERVER_APPEND = text("SELECT seq, hash, anchor_mac FROM agentdesk_audit_append(:at, :actor, :action, :entity, "
+                     ":entity_id, :payload)")
+"""PostgreSQL (migration 0008): the server takes the tail, hashes, signs and inserts; no local key is needed."""
+SERVER_HEAD = text("SELECT seq, hash, anchor_mac FROM agentdesk_audit_head()")
+SERVER_SIGNED = "the server (agentdesk_audit_key)"
+"""The `where` of the stand-in key a server-signed store's anchor lines name (its secret is empty, never used)."""
+
+
+def server_signs(session: Session) -> bool:
+    """True on PostgreSQL: the store signs its own audit (every PostgreSQL store is migrated to 0008 at open)."""
+    bind: Any = session.get_bind()
+    return str(getattr(bind, "engine", bind).url.get_backend_name()) == "postgresql"  # the URL: tests fake dialects
+
+
 class AuditAppender:
     """Appends signed records inside one transaction; remembers the tail between appends.
 
-    After the transaction commits, call `anchor()` to write the new head to the
-    anchor file (the unit of work does).
+    On PostgreSQL the record is appended by `agentdesk_audit_append` (the server signs it
+    with a key no login can read); on SQLite it is hashed and signed here with the key
+    kept beside the user's config. After the transaction commits, call `anchor()` to
+    write the new head to the anchor file (the unit of work does).
     """
 
     def __init__(self, session: Session) -> None:
@@ -85,10 +102,39 @@ class AuditAppender:
         self._tail: str | None = None
         self._key: keys.AuditKey | None = None
         self._head: tuple[int, str] | None = None
+        self._anchor_mac: str | None = None
         self._where = ""
+
+    def _server_key(self) -> None:
+        if self._key is None:
+            store_id = store_id_of(self._session, create=False) or ""
+            self._key = keys.AuditKey(store_id, b"", 0, SERVER_SIGNED)
+            self._where = location_of(self._session)
+
+    def _append_on_server(self, actor: str, action: str, entity: str, entity_id: str, payload: str,
+                          at: float) -> str:
+        # No autoflush: a row added but not yet flushed (a new approval a rule may still decide) must reach
+        # the server as one INSERT, since operators may not UPDATE an approval's decision columns.
+        with self._session.no_autoflush:
+            self._server_key()
+            row = self._session.execute(SERVER_APPEND, {
+                "at": repr(at), "actor": actor, "action": action, "entity": entity, "entity_id": entity_id,
+                "payload": payload}).one()
+        self._head, self._anchor_mac = (int(row.seq), str(row.hash)), str(row.anchor_mac)
+        return str(row.hash)
+
+    def adopt_server_head(self) -> None:
+        """A server function (agentdesk_decide, …) appended records in this transaction: anchor its head."""
+        self._server_key()
+        row = self._session.execute(SERVER_HEAD).first()
+        if row is not None:
+            self._head, self._anchor_mac = (int(row.seq), str(row.hash)), str(row.anchor_mac)
 
     def append(self, actor: str, action: str, entity: str, entity_id: str,
                payload: dict[str, Any], at: float | None = None) -> str:
+        at = time.time() if at is None else at
+        if server_signs(self._session):
+            return self._append_on_server(actor, action, entity, entity_id, canonical_json(payload), at)
         if self._tail is None or self._key is None:
             last = self._session.execute(
                 select(AuditRow.seq, AuditRow.hash).order_by(AuditRow.seq.desc()).limit(1)).first()
@@ -97,12 +143,11 @@ class AuditAppender:
             assert store_id is not None
             self._key = signing_key(store_id, 1 if last is None else int(last.seq) + 1)
             self._where = location_of(self._session)
-        at = time.time() if at is None else at
-        text = canonical_json(payload)
-        digest = record_hash(self._tail, at, actor, action, entity, entity_id, text)
+        body = canonical_json(payload)
+        digest = record_hash(self._tail, at, actor, action, entity, entity_id, body)
         seq = self._session.execute(insert(AuditRow).values(
             at=at, actor=actor, action=action, entity=entity, entity_id=entity_id,
-            payload=text, prev_hash=self._tail, hash=digest, mac=self._key.mac(digest))
+            payload=body, prev_hash=self._tail, hash=digest, mac=self._key.mac(digest))
             .returning(AuditRow.seq)).scalar_one()
         self._tail = digest
         self._head = (int(seq), digest)
@@ -124,7 +169,7 @@ class AuditAppender:
             return True
         seq, digest = self._head
         try:
-            keys.append_anchor(self._key, seq, digest, self._where)
+            keys.append_anchor(self._key, seq, digest, self._where, self._anchor_mac)
         except Exception as exc:  # after commit nothing may escape; said in the log
             log.warning("agentdesk: the audit anchor %s could not be written (%s); record %d is committed "
                         "but not anchored, and `agentdesk verify` will report the anchor as behind.",

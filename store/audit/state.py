@@ -26,7 +26,9 @@ from sqlalchemy.orm import Session
 
 from agentdesk.store import schema as sc
 
-DECISIONS = {"approval.approved": "approved", "approval.denied": "denied", "approval.expired": "expired"}
+DECISIONS = {"approval.approved": "approved", "approval.denied": "denied", "approval.expired": "expired",
+             "approval.withdrawn": "withdrawn"}
+"""Audit actions that close an approval, and the status each leaves (withdrawn: `commands.withdraw`)."""
 BATCH = 2000
 
 

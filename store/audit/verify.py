@@ -15,11 +15,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import inspect, select
+from sqlalchemy import bindparam, inspect, select, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
+from sqlalchemy.types import Text
 
 from agentdesk.store import keys
-from agentdesk.store.audit.chain import GENESIS, location_of, record_hash, store_id_of
+from agentdesk.store.audit.chain import GENESIS, location_of, record_hash, server_signs, store_id_of
 from agentdesk.store.schema import AuditRow
 
 TEXT_COLUMNS = ("actor", "action", "entity", "entity_id", "payload", "prev_hash", "hash")
@@ -65,10 +67,49 @@ class ChainReport:
         return self.verdict == Verdict.INTACT
 
 
+KEY_INFO = text("SELECT keyed_from FROM agentdesk_audit_key_info()")
+MACS_OK = text("SELECT agentdesk_audit_macs_ok(:hashes, :macs)").bindparams(
+    bindparam("hashes", type_=ARRAY(Text)), bindparam("macs", type_=ARRAY(Text)))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerKey:
+    """A PostgreSQL store's own audit key (migration 0008): only its first seq is known here.
+
+    Each record's MAC is checked by `agentdesk_audit_macs_ok`, which answers yes or no per
+    record, so no key leaves the server and any machine (any viewer login) can verify.
+    """
+
+    keyed_from: int
+
+    @staticmethod
+    def of(session: Session) -> ServerKey | None:
+        if not server_signs(session):
+            return None
+        with Session(session.get_bind()) as early:
+            if early.execute(text("SELECT to_regproc('public.agentdesk_audit_key_info')")).scalar() is None:
+                return None  # a store opened read-only below 0008: signed by machines' keys, as on SQLite
+            found = early.execute(KEY_INFO).scalar()
+        return None if found is None else ServerKey(int(found))
+
+    def check(self, session: Session, rows: list[Any]) -> dict[int, bool]:
+        """seq -> whether its MAC verifies, for the rows this key signs that carry a text MAC."""
+        signed = [r for r in rows if int(r.seq) >= self.keyed_from and isinstance(getattr(r, "mac", None), str)
+                  and isinstance(r.hash, str)]
+        if not signed:
+            return {}
+        answers = session.execute(MACS_OK, {"hashes": [r.hash for r in signed],
+                                            "macs": [r.mac for r in signed]}).scalar_one()
+        return {int(r.seq): bool(ok) for r, ok in zip(signed, answers, strict=True)}
+
+
 @dataclass
 class _Walk:
     key: keys.AuditKey | None
     anchor: keys.Anchor | None
+    server: ServerKey | None = None
+    server_ok: dict[int, bool] = field(default_factory=dict)
+    """For the current batch: seq -> whether the server says its MAC verifies."""
     records: int = 0
     prev: str = GENESIS
     last_seq: int | None = None
@@ -82,8 +123,8 @@ class _Walk:
 
     def fail(self, seq: int | None, failure: Failure, sentence: str,
              verdict: Verdict = Verdict.TAMPERED) -> ChainReport:
-        return ChainReport(self.records, seq, sentence, verdict, failure, tuple(self.notes),
-                           self.key.keyed_from if self.key else None,
+        keyed_from = self.server.keyed_from if self.server else self.key.keyed_from if self.key else None
+        return ChainReport(self.records, seq, sentence, verdict, failure, tuple(self.notes), keyed_from,
                            self.anchor.max_seq if self.anchor else None)
 
     def step(self, row: Any) -> ChainReport | None:
@@ -132,6 +173,8 @@ class _Walk:
         if mac is not None and not isinstance(mac, str):
             return self.fail(seq, Failure.CONTENT_CHANGED,
                              f"Record {seq} was changed: its HMAC column holds {_kind(mac)} (content changed).")
+        if self.server is not None and seq >= self.server.keyed_from:
+            return self._check_server_mac(seq, mac)
         if self.key is None:
             self.unverifiable_macs += mac is not None
             return None
@@ -149,6 +192,18 @@ class _Walk:
             return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
                              f"Record {seq} was re-hashed without the key: its hash matches its content but "
                              "its HMAC does not.")
+        self.signed += 1
+        return None
+
+    def _check_server_mac(self, seq: int, mac: str | None) -> ChainReport | None:
+        if mac is None:
+            return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
+                             f"Record {seq} was re-hashed without the key: it carries no HMAC although the server "
+                             f"signs every record from {self.server.keyed_from if self.server else 0} on.")
+        if not self.server_ok.get(seq, False):
+            return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
+                             f"Record {seq} was re-hashed without the key: its hash matches its content but "
+                             "the server says its HMAC does not.")
         self.signed += 1
         return None
 
@@ -191,7 +246,10 @@ class _Walk:
 
     def _add_notes(self, last: int) -> None:
         key, anchor = self.key, self.anchor
-        if key is not None and self.first_seq is not None and self.first_seq < key.keyed_from:
+        if self.server is not None and self.first_seq is not None and self.first_seq < self.server.keyed_from:
+            self.notes.append(f"records before {self.server.keyed_from} predate the server's audit key and are "
+                              "checked with this machine's key where it has one")
+        elif key is not None and self.first_seq is not None and self.first_seq < key.keyed_from:
             self.notes.append(f"records before {key.keyed_from} predate the audit key and are protected by "
                               "the hash chain only")
         if anchor is not None and anchor.unreadable_lines:
@@ -228,8 +286,9 @@ def _load_key(store_id: str | None, notes: list[str]) -> keys.AuditKey | None:
         return None
 
 
-def _anchor_first(session: Session, anchor_file: Path | None,
-                  use_anchor: bool) -> tuple[str | None, keys.AuditKey | None, keys.Anchor | None, list[str]]:
+def _anchor_first(session: Session, anchor_file: Path | None, use_anchor: bool,
+                  server: ServerKey | None = None,
+                  ) -> tuple[str | None, keys.AuditKey | None, keys.Anchor | None, list[str]]:
     """The store id, key and anchor, read *before* `session` takes its snapshot.
 
     Writers append to the anchor after their commit, so every head read now is covered by
@@ -241,14 +300,15 @@ def _anchor_first(session: Session, anchor_file: Path | None,
     notes: list[str] = []
     with Session(session.get_bind()) as early:
         store_id = store_id_of(early)
-    key = _load_key(store_id, notes)
+    key = _load_key(store_id, notes) if server is None or server.keyed_from > 1 else None
+    line_key = None if server is not None else key  # the server signs anchor lines too; their MACs stay there
     anchor: keys.Anchor | None = None
     if anchor_file is not None:
-        anchor = keys.read_anchor(anchor_file, key)
+        anchor = keys.read_anchor(anchor_file, line_key)
         if anchor is None:
             raise FileNotFoundError(anchor_file)
     elif use_anchor and store_id is not None:
-        anchor = keys.read_anchor(keys.anchor_path(store_id), key, location_of(session))
+        anchor = keys.read_anchor(keys.anchor_path(store_id), line_key, location_of(session))
     return store_id, key, anchor, notes
 
 
@@ -259,8 +319,9 @@ def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | Non
     The key and anchor are found by the store's id in the config folder; `anchor_file`
     (an `audit export` or a copied anchor) replaces the local anchor.
     """
-    store_id, key, anchor, notes = _anchor_first(session, anchor_file, use_anchor)
-    walk = _Walk(key, anchor, notes=notes)
+    server = ServerKey.of(session)
+    store_id, key, anchor, notes = _anchor_first(session, anchor_file, use_anchor, server)
+    walk = _Walk(key, anchor, server, notes=notes)
     columns = _columns(session)
     last_seq: int | None = None
     while True:
@@ -270,6 +331,8 @@ def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | Non
         rows = session.execute(query).all()
         if not rows:
             break
+        if server is not None:
+            walk.server_ok = server.check(session, list(rows))
         for row in rows:
             failed = walk.step(row)
             if failed is not None:
@@ -278,7 +341,7 @@ def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | Non
     report = walk.finish()
     if report.verdict == Verdict.TAMPERED:
         return report
-    if key is None and report.records:
+    if key is None and server is None and report.records:
         return _no_key(report, session, store_id)
     return replace(report, failure=None, reason=None)
 

@@ -28,7 +28,8 @@ def call_of(row: sc.ApprovalRow) -> Call:
 
 def apply_rules(uow: UnitOfWork, row: sc.ApprovalRow) -> str | None:
     """Decide the just-inserted pending `row` by rule; returns the deciding rule's id, or None."""
-    rules = live_rules_for(uow.session, row.tool_name, uow.now)
+    with uow.session.no_autoflush:  # the row's decision goes into its INSERT: operators may not UPDATE it on PG
+        rules = live_rules_for(uow.session, row.tool_name, uow.now)
     if not rules:
         return None
     verdict = decide(rules, call_of(row), ts(uow.now))
