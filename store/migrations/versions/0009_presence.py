@@ -1,7 +1,7 @@
 """presence: who is looking at which approval, for the window's "also looking" line (PostgreSQL only)
 
 Revision ID: 0009_presence
-Revises: 0007_audit_hmac
+Revises: 0008_pg_functions
 Create Date: 2026-12-02 04:40:00
 
 One row per database login: the approval it last looked at and when (the window
@@ -22,7 +22,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = '0009_presence'
-down_revision = '0007_audit_hmac'
+down_revision = '0008_pg_functions'
 branch_labels = None
 depends_on = None
 
