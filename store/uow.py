@@ -80,6 +80,9 @@ class UnitOfWork:
         self.now = time.time()
         self.lock_wait_s = 0.0
         self._changes: list[Change] = []
+        self.loaded: list[Any] = []
+        """Rows a batch's writes looked up, held so the next write finds them in the session's identity map
+        (it holds only weak references) instead of reading them again, flushing first, under the lock."""
         self._session: Session | None = None
         self._audit: AuditAppender | None = None
         path = store.path
