@@ -25,6 +25,7 @@ agentdesk may migrate).
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import sys
@@ -52,6 +53,7 @@ DECISION_P99_TARGET_MS = 100.0
 DECIDE_EVERY_S = 0.1
 TURNS_PER_RUN = 20
 APPROVAL_EVERY = 5
+IMPORT_TRACE_SPANS = 20
 
 
 def pct(values: Sequence[float], q: float) -> float:
@@ -219,6 +221,75 @@ def measure(url: str, agents: int, seconds: float, processes: int) -> dict[str, 
             "decisions": len(latencies), "decide_p50": pct(latencies, 0.5), "decide_p99": pct(latencies, 0.99),
             "decide_wait_p99": pct(operator_waits, 0.99),
             "lag_p99": pct(lags, 0.99)}
+
+
+def otlp_file(path: Path, spans: int, per_trace: int = IMPORT_TRACE_SPANS) -> Path:
+    """OTLP/JSON Lines of `spans` spans in traces of `per_trace` (an agent, model calls and tool calls)."""
+    base = int(time.time() * 1e9)
+    with path.open("w", encoding="utf-8") as out:
+        for t in range(max(1, spans // per_trace)):
+            trace = f"{t + 1:032x}"
+            root = f"{t + 1:08x}00000000"
+            rows = [{"traceId": trace, "spanId": root, "name": "invoke_agent planner", "kind": 1,
+                     "startTimeUnixNano": str(base), "endTimeUnixNano": str(base + per_trace * 2_000_000),
+                     "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}},
+                                    {"key": "gen_ai.agent.name", "value": {"stringValue": "planner"}}]}]
+            for n in range(1, per_trace):
+                op = "chat" if n % 2 else "execute_tool"
+                rows.append({"traceId": trace, "spanId": f"{t + 1:08x}{n:08x}", "parentSpanId": root,
+                             "name": f"{op} {n}", "kind": 3 if op == "chat" else 1,
+                             "startTimeUnixNano": str(base + n * 2_000_000),
+                             "endTimeUnixNano": str(base + n * 2_000_000 + 1_000_000),
+                             "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": op}},
+                                            {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "100"}}]})
+            doc = {"resourceSpans": [{"resource": {"attributes": [
+                {"key": "service.name", "value": {"stringValue": "load-import"}}]},
+                "scopeSpans": [{"scope": {"name": "load_bench"}, "spans": rows}]}]}
+            out.write(json.dumps(doc) + "\n")
+    return path
+
+
+def import_process(url: str, path: str, out: Connection) -> None:
+    from agentdesk.store.otel.importer import import_files
+
+    store = open_store(url)
+    out.recv()
+    began = time.perf_counter()
+    result = import_files(store, [Path(path)], helper=False)
+    out.send({"seconds": time.perf_counter() - began, "spans": result.report.spans_written,
+              "error": str(result.error) if result.error else None})
+    store.close()
+
+
+def measure_import(url: str, spans: int, tmp: Path) -> dict[str, Any]:
+    """Decisions every 100 ms while an import of `spans` spans (small traces) runs in another process."""
+    store = open_store(url)
+    rt = AgentRuntime(store, actor="bench")
+    a = set_up(rt, rt.create_project("import load"), 0)
+    for n in range(300):  # enough pending approvals for a long import
+        rt.request_approval(a.run, "shell", {"command": f"echo {n}"}, span_id=a.span, timeout_s=None)
+    path = otlp_file(tmp / f"import-{spans}.jsonl", spans)
+    ctx = mp.get_context("spawn")
+    here, there = ctx.Pipe()
+    proc = ctx.Process(target=import_process, args=(url, str(path), there), daemon=True)
+    proc.start()
+    stop = threading.Event()
+    latencies: list[float] = []
+    failures: list[str] = []
+    waits: list[float] = []
+    decider = threading.Thread(target=operator, args=(url, stop, latencies, failures, waits), daemon=True)
+    here.send("go")
+    decider.start()
+    result = here.recv()
+    stop.set()
+    proc.join(30)
+    decider.join(30)
+    store.close()
+    if result["error"]:
+        failures.append(f"import: {result['error']}")
+    return {"spans": result["spans"], "seconds": result["seconds"], "failures": failures,
+            "decisions": len(latencies), "decide_p50": pct(latencies, 0.5), "decide_p99": pct(latencies, 0.99),
+            "decide_wait_p99": pct(waits, 0.99)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -144,6 +144,12 @@ class UnitOfWork:
         return (f"The store {self.store.display_name} stayed locked by another writer for {shown} s; "
                 "nothing was written.")
 
+    def operator_waiting(self) -> bool:
+        """Whether an operator's write is waiting for this unit's lock (SQLite: any process; else False).
+
+        Bulk writers (the OTLP import) look between whole pieces of work and end their transaction early."""
+        return self._gate is not None and self._gate.operator_waiting()
+
     def _release_queue(self) -> None:
         self._held.close()
 
