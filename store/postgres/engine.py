@@ -14,6 +14,7 @@ from urllib.parse import unquote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 from agentdesk.store.errors import StoreUnavailable
 
@@ -103,6 +104,12 @@ MIGRATION_LOCK = 0x61676D31
 WRITER_LOCK = 0x61677731
 """pg_advisory_xact_lock key ("agw1") every write transaction takes first (see `writer_engine`)."""
 WRITER = "agentdesk_pg_writer"
+TRY_ONLY = "agentdesk_pg_try_lock"
+"""Execution option (store/uow.py sets it for runtime writes): try the writer lock once instead of queueing.
+
+PostgreSQL grants an advisory lock to the sessions queued for it in order, so an operator's decision
+queued behind N runtime writers waited for all N. Runtime writers only *try* (and retry with back-off in
+the unit of work); operators queue: the next holder is always a waiting operator."""
 
 
 def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
@@ -118,8 +125,14 @@ def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _take_writer_lock(conn: Any) -> None:
-        if conn.get_execution_options().get(WRITER, False):
+        options = conn.get_execution_options()
+        if options.get(WRITER, False):
             conn.exec_driver_sql(f"SET LOCAL lock_timeout = {timeout_ms}")
+            if options.get(TRY_ONLY, False):  # a runtime write: never queue ahead of an operator's
+                if not conn.exec_driver_sql(f"SELECT pg_try_advisory_xact_lock({WRITER_LOCK})").scalar():
+                    raise OperationalError("pg_try_advisory_xact_lock", None,
+                                           RuntimeError("lock not available: another writer holds the store"))
+                return
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
 
     return engine.execution_options(**{WRITER: True})
