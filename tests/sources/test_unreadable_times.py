@@ -111,3 +111,10 @@ def test_approval_times_say_unreadable_time() -> None:
     assert short_local_time(UNREADABLE_TIME, now) == UNREADABLE_TIME_TEXT
     assert local_time(None) == "" and short_local_time(None, now) == ""
     assert "1970" not in local_time(UNREADABLE_TIME)
+
+
+def test_the_cli_prints_null_and_the_words_not_the_epoch() -> None:
+    from agentdesk.gui.cli.output import iso
+
+    assert iso(UNREADABLE_TIME) is None and iso(None) is None
+    assert iso(datetime(2024, 5, 1, tzinfo=UTC)) == "2024-05-01T00:00:00.000+00:00"
