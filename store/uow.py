@@ -22,7 +22,6 @@ before the transaction, so trying again never applies twice.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, ExitStack, nullcontext
@@ -37,7 +36,7 @@ from agentdesk.store.audit import AuditAppender
 from agentdesk.store.bus import Change
 from agentdesk.store.database import Store, describe_operational_error
 from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
-from agentdesk.store.postgres.engine import TRY_ONLY, is_postgres_url
+from agentdesk.store.postgres.engine import RUNTIME_QUEUE, is_postgres_url
 from agentdesk.store.retry import (
     MAX_PAUSE_S,
     PRIORITY_MAX_PAUSE_S,
@@ -88,8 +87,6 @@ class UnitOfWork:
         self._audit: AuditAppender | None = None
         path = store.path
         self._gate: WriterGate | None = writer_gate(path) if is_sqlite_url(store.url) and path else None
-        self._turn: threading.RLock | None = (_server_turn(store.url) if runtime and is_postgres_url(store.url)
-                                              else None)
         self._held = ExitStack()
 
     @property
@@ -109,11 +106,6 @@ class UnitOfWork:
                     held.enter_context(gate.runtime_turn(backoff))
                 except TimeoutError:
                     raise StoreUnavailable(self._still_locked(backoff)) from None
-            turn = self._turn
-            if turn is not None:  # one runtime thread of this process polls the server's lock at a time
-                if not turn.acquire(timeout=max(0.001, backoff.remaining_s())):
-                    raise StoreUnavailable(self._still_locked(backoff))
-                held.callback(turn.release)
             announce: AbstractContextManager[None] = (
                 gate.operator() if gate is not None and not self.runtime else nullcontext())
             with announce:
@@ -137,7 +129,7 @@ class UnitOfWork:
             session = self.store.writing_session()
             try:
                 session.begin()
-                session.connection(execution_options={BUSY_SLICE_MS: slice_ms, TRY_ONLY: self.runtime})
+                session.connection(execution_options={BUSY_SLICE_MS: slice_ms, RUNTIME_QUEUE: self.runtime})
                 return session
             except OperationalError as exc:
                 session.close()
@@ -223,19 +215,6 @@ class UnitOfWork:
         ).scalars().all()
         return [Change(c.entity, c.op, c.id, c.parents, c.revision, seq, c.origin, c.at)
                 for c, seq in zip(self._changes, seqs, strict=True)]
-
-
-_server_turns: dict[str, threading.RLock] = {}
-_server_turns_lock = threading.Lock()
-
-
-def _server_turn(url: str) -> threading.RLock:
-    """The in-process queue of runtime writers for one server store (SQLite's `WriterGate` does this for files).
-
-    Runtime writes on PostgreSQL only try the writer lock (`TRY_ONLY`) and retry; without this queue every
-    agent thread would poll the server."""
-    with _server_turns_lock:
-        return _server_turns.setdefault(url, threading.RLock())
 
 
 def guard(condition: bool, error: StoreError) -> None:

@@ -14,7 +14,6 @@ from urllib.parse import unquote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
 
 from agentdesk.store.errors import StoreUnavailable
 
@@ -104,12 +103,15 @@ MIGRATION_LOCK = 0x61676D31
 WRITER_LOCK = 0x61677731
 """pg_advisory_xact_lock key ("agw1") every write transaction takes first (see `writer_engine`)."""
 WRITER = "agentdesk_pg_writer"
-TRY_ONLY = "agentdesk_pg_try_lock"
-"""Execution option (store/uow.py sets it for runtime writes): try the writer lock once instead of queueing.
+RUNTIME_QUEUE = "agentdesk_pg_runtime_queue"
+"""Execution option (store/uow.py sets it for runtime writes): queue on `RUNTIME_LOCK` before the writer lock.
 
-PostgreSQL grants an advisory lock to the sessions queued for it in order, so an operator's decision
-queued behind N runtime writers waited for all N. Runtime writers only *try* (and retry with back-off in
-the unit of work); operators queue: the next holder is always a waiting operator."""
+PostgreSQL grants an advisory lock to the sessions waiting for it in order, so an operator's decision
+queued behind N runtime writers waited for all N. Runtime writers first queue among themselves on a
+second lock, so at most one of them waits for the writer lock at any time: a decision waits for the
+transaction in progress and at most one more, never for the whole queue (and nobody polls)."""
+RUNTIME_LOCK = 0x61677271
+"""pg_advisory_xact_lock key ("agrq") runtime write transactions take before `WRITER_LOCK`."""
 
 
 def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
@@ -128,11 +130,8 @@ def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
         options = conn.get_execution_options()
         if options.get(WRITER, False):
             conn.exec_driver_sql(f"SET LOCAL lock_timeout = {timeout_ms}")
-            if options.get(TRY_ONLY, False):  # a runtime write: never queue ahead of an operator's
-                if not conn.exec_driver_sql(f"SELECT pg_try_advisory_xact_lock({WRITER_LOCK})").scalar():
-                    raise OperationalError("pg_try_advisory_xact_lock", None,
-                                           RuntimeError("lock not available: another writer holds the store"))
-                return
+            if options.get(RUNTIME_QUEUE, False):  # a runtime write: one at a time waits beside the operators
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({RUNTIME_LOCK})")
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
 
     return engine.execution_options(**{WRITER: True})
