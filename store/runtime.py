@@ -218,8 +218,7 @@ class AgentRuntime:
                          Item.id, Item.revision)
                   .where(Item.agent_id == agent_id, Item.removed.is_(False), Item.visible.is_(True),
                          Item.compaction_id.is_(None)))
-        Snap = sc.SpanContextRow.__table__
-        uow.session.execute(insert(Snap).from_select(["span_id", "position", "item_id", "item_revision"],
+        uow.session.execute(insert(sc.SpanContextRow).from_select(["span_id", "position", "item_id", "item_revision"],
                                                      chosen))
         return agent.context_revision
 

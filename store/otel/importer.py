@@ -301,7 +301,8 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
         if cancel is not None and cancel.is_set():
             result.cancelled = True
             return
-        before, reports, size = done["spans"], [], 0
+        before, size = done["spans"], 0
+        reports: list[IngestReport] = []
         collecting = gc.isenabled()
         gc.disable()  # a collection inside the transaction held the lock 150-300 ms under load: run it after
         try:
