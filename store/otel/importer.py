@@ -41,6 +41,8 @@ IMPORT_ACTOR = "import"
 SPANS_PER_TRANSACTION = 20_000
 """Small traces are published several to a transaction up to this many spans (a big one alone)."""
 IMPORT_SLICE_S = 0.02
+OPERATOR_COURTESY_S = 0.05
+"""After ending a transaction for a waiting operator, the import pauses this long before its next trace."""
 """A transaction takes no further trace once it has held the write lock this long (or an operator waits)."""
 CHUNK = 2_000
 MEMORY_SPANS = 20_000
@@ -297,6 +299,7 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
             report()
 
     n = 0
+    yielded = False
     while n < len(traces):
         if cancel is not None and cancel.is_set():
             result.cancelled = True
@@ -315,7 +318,10 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
                 while n + len(reports) < len(traces):
                     trace, spans = traces[n + len(reports)]
                     if reports and (size + spans > SPANS_PER_TRANSACTION
-                                    or time.monotonic() - began >= IMPORT_SLICE_S or uow.operator_waiting()):
+                                    or time.monotonic() - began >= IMPORT_SLICE_S):
+                        break
+                    if reports and uow.operator_waiting():
+                        yielded = True
                         break
                     reports.append(write_trace(uow, spill.index(trace), chunks(trace), default_project))
                     size += spans
@@ -326,6 +332,9 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
         finally:
             if collecting:
                 gc.enable()
+        if yielded:  # leave the CPU to the decision too, not only the lock (2 cores: it was starved of both)
+            time.sleep(OPERATOR_COURTESY_S)
+            yielded = False
         for r in reports:
             result.report.add(r)
         n += len(reports)
