@@ -41,9 +41,9 @@ IMPORT_ACTOR = "import"
 SPANS_PER_TRANSACTION = 20_000
 """Small traces are published several to a transaction up to this many spans (a big one alone)."""
 IMPORT_SLICE_S = 0.02
+"""A transaction takes no further trace once it has held the write lock this long (or an operator waits)."""
 OPERATOR_COURTESY_S = 0.05
 """After ending a transaction for a waiting operator, the import pauses this long before its next trace."""
-"""A transaction takes no further trace once it has held the write lock this long (or an operator waits)."""
 CHUNK = 2_000
 MEMORY_SPANS = 20_000
 """Decoded spans held in memory before staging moves to the spill file (~2.5 KB each: ~50 MB)."""
@@ -306,8 +306,11 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
             return
         before, size = done["spans"], 0
         reports: list[IngestReport] = []
-        collecting = gc.isenabled()
-        gc.disable()  # a collection inside the transaction held the lock 150-300 ms under load: run it after
+        # A collection inside a short transaction held the lock 150-300 ms under load: it runs after it.
+        # A large trace (one long transaction anyway) keeps the collector, so its memory stays bounded.
+        collecting = gc.isenabled() and traces[n][1] <= CHUNK
+        if collecting:
+            gc.disable()
         try:
             # A bulk writer (`runtime=True`): it queues with the runtimes and steps aside for an operator's
             # write; between traces it ends its transaction once it has held the lock for
