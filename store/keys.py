@@ -251,7 +251,10 @@ class AnchorSyncer:
             with self._cond:
                 while not self._pending:
                     self._cond.wait()
-            time.sleep(self.delay_s)  # gather: every line appended meanwhile shares the next fdatasync
+                began = time.monotonic()
+                # gather: every line appended meanwhile shares the next fdatasync (delay_s is read each turn)
+                while self._pending and time.monotonic() < began + self.delay_s:
+                    self._cond.wait(max(0.0, began + self.delay_s - time.monotonic()))
             self._sync_pending()
 
     def _sync_pending(self) -> None:
