@@ -25,6 +25,7 @@ agentdesk may migrate).
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import sys
@@ -52,6 +53,7 @@ DECISION_P99_TARGET_MS = 100.0
 DECIDE_EVERY_S = 0.1
 TURNS_PER_RUN = 20
 APPROVAL_EVERY = 5
+IMPORT_TRACE_SPANS = 20
 
 
 def pct(values: Sequence[float], q: float) -> float:
@@ -221,35 +223,235 @@ def measure(url: str, agents: int, seconds: float, processes: int) -> dict[str, 
             "lag_p99": pct(lags, 0.99)}
 
 
+def otlp_file(path: Path, spans: int, per_trace: int = IMPORT_TRACE_SPANS) -> Path:
+    """OTLP/JSON Lines of `spans` spans in traces of `per_trace` (an agent, model calls and tool calls)."""
+    base = int(time.time() * 1e9)
+    with path.open("w", encoding="utf-8") as out:
+        for t in range(max(1, spans // per_trace)):
+            trace = f"{t + 1:032x}"
+            root = f"{t + 1:08x}00000000"
+            rows = [{"traceId": trace, "spanId": root, "name": "invoke_agent planner", "kind": 1,
+                     "startTimeUnixNano": str(base), "endTimeUnixNano": str(base + per_trace * 2_000_000),
+                     "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}},
+                                    {"key": "gen_ai.agent.name", "value": {"stringValue": "planner"}}]}]
+            for n in range(1, per_trace):
+                op = "chat" if n % 2 else "execute_tool"
+                rows.append({"traceId": trace, "spanId": f"{t + 1:08x}{n:08x}", "parentSpanId": root,
+                             "name": f"{op} {n}", "kind": 3 if op == "chat" else 1,
+                             "startTimeUnixNano": str(base + n * 2_000_000),
+                             "endTimeUnixNano": str(base + n * 2_000_000 + 1_000_000),
+                             "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": op}},
+                                            {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "100"}}]})
+            doc = {"resourceSpans": [{"resource": {"attributes": [
+                {"key": "service.name", "value": {"stringValue": "load-import"}}]},
+                "scopeSpans": [{"scope": {"name": "load_bench"}, "spans": rows}]}]}
+            out.write(json.dumps(doc) + "\n")
+    return path
+
+
+def import_process(url: str, path: str, out: Connection) -> None:
+    from agentdesk.store.otel.importer import import_files
+
+    store = open_store(url)
+    out.recv()
+    began = time.perf_counter()
+    result = import_files(store, [Path(path)], helper=False)
+    out.send({"seconds": time.perf_counter() - began, "spans": result.report.spans_written,
+              "error": str(result.error) if result.error else None})
+    store.close()
+
+
+def measure_import(url: str, spans: int, tmp: Path) -> dict[str, Any]:
+    """Decisions every 100 ms while an import of `spans` spans (small traces) runs in another process."""
+    store = open_store(url)
+    rt = AgentRuntime(store, actor="bench")
+    a = set_up(rt, rt.create_project("import load"), 0)
+    for n in range(300):  # enough pending approvals for a long import
+        rt.request_approval(a.run, "shell", {"command": f"echo {n}"}, span_id=a.span, timeout_s=None)
+    path = otlp_file(tmp / f"import-{spans}.jsonl", spans)
+    ctx = mp.get_context("spawn")
+    here, there = ctx.Pipe()
+    proc = ctx.Process(target=import_process, args=(url, str(path), there), daemon=True)
+    proc.start()
+    stop = threading.Event()
+    latencies: list[float] = []
+    failures: list[str] = []
+    waits: list[float] = []
+    decider = threading.Thread(target=operator, args=(url, stop, latencies, failures, waits), daemon=True)
+    here.send("go")
+    decider.start()
+    result = here.recv()
+    stop.set()
+    proc.join(30)
+    decider.join(30)
+    store.close()
+    if result["error"]:
+        failures.append(f"import: {result['error']}")
+    return {"spans": result["spans"], "seconds": result["seconds"], "failures": failures,
+            "decisions": len(latencies), "decide_p50": pct(latencies, 0.5), "decide_p99": pct(latencies, 0.99),
+            "decide_wait_p99": pct(waits, 0.99)}
+
+
+@dataclass
+class Backend:
+    """Where one column of figures is measured: a fresh SQLite file or PostgreSQL database per run."""
+
+    name: str
+    fresh: Any
+    """fresh(label) -> a store URL no one else writes."""
+    cleanup: Any = None
+
+
+def sqlite_backend(tmp: Path) -> Backend:
+    return Backend("SQLite", lambda label: str(tmp / f"{label}.sqlite"))
+
+
+def postgres_backend(choice: str) -> tuple[Backend | None, str]:
+    """`choice`: a server URL, or "auto": $AGENTDESK_TEST_PG, else a throwaway server started as tests do."""
+    try:
+        import psycopg
+    except ImportError:
+        return None, "psycopg is not installed"
+    root = Path(__file__).resolve().parent.parent
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from agentdesk.store.postgres.engine import libpq_url
+
+    stops: list[Any] = []
+    url = choice if choice != "auto" else os.environ.get("AGENTDESK_TEST_PG", "")
+    if not url:
+        try:
+            from tests.postgres import server
+        except ImportError:
+            return None, "tests/postgres/server.py is not beside this benchmark"
+        bin_dir = server.find_bin_dir()
+        if bin_dir is None:
+            return None, "no PostgreSQL binaries (set AGENTDESK_TEST_PG or PG_BIN)"
+        try:
+            folder, url = server.start(bin_dir)
+        except Exception as exc:  # the bench reports the SQLite column anyway
+            return None, f"a throwaway server could not be started ({exc})"
+        stops.append(lambda: server.stop(bin_dir, folder))
+    base, _, query = url.partition("?")
+    made: list[str] = []
+
+    def admin() -> Any:
+        return psycopg.connect(libpq_url(url), autocommit=True)
+
+    def fresh(label: str) -> str:
+        name = f"agentdesk_load_{label}_{os.getpid()}".replace("-", "_")
+        with admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        made.append(name)
+        return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+    def cleanup() -> None:
+        try:
+            with admin() as conn:
+                for name in made:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            for stop in stops:
+                stop()
+
+    try:
+        with admin():
+            pass
+    except Exception as exc:
+        cleanup()
+        return None, f"the server at {base} refused a connection ({exc})"
+    return Backend("PostgreSQL", fresh, cleanup), ""
+
+
+HEADER = (f"{'agents':>6} {'changes/s':>10} {'fail':>5} {'wait p50':>9} {'wait p99':>9} {'wait max':>9} "
+          f"{'decide p50':>10} {'decide p99':>10} {'its wait':>9} {'lag p99':>8}")
+
+
+def row(r: dict[str, Any]) -> str:
+    return (f"{r['agents']:>6} {r['changes_per_s']:>10.0f} {len(r['failures']):>5} {r['wait_p50'] * 1e3:>7.1f}ms "
+            f"{r['wait_p99'] * 1e3:>7.1f}ms {r['wait_max'] * 1e3:>7.0f}ms {r['decide_p50'] * 1e3:>8.1f}ms "
+            f"{r['decide_p99'] * 1e3:>8.1f}ms {r['decide_wait_p99'] * 1e3:>7.1f}ms "
+            f"{r['lag_p99'] * 1e3:>6.0f}ms  ({r['decisions']} decisions)")
+
+
+def judge(label: str, r: dict[str, Any], missed: list[str]) -> None:
+    if r["failures"]:
+        missed.append(f"{label}: {len(r['failures'])} writer failures (target 0); first: {r['failures'][0]}")
+    if r["decisions"] == 0:
+        missed.append(f"{label}: no decision was measured")
+    elif r["decide_p99"] * 1e3 > DECISION_P99_TARGET_MS:
+        missed.append(f"{label}: decision p99 {r['decide_p99'] * 1e3:.0f} ms "
+                      f"(target <= {DECISION_P99_TARGET_MS:.0f} ms)")
+
+
+def side_by_side(results: dict[str, dict[int, dict[str, Any]]], counts: list[int]) -> None:
+    names = list(results)
+    print("\nside by side (fail / wait p50 / wait p99 / decide p99 / lag p99):")
+    print(f"{'agents':>6}  " + "  ".join(f"{n:<44}" for n in names))
+    for n in counts:
+        cells = []
+        for name in names:
+            r = results[name].get(n)
+            cells.append("-" if r is None else
+                         f"{len(r['failures'])} / {r['wait_p50'] * 1e3:.1f} / {r['wait_p99'] * 1e3:.0f} / "
+                         f"{r['decide_p99'] * 1e3:.0f} / {r['lag_p99'] * 1e3:.0f} ms")
+        print(f"{n:>6}  " + "  ".join(f"{c:<44}" for c in cells))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", default="1,5,20,50", help="comma-separated agent counts")
     parser.add_argument("--seconds", type=float, default=6.0, help="load duration per agent count")
     parser.add_argument("--processes", type=int, default=4, help="writer processes the agents spread over")
-    parser.add_argument("--store", default=None, help="store URL (default: a fresh SQLite file per count)")
+    parser.add_argument("--store", default=None,
+                        help="one store URL to measure (default: a fresh SQLite file and PostgreSQL "
+                             "database per count)")
+    parser.add_argument("--pg", default="auto",
+                        help="PostgreSQL server URL for the second column; 'auto' (default): $AGENTDESK_TEST_PG, "
+                             "else a throwaway server started as the tests do; 'off' to skip")
+    parser.add_argument("--import-spans", type=int, default=20_000,
+                        help="spans (small traces) imported while the operator decides; 0 to skip")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.agents.split(",")]
     missed: list[str] = []
+    results: dict[str, dict[int, dict[str, Any]]] = {}
     print(f"machine load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
-    print(f"{'agents':>6} {'changes/s':>10} {'fail':>5} {'wait p50':>9} {'wait p99':>9} {'wait max':>9} "
-          f"{'decide p50':>10} {'decide p99':>10} {'its wait':>9} {'lag p99':>8}")
     with tempfile.TemporaryDirectory() as tmp:
-        for n in counts:
-            url = args.store or str(Path(tmp) / f"load-{n}.sqlite")
-            r = measure(url, n, args.seconds, args.processes)
-            print(f"{n:>6} {r['changes_per_s']:>10.0f} {len(r['failures']):>5} {r['wait_p50'] * 1e3:>7.1f}ms "
-                  f"{r['wait_p99'] * 1e3:>7.1f}ms {r['wait_max'] * 1e3:>7.0f}ms {r['decide_p50'] * 1e3:>8.1f}ms "
-                  f"{r['decide_p99'] * 1e3:>8.1f}ms {r['decide_wait_p99'] * 1e3:>7.1f}ms "
-                  f"{r['lag_p99'] * 1e3:>6.0f}ms  ({r['decisions']} decisions)",
-                  flush=True)
-            if r["failures"]:
-                missed.append(f"{n} agents: {len(r['failures'])} writer failures (target 0); "
-                              f"first: {r['failures'][0]}")
-            if r["decisions"] == 0:
-                missed.append(f"{n} agents: no decision was measured")
-            elif r["decide_p99"] * 1e3 > DECISION_P99_TARGET_MS:
-                missed.append(f"{n} agents: decision p99 {r['decide_p99'] * 1e3:.0f} ms "
-                              f"(target <= {DECISION_P99_TARGET_MS:.0f} ms)")
+        backends: list[Backend] = []
+        if args.store:
+            backends.append(Backend(args.store.split(":", 1)[0] if "://" in args.store else "SQLite",
+                                    lambda label: args.store))
+        else:
+            backends.append(sqlite_backend(Path(tmp)))
+            if args.pg != "off":
+                pg, why = postgres_backend(args.pg)
+                if pg is None:
+                    print(f"PostgreSQL: not measured: {why}")
+                else:
+                    backends.append(pg)
+        try:
+            for backend in backends:
+                print(f"\n{backend.name}  (load {os.getloadavg()[0]:.2f})\n{HEADER}", flush=True)
+                results[backend.name] = {}
+                for n in counts:
+                    r = measure(backend.fresh(f"load-{n}"), n, args.seconds, args.processes)
+                    results[backend.name][n] = r
+                    print(row(r), flush=True)
+                    judge(f"{backend.name}, {n} agents", r, missed)
+                if args.import_spans:
+                    r = measure_import(backend.fresh("import"), args.import_spans, Path(tmp))
+                    print(f"during an import of {r['spans']:,} spans ({args.import_spans // IMPORT_TRACE_SPANS:,} "
+                          f"traces, {r['seconds']:.1f} s): decide p50 {r['decide_p50'] * 1e3:.1f} ms, "
+                          f"p99 {r['decide_p99'] * 1e3:.1f} ms, its wait p99 {r['decide_wait_p99'] * 1e3:.1f} ms "
+                          f"({r['decisions']} decisions, load {os.getloadavg()[0]:.2f})", flush=True)
+                    judge(f"{backend.name}, during an import", r, missed)
+        finally:
+            for backend in backends:
+                if backend.cleanup is not None:
+                    backend.cleanup()
+    if len(results) > 1:
+        side_by_side(results, counts)
     for line in missed:
         print(f"MISSED: {line}")
     if not missed:

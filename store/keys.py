@@ -15,6 +15,7 @@ Files, per store (named by the store's id in `agentdesk_meta.store_id`):
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import hmac
@@ -23,6 +24,7 @@ import json
 import logging
 import os
 import secrets
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -183,12 +185,17 @@ def anchor_line(key: AuditKey, seq: int, record_hash: str, location: str, mac: s
                       ensure_ascii=True, sort_keys=True) + "\n"
 
 
-def append_anchor(key: AuditKey, seq: int, record_hash: str, location: str, mac: str | None = None) -> Path:
-    """Append the chain head to the anchor file and fsync it; raises OSError on failure.
+def append_anchor(key: AuditKey, seq: int, record_hash: str, location: str, mac: str | None = None, *,
+                  durable: bool = False) -> Path:
+    """Append the chain head to the anchor file; raises OSError on failure.
 
     One `write` of one short line on an O_APPEND descriptor: concurrent writers'
     lines never interleave within a line (they may land out of seq order, which
-    the reader allows).
+    the reader allows). When this returns the line is in the file (the kernel's page
+    cache: a `kill -9` of this process or any other cannot lose it); it reaches the
+    disk by a background `fdatasync` within `ANCHOR_SYNC_DELAY_S`, off the writer's
+    path, and every process flushes its pending syncs at exit (docs/audit.md,
+    "Anchor durability"). `durable=True` syncs before returning.
     """
     path = anchor_path(key.store_id)
     try:
@@ -198,9 +205,12 @@ def append_anchor(key: AuditKey, seq: int, record_hash: str, location: str, mac:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, anchor_line(key, seq, record_hash, location, mac).encode())
-        _sync(fd)
+        if durable:
+            _sync(fd)
     finally:
         os.close(fd)
+    if not durable:
+        _syncer.schedule(path)
     return path
 
 
@@ -208,6 +218,92 @@ def _sync(fd: int) -> None:
     """The data reaches the disk before the call returns (fdatasync: the line, not the mtime)."""
     sync = getattr(os, "fdatasync", os.fsync)
     sync(fd)
+
+
+ANCHOR_SYNC_DELAY_S = 0.05
+"""How long the background syncer gathers anchor lines before one `fdatasync` takes them all."""
+
+
+class AnchorSyncer:
+    """Group commit of anchor lines: one background `fdatasync` per file for everything appended meanwhile.
+
+    Why: an audited commit used to fsync its anchor line before returning (8 ms p50, 74 ms p99 under
+    load, on the operator's path). The line itself is written before the writer returns, so a crash of
+    the process loses nothing; only the flush to the disk waits here, which matters for a power loss or
+    an OS crash alone (docs/audit.md). A sync that fails is logged; the next append retries it.
+    """
+
+    def __init__(self, delay_s: float = ANCHOR_SYNC_DELAY_S) -> None:
+        self.delay_s = delay_s
+        self._pending: set[Path] = set()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._syncing = 0
+
+    def schedule(self, path: Path) -> None:
+        with self._cond:
+            self._pending.add(path)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="agentdesk-anchor-sync", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+                began = time.monotonic()
+                # gather: every line appended meanwhile shares the next fdatasync (delay_s is read each turn)
+                while self._pending and time.monotonic() < began + self.delay_s:
+                    self._cond.wait(max(0.0, began + self.delay_s - time.monotonic()))
+            self._sync_pending()
+
+    def _sync_pending(self) -> None:
+        with self._cond:
+            paths, self._pending = self._pending, set()
+            self._syncing += 1
+        try:
+            for path in paths:
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+                    try:
+                        _sync(fd)
+                    finally:
+                        os.close(fd)
+                except OSError as exc:
+                    log.warning("agentdesk: the audit anchor %s could not be flushed to disk (%s).", path, exc)
+        finally:
+            with self._cond:
+                self._syncing -= 1
+                self._cond.notify_all()
+
+    def flush(self) -> None:
+        """Sync every pending anchor now and wait for a background sync in progress (at exit, in tests)."""
+        self._sync_pending()
+        with self._cond:
+            while self._syncing:
+                self._cond.wait(1.0)
+
+    def pending(self) -> set[Path]:
+        with self._cond:
+            return set(self._pending)
+
+    def _after_fork(self) -> None:
+        """A forked child has no syncer thread (only the forking thread survives) and inherits no duty."""
+        self._cond = threading.Condition()
+        self._pending, self._thread, self._syncing = set(), None, 0
+
+
+_syncer = AnchorSyncer()
+atexit.register(_syncer.flush)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_syncer._after_fork)
+
+
+def flush_anchors() -> None:
+    """Every anchor line this process appended is on the disk when this returns."""
+    _syncer.flush()
 
 
 @dataclass(frozen=True, slots=True)

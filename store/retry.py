@@ -39,11 +39,11 @@ PRIORITY_MAX_PAUSE_S = 0.002
 
 
 def is_lock_error(exc: BaseException) -> bool:
-    """SQLite's busy/locked (and PostgreSQL's lock-not-available) errors: worth waiting out."""
+    """SQLite's busy/locked (and PostgreSQL's lock-not-available / lock_timeout) errors: worth waiting out."""
     orig = exc.orig if isinstance(exc, DBAPIError) else exc
     text = str(orig).lower()
     return "database is locked" in text or "database table is locked" in text or "busy" in text \
-        or "lock not available" in text
+        or "lock not available" in text or "due to lock timeout" in text
 
 
 @dataclass

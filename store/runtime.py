@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import String, func, insert, literal, select, update
 
 from agentdesk.store import schema as sc
 from agentdesk.store.commands import approval_parents, expire_overdue
@@ -210,13 +210,16 @@ class AgentRuntime:
     def _snapshot_context(self, uow: UnitOfWork, span_id: str, agent_id: str) -> int:
         Item = sc.ContextItemRow
         agent = self._get(uow, sc.AgentRow, agent_id)
-        items = uow.session.execute(
-            select(Item.id, Item.revision)
-            .where(Item.agent_id == agent_id, Item.removed.is_(False), Item.visible.is_(True),
-                   Item.compaction_id.is_(None))
-            .order_by(Item.position, Item.summary_of.is_(None), Item.created_at)).all()
-        uow.session.add_all([sc.SpanContextRow(span_id=span_id, position=n, item_id=item_id,
-                                               item_revision=rev) for n, (item_id, rev) in enumerate(items)])
+        # One INSERT ... SELECT inside the database: a context of N items used to cost N ORM objects
+        # and their flush (6 ms of a 16 ms hot-path batch at 80 items), all of it holding the write lock.
+        order = (Item.position, Item.summary_of.is_(None), Item.created_at)
+        chosen = (select(literal(span_id, String()).label("span_id"),
+                         (func.row_number().over(order_by=order) - 1).label("position"),
+                         Item.id, Item.revision)
+                  .where(Item.agent_id == agent_id, Item.removed.is_(False), Item.visible.is_(True),
+                         Item.compaction_id.is_(None)))
+        uow.session.execute(insert(sc.SpanContextRow).from_select(["span_id", "position", "item_id", "item_revision"],
+                                                     chosen))
         return agent.context_revision
 
     def finish_span(self, span_id: str, status: str = "ok", output_text: str | None = None,
@@ -363,6 +366,7 @@ class AgentRuntime:
         row = uow.session.get(table, key)
         if row is None:
             raise NotFound(f"There is no {table.__tablename__[:-1]} with id {key}.")
+        uow.loaded.append(row)  # the batch's next write finds it without a query (and the flush before it)
         return row
 
     @staticmethod

@@ -36,7 +36,7 @@ from agentdesk.store.audit import AuditAppender
 from agentdesk.store.bus import Change
 from agentdesk.store.database import Store, describe_operational_error
 from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
-from agentdesk.store.postgres.engine import is_postgres_url
+from agentdesk.store.postgres.engine import RUNTIME_QUEUE, is_postgres_url
 from agentdesk.store.retry import (
     MAX_PAUSE_S,
     PRIORITY_MAX_PAUSE_S,
@@ -81,6 +81,9 @@ class UnitOfWork:
         self.lock_wait_s = 0.0
         self._changes: list[Change] = []
         self._adopted: list[Change] = []
+        self.loaded: list[Any] = []
+        """Rows a batch's writes looked up, held so the next write finds them in the session's identity map
+        (it holds only weak references) instead of reading them again, flushing first, under the lock."""
         self._session: Session | None = None
         self._audit: AuditAppender | None = None
         path = store.path
@@ -127,7 +130,7 @@ class UnitOfWork:
             session = self.store.writing_session()
             try:
                 session.begin()
-                session.connection(execution_options={BUSY_SLICE_MS: slice_ms})
+                session.connection(execution_options={BUSY_SLICE_MS: slice_ms, RUNTIME_QUEUE: self.runtime})
                 return session
             except OperationalError as exc:
                 session.close()
@@ -141,6 +144,12 @@ class UnitOfWork:
         shown = f"{waited:.1f}" if waited < 10 else f"{waited:.0f}"
         return (f"The store {self.store.display_name} stayed locked by another writer for {shown} s; "
                 "nothing was written.")
+
+    def operator_waiting(self) -> bool:
+        """Whether an operator's write is waiting for this unit's lock (SQLite: any process; else False).
+
+        Bulk writers (the OTLP import) look between whole pieces of work and end their transaction early."""
+        return self._gate is not None and self._gate.operator_waiting()
 
     def _release_queue(self) -> None:
         self._held.close()

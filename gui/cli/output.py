@@ -16,6 +16,7 @@ from agentdesk.store.readmodel import Approval
 from agentdesk.store.sim.control import SimEvent
 from agentdesk.store.text.arguments import arguments_hash, byte_length, inspect_cached, short_hash
 from agentdesk.store.text.jsonsafe import depth_of, loads
+from agentdesk.store.text.times import UNREADABLE_TIME_TEXT, is_unreadable
 from agentdesk.store.text.visible import visible
 
 RAW = False
@@ -63,7 +64,10 @@ def json_text(value: Any, indent: int | None = None) -> str:
 
 
 def iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).isoformat(timespec="milliseconds")
+    """ISO-8601 UTC; None (JSON null) for a missing time and for a foreign time that could not be read."""
+    if moment is None or is_unreadable(moment):
+        return None
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
 def iso_epoch(seconds: float) -> str:
@@ -125,7 +129,9 @@ def approval_cells(approval: Approval, now: datetime) -> list[str]:
         expires = "never"
     warn = "⚠ " if inspect_cached(approval.arguments).suspicious else ""
     return [clean(approval.id), warn + clean(approval.tool_name, 24), clean(approval.agent_name, 24),
-            clean(approval.project_name, 28), span_of((now - approval.created_at).total_seconds()), expires,
+            clean(approval.project_name, 28),
+            UNREADABLE_TIME_TEXT if is_unreadable(approval.created_at) else
+            span_of((now - approval.created_at).total_seconds()), expires,
             status, clean(approval.decided_by or "-", 20), short_hash(arguments_hash(approval.arguments))]
 
 

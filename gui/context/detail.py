@@ -16,6 +16,7 @@ from agentdesk.model.context.model import ContextModel
 from agentdesk.model.context.tree import GroupRow, ItemRow, Row
 from agentdesk.model.plain import shown_block, shown_line
 from agentdesk.model.text import plural
+from agentdesk.store.text.times import shown_time
 
 DETAIL_CAP = 200_000
 
@@ -83,7 +84,7 @@ def item_title(row: ItemRow) -> str:
     if row.replaces:
         parts.append(f"replaces {plural(row.replaces, 'item')}")
     if item.created_at is not None:
-        parts.append(f"added {item.created_at.astimezone():%Y-%m-%d %H:%M:%S}")
+        parts.append(f"added {shown_time(item.created_at, '%Y-%m-%d %H:%M:%S')}")
     if row.covered:
         parts.append("replaced by a compaction (the model does not see it)")
     elif not item.visible:

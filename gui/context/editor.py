@@ -23,6 +23,7 @@ from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.model.services import Services
 from agentdesk.model.text import plural
 from agentdesk.store import readmodel as rm
+from agentdesk.store.text.times import shown_time
 
 __all__ = ["DETAIL_CAP", "ContextEditor"]
 
@@ -183,7 +184,7 @@ class ContextEditor(QWidget):
             return
         later = sum(1 for i in (ctx.items if ctx else ()) if i.created_at is not None and i.created_at > at)
         note = f"marked “later” ({later} so far)" if later else "marked “later” (none so far)"
-        self.banner.setText(f"Context as of {at.astimezone():%Y-%m-%d %H:%M:%S}: items added after it are {note}.")
+        self.banner.setText(f"Context as of {shown_time(at, '%Y-%m-%d %H:%M:%S')}: items added after it are {note}.")
 
 
 def summary_text(ctx: rm.AgentContext) -> str:

@@ -32,6 +32,7 @@ from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.analysis.align import Change
 from agentdesk.store.analysis.run_diff import Totals
+from agentdesk.store.text.times import shown_time
 
 
 def _seconds(value: float | None) -> str:
@@ -129,7 +130,7 @@ class DiffWindow(QWidget):
     def _fill_candidates(self, runs: list[rm.Run]) -> None:
         self.run_b_box.clear()
         for run in runs:
-            when = run.started_at.strftime("%Y-%m-%d %H:%M")
+            when = shown_time(run.started_at, "%Y-%m-%d %H:%M", local=False)
             self.run_b_box.addItem(f"{shown_line(run.title, 60)} · {when} · {run.status}", run.id)
         self.message.setText(f"{len(runs)} other runs of this agent; or type any run id." if runs else
                              "This agent has no other run: type any run id.")

@@ -35,6 +35,7 @@ from agentdesk.model.plain import shown_block, shown_line
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import Source
+from agentdesk.store.text.times import UNREADABLE_TIME_TEXT, is_unreadable
 
 SHOWN_CHARS = 200_000
 PRETTY_LIMIT = 20_000_000
@@ -241,7 +242,8 @@ class SpanDetails(QWidget):
 
     def _facts(self, span: rm.Span) -> None:
         self.facts["Duration"].setText(_duration(span))
-        self.facts["Started"].setText(span.started_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC")
+        self.facts["Started"].setText(UNREADABLE_TIME_TEXT if is_unreadable(span.started_at) else
+                                      span.started_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC")
         usage = span.usage
         self.facts["Tokens"].setText(f"{usage.input_tokens:,} in · {usage.output_tokens:,} out")
         self.facts["Cost"].setText(f"${usage.cost_usd:,.4f}")

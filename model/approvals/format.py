@@ -16,6 +16,7 @@ from agentdesk.model.text import one_line
 from agentdesk.store import readmodel as rm
 from agentdesk.store.text.jsonsafe import loads
 from agentdesk.store.text.render import Budget, render
+from agentdesk.store.text.times import is_unreadable, shown_time
 
 Clock = Callable[[], datetime]
 TOOLTIP_CHARS = 3000
@@ -86,13 +87,13 @@ def format_left(seconds: float | None) -> str:
 
 
 def local_time(moment: datetime | None) -> str:
-    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") if moment else ""
+    return shown_time(moment, "%Y-%m-%d %H:%M:%S")
 
 
 def short_local_time(moment: datetime | None, now: datetime) -> str:
     """The time alone for today, the date and minute otherwise: fits a narrow column."""
-    if moment is None:
-        return ""
+    if moment is None or is_unreadable(moment):
+        return shown_time(moment, "")
     local = moment.astimezone()
     same_day = local.date() == now.astimezone().date()
     return local.strftime("%H:%M:%S" if same_day else "%b %d %H:%M")

@@ -18,6 +18,7 @@ from agentdesk.model.context.rows import KIND, LOCKED, PREVIEW, RIGHT, ROLE, TOK
 from agentdesk.model.context.tree import GROUP_LABELS, KIND_LABELS, GroupRow, ItemRow, Row, tooltip_text
 from agentdesk.model.plain import tooltip
 from agentdesk.model.text import plural
+from agentdesk.store.text.times import shown_time
 
 ItemIdRole = Qt.ItemDataRole.UserRole + 1
 """The item id (item rows) or group id (group rows)."""
@@ -121,7 +122,7 @@ class RowDisplay:
         if isinstance(row, ItemRow) and row.covered:
             notes.append("Replaced by the compaction summary above; the model does not see it.")
         if row.added_after and as_of is not None:
-            notes.append(f"Added after {as_of.astimezone():%Y-%m-%d %H:%M:%S}.")
+            notes.append(f"Added after {shown_time(as_of, '%Y-%m-%d %H:%M:%S')}.")
         body = tooltip_text(row.item.content) if isinstance(row, ItemRow) and column == PREVIEW else ""
         return tooltip(*notes, body) or None
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from agentdesk.model.text import escaped_tooltip, one_line, plural
 from agentdesk.store import readmodel as rm
+from agentdesk.store.text.times import UNREADABLE_TIME_TEXT, is_unreadable
 
 Key = tuple[str, str]
 LEVELS = ("project", "task", "session", "agent", "run")
@@ -25,7 +26,10 @@ ENTITIES: dict[type, str] = {rm.Project: "project", rm.Task: "task", rm.Session:
 
 def short_time(moment: datetime) -> str:
     """`time.strftime`, not `datetime.strftime`: the latter imports `time` on every call, through
-    shiboken's import hook (several µs a row when paging thousands of runs)."""
+    shiboken's import hook (several µs a row when paging thousands of runs). A foreign row's time that
+    could not be read shows as "unreadable time", not as a date in 1970."""
+    if is_unreadable(moment):
+        return UNREADABLE_TIME_TEXT
     return time.strftime("%b %d %H:%M:%S", moment.astimezone().timetuple())
 
 

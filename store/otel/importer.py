@@ -5,7 +5,10 @@ line can hold many traces), yet a trace must become visible atomically and memor
 must stay bounded. Records are decoded and staged, as they stream, into a private
 temporary SQLite file (never the store); then each trace is written into the
 store in one transaction (small traces batched several to a transaction, a large
-one streamed in chunks inside its own), so no reader ever sees half a trace.
+one streamed in chunks inside its own), so no reader ever sees half a trace. The
+transactions are short for the operator's sake: the import is a bulk writer that
+steps aside for an operator's write, and a transaction takes no further trace once
+it has held the lock `IMPORT_SLICE_S` or an operator's write is waiting.
 
 A bad record stops reading with a `BadRecord` naming it; the traces staged from
 the records before it are still published (the import keeps every trace it read
@@ -37,6 +40,10 @@ from agentdesk.store.uow import UnitOfWork
 IMPORT_ACTOR = "import"
 SPANS_PER_TRANSACTION = 20_000
 """Small traces are published several to a transaction up to this many spans (a big one alone)."""
+IMPORT_SLICE_S = 0.02
+"""A transaction takes no further trace once it has held the write lock this long (or an operator waits)."""
+OPERATOR_COURTESY_S = 0.05
+"""After ending a transaction for a waiting operator, the import pauses this long before its next trace."""
 CHUNK = 2_000
 MEMORY_SPANS = 20_000
 """Decoded spans held in memory before staging moves to the spill file (~2.5 KB each: ~50 MB)."""
@@ -292,30 +299,50 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
             report()
 
     n = 0
+    yielded = False
     while n < len(traces):
         if cancel is not None and cancel.is_set():
             result.cancelled = True
             return
-        batch = [traces[n]]
-        size = traces[n][1]
-        while n + len(batch) < len(traces) and size + traces[n + len(batch)][1] <= SPANS_PER_TRANSACTION:
-            size += traces[n + len(batch)][1]
-            batch.append(traces[n + len(batch)])
-        before = done["spans"]
+        before, size = done["spans"], 0
         reports: list[IngestReport] = []
+        # A collection inside a short transaction held the lock 150-300 ms under load: it runs after it.
+        # A large trace (one long transaction anyway) keeps the collector, so its memory stays bounded.
+        collecting = gc.isenabled() and traces[n][1] <= CHUNK
+        if collecting:
+            gc.disable()
         try:
-            with UnitOfWork(store) as uow:
-                for trace, _ in batch:
+            # A bulk writer (`runtime=True`): it queues with the runtimes and steps aside for an operator's
+            # write; between traces it ends its transaction once it has held the lock for
+            # IMPORT_SLICE_S, or as soon as an operator's write is waiting (a decision then waits for at
+            # most the trace being written, never for the rest of the batch).
+            with UnitOfWork(store, runtime=True) as uow:
+                began = time.monotonic()
+                while n + len(reports) < len(traces):
+                    trace, spans = traces[n + len(reports)]
+                    if reports and (size + spans > SPANS_PER_TRANSACTION
+                                    or time.monotonic() - began >= IMPORT_SLICE_S):
+                        break
+                    if reports and uow.operator_waiting():
+                        yielded = True
+                        break
                     reports.append(write_trace(uow, spill.index(trace), chunks(trace), default_project))
+                    size += spans
         except _Stop:
             result.cancelled = True
             done["spans"] = before
             return
+        finally:
+            if collecting:
+                gc.enable()
+        if yielded:  # leave the CPU to the decision too, not only the lock (2 cores: it was starved of both)
+            time.sleep(OPERATOR_COURTESY_S)
+            yielded = False
         for r in reports:
             result.report.add(r)
-        n += len(batch)
+        n += len(reports)
         done["spans"] = before + size
-        done["traces"] += len(batch)
+        done["traces"] += len(reports)
         report()
 
 

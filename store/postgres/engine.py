@@ -103,6 +103,15 @@ MIGRATION_LOCK = 0x61676D31
 WRITER_LOCK = 0x61677731
 """pg_advisory_xact_lock key ("agw1") every write transaction takes first (see `writer_engine`)."""
 WRITER = "agentdesk_pg_writer"
+RUNTIME_QUEUE = "agentdesk_pg_runtime_queue"
+"""Execution option (store/uow.py sets it for runtime writes): queue on `RUNTIME_LOCK` before the writer lock.
+
+PostgreSQL grants an advisory lock to the sessions waiting for it in order, so an operator's decision
+queued behind N runtime writers waited for all N. Runtime writers first queue among themselves on a
+second lock, so at most one of them waits for the writer lock at any time: a decision waits for the
+transaction in progress and at most one more, never for the whole queue (and nobody polls)."""
+RUNTIME_LOCK = 0x61677271
+"""pg_advisory_xact_lock key ("agrq") runtime write transactions take before `WRITER_LOCK`."""
 
 
 def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
@@ -118,8 +127,11 @@ def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _take_writer_lock(conn: Any) -> None:
-        if conn.get_execution_options().get(WRITER, False):
+        options = conn.get_execution_options()
+        if options.get(WRITER, False):
             conn.exec_driver_sql(f"SET LOCAL lock_timeout = {timeout_ms}")
+            if options.get(RUNTIME_QUEUE, False):  # a runtime write: one at a time waits beside the operators
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({RUNTIME_LOCK})")
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
 
     return engine.execution_options(**{WRITER: True})

@@ -1,8 +1,8 @@
 """Reading the values foreign runtimes store: times, JSON columns, text, composite ids. Once, for all.
 
 Foreign data is shown, never trusted to be well formed: every reader here is
-lenient (an unreadable time is None or the epoch, unparsable JSON is kept as its
-text) so one odd row never hides the rest of a view.
+lenient (an unreadable time is None or `UNREADABLE_TIME`, shown as "unreadable time";
+unparsable JSON is kept as its text) so one odd row never hides the rest of a view.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.text.jsonsafe import loads_bounded
+from agentdesk.store.text.times import UNREADABLE_TIME
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NAIVE_EPOCH = datetime(1970, 1, 1)
@@ -63,13 +64,14 @@ def from_ms(ms: Any) -> datetime | None:
 
 
 def ms_time(ms: Any) -> datetime:
-    """Like `from_ms` where the read model needs a value: an unknown time shows as the epoch."""
-    return from_ms(ms) or EPOCH
+    """Like `from_ms` where the read model needs a value: an unknown time is `UNREADABLE_TIME`."""
+    return from_ms(ms) or UNREADABLE_TIME
 
 
 def time_of(value: object) -> datetime:
-    """For NOT NULL columns: an unreadable value shows as the epoch rather than breaking the view."""
-    return parse_time(value) or EPOCH
+    """For NOT NULL columns: an unreadable value is `UNREADABLE_TIME` (it orders as the epoch and every
+    view shows it as "unreadable time") rather than breaking the view."""
+    return parse_time(value) or UNREADABLE_TIME
 
 
 def epoch(value: object) -> float:
@@ -80,6 +82,12 @@ def epoch(value: object) -> float:
         except ValueError:
             pass
     return time_of(value).timestamp()
+
+
+def time_of_epoch(seconds: float) -> datetime:
+    """The datetime of a Unix time `epoch()` returned: 0.0 is how it says "unreadable" (no runtime stores
+    the first second of 1970), so it becomes `UNREADABLE_TIME` again."""
+    return UNREADABLE_TIME if seconds == 0.0 else time_of(seconds)
 
 
 def iso(moment: datetime) -> str:

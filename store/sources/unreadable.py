@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.sources.parsing import EPOCH, from_ms, parse_time
+from agentdesk.store.sources.parsing import from_ms, parse_time
 from agentdesk.store.sources.sql import Row
+from agentdesk.store.text.times import UNREADABLE_TIME
 
 T = TypeVar("T")
 UNREADABLE = "unreadable"
@@ -106,7 +107,7 @@ def text_or(value: object, default: str = "") -> str:
 
 def approval(row: Row, reason: str, *, id_column: str, created_column: str, **known: Any) -> rm.Approval:
     """An approval that could not be read: its id, what could be read, the raw row as its arguments."""
-    created = parse_time(row.get(created_column)) or EPOCH
+    created = parse_time(row.get(created_column)) or UNREADABLE_TIME
     fields: dict[str, Any] = {
         "id": shown_value(row.get(id_column), 200), "tool_call_id": None, "project_id": "", "task_id": "",
         "session_id": "", "agent_id": "", "run_id": "", "span_id": None, "tool_name": f"unreadable: {reason}",

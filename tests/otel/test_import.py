@@ -312,3 +312,50 @@ def test_a_helper_that_dies_loses_nothing(tmp_path: Path) -> None:
         assert again == first
     finally:
         preparer.close()
+
+
+def test_an_import_ends_its_transaction_between_traces_when_an_operator_waits(
+        tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small traces share a transaction only while nobody waits: a decision waits for one trace at most."""
+    import agentdesk.store.otel.importer as importer
+    from agentdesk.store.uow import UnitOfWork
+
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps(otlp_json(agent_trace(service=f"s{n}"))) + "\n" for n in range(5)))
+    traces_per_unit: list[int] = []
+    real_exit = UnitOfWork.__exit__
+
+    def count_exit(self: UnitOfWork, *exc: Any) -> None:
+        traces_per_unit.append(sum(1 for c in self._changes if c.entity == "span_batch"))
+        real_exit(self, *exc)
+
+    monkeypatch.setattr(UnitOfWork, "__exit__", count_exit)
+    monkeypatch.setattr(importer, "IMPORT_SLICE_S", 3600.0)  # the time slice never ends a transaction here
+    monkeypatch.setattr(UnitOfWork, "operator_waiting", lambda self: True)
+    result = import_files(store, [path], helper=False)
+    assert result.report.traces == 5 and spans_in(store) == 40 and len(runs_in(store)) == 5
+    assert [n for n in traces_per_unit if n] == [1, 1, 1, 1, 1]  # each trace alone, and each one whole
+
+    traces_per_unit.clear()
+    monkeypatch.setattr(UnitOfWork, "operator_waiting", lambda self: False)
+    other = tmp_path / "more.jsonl"
+    other.write_text("".join(json.dumps(otlp_json(agent_trace(service=f"t{n}"))) + "\n" for n in range(5)))
+    import_files(store, [other], helper=False)
+    assert [n for n in traces_per_unit if n] == [5]  # nobody waiting, no slice over: one transaction
+
+
+def test_an_import_writes_as_a_bulk_writer_that_steps_aside(tmp_path: Path, store: Store,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import's units are runtime-class: they queue with the agents and yield to a person's write."""
+    from agentdesk.store.uow import UnitOfWork
+
+    kinds: list[bool] = []
+    real_enter = UnitOfWork.__enter__
+
+    def spy(self: UnitOfWork) -> UnitOfWork:
+        kinds.append(self.runtime)
+        return real_enter(self)
+
+    monkeypatch.setattr(UnitOfWork, "__enter__", spy)
+    import_files(store, [write_json(tmp_path / "t.json", otlp_json(agent_trace()))], helper=False)
+    assert kinds[0] is True  # the publishing transaction; the audit record after it is the import's own
