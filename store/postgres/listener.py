@@ -116,9 +116,12 @@ class NotifyLoop:
     def _wait_and_read(self) -> None:
         """Block up to IDLE_WAKE_S for notifications; read once if any names a seq not read yet."""
         news = False
-        for notify in self._conn.notifies(timeout=IDLE_WAKE_S):
+        # stop_after=1 ends the wait at the first packet but still yields every notification in it:
+        # breaking out of the generator instead would drop the rest of the packet, and with it the wake-up
+        # for the newest commits when the first one named a seq already read (the last changes of a
+        # stream then waited for the next commit).
+        for notify in self._conn.notifies(timeout=IDLE_WAKE_S, stop_after=1):
             news = news or _seq(notify.payload) > self._seen()
-            break  # one wake-up; later notifications in the queue are judged by the next wait
         if news:
             # Coalesce: at most one read per min_interval_s, so a burst of commits costs subscribers
             # one batch per interval. The first change after a quiet spell is read at once.
