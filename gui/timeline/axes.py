@@ -27,34 +27,74 @@ DISCLOSURE_PX = 10
 
 
 class DirectAxis(pg.AxisItem):
-    """An axis painted straight from its draw specs, which are worked out only when it changes.
+    """An axis drawn once per change into a pixmap, and only copied while nothing about it changes.
 
     pyqtgraph records an axis into a QPicture and replays it on every paint; replaying the tick
-    labels lays their text out again, and a pan repaints the axes beside the view as well.
+    labels lays their text out again, and a pan repaints the axes beside the view as well. Here
+    the draw specs and their pixels are worked out only when pyqtgraph drops its picture (ticks,
+    range, size, pens or fonts changed), a range set to what it already is drops nothing (a pan
+    along x sets the unchanged y range of the axes beside it on every frame), and every other
+    paint is one pixmap copy.
     """
 
     picture: QPicture | None
 
     def __init__(self, orientation: str) -> None:
         super().__init__(orientation)
-        self._specs: tuple[Any, ...] | None = None
+        self._pixels: tuple[tuple[object, ...], QPixmap] | None = None
+        self.renders = 0
+        """How many times the axis was drawn afresh (the rest were copies): tests read it."""
+
+    def setRange(self, mn: float, mx: float) -> None:
+        if self.picture is not None and [mn, mx] == list(self.range):
+            return  # the same range: the ticks, the labels and their pixels stay as they are
+        super().setRange(mn, mx)
 
     def paint(self, p: QPainter, *args: object) -> None:
-        p.save()
         try:
-            p.setFont(self.style["tickFont"] or QFont())  # the font pyqtgraph's QPicture starts with
-            if self.picture is None:  # pyqtgraph clears it whenever ticks, range or size change
-                self._specs = self.generateDrawSpecs(p)
-                self.picture = _SPECS_CURRENT
-            if self._specs is not None:
-                self.drawPicture(p, *self._specs)
+            rect = self.boundingRect()
+            device = p.device()
+            dpr = device.devicePixelRatioF() if device is not None else 1.0
+            font = self.style["tickFont"] or QFont()  # the font pyqtgraph's QPicture starts with
+            key = (rect.getRect(), dpr, font.toString())
+            if self.picture is None or self._pixels is None or self._pixels[0] != key:
+                self._pixels = key, self._render(rect, dpr, font)
+                self.picture = _SPECS_CURRENT  # pyqtgraph clears it whenever ticks, range or size change
+            p.drawPixmap(rect.topLeft(), self._pixels[1])
         except Exception:  # a broken axis must never take the window down
             log.exception("axis failed to paint")
+
+    def _render(self, rect: QRectF, dpr: float, font: QFont) -> QPixmap:
+        self.renders += 1
+        pixmap = QPixmap(max(1, math.ceil(rect.width() * dpr)), max(1, math.ceil(rect.height() * dpr)))
+        pixmap.setDevicePixelRatio(dpr)
+        pixmap.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(pixmap)
+        try:
+            painter.translate(-rect.topLeft())
+            painter.setFont(font)
+            specs = self.generateDrawSpecs(painter)
+            if specs is not None:
+                self.drawPicture(painter, *specs)
         finally:
-            p.restore()
+            painter.end()
+        return pixmap
 
 
 _SPECS_CURRENT = QPicture()
+
+
+class BlankAxis(DirectAxis):
+    """An axis with no ticks, there for its width (the waterfall's right margin lines up with the
+    cost axis below it): its pixels never depend on the range, so a range change keeps them."""
+
+    def __init__(self, orientation: str) -> None:
+        super().__init__(orientation)
+        self.setStyle(showValues=False, tickLength=0)
+        self.setTicks([[], []])
+
+    def setRange(self, mn: float, mx: float) -> None:
+        self.range = [mn, mx]
 
 
 class TimeAxis(DirectAxis):
@@ -239,17 +279,14 @@ class LaneAxis(pg.AxisItem):
 def waterfall_plot(lanes: LaneAxis, right_width: int) -> pg.PlotWidget:
     """The waterfall's plot: lanes down the left, time along the bottom, and on the right a blank
     axis as wide as the cost axis below, so both plots share their x pixels."""
-    plot = pg.PlotWidget(axisItems={"left": lanes, "bottom": TimeAxis("bottom"), "right": DirectAxis("right")})
+    plot = pg.PlotWidget(axisItems={"left": lanes, "bottom": TimeAxis("bottom"), "right": BlankAxis("right")})
     plot.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
     item = plot.getPlotItem()
     item.setMenuEnabled(False)
     item.hideButtons()
     item.setLabel("bottom", "time since run start")
     item.showAxis("right")
-    right = item.getAxis("right")
-    right.setStyle(showValues=False, tickLength=0)
-    right.setTicks([[], []])
-    right.setWidth(right_width)
+    item.getAxis("right").setWidth(right_width)
     item.vb.invertY(True)
     item.vb.disableAutoRange()
     paint_once_per_change(item.vb)

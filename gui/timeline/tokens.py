@@ -18,6 +18,10 @@ INPUT_COLOUR = "#5b8def"
 OUTPUT_COLOUR = "#2fa38b"
 COST_COLOUR = "#e0a030"
 RIGHT_AXIS_WIDTH = 64
+FIT_PAD = 0.12
+"""Room left above and below what is in view when the y axes are refitted."""
+KEEP_FILL = 0.5
+"""A y range is kept while what is in view fills at least this much of it."""
 
 
 class TokensPlot(pg.PlotWidget):
@@ -95,7 +99,12 @@ class TokensPlot(pg.PlotWidget):
         self._fit_y()
 
     def _fit_y(self) -> None:
-        """Cumulative series: the visible range runs from the value at the left edge to the right's."""
+        """Cumulative series: the visible range runs from the value at the left edge to the right's.
+
+        A y range shown is kept while what is in view fits in it and fills at least half of it
+        (`_keeps`): a pan along a rising curve would otherwise move both y axes, and redraw
+        their ticks and labels, on every frame. A refit leaves `FIT_PAD` of room each side.
+        """
         series = self.series
         if series is None or len(series.t) < 2:
             return
@@ -103,12 +112,16 @@ class TokensPlot(pg.PlotWidget):
         i0, i1 = (max(0, int(np.searchsorted(series.t, x, side="right")) - 1) for x in (x0, x1))
         lo = min(series.input_tokens[i0], series.output_tokens[i0])
         hi = max(series.input_tokens[i1], series.output_tokens[i1])
-        ranges = _span(float(lo), float(hi), 1.0), _span(float(series.cost[i0]), float(series.cost[i1]), 1e-4)
-        if ranges == self._y_ranges:  # a pan along a flat stretch: nothing to redo
-            return
-        self._y_ranges = ranges
-        self.getPlotItem().vb.setYRange(*ranges[0], padding=0.08)
-        self.cost_view.setYRange(*ranges[1], padding=0.08)
+        wanted = _span(float(lo), float(hi), 1.0), _span(float(series.cost[i0]), float(series.cost[i1]), 1e-4)
+        shown = self._y_ranges or (None, None)
+        ranges = []
+        for view, want, have in zip((self.getPlotItem().vb, self.cost_view), wanted, shown, strict=True):
+            if have is None or not _keeps(have, want):
+                pad = (want[1] - want[0]) * FIT_PAD
+                have = (want[0] - pad, want[1] + pad)
+                view.setYRange(*have, padding=0)
+            ranges.append(have)
+        self._y_ranges = ranges[0], ranges[1]
 
     def apply_colours(self, background: QColor, text: QColor, muted: QColor) -> None:
         self.setBackground(background)
@@ -117,6 +130,12 @@ class TokensPlot(pg.PlotWidget):
         self.legend.setLabelTextColor(text)
         for _sample, label in self.legend.items:
             label.setText(label.text, color=text)
+
+
+def _keeps(shown: tuple[float, float], wanted: tuple[float, float]) -> bool:
+    """Whether a y range shown still fits what is in view: all of it, filling at least half."""
+    return shown[0] <= wanted[0] and wanted[1] <= shown[1] and \
+        wanted[1] - wanted[0] >= KEEP_FILL * (shown[1] - shown[0])
 
 
 def _span(lo: float, hi: float, least: float) -> tuple[float, float]:
