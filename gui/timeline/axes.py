@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPicture, QPixmap
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPicture, QPixmap, QStaticText
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
 from agentdesk.gui.timeline.drawing import compact, one_line, paint_once_per_change, time_label
@@ -131,6 +131,49 @@ class CompactAxis(DirectAxis):
         return [compact(v) for v in values]
 
 
+class StaticTexts:
+    """Label texts laid out once (QStaticText) and drawn from that layout on every later paint.
+
+    Laying a label out (`drawText` in a rectangle, `elidedText`) cost more than drawing it; the
+    rows in view repeat from frame to frame, so their laid-out texts are kept, per font, up to
+    `LIMIT` of them.
+    """
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._font = ""
+        self._texts: dict[str, QStaticText] = {}
+        self._elided: dict[tuple[str, int], QStaticText] = {}
+
+    def start(self, font: QFont) -> None:
+        """Before a paint: another font (or too many kept) starts afresh."""
+        key = font.toString()
+        if key != self._font or len(self._texts) + len(self._elided) > self.LIMIT:
+            self._font, self._texts, self._elided = key, {}, {}
+
+    def text(self, text: str) -> QStaticText:
+        found = self._texts.get(text)
+        if found is None:
+            found = self._texts[text] = _prepared(text)
+        return found
+
+    def elided(self, text: str, width: int, metrics: QFontMetrics) -> QStaticText:
+        """The text cut with an ellipsis to `width` px, as `QFontMetrics.elidedText` cuts it."""
+        key = (text, width)
+        found = self._elided.get(key)
+        if found is None:
+            found = self._elided[key] = _prepared(metrics.elidedText(text, Qt.TextElideMode.ElideRight, width))
+        return found
+
+
+def _prepared(text: str) -> QStaticText:
+    static = QStaticText(text)
+    static.setTextFormat(Qt.TextFormat.PlainText)  # agent text: never rich text
+    static.setPerformanceHint(QStaticText.PerformanceHint.ModerateCaching)
+    return static
+
+
 class LaneAxis(pg.AxisItem):
     """Lane names indented by depth when lanes are tall enough; else the tree's outline.
 
@@ -153,6 +196,8 @@ class LaneAxis(pg.AxisItem):
         self.background = QColor("#ffffff")
         """The plot's: the picture is opaque, so its text is antialiased as if drawn directly."""
         self._picture: tuple[tuple[object, ...], QPixmap] | None = None
+        self._texts = StaticTexts()
+        self._error, self._running = QColor(ERROR_COLOUR), QColor(RUNNING_COLOUR)
         self.setWidth(190)
         self.setStyle(showValues=False)
 
@@ -202,39 +247,37 @@ class LaneAxis(pg.AxisItem):
 
     def _labels(self, p: QPainter, data: TimelineData, lo: int, hi: int, top: float, lane_px: float,
                 rect: QRectF) -> None:
-        metrics = QFontMetrics(p.font())
+        font = p.font()
+        metrics = QFontMetrics(font)
         box = max(6, min(10, int(lane_px * 0.6)))
         rows = self._rows()
         folding = rows is not None and len(rows) == len(data)
+        text_dy = (lane_px - metrics.height()) / 2  # as AlignVCenter centres a line in the lane
+        self._texts.start(font)
         for lane in range(lo, hi):
             y = rect.top() + (lane - top) * lane_px
             x = rect.left() + 4 + min(int(data.depth[lane]), MAX_INDENT_LEVELS) * INDENT_PX
             if folding and rows is not None and lane < len(rows):
                 if rows.has_children[lane]:
                     p.setPen(self.muted_colour if not rows.folded[lane] else self.text_colour)
-                    p.drawText(QRectF(x - 1, y, DISCLOSURE_PX, lane_px), int(Qt.AlignmentFlag.AlignCenter),
-                               "▸" if rows.folded[lane] else "▾")
+                    mark = self._texts.text("▸" if rows.folded[lane] else "▾")
+                    p.drawStaticText(QPointF(x - 1 + (DISCLOSURE_PX - mark.size().width()) / 2, y + text_dy), mark)
                 x += DISCLOSURE_PX
             p.fillRect(QRectF(x, y + (lane_px - box) / 2, box, box), kind_colour(data.kind_names[lane]))
             status = data.status[lane]
             prefix = "✖ " if status == ERROR else "● " if status == RUNNING else ""  # ▶ would read as a fold mark
-            colour = QColor(ERROR_COLOUR) if status == ERROR else self.text_colour
-            if status == RUNNING:
-                colour = QColor(RUNNING_COLOUR)
+            colour = self._error if status == ERROR else self._running if status == RUNNING else self.text_colour
             width = rect.right() - 6 - (x + box + 4)
-            name = prefix + one_line(data.names[lane])
             count = ""
             if rows is not None and lane < len(rows) and rows.folded[lane]:
                 count = f" +{compact(int(rows.folded[lane]))}"  # the count stays whole; the name elides
-                width -= metrics.horizontalAdvance(count)
-            text = metrics.elidedText(name, Qt.TextElideMode.ElideRight, int(max(width, 0)))
+                width -= self._texts.text(count).size().width()
+            name = self._texts.elided(prefix + one_line(data.names[lane]), int(max(width, 0)), metrics)
             p.setPen(colour)
-            p.drawText(QRectF(x + box + 4, y, width, lane_px),
-                       int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+            p.drawStaticText(QPointF(x + box + 4, y + text_dy), name)
             if count:
                 p.setPen(self.muted_colour)
-                p.drawText(QRectF(x + box + 4 + metrics.horizontalAdvance(text), y, rect.right(), lane_px),
-                           int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), count)
+                p.drawStaticText(QPointF(x + box + 4 + name.size().width(), y + text_dy), self._texts.text(count))
 
     def row_at(self, y: float) -> int:
         """The row under a y in this axis's coordinates; -1 outside the rows or when labels are off."""
