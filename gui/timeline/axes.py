@@ -9,10 +9,10 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPicture, QPixmap, QStaticText
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPicture, QPixmap
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
-from agentdesk.gui.timeline.drawing import compact, one_line, paint_once_per_change, time_label
+from agentdesk.gui.timeline.drawing import StaticTexts, compact, one_line, paint_once_per_change, time_label
 from agentdesk.model.timeline.data import ERROR, RUNNING, TimelineData
 from agentdesk.model.timeline.rows import Rows
 
@@ -129,49 +129,6 @@ class CompactAxis(DirectAxis):
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
         return [compact(v) for v in values]
-
-
-class StaticTexts:
-    """Label texts laid out once (QStaticText) and drawn from that layout on every later paint.
-
-    Laying a label out (`drawText` in a rectangle, `elidedText`) cost more than drawing it; the
-    rows in view repeat from frame to frame, so their laid-out texts are kept, per font, up to
-    `LIMIT` of them.
-    """
-
-    LIMIT = 4096
-
-    def __init__(self) -> None:
-        self._font = ""
-        self._texts: dict[str, QStaticText] = {}
-        self._elided: dict[tuple[str, int], QStaticText] = {}
-
-    def start(self, font: QFont) -> None:
-        """Before a paint: another font (or too many kept) starts afresh."""
-        key = font.toString()
-        if key != self._font or len(self._texts) + len(self._elided) > self.LIMIT:
-            self._font, self._texts, self._elided = key, {}, {}
-
-    def text(self, text: str) -> QStaticText:
-        found = self._texts.get(text)
-        if found is None:
-            found = self._texts[text] = _prepared(text)
-        return found
-
-    def elided(self, text: str, width: int, metrics: QFontMetrics) -> QStaticText:
-        """The text cut with an ellipsis to `width` px, as `QFontMetrics.elidedText` cuts it."""
-        key = (text, width)
-        found = self._elided.get(key)
-        if found is None:
-            found = self._elided[key] = _prepared(metrics.elidedText(text, Qt.TextElideMode.ElideRight, width))
-        return found
-
-
-def _prepared(text: str) -> QStaticText:
-    static = QStaticText(text)
-    static.setTextFormat(Qt.TextFormat.PlainText)  # agent text: never rich text
-    static.setPerformanceHint(QStaticText.PerformanceHint.ModerateCaching)
-    return static
 
 
 class LaneAxis(pg.AxisItem):

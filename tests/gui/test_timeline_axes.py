@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtGui import QColor, QImage
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter
 
 from agentdesk.gui.timeline.axes import BlankAxis, CompactAxis, DirectAxis, TimeAxis
-from agentdesk.gui.timeline.drawing import colour_axes
+from agentdesk.gui.timeline.drawing import StaticTexts, colour_axes
 from agentdesk.gui.timeline.tokens import TokensPlot
 from agentdesk.model.timeline.data import TokenSeries
 
@@ -110,3 +111,34 @@ def test_a_pan_keeps_the_tokens_y_axes_while_the_curves_fit(qtbot) -> None:  # t
         assert cost_low <= data.cost[i0] and data.cost[i1] <= cost_high
         refits = left.renders - renders[0]
     assert 0 < refits < 40
+
+
+def texts_image(texts: StaticTexts, font: QFont, width: int) -> QImage:
+    out = QImage(400, 60, QImage.Format.Format_ARGB32)
+    out.fill(QColor("#ffffff"))
+    p = QPainter(out)
+    try:
+        p.setFont(font)
+        p.setPen(QColor("#000000"))
+        texts.start(font)
+        metrics = QFontMetrics(font)
+        p.drawStaticText(QPointF(2, 2), texts.fitted("read_file payments.py  1.20 s", width, metrics))
+        p.drawStaticText(QPointF(2, 30), texts.text("▸"))
+    finally:
+        p.end()
+    return out
+
+
+def test_laid_out_labels_follow_a_font_change_and_elide_as_qt_does(qtbot) -> None:  # type: ignore[no-untyped-def]
+    small, big = QFont(), QFont()
+    small.setPixelSize(11)
+    big.setPixelSize(17)
+    kept = StaticTexts()
+    texts_image(kept, small, 120)
+    after = texts_image(kept, big, 120)  # the same texts, another font: laid out again
+    assert after == texts_image(StaticTexts(), big, 120)
+    assert after != texts_image(StaticTexts(), small, 120)
+    metrics = QFontMetrics(big)
+    label = "read_file payments.py  1.20 s"
+    assert kept.fitted(label, 60, metrics).text() == metrics.elidedText(label, Qt.TextElideMode.ElideRight, 60)
+    assert kept.fitted(label, 1000, metrics).text() == label
