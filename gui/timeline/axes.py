@@ -12,7 +12,14 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPicture, QPixmap
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
-from agentdesk.gui.timeline.drawing import StaticTexts, compact, one_line, paint_once_per_change, time_label
+from agentdesk.gui.timeline.drawing import (
+    StaticTexts,
+    compact,
+    one_line,
+    paint_once_per_change,
+    time_label,
+    unlink_hidden_axes,
+)
 from agentdesk.model.timeline.data import ERROR, RUNNING, TimelineData
 from agentdesk.model.timeline.rows import Rows
 
@@ -157,6 +164,7 @@ class LaneAxis(pg.AxisItem):
         self._error, self._running = QColor(ERROR_COLOUR), QColor(RUNNING_COLOUR)
         self.setWidth(190)
         self.setStyle(showValues=False)
+        self.enableAutoSIPrefix(False)  # else every vertical pan sets the (empty) axis label's HTML again
 
     def paint(self, p: QPainter, *args: object) -> None:
         try:
@@ -287,6 +295,7 @@ def waterfall_plot(lanes: LaneAxis, right_width: int) -> pg.PlotWidget:
     item.setLabel("bottom", "time since run start")
     item.showAxis("right")
     item.getAxis("right").setWidth(right_width)
+    unlink_hidden_axes(item, ("top",))
     item.vb.invertY(True)
     item.vb.disableAutoRange()
     paint_once_per_change(item.vb)

@@ -108,6 +108,15 @@ def paint_once_per_change(view: pg.ViewBox) -> None:
     view.sigRangeChanged.connect(lambda *args: view.updateMatrix())
 
 
+def unlink_hidden_axes(item: pg.PlotItem, names: tuple[str, ...]) -> None:
+    """Hidden axes stop following the view: linked, each pan sets their range, drops their picture
+    and (with SI prefixes on) lays out their label's HTML again, for nothing anyone sees."""
+    for name in names:
+        axis = item.getAxis(name)
+        axis.hide()
+        axis.unlinkFromView()
+
+
 def colour_axes(item: pg.PlotItem, names: tuple[str, ...], text: QColor, muted: QColor) -> None:
     for name in names:
         axis = item.getAxis(name)

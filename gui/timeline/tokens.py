@@ -11,15 +11,15 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
 from agentdesk.gui.timeline.axes import CompactAxis
-from agentdesk.gui.timeline.drawing import colour_axes, paint_once_per_change
+from agentdesk.gui.timeline.drawing import colour_axes, paint_once_per_change, unlink_hidden_axes
 from agentdesk.model.timeline.data import TokenSeries, step_samples
 
 INPUT_COLOUR = "#5b8def"
 OUTPUT_COLOUR = "#2fa38b"
 COST_COLOUR = "#e0a030"
 RIGHT_AXIS_WIDTH = 64
-FIT_PAD = 0.12
-"""Room left above and below what is in view when the y axes are refitted."""
+FIT_PAD = 0.08
+"""Room left above and below what is in view when the y axes are refitted (as the fit always had)."""
 KEEP_FILL = 0.5
 """A y range is kept while what is in view fills at least this much of it."""
 
@@ -32,6 +32,7 @@ class TokensPlot(pg.PlotWidget):
         item.hideButtons()
         item.setMouseEnabled(x=True, y=False)
         item.hideAxis("bottom")
+        unlink_hidden_axes(item, ("top", "bottom"))
         item.getAxis("left").setWidth(left_axis_width)
         item.setLabel("left", "tokens")
         item.showAxis("right")
@@ -45,16 +46,24 @@ class TokensPlot(pg.PlotWidget):
         self.cost_view.setXLink(item.vb)
         item.vb.sigResized.connect(self._sync_views)
         self.legend = item.addLegend(offset=(8, 4), brush=None)
-        self.input_curve = item.plot(pen=pg.mkPen(INPUT_COLOUR, width=1), stepMode="left",
-                                     name="input tokens")
-        self.output_curve = item.plot(pen=pg.mkPen(OUTPUT_COLOUR, width=1), stepMode="left",
-                                      name="output tokens")
+        # curves, not PlotDataItems: `_redraw` hands them ready samples on every pan, and the data
+        # item's bookkeeping around each setData (display dataset, bounds, signals) cost more than
+        # the curve; the samples are finite, so the finite check is skipped too
+        self.input_curve = pg.PlotCurveItem(pen=pg.mkPen(INPUT_COLOUR, width=1), stepMode="left",
+                                            name="input tokens", skipFiniteCheck=True)
+        self.output_curve = pg.PlotCurveItem(pen=pg.mkPen(OUTPUT_COLOUR, width=1), stepMode="left",
+                                             name="output tokens", skipFiniteCheck=True)
+        item.addItem(self.input_curve)
+        item.addItem(self.output_curve)
         fill = QColor(COST_COLOUR)
         fill.setAlpha(40)
-        self.cost_curve = pg.PlotDataItem(pen=pg.mkPen(COST_COLOUR, width=1, style=Qt.PenStyle.DashLine),
-                                          stepMode="left", name="cost", fillLevel=0.0, brush=fill)
+        self.cost_curve = pg.PlotCurveItem(pen=pg.mkPen(COST_COLOUR, width=1, style=Qt.PenStyle.DashLine),
+                                           stepMode="left", name="cost", fillLevel=0.0, brush=fill,
+                                           skipFiniteCheck=True)
         self.cost_view.addItem(self.cost_curve)
-        self.legend.addItem(self.cost_curve, "cost")
+        # the legend draws its swatch from a data item's options (a curve's fill is not shown there)
+        self._cost_sample = pg.PlotDataItem(pen=self.cost_curve.opts["pen"], fillLevel=0.0, brush=fill)
+        self.legend.addItem(self._cost_sample, "cost")
         self.legend.setColumnCount(3)
         # no clipToView or auto-downsampling: `_redraw` hands the curves at most one point a pixel
         # column, picked for the view (pyqtgraph's kept five, all redrawn and filled on every pan)
