@@ -179,7 +179,12 @@ class LaneAxis(pg.AxisItem):
         device = p.device()
         dpr = device.devicePixelRatioF() if device is not None else 1.0
         rows = self._rows()
-        key = (data, data.version, id(rows), tuple(view.viewRange()[1]), rect.getRect(), dpr, p.font().toString(),
+        top, bottom = view.viewRange()[1]
+        lane_px = rect.height() / max(bottom - top, 1e-9)
+        # zoomed out, the column only says how many rows are in view: it changes with that count
+        shown = (top, bottom) if lane_px >= MIN_LABEL_LANE_PX else \
+            ("summary", max(0, math.floor(top)), min(len(data), math.ceil(bottom)))
+        key = (data, data.version, id(rows), shown, rect.getRect(), dpr, p.font().toString(),
                self.text_colour.rgba(), self.muted_colour.rgba(), self.background.rgba())
         if self._picture is None or self._picture[0] != key:
             pixmap = QPixmap(max(1, math.ceil(rect.width() * dpr)), max(1, math.ceil(rect.height() * dpr)))

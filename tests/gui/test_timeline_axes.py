@@ -142,3 +142,29 @@ def test_laid_out_labels_follow_a_font_change_and_elide_as_qt_does(qtbot) -> Non
     label = "read_file payments.py  1.20 s"
     assert kept.fitted(label, 60, metrics).text() == metrics.elidedText(label, Qt.TextElideMode.ElideRight, 60)
     assert kept.fitted(label, 1000, metrics).text() == label
+
+
+def test_zoomed_out_lane_column_is_redrawn_only_when_its_count_changes(services, world, qtbot) -> None:  # type: ignore[no-untyped-def]
+    from agentdesk.gui.timeline.panel import TimelinePanel
+
+    panel = TimelinePanel(services)
+    qtbot.addWidget(panel)
+    panel.resize(1200, 700)
+    panel.show()
+    panel.show_run(world.run_id)
+    qtbot.waitUntil(lambda: panel.data is not None and len(panel.data) == 5, timeout=5000)
+    panel._tick_timer.stop()
+    panel.view.setLimits(yMin=None, yMax=None, minYRange=None)  # five rows zoomed out as a big run's
+    panel.show_window(0.0, 10.0, 0.0, 400.0)  # rows a pixel tall: the column shows the summary
+    panel.plot.viewport().repaint()
+    summary = panel.lanes._picture
+    assert summary is not None
+    panel.view.translateBy(y=-0.3)  # the same five rows in view
+    panel.plot.viewport().repaint()
+    assert panel.lanes._picture is summary
+    panel.view.translateBy(y=3.0)  # now fewer of them: "3 of 5 spans here"
+    panel.plot.viewport().repaint()
+    assert panel.lanes._picture is not summary
+    after = panel.plot.grab().toImage()
+    panel.lanes._picture = None  # a fresh render of the same view
+    assert panel.plot.grab().toImage() == after
