@@ -8,11 +8,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPicture, QPixmap
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
-from agentdesk.gui.timeline.drawing import compact, one_line, paint_once_per_change, time_label
+from agentdesk.gui.timeline.drawing import (
+    StaticTexts,
+    compact,
+    one_line,
+    paint_once_per_change,
+    time_label,
+    unlink_hidden_axes,
+)
 from agentdesk.model.timeline.data import ERROR, RUNNING, TimelineData
 from agentdesk.model.timeline.rows import Rows
 
@@ -27,34 +34,74 @@ DISCLOSURE_PX = 10
 
 
 class DirectAxis(pg.AxisItem):
-    """An axis painted straight from its draw specs, which are worked out only when it changes.
+    """An axis drawn once per change into a pixmap, and only copied while nothing about it changes.
 
     pyqtgraph records an axis into a QPicture and replays it on every paint; replaying the tick
-    labels lays their text out again, and a pan repaints the axes beside the view as well.
+    labels lays their text out again, and a pan repaints the axes beside the view as well. Here
+    the draw specs and their pixels are worked out only when pyqtgraph drops its picture (ticks,
+    range, size, pens or fonts changed), a range set to what it already is drops nothing (a pan
+    along x sets the unchanged y range of the axes beside it on every frame), and every other
+    paint is one pixmap copy.
     """
 
     picture: QPicture | None
 
     def __init__(self, orientation: str) -> None:
         super().__init__(orientation)
-        self._specs: tuple[Any, ...] | None = None
+        self._pixels: tuple[tuple[object, ...], QPixmap] | None = None
+        self.renders = 0
+        """How many times the axis was drawn afresh (the rest were copies): tests read it."""
+
+    def setRange(self, mn: float, mx: float) -> None:
+        if self.picture is not None and [mn, mx] == list(self.range):
+            return  # the same range: the ticks, the labels and their pixels stay as they are
+        super().setRange(mn, mx)
 
     def paint(self, p: QPainter, *args: object) -> None:
-        p.save()
         try:
-            p.setFont(self.style["tickFont"] or QFont())  # the font pyqtgraph's QPicture starts with
-            if self.picture is None:  # pyqtgraph clears it whenever ticks, range or size change
-                self._specs = self.generateDrawSpecs(p)
-                self.picture = _SPECS_CURRENT
-            if self._specs is not None:
-                self.drawPicture(p, *self._specs)
+            rect = self.boundingRect()
+            device = p.device()
+            dpr = device.devicePixelRatioF() if device is not None else 1.0
+            font = self.style["tickFont"] or QFont()  # the font pyqtgraph's QPicture starts with
+            key = (rect.getRect(), dpr, font.toString())
+            if self.picture is None or self._pixels is None or self._pixels[0] != key:
+                self._pixels = key, self._render(rect, dpr, font)
+                self.picture = _SPECS_CURRENT  # pyqtgraph clears it whenever ticks, range or size change
+            p.drawPixmap(rect.topLeft(), self._pixels[1])
         except Exception:  # a broken axis must never take the window down
             log.exception("axis failed to paint")
+
+    def _render(self, rect: QRectF, dpr: float, font: QFont) -> QPixmap:
+        self.renders += 1
+        pixmap = QPixmap(max(1, math.ceil(rect.width() * dpr)), max(1, math.ceil(rect.height() * dpr)))
+        pixmap.setDevicePixelRatio(dpr)
+        pixmap.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(pixmap)
+        try:
+            painter.translate(-rect.topLeft())
+            painter.setFont(font)
+            specs = self.generateDrawSpecs(painter)
+            if specs is not None:
+                self.drawPicture(painter, *specs)
         finally:
-            p.restore()
+            painter.end()
+        return pixmap
 
 
 _SPECS_CURRENT = QPicture()
+
+
+class BlankAxis(DirectAxis):
+    """An axis with no ticks, there for its width (the waterfall's right margin lines up with the
+    cost axis below it): its pixels never depend on the range, so a range change keeps them."""
+
+    def __init__(self, orientation: str) -> None:
+        super().__init__(orientation)
+        self.setStyle(showValues=False, tickLength=0)
+        self.setTicks([[], []])
+
+    def setRange(self, mn: float, mx: float) -> None:
+        self.range = [mn, mx]
 
 
 class TimeAxis(DirectAxis):
@@ -113,8 +160,11 @@ class LaneAxis(pg.AxisItem):
         self.background = QColor("#ffffff")
         """The plot's: the picture is opaque, so its text is antialiased as if drawn directly."""
         self._picture: tuple[tuple[object, ...], QPixmap] | None = None
+        self._texts = StaticTexts()
+        self._error, self._running = QColor(ERROR_COLOUR), QColor(RUNNING_COLOUR)
         self.setWidth(190)
         self.setStyle(showValues=False)
+        self.enableAutoSIPrefix(False)  # else every vertical pan sets the (empty) axis label's HTML again
 
     def paint(self, p: QPainter, *args: object) -> None:
         try:
@@ -129,7 +179,12 @@ class LaneAxis(pg.AxisItem):
         device = p.device()
         dpr = device.devicePixelRatioF() if device is not None else 1.0
         rows = self._rows()
-        key = (data, data.version, id(rows), tuple(view.viewRange()[1]), rect.getRect(), dpr, p.font().toString(),
+        top, bottom = view.viewRange()[1]
+        lane_px = rect.height() / max(bottom - top, 1e-9)
+        # zoomed out, the column only says how many rows are in view: it changes with that count
+        shown = (top, bottom) if lane_px >= MIN_LABEL_LANE_PX else \
+            ("summary", max(0, math.floor(top)), min(len(data), math.ceil(bottom)))
+        key = (data, data.version, id(rows), shown, rect.getRect(), dpr, p.font().toString(),
                self.text_colour.rgba(), self.muted_colour.rgba(), self.background.rgba())
         if self._picture is None or self._picture[0] != key:
             pixmap = QPixmap(max(1, math.ceil(rect.width() * dpr)), max(1, math.ceil(rect.height() * dpr)))
@@ -162,39 +217,37 @@ class LaneAxis(pg.AxisItem):
 
     def _labels(self, p: QPainter, data: TimelineData, lo: int, hi: int, top: float, lane_px: float,
                 rect: QRectF) -> None:
-        metrics = QFontMetrics(p.font())
+        font = p.font()
+        metrics = QFontMetrics(font)
         box = max(6, min(10, int(lane_px * 0.6)))
         rows = self._rows()
         folding = rows is not None and len(rows) == len(data)
+        text_dy = (lane_px - metrics.height()) / 2  # as AlignVCenter centres a line in the lane
+        self._texts.start(font)
         for lane in range(lo, hi):
             y = rect.top() + (lane - top) * lane_px
             x = rect.left() + 4 + min(int(data.depth[lane]), MAX_INDENT_LEVELS) * INDENT_PX
             if folding and rows is not None and lane < len(rows):
                 if rows.has_children[lane]:
                     p.setPen(self.muted_colour if not rows.folded[lane] else self.text_colour)
-                    p.drawText(QRectF(x - 1, y, DISCLOSURE_PX, lane_px), int(Qt.AlignmentFlag.AlignCenter),
-                               "▸" if rows.folded[lane] else "▾")
+                    mark = self._texts.text("▸" if rows.folded[lane] else "▾")
+                    p.drawStaticText(QPointF(x - 1 + (DISCLOSURE_PX - mark.size().width()) / 2, y + text_dy), mark)
                 x += DISCLOSURE_PX
             p.fillRect(QRectF(x, y + (lane_px - box) / 2, box, box), kind_colour(data.kind_names[lane]))
             status = data.status[lane]
             prefix = "✖ " if status == ERROR else "● " if status == RUNNING else ""  # ▶ would read as a fold mark
-            colour = QColor(ERROR_COLOUR) if status == ERROR else self.text_colour
-            if status == RUNNING:
-                colour = QColor(RUNNING_COLOUR)
+            colour = self._error if status == ERROR else self._running if status == RUNNING else self.text_colour
             width = rect.right() - 6 - (x + box + 4)
-            name = prefix + one_line(data.names[lane])
             count = ""
             if rows is not None and lane < len(rows) and rows.folded[lane]:
                 count = f" +{compact(int(rows.folded[lane]))}"  # the count stays whole; the name elides
-                width -= metrics.horizontalAdvance(count)
-            text = metrics.elidedText(name, Qt.TextElideMode.ElideRight, int(max(width, 0)))
+                width -= self._texts.text(count).size().width()
+            name = self._texts.elided(prefix + one_line(data.names[lane]), int(max(width, 0)), metrics)
             p.setPen(colour)
-            p.drawText(QRectF(x + box + 4, y, width, lane_px),
-                       int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+            p.drawStaticText(QPointF(x + box + 4, y + text_dy), name)
             if count:
                 p.setPen(self.muted_colour)
-                p.drawText(QRectF(x + box + 4 + metrics.horizontalAdvance(text), y, rect.right(), lane_px),
-                           int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), count)
+                p.drawStaticText(QPointF(x + box + 4 + name.size().width(), y + text_dy), self._texts.text(count))
 
     def row_at(self, y: float) -> int:
         """The row under a y in this axis's coordinates; -1 outside the rows or when labels are off."""
@@ -239,17 +292,15 @@ class LaneAxis(pg.AxisItem):
 def waterfall_plot(lanes: LaneAxis, right_width: int) -> pg.PlotWidget:
     """The waterfall's plot: lanes down the left, time along the bottom, and on the right a blank
     axis as wide as the cost axis below, so both plots share their x pixels."""
-    plot = pg.PlotWidget(axisItems={"left": lanes, "bottom": TimeAxis("bottom"), "right": DirectAxis("right")})
+    plot = pg.PlotWidget(axisItems={"left": lanes, "bottom": TimeAxis("bottom"), "right": BlankAxis("right")})
     plot.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
     item = plot.getPlotItem()
     item.setMenuEnabled(False)
     item.hideButtons()
     item.setLabel("bottom", "time since run start")
     item.showAxis("right")
-    right = item.getAxis("right")
-    right.setStyle(showValues=False, tickLength=0)
-    right.setTicks([[], []])
-    right.setWidth(right_width)
+    item.getAxis("right").setWidth(right_width)
+    unlink_hidden_axes(item, ("top",))
     item.vb.invertY(True)
     item.vb.disableAutoRange()
     paint_once_per_change(item.vb)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QPainter
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QStaticText
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 from shiboken6 import Shiboken
 
@@ -47,10 +47,74 @@ def one_per_cell(cx: np.ndarray, cy: np.ndarray, cell: float, group: np.ndarray 
     return np.unique(keys, return_index=True)[1]
 
 
+class StaticTexts:
+    """Label texts laid out once (QStaticText) and drawn from that layout on every later paint.
+
+    Laying a label out (`drawText` in a rectangle, `elidedText`) cost more than drawing it; the
+    rows in view repeat from frame to frame, so their laid-out texts are kept, per font, up to
+    `LIMIT` of them.
+    """
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._font = ""
+        self._texts: dict[str, QStaticText] = {}
+        self._elided: dict[tuple[str, int], QStaticText] = {}
+        self._advances: dict[str, float] = {}
+
+    def start(self, font: QFont) -> None:
+        """Before a paint: another font (or too many kept) starts afresh."""
+        key = font.toString()
+        if key != self._font or len(self._texts) + len(self._elided) > self.LIMIT:
+            self._font, self._texts, self._elided, self._advances = key, {}, {}, {}
+
+    def text(self, text: str) -> QStaticText:
+        found = self._texts.get(text)
+        if found is None:
+            found = self._texts[text] = _prepared(text)
+        return found
+
+    def advance(self, text: str, metrics: QFontMetrics) -> float:
+        """How wide the text is (`QFontMetrics.horizontalAdvance`), remembered."""
+        found = self._advances.get(text)
+        if found is None:
+            found = self._advances[text] = metrics.horizontalAdvance(text)
+        return found
+
+    def fitted(self, text: str, width: int, metrics: QFontMetrics) -> QStaticText:
+        """The text whole when it fits in `width` px, else cut with an ellipsis to it."""
+        return self.text(text) if self.advance(text, metrics) <= width else self.elided(text, width, metrics)
+
+    def elided(self, text: str, width: int, metrics: QFontMetrics) -> QStaticText:
+        """The text cut with an ellipsis to `width` px, as `QFontMetrics.elidedText` cuts it."""
+        key = (text, width)
+        found = self._elided.get(key)
+        if found is None:
+            found = self._elided[key] = _prepared(metrics.elidedText(text, Qt.TextElideMode.ElideRight, width))
+        return found
+
+
+def _prepared(text: str) -> QStaticText:
+    static = QStaticText(text)
+    static.setTextFormat(Qt.TextFormat.PlainText)  # agent text: never rich text
+    static.setPerformanceHint(QStaticText.PerformanceHint.ModerateCaching)
+    return static
+
+
 def paint_once_per_change(view: pg.ViewBox) -> None:
     """Apply a new range's transform at once: left to the next paint (pyqtgraph's default) it
     moves the items during that paint and Qt paints the whole view a second time."""
     view.sigRangeChanged.connect(lambda *args: view.updateMatrix())
+
+
+def unlink_hidden_axes(item: pg.PlotItem, names: tuple[str, ...]) -> None:
+    """Hidden axes stop following the view: linked, each pan sets their range, drops their picture
+    and (with SI prefixes on) lays out their label's HTML again, for nothing anyone sees."""
+    for name in names:
+        axis = item.getAxis(name)
+        axis.hide()
+        axis.unlinkFromView()
 
 
 def colour_axes(item: pg.PlotItem, names: tuple[str, ...], text: QColor, muted: QColor) -> None:

@@ -21,7 +21,14 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPen
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
-from agentdesk.gui.timeline.drawing import draw_diamonds, draw_rects, format_duration, one_line, one_per_cell
+from agentdesk.gui.timeline.drawing import (
+    StaticTexts,
+    draw_diamonds,
+    draw_rects,
+    format_duration,
+    one_line,
+    one_per_cell,
+)
 from agentdesk.model.timeline.data import CANCELLED, ERROR, KINDS, TimelineData, pixel_blocks
 from agentdesk.model.timeline.overview import Overview, pooled
 from agentdesk.model.timeline.rows import spans_in
@@ -103,6 +110,9 @@ class SpanItem(pg.GraphicsObject):
         self.overview: Overview | None = None
         self._grids: dict[tuple[int, int], tuple[np.ndarray, QImage]] = {}
         self._lut = grid_colours(DRAW_ORDER)
+        self._texts = StaticTexts()
+        """Span names laid out once and drawn from their layout (the same names show frame after frame)."""
+        self._on_bar, self._on_error = QColor("#101418"), QColor("#ffffff")
         self.path_lanes: np.ndarray | None = None
         """The critical path's lanes: drawn bright over everything else, faded; None when off."""
         self.match_lanes: np.ndarray | None = None
@@ -440,24 +450,25 @@ class SpanItem(pg.GraphicsObject):
         """Names inside wide bars (dark on colour), else just right of the bar with the duration."""
         metrics = QFontMetrics(p.font())
         left, right = edges
+        text_dy = (lane_px - metrics.height()) / 2  # as AlignVCenter centres a line in the lane
+        texts = self._texts
+        texts.start(p.font())
         rows = zip(lanes.tolist(), durations.tolist(), px0.tolist(), px1.tolist(), tops.tolist(), strict=True)
         for lane, duration, x0, x1, top in rows:
             name = one_line(data.names[lane])
             point = bool(self._point[lane])
+            x1 += point_px(lane_px) / 2 if point else 0.0  # clear of the diamond
+            inside_left = max(x0, left) + 4
+            if x1 - inside_left - 4 >= texts.advance(name, metrics):
+                p.setPen(self._on_error if self._group[lane] == ERROR_GROUP else self._on_bar)
+                p.drawStaticText(QPointF(inside_left, top + text_dy), texts.text(name))
+                continue
             label = name if point else f"{name}  {format_duration(duration)}"
             if self.folded is not None and self.folded[lane]:
                 label += f"  ▸ {int(self.folded[lane]):,} inside"
-            x1 += point_px(lane_px) / 2 if point else 0.0  # clear of the diamond
-            inside_left = max(x0, left) + 4
-            if x1 - inside_left - 4 >= metrics.horizontalAdvance(name):
-                p.setPen(QColor("#ffffff") if self._group[lane] == ERROR_GROUP else QColor("#101418"))
-                rect = QRectF(inside_left, top, x1 - inside_left - 4, lane_px)
-                text = name
-            else:
-                p.setPen(self.text_colour)
-                rect = QRectF(x1 + 5, top, max(0.0, right - x1 - 5), lane_px)
-                text = metrics.elidedText(label, Qt.TextElideMode.ElideRight, int(rect.width()))
-            p.drawText(rect, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft), text)
+            p.setPen(self.text_colour)
+            width = int(max(0.0, right - x1 - 5))
+            p.drawStaticText(QPointF(x1 + 5, top + text_dy), texts.fitted(label, width, metrics))
 
     def _selection(self, p: QPainter, data: TimelineData, lo: int, hi: int, sx: float, sy: float, dx: float,
                    dy: float, left: float, right: float) -> None:
