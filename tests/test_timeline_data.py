@@ -362,3 +362,111 @@ def test_packed_native_columns_match_the_row_read(tmp_path, odd_name: str) -> No
         assert first.ids == slow.ids[:3] and first.total == 5
     finally:
         source.close()
+
+
+def _two_runs(tmp_path, runs: int = 2, spans: int = 12):  # type: ignore[no-untyped-def]
+    """`runs` runs whose spans were written interleaved (as concurrent runtimes write them), starts
+    shuffled afterwards (rowid order is then not start order), with ties, open spans and costs."""
+    import random
+    import sqlite3
+
+    from agentdesk.store.native import NativeSource
+    from agentdesk.store.runtime import AgentRuntime
+
+    source = NativeSource.open(str(tmp_path / "s.sqlite"))
+    rt = AgentRuntime(source.store)
+    session = rt.create_session(rt.create_task(rt.create_project("p"), "t"), "s")
+    ids = [rt.start_run(rt.create_agent(session, f"a{r}", "m"), "r") for r in range(runs)]
+    roots = [rt.start_span(run, "agent", "a") for run in ids]
+    spans_of: dict[str, list[str]] = {run: [] for run in ids}
+    for i in range(spans):
+        for run, root in zip(ids, roots, strict=True):
+            span = rt.start_span(run, "tool", f"t{i}", parent_span_id=root)
+            spans_of[run].append(span)
+            if i % 3:
+                rt.finish_span(span, "ok", None, input_tokens=i, output_tokens=2 * i, cost_usd=0.000123 * i)
+    rng = random.Random(7)
+    raw = sqlite3.connect(str(tmp_path / "s.sqlite"))
+    base = raw.execute("SELECT min(started_at) FROM spans").fetchone()[0]
+    for run in ids:
+        for span in spans_of[run]:
+            raw.execute("UPDATE spans SET started_at = ? WHERE id = ?", (base + rng.choice([0.5, 0.25, 1e-7, 3.0]),
+                                                                         span))
+    raw.commit()
+    raw.close()
+    return source, ids
+
+
+def _same(fast, slow) -> None:  # type: ignore[no-untyped-def]
+    assert fast.ids == slow.ids and fast.parent_ids == slow.parent_ids and fast.names == slow.names
+    assert fast.kinds == slow.kinds and fast.statuses == slow.statuses and fast.total == slow.total
+    assert np.allclose(fast.start, slow.start, rtol=0, atol=1e-6)
+    assert np.allclose(fast.end, slow.end, rtol=0, atol=1e-6, equal_nan=True)
+    assert np.array_equal(np.isnan(fast.end), np.isnan(slow.end))
+    assert fast.input_tokens.tolist() == slow.input_tokens.tolist()
+    assert fast.output_tokens.tolist() == slow.output_tokens.tolist()
+    assert np.allclose(fast.cost, slow.cost, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("runs", [1, 2, 3])
+def test_the_rowid_range_read_and_the_index_read_both_match_the_row_read(tmp_path, runs: int) -> None:  # type: ignore[no-untyped-def]
+    """Both access paths of the packed read (a run's rowid range, in insertion order and sorted after;
+    `spans_by_run`, in start order) give the row read's columns, ties in start by rowid, whether the
+    run's rows are contiguous (one run), half the range (two interleaved) or a third (three)."""
+    from agentdesk.store import timeline_columns as tc
+
+    source, ids = _two_runs(tmp_path, runs)
+    try:
+        for run in ids:
+            with source.store.reading() as session:
+                slow = tc._rows(session, run, None)
+                raw, factory = tc._bytes_cursor(session)
+                cursor = raw.cursor()
+                try:
+                    extent = tc._extent(cursor, run)
+                    assert extent.dense() == (runs <= 2)
+                    by_rowid = tc._packed(cursor, run, None, extent, by_rowid=True)
+                    by_index = tc._packed(cursor, run, None, extent, by_rowid=False)
+                finally:
+                    cursor.close()
+                    raw.text_factory = factory
+            assert by_rowid is not None and by_index is not None and slow.total == 13
+            assert list(slow.start) == sorted(slow.start) and len(set(slow.start.tolist())) < len(slow)  # ties
+            _same(by_rowid, slow)
+            _same(by_index, slow)
+            _same(tc.span_columns(source, run), slow)
+            first = tc.span_columns(source, run, first=4)
+            assert first.ids == slow.ids[:4] and first.total == 13
+    finally:
+        source.close()
+
+
+def test_a_time_too_far_for_the_packed_integers_reads_by_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A span ~300 years off the run's start (foreign data) does not fit nanoseconds in int64: the
+    packed read declines it and the row read gives the exact values."""
+    import sqlite3
+
+    from agentdesk.store import timeline_columns as tc
+
+    source, (run,) = _two_runs(tmp_path, 1, 4)
+    try:
+        raw = sqlite3.connect(str(tmp_path / "s.sqlite"))
+        far = raw.execute("SELECT id, started_at FROM spans WHERE run_id = ? AND ended_at IS NOT NULL LIMIT 1",
+                          (run,)).fetchone()
+        raw.execute("UPDATE spans SET ended_at = ? WHERE id = ?", (far[1] + 1e10, far[0]))
+        raw.commit()
+        raw.close()
+        with source.store.reading() as session:
+            raw_conn, factory = tc._bytes_cursor(session)
+            cursor = raw_conn.cursor()
+            try:
+                assert tc._packed(cursor, run, None, tc._extent(cursor, run)) is None
+            finally:
+                cursor.close()
+                raw_conn.text_factory = factory
+            slow = tc._rows(session, run, None)
+        cols = tc.span_columns(source, run)
+        _same(cols, slow)
+        assert cols.end[cols.ids.index(far[0])] == far[1] + 1e10
+    finally:
+        source.close()
