@@ -83,8 +83,9 @@ MAC_OK, LOGIN_CHANGED = "ok", "login"
 class ServerKey:
     """A PostgreSQL store's own audit key (migration 0008): only its first seq is known here.
 
-    Each record's MAC is checked by `agentdesk_audit_macs_ok`, which answers yes or no per
-    record, so no key leaves the server and any machine (any viewer login) can verify.
+    Each record's MAC (which covers its `db_login` too) is checked by `agentdesk_audit_macs_ok`,
+    and each anchor line's by `agentdesk_audit_anchors_ok`; they answer verdicts, never MACs, so
+    no key leaves the server and any machine (any viewer login) can verify.
     """
 
     keyed_from: int
