@@ -14,7 +14,8 @@ when exported) and a SQLite file, and on each:
 Targets: PostgreSQL p99 <= 20 ms, zero doubles on both, idle < 1 % of a core. Exit 1 on a miss.
 
 Measured (2-core VM, shared): before the watcher read on the listener's connection, PostgreSQL p50 9.3 /
-p99 26.3 ms at load 6; after, p50 0.7 / p99 9.8 ms at load 5-11 (SQLite beside it: p50 27 / p99 66 ms).
+p99 26.3 ms at load 6; after, p50 0.7 / p99 9.8 ms at load 5-11, p50 0.6 / p99 6.3 ms at load 4.5-6.4
+(SQLite beside it: p50 27 / p99 66 ms, p50 26 / p99 56 ms).
 """
 
 from __future__ import annotations
