@@ -12,6 +12,10 @@ when exported) and a SQLite file, and on each:
 3. idle: process CPU while the watcher follows an idle store.
 
 Targets: PostgreSQL p99 <= 20 ms, zero doubles on both, idle < 1 % of a core. Exit 1 on a miss.
+
+Measured (2-core VM, shared): before the watcher read on the listener's connection, PostgreSQL p50 9.3 /
+p99 26.3 ms at load 6; after, p50 0.7 / p99 9.8 ms at load 5-11, p50 0.6 / p99 6.3 ms at load 4.5-6.4
+(SQLite beside it: p50 27 / p99 66 ms, p50 26 / p99 56 ms).
 """
 
 from __future__ import annotations
@@ -120,7 +124,9 @@ def race(url: str, approvals: int, operators: int) -> tuple[float, int, int]:
     rt = AgentRuntime(store)
     pid = rt.create_project("race")
     run = rt.start_run(rt.create_agent(rt.create_session(rt.create_task(pid, "t"), "s"), "a", "m"), "r")
-    ids = [rt.request_approval(run, "shell", {"n": n}) for n in range(approvals)]
+    # No expiry: on a loaded machine the race can outlast the default 300 s, and an expired approval
+    # (decided by nobody) was counted as a double (seen at load 10: SQLite, 3 decisions/s).
+    ids = [rt.request_approval(run, "shell", {"n": n}, timeout_s=None) for n in range(approvals)]
     store.close()
     queue: mp.Queue = mp.Queue()
     procs = [mp.Process(target=operator, args=(url, f"op{n}", ids, queue)) for n in range(operators)]

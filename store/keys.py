@@ -26,7 +26,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -325,7 +325,8 @@ class Anchor:
         return max(self.heads, default=0)
 
 
-def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = None) -> Anchor | None:
+def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = None, *,
+                check_lines: Callable[[list[AnchorEntry]], list[bool]] | None = None) -> Anchor | None:
     """The anchor at `path` (a local anchor file or an `audit export`), None if it does not exist.
 
     Lines without `"type": "anchor"` (an export's header and records) are skipped; a line
@@ -334,6 +335,7 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
     with the original, but each copy's history goes on separately.
     """
     heads: dict[int, str] = {}
+    pending: list[AnchorEntry] = []  # with check_lines (PostgreSQL: the server checks MACs), checked at once
     bad = forged = 0
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed below; bounded lines, read as a stream
@@ -353,7 +355,16 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
                                                                        key.anchor_mac(entry.seq, entry.hash)):
                 forged += 1
                 continue
+            if check_lines is not None:
+                pending.append(entry)
+                continue
             heads.setdefault(entry.seq, entry.hash)  # the first head seen for a seq is the one history had
+    if pending and check_lines is not None:
+        for entry, ok in zip(pending, check_lines(pending), strict=True):
+            if not ok:
+                forged += 1
+                continue
+            heads.setdefault(entry.seq, entry.hash)
     return Anchor(heads, str(path), bad, forged)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any
 
 from sqlalchemy import func, select
 
@@ -35,6 +36,14 @@ idle < 1%) with at least a 2x margin on a slower or busier machine.
 NOTIFY_MIN_INTERVAL_S = 0.01
 """On PostgreSQL, reads after a NOTIFY are at least this far apart: a burst becomes ≤ 100 batches/s."""
 READ_BATCH = 5_000
+NEW_CHANGES_SQL = f"""
+    SELECT b.lo, b.hi, c.seq, c.at, c.origin, c.entity, c.op, c.entity_id, c.parents, c.revision
+    FROM (SELECT min(seq) AS lo, max(seq) AS hi FROM {ChangeRow.__tablename__}) b
+    LEFT JOIN LATERAL (SELECT * FROM {ChangeRow.__tablename__} WHERE seq > %s ORDER BY seq LIMIT %s) c ON true
+    ORDER BY c.seq
+"""
+"""PostgreSQL, after a NOTIFY: the gap check's bounds and the rows past the high-water mark in one statement
+(one snapshot, one round trip on the listener's autocommit connection); at least one row, the bounds."""
 MAX_CATCH_UP = 50_000
 """Further behind than this, reloading is cheaper for subscribers than replaying: publish a reset."""
 
@@ -100,6 +109,37 @@ class ChangeWatcher(LoopWatcher):
             return len(changes)
 
     def _read_new(self) -> list[Change]:
+        if isinstance(self._loop, NotifyLoop):
+            rows = self._loop.query(NEW_CHANGES_SQL, (self.high_water, READ_BATCH))
+            if rows is not None:
+                return self._from_listener(rows)
+        return self._read_in_session()
+
+    def _from_listener(self, rows: list[tuple[Any, ...]]) -> list[Change]:
+        """The read after a NOTIFY, on the listener's connection: one statement per batch (NEW_CHANGES_SQL)."""
+        assert isinstance(self._loop, NotifyLoop)
+        lowest, highest = rows[0][0], rows[0][1]
+        if highest is None or highest == self.high_water:
+            return []
+        if self._lost_track(lowest, highest):
+            self.high_water = highest
+            self.resets += 1
+            return [Change("*", RESET, "*", seq=highest, at=time.time())]
+        changes: list[Change] = []
+        while True:
+            found = [row[2:] for row in rows if row[2] is not None]
+            for seq, at, origin, entity, op, entity_id, parents, revision in found:
+                self.high_water = seq
+                if origin != self.store.origin or self.include_own:
+                    changes.append(Change(entity, op, entity_id, json.loads(parents), revision, seq, origin, at))
+            if len(found) < READ_BATCH:
+                return changes
+            more = self._loop.query(NEW_CHANGES_SQL, (self.high_water, READ_BATCH))
+            if more is None:
+                return changes
+            rows = more
+
+    def _read_in_session(self) -> list[Change]:
         C = ChangeRow
         columns = (C.seq, C.at, C.origin, C.entity, C.op, C.entity_id, C.parents, C.revision)
         changes: list[Change] = []

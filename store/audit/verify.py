@@ -10,15 +10,16 @@ has the threat model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, inspect, select, text
+from sqlalchemy import bindparam, inspect, literal_column, select, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
-from sqlalchemy.types import Text
+from sqlalchemy.types import BigInteger, Text
 
 from agentdesk.store import keys
 from agentdesk.store.audit.chain import GENESIS, location_of, record_hash, server_signs, store_id_of
@@ -68,16 +69,23 @@ class ChainReport:
 
 
 KEY_INFO = text("SELECT keyed_from FROM agentdesk_audit_key_info()")
-MACS_OK = text("SELECT agentdesk_audit_macs_ok(:hashes, :macs)").bindparams(
-    bindparam("hashes", type_=ARRAY(Text)), bindparam("macs", type_=ARRAY(Text)))
+MACS_OK = text("SELECT agentdesk_audit_macs_ok(:hashes, :macs, :logins)").bindparams(
+    bindparam("hashes", type_=ARRAY(Text)), bindparam("macs", type_=ARRAY(Text)),
+    bindparam("logins", type_=ARRAY(Text)))
+ANCHORS_OK = text("SELECT agentdesk_audit_anchors_ok(:seqs, :hashes, :macs)").bindparams(
+    bindparam("seqs", type_=ARRAY(BigInteger)), bindparam("hashes", type_=ARRAY(Text)),
+    bindparam("macs", type_=ARRAY(Text)))
+MAC_OK, LOGIN_CHANGED = "ok", "login"
+"""Answers of `agentdesk_audit_macs_ok` besides 'record' (the MAC of the hash itself does not verify)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ServerKey:
     """A PostgreSQL store's own audit key (migration 0008): only its first seq is known here.
 
-    Each record's MAC is checked by `agentdesk_audit_macs_ok`, which answers yes or no per
-    record, so no key leaves the server and any machine (any viewer login) can verify.
+    Each record's MAC (which covers its `db_login` too) is checked by `agentdesk_audit_macs_ok`,
+    and each anchor line's by `agentdesk_audit_anchors_ok`; they answer verdicts, never MACs, so
+    no key leaves the server and any machine (any viewer login) can verify.
     """
 
     keyed_from: int
@@ -92,15 +100,30 @@ class ServerKey:
             found = early.execute(KEY_INFO).scalar()
         return None if found is None else ServerKey(int(found))
 
-    def check(self, session: Session, rows: list[Any]) -> dict[int, bool]:
-        """seq -> whether its MAC verifies, for the rows this key signs that carry a text MAC."""
+    def check(self, session: Session, rows: list[Any]) -> dict[int, str]:
+        """seq -> the server's answer ('ok', 'record', 'login'), for the rows this key signs with a text MAC.
+
+        The record's MAC covers its `db_login` too (migration 0008), so a login changed
+        afterwards, even by a superuser, answers 'login'.
+        """
         signed = [r for r in rows if int(r.seq) >= self.keyed_from and isinstance(getattr(r, "mac", None), str)
                   and isinstance(r.hash, str)]
         if not signed:
             return {}
-        answers = session.execute(MACS_OK, {"hashes": [r.hash for r in signed],
-                                            "macs": [r.mac for r in signed]}).scalar_one()
-        return {int(r.seq): bool(ok) for r, ok in zip(signed, answers, strict=True)}
+        logins = [r.db_login if isinstance(r.db_login, str) else None for r in signed]
+        answers = session.execute(MACS_OK, {"hashes": [r.hash for r in signed], "macs": [r.mac for r in signed],
+                                            "logins": logins}).scalar_one()
+        return {int(r.seq): str(ok) for r, ok in zip(signed, answers, strict=True)}
+
+    def anchor_lines_ok(self, session: Session, entries: list[keys.AnchorEntry]) -> list[bool]:
+        """Whether each anchor line's MAC is the one the server signed (lines before its key pass here)."""
+        asked = [e for e in entries if e.seq >= self.keyed_from and e.mac is not None]
+        if not asked:
+            return [True] * len(entries)
+        answers = session.execute(ANCHORS_OK, {"seqs": [e.seq for e in asked], "hashes": [e.hash for e in asked],
+                                               "macs": [e.mac for e in asked]}).scalar_one()
+        verdicts = {id(e): bool(ok) for e, ok in zip(asked, answers, strict=True)}
+        return [verdicts.get(id(e), True) for e in entries]
 
 
 @dataclass
@@ -108,8 +131,8 @@ class _Walk:
     key: keys.AuditKey | None
     anchor: keys.Anchor | None
     server: ServerKey | None = None
-    server_ok: dict[int, bool] = field(default_factory=dict)
-    """For the current batch: seq -> whether the server says its MAC verifies."""
+    server_ok: dict[int, str] = field(default_factory=dict)
+    """For the current batch: seq -> the server's answer for its MAC ('ok', 'record', 'login')."""
     records: int = 0
     prev: str = GENESIS
     last_seq: int | None = None
@@ -200,7 +223,12 @@ class _Walk:
             return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
                              f"Record {seq} was re-hashed without the key: it carries no HMAC although the server "
                              f"signs every record from {self.server.keyed_from if self.server else 0} on.")
-        if not self.server_ok.get(seq, False):
+        answer = self.server_ok.get(seq)
+        if answer == LOGIN_CHANGED:
+            return self.fail(seq, Failure.CONTENT_CHANGED,
+                             f"Record {seq} was changed: its database login (db_login) is not the login the "
+                             "server signed it for, so who did it was rewritten (content changed).")
+        if answer != MAC_OK:
             return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
                              f"Record {seq} was re-hashed without the key: its hash matches its content but "
                              "the server says its HMAC does not.")
@@ -238,7 +266,8 @@ class _Walk:
         if anchor is not None and anchor.forged_lines:
             return self.fail(None, Failure.ANCHOR_FORGED,
                              f"The anchor {anchor.where} was edited: {anchor.forged_lines} of its lines carry an "
-                             "HMAC that does not verify under the store's key.")
+                             "HMAC that does not verify under the store's key"
+                             f"{' (the server checked them)' if self.server is not None else ''}.")
         self._add_notes(last)
         if self.unverifiable_macs:
             return self.fail(None, Failure.NO_KEY, "", Verdict.CANNOT_CHECK)
@@ -300,16 +329,32 @@ def _anchor_first(session: Session, anchor_file: Path | None, use_anchor: bool,
     notes: list[str] = []
     with Session(session.get_bind()) as early:
         store_id = store_id_of(early)
-    key = _load_key(store_id, notes) if server is None or server.keyed_from > 1 else None
-    line_key = None if server is not None else key  # the server signs anchor lines too; their MACs stay there
-    anchor: keys.Anchor | None = None
-    if anchor_file is not None:
-        anchor = keys.read_anchor(anchor_file, line_key)
-        if anchor is None:
-            raise FileNotFoundError(anchor_file)
-    elif use_anchor and store_id is not None:
-        anchor = keys.read_anchor(keys.anchor_path(store_id), line_key, location_of(session))
+        key = _load_key(store_id, notes) if server is None or server.keyed_from > 1 else None
+        # The server signs anchor lines from its key's first seq on and checks them (their MACs stay there);
+        # older lines were signed by a machine's key and are checked with it where this machine has it.
+        line_key = None if server is not None else key
+        lines_ok = None if server is None else _server_lines(server, early, key)
+        anchor: keys.Anchor | None = None
+        if anchor_file is not None:
+            anchor = keys.read_anchor(anchor_file, line_key, check_lines=lines_ok)
+            if anchor is None:
+                raise FileNotFoundError(anchor_file)
+        elif use_anchor and store_id is not None:
+            anchor = keys.read_anchor(keys.anchor_path(store_id), line_key, location_of(session),
+                                      check_lines=lines_ok)
     return store_id, key, anchor, notes
+
+
+def _server_lines(server: ServerKey, session: Session, key: keys.AuditKey | None,
+                  ) -> Callable[[list[keys.AnchorEntry]], list[bool]]:
+    """Checks anchor lines: the server's from its key's first seq, this machine's key before it."""
+
+    def check(entries: list[keys.AnchorEntry]) -> list[bool]:
+        by_server = server.anchor_lines_ok(session, entries)
+        return [ok if e.seq >= server.keyed_from or key is None or e.mac is None
+                else keys.same(e.mac, key.anchor_mac(e.seq, e.hash)) for e, ok in zip(entries, by_server, strict=True)]
+
+    return check
 
 
 def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | None = None,
@@ -323,6 +368,8 @@ def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | Non
     store_id, key, anchor, notes = _anchor_first(session, anchor_file, use_anchor, server)
     walk = _Walk(key, anchor, server, notes=notes)
     columns = _columns(session)
+    if server is not None:  # PostgreSQL's db_login (0005): the server's record MACs cover it (0008)
+        columns.append(literal_column("db_login"))
     last_seq: int | None = None
     while True:
         query = select(*columns).order_by(AuditRow.seq).limit(batch)

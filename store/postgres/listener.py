@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -58,6 +59,8 @@ class NotifyLoop:
         self._thread = StoppableThread(name)
         self._conn: Any = None
         self._last_read = 0.0
+        self._reader: int | None = None
+        """The thread id of a `read()` this loop is making: `query` runs on the listener's connection only there."""
 
     def start(self, prime: Callable[[], object] | None = None, *, read_first: bool = False) -> None:
         """LISTEN first, then `prime`: a commit between the two still wakes the first wait."""
@@ -67,7 +70,7 @@ class NotifyLoop:
         if prime is not None:
             prime()
         if read_first:
-            self._read()
+            self._read_here()
         self.healthy = True
         self._thread.start(self._run)
 
@@ -102,7 +105,7 @@ class NotifyLoop:
             try:
                 if self._conn is None:
                     self._connect()
-                    self._read()  # catch up from the high-water mark on whatever committed meanwhile
+                    self._read_here()  # catch up from the high-water mark on whatever committed meanwhile
                     self.reconnects += 1
                     log.info("%s reconnected after %d failed attempts", self.name, self.failures)
                 self.failures = 0
@@ -125,11 +128,34 @@ class NotifyLoop:
         if news:
             # Coalesce: at most one read per min_interval_s, so a burst of commits costs subscribers
             # one batch per interval. The first change after a quiet spell is read at once.
+            # Spaced from the start of the last read: the read's own time does not add to the next wait.
             rest = self._last_read + self.min_interval_s - time.monotonic()
             if rest > 0 and self._thread.wait(rest):
                 return
-            self._read()
             self._last_read = time.monotonic()
+            self._read_here()
+
+    def _read_here(self) -> None:
+        """`read()` on this thread, which may then use the listener's own connection (`query`)."""
+        self._reader = threading.get_ident()
+        try:
+            self._read()
+        finally:
+            self._reader = None
+
+    def query(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]] | None:
+        """Rows of one statement on the listener's autocommit connection; None when not in this loop's read.
+
+        Why: the read a NOTIFY wakes was a pooled SQLAlchemy session (pre-ping, BEGIN, two
+        queries, ROLLBACK: five round trips to a backend process, each a scheduling delay on a
+        busy machine); one statement on the connection that is already awake is one round trip
+        and its own snapshot. Only the loop's thread may use it (it holds it while waiting for
+        notifications); any other caller is told to use its own session. A failure here is a
+        lost connection: it propagates, and the loop reconnects and catches up.
+        """
+        if self._conn is None or self._reader != threading.get_ident():
+            return None
+        return list(self._conn.execute(sql, params).fetchall())
 
     def _failed(self, exc: Exception) -> None:
         self.healthy = False

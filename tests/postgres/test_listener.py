@@ -125,3 +125,44 @@ def test_a_notify_storm_coalesces(pg_url: str, pg_store: Store) -> None:
     assert recorder.batches <= elapsed / 0.05 + 2, "one batch per interval at most"
     assert len({c.id for c in recorder.changes if c.entity == "project"}) == 50
     source.close()
+
+
+def test_the_read_a_notify_wakes_is_one_statement_on_the_listener(pg_url: str, pg_store: Store) -> None:
+    """No pooled session per wake-up (it cost five round trips); pruning past the mark still resets."""
+    from sqlalchemy import event
+
+    from agentdesk.store.bus import RESET
+    from agentdesk.store.database import open_store
+    from agentdesk.store.runtime import AgentRuntime
+    from agentdesk.store.watcher import ChangeWatcher
+
+    recorder = Recorder()
+    pg_store.bus.subscribe(recorder)
+    watcher = ChangeWatcher(pg_store).start()
+    on_engine: list[str] = []
+    watcher_thread = watcher._loop._thread._thread  # type: ignore[union-attr]
+
+    @event.listens_for(pg_store.engine, "before_cursor_execute")
+    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if threading.current_thread() is watcher_thread:
+            on_engine.append(statement)
+
+    other = open_store(pg_url)
+    try:
+        rt = AgentRuntime(other)
+        made = {rt.create_project(f"p{n}") for n in range(5)}
+        wait_until(lambda: made <= set(recorder.projects()), timeout=30)
+        assert on_engine == []  # every read went through the listener's own connection
+        seqs = [c.seq for c in recorder.changes]
+        assert seqs == sorted(seqs) and len(seqs) == len(set(seqs))
+        with pg_store.engine.begin() as conn:  # the log pruned past the watcher's mark: it must reload
+            from sqlalchemy import text
+            conn.execute(text("DELETE FROM change_log"))
+            conn.execute(text("SELECT setval(pg_get_serial_sequence('change_log', 'seq'), :s)"),
+                         {"s": watcher.high_water + 10})
+        rt.create_project("after the prune")
+        wait_until(lambda: any(c.op == RESET for c in recorder.changes), timeout=30)
+        assert watcher.resets == 1 and on_engine == []
+    finally:
+        watcher.stop()
+        other.close()

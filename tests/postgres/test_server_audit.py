@@ -139,3 +139,51 @@ def test_logins_reach_the_audit_only_through_the_function(pg_store: Store, make_
     finally:
         viewing.close()
     assert viewer_name
+
+
+def test_a_login_a_superuser_rewrote_is_found(pg_store: Store, pg_url: str) -> None:
+    """db_login is signed with the record (0008): changing who did it is reported, in one sentence."""
+    commands.decide(pg_store, seed(pg_store), True, "bob")
+    assert verify(pg_store).ok  # type: ignore[attr-defined]
+    with psycopg.connect(libpq_url(pg_url)) as conn:  # the superuser: no grant stops it
+        seq = conn.execute("SELECT max(seq) FROM audit_log WHERE action = 'approval.approved'").fetchone()[0]
+        conn.execute("UPDATE audit_log SET db_login = 'mallory' WHERE seq = %s", (seq,))
+    report = verify(pg_store)
+    assert report.failure == Failure.CONTENT_CHANGED and report.broken_seq == seq  # type: ignore[attr-defined]
+    reason = str(report.reason)  # type: ignore[attr-defined]
+    assert "database login" in reason and reason.count(". ") == 0 and reason.endswith("."), reason
+    with psycopg.connect(libpq_url(pg_url)) as conn:  # a login made NULL is no better
+        conn.execute("UPDATE audit_log SET db_login = NULL WHERE seq = %s", (seq,))
+    assert verify(pg_store).broken_seq == seq  # type: ignore[attr-defined]
+
+
+def _anchor_file(store: Store) -> Path:
+    from agentdesk.store import keys
+    from agentdesk.store.audit.chain import store_id_of
+
+    with store.reading() as session:
+        store_id = store_id_of(session)
+    assert store_id is not None
+    keys.flush_anchors()
+    return keys.anchor_path(store_id)
+
+
+def test_a_forged_anchor_line_is_found_by_the_server(pg_store: Store) -> None:
+    """Anchor lines on PostgreSQL carry the server's MAC; the server checks them (no key leaves it)."""
+    commands.decide(pg_store, seed(pg_store), True, "bob")
+    path = _anchor_file(pg_store)
+    lines = path.read_text().splitlines()
+    last = json.loads(lines[-1])
+    assert last["mac"] and verify(pg_store).ok  # type: ignore[attr-defined]
+    # A made-up head past the end, with a MAC of the right shape but not the server's.
+    forged = dict(last, seq=last["seq"] + 3, hash="f" * 64, mac="0" * 64)
+    path.write_text("\n".join([*lines, json.dumps(forged)]) + "\n")
+    report = verify(pg_store)
+    assert report.failure == Failure.ANCHOR_FORGED, report  # type: ignore[attr-defined]
+    assert "1 of its lines" in str(report.reason)  # type: ignore[attr-defined]
+    # A real line whose hash was changed (its MAC kept) is forged too.
+    edited = dict(last, hash="e" * 64)
+    path.write_text("\n".join([*lines[:-1], json.dumps(edited)]) + "\n")
+    assert verify(pg_store).failure == Failure.ANCHOR_FORGED  # type: ignore[attr-defined]
+    path.write_text("\n".join(lines) + "\n")
+    assert verify(pg_store).ok  # type: ignore[attr-defined]

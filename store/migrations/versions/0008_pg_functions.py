@@ -11,8 +11,10 @@ PostgreSQL only (a no-op on SQLite, whose single user needs none of it):
   nor write the audit table; it appends through `agentdesk_audit_append`, which runs
   as the owner, takes the chain's tail, builds exactly the body Python's
   `store.audit.chain.record_hash` hashes, and signs it. Verification stays in
-  Python except the MAC, which `agentdesk_audit_macs_ok` answers (yes/no per
-  record; the key never leaves the server), so `verify` works from any machine.
+  Python except the MACs, which `agentdesk_audit_macs_ok` (per record: ok, or whether the
+  hash or the database login fails; a record's MAC covers its `db_login`) and
+  `agentdesk_audit_anchors_ok` (per anchor line) answer, so the key never leaves the
+  server and `verify` works from any machine.
 - The HMAC is built by hand from the built-in sha256() (PostgreSQL 11+), and the key
   comes from gen_random_uuid() (PostgreSQL 13+, pg_strong_random): no extension, so
   no CREATE privilege and no pgcrypto package are needed.
@@ -172,9 +174,15 @@ AUDIT = [
         SELECT a.hash INTO tail FROM public.audit_log a ORDER BY a.seq DESC LIMIT 1;
         tail := coalesce(tail, repeat('0', 64));
         digest := public.agentdesk_record_hash(tail, at_text, actor, action, entity, entity_id, payload);
-        signature := public.agentdesk_hmac(k.inner_pad, k.outer_pad, 'agentdesk-audit-record:' || digest);
-        INSERT INTO public.audit_log AS a (at, actor, action, entity, entity_id, payload, prev_hash, hash, mac)
-            VALUES (at_value, actor, action, entity, entity_id, payload, tail, digest, signature)
+        -- Two MACs, each truncated to 128 bits (RFC 2104 allows half) so both fit the 64-character column:
+        -- the record's hash, then the hash with the login (session_user, which a SECURITY DEFINER function
+        -- does not change), so a db_login changed afterwards is told apart from a re-hashed record.
+        signature := left(public.agentdesk_hmac(k.inner_pad, k.outer_pad, 'agentdesk-audit-record:' || digest), 32)
+            || left(public.agentdesk_hmac(k.inner_pad, k.outer_pad,
+                                          'agentdesk-audit-login:' || digest || ':' || session_user), 32);
+        INSERT INTO public.audit_log AS a (at, actor, action, entity, entity_id, payload, prev_hash, hash, mac,
+                                           db_login)
+            VALUES (at_value, actor, action, entity, entity_id, payload, tail, digest, signature, session_user)
             RETURNING a.seq INTO new_seq;
         SELECT m.value INTO store FROM public.agentdesk_meta m WHERE m.key = 'store_id';
         RETURN QUERY SELECT new_seq, digest, signature, public.agentdesk_hmac(
@@ -182,9 +190,10 @@ AUDIT = [
             || ':' || digest);
     END $$
     """,
-    # Whether each (hash, mac) pair verifies under the key: yes or no, never the MAC itself.
+    # Per record, whether its (hash, mac, db_login) verifies under the key: 'ok', 'record' (the MAC of the
+    # hash does not verify) or 'login' (it does, but not for this login); never the MAC itself.
     f"""
-    CREATE FUNCTION public.agentdesk_audit_macs_ok(hashes text[], macs text[]) RETURNS boolean[]
+    CREATE FUNCTION public.agentdesk_audit_macs_ok(hashes text[], macs text[], logins text[]) RETURNS text[]
     LANGUAGE plpgsql STABLE SECURITY DEFINER {SAFE} AS $$
     DECLARE
         k public.agentdesk_audit_key;
@@ -196,9 +205,34 @@ AUDIT = [
         SELECT * INTO k FROM public.agentdesk_audit_key WHERE id = 1;
         RETURN ARRAY(
             -- agentdesk_hmac written out: a function with SET clauses is not inlined, and verify asks per record
+            SELECT CASE
+                WHEN p.m IS NULL OR length(p.m) <> 64 OR left(p.m, 32) IS DISTINCT FROM left(encode(sha256(
+                    k.outer_pad || sha256(k.inner_pad || convert_to('agentdesk-audit-record:' || p.h, 'UTF8'))),
+                    'hex'), 32) THEN 'record'
+                WHEN p.l IS NULL OR right(p.m, 32) IS DISTINCT FROM left(encode(sha256(k.outer_pad || sha256(
+                    k.inner_pad || convert_to('agentdesk-audit-login:' || p.h || ':' || p.l, 'UTF8'))), 'hex'), 32)
+                    THEN 'login'
+                ELSE 'ok' END
+            FROM unnest(hashes, macs, logins) WITH ORDINALITY AS p(h, m, l, n) ORDER BY p.n);
+    END $$
+    """,
+    # Whether each anchor line (seq, hash, mac) carries the MAC the server gave it (agentdesk_audit_append,
+    # agentdesk_audit_head): an edited or made-up line is told apart without the key leaving the server.
+    f"""
+    CREATE FUNCTION public.agentdesk_audit_anchors_ok(seqs bigint[], hashes text[], macs text[])
+    RETURNS boolean[] LANGUAGE plpgsql STABLE SECURITY DEFINER {SAFE} AS $$
+    DECLARE
+        k public.agentdesk_audit_key;
+        store text;
+    BEGIN
+        PERFORM public.agentdesk_require('viewer');
+        SELECT * INTO k FROM public.agentdesk_audit_key WHERE id = 1;
+        SELECT m.value INTO store FROM public.agentdesk_meta m WHERE m.key = 'store_id';
+        RETURN ARRAY(
             SELECT coalesce(p.m = encode(sha256(k.outer_pad || sha256(k.inner_pad || convert_to(
-                                'agentdesk-audit-record:' || p.h, 'UTF8'))), 'hex'), false)
-            FROM unnest(hashes, macs) WITH ORDINALITY AS p(h, m, n) ORDER BY p.n);
+                                'agentdesk-audit-anchor:' || coalesce(store, '') || ':' || p.s || ':' || p.h,
+                                'UTF8'))), 'hex'), false)
+            FROM unnest(seqs, hashes, macs) WITH ORDINALITY AS p(s, h, m, n) ORDER BY p.n);
     END $$
     """,
     # The chain's head and its anchor-line MAC, for a client whose records a decision function appended:
@@ -842,13 +876,15 @@ COMPACTION_GRANTS = [
 
 GRANTS = [
     "REVOKE ALL ON FUNCTION public.agentdesk_audit_append(text, text, text, text, text, text) FROM PUBLIC",
-    "REVOKE ALL ON FUNCTION public.agentdesk_audit_macs_ok(text[], text[]) FROM PUBLIC",
+    "REVOKE ALL ON FUNCTION public.agentdesk_audit_macs_ok(text[], text[], text[]) FROM PUBLIC",
+    "REVOKE ALL ON FUNCTION public.agentdesk_audit_anchors_ok(bigint[], text[], text[]) FROM PUBLIC",
     "REVOKE ALL ON FUNCTION public.agentdesk_audit_key_info() FROM PUBLIC",
     "REVOKE ALL ON FUNCTION public.agentdesk_audit_head() FROM PUBLIC",
     "GRANT EXECUTE ON FUNCTION public.agentdesk_audit_head() TO agentdesk_operator",
     "GRANT EXECUTE ON FUNCTION public.agentdesk_audit_append(text, text, text, text, text, text) "
     "TO agentdesk_operator",
-    "GRANT EXECUTE ON FUNCTION public.agentdesk_audit_macs_ok(text[], text[]) TO agentdesk_viewer",
+    "GRANT EXECUTE ON FUNCTION public.agentdesk_audit_macs_ok(text[], text[], text[]) TO agentdesk_viewer",
+    "GRANT EXECUTE ON FUNCTION public.agentdesk_audit_anchors_ok(bigint[], text[], text[]) TO agentdesk_viewer",
     "GRANT EXECUTE ON FUNCTION public.agentdesk_audit_key_info() TO agentdesk_viewer",
     # Records come only from agentdesk_audit_append now (0005 already took UPDATE, DELETE, TRUNCATE).
     "REVOKE INSERT ON public.audit_log FROM agentdesk_operator, agentdesk_admin",
@@ -870,7 +906,8 @@ DOWNGRADE = [
     "GRANT INSERT ON public.audit_log TO agentdesk_operator",
     "DROP FUNCTION IF EXISTS public.agentdesk_audit_key_info()",
     "DROP FUNCTION IF EXISTS public.agentdesk_audit_head()",
-    "DROP FUNCTION IF EXISTS public.agentdesk_audit_macs_ok(text[], text[])",
+    "DROP FUNCTION IF EXISTS public.agentdesk_audit_anchors_ok(bigint[], text[], text[])",
+    "DROP FUNCTION IF EXISTS public.agentdesk_audit_macs_ok(text[], text[], text[])",
     "DROP FUNCTION IF EXISTS public.agentdesk_audit_append(text, text, text, text, text, text)",
     "DROP TABLE IF EXISTS public.agentdesk_audit_key",
     "DROP FUNCTION IF EXISTS public.agentdesk_record_hash(text, text, text, text, text, text, text)",
