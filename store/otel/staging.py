@@ -83,19 +83,20 @@ def _delete_slice(store: Store, run_id: str) -> bool:
             c.execute(delete(S).where(S.id.in_(ids)))
             return True
         agents = [e for e, k in staged.items() if k == "agent"]
-        for table in (sc.ContextItemRevisionRow,):
-            items = select(sc.ContextItemRow.id).where(sc.ContextItemRow.agent_id.in_(agents))
-            doomed = list(c.execute(select(table.item_id).where(table.item_id.in_(items))
-                                    .limit(DELETE_SLICE)).scalars())
-            if doomed:
-                c.execute(delete(table).where(table.item_id.in_(doomed)))
-                return True
-        for table in (sc.ContextItemRow, sc.ContextGroupRow):
-            doomed = list(c.execute(select(table.id).where(table.agent_id.in_(agents))
-                                    .limit(DELETE_SLICE)).scalars())
-            if doomed:
-                c.execute(delete(table).where(table.id.in_(doomed)))
-                return True
+        Rev, Item, Group = sc.ContextItemRevisionRow, sc.ContextItemRow, sc.ContextGroupRow
+        items = select(Item.id).where(Item.agent_id.in_(agents))
+        doomed = list(c.execute(select(Rev.item_id).where(Rev.item_id.in_(items)).limit(DELETE_SLICE)).scalars())
+        if doomed:
+            c.execute(delete(Rev).where(Rev.item_id.in_(doomed)))
+            return True
+        doomed = list(c.execute(items.limit(DELETE_SLICE)).scalars())
+        if doomed:
+            c.execute(delete(Item).where(Item.id.in_(doomed)))
+            return True
+        doomed = list(c.execute(select(Group.id).where(Group.agent_id.in_(agents)).limit(DELETE_SLICE)).scalars())
+        if doomed:
+            c.execute(delete(Group).where(Group.id.in_(doomed)))
+            return True
         if c.execute(select(sc.ApprovalRow.id).where(sc.ApprovalRow.run_id == run_id).limit(1)).first():
             # an agent asked for a decision under it: keep the rows (hidden), never lose an approval
             c.execute(update(St).where(St.run_id == run_id).values(heartbeat_at=uow.now + 10 * STALE_S))
@@ -104,7 +105,9 @@ def _delete_slice(store: Store, run_id: str) -> bool:
         c.execute(delete(sc.RunRow).where(sc.RunRow.id == run_id))
         c.execute(update(sc.AgentRow).where(sc.AgentRow.id.in_(agents)).values(parent_agent_id=None))
         c.execute(delete(sc.AgentRow).where(sc.AgentRow.id.in_(agents)))
-        for kind, table in (("session", sc.SessionRow), ("task", sc.TaskRow), ("project", sc.ProjectRow)):
-            c.execute(delete(table).where(table.id.in_([e for e, k in staged.items() if k == kind])))
+        mine = {kind: [e for e, k in staged.items() if k == kind] for kind in ("session", "task", "project")}
+        c.execute(delete(sc.SessionRow).where(sc.SessionRow.id.in_(mine["session"])))
+        c.execute(delete(sc.TaskRow).where(sc.TaskRow.id.in_(mine["task"])))
+        c.execute(delete(sc.ProjectRow).where(sc.ProjectRow.id.in_(mine["project"])))
         c.execute(delete(St).where(St.run_id == run_id))
         return False
