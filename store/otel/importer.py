@@ -381,6 +381,8 @@ def _write_staged(store: Store, spill: _Staging, trace: str, chunks: Callable[[s
     from `chunks`) rolls back only the piece in flight: the rest stays staged, hidden, resumable.
     """
     index = spill.index(trace)
+    index.cycle()  # the trace's pure work (loop check, start order) before the lock, not under it
+    index.by_start()
     with UnitOfWork(store, runtime=True) as uow:
         if staging.state(uow, run_row_id(trace)) == "visible":
             return None
@@ -403,9 +405,11 @@ def _write_staged(store: Store, spill: _Staging, trace: str, chunks: Callable[[s
             writer.heartbeat()
         if waiting:
             time.sleep(OPERATOR_COURTESY_S)
+    with store.reading() as s:  # the roll-up's scan of the run reads, outside the write lock
+        facts = writer.roll_up_facts(s.connection())
     with UnitOfWork(store, runtime=True) as uow:
         writer.rebind(uow)
-        writer.settle()
+        writer.settle(facts)
     with UnitOfWork(store, runtime=True) as uow:
         writer.rebind(uow)
         return writer.flip()

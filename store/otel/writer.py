@@ -88,6 +88,8 @@ class TraceIndex:
     conversation: str | None = None
     root_span: str | None = None
     root_name: str | None = None
+    _by_start: list[tuple[str, IndexEntry]] | None = field(default=None, repr=False, compare=False)
+    _cycle: tuple[int, str | None] | None = field(default=None, repr=False, compare=False)
 
     def add(self, p: Prepared) -> None:
         self.note(p.span_id, p.parent_id, p.agent_key, p.agent_name, p.start_ns, p.project, p.conversation,
@@ -103,8 +105,22 @@ class TraceIndex:
         if parent_id is None and self.root_span is None:
             self.root_span, self.root_name = span_id, name
 
+    def by_start(self) -> list[tuple[str, IndexEntry]]:
+        """The spans in start order, sorted once (a staged write sorts before taking the lock)."""
+        if self._by_start is None or len(self._by_start) != len(self.spans):
+            self._by_start = sorted(self.spans.items(), key=lambda kv: kv[1].start_ns)
+        return self._by_start
+
     def cycle(self) -> str | None:
-        """A span that is its own ancestor (hostile or broken input), or None. O(spans), iterative."""
+        """A span that is its own ancestor (hostile or broken input), or None. O(spans), iterative;
+        the answer is kept (a staged write asks before taking the lock, `prepare` again under it)."""
+        if self._cycle is not None and self._cycle[0] == len(self.spans):
+            return self._cycle[1]
+        found = self._find_cycle()
+        self._cycle = (len(self.spans), found)
+        return found
+
+    def _find_cycle(self) -> str | None:
         done: set[str] = set()
         for start in self.spans:
             path: list[str] = []
@@ -132,6 +148,7 @@ class TraceWriter:
         `import_staging` (hidden from readers) and its change-log rows wait for `flip`."""
         self._deferred: list[tuple[str, str, str, dict[str, str] | None, int | None]] = []
         self._placed_upto = 0
+        self._facts: tuple[Any, ...] | None = None
         self.index = index
         self.default_project = default_project
         self.run_id = run_row_id(index.trace_id)
@@ -224,7 +241,7 @@ class TraceWriter:
             self.run_agent = self._top_agent()
             self.root_row = self.index.root_span and span_row_id(self.index.trace_id, self.index.root_span)
         self._agents.setdefault(self.run_agent, {"parent": None})
-        for span_id, entry in sorted(self.index.spans.items(), key=lambda kv: kv[1].start_ns):
+        for span_id, entry in self.index.by_start():
             if entry.agent_key is not None:
                 self._enclosing_agent(span_id)
         self._flush_agents()
@@ -251,7 +268,7 @@ class TraceWriter:
 
     def _top_agent(self) -> str:
         """The run's agent: the trace's outermost agent span, else one named after the service."""
-        for span_id, entry in sorted(self.index.spans.items(), key=lambda kv: kv[1].start_ns):
+        for span_id, entry in self.index.by_start():
             if entry.agent_key is not None and self._enclosing_agent(entry.parent_id) is None:
                 found = self._enclosing_agent(span_id)
                 assert found is not None
@@ -268,8 +285,7 @@ class TraceWriter:
         if stand_in is None or stand_in.parent_agent_id is not None or \
                 self.run_agent != "ota_" + _h(self.session_id, "", "service:" + stand_in.name):
             return
-        top = next((self._agent_of.get(sid) for sid, e in sorted(self.index.spans.items(),
-                                                                  key=lambda kv: kv[1].start_ns)
+        top = next((self._agent_of.get(sid) for sid, e in self.index.by_start()
                     if e.agent_key is not None and self._enclosing_agent(e.parent_id) is None), None)
         if top is None or top == self.run_agent:
             return
@@ -612,8 +628,10 @@ class TraceWriter:
         self.conn.execute(update(sc.ImportStagingRow).where(sc.ImportStagingRow.run_id == self.run_id)
                           .values(heartbeat_at=self.uow.now))
 
-    def settle(self) -> None:
-        """Staged: everything `finish` computes, still hidden (its change-log rows wait for `flip`)."""
+    def settle(self, facts: tuple[Any, ...] | None = None) -> None:
+        """Staged: everything `finish` computes, still hidden (its change-log rows wait for `flip`);
+        `facts`: `roll_up_facts`, read before this transaction."""
+        self._facts = facts
         self.heartbeat()
         self.finish()
 
@@ -688,14 +706,21 @@ class TraceWriter:
             for n in range(0, len(tops), IN_CHUNK):
                 self.conn.execute(update(S).where(S.id.in_(tops[n:n + IN_CHUNK])).values(parent_span_id=self.root_row))
 
-    def _roll_up(self) -> None:
+    def roll_up_facts(self, conn: Connection) -> tuple[Any, ...]:
+        """The run's totals over its spans; a staged write reads them outside the write lock (nobody
+        else writes a staged run's spans), so the settling transaction only updates."""
         S = sc.SpanRow
         model = S.kind == "model"
-        _total, open_, first, last, tin, tout, cost = self.conn.execute(select(
+        return tuple(conn.execute(select(
             func.count(), func.count().filter(S.ended_at.is_(None)), func.min(S.started_at),
             func.max(S.ended_at), func.coalesce(func.sum(S.input_tokens).filter(model), 0),
             func.coalesce(func.sum(S.output_tokens).filter(model), 0),
-            func.coalesce(func.sum(S.cost_usd).filter(model), 0.0)).where(S.run_id == self.run_id)).one()
+            func.coalesce(func.sum(S.cost_usd).filter(model), 0.0)).where(S.run_id == self.run_id)).one())
+
+    def _roll_up(self) -> None:
+        S = sc.SpanRow
+        given, self._facts = self._facts, None
+        _total, open_, first, last, tin, tout, cost = given if given is not None else self.roll_up_facts(self.conn)
         root = None
         if self.root_row is not None:
             root = self.conn.execute(select(S.status, S.name, S.error).where(S.id == self.root_row)).first()
