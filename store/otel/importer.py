@@ -4,8 +4,9 @@ Why two phases: a trace can be spread over many lines of a JSON Lines file (and 
 line can hold many traces), yet a trace must become visible atomically and memory
 must stay bounded. Records are decoded and staged, as they stream, into a private
 temporary SQLite file (never the store); then each trace is written into the
-store in one transaction (small traces batched several to a transaction, a large
-one streamed in chunks inside its own), so no reader ever sees half a trace. The
+store in one transaction (small traces batched several to a transaction), or, for
+a large one, staged over many short transactions and made visible by a last short
+one (`store.otel.staging`), so no reader ever sees half a trace. The
 transactions are short for the operator's sake: the import is a bulk writer that
 steps aside for an operator's write, and a transaction takes no further trace once
 it has held the lock `IMPORT_SLICE_S` or an operator's write is waiting.
