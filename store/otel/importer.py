@@ -52,6 +52,9 @@ STAGED_SPANS = CHUNK
 (`store.otel.staging`); a smaller one is written in one transaction (it takes a few ms)."""
 STAGED_STEP = 200
 """Spans per write call of a staged trace (~10-20 ms): the granularity at which it can step aside."""
+STAGED_SLICE_S = 0.05
+"""A staged trace's transaction takes no further piece after holding the lock this long (ended at
+once, after the piece in flight, when an operator's write waits): fewer commits, less WAL rewriting."""
 MEMORY_SPANS = 20_000
 """Decoded spans held in memory before staging moves to the spill file (~2.5 KB each: ~50 MB)."""
 
@@ -377,7 +380,7 @@ def _write_staged(store: Store, spill: _Staging, trace: str, chunks: Callable[[s
     """One large trace in short transactions, invisible until the flip; None when its run is already
     visible (more spans for a finished trace: one transaction, as before, so it never shows half).
 
-    Each transaction writes `STAGED_STEP`-span pieces until it has held the lock `IMPORT_SLICE_S` or
+    Each transaction writes `STAGED_STEP`-span pieces until it has held the lock `STAGED_SLICE_S` or
     an operator's write waits (then the import also pauses `OPERATOR_COURTESY_S`). A cancel (`_Stop`
     from `chunks`) rolls back only the piece in flight: the rest stays staged, hidden, resumable.
     """
@@ -401,7 +404,7 @@ def _write_staged(store: Store, spill: _Staging, trace: str, chunks: Callable[[s
                 writer.place_written()
                 piece = next(pieces, None)
                 waiting = uow.operator_waiting()
-                if waiting or time.monotonic() - began >= IMPORT_SLICE_S:
+                if waiting or time.monotonic() - began >= STAGED_SLICE_S:
                     break
             writer.heartbeat()
         if waiting:
