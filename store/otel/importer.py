@@ -52,9 +52,11 @@ STAGED_SPANS = CHUNK
 (`store.otel.staging`); a smaller one is written in one transaction (it takes a few ms)."""
 STAGED_STEP = 200
 """Spans per write call of a staged trace (~10-20 ms): the granularity at which it can step aside."""
-STAGED_SLICE_S = 0.05
-"""A staged trace's transaction takes no further piece after holding the lock this long (ended at
-once, after the piece in flight, when an operator's write waits): fewer commits, less WAL rewriting."""
+STAGED_SLICE_S = 1.0
+"""A staged trace's transaction takes no further piece after holding the lock this long; it ends at
+once, after the piece in flight (~10-20 ms), when an operator's write waits. Long enough that a
+100,000-span trace costs a few dozen commits, not hundreds (50 ms slices made that import ~50 %
+slower: WAL rewrites and checkpoints); short enough that runtimes queued behind it wait ~1 s."""
 MEMORY_SPANS = 20_000
 """Decoded spans held in memory before staging moves to the spill file (~2.5 KB each: ~50 MB)."""
 

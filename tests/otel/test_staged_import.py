@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from agentdesk.store import schema as sc
 from agentdesk.store.commands import decide
 from agentdesk.store.database import Store
-from agentdesk.store.otel import staging
+from agentdesk.store.otel import importer, staging
 from agentdesk.store.otel.importer import import_files
 from agentdesk.store.queries import NativeQueries
 from agentdesk.store.runtime import AgentRuntime
@@ -120,7 +120,11 @@ def test_a_decision_during_a_large_trace_does_not_wait_and_the_trace_appears_who
     assert events_of(store, RUN) >= 2  # the run's insert and its span batch, published at the flip
 
 
-def test_cancel_mid_trace_leaves_nothing_visible_and_a_reimport_resumes(tmp_path: Path, store: Store) -> None:
+def test_cancel_mid_trace_leaves_nothing_visible_and_a_reimport_resumes(tmp_path: Path, store: Store,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # Short slices, so that several transactions commit before the cancel (a cancel rolls back only
+    # the transaction in flight): the re-import then resumes a partly written trace.
+    monkeypatch.setattr(importer, "STAGED_SLICE_S", 0.05)
     path = big_trace(tmp_path / "big.json")
     cancel = threading.Event()
 
