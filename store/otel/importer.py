@@ -57,6 +57,9 @@ STAGED_SLICE_S = 1.0
 once, after the piece in flight (~10-20 ms), when an operator's write waits. Long enough that a
 100,000-span trace costs a few dozen commits, not hundreds (50 ms slices made that import ~50 %
 slower: WAL rewrites and checkpoints); short enough that runtimes queued behind it wait ~1 s."""
+UNSIGNALLED_SLICE_S = 0.05
+"""The slice where no operator's wait can be seen (PostgreSQL: the advisory lock has no intent signal),
+so a decision waits at most this long behind the import."""
 MEMORY_SPANS = 20_000
 """Decoded spans held in memory before staging moves to the spill file (~2.5 KB each: ~50 MB)."""
 
@@ -401,12 +404,13 @@ def _write_staged(store: Store, spill: _Staging, trace: str, chunks: Callable[[s
         with UnitOfWork(store, runtime=True) as uow:
             writer.rebind(uow)
             began = time.monotonic()
+            slice_s = STAGED_SLICE_S if uow.signals_operators else UNSIGNALLED_SLICE_S
             while piece is not None:
                 writer.write(piece)
                 writer.place_written()
                 piece = next(pieces, None)
                 waiting = uow.operator_waiting()
-                if waiting or time.monotonic() - began >= STAGED_SLICE_S:
+                if waiting or time.monotonic() - began >= slice_s:
                     break
             writer.heartbeat()
         if waiting:
