@@ -261,14 +261,15 @@ def import_process(url: str, path: str, out: Connection) -> None:
     store.close()
 
 
-def measure_import(url: str, spans: int, tmp: Path) -> dict[str, Any]:
-    """Decisions every 100 ms while an import of `spans` spans (small traces) runs in another process."""
+def measure_import(url: str, spans: int, tmp: Path, per_trace: int = IMPORT_TRACE_SPANS) -> dict[str, Any]:
+    """Decisions every 100 ms while an import of `spans` spans (traces of `per_trace`: small ones, or
+    `per_trace=spans` for one large trace, written staged) runs in another process."""
     store = open_store(url)
     rt = AgentRuntime(store, actor="bench")
     a = set_up(rt, rt.create_project("import load"), 0)
     for n in range(300):  # enough pending approvals for a long import
         rt.request_approval(a.run, "shell", {"command": f"echo {n}"}, span_id=a.span, timeout_s=None)
-    path = otlp_file(tmp / f"import-{spans}.jsonl", spans)
+    path = otlp_file(tmp / f"import-{spans}-{per_trace}.jsonl", spans, per_trace)
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe()
     proc = ctx.Process(target=import_process, args=(url, str(path), there), daemon=True)
@@ -412,6 +413,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "else a throwaway server started as the tests do; 'off' to skip")
     parser.add_argument("--import-spans", type=int, default=20_000,
                         help="spans (small traces) imported while the operator decides; 0 to skip")
+    parser.add_argument("--import-trace-spans", type=int, default=IMPORT_TRACE_SPANS,
+                        help=f"spans per imported trace (default {IMPORT_TRACE_SPANS}; = --import-spans for one "
+                             "large trace, which the import writes in short staged transactions)")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.agents.split(",")]
     missed: list[str] = []
@@ -440,8 +444,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(row(r), flush=True)
                     judge(f"{backend.name}, {n} agents", r, missed)
                 if args.import_spans:
-                    r = measure_import(backend.fresh("import"), args.import_spans, Path(tmp))
-                    print(f"during an import of {r['spans']:,} spans ({args.import_spans // IMPORT_TRACE_SPANS:,} "
+                    per = args.import_trace_spans
+                    r = measure_import(backend.fresh("import"), args.import_spans, Path(tmp), per)
+                    print(f"during an import of {r['spans']:,} spans ({max(1, args.import_spans // per):,} "
                           f"traces, {r['seconds']:.1f} s): decide p50 {r['decide_p50'] * 1e3:.1f} ms, "
                           f"p99 {r['decide_p99'] * 1e3:.1f} ms, its wait p99 {r['decide_wait_p99'] * 1e3:.1f} ms "
                           f"({r['decisions']} decisions, load {os.getloadavg()[0]:.2f})", flush=True)

@@ -33,6 +33,7 @@ from agentdesk.store.schema import (
     AgentRow,
     ApprovalRow,
     AuditRow,
+    ImportStagingRow,
     ProjectRow,
     RunRow,
     SessionRow,
@@ -189,7 +190,12 @@ class Store:
             for label, row in (("projects", ProjectRow), ("tasks", TaskRow), ("sessions", SessionRow),
                                ("agents", AgentRow), ("runs", RunRow), ("spans", SpanRow),
                                ("approvals", ApprovalRow), ("audit records", AuditRow)):
-                counts[label] = session.execute(select(func.count()).select_from(row)).scalar_one()
+                query = select(func.count()).select_from(row)
+                if row in (ProjectRow, TaskRow, SessionRow, AgentRow, RunRow):  # not a half-imported trace
+                    query = query.where(row.id.not_in(select(ImportStagingRow.entity_id)))
+                elif row is SpanRow:
+                    query = query.where(SpanRow.run_id.not_in(select(ImportStagingRow.entity_id)))
+                counts[label] = session.execute(query).scalar_one()
             counts["pending approvals"] = session.execute(
                 select(func.count()).select_from(ApprovalRow).where(ApprovalRow.status == "pending")
             ).scalar_one()

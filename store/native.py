@@ -20,6 +20,7 @@ from agentdesk.store.bus import Change, ChangeBus, Subscriber
 from agentdesk.store.database import Store, open_store, to_url
 from agentdesk.store.errors import StoreUnavailable
 from agentdesk.store.maintenance import PruneSchedule
+from agentdesk.store.otel.staging import visible
 from agentdesk.store.queries import NativeQueries
 from agentdesk.store.schema import RunRow, SpanRow
 from agentdesk.store.search.indexer import IndexSchedule
@@ -97,7 +98,8 @@ class NativeSource(NativeQueries):
 
     def showcase_run(self) -> str | None:
         """The run most worth showing first (most spans among the newest runs), for screenshots."""
-        recent = select(RunRow.id).order_by(RunRow.started_at.desc()).limit(200).scalar_subquery()
+        recent = (select(RunRow.id).where(visible(RunRow.id)).order_by(RunRow.started_at.desc()).limit(200)
+                  .scalar_subquery())
         with self.store.reading() as session:
             return session.execute(
                 select(SpanRow.run_id).where(SpanRow.run_id.in_(recent)).group_by(SpanRow.run_id)

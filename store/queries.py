@@ -19,6 +19,7 @@ from agentdesk.store.bus import EntityKind
 from agentdesk.store.database import Store
 from agentdesk.store.errors import NotFound
 from agentdesk.store.otel import readback
+from agentdesk.store.otel.staging import visible
 from agentdesk.store.source import Location, Page, SpanTable
 
 ROLL_UP_ORDER = ("waiting", "running", "failed", "done", "cancelled", "idle", "pending")
@@ -44,7 +45,7 @@ def pending_by(session: Session, column: InstrumentedAttribute[Any], ids: list[s
 
 def statuses_by(session: Session, column: InstrumentedAttribute[Any], ids: list[str]) -> dict[str, str]:
     rows = session.execute(
-        select(column, sc.AgentRow.status).where(column.in_(ids)).distinct()).all()
+        select(column, sc.AgentRow.status).where(column.in_(ids), visible(sc.AgentRow.id)).distinct()).all()
     grouped: dict[str, list[str]] = {}
     for key, status in rows:
         grouped.setdefault(key, []).append(status)
@@ -57,18 +58,20 @@ class NativeQueries:
 
     def projects(self) -> list[rm.Project]:
         with self.store.reading() as s:
-            rows = s.execute(select(sc.ProjectRow).order_by(sc.ProjectRow.created_at)).scalars().all()
+            rows = s.execute(select(sc.ProjectRow).where(visible(sc.ProjectRow.id))
+                             .order_by(sc.ProjectRow.created_at)).scalars().all()
             ids = [r.id for r in rows]
             pending = pending_by(s, sc.ApprovalRow.project_id, ids)
             status = statuses_by(s, sc.AgentRow.project_id, ids)
             tasks: dict[str, int] = {key: n for key, n in s.execute(
-                select(sc.TaskRow.project_id, func.count()).group_by(sc.TaskRow.project_id))}
+                select(sc.TaskRow.project_id, func.count()).where(visible(sc.TaskRow.id))
+                .group_by(sc.TaskRow.project_id))}
             return [convert.project(r, status.get(r.id, "idle"), pending.get(r.id, 0), tasks.get(r.id, 0))
                     for r in rows]
 
     def tasks(self, project_id: str) -> list[rm.Task]:
         with self.store.reading() as s:
-            rows = s.execute(select(sc.TaskRow).where(sc.TaskRow.project_id == project_id)
+            rows = s.execute(select(sc.TaskRow).where(sc.TaskRow.project_id == project_id, visible(sc.TaskRow.id))
                              .order_by(sc.TaskRow.created_at)).scalars().all()
             ids = [r.id for r in rows]
             pending = pending_by(s, sc.ApprovalRow.task_id, ids)
@@ -77,7 +80,8 @@ class NativeQueries:
 
     def sessions(self, task_id: str) -> list[rm.Session]:
         with self.store.reading() as s:
-            rows = s.execute(select(sc.SessionRow).where(sc.SessionRow.task_id == task_id)
+            rows = s.execute(select(sc.SessionRow).where(sc.SessionRow.task_id == task_id,
+                                                         visible(sc.SessionRow.id))
                              .order_by(sc.SessionRow.created_at)).scalars().all()
             pending = pending_by(s, sc.ApprovalRow.session_id, [r.id for r in rows])
             return [convert.session(r, pending.get(r.id, 0)) for r in rows]
@@ -85,12 +89,13 @@ class NativeQueries:
     def agents(self, session_id: str) -> list[rm.Agent]:
         """All agents of a session, parents before their sub-agents."""
         with self.store.reading() as s:
-            rows = s.execute(select(sc.AgentRow).where(sc.AgentRow.session_id == session_id)
+            rows = s.execute(select(sc.AgentRow).where(sc.AgentRow.session_id == session_id,
+                                                       visible(sc.AgentRow.id))
                              .order_by(sc.AgentRow.created_at)).scalars().all()
             ids = [r.id for r in rows]
             pending = pending_by(s, sc.ApprovalRow.agent_id, ids)
             runs: dict[str, int] = {key: n for key, n in s.execute(
-                select(sc.RunRow.agent_id, func.count()).where(sc.RunRow.agent_id.in_(ids))
+                select(sc.RunRow.agent_id, func.count()).where(sc.RunRow.agent_id.in_(ids), visible(sc.RunRow.id))
                 .group_by(sc.RunRow.agent_id))}
             return [convert.agent(r, pending.get(r.id, 0), runs.get(r.id, 0)) for r in rows]
 
@@ -98,8 +103,8 @@ class NativeQueries:
         """Newest first: the run an operator wants is almost always the latest."""
         with self.store.reading() as s:
             total = s.execute(select(func.count()).select_from(sc.RunRow)
-                              .where(sc.RunRow.agent_id == agent_id)).scalar_one()
-            rows = s.execute(select(sc.RunRow).where(sc.RunRow.agent_id == agent_id)
+                              .where(sc.RunRow.agent_id == agent_id, visible(sc.RunRow.id))).scalar_one()
+            rows = s.execute(select(sc.RunRow).where(sc.RunRow.agent_id == agent_id, visible(sc.RunRow.id))
                              .order_by(sc.RunRow.started_at.desc(), sc.RunRow.id)
                              .offset(offset).limit(limit)).scalars().all()
             pending = pending_by(s, sc.ApprovalRow.run_id, [r.id for r in rows])
@@ -122,7 +127,7 @@ class NativeQueries:
                 self._missing(EntityKind.AGENT, agent_id)
             pending = pending_by(s, sc.ApprovalRow.agent_id, [row.id])
             runs = s.execute(select(func.count()).select_from(sc.RunRow)
-                             .where(sc.RunRow.agent_id == row.id)).scalar_one()
+                             .where(sc.RunRow.agent_id == row.id, visible(sc.RunRow.id))).scalar_one()
             return convert.agent(row, pending.get(row.id, 0), runs)
 
     @staticmethod

@@ -281,6 +281,20 @@ class OtelOrphanRow(Base):
     """agentdesk's id of the parent span it is waiting for."""
 
 
+class ImportStagingRow(Base):
+    """A row an OTLP import created for a large trace it is still writing (migration 0010): hidden from
+    every reader until the import's final "flip" transaction deletes these rows (docs/otel.md)."""
+
+    __tablename__ = "import_staging"
+    entity_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    """project, task, session, agent or run."""
+    run_id: Mapped[str] = mapped_column(String(64), index=True)
+    """The trace's run: the flip and the clean-up find every staged row of one trace by it."""
+    heartbeat_at: Mapped[float] = mapped_column(Float)
+    """Unix seconds of the importer's last transaction on this trace: older than STALE_S = abandoned."""
+
+
 class OtelResourceRow(Base):
     """An OTel resource (service.name, host, SDK...) once, referenced by its spans' `otel.resource` key."""
 

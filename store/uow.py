@@ -145,6 +145,11 @@ class UnitOfWork:
         return (f"The store {self.store.display_name} stayed locked by another writer for {shown} s; "
                 "nothing was written.")
 
+    @property
+    def signals_operators(self) -> bool:
+        """Whether `operator_waiting` can ever say True here (SQLite's writer gate); on a server it cannot."""
+        return self._gate is not None
+
     def operator_waiting(self) -> bool:
         """Whether an operator's write is waiting for this unit's lock (SQLite: any process; else False).
 

@@ -4,8 +4,9 @@ Why two phases: a trace can be spread over many lines of a JSON Lines file (and 
 line can hold many traces), yet a trace must become visible atomically and memory
 must stay bounded. Records are decoded and staged, as they stream, into a private
 temporary SQLite file (never the store); then each trace is written into the
-store in one transaction (small traces batched several to a transaction, a large
-one streamed in chunks inside its own), so no reader ever sees half a trace. The
+store in one transaction (small traces batched several to a transaction), or, for
+a large one, staged over many short transactions and made visible by a last short
+one (`store.otel.staging`), so no reader ever sees half a trace. The
 transactions are short for the operator's sake: the import is a bulk writer that
 steps aside for an operator's write, and a transaction takes no further trace once
 it has held the lock `IMPORT_SLICE_S` or an operator's write is waiting.
@@ -31,10 +32,11 @@ from pathlib import Path
 from agentdesk.store.database import Store
 from agentdesk.store.errors import InvalidInput, StoreError
 from agentdesk.store.ids import new_id
+from agentdesk.store.otel import staging
 from agentdesk.store.otel.formats import TraceFile
 from agentdesk.store.otel.prepare import Prepared, Preparer, fewer_collections
-from agentdesk.store.otel.spans import BadRecord
-from agentdesk.store.otel.writer import IngestReport, TraceIndex, write_trace
+from agentdesk.store.otel.spans import BadRecord, run_row_id
+from agentdesk.store.otel.writer import IngestReport, TraceIndex, TraceWriter, write_trace
 from agentdesk.store.uow import UnitOfWork
 
 IMPORT_ACTOR = "import"
@@ -45,6 +47,19 @@ IMPORT_SLICE_S = 0.02
 OPERATOR_COURTESY_S = 0.05
 """After ending a transaction for a waiting operator, the import pauses this long before its next trace."""
 CHUNK = 2_000
+STAGED_SPANS = CHUNK
+"""A trace of more spans than this is written staged: many short transactions, then a flip
+(`store.otel.staging`); a smaller one is written in one transaction (it takes a few ms)."""
+STAGED_STEP = 200
+"""Spans per write call of a staged trace (~10-20 ms): the granularity at which it can step aside."""
+STAGED_SLICE_S = 1.0
+"""A staged trace's transaction takes no further piece after holding the lock this long; it ends at
+once, after the piece in flight (~10-20 ms), when an operator's write waits. Long enough that a
+100,000-span trace costs a few dozen commits, not hundreds (50 ms slices made that import ~50 %
+slower: WAL rewrites and checkpoints); short enough that runtimes queued behind it wait ~1 s."""
+UNSIGNALLED_SLICE_S = 0.05
+"""The slice where no operator's wait can be seen (PostgreSQL: the advisory lock has no intent signal),
+so a decision waits at most this long behind the import."""
 MEMORY_SPANS = 20_000
 """Decoded spans held in memory before staging moves to the spill file (~2.5 KB each: ~50 MB)."""
 
@@ -298,9 +313,28 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
             done["spans"] += len(chunk)
             report()
 
+    staging.clean_stale(store, keep={run_row_id(trace) for trace, _ in traces})
     n = 0
     yielded = False
     while n < len(traces):
+        if traces[n][1] > STAGED_SPANS:
+            if cancel is not None and cancel.is_set():
+                result.cancelled = True
+                return
+            before = done["spans"]
+            try:
+                staged = _write_staged(store, spill, traces[n][0], chunks, default_project)
+            except _Stop:
+                result.cancelled = True
+                done["spans"] = before
+                return
+            if staged is not None:
+                result.report.add(staged)
+                n += 1
+                done["spans"] = before + traces[n - 1][1]
+                done["traces"] += 1
+                report()
+                continue
         if cancel is not None and cancel.is_set():
             result.cancelled = True
             return
@@ -344,6 +378,51 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
         done["spans"] = before + size
         done["traces"] += len(reports)
         report()
+
+
+def _write_staged(store: Store, spill: _Staging, trace: str, chunks: Callable[[str], Iterator[list[Prepared]]],
+                  default_project: str | None) -> IngestReport | None:
+    """One large trace in short transactions, invisible until the flip; None when its run is already
+    visible (more spans for a finished trace: one transaction, as before, so it never shows half).
+
+    Each transaction writes `STAGED_STEP`-span pieces until it has held the lock `STAGED_SLICE_S` or
+    an operator's write waits (then the import also pauses `OPERATOR_COURTESY_S`). A cancel (`_Stop`
+    from `chunks`) rolls back only the piece in flight: the rest stays staged, hidden, resumable.
+    """
+    index = spill.index(trace)
+    index.cycle()  # the trace's pure work (loop check, start order) before the lock, not under it
+    index.by_start()
+    with UnitOfWork(store, runtime=True) as uow:
+        if staging.state(uow, run_row_id(trace)) == "visible":
+            return None
+        writer = TraceWriter(uow, index, default_project, staged=True)
+        writer.prepare()
+    pieces = (chunk[i:i + STAGED_STEP] for chunk in chunks(trace) for i in range(0, len(chunk), STAGED_STEP))
+    piece = next(pieces, None)
+    while piece is not None:
+        waiting = False
+        with UnitOfWork(store, runtime=True) as uow:
+            writer.rebind(uow)
+            began = time.monotonic()
+            slice_s = STAGED_SLICE_S if uow.signals_operators else UNSIGNALLED_SLICE_S
+            while piece is not None:
+                writer.write(piece)
+                writer.place_written()
+                piece = next(pieces, None)
+                waiting = uow.operator_waiting()
+                if waiting or time.monotonic() - began >= slice_s:
+                    break
+            writer.heartbeat()
+        if waiting:
+            time.sleep(OPERATOR_COURTESY_S)
+    with store.reading() as s:  # the roll-up's scan of the run reads, outside the write lock
+        facts = writer.roll_up_facts(s.connection())
+    with UnitOfWork(store, runtime=True) as uow:
+        writer.rebind(uow)
+        writer.settle(facts)
+    with UnitOfWork(store, runtime=True) as uow:
+        writer.rebind(uow)
+        return writer.flip()
 
 
 def _audit(store: Store, result: ImportResult, actor: str) -> None:

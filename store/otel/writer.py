@@ -88,6 +88,8 @@ class TraceIndex:
     conversation: str | None = None
     root_span: str | None = None
     root_name: str | None = None
+    _by_start: list[tuple[str, IndexEntry]] | None = field(default=None, repr=False, compare=False)
+    _cycle: tuple[int, str | None] | None = field(default=None, repr=False, compare=False)
 
     def add(self, p: Prepared) -> None:
         self.note(p.span_id, p.parent_id, p.agent_key, p.agent_name, p.start_ns, p.project, p.conversation,
@@ -103,8 +105,22 @@ class TraceIndex:
         if parent_id is None and self.root_span is None:
             self.root_span, self.root_name = span_id, name
 
+    def by_start(self) -> list[tuple[str, IndexEntry]]:
+        """The spans in start order, sorted once (a staged write sorts before taking the lock)."""
+        if self._by_start is None or len(self._by_start) != len(self.spans):
+            self._by_start = sorted(self.spans.items(), key=lambda kv: kv[1].start_ns)
+        return self._by_start
+
     def cycle(self) -> str | None:
-        """A span that is its own ancestor (hostile or broken input), or None. O(spans), iterative."""
+        """A span that is its own ancestor (hostile or broken input), or None. O(spans), iterative;
+        the answer is kept (a staged write asks before taking the lock, `prepare` again under it)."""
+        if self._cycle is not None and self._cycle[0] == len(self.spans):
+            return self._cycle[1]
+        found = self._find_cycle()
+        self._cycle = (len(self.spans), found)
+        return found
+
+    def _find_cycle(self) -> str | None:
         done: set[str] = set()
         for start in self.spans:
             path: list[str] = []
@@ -124,11 +140,15 @@ class TraceIndex:
 class TraceWriter:
     """Writes one trace inside a unit of work: `prepare`, then `write` chunks, then `finish`."""
 
-    def __init__(self, uow: UnitOfWork, index: TraceIndex, default_project: str | None) -> None:
-        self.uow = uow
-        self.conn: Connection = uow.session.connection()
-        if self.conn.dialect.name == "sqlite":  # random-id B-tree inserts thrash the default 2 MB page cache
-            self.conn.exec_driver_sql("PRAGMA cache_size=-131072")
+    def __init__(self, uow: UnitOfWork, index: TraceIndex, default_project: str | None, *,
+                 staged: bool = False) -> None:
+        self.rebind(uow)
+        self.staged = staged
+        """Written over many transactions (`store.otel.staging`): what it creates is named in
+        `import_staging` (hidden from readers) and its change-log rows wait for `flip`."""
+        self._deferred: list[tuple[str, str, str, dict[str, str] | None, int | None]] = []
+        self._placed_upto = 0
+        self._facts: tuple[Any, ...] | None = None
         self.index = index
         self.default_project = default_project
         self.run_id = run_row_id(index.trace_id)
@@ -154,6 +174,29 @@ class TraceWriter:
         self._new_run = False
         self._first = uow.now
 
+    def rebind(self, uow: UnitOfWork) -> None:
+        """Continue in another unit of work (a staged trace takes one per slice)."""
+        self.uow = uow
+        self.conn: Connection = uow.session.connection()
+        if self.conn.dialect.name == "sqlite":  # random-id B-tree inserts thrash the default 2 MB page cache
+            self.conn.exec_driver_sql("PRAGMA cache_size=-131072")
+
+    def _record(self, entity: str, op: str, entity_id: str, parents: dict[str, str] | None = None,
+                revision: int | None = None) -> None:
+        """A change-log row now, or (staged) at the flip: no watcher hears of a trace before it is whole."""
+        if self.staged:
+            self._deferred.append((entity, op, entity_id, parents, revision))
+        else:
+            self.uow.record(entity, op, entity_id, parents, revision)
+
+    def _stage(self, kind: str, ids: Iterable[str]) -> None:
+        """Name rows this staged write created: hidden until the flip (same transaction as their insert)."""
+        if not self.staged:
+            return
+        rows = [{"entity_id": i, "kind": kind, "run_id": self.run_id, "heartbeat_at": self.uow.now} for i in ids]
+        if rows:
+            self.conn.execute(insert(sc.ImportStagingRow), rows)
+
     # -- placing the trace in the hierarchy ------------------------------------------------
     def prepare(self) -> None:
         looped = self.index.cycle()
@@ -177,30 +220,34 @@ class TraceWriter:
             self.project_id = "otp_" + _h(name)
             if s.get(sc.ProjectRow, self.project_id) is None:
                 s.add(sc.ProjectRow(id=self.project_id, name=name, created_at=now, revision=1))
-                self.uow.record("project", "insert", self.project_id)
+                self._stage("project", [self.project_id])
+                self._record("project", "insert", self.project_id)
             self.task_id = "ott_" + _h(self.project_id)
             if s.get(sc.TaskRow, self.task_id) is None:
                 s.add(sc.TaskRow(id=self.task_id, project_id=self.project_id, title=TASK_TITLE, created_at=now,
                                  revision=1))
-                self.uow.record("task", "insert", self.task_id, {"project": self.project_id})
+                self._stage("task", [self.task_id])
+                self._record("task", "insert", self.task_id, {"project": self.project_id})
             conv = self.index.conversation
             self.session_id = "ots_" + _h(self.project_id, conv or "trace:" + self.index.trace_id)
             if s.get(sc.SessionRow, self.session_id) is None:
                 title = conv or f"trace {self.index.root_name or self.index.trace_id[:8]}"
                 s.add(sc.SessionRow(id=self.session_id, project_id=self.project_id, task_id=self.task_id,
                                     title=title, status="running", created_at=now, revision=1))
-                self.uow.record("session", "insert", self.session_id,
+                self._stage("session", [self.session_id])
+                self._record("session", "insert", self.session_id,
                                 {"project": self.project_id, "task": self.task_id})
             s.flush()
             self.run_agent = self._top_agent()
             self.root_row = self.index.root_span and span_row_id(self.index.trace_id, self.index.root_span)
         self._agents.setdefault(self.run_agent, {"parent": None})
-        for span_id, entry in sorted(self.index.spans.items(), key=lambda kv: kv[1].start_ns):
+        for span_id, entry in self.index.by_start():
             if entry.agent_key is not None:
                 self._enclosing_agent(span_id)
         self._flush_agents()
         if run is not None:
             self._rehome()
+        self._claim_shared()
         if self._new_run:
             s.flush()
             s.add(sc.RunRow(id=self.run_id, project_id=self.project_id, task_id=self.task_id,
@@ -208,10 +255,20 @@ class TraceWriter:
                             title=self.index.root_name or f"trace {self.index.trace_id[:8]}",
                             status="running", started_at=now, revision=1))
             s.flush()
+            self._stage("run", [self.run_id])
+
+    def _claim_shared(self) -> None:
+        """Containers this trace uses that an unfinished staged import created become visible now: they
+        hold this trace too (which is whole when this transaction commits). Staged runs stay hidden."""
+        St = sc.ImportStagingRow
+        ids = [self.project_id, self.task_id, self.session_id, *self._agents]
+        for n in range(0, len(ids), IN_CHUNK):
+            self.conn.execute(delete(St).where(St.entity_id.in_(ids[n:n + IN_CHUNK]), St.run_id != self.run_id,
+                                               St.kind != "run"))
 
     def _top_agent(self) -> str:
         """The run's agent: the trace's outermost agent span, else one named after the service."""
-        for span_id, entry in sorted(self.index.spans.items(), key=lambda kv: kv[1].start_ns):
+        for span_id, entry in self.index.by_start():
             if entry.agent_key is not None and self._enclosing_agent(entry.parent_id) is None:
                 found = self._enclosing_agent(span_id)
                 assert found is not None
@@ -228,8 +285,7 @@ class TraceWriter:
         if stand_in is None or stand_in.parent_agent_id is not None or \
                 self.run_agent != "ota_" + _h(self.session_id, "", "service:" + stand_in.name):
             return
-        top = next((self._agent_of.get(sid) for sid, e in sorted(self.index.spans.items(),
-                                                                  key=lambda kv: kv[1].start_ns)
+        top = next((self._agent_of.get(sid) for sid, e in self.index.by_start()
                     if e.agent_key is not None and self._enclosing_agent(e.parent_id) is None), None)
         if top is None or top == self.run_agent:
             return
@@ -240,7 +296,7 @@ class TraceWriter:
         c.execute(update(A).where(A.parent_agent_id == old, A.id != top).values(parent_agent_id=top))
         self._rehome_approvals(old, top)
         for agent in (old, top):  # both agents' context views reload (their items moved)
-            self.uow.record("context", "update", agent, {"agent": agent, "session": self.session_id})
+            self._record("context", "update", agent, {"agent": agent, "session": self.session_id})
         self.run_agent = top
         self._agents.pop(old, None)
         self._agents.setdefault(top, {"parent": None})
@@ -249,7 +305,7 @@ class TraceWriter:
                          ).scalar_one()
         if not left and not used:
             c.execute(delete(A).where(A.id == old))
-            self.uow.record("agent", "delete", old, {"project": self.project_id, "task": self.task_id,
+            self._record("agent", "delete", old, {"project": self.project_id, "task": self.task_id,
                                                      "session": self.session_id})
 
     def _rehome_approvals(self, old: str, top: str) -> None:
@@ -265,7 +321,7 @@ class TraceWriter:
         parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id, "agent": top,
                    "run": self.run_id}
         for approval_id, revision in moved:
-            self.uow.record("approval", "update", approval_id, parents, revision + 1)
+            self._record("approval", "update", approval_id, parents, revision + 1)
 
     def _enclosing_agent(self, span_id: str | None) -> str | None:
         """The agent of the nearest agent span at or above `span_id`.
@@ -342,6 +398,7 @@ class TraceWriter:
         """New agents in creation order (a parent is always created before its sub-agents)."""
         if self._pending_agents:
             bulk_insert(self.conn, sc.AgentRow, self._pending_agents)
+            self._stage("agent", [a["id"] for a in self._pending_agents])
             self._pending_agents = []
 
     def _stored_root(self) -> str | None:
@@ -545,27 +602,83 @@ class TraceWriter:
             parent = self._agents[agent_id].get("parent")
             if parent:
                 p["parent_agent"] = parent
-            self.uow.record("agent", "insert", agent_id, p)
-        self.uow.record("run", "insert" if self._new_run else "update", self.run_id,
+            self._record("agent", "insert", agent_id, p)
+        self._record("run", "insert" if self._new_run else "update", self.run_id,
                         {k: parents[k] for k in ("project", "task", "session", "agent")})
         if self._written:
-            self.uow.record("span_batch", "insert", self.run_id, parents)
+            self._record("span_batch", "insert", self.run_id, parents)
         touched = sorted(self._context_touched)
         for n in range(0, len(touched), IN_CHUNK):
             self.conn.execute(update(sc.AgentRow).where(sc.AgentRow.id.in_(touched[n:n + IN_CHUNK])).values(
                 context_revision=sc.AgentRow.context_revision + 1))
         for agent_id in touched:
-            self.uow.record("context", "update", agent_id, {"agent": agent_id, "session": self.session_id})
+            self._record("context", "update", agent_id, {"agent": agent_id, "session": self.session_id})
         self.report.orphans_pending = self.conn.execute(
             select(func.count()).select_from(sc.OtelOrphanRow)
             .where(sc.OtelOrphanRow.run_id == self.run_id)).scalar_one()
         return self.report
 
-    def _place_orphans(self) -> None:
+    # -- a staged trace: settle, then flip ---------------------------------------------------
+    def place_written(self) -> None:
+        """Staged: orphans waiting for the spans written so far move under them (in the slice's transaction)."""
+        self._place_orphans(roots=False)
+
+    def heartbeat(self) -> None:
+        """Staged: the importer is alive (a staged trace untouched for `STALE_S` is abandoned)."""
+        self.conn.execute(update(sc.ImportStagingRow).where(sc.ImportStagingRow.run_id == self.run_id)
+                          .values(heartbeat_at=self.uow.now))
+
+    def settle(self, facts: tuple[Any, ...] | None = None) -> None:
+        """Staged: everything `finish` computes, still hidden (its change-log rows wait for `flip`);
+        `facts`: `roll_up_facts`, read before this transaction."""
+        self._facts = facts
+        self.heartbeat()
+        self.finish()
+
+    def flip(self) -> IngestReport:
+        """Staged: the short last transaction. The trace becomes visible whole: its staged rows are
+        released, and the change log announces them, parents first, then what `finish` recorded."""
+        St, A = sc.ImportStagingRow, sc.AgentRow
+        self._claim_shared()
+        staged = dict(self.conn.execute(select(St.entity_id, St.kind).where(St.run_id == self.run_id)).all())
+        box = {"project": self.project_id, "task": self.task_id, "session": self.session_id}
+        for kind in ("project", "task", "session"):
+            for entity_id in [e for e, k in staged.items() if k == kind]:
+                self.uow.record(kind, "insert", entity_id,
+                                {k: box[k] for k in ("project", "task")[:("project", "task", "session").index(kind)]})
+        agents = [e for e, k in staged.items() if k == "agent"]
+        parent_of: dict[str, str | None] = {}
+        for n in range(0, len(agents), IN_CHUNK):
+            parent_of.update(self.conn.execute(select(A.id, A.parent_agent_id)
+                                               .where(A.id.in_(agents[n:n + IN_CHUNK]))).all())
+
+        def depth(agent: str) -> int:
+            d, current = 0, parent_of.get(agent)
+            while current is not None and current in parent_of and d <= len(parent_of):
+                d, current = d + 1, parent_of.get(current)
+            return d
+
+        for agent_id in sorted(parent_of, key=depth):  # a parent before its sub-agents
+            p = dict(box)
+            if parent_of[agent_id]:
+                p["parent_agent"] = str(parent_of[agent_id])
+            self.uow.record("agent", "insert", agent_id, p)
+        deferred, self._deferred, self.staged = self._deferred, [], False
+        for entity, op, entity_id, parents, revision in deferred:
+            if entity == "agent" and op == "insert":
+                continue  # announced above, with any a crashed earlier attempt staged
+            if entity == "run" and entity_id == self.run_id and self.run_id in staged:
+                op = "insert"  # new to every reader, even when an earlier attempt created the row
+            self.uow.record(entity, op, entity_id, parents, revision)
+        self.conn.execute(delete(St).where(St.run_id == self.run_id))
+        return self.report
+
+    def _place_orphans(self, roots: bool = True) -> None:
         """Orphans whose parent this write brought move under it; set-based, so a batch costs a few
         statements however many children were waiting (the receiver's batches are mostly children)."""
         Orph, S = sc.OtelOrphanRow, sc.SpanRow
-        written = self._written
+        written = self._written[self._placed_upto:]
+        self._placed_upto = len(self._written)
         for n in range(0, len(written), IN_CHUNK):
             rows = self.conn.execute(select(Orph.span_id, Orph.parent_id, S.attributes, S.name)
                                      .join(S, S.id == Orph.span_id)
@@ -583,6 +696,8 @@ class TraceWriter:
                 moves)
             self.conn.execute(delete(Orph).where(Orph.span_id.in_([m["sid"] for m in moves])))
             self.report.placed += len(moves)
+        if not roots:
+            return
         if self.root_row is None:
             self.root_row = self._stored_root()
         if self.root_row is not None:  # orphans written before their root: under the root now
@@ -591,14 +706,21 @@ class TraceWriter:
             for n in range(0, len(tops), IN_CHUNK):
                 self.conn.execute(update(S).where(S.id.in_(tops[n:n + IN_CHUNK])).values(parent_span_id=self.root_row))
 
-    def _roll_up(self) -> None:
+    def roll_up_facts(self, conn: Connection) -> tuple[Any, ...]:
+        """The run's totals over its spans; a staged write reads them outside the write lock (nobody
+        else writes a staged run's spans), so the settling transaction only updates."""
         S = sc.SpanRow
         model = S.kind == "model"
-        _total, open_, first, last, tin, tout, cost = self.conn.execute(select(
+        return tuple(conn.execute(select(
             func.count(), func.count().filter(S.ended_at.is_(None)), func.min(S.started_at),
             func.max(S.ended_at), func.coalesce(func.sum(S.input_tokens).filter(model), 0),
             func.coalesce(func.sum(S.output_tokens).filter(model), 0),
-            func.coalesce(func.sum(S.cost_usd).filter(model), 0.0)).where(S.run_id == self.run_id)).one()
+            func.coalesce(func.sum(S.cost_usd).filter(model), 0.0)).where(S.run_id == self.run_id)).one())
+
+    def _roll_up(self) -> None:
+        S = sc.SpanRow
+        given, self._facts = self._facts, None
+        _total, open_, first, last, tin, tout, cost = given if given is not None else self.roll_up_facts(self.conn)
         root = None
         if self.root_row is not None:
             root = self.conn.execute(select(S.status, S.name, S.error).where(S.id == self.root_row)).first()
@@ -628,7 +750,7 @@ class TraceWriter:
         session_status = "running" if status == "running" else ("failed" if status == "failed" else "done")
         self.conn.execute(update(sc.SessionRow).where(sc.SessionRow.id == self.session_id).values(
             status=session_status, ended_at=None if open_ else last, revision=sc.SessionRow.revision + 1))
-        self.uow.record("session", "update", self.session_id, {"project": self.project_id, "task": self.task_id})
+        self._record("session", "update", self.session_id, {"project": self.project_id, "task": self.task_id})
 
 
 @dataclass

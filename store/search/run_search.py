@@ -25,6 +25,7 @@ from sqlalchemy import Engine, text
 from agentdesk.store.convert import json_dict
 from agentdesk.store.errors import NotFound
 from agentdesk.store.native import NativeSource
+from agentdesk.store.otel.staging import STAGED_SQL
 from agentdesk.store.search import fts
 from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.query import Query, fts_phrase, matches_text, parse, words_of
@@ -125,7 +126,8 @@ def _search_sql(engine: Engine, q: Query, run_id: str) -> SearchResult:
                f"WHERE f.{fts.FTS_TABLE} MATCH :match AND {' AND '.join(tests)} "
                f"UNION ALL {dirty_rows(['s.run_id = :run', *column_terms])}")
     with engine.connect() as conn:
-        if conn.execute(text("SELECT 1 FROM runs WHERE id = :run"), params).first() is None:
+        shown = text(f"SELECT 1 FROM runs WHERE id = :run AND id NOT IN ({STAGED_SQL})")  # not half-imported
+        if conn.execute(shown, params).first() is None:
             raise NotFound(f"No run {run_id!r} in this store.")
         raw = conn.connection.driver_connection  # the sqlite3 cursor: a million rows without ORM row objects
         assert raw is not None

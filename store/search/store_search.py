@@ -22,6 +22,7 @@ from sqlalchemy import Engine, text
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
 from agentdesk.store.native import NativeSource
+from agentdesk.store.otel.staging import STAGED_SQL
 from agentdesk.store.search import fts
 from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.query import Query, matches_text, parse
@@ -111,10 +112,10 @@ def _describe(source: Source, group: RunHits) -> None:
 
 def _spans_sql(engine: Engine, q: Query, limit: int) -> tuple[list[Hit], int]:
     params: dict[str, Any] = {"limit": limit}
-    tests = column_tests(q, params)
+    tests = [*column_tests(q, params), f"s.run_id NOT IN ({STAGED_SQL})"]  # no half-imported trace
     match = match_expression(q)
     if match is None:  # columns only: the span rows themselves, never stale
-        base = f"FROM spans s WHERE {' AND '.join(tests or ['1 = 1'])}"
+        base = f"FROM spans s WHERE {' AND '.join(tests)}"
     else:  # the index for spans not written since they were indexed; the dirty ones are scanned below
         where = " AND ".join([*tests, *attribute_tests(q, params), fresh("r")])
         params["match"] = match
@@ -125,7 +126,7 @@ def _spans_sql(engine: Engine, q: Query, limit: int) -> tuple[list[Hit], int]:
         rows = conn.execute(text(f"SELECT s.id, s.run_id, s.name, s.started_at {base} LIMIT :limit"),
                             params).all()
         dirty = [] if match is None else [
-            row for row in conn.execute(text(dirty_rows(tests or ["1 = 1"], ", s.run_id")), params)
+            row for row in conn.execute(text(dirty_rows(tests, ", s.run_id")), params)
             if dirty_matches(q, row)]
     hits = [Hit(HitKind.SPAN, r[0], r[1], r[0], r[2], r[3]) for r in rows]
     hits += [Hit(HitKind.SPAN, r[0], r[7], r[0], r[3] or "", r[1]) for r in dirty[: max(0, limit - len(hits))]]
