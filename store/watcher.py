@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import func, select
@@ -118,20 +119,13 @@ class ChangeWatcher(LoopWatcher):
     def _from_listener(self, rows: list[tuple[Any, ...]]) -> list[Change]:
         """The read after a NOTIFY, on the listener's connection: one statement per batch (NEW_CHANGES_SQL)."""
         assert isinstance(self._loop, NotifyLoop)
-        lowest, highest = rows[0][0], rows[0][1]
-        if highest is None or highest == self.high_water:
-            return []
-        if self._lost_track(lowest, highest):
-            self.high_water = highest
-            self.resets += 1
-            return [Change("*", RESET, "*", seq=highest, at=time.time())]
+        settled = self._settled_by_bounds(rows[0][0], rows[0][1])
+        if settled is not None:
+            return settled
         changes: list[Change] = []
         while True:
             found = [row[2:] for row in rows if row[2] is not None]
-            for seq, at, origin, entity, op, entity_id, parents, revision in found:
-                self.high_water = seq
-                if origin != self.store.origin or self.include_own:
-                    changes.append(Change(entity, op, entity_id, json.loads(parents), revision, seq, origin, at))
+            self._take(found, changes)
             if len(found) < READ_BATCH:
                 return changes
             more = self._loop.query(NEW_CHANGES_SQL, (self.high_water, READ_BATCH))
@@ -145,22 +139,32 @@ class ChangeWatcher(LoopWatcher):
         changes: list[Change] = []
         with self.store.reading() as session:  # one snapshot: gap check and rows agree
             lowest, highest = session.execute(select(func.min(C.seq), func.max(C.seq))).one()
-            if highest is None or highest == self.high_water:
-                return []
-            if self._lost_track(lowest, highest):
-                self.high_water = highest
-                self.resets += 1
-                return [Change("*", RESET, "*", seq=highest, at=time.time())]
+            settled = self._settled_by_bounds(lowest, highest)
+            if settled is not None:
+                return settled
             while True:
                 rows = session.execute(select(*columns).where(C.seq > self.high_water)
                                        .order_by(C.seq).limit(READ_BATCH)).all()
-                for seq, at, origin, entity, op, entity_id, parents, revision in rows:
-                    self.high_water = seq
-                    if origin != self.store.origin or self.include_own:
-                        changes.append(Change(entity, op, entity_id, json.loads(parents), revision, seq,
-                                              origin, at))
+                self._take(rows, changes)
                 if len(rows) < READ_BATCH:
                     return changes
+
+    def _settled_by_bounds(self, lowest: int | None, highest: int | None) -> list[Change] | None:
+        """The answer the log's bounds alone give (nothing new, or a reset); None when rows must be read."""
+        if highest is None or highest == self.high_water:
+            return []
+        if lowest is not None and self._lost_track(lowest, highest):
+            self.high_water = highest
+            self.resets += 1
+            return [Change("*", RESET, "*", seq=highest, at=time.time())]
+        return None
+
+    def _take(self, rows: Sequence[Sequence[Any]], into: list[Change]) -> None:
+        """Advance the high-water mark over `rows` (seq order), keeping the changes this watcher reports."""
+        for seq, at, origin, entity, op, entity_id, parents, revision in rows:
+            self.high_water = seq
+            if origin != self.store.origin or self.include_own:
+                into.append(Change(entity, op, entity_id, json.loads(parents), revision, seq, origin, at))
 
     def _lost_track(self, lowest: int, highest: int) -> bool:
         pruned_past_us = lowest > self.high_water + 1

@@ -87,7 +87,10 @@ def test_a_server_restart_mid_stream_loses_and_repeats_nothing(pg_cluster: PgClu
     sampler = threading.Thread(target=sample)
     sampler.start()
     server.pg_ctl(pg_cluster.bin_dir, pg_cluster.root, "restart")
-    wait_until(lambda: watcher.healthy and not watcher.reconnecting)
+    # A fast restart can be over before the listener notices its connection is gone: wait for the
+    # reconnect itself, not only for a healthy state (which it also shows before noticing).
+    wait_until(lambda: watcher._loop.reconnects >= 1  # type: ignore[attr-defined]
+               and watcher.healthy and not watcher.reconnecting)
     stop.set()
     sampler.join()
     assert any(states), "the watcher never said it was reconnecting"
