@@ -52,6 +52,12 @@ def statuses_by(session: Session, column: InstrumentedAttribute[Any], ids: list[
     return {key: roll_up(values) for key, values in grouped.items()}
 
 
+def _staged(session: Session, entity_id: str) -> bool:
+    """Whether an unfinished import still hides this row: asked for by id (a saved selection, a
+    search result, `--select`), it is as absent as it is from the tree until the import's flip."""
+    return session.get(sc.ImportStagingRow, entity_id) is not None
+
+
 class NativeQueries:
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -114,7 +120,7 @@ class NativeQueries:
         """One run, fresh from the store (a tree row's dataChanged, the timeline's header)."""
         with self.store.reading() as s:
             row = s.get(sc.RunRow, run_id)
-            if row is None:
+            if row is None or _staged(s, run_id):
                 self._missing(EntityKind.RUN, run_id)
             pending = pending_by(s, sc.ApprovalRow.run_id, [row.id])
             return convert.run(row, pending.get(row.id, 0))
@@ -123,7 +129,7 @@ class NativeQueries:
         """One agent with its roll-ups (pending approvals, run count), fresh from the store."""
         with self.store.reading() as s:
             row = s.get(sc.AgentRow, agent_id)
-            if row is None:
+            if row is None or _staged(s, agent_id):
                 self._missing(EntityKind.AGENT, agent_id)
             pending = pending_by(s, sc.ApprovalRow.agent_id, [row.id])
             runs = s.execute(select(func.count()).select_from(sc.RunRow)
@@ -147,7 +153,7 @@ class NativeQueries:
                      EntityKind.SESSION: sc.SessionRow, EntityKind.AGENT: sc.AgentRow,
                      EntityKind.RUN: sc.RunRow}.get(entity)
             row = s.get(table, entity_id) if table is not None else None
-            if row is None:
+            if row is None or _staged(s, entity_id):
                 self._missing(entity, entity_id)
             if isinstance(row, sc.ProjectRow):
                 return Location(row.id)
@@ -192,7 +198,7 @@ class NativeQueries:
     def span(self, span_id: str) -> rm.Span:
         with self.store.reading() as s:
             row = s.get(sc.SpanRow, span_id)
-            if row is None:
+            if row is None or _staged(s, row.run_id):
                 self._missing("span", span_id)
             return convert.span(row)
 

@@ -13,6 +13,7 @@ import json
 from agentdesk.gui.cli import output as out
 from agentdesk.gui.cli.opening import EXIT_OK, open_for, positive, say
 from agentdesk.store.maintenance import DEFAULT_KEEP_SECONDS, prune_change_log
+from agentdesk.store.otel.staging import clean_stale
 from agentdesk.store.postgres.admin import grant_level, list_levels
 from agentdesk.store.postgres.roles import LEVELS
 
@@ -28,7 +29,8 @@ def add_admin_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     grant.add_argument("level", choices=LEVELS, help="viewer (read), operator (decide, edit), admin (rules, upkeep)")
     listing = roles.add_parser("list", parents=[common], help="every login with an agentdesk level")
     listing.add_argument("--json", action="store_true", help="one JSON list of logins and levels")
-    prune = sub.add_parser("prune", parents=[common], help="delete change-log rows every watcher has read")
+    prune = sub.add_parser("prune", parents=[common], help="delete change-log rows every watcher has read, and "
+                           "imports abandoned mid-trace")
     prune.add_argument("--keep-days", type=positive(float), default=DEFAULT_KEEP_SECONDS / DAY_S, metavar="N",
                        help=f"keep this many days of changes (default {DEFAULT_KEEP_SECONDS / DAY_S:g}); the newest "
                             "change always stays")
@@ -41,7 +43,11 @@ def cmd_admin(args: argparse.Namespace) -> int:
         if args.admin_command == "prune":
             deleted = prune_change_log(store, keep_seconds=args.keep_days * DAY_S, keep_rows=1,
                                        actor=store.login.name if store.login else "agentdesk")
-            say(f"Pruned {deleted} change-log row{'s' if deleted != 1 else ''} older than {args.keep_days:g} days.")
+            abandoned = clean_stale(store)  # imports cancelled or killed mid-trace, idle for STALE_S
+            left = (f" Removed {abandoned} abandoned partial import{'s' if abandoned != 1 else ''}."
+                    if abandoned else "")
+            say(f"Pruned {deleted} change-log row{'s' if deleted != 1 else ''} older than {args.keep_days:g} days."
+                + left)
         elif args.role_command == "grant":
             grant_level(store, args.login, args.level)
             say(f"{out.clean(args.login)} is now an agentdesk {args.level}.")

@@ -177,3 +177,53 @@ def test_a_small_trace_sharing_a_staged_session_makes_the_containers_visible(tmp
     small = big_trace(tmp_path / "small.json", 10, trace="cd" * 16)  # same service: same project and task
     import_files(store, [small], helper=False)
     assert visible_runs(store) == {"otr_" + "cd" * 16: 10}
+
+
+def test_a_staged_run_asked_for_by_id_is_as_absent_as_from_the_tree(tmp_path: Path, store: Store,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A saved selection, a search hit or `--select` naming a half-imported run finds nothing until the
+    flip: the run, its agent, its spans and its location are "not found", then all of them are there."""
+    from agentdesk.store.errors import NotFound
+
+    monkeypatch.setattr(importer, "STAGED_SLICE_S", 0.0)  # every piece commits: some before the cancel
+
+    path = big_trace(tmp_path / "big.json", 8_000)
+    cancel = threading.Event()
+    import_files(store, [path], helper=False, cancel=cancel,
+                 progress=lambda p: cancel.set() if p.phase == "writing" and p.spans_done >= 3_000 else None)
+    assert staged_rows(store) > 0
+    q = NativeQueries(store)
+    with store.reading() as s:
+        staged_run = s.get(sc.RunRow, RUN)
+        assert staged_run is not None  # stored, only hidden
+        agent_id = staged_run.agent_id
+        span_id = s.execute(select(sc.SpanRow.id).where(sc.SpanRow.run_id == RUN).limit(1)).scalar_one()
+    from agentdesk.store.bus import EntityKind
+
+    for ask in (lambda: q.run(RUN), lambda: q.agent(agent_id), lambda: q.span(span_id),
+                lambda: q.locate(EntityKind.RUN, RUN), lambda: q.locate(EntityKind.SPAN, span_id)):
+        with pytest.raises(NotFound):
+            ask()
+    import_files(store, [path], helper=False)  # resumes and flips
+    assert q.run(RUN).id == RUN and q.agent(agent_id).id == agent_id and q.span(span_id).id == span_id
+    assert q.locate(EntityKind.SPAN, span_id).run_id == RUN
+
+
+def test_admin_prune_also_removes_abandoned_partial_imports(tmp_path: Path, store: Store, store_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from agentdesk.gui.cli.main import main
+
+    path = big_trace(tmp_path / "big.json", 8_000)
+    cancel = threading.Event()
+    import_files(store, [path], helper=False, cancel=cancel,
+                 progress=lambda p: cancel.set() if p.phase == "writing" and p.spans_done >= 3_000 else None)
+    assert staged_rows(store) > 0
+    assert main(["--store", str(store_path), "admin", "prune", "--keep-days", "1"]) == 0
+    assert "abandoned" not in capsys.readouterr().out and staged_rows(store) > 0  # recent: may resume
+    monkeypatch.setattr(staging, "STALE_S", 0.0)
+    assert main(["--store", str(store_path), "admin", "prune", "--keep-days", "1"]) == 0
+    assert capsys.readouterr().out.strip().endswith("Removed 1 abandoned partial import.")
+    assert staged_rows(store) == 0
+    with store.reading() as s:
+        assert s.get(sc.RunRow, RUN) is None
