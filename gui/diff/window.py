@@ -35,10 +35,11 @@ from agentdesk.store.analysis.run_diff import Totals
 from agentdesk.store.text.times import shown_time
 
 
-def _seconds(value: float | None) -> str:
+def _seconds(value: float | None, sign: str = "") -> str:
+    """A duration in the unit that reads best; `sign="+"` for a difference (same units as the totals)."""
     if value is None:
         return "-"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+    return f"{value * 1000:{sign}.0f} ms" if abs(value) < 1 else f"{value:{sign}.2f} s"
 
 
 def _plain(text: str) -> QLabel:
@@ -123,7 +124,11 @@ class DiffWindow(QWidget):
     def compare(self, run_a: str, run_b: str) -> None:
         self._run_a = run_a
         self.run_a_label.setText(f"Run A: {shown_line(run_a, 80)}")
-        self.run_b_box.setEditText(run_b)
+        known = self.run_b_box.findData(run_b)
+        if known >= 0:  # one of A's agent's runs: show it as the list does (title, time, status)
+            self.run_b_box.setCurrentIndex(known)
+        else:
+            self.run_b_box.setEditText(run_b)
         self.message.setText("Comparing…")
         self.loader.compare(run_a, run_b)
 
@@ -192,8 +197,9 @@ class DiffWindow(QWidget):
         values = [
             ["A", f"{a.spans:,}", f"{a.tokens:,}", f"${a.cost_usd:.4f}", _seconds(a.duration_s), str(a.errors)],
             ["B", f"{b.spans:,}", f"{b.tokens:,}", f"${b.cost_usd:.4f}", _seconds(b.duration_s), str(b.errors)],
-            ["B - A", f"{b.spans - a.spans:+,}", f"{b.tokens - a.tokens:+,}", f"{b.cost_usd - a.cost_usd:+.4f}",
-             "-" if a.duration_s is None or b.duration_s is None else f"{b.duration_s - a.duration_s:+.2f} s",
+            ["B - A", f"{b.spans - a.spans:+,}", f"{b.tokens - a.tokens:+,}",
+             f"{'-' if b.cost_usd < a.cost_usd else '+'}${abs(b.cost_usd - a.cost_usd):.4f}",
+             "-" if a.duration_s is None or b.duration_s is None else _seconds(b.duration_s - a.duration_s, "+"),
              f"{b.errors - a.errors:+}"],
         ]
         for column, text in enumerate(header):
