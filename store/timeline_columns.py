@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from agentdesk.store.source import Source, SpanTable
 from agentdesk.store.sqlite import lenient_text
 
 CHUNK = 16_384
+T = TypeVar("T")
 _DTYPES = (np.float64, np.float64, np.int64, np.int64, np.float64)
 """start, end, input tokens, output tokens, cost."""
 _COLUMNS = ("id, parent_span_id, kind, name, status, started_at, ended_at, input_tokens, output_tokens, "
@@ -116,17 +117,20 @@ def from_table(table: SpanTable) -> SpanColumns:
     """A `SpanTable` (any source, or a live view's changed rows) as columns, in start order."""
     builder = _Builder()
     order = np.argsort(np.asarray(table.starts, dtype=np.float64), kind="stable").tolist()
-    if len(order) > 1:
-        pick = itemgetter(*order)
-        columns: list[Any] = [pick(c) for c in (table.ids, table.parent_ids, table.kinds, table.names,
-                                                table.statuses, table.starts, table.ends, table.input_tokens,
-                                                table.output_tokens, table.costs)]
-    else:
-        columns = [list(c) for c in (table.ids, table.parent_ids, table.kinds, table.names, table.statuses,
-                                     table.starts, table.ends, table.input_tokens, table.output_tokens,
-                                     table.costs)]
-    builder.add_columns(columns)
+    builder.add_columns([take(c, order) for c in (table.ids, table.parent_ids, table.kinds, table.names,
+                                                  table.statuses, table.starts, table.ends, table.input_tokens,
+                                                  table.output_tokens, table.costs)])
     return builder.columns()
+
+
+def take(seq: Sequence[T], indices: list[int]) -> list[T]:
+    """`[seq[i] for i in indices]`, `SLICE` at a time: one C call over a million values would hold the
+    GIL (and freeze the GUI thread) for its whole duration, a slice only for milliseconds."""
+    out: list[T] = []
+    for a in range(0, len(indices), SLICE):
+        part = indices[a:a + SLICE]
+        out.extend([seq[part[0]]] if len(part) == 1 else itemgetter(*part)(seq))
+    return out
 
 
 class _Decoded(dict[bytes, str]):
@@ -173,6 +177,10 @@ sorted after. Where a run's rows are contiguous (imports write a trace at once; 
 reads the table pages in order instead of looking each row up: 2-3x less SQLite time at a million spans."""
 DENSE = 0.5
 """Scan the rowid range when at least this share of the rows in it are the run's (else the index)."""
+ROWID_SLICE = 65_536
+"""Rowids per packed statement on the rowid-range path (see `_packed`)."""
+SLICE = 65_536
+"""Values per step of a Python loop over a million (see `take`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,34 +196,94 @@ class _Extent:
         return self.total > 0 and self.total >= DENSE * (self.hi - self.lo + 1)
 
 
-def _extent(cursor: Any, run_id: str) -> _Extent:
-    count, t0, lo, hi = cursor.execute("SELECT count(*), min(started_at), min(rowid), max(rowid) FROM spans "
-                                       "WHERE run_id = ?", (run_id,)).fetchone()
+def _extent(cursor: Any, run_id: str, ranged: bool = True) -> _Extent:
+    """`ranged=False` skips the rowid range (0, 0): reading the first spans goes through the index
+    anyway, and the range costs SQLite ~4x the count (~0.2 s against ~0.05 s at a million spans)."""
+    if not ranged:
+        count, t0 = cursor.execute("SELECT count(*), min(started_at) FROM spans WHERE run_id = ?",
+                                   (run_id,)).fetchone()
+        lo = hi = 0
+    else:
+        count, t0, lo, hi = cursor.execute("SELECT count(*), min(started_at), min(rowid), max(rowid) FROM spans "
+                                           "WHERE run_id = ?", (run_id,)).fetchone()
     return _Extent(int(count), float(t0) if isinstance(t0, (int, float)) else 0.0, int(lo or 0), int(hi or 0))
 
 
 def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent,
             by_rowid: bool | None = None) -> SpanColumns | None:
-    """The run's columns from one statement: SQLite joins each column into one string, which Python
-    splits and numpy parses in C. Numbers travel as integers (times rebased to the run's first start,
-    in nanoseconds; costs in picodollars): SQLite prints and numpy parses an integer ~10x faster than a
-    float. A million spans make a few objects per column, not millions of row tuples, and SQLite works
-    without holding the GIL, so the GUI thread runs meanwhile. The whole run of contiguous rows is read
-    by its rowid range (see `_BY_ROWID`). None when a value does not fit the packing (the row path
-    reads it then). `by_rowid` forces the access path (tests compare both).
+    """The run's columns from packed statements: SQLite joins each column into one string, which
+    Python splits and numpy parses in C. Numbers travel as integers (times rebased to the run's first
+    start, in nanoseconds; costs in picodollars): SQLite prints and numpy parses an integer ~10x faster
+    than a float. A million spans make a few objects per column, not millions of row tuples.
+
+    The whole run of contiguous rows is read by its rowid range (see `_BY_ROWID`), one statement per
+    `ROWID_SLICE` rowids: SQLite works without the GIL, and each slice's Python part (splitting ~65k
+    values per column) holds it for milliseconds, so the GUI thread keeps running through the read.
+    One statement over a million rows made a split of a million values per column, a GIL hold of up
+    to ~0.25 s each (the GUI froze that long, repeatedly). None when a value does not fit the packing
+    (the row path reads it then). `by_rowid` forces the access path (tests compare both).
     """
     if extent.total == 0:
         return None
     if by_rowid is None:
         by_rowid = first is None and extent.dense()
-    where = _BY_ROWID if by_rowid else _BY_INDEX.format(limit="" if first is None else f" LIMIT {int(first)}")
-    args = {"run": run_id, "t0": extent.t0, "lo": extent.lo, "hi": extent.hi, "none": _NONE}
-    try:
-        row = cursor.execute(_PACKED.format(where=where), args).fetchone()
-    except sqlite3.Error:  # too big for one value (huge names): rows instead
+    if by_rowid:
+        where = _BY_ROWID
+        pieces = [(lo, min(lo + ROWID_SLICE - 1, extent.hi)) for lo in range(extent.lo, extent.hi + 1, ROWID_SLICE)]
+    else:
+        where = _BY_INDEX.format(limit="" if first is None else f" LIMIT {int(first)}")
+        pieces = [(extent.lo, extent.hi)]
+    statement = _PACKED.format(where=where)
+    texts: list[list[Any]] = [[], [], [], [], []]
+    numbers: list[list[np.ndarray]] = [[], [], [], [], []]
+    share = {}.setdefault
+    for lo, hi in pieces:
+        args = {"run": run_id, "t0": extent.t0, "lo": lo, "hi": hi, "none": _NONE}
+        try:
+            row = cursor.execute(statement, args).fetchone()
+        except sqlite3.Error:  # too big for one value (huge names): rows instead
+            return None
+        piece = _unpack(row)
+        if piece is None:
+            return None
+        if not len(piece[1][0]):
+            continue
+        (ids, parents, kinds, names, statuses), values = piece
+        texts[0].extend(ids)
+        texts[1].extend([p or None for p in parents])
+        for out, column in zip(texts[2:], (kinds, names, statuses), strict=True):
+            out.extend(map(share, column, column))  # each distinct string kept once
+        for out, array in zip(numbers, values, strict=True):
+            out.append(array)
+        del piece, ids, parents, kinds, names, statuses
+    start_ns, end_ns, input_tokens, output_tokens, cost_pico = (
+        np.concatenate(parts) if parts else np.zeros(0, np.int64) for parts in numbers)
+    count = len(start_ns)
+    if count == 0:
         return None
+    if by_rowid:  # insertion order: put it in start order (ties by rowid, as the index gives)
+        order = np.argsort(start_ns, kind="stable")
+        if (order != np.arange(count)).any():
+            picks = order.tolist()
+            texts = [take(column, picks) for column in texts]
+            start_ns, end_ns, input_tokens, output_tokens, cost_pico = (
+                a[order] for a in (start_ns, end_ns, input_tokens, output_tokens, cost_pico))
+    ids, parents, kinds, names, statuses = texts
+    start = start_ns / _NS
+    start += extent.t0
+    end = np.where(end_ns == _NONE, np.nan, end_ns / _NS)
+    end += extent.t0
+    return SpanColumns(ids, parents, kinds, names, statuses, start, end, input_tokens, output_tokens,
+                       cost_pico / _PICO, total=max(extent.total, count))
+
+
+def _unpack(row: Sequence[Any]) -> tuple[list[list[str]], list[np.ndarray]] | None:
+    """One packed statement's answer as five text columns and five integer arrays; None when a
+    value does not fit the packing (too far a time or cost, a separator inside a value)."""
     count = int(row[0])
-    if count == 0 or not all(isinstance(v, (int, float)) or v is None for v in row[1:4]):
+    if count == 0:
+        return [[], [], [], [], []], [np.zeros(0, np.int64)] * 5
+    if not all(isinstance(v, (int, float)) or v is None for v in row[1:4]):
         return None
     if max(row[1] or 0.0, row[2] or 0.0) * _NS >= _SCALED_BELOW or (row[3] or 0.0) * _PICO >= _SCALED_BELOW:
         return None
@@ -226,7 +294,6 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent,
         if len(parts) != count:
             return None
         texts.append(parts)
-        del text
     numbers = []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -238,28 +305,7 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent,
             if len(values) != count:
                 return None
             numbers.append(values)
-    del row
-    start_ns, end_ns, input_tokens, output_tokens, cost_pico = numbers
-    if by_rowid:  # insertion order: put it in start order (ties by rowid, as the index gives)
-        order = np.argsort(start_ns, kind="stable")
-        if (order != np.arange(count)).any():
-            texts = [_pick(column, order) for column in texts]
-            start_ns, end_ns, input_tokens, output_tokens, cost_pico = (
-                a[order] for a in (start_ns, end_ns, input_tokens, output_tokens, cost_pico))
-    ids, parents, kinds, names, statuses = texts
-    shared: dict[str, str] = {}
-    share = shared.setdefault
-    start = start_ns / _NS
-    start += extent.t0
-    end = np.where(end_ns == _NONE, np.nan, end_ns / _NS)
-    end += extent.t0
-    return SpanColumns(ids, [p or None for p in parents], list(map(share, kinds, kinds)),
-                       list(map(share, names, names)), list(map(share, statuses, statuses)), start, end,
-                       input_tokens, output_tokens, cost_pico / _PICO, total=extent.total)
-
-
-def _pick(column: list[str], order: np.ndarray) -> list[str]:
-    return list(itemgetter(*order.tolist())(column)) if len(column) > 1 else column
+    return texts, numbers
 
 
 def _bytes_cursor(session: Any) -> tuple[sqlite3.Connection, Any]:
@@ -278,7 +324,7 @@ def _native(source: NativeSource, run_id: str, first: int | None) -> SpanColumns
         raw, factory = _bytes_cursor(session)
         cursor = raw.cursor()
         try:
-            packed = _packed(cursor, run_id, first, _extent(cursor, run_id))
+            packed = _packed(cursor, run_id, first, _extent(cursor, run_id, ranged=first is None))
         finally:
             cursor.close()
             raw.text_factory = factory

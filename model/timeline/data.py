@@ -12,14 +12,13 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from itertools import repeat
-from operator import itemgetter
 from typing import TypeVar
 
 import numpy as np
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import SpanTable
-from agentdesk.store.timeline_columns import SpanColumns, from_table
+from agentdesk.store.timeline_columns import SpanColumns, from_table, take
 
 KINDS: tuple[str, ...] = (rm.SpanKind.AGENT, rm.SpanKind.SUB_AGENT, rm.SpanKind.MODEL, rm.SpanKind.TOOL,
                           rm.SpanKind.GUARDRAIL, rm.SpanKind.GATE, rm.SpanKind.INTERNAL)
@@ -257,9 +256,9 @@ class TimelineData:
                                  for a, b in _slices(n)]) if n else np.zeros(0, dtype=np.int64)
         order, parent, depth = preorder(parent, cols.start)
         lanes = order.tolist()
-        self.ids = _take(cols.ids, lanes)
-        self.names, self.kind_names = _take(cols.names, lanes), _take(cols.kinds, lanes)
-        self.status_names = _take(cols.statuses, lanes)
+        self.ids = take(cols.ids, lanes)
+        self.names, self.kind_names = take(cols.names, lanes), take(cols.kinds, lanes)
+        self.status_names = take(cols.statuses, lanes)
         inverse = np.empty_like(order)
         inverse[order] = np.arange(n)
         self.lane_of = LaneIndex(keys, inverse)
@@ -499,21 +498,12 @@ def _slices(n: int) -> list[tuple[int, int]]:
     return [(a, min(a + SLICE, n)) for a in range(0, n, SLICE)]
 
 
-def _take(seq: list[T], indices: list[int]) -> list[T]:
-    """`[seq[i] for i in indices]`, a slice at a time (see `TimelineData.__init__`)."""
-    out: list[T] = []
-    for a, b in _slices(len(indices)):
-        part = indices[a:b]
-        out.extend([seq[part[0]]] if len(part) == 1 else itemgetter(*part)(seq))
-    return out
-
-
 def _numbers(cols: SpanColumns) -> tuple[np.ndarray, ...]:
     return cols.start, cols.end, cols.input_tokens, cols.output_tokens, cols.cost
 
 
 def _take_columns(cols: SpanColumns, keep: list[int], t0: float) -> SpanColumns:
     """Some rows of columns relative to `t0`, made absolute again for `from_columns`."""
-    return SpanColumns(_take(cols.ids, keep), _take(cols.parent_ids, keep), _take(cols.kinds, keep),
-                       _take(cols.names, keep), _take(cols.statuses, keep), cols.start[keep] + t0, cols.end[keep] + t0,
+    return SpanColumns(take(cols.ids, keep), take(cols.parent_ids, keep), take(cols.kinds, keep),
+                       take(cols.names, keep), take(cols.statuses, keep), cols.start[keep] + t0, cols.end[keep] + t0,
                        cols.input_tokens[keep], cols.output_tokens[keep], cols.cost[keep], total=0)
