@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import sqlite3
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import zip_longest
 from operator import itemgetter
 from typing import Any, TypeVar
 
@@ -179,6 +181,8 @@ DENSE = 0.5
 """Scan the rowid range when at least this share of the rows in it are the run's (else the index)."""
 ROWID_SLICE = 65_536
 """Rowids per packed statement on the rowid-range path (see `_packed`)."""
+PARALLEL_OVER = 200_000
+"""A run with at least this many spans is read on two connections at once (see `_helper`)."""
 SLICE = 65_536
 """Values per step of a Python loop over a million (see `take`)."""
 
@@ -209,8 +213,8 @@ def _extent(cursor: Any, run_id: str, ranged: bool = True) -> _Extent:
     return _Extent(int(count), float(t0) if isinstance(t0, (int, float)) else 0.0, int(lo or 0), int(hi or 0))
 
 
-def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent,
-            by_rowid: bool | None = None) -> SpanColumns | None:
+def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_rowid: bool | None = None,
+            helper: Helper | None = None) -> SpanColumns | None:
     """The run's columns from packed statements: SQLite joins each column into one string, which
     Python splits and numpy parses in C. Numbers travel as integers (times rebased to the run's first
     start, in nanoseconds; costs in picodollars): SQLite prints and numpy parses an integer ~10x faster
@@ -220,7 +224,8 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent,
     `ROWID_SLICE` rowids: SQLite works without the GIL, and each slice's Python part (splitting ~65k
     values per column) holds it for milliseconds, so the GUI thread keeps running through the read.
     One statement over a million rows made a split of a million values per column, a GIL hold of up
-    to ~0.25 s each (the GUI froze that long, repeatedly). None when a value does not fit the packing
+    to ~0.25 s each (the GUI froze that long, repeatedly). With a `helper` (see `_native`) every other
+    slice is read on a second connection beside this one. None when a value does not fit the packing
     (the row path reads it then). `by_rowid` forces the access path (tests compare both).
     """
     if extent.total == 0:
@@ -229,35 +234,31 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent,
         by_rowid = first is None and extent.dense()
     if by_rowid:
         where = _BY_ROWID
-        pieces = [(lo, min(lo + ROWID_SLICE - 1, extent.hi)) for lo in range(extent.lo, extent.hi + 1, ROWID_SLICE)]
+        ranges = [(lo, min(lo + ROWID_SLICE - 1, extent.hi)) for lo in range(extent.lo, extent.hi + 1, ROWID_SLICE)]
     else:
         where = _BY_INDEX.format(limit="" if first is None else f" LIMIT {int(first)}")
-        pieces = [(extent.lo, extent.hi)]
-    statement = _PACKED.format(where=where)
+        ranges = [(extent.lo, extent.hi)]
+    job = _Job(_PACKED.format(where=where), run_id, extent.t0, {}.setdefault)
+    if helper is not None and len(ranges) > 1:
+        with ThreadPoolExecutor(1, thread_name_prefix="agentdesk-read") as pool:
+            theirs_future = pool.submit(helper, job, ranges[1::2])
+            mine = _read(cursor, job, ranges[0::2])
+            theirs = theirs_future.result()
+        if mine is None or theirs is None:
+            return None
+        pieces = [p for pair in zip_longest(mine, theirs) for p in pair if p is not None]
+    else:
+        read = _read(cursor, job, ranges)
+        if read is None:
+            return None
+        pieces = read
     texts: list[list[Any]] = [[], [], [], [], []]
-    numbers: list[list[np.ndarray]] = [[], [], [], [], []]
-    share = {}.setdefault
-    for lo, hi in pieces:
-        args = {"run": run_id, "t0": extent.t0, "lo": lo, "hi": hi, "none": _NONE}
-        try:
-            row = cursor.execute(statement, args).fetchone()
-        except sqlite3.Error:  # too big for one value (huge names): rows instead
-            return None
-        piece = _unpack(row)
-        if piece is None:
-            return None
-        if not len(piece[1][0]):
-            continue
-        (ids, parents, kinds, names, statuses), values = piece
-        texts[0].extend(ids)
-        texts[1].extend([p or None for p in parents])
-        for out, column in zip(texts[2:], (kinds, names, statuses), strict=True):
-            out.extend(map(share, column, column))  # each distinct string kept once
-        for out, array in zip(numbers, values, strict=True):
-            out.append(array)
-        del piece, ids, parents, kinds, names, statuses
+    for piece in pieces:
+        for out, column in zip(texts, piece.texts, strict=True):
+            out.extend(column)
     start_ns, end_ns, input_tokens, output_tokens, cost_pico = (
-        np.concatenate(parts) if parts else np.zeros(0, np.int64) for parts in numbers)
+        np.concatenate([p.numbers[k] for p in pieces]) if pieces else np.zeros(0, np.int64) for k in range(5))
+    del pieces
     count = len(start_ns)
     if count == 0:
         return None
@@ -277,23 +278,65 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent,
                        cost_pico / _PICO, total=max(extent.total, count))
 
 
-def _unpack(row: Sequence[Any]) -> tuple[list[list[str]], list[np.ndarray]] | None:
-    """One packed statement's answer as five text columns and five integer arrays; None when a
-    value does not fit the packing (too far a time or cost, a separator inside a value)."""
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """One packed read: the statement, its fixed arguments and the strings shared across its slices."""
+
+    statement: str
+    run_id: str
+    t0: float
+    share: Callable[[str, str], str]
+    """`dict.setdefault` of one dict: atomic under the GIL, so both reading threads may use it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """One slice's columns: ids, parent ids (None for a root), kinds, names, statuses; five integer arrays."""
+
+    texts: list[list[Any]]
+    numbers: list[np.ndarray]
+
+
+Helper = Callable[[_Job, list[tuple[int, int]]], "list[_Piece] | None"]
+"""Reads some slices of a job on a connection of its own (see `_native`)."""
+
+
+def _read(cursor: Any, job: _Job, ranges: list[tuple[int, int]]) -> list[_Piece] | None:
+    """The slices of these rowid ranges (one range on the index path), in order; None when one does not pack."""
+    pieces = []
+    for lo, hi in ranges:
+        args = {"run": job.run_id, "t0": job.t0, "lo": lo, "hi": hi, "none": _NONE}
+        try:
+            row = cursor.execute(job.statement, args).fetchone()
+        except sqlite3.Error:  # too big for one value (huge names): rows instead
+            return None
+        piece = _unpack(row, job.share)
+        del row
+        if piece is None:
+            return None
+        pieces.append(piece)
+    return pieces
+
+
+def _unpack(row: Sequence[Any], share: Callable[[str, str], str]) -> _Piece | None:
+    """One packed statement's answer as columns; None when a value does not fit the packing (too far
+    a time or cost, a separator inside a value)."""
     count = int(row[0])
     if count == 0:
-        return [[], [], [], [], []], [np.zeros(0, np.int64)] * 5
+        return _Piece([[], [], [], [], []], [np.zeros(0, np.int64)] * 5)
     if not all(isinstance(v, (int, float)) or v is None for v in row[1:4]):
         return None
     if max(row[1] or 0.0, row[2] or 0.0) * _NS >= _SCALED_BELOW or (row[3] or 0.0) * _PICO >= _SCALED_BELOW:
         return None
-    texts: list[list[str]] = []
+    texts: list[list[Any]] = []
     for raw in row[4:9]:
         text = raw.decode() if isinstance(raw, bytes) and raw.isascii() else lenient_text(raw or b"")
         parts = text.split(_SEP)
         if len(parts) != count:
             return None
         texts.append(parts)
+    texts[1] = [p or None for p in texts[1]]
+    texts[2:] = [list(map(share, column, column)) for column in texts[2:]]  # each distinct string kept once
     numbers = []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -305,7 +348,7 @@ def _unpack(row: Sequence[Any]) -> tuple[list[list[str]], list[np.ndarray]] | No
             if len(values) != count:
                 return None
             numbers.append(values)
-    return texts, numbers
+    return _Piece(texts, numbers)
 
 
 def _bytes_cursor(session: Any) -> tuple[sqlite3.Connection, Any]:
@@ -324,11 +367,29 @@ def _native(source: NativeSource, run_id: str, first: int | None) -> SpanColumns
         raw, factory = _bytes_cursor(session)
         cursor = raw.cursor()
         try:
-            packed = _packed(cursor, run_id, first, _extent(cursor, run_id, ranged=first is None))
+            extent = _extent(cursor, run_id, ranged=first is None)
+            helper = _helper(source, extent) if first is None and extent.total >= PARALLEL_OVER else None
+            packed = _packed(cursor, run_id, first, extent, helper=helper)
         finally:
             cursor.close()
             raw.text_factory = factory
         return packed if packed is not None else _rows(session, run_id, first)
+
+
+def _helper(source: NativeSource, extent: _Extent) -> Helper:
+    """Reads slices on a second connection: its own read transaction, so a snapshot of its own. ..."""
+
+    def read(job: _Job, ranges: list[tuple[int, int]]) -> list[_Piece] | None:
+        with source.store.reading() as session:
+            raw, factory = _bytes_cursor(session)
+            cursor = raw.cursor()
+            try:
+                return _read(cursor, job, ranges)
+            finally:
+                cursor.close()
+                raw.text_factory = factory
+
+    return read
 
 
 def _rows(session: Any, run_id: str, first: int | None) -> SpanColumns:
