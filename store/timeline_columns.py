@@ -21,13 +21,14 @@ lays out the rest after.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import zip_longest
+from itertools import repeat
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
@@ -43,6 +44,158 @@ _COLUMNS = ("id, parent_span_id, kind, name, status, started_at, ended_at, input
             "cost_usd")
 
 
+class _Table(dict[str, int]):
+    """Distinct strings of one column and their codes; only grows, so every copy of a column may share it.
+
+    A new string gets the next code under a lock: the runner (a re-layout) and the GUI thread (a span
+    updated in place) may both add one to the table their layouts share.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: list[str] = []
+        self._lock = threading.Lock()
+
+    def __missing__(self, value: str) -> int:
+        with self._lock:
+            code = self.get(value)
+            if code is None:
+                code = len(self.values)
+                self.values.append(value)
+                self[value] = code
+            return code
+
+
+class Coded(Sequence[str]):
+    """A column of few distinct strings (kinds, statuses, names): a code per span and each string once.
+
+    A million spans carry a few dozen names: as a list they are a million pointers that every
+    reorder, copy and lookup walks in Python with the GIL held (the GUI thread waits meanwhile); as
+    codes they are one int32 array that numpy reorders, inserts into and translates in C. Reads like
+    a list of strings; `codes[i]` indexes `values`.
+    """
+
+    __slots__ = ("_table", "codes")
+
+    def __init__(self, codes: np.ndarray, table: _Table) -> None:
+        self.codes, self._table = codes, table
+
+    @classmethod
+    def of(cls, strings: Sequence[str], table: _Table | None = None) -> Coded:
+        table = _Table() if table is None else table
+        return cls(_encode(strings, table), table)
+
+    @property
+    def values(self) -> list[str]:
+        """The distinct strings by code (a snapshot: the table may grow)."""
+        return self._table.values[:]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        values = self._table.values
+        if isinstance(i, slice):
+            return [values[c] for c in self.codes[i].tolist()]
+        return values[int(self.codes[i])]
+
+    def __setitem__(self, i: int, value: str) -> None:
+        """In place, as `TimelineData.update` changes a span's name or status."""
+        self.codes[i] = self._table[value]
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self._table.values.__getitem__, self.codes.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Coded) and other._table is self._table:
+            return bool(np.array_equal(self.codes, other.codes))
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
+
+    def __add__(self, other: Sequence[str]) -> Coded:
+        """This column and then `other`, in this column's table."""
+        if isinstance(other, Coded):
+            translate = np.asarray([self._table[v] for v in other._table.values[:]], dtype=np.int32)
+            tail = translate[other.codes] if len(other) else other.codes
+        else:
+            tail = _encode(other, self._table)
+        return Coded(np.concatenate((self.codes, tail)), self._table)
+
+    def __repr__(self) -> str:
+        return f"Coded({len(self)} of {len(self._table.values)} distinct)"
+
+    def taken(self, indices: np.ndarray) -> Coded:
+        """The rows at these indices (numpy fancy indexing: no Python loop)."""
+        return Coded(self.codes[indices], self._table)
+
+    def inserted(self, at: int, value: str, room: int = 0) -> Coded:
+        """A copy with `value` inserted before row `at` (this one unchanged; see `insert_at` for `room`)."""
+        return Coded(insert_at(self.codes, at, self._table[value], room), self._table)
+
+    def lookup(self, table: Mapping[str, int], dtype: type[np.integer[Any]]) -> np.ndarray:
+        """`[table[s] for s in self]` as an array: one lookup per distinct string, then numpy."""
+        values = self._table.values[:]
+        return np.asarray([table[v] for v in values], dtype=dtype)[self.codes] if len(self) else \
+            np.zeros(0, dtype=dtype)
+
+
+def insert_at(array: np.ndarray, at: int, value: Any, room: int = 0) -> np.ndarray:
+    """A copy of a 1-D array with `value` before index `at`: two memory copies (`np.insert` costs ~3x
+    as much in its general machinery, and a live append does a dozen of these at a million spans).
+    With `room`, the copy is a view at the start of a buffer that many values longer."""
+    n = len(array)
+    out = np.empty(n + 1 + room, dtype=array.dtype)
+    out[:at] = array[:at]
+    out[at] = value
+    out[at + 1:n + 1] = array[at:]
+    return out[:n + 1] if room else out
+
+
+def _encode(strings: Sequence[str], table: _Table) -> np.ndarray:
+    """Codes of these strings in `table` (new ones added), `SLICE` at a time (see `take`)."""
+    n = len(strings)
+    if not n:
+        return np.zeros(0, dtype=np.int32)
+    get = table.__getitem__
+    return np.concatenate([np.fromiter(map(get, strings[a:a + SLICE]), np.int32, min(SLICE, n - a))
+                           for a in range(0, n, SLICE)])
+
+
+class Keys(dict[str, int]):
+    """Span id → key. Keys only grow (`add` hands out the next), so layouts appended from one another
+    share one dict (see `LaneIndex`)."""
+
+    def __init__(self, next_key: int = 0) -> None:
+        super().__init__()
+        self.next_key = next_key
+
+    def add(self, span_id: str) -> int:
+        key = self.get(span_id)
+        if key is None:
+            key = self[span_id] = self.next_key
+            self.next_key += 1
+        return key
+
+
+@dataclass(frozen=True, slots=True)
+class SpanKeys:
+    """The layout's id index, built while reading (the read's Python work runs beside SQLite's there):
+    `keys` maps every span id to a key, `of_row` is each row's key, `parent_of_row` its parent's key
+    (-1 for a root, or a parent the run does not have)."""
+
+    keys: Keys
+    of_row: np.ndarray
+    parent_of_row: np.ndarray
+
+
 @dataclass(frozen=True, slots=True)
 class SpanColumns:
     """Span columns in start order; times are seconds since the epoch, `end` NaN while open.
@@ -53,15 +206,17 @@ class SpanColumns:
 
     ids: list[str]
     parent_ids: list[str | None]
-    kinds: list[str]
-    names: list[str]
-    statuses: list[str]
+    kinds: Coded
+    names: Coded
+    statuses: Coded
     start: np.ndarray
     end: np.ndarray
     input_tokens: np.ndarray
     output_tokens: np.ndarray
     cost: np.ndarray
     total: int
+    keys: SpanKeys | None = None
+    """Span id → key and the parents as keys, when the read built them (see `SpanKeys`)."""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -72,16 +227,13 @@ class SpanColumns:
 
 
 class _Builder:
-    """Appends row chunks to the columns: strings shared per distinct value, numbers as arrays."""
+    """Appends row chunks to the columns: ids as strings, kinds, names and statuses coded, numbers as arrays."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.parent_ids: list[str | None] = []
-        self.kinds: list[str] = []
-        self.names: list[str] = []
-        self.statuses: list[str] = []
+        self.kinds, self.names, self.statuses = (Coded(np.zeros(0, np.int32), _Table()) for _ in range(3))
         self.numbers: list[list[np.ndarray]] = [[], [], [], [], []]
-        self._shared: dict[str, str] = {}
 
     def add(self, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
@@ -90,12 +242,10 @@ class _Builder:
     def add_columns(self, cols: Sequence[Sequence[Any]]) -> None:
         if not cols[0]:
             return
-        share = self._shared.setdefault
         self.ids.extend(cols[0])
         self.parent_ids.extend(cols[1])
-        self.kinds.extend([share(k, k) for k in cols[2]])
-        self.names.extend([share(n, n) for n in cols[3]])
-        self.statuses.extend([share(s, s) for s in cols[4]])
+        self.kinds, self.names, self.statuses = (
+            coded + values for coded, values in zip((self.kinds, self.names, self.statuses), cols[2:5], strict=True))
         for out, values, dtype in zip(self.numbers, cols[5:], _DTYPES, strict=True):
             array = np.array(values, dtype=np.float64)  # None becomes NaN: an open end, or a missing count
             out.append(array if dtype is np.float64 else np.nan_to_num(array, copy=False).astype(dtype))
@@ -234,11 +384,12 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_row
         by_rowid = first is None and extent.dense()
     if by_rowid:
         where = _BY_ROWID
-        ranges = [(lo, min(lo + ROWID_SLICE - 1, extent.hi)) for lo in range(extent.lo, extent.hi + 1, ROWID_SLICE)]
+        ranges = [(k, lo, min(lo + ROWID_SLICE - 1, extent.hi))
+                  for k, lo in enumerate(range(extent.lo, extent.hi + 1, ROWID_SLICE))]
     else:
         where = _BY_INDEX.format(limit="" if first is None else f" LIMIT {int(first)}")
-        ranges = [(extent.lo, extent.hi)]
-    job = _Job(_PACKED.format(where=where), run_id, extent.t0, {}.setdefault)
+        ranges = [(0, extent.lo, extent.hi)]
+    job = _Job(_PACKED.format(where=where), run_id, extent.t0, (_Table(), _Table(), _Table()), Keys())
     if helper is not None and len(ranges) > 1:
         with ThreadPoolExecutor(1, thread_name_prefix="agentdesk-read") as pool:
             theirs_future = pool.submit(helper, job, ranges[1::2])
@@ -246,18 +397,27 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_row
             theirs = theirs_future.result()
         if mine is None or theirs is None:
             return None
-        pieces = [p for pair in zip_longest(mine, theirs) for p in pair if p is not None]
+        pieces = sorted(mine + theirs, key=lambda piece: piece.base)
     else:
         read = _read(cursor, job, ranges)
         if read is None:
             return None
         pieces = read
-    texts: list[list[Any]] = [[], [], [], [], []]
+    ids: list[str] = []
+    parents: list[str | None] = []
     for piece in pieces:
-        for out, column in zip(texts, piece.texts, strict=True):
-            out.extend(column)
+        ids.extend(piece.ids)
+        parents.extend(piece.parents)
+    key_of = np.concatenate([np.arange(p.base, p.base + len(p.ids)) for p in pieces] or [np.zeros(0, np.int64)])
+    parent_key = np.concatenate([p.parent_keys for p in pieces] or [np.zeros(0, np.int64)])
+    job.keys.next_key = int(key_of.max(initial=-1)) + 1
+    missed = [i for i in np.flatnonzero(parent_key < 0).tolist() if parents[i] is not None]
+    if missed:  # a parent read after its child (a later slice, or the other connection's)
+        parent_key[missed] = [job.keys.get(parents[i], -1) for i in missed]  # type: ignore[arg-type]
     start_ns, end_ns, input_tokens, output_tokens, cost_pico = (
         np.concatenate([p.numbers[k] for p in pieces]) if pieces else np.zeros(0, np.int64) for k in range(5))
+    kinds, names, statuses = (Coded(np.concatenate([p.codes[k] for p in pieces]) if pieces else np.zeros(0, np.int32),
+                                    table) for k, table in enumerate(job.tables))
     del pieces
     count = len(start_ns)
     if count == 0:
@@ -266,51 +426,61 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_row
         order = np.argsort(start_ns, kind="stable")
         if (order != np.arange(count)).any():
             picks = order.tolist()
-            texts = [take(column, picks) for column in texts]
+            ids, parents = take(ids, picks), take(parents, picks)
+            key_of, parent_key = key_of[order], parent_key[order]
+            kinds, names, statuses = (c.taken(order) for c in (kinds, names, statuses))
             start_ns, end_ns, input_tokens, output_tokens, cost_pico = (
                 a[order] for a in (start_ns, end_ns, input_tokens, output_tokens, cost_pico))
-    ids, parents, kinds, names, statuses = texts
     start = start_ns / _NS
     start += extent.t0
     end = np.where(end_ns == _NONE, np.nan, end_ns / _NS)
     end += extent.t0
     return SpanColumns(ids, parents, kinds, names, statuses, start, end, input_tokens, output_tokens,
-                       cost_pico / _PICO, total=max(extent.total, count))
+                       cost_pico / _PICO, total=max(extent.total, count), keys=SpanKeys(job.keys, key_of, parent_key))
 
 
 @dataclass(frozen=True, slots=True)
 class _Job:
-    """One packed read: the statement, its fixed arguments and the strings shared across its slices."""
+    """One packed read: the statement, its fixed arguments and the tables its slices code strings in."""
 
     statement: str
     run_id: str
     t0: float
-    share: Callable[[str, str], str]
-    """`dict.setdefault` of one dict: atomic under the GIL, so both reading threads may use it."""
+    tables: tuple[_Table, _Table, _Table]
+    """Kinds, names, statuses (thread-safe: both reading threads add to them)."""
+    keys: Keys
 
 
 @dataclass(frozen=True, slots=True)
 class _Piece:
-    """One slice's columns: ids, parent ids (None for a root), kinds, names, statuses; five integer arrays."""
+    """One slice's columns: ids, parent ids (None for a root), the codes of kinds, names and statuses,
+    and five integer arrays."""
 
-    texts: list[list[Any]]
+    base: int
+    """The key of its first span (`Keys`): its index among the slices times `ROWID_SLICE`."""
+    ids: list[str]
+    parents: list[str | None]
+    parent_keys: np.ndarray
+    """The parent's key, -1 for a root or a parent not read yet."""
+    codes: list[np.ndarray]
     numbers: list[np.ndarray]
 
 
-Helper = Callable[[_Job, list[tuple[int, int]]], "list[_Piece] | None"]
+Helper = Callable[[_Job, list[tuple[int, int, int]]], "list[_Piece] | None"]
 """Reads some slices of a job on a connection of its own (see `_native`)."""
 
 
-def _read(cursor: Any, job: _Job, ranges: list[tuple[int, int]]) -> list[_Piece] | None:
-    """The slices of these rowid ranges (one range on the index path), in order; None when one does not pack."""
+def _read(cursor: Any, job: _Job, ranges: list[tuple[int, int, int]]) -> list[_Piece] | None:
+    """The slices of these (index, first rowid, last rowid) ranges (one range on the index path), in
+    order; None when one does not pack."""
     pieces = []
-    for lo, hi in ranges:
+    for index, lo, hi in ranges:
         args = {"run": job.run_id, "t0": job.t0, "lo": lo, "hi": hi, "none": _NONE}
         try:
             row = cursor.execute(job.statement, args).fetchone()
         except sqlite3.Error:  # too big for one value (huge names): rows instead
             return None
-        piece = _unpack(row, job.share)
+        piece = _unpack(row, job, index * ROWID_SLICE)
         del row
         if piece is None:
             return None
@@ -318,12 +488,12 @@ def _read(cursor: Any, job: _Job, ranges: list[tuple[int, int]]) -> list[_Piece]
     return pieces
 
 
-def _unpack(row: Sequence[Any], share: Callable[[str, str], str]) -> _Piece | None:
-    """One packed statement's answer as columns; None when a value does not fit the packing (too far
-    a time or cost, a separator inside a value)."""
+def _unpack(row: Sequence[Any], job: _Job, base: int) -> _Piece | None:
+    """One packed statement's answer as columns, its ids keyed from `base` on in `job.keys`; None when
+    a value does not fit the packing (too far a time or cost, a separator inside a value)."""
     count = int(row[0])
     if count == 0:
-        return _Piece([[], [], [], [], []], [np.zeros(0, np.int64)] * 5)
+        return _Piece(base, [], [], np.zeros(0, np.int64), [np.zeros(0, np.int32)] * 3, [np.zeros(0, np.int64)] * 5)
     if not all(isinstance(v, (int, float)) or v is None for v in row[1:4]):
         return None
     if max(row[1] or 0.0, row[2] or 0.0) * _NS >= _SCALED_BELOW or (row[3] or 0.0) * _PICO >= _SCALED_BELOW:
@@ -335,8 +505,8 @@ def _unpack(row: Sequence[Any], share: Callable[[str, str], str]) -> _Piece | No
         if len(parts) != count:
             return None
         texts.append(parts)
-    texts[1] = [p or None for p in texts[1]]
-    texts[2:] = [list(map(share, column, column)) for column in texts[2:]]  # each distinct string kept once
+    codes = [np.fromiter(map(table.__getitem__, column), np.int32, count)
+             for table, column in zip(job.tables, texts[2:], strict=True)]
     numbers = []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -348,7 +518,13 @@ def _unpack(row: Sequence[Any], share: Callable[[str, str], str]) -> _Piece | No
             if len(values) != count:
                 return None
             numbers.append(values)
-    return _Piece(texts, numbers)
+    ids, parents = texts[0], [p or None for p in texts[1]]
+    # The layout's id index, built here: this thread's Python work runs while the other connection's
+    # SQLite works, instead of after the read (~0.5 s at a million spans)
+    job.keys.update(zip(ids, range(base, base + count), strict=True))
+    lookup: dict[str | None, int] = job.keys  # type: ignore[assignment]  # None (a root) is never a key
+    parent_keys = np.fromiter(map(lookup.get, parents, repeat(-1)), np.int64, count)
+    return _Piece(base, ids, parents, parent_keys, codes, numbers)
 
 
 def _bytes_cursor(session: Any) -> tuple[sqlite3.Connection, Any]:
@@ -379,7 +555,7 @@ def _native(source: NativeSource, run_id: str, first: int | None) -> SpanColumns
 def _helper(source: NativeSource, extent: _Extent) -> Helper:
     """Reads slices on a second connection: its own read transaction, so a snapshot of its own. ..."""
 
-    def read(job: _Job, ranges: list[tuple[int, int]]) -> list[_Piece] | None:
+    def read(job: _Job, ranges: list[tuple[int, int, int]]) -> list[_Piece] | None:
         with source.store.reading() as session:
             raw, factory = _bytes_cursor(session)
             cursor = raw.cursor()
