@@ -140,10 +140,10 @@ class Coded(Sequence[str]):
         """A copy with `value` inserted before row `at` (this one unchanged; see `insert_at` for `room`)."""
         return Coded(insert_at(self.codes, at, self._table[value], room), self._table)
 
-    def lookup(self, table: Mapping[str, int], dtype: type[np.integer[Any]]) -> np.ndarray:
-        """`[table[s] for s in self]` as an array: one lookup per distinct string, then numpy."""
+    def lookup(self, table: Mapping[str, int], default: int, dtype: type[np.integer[Any]]) -> np.ndarray:
+        """`[table.get(s, default) for s in self]` as an array: one lookup per distinct string, then numpy."""
         values = self._table.values[:]
-        return np.asarray([table[v] for v in values], dtype=dtype)[self.codes] if len(self) else \
+        return np.asarray([table.get(v, default) for v in values], dtype=dtype)[self.codes] if len(self) else \
             np.zeros(0, dtype=dtype)
 
 

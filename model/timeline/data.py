@@ -382,8 +382,8 @@ class TimelineData:
         # a parent id no span of the run has (yet): kept, so that span is attached when it arrives
         self.unknown_parent = {int(inverse[i]): p for i in np.flatnonzero(parent < 0).tolist()
                                if (p := cols.parent_ids[i]) is not None}
-        self.kind = self.kind_names.lookup(_KIND_LOOKUP, np.int8)
-        self.status = self.status_names.lookup(_STATUS_LOOKUP, np.int8)
+        self.kind = self.kind_names.lookup(KIND_CODES, OTHER_KIND, np.int8)
+        self.status = self.status_names.lookup(STATUS_CODES, OK, np.int8)
         self.start, self.end = cols.start[order], cols.end[order]
         self.input_tokens, self.output_tokens = cols.input_tokens[order], cols.output_tokens[order]
         self.cost = cols.cost[order]
