@@ -1,18 +1,22 @@
-"""A run's spans as columns for the timeline: numpy arrays and shared strings, not row objects.
+"""A run's spans as columns for the timeline: numpy arrays and coded strings, not row objects.
 
 A million-span run read through the ORM costs seconds of row handling and
 enough short-lived objects to make Python's collector stop every thread for
 tenths of a second. Our own schema is therefore read with the raw DB-API
-cursor: one packed statement per run (`_packed`), numbers as integers. A run
-whose rows are (mostly) contiguous in the table, as imports and a lone runtime
-write them, is read by its rowid range and sorted by start in numpy; runs
-interleaved with others go through the `spans_by_run` index, already in start
-order. Measured at a million spans (warm cache): the index path costs SQLite a
-table lookup per row (~0.8 s CPU of scan vs ~0.3 s for the range);
-`mmap_size`/`cache_size` pragmas, parallel connections (at a load of 2-5 on 2
-cores) and the parent's rowid by a self-join (+1.3 s) did not pay. Names,
-kinds and statuses repeat, so each distinct string is kept once. Any other
-source goes through its `span_table` (the `Source` seam), converted the same way.
+cursor: packed statements (`_packed`), numbers as integers. A run whose rows
+are (mostly) contiguous in the table, as imports and a lone runtime write them,
+is read by its rowid range, a slice at a time (`ROWID_SLICE`), and sorted by
+start in numpy; runs interleaved with others go through the `spans_by_run`
+index, already in start order. Measured at a million spans (warm cache): the
+index path costs SQLite a table lookup per row (~0.8 s CPU of scan vs ~0.3 s
+for the range); `mmap_size`/`cache_size` pragmas and the parent's rowid by a
+self-join (+1.3 s) did not pay; a second connection reading every other slice
+paid less than answering the next slice's SQL on a thread while this one
+unpacks (`_prefetched`), and doubled the threads wanting the GIL. Kinds, names
+and statuses repeat, so they are codes into their distinct strings (`Coded`);
+the id → key dict the layout needs is built while reading (`SpanKeys`). Any
+other source goes through its `span_table` (the `Source` seam), converted the
+same way.
 
 `first` asks for just the earliest spans: the timeline draws those at once and
 lays out the rest after.
@@ -20,10 +24,12 @@ lays out the rest after.
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import sqlite3
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
@@ -160,13 +166,13 @@ def insert_at(array: np.ndarray, at: int, value: Any, room: int = 0) -> np.ndarr
 
 
 def _encode(strings: Sequence[str], table: _Table) -> np.ndarray:
-    """Codes of these strings in `table` (new ones added), `SLICE` at a time (see `take`)."""
+    """Codes of these strings in `table` (new ones added), `STEP` at a time."""
     n = len(strings)
-    if not n:
-        return np.zeros(0, dtype=np.int32)
+    out = np.empty(n, dtype=np.int32)
     get = table.__getitem__
-    return np.concatenate([np.fromiter(map(get, strings[a:a + SLICE]), np.int32, min(SLICE, n - a))
-                           for a in range(0, n, SLICE)])
+    for a in range(0, n, STEP):
+        out[a:a + STEP] = np.fromiter(map(get, strings[a:a + STEP]), np.int32, min(STEP, n - a))
+    return out
 
 
 class Keys(dict[str, int]):
@@ -331,10 +337,18 @@ DENSE = 0.5
 """Scan the rowid range when at least this share of the rows in it are the run's (else the index)."""
 ROWID_SLICE = 65_536
 """Rowids per packed statement on the rowid-range path (see `_packed`)."""
-PARALLEL_OVER = 200_000
-"""A run with at least this many spans is read on two connections at once (see `_helper`)."""
+PREFETCH_OVER = 200_000
+"""A run with at least this many spans has its slices' SQL answered ahead on a thread (`_prefetched`)."""
+PREFETCH = 2
+"""Answers the SQL thread may have waiting."""
 SLICE = 65_536
 """Values per step of a Python loop over a million (see `take`)."""
+STEP = 16_384
+"""Values per C call in the read's Python part: each holds the GIL, and the GUI thread (painting a
+live run's first spans meanwhile) waits for it. Measured at a million spans on 2 busy cores: calls
+over a 65,536-row slice (25-70 ms each, a dict resize or the OS preempting the holder included) made
+GUI stalls of 90-130 ms; these 16,384 make 55-65 ms. Smaller slices of rows would do the same but
+fragment the heap (+30 MB resident)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,7 +378,7 @@ def _extent(cursor: Any, run_id: str, ranged: bool = True) -> _Extent:
 
 
 def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_rowid: bool | None = None,
-            helper: Helper | None = None) -> SpanColumns | None:
+            prefetch: bool = False) -> SpanColumns | None:
     """The run's columns from packed statements: SQLite joins each column into one string, which
     Python splits and numpy parses in C. Numbers travel as integers (times rebased to the run's first
     start, in nanoseconds; costs in picodollars): SQLite prints and numpy parses an integer ~10x faster
@@ -374,9 +388,10 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_row
     `ROWID_SLICE` rowids: SQLite works without the GIL, and each slice's Python part (splitting ~65k
     values per column) holds it for milliseconds, so the GUI thread keeps running through the read.
     One statement over a million rows made a split of a million values per column, a GIL hold of up
-    to ~0.25 s each (the GUI froze that long, repeatedly). With a `helper` (see `_native`) every other
-    slice is read on a second connection beside this one. None when a value does not fit the packing
-    (the row path reads it then). `by_rowid` forces the access path (tests compare both).
+    to ~0.25 s each (the GUI froze that long, repeatedly). With `prefetch` SQLite answers the next
+    slice's statement on a thread of its own while this one unpacks the last (see `_prefetched`).
+    None when a value does not fit the packing (the row path reads it then). `by_rowid` forces the
+    access path (tests compare both).
     """
     if extent.total == 0:
         return None
@@ -390,19 +405,10 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_row
         where = _BY_INDEX.format(limit="" if first is None else f" LIMIT {int(first)}")
         ranges = [(0, extent.lo, extent.hi)]
     job = _Job(_PACKED.format(where=where), run_id, extent.t0, (_Table(), _Table(), _Table()), Keys())
-    if helper is not None and len(ranges) > 1:
-        with ThreadPoolExecutor(1, thread_name_prefix="agentdesk-read") as pool:
-            theirs_future = pool.submit(helper, job, ranges[1::2])
-            mine = _read(cursor, job, ranges[0::2])
-            theirs = theirs_future.result()
-        if mine is None or theirs is None:
-            return None
-        pieces = sorted(mine + theirs, key=lambda piece: piece.base)
-    else:
-        read = _read(cursor, job, ranges)
-        if read is None:
-            return None
-        pieces = read
+    read = _read(cursor, job, ranges, prefetch and len(ranges) > 1)
+    if read is None:
+        return None
+    pieces = read
     ids: list[str] = []
     parents: list[str | None] = []
     for piece in pieces:
@@ -466,26 +472,67 @@ class _Piece:
     numbers: list[np.ndarray]
 
 
-Helper = Callable[[_Job, list[tuple[int, int, int]]], "list[_Piece] | None"]
-"""Reads some slices of a job on a connection of its own (see `_native`)."""
-
-
-def _read(cursor: Any, job: _Job, ranges: list[tuple[int, int, int]]) -> list[_Piece] | None:
+def _read(cursor: Any, job: _Job, ranges: list[tuple[int, int, int]], prefetch: bool = False) -> list[_Piece] | None:
     """The slices of these (index, first rowid, last rowid) ranges (one range on the index path), in
-    order; None when one does not pack."""
+    order; None when one does not pack (or SQLite cannot answer: a value too big, say)."""
     pieces = []
-    for index, lo, hi in ranges:
-        args = {"run": job.run_id, "t0": job.t0, "lo": lo, "hi": hi, "none": _NONE}
-        try:
-            row = cursor.execute(job.statement, args).fetchone()
-        except sqlite3.Error:  # too big for one value (huge names): rows instead
-            return None
-        piece = _unpack(row, job, index * ROWID_SLICE)
-        del row
-        if piece is None:
-            return None
-        pieces.append(piece)
+    answers = _prefetched(cursor, job, ranges) if prefetch else map(lambda r: _answer(cursor, job, r), ranges)
+    try:
+        for (index, _lo, _hi), row in zip(ranges, answers, strict=True):
+            piece = _unpack(row, job, index * ROWID_SLICE) if row is not None else None
+            del row
+            if piece is None:
+                return None
+            pieces.append(piece)
+    finally:
+        if isinstance(answers, Generator):
+            answers.close()  # stops the SQL thread before the cursor is used again
     return pieces
+
+
+def _answer(cursor: Any, job: _Job, rowids: tuple[int, int, int]) -> Sequence[Any] | None:
+    """One slice's packed statement answered; None when SQLite cannot (too big for one value: huge names)."""
+    _index, lo, hi = rowids
+    try:
+        row: Sequence[Any] = cursor.execute(job.statement, {"run": job.run_id, "t0": job.t0, "lo": lo, "hi": hi,
+                                                            "none": _NONE}).fetchone()
+    except sqlite3.Error:
+        return None
+    return row
+
+
+def _prefetched(cursor: Any, job: _Job,
+                ranges: list[tuple[int, int, int]]) -> Generator[Sequence[Any] | None, None, None]:
+    """The slices' answers, SQLite working on the next while the caller unpacks this one.
+
+    SQLite runs without the GIL, so a thread that only steps the statements overlaps the caller's
+    Python part (~1.3 s CPU at a million spans besides ~1.5 s of SQLite): on a free core the read
+    takes the longer of the two instead of their sum. The same connection, so one read transaction
+    and one snapshot; one statement at a time on it, never two. Two connections, one slice each in
+    turn, paid no more on 2 busy cores and doubled the threads wanting the GIL (GUI stalls 100-180 ms
+    instead of 70-100). At most `PREFETCH` answers wait (each ~12 MB at 65,536 rows).
+    """
+    answers: queue.Queue[tuple[Sequence[Any] | None]] = queue.Queue(PREFETCH)
+    stop = threading.Event()
+
+    def work() -> None:
+        for rowids in ranges:
+            if stop.is_set():
+                return
+            answers.put((_answer(cursor, job, rowids),))
+
+    with ThreadPoolExecutor(1, thread_name_prefix="agentdesk-read-sql") as pool:
+        done = pool.submit(work)
+        try:
+            for _ in ranges:
+                (row,) = answers.get()
+                yield row
+        finally:
+            stop.set()
+            while not done.done():  # let a blocked put finish; the thread then sees `stop`
+                with contextlib.suppress(queue.Empty):
+                    answers.get(timeout=0.05)
+            done.result()
 
 
 def _unpack(row: Sequence[Any], job: _Job, base: int) -> _Piece | None:
@@ -505,8 +552,7 @@ def _unpack(row: Sequence[Any], job: _Job, base: int) -> _Piece | None:
         if len(parts) != count:
             return None
         texts.append(parts)
-    codes = [np.fromiter(map(table.__getitem__, column), np.int32, count)
-             for table, column in zip(job.tables, texts[2:], strict=True)]
+    codes = [_encode(column, table) for table, column in zip(job.tables, texts[2:], strict=True)]
     numbers = []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -521,9 +567,12 @@ def _unpack(row: Sequence[Any], job: _Job, base: int) -> _Piece | None:
     ids, parents = texts[0], [p or None for p in texts[1]]
     # The layout's id index, built here: this thread's Python work runs while the other connection's
     # SQLite works, instead of after the read (~0.5 s at a million spans)
-    job.keys.update(zip(ids, range(base, base + count), strict=True))
     lookup: dict[str | None, int] = job.keys  # type: ignore[assignment]  # None (a root) is never a key
-    parent_keys = np.fromiter(map(lookup.get, parents, repeat(-1)), np.int64, count)
+    parent_keys = np.empty(count, dtype=np.int64)
+    for a in range(0, count, STEP):  # short GIL holds (see `STEP`)
+        b = min(a + STEP, count)
+        job.keys.update(zip(ids[a:b], range(base + a, base + b), strict=True))
+        parent_keys[a:b] = np.fromiter(map(lookup.get, parents[a:b], repeat(-1)), np.int64, b - a)
     return _Piece(base, ids, parents, parent_keys, codes, numbers)
 
 
@@ -544,28 +593,12 @@ def _native(source: NativeSource, run_id: str, first: int | None) -> SpanColumns
         cursor = raw.cursor()
         try:
             extent = _extent(cursor, run_id, ranged=first is None)
-            helper = _helper(source, extent) if first is None and extent.total >= PARALLEL_OVER else None
-            packed = _packed(cursor, run_id, first, extent, helper=helper)
+            prefetch = first is None and extent.total >= PREFETCH_OVER
+            packed = _packed(cursor, run_id, first, extent, prefetch=prefetch)
         finally:
             cursor.close()
             raw.text_factory = factory
         return packed if packed is not None else _rows(session, run_id, first)
-
-
-def _helper(source: NativeSource, extent: _Extent) -> Helper:
-    """Reads slices on a second connection: its own read transaction, so a snapshot of its own. ..."""
-
-    def read(job: _Job, ranges: list[tuple[int, int, int]]) -> list[_Piece] | None:
-        with source.store.reading() as session:
-            raw, factory = _bytes_cursor(session)
-            cursor = raw.cursor()
-            try:
-                return _read(cursor, job, ranges)
-            finally:
-                cursor.close()
-                raw.text_factory = factory
-
-    return read
 
 
 def _rows(session: Any, run_id: str, first: int | None) -> SpanColumns:

@@ -63,7 +63,6 @@ def live_runs(draw: st.DrawFn) -> tuple[list[tuple[str, str | None, float, float
 def test_spans_appended_one_by_one_give_the_full_layout(run: tuple[list, int]) -> None:  # type: ignore[type-arg]
     spans, first = run
     data = TimelineData.from_table(_table(spans[:first]), t0=0.0)
-    before = list(data.ids), data.start.copy()
     for span in spans[first:]:
         data = data.relaid_out(_table([span]))
     _same_layout(data, TimelineData.from_table(_table(spans), t0=0.0))
@@ -115,14 +114,14 @@ def test_coded_columns_read_like_lists() -> None:
 
 
 @pytest.mark.parametrize("runs", [1, 2])
-def test_the_sliced_read_on_two_connections_matches_the_row_read(tmp_path, monkeypatch, runs: int) -> None:  # type: ignore[no-untyped-def]
-    """Slices of 3 rowids (some empty, some with another run's rows), every other one on a second
-    connection: the same columns as the row read, and the keys it builds give the right parents."""
+def test_the_sliced_prefetched_read_matches_the_row_read(tmp_path, monkeypatch, runs: int) -> None:  # type: ignore[no-untyped-def]
+    """Slices of 3 rowids (some empty, some with another run's rows), answered ahead on the
+    SQL thread: the same columns as the row read, and the keys it builds give the right parents."""
     from agentdesk.store import timeline_columns as tc
     from tests.test_timeline_data import _same, _two_runs
 
     monkeypatch.setattr(tc, "ROWID_SLICE", 3)
-    monkeypatch.setattr(tc, "PARALLEL_OVER", 1)
+    monkeypatch.setattr(tc, "PREFETCH_OVER", 1)
     source, ids = _two_runs(tmp_path, runs, spans=20)
     try:
         for run in ids:
