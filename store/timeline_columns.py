@@ -59,15 +59,15 @@ class _Table(dict[str, int]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.values: list[str] = []
+        self.strings: list[str] = []
         self._lock = threading.Lock()
 
     def __missing__(self, value: str) -> int:
         with self._lock:
             code = self.get(value)
             if code is None:
-                code = len(self.values)
-                self.values.append(value)
+                code = len(self.strings)
+                self.strings.append(value)
                 self[value] = code
             return code
 
@@ -94,7 +94,7 @@ class Coded(Sequence[str]):
     @property
     def values(self) -> list[str]:
         """The distinct strings by code (a snapshot: the table may grow)."""
-        return self._table.values[:]
+        return self._table.strings[:]
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -105,7 +105,7 @@ class Coded(Sequence[str]):
     def __getitem__(self, i: slice) -> list[str]: ...
 
     def __getitem__(self, i: int | slice) -> str | list[str]:
-        values = self._table.values
+        values = self._table.strings
         if isinstance(i, slice):
             return [values[c] for c in self.codes[i].tolist()]
         return values[int(self.codes[i])]
@@ -115,7 +115,7 @@ class Coded(Sequence[str]):
         self.codes[i] = self._table[value]
 
     def __iter__(self) -> Iterator[str]:
-        return map(self._table.values.__getitem__, self.codes.tolist())
+        return map(self._table.strings.__getitem__, self.codes.tolist())
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Coded) and other._table is self._table:
@@ -129,14 +129,14 @@ class Coded(Sequence[str]):
     def __add__(self, other: Sequence[str]) -> Coded:
         """This column and then `other`, in this column's table."""
         if isinstance(other, Coded):
-            translate = np.asarray([self._table[v] for v in other._table.values[:]], dtype=np.int32)
+            translate = np.asarray([self._table[v] for v in other._table.strings[:]], dtype=np.int32)
             tail = translate[other.codes] if len(other) else other.codes
         else:
             tail = _encode(other, self._table)
         return Coded(np.concatenate((self.codes, tail)), self._table)
 
     def __repr__(self) -> str:
-        return f"Coded({len(self)} of {len(self._table.values)} distinct)"
+        return f"Coded({len(self)} of {len(self._table.strings)} distinct)"
 
     def taken(self, indices: np.ndarray) -> Coded:
         """The rows at these indices (numpy fancy indexing: no Python loop)."""
@@ -148,7 +148,7 @@ class Coded(Sequence[str]):
 
     def lookup(self, table: Mapping[str, int], default: int, dtype: type[np.integer[Any]]) -> np.ndarray:
         """`[table.get(s, default) for s in self]` as an array: one lookup per distinct string, then numpy."""
-        values = self._table.values[:]
+        values = self._table.strings[:]
         return np.asarray([table.get(v, default) for v in values], dtype=dtype)[self.codes] if len(self) else \
             np.zeros(0, dtype=dtype)
 
