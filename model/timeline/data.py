@@ -344,8 +344,14 @@ class LaneIds(Sequence[str]):
 class TimelineData:
     """The laid-out spans of one run; arrays are indexed by lane.
 
-    Numbers are numpy arrays and strings are shared per distinct value: a
-    million spans hold a few hundred megabytes, not a gigabyte of row objects.
+    Numbers are numpy arrays, names, kinds and statuses codes into their distinct
+    strings (`Coded`), ids an index into one shared list (`LaneIds`): a million
+    spans hold a few hundred megabytes, not a gigabyte of row objects, and a
+    layout is reordered, copied or appended to in numpy, not by walking a million
+    Python objects with the GIL held while the GUI thread waits for it. The
+    arrays sit in buffers with room after them (`_Room`), so a live span after
+    the last lane is appended in place. An appended layout shares those buffers
+    with the one it came from: `update` (in place) on either changes both.
     """
 
     def __init__(self, t0: float, cols: SpanColumns) -> None:
