@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import repeat
-from typing import TypeVar, overload
+from typing import overload
 
 import numpy as np
 
@@ -30,11 +29,8 @@ OTHER_KIND = KIND_CODES[rm.SpanKind.INTERNAL]
 STATUSES: tuple[str, ...] = (rm.SpanStatus.OK, rm.SpanStatus.ERROR, rm.SpanStatus.CANCELLED, rm.SpanStatus.RUNNING)
 OK, ERROR, CANCELLED, RUNNING = range(len(STATUSES))
 STATUS_CODES = {status: code for code, status in enumerate(STATUSES)}
-_KIND_LOOKUP: defaultdict[str, int] = defaultdict(lambda: OTHER_KIND, KIND_CODES)
 APPEND_AT_MOST = 64
 """More new spans than this at once are laid out with the run, not inserted one by one."""
-_STATUS_LOOKUP: defaultdict[str, int] = defaultdict(lambda: OK, STATUS_CODES)
-T = TypeVar("T")
 
 
 def dfs_order(parent: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
