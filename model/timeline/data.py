@@ -9,17 +9,17 @@ item reads these arrays directly; nothing here touches a widget.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import repeat
-from operator import itemgetter
-from typing import TypeVar
+from typing import overload
 
 import numpy as np
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import SpanTable
-from agentdesk.store.timeline_columns import SpanColumns, from_table
+from agentdesk.store.timeline_columns import Coded, Keys, SpanColumns, from_table, insert_at, take
 
 KINDS: tuple[str, ...] = (rm.SpanKind.AGENT, rm.SpanKind.SUB_AGENT, rm.SpanKind.MODEL, rm.SpanKind.TOOL,
                           rm.SpanKind.GUARDRAIL, rm.SpanKind.GATE, rm.SpanKind.INTERNAL)
@@ -29,11 +29,8 @@ OTHER_KIND = KIND_CODES[rm.SpanKind.INTERNAL]
 STATUSES: tuple[str, ...] = (rm.SpanStatus.OK, rm.SpanStatus.ERROR, rm.SpanStatus.CANCELLED, rm.SpanStatus.RUNNING)
 OK, ERROR, CANCELLED, RUNNING = range(len(STATUSES))
 STATUS_CODES = {status: code for code, status in enumerate(STATUSES)}
-_KIND_LOOKUP: defaultdict[str, int] = defaultdict(lambda: OTHER_KIND, KIND_CODES)
 APPEND_AT_MOST = 64
 """More new spans than this at once are laid out with the run, not inserted one by one."""
-_STATUS_LOOKUP: defaultdict[str, int] = defaultdict(lambda: OK, STATUS_CODES)
-T = TypeVar("T")
 
 
 def dfs_order(parent: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -205,7 +202,7 @@ def preorder(parent: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndar
 class LaneIndex:
     """Span id → lane, shared by a layout and the layouts appended from it.
 
-    Ids map to a key (the order they arrived in) in one dict that only grows;
+    Ids map to a key (see `Keys`; the read may hand them over, `SpanKeys`) in one dict that only grows;
     each layout has its own key → lane array. Appending a span therefore adds one
     dict entry and shifts an array, instead of rebuilding a million-entry dict,
     and the previous layout (still on screen) keeps answering for its own lanes.
@@ -213,7 +210,7 @@ class LaneIndex:
 
     __slots__ = ("_keys", "_lane")
 
-    def __init__(self, keys: dict[str, int], lane_of_key: np.ndarray) -> None:
+    def __init__(self, keys: Keys, lane_of_key: np.ndarray) -> None:
         self._keys, self._lane = keys, lane_of_key
 
     def get(self, span_id: str | None, default: int = -1) -> int:
@@ -236,11 +233,121 @@ class LaneIndex:
         return int((self._lane >= 0).sum())
 
 
+_ROOMY = ("start", "end", "input_tokens", "output_tokens", "cost", "parent", "depth", "kind", "status")
+"""The per-lane arrays of a layout (besides ids, names, kinds, statuses and the lane index)."""
+ROOM_SHARE, ROOM_MIN = 64, 1024
+"""Room for this share of a layout's spans (at least `ROOM_MIN`) after its arrays: ~1.6 % more memory
+reserved, and the pages of room never written are never resident."""
+
+
+class _Room:
+    """The room after the arrays of a layout, shared by the layouts appended at its end.
+
+    A live run's new span almost always lands after the last lane. Copying a dozen million-long
+    arrays for it cost ~10 ms (~80 ms when the copies fault their pages in); writing it into spare
+    room costs microseconds. The room is claimed once per length: the layout that appended at
+    `length` owns the slot, so a second append to the same older layout copies instead (it must not
+    overwrite the first one's span). Earlier layouts are views that end before the room.
+    """
+
+    __slots__ = ("capacity", "key_capacity", "key_length", "length", "lock")
+
+    def __init__(self, length: int, key_length: int) -> None:
+        self.length, self.key_length = length, key_length
+        spare = max(ROOM_MIN, length // ROOM_SHARE)
+        self.capacity, self.key_capacity = length + spare, key_length + spare
+        self.lock = threading.Lock()
+
+    def claim(self, length: int, key: int) -> bool:
+        """Whether a layout of `length` lanes may write the span with `key` into the room."""
+        with self.lock:
+            if (self.length, self.key_length) != (length, key) or length >= self.capacity \
+                    or key >= self.key_capacity:
+                return False
+            self.length, self.key_length = length + 1, key + 1
+            return True
+
+
+def _roomy(array: np.ndarray, capacity: int) -> np.ndarray:
+    """`array` copied to the start of a buffer of `capacity` (a view of its own length)."""
+    buffer = np.empty(max(capacity, len(array)), dtype=array.dtype)
+    buffer[:len(array)] = array
+    return buffer[:len(array)]
+
+
+def _put(view: np.ndarray, value: object) -> np.ndarray:
+    """The view one longer, `value` written into its buffer's room (see `_Room.claim`)."""
+    buffer, n = view.base, len(view)
+    assert isinstance(buffer, np.ndarray) and len(buffer) > n
+    buffer[n] = value
+    return buffer[:n + 1]
+
+
+class _Growing(list[str]):
+    """Span ids that only grow at the end: every layout appended from one run shares this list."""
+
+    def add(self, span_id: str) -> int:
+        """Append; the new id's index (under a lock: two appends at once must not get one index)."""
+        with _GROWING:
+            self.append(span_id)
+            return len(self) - 1
+
+
+_GROWING = threading.Lock()
+
+
+class LaneIds(Sequence[str]):
+    """Span ids by lane: one shared list of ids (`_Growing`) and this layout's lane → index array.
+
+    A live span inserted into a million-span layout then appends one id to the shared list and
+    copies an int64 array (~1 ms), where a list of ids per layout meant copying a million pointers
+    and touching a million strings (~40 ms). Layouts made earlier never index past their own ids.
+    """
+
+    __slots__ = ("_at", "_ids")
+
+    def __init__(self, ids: _Growing, at: np.ndarray) -> None:
+        self._ids, self._at = ids, at
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self._ids[k] for k in self._at[i].tolist()]
+        return self._ids[int(self._at[i])]
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self._ids.__getitem__, self._at.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def inserted(self, lane: int, span_id: str, room: int = 0) -> LaneIds:
+        """A copy with `span_id` at `lane` (this one unchanged: it never reads past its own ids)."""
+        return LaneIds(self._ids, insert_at(self._at, lane, self._ids.add(span_id), room))
+
+
 class TimelineData:
     """The laid-out spans of one run; arrays are indexed by lane.
 
-    Numbers are numpy arrays and strings are shared per distinct value: a
-    million spans hold a few hundred megabytes, not a gigabyte of row objects.
+    Numbers are numpy arrays, names, kinds and statuses codes into their distinct
+    strings (`Coded`), ids an index into one shared list (`LaneIds`): a million
+    spans hold a few hundred megabytes, not a gigabyte of row objects, and a
+    layout is reordered, copied or appended to in numpy, not by walking a million
+    Python objects with the GIL held while the GUI thread waits for it. The
+    arrays sit in buffers with room after them (`_Room`), so a live span after
+    the last lane is appended in place. An appended layout shares those buffers
+    with the one it came from: `update` (in place) on either changes both.
     """
 
     def __init__(self, t0: float, cols: SpanColumns) -> None:
@@ -249,36 +356,55 @@ class TimelineData:
         n = len(cols)
         # Loops over a million spans run in slices: one C call over all of them would hold the GIL
         # (and freeze the GUI thread) for its whole duration, a slice only for milliseconds.
-        keys: dict[str, int] = {}
-        for a, b in _slices(n):
-            keys.update(zip(cols.ids[a:b], range(a, b), strict=True))
-        lookup: dict[str | None, int] = keys  # type: ignore[assignment]  # None is never a key: -1
-        parent = np.concatenate([np.fromiter(map(lookup.get, cols.parent_ids[a:b], repeat(-1)), np.int64, b - a)
-                                 for a, b in _slices(n)]) if n else np.zeros(0, dtype=np.int64)
+        if cols.keys is not None:  # built by the read (see `SpanKeys`)
+            keys, key_of = cols.keys.keys, cols.keys.of_row
+            row_of_key = np.full(keys.next_key, -1, dtype=np.int64)
+            row_of_key[key_of] = np.arange(n)
+            parent_key = cols.keys.parent_of_row
+            parent = np.where(parent_key >= 0, row_of_key[np.maximum(parent_key, 0)], -1) if n else parent_key
+        else:
+            keys, key_of = Keys(n), np.arange(n)
+            for a, b in _slices(n):
+                keys.update(zip(cols.ids[a:b], range(a, b), strict=True))
+            lookup: dict[str | None, int] = keys  # type: ignore[assignment]  # None is never a key: -1
+            parent = np.concatenate([np.fromiter(map(lookup.get, cols.parent_ids[a:b], repeat(-1)), np.int64, b - a)
+                                     for a, b in _slices(n)]) if n else np.zeros(0, dtype=np.int64)
         order, parent, depth = preorder(parent, cols.start)
-        lanes = order.tolist()
-        self.ids = _take(cols.ids, lanes)
-        self.names, self.kind_names = _take(cols.names, lanes), _take(cols.kinds, lanes)
-        self.status_names = _take(cols.statuses, lanes)
+        self.ids = LaneIds(_Growing(cols.ids), order)
+        self.names, self.kind_names, self.status_names = (c.taken(order) for c in (cols.names, cols.kinds,
+                                                                                   cols.statuses))
         inverse = np.empty_like(order)
         inverse[order] = np.arange(n)
-        self.lane_of = LaneIndex(keys, inverse)
+        lane_of_key = np.full(keys.next_key, -1, dtype=np.int64)
+        lane_of_key[key_of] = inverse
+        self.lane_of = LaneIndex(keys, lane_of_key)
         up = parent[order]
         self.parent = np.where(up >= 0, inverse[np.maximum(up, 0)], -1)
         self.depth = depth[order]
         # a parent id no span of the run has (yet): kept, so that span is attached when it arrives
         self.unknown_parent = {int(inverse[i]): p for i in np.flatnonzero(parent < 0).tolist()
                                if (p := cols.parent_ids[i]) is not None}
-        self.kind, self.status = (
-            np.concatenate([np.fromiter(map(table.__getitem__, names[a:b]), np.int8, b - a) for a, b in _slices(n)])
-            if n else np.zeros(0, dtype=np.int8)
-            for table, names in ((_KIND_LOOKUP, self.kind_names), (_STATUS_LOOKUP, self.status_names)))
+        self.kind = self.kind_names.lookup(KIND_CODES, OTHER_KIND, np.int8)
+        self.status = self.status_names.lookup(STATUS_CODES, OK, np.int8)
         self.start, self.end = cols.start[order], cols.end[order]
         self.input_tokens, self.output_tokens = cols.input_tokens[order], cols.output_tokens[order]
         self.cost = cols.cost[order]
         self.total = max(cols.total, n)
         """Spans the run has: more than `len(self)` while only its first spans are laid out."""
         self.version = 0
+        self._make_room()
+
+    def _make_room(self) -> None:
+        """Move the arrays into buffers with room at the end (`_Room`): the next spans appended there
+        are written in place, not copied with a million others."""
+        room = _Room(len(self), len(self.lane_of._lane))
+        for name in _ROOMY:
+            setattr(self, name, _roomy(getattr(self, name), room.capacity))
+        self.ids = LaneIds(self.ids._ids, _roomy(self.ids._at, room.capacity))
+        self.names, self.kind_names, self.status_names = (
+            Coded(_roomy(c.codes, room.capacity), c._table) for c in (self.names, self.kind_names, self.status_names))
+        self.lane_of = LaneIndex(self.lane_of._keys, _roomy(self.lane_of._lane, room.key_capacity))
+        self._room = room
 
     @classmethod
     def from_table(cls, table: SpanTable, t0: float | None = None) -> TimelineData:
@@ -293,11 +419,11 @@ class TimelineData:
         return cls(t0, replace(cols, start=cols.start - t0, end=cols.end - t0))
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.start)
 
     @property
     def complete(self) -> bool:
-        return len(self.ids) >= self.total
+        return len(self) >= self.total
 
     def parent_id(self, lane: int) -> str | None:
         up = int(self.parent[lane])
@@ -429,36 +555,66 @@ class TimelineData:
     def _with_lane(self, at: int, up: int, rows: SpanTable, i: int) -> TimelineData:
         new = object.__new__(TimelineData)
         new.t0, new.total, new.version = self.t0, self.total + 1, self.version
-        new.ids = [*self.ids[:at], rows.ids[i], *self.ids[at:]]
-        new.names = [*self.names[:at], rows.names[i], *self.names[at:]]
-        new.kind_names = [*self.kind_names[:at], rows.kinds[i], *self.kind_names[at:]]
-        new.status_names = [*self.status_names[:at], rows.statuses[i], *self.status_names[at:]]
-        keys = self.lane_of._keys
-        key = keys.setdefault(rows.ids[i], len(keys))
-        lanes = self.lane_of._lane
-        lanes = np.concatenate((lanes, np.full(max(0, key + 1 - len(lanes)), -1, dtype=lanes.dtype)))
-        lanes[lanes >= at] += 1
+        key = self.lane_of._keys.add(rows.ids[i])
+        if at == len(self) and self._room.claim(at, key):
+            self._append(new, up, key, rows, i)
+            return new
+        old = self.lane_of._lane
+        room = new._room = _Room(len(self) + 1, max(len(old), key + 1))
+        spare = room.capacity - room.length
+        new.ids = self.ids.inserted(at, rows.ids[i], spare)
+        new.names = self.names.inserted(at, rows.names[i], spare)
+        new.kind_names = self.kind_names.inserted(at, rows.kinds[i], spare)
+        new.status_names = self.status_names.inserted(at, rows.statuses[i], spare)
+        lanes = np.empty(room.key_capacity, dtype=old.dtype)[:room.key_length]
+        lanes[:len(old)] = old
+        lanes[len(old):] = -1
+        if at < len(self):  # lanes from `at` on move down one (none do for a span at the end)
+            lanes[lanes >= at] += 1
         lanes[key] = at
-        new.lane_of = LaneIndex(keys, lanes)
-        parent = np.insert(self.parent, at, up)
-        parent[(parent >= at) & (np.arange(len(parent)) != at)] += 1
+        new.lane_of = LaneIndex(self.lane_of._keys, lanes)
+        parent = insert_at(self.parent, at, up, spare)
+        tail = parent[at + 1:]  # a parent's lane is below its children's: only these can point past `at`
+        tail[tail >= at] += 1
         new.parent = parent
-        new.depth = np.insert(self.depth, at, self.depth[up] + 1 if up >= 0 else 0)
+        new.depth = insert_at(self.depth, at, self.depth[up] + 1 if up >= 0 else 0, spare)
         new.unknown_parent = {lane + (lane >= at): p for lane, p in self.unknown_parent.items()}
-        new.kind = np.insert(self.kind, at, KIND_CODES.get(rows.kinds[i], OTHER_KIND))
-        new.status = np.insert(self.status, at, STATUS_CODES.get(rows.statuses[i], OK))
+        new.kind = insert_at(self.kind, at, KIND_CODES.get(rows.kinds[i], OTHER_KIND), spare)
+        new.status = insert_at(self.status, at, STATUS_CODES.get(rows.statuses[i], OK), spare)
         end = rows.ends[i]
-        new.start = np.insert(self.start, at, rows.starts[i] - self.t0)
-        new.end = np.insert(self.end, at, math.nan if end is None else end - self.t0)
-        new.input_tokens = np.insert(self.input_tokens, at, rows.input_tokens[i])
-        new.output_tokens = np.insert(self.output_tokens, at, rows.output_tokens[i])
-        new.cost = np.insert(self.cost, at, rows.costs[i])
+        new.start = insert_at(self.start, at, rows.starts[i] - self.t0, spare)
+        new.end = insert_at(self.end, at, math.nan if end is None else end - self.t0, spare)
+        new.input_tokens = insert_at(self.input_tokens, at, rows.input_tokens[i], spare)
+        new.output_tokens = insert_at(self.output_tokens, at, rows.output_tokens[i], spare)
+        new.cost = insert_at(self.cost, at, rows.costs[i], spare)
         return new
+
+    def _append(self, new: TimelineData, up: int, key: int, rows: SpanTable, i: int) -> None:
+        """`new` as this layout with the span after its last lane, written into the room its arrays
+        share (`_Room.claim` said it is free): no array is copied, this layout still ends where it did."""
+        at, end = len(self), rows.ends[i]
+        new._room = self._room
+        new.ids = LaneIds(self.ids._ids, _put(self.ids._at, self.ids._ids.add(rows.ids[i])))
+        new.names, new.kind_names, new.status_names = (
+            Coded(_put(c.codes, c._table[value]), c._table)
+            for c, value in ((self.names, rows.names[i]), (self.kind_names, rows.kinds[i]),
+                             (self.status_names, rows.statuses[i])))
+        new.lane_of = LaneIndex(self.lane_of._keys, _put(self.lane_of._lane, at))
+        new.parent = _put(self.parent, up)
+        new.depth = _put(self.depth, self.depth[up] + 1 if up >= 0 else 0)
+        new.unknown_parent = dict(self.unknown_parent)
+        new.kind = _put(self.kind, KIND_CODES.get(rows.kinds[i], OTHER_KIND))
+        new.status = _put(self.status, STATUS_CODES.get(rows.statuses[i], OK))
+        new.start = _put(self.start, rows.starts[i] - self.t0)
+        new.end = _put(self.end, math.nan if end is None else end - self.t0)
+        new.input_tokens = _put(self.input_tokens, rows.input_tokens[i])
+        new.output_tokens = _put(self.output_tokens, rows.output_tokens[i])
+        new.cost = _put(self.cost, rows.costs[i])
 
     def columns(self) -> SpanColumns:
         """This layout's spans as columns (lane order, times relative to t0)."""
         parents = [self.parent_id(lane) for lane in range(len(self))]
-        return SpanColumns(self.ids, parents, self.kind_names, self.names, self.status_names, self.start,
+        return SpanColumns(list(self.ids), parents, self.kind_names, self.names, self.status_names, self.start,
                            self.end, self.input_tokens, self.output_tokens, self.cost, total=self.total)
 
     def token_series(self) -> TokenSeries:
@@ -499,21 +655,13 @@ def _slices(n: int) -> list[tuple[int, int]]:
     return [(a, min(a + SLICE, n)) for a in range(0, n, SLICE)]
 
 
-def _take(seq: list[T], indices: list[int]) -> list[T]:
-    """`[seq[i] for i in indices]`, a slice at a time (see `TimelineData.__init__`)."""
-    out: list[T] = []
-    for a, b in _slices(len(indices)):
-        part = indices[a:b]
-        out.extend([seq[part[0]]] if len(part) == 1 else itemgetter(*part)(seq))
-    return out
-
-
 def _numbers(cols: SpanColumns) -> tuple[np.ndarray, ...]:
     return cols.start, cols.end, cols.input_tokens, cols.output_tokens, cols.cost
 
 
 def _take_columns(cols: SpanColumns, keep: list[int], t0: float) -> SpanColumns:
     """Some rows of columns relative to `t0`, made absolute again for `from_columns`."""
-    return SpanColumns(_take(cols.ids, keep), _take(cols.parent_ids, keep), _take(cols.kinds, keep),
-                       _take(cols.names, keep), _take(cols.statuses, keep), cols.start[keep] + t0, cols.end[keep] + t0,
+    rows = np.asarray(keep, dtype=np.int64)
+    return SpanColumns(take(cols.ids, keep), take(cols.parent_ids, keep), cols.kinds.taken(rows),
+                       cols.names.taken(rows), cols.statuses.taken(rows), cols.start[keep] + t0, cols.end[keep] + t0,
                        cols.input_tokens[keep], cols.output_tokens[keep], cols.cost[keep], total=0)
