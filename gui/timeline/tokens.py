@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
+from typing import Any
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QPainter, QPen
 from PySide6.QtWidgets import QWidget
 
 from agentdesk.gui.timeline.axes import CompactAxis
@@ -22,6 +24,97 @@ FIT_PAD = 0.08
 """Room left above and below what is in view when the y axes are refitted (as the fit always had)."""
 KEEP_FILL = 0.5
 """A y range is kept while what is in view fills at least this much of it."""
+
+
+EDGE_PX = 4.0
+"""Step vertices are clamped this far outside the plot area: each step is level or upright, so a
+clamped one covers exactly the pixels the whole one would, and the fill stays a small polygon."""
+
+
+class StepCurve(pg.GraphicsObject):
+    """A cumulative series as steps (pyqtgraph's stepMode "left"), drawn in device pixels.
+
+    `PlotCurveItem` rebuilt a QPainterPath on every pan and filled it in 50-point chunks, each
+    reaching down to the fill level through the data transform (about 4 ms a frame for three
+    curves). The samples handed over here are already one a pixel column, so one polyline (and one
+    polygon for the fill) straight from a numpy buffer draws the same steps in a fraction of that.
+    `opts` holds what the legend's sample reads (pen, fill level and brush).
+    """
+
+    def __init__(self, pen: QPen, fill_level: float | None = None, brush: QBrush | QColor | None = None) -> None:
+        super().__init__()
+        self.opts: dict[str, Any] = {"pen": pen, "fillLevel": fill_level,
+                                     "fillBrush": QBrush(brush) if brush is not None else None}
+        self._x = self._y = np.zeros(0)
+        self._bounds = QRectF()
+
+    def setData(self, x: np.ndarray, y: np.ndarray) -> None:
+        """The samples to draw (sorted x); the previous ones are dropped."""
+        self._x, self._y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        bounds = QRectF()
+        if len(self._x):
+            low, high = float(self._y.min()), float(self._y.max())
+            if self.opts["fillLevel"] is not None:
+                low, high = min(low, self.opts["fillLevel"]), max(high, self.opts["fillLevel"])
+            bounds = QRectF(float(self._x[0]), low, max(float(self._x[-1] - self._x[0]), 1e-9),
+                            max(high - low, 1e-9))
+        if bounds != self._bounds:
+            self.prepareGeometryChange()
+            self._bounds = bounds
+        self.update()
+
+    def getData(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._x, self._y
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(self._bounds)
+
+    def paint(self, p: QPainter, *args: object) -> None:
+        x, y = self._x, self._y
+        if len(x) < 1:
+            return
+        tr = p.transform()
+        sx, sy, dx, dy = tr.m11(), tr.m22(), tr.dx(), tr.dy()
+        view = self.viewRect()
+        if view is None or sx == 0 or sy == 0:
+            return
+        # the area in device pixels, a little wider: vertices are clamped into it
+        xs = sorted((view.left() * sx + dx, view.right() * sx + dx))
+        ys = sorted((view.top() * sy + dy, view.bottom() * sy + dy))
+        n = len(x)
+        points = pg.functions.create_qpolygonf(2 * n)
+        xy = pg.functions.ndarray_from_qpolygonf(points)
+        # stepMode "left": y[k] holds from x[k-1] to x[k]; vertices (x0, y0), (x0, y1), (x1, y1), (x1, y2), …
+        xy[0::2, 0] = x
+        xy[1:-1:2, 0] = x[:-1]
+        xy[-1, 0] = x[-1]
+        xy[0::2, 1] = y
+        xy[1:-1:2, 1] = y[1:]
+        xy[-1, 1] = y[-1]
+        xy[:, 0] *= sx
+        xy[:, 0] += dx
+        xy[:, 1] *= sy
+        xy[:, 1] += dy
+        np.clip(xy[:, 0], xs[0] - EDGE_PX, xs[1] + EDGE_PX, out=xy[:, 0])
+        np.clip(xy[:, 1], ys[0] - EDGE_PX, ys[1] + EDGE_PX, out=xy[:, 1])
+        p.save()
+        try:
+            p.resetTransform()
+            p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+            level, brush = self.opts["fillLevel"], self.opts["fillBrush"]
+            if level is not None and brush is not None and n > 1:
+                base = min(max(level * sy + dy, ys[0] - EDGE_PX), ys[1] + EDGE_PX)
+                points.append(QPointF(float(xy[-1, 0]), base))
+                points.append(QPointF(float(xy[0, 0]), base))
+                p.setPen(Qt.PenStyle.NoPen)
+                p.setBrush(brush)
+                p.drawPolygon(points)
+                points.resize(2 * n)
+            p.setPen(self.opts["pen"])
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawPolyline(points)
+        finally:
+            p.restore()
 
 
 class TokensPlot(pg.PlotWidget):
@@ -46,24 +139,18 @@ class TokensPlot(pg.PlotWidget):
         self.cost_view.setXLink(item.vb)
         item.vb.sigResized.connect(self._sync_views)
         self.legend = item.addLegend(offset=(8, 4), brush=None)
-        # curves, not PlotDataItems: `_redraw` hands them ready samples on every pan, and the data
-        # item's bookkeeping around each setData (display dataset, bounds, signals) cost more than
-        # the curve; the samples are finite, so the finite check is skipped too
-        self.input_curve = pg.PlotCurveItem(pen=pg.mkPen(INPUT_COLOUR, width=1), stepMode="left",
-                                            name="input tokens", skipFiniteCheck=True)
-        self.output_curve = pg.PlotCurveItem(pen=pg.mkPen(OUTPUT_COLOUR, width=1), stepMode="left",
-                                             name="output tokens", skipFiniteCheck=True)
-        item.addItem(self.input_curve)
-        item.addItem(self.output_curve)
+        # `_redraw` hands the curves ready samples (one a pixel column) on every pan; `StepCurve`
+        # draws them in one call each
+        self.input_curve = StepCurve(pg.mkPen(INPUT_COLOUR, width=1))
+        self.output_curve = StepCurve(pg.mkPen(OUTPUT_COLOUR, width=1))
         fill = QColor(COST_COLOUR)
         fill.setAlpha(40)
-        self.cost_curve = pg.PlotCurveItem(pen=pg.mkPen(COST_COLOUR, width=1, style=Qt.PenStyle.DashLine),
-                                           stepMode="left", name="cost", fillLevel=0.0, brush=fill,
-                                           skipFiniteCheck=True)
+        self.cost_curve = StepCurve(pg.mkPen(COST_COLOUR, width=1, style=Qt.PenStyle.DashLine), 0.0, fill)
+        for curve, name in ((self.input_curve, "input tokens"), (self.output_curve, "output tokens")):
+            item.addItem(curve)
+            self.legend.addItem(curve, name)
         self.cost_view.addItem(self.cost_curve)
-        # the legend draws its swatch from a data item's options (a curve's fill is not shown there)
-        self._cost_sample = pg.PlotDataItem(pen=self.cost_curve.opts["pen"], fillLevel=0.0, brush=fill)
-        self.legend.addItem(self._cost_sample, "cost")
+        self.legend.addItem(self.cost_curve, "cost")
         self.legend.setColumnCount(3)
         # no clipToView or auto-downsampling: `_redraw` hands the curves at most one point a pixel
         # column, picked for the view (pyqtgraph's kept five, all redrawn and filled on every pan)
