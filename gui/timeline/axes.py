@@ -17,6 +17,7 @@ from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colo
 from agentdesk.gui.timeline.drawing import (
     StaticTexts,
     compact,
+    draw_hv_line,
     one_line,
     paint_once_per_change,
     time_label,
@@ -145,8 +146,7 @@ class DirectAxis(pg.AxisItem):
         lo, hi = sorted(x * scale - offset for x in self.range)
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
-        p.setPen(self.pen())
-        p.drawLine(*ends)
+        draw_hv_line(p, self.pen(), ends[0].x(), ends[0].y(), ends[1].x(), ends[1].y())
         positions: list[list[float | None]] = []
         for i, (_spacing, values) in enumerate(levels):
             tick_length = self.style["tickLength"] / (i * 0.5 + 1.0)
@@ -387,8 +387,8 @@ class LaneAxis(pg.AxisItem):
         lo, hi = max(0, math.floor(top)), min(len(data), math.ceil(bottom))
         if lo >= hi:
             return
-        p.setPen(self.muted_colour)
-        p.drawLine(int(rect.right()) - 1, int(rect.top()), int(rect.right()) - 1, int(rect.bottom()))
+        draw_hv_line(p, QPen(self.muted_colour), int(rect.right()) - 1, int(rect.top()), int(rect.right()) - 1,
+                     int(rect.bottom()))
         if lane_px >= MIN_LABEL_LANE_PX:
             self._labels(p, data, lo, hi, top, lane_px, rect)
         else:
