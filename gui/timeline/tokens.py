@@ -49,19 +49,22 @@ class StepCurve(pg.GraphicsObject):
         self._bounds = QRectF()
 
     def setData(self, x: np.ndarray, y: np.ndarray) -> None:
-        """The samples to draw (sorted x); the previous ones are dropped."""
+        """The samples to draw (sorted x); the previous ones are dropped. The bounding rect stays
+        (`set_extent`): changed on every pan, it made the scene re-index the item each frame."""
         self._x, self._y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        self.update()
+
+    def set_extent(self, x: np.ndarray, y: np.ndarray) -> None:
+        """What the whole series covers (sorted x), and the fill level: the item's bounding rect."""
         bounds = QRectF()
-        if len(self._x):
-            low, high = float(self._y.min()), float(self._y.max())
+        if len(x):
+            low, high = float(np.min(y)), float(np.max(y))
             if self.opts["fillLevel"] is not None:
                 low, high = min(low, self.opts["fillLevel"]), max(high, self.opts["fillLevel"])
-            bounds = QRectF(float(self._x[0]), low, max(float(self._x[-1] - self._x[0]), 1e-9),
-                            max(high - low, 1e-9))
+            bounds = QRectF(float(x[0]), low, max(float(x[-1] - x[0]), 1e-9), max(high - low, 1e-9))
         if bounds != self._bounds:
             self.prepareGeometryChange()
             self._bounds = bounds
-        self.update()
 
     def getData(self) -> tuple[np.ndarray, np.ndarray]:
         return self._x, self._y
@@ -176,6 +179,10 @@ class TokensPlot(pg.PlotWidget):
                                    (series.t, series.input_tokens, series.output_tokens, series.cost)))
             series.t[-1] = until
         self.series = series
+        for curve, values in zip((self.input_curve, self.output_curve, self.cost_curve),
+                                 (series.input_tokens, series.output_tokens, series.cost) if series is not None
+                                 else (np.zeros(0),) * 3, strict=True):
+            curve.set_extent(series.t if series is not None else np.zeros(0), values)
         self._redraw()
 
     def _redraw(self, *args: object) -> None:
