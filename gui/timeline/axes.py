@@ -423,36 +423,48 @@ class LaneAxis(pg.AxisItem):
         parents = rows.has_children[lo:upto].tolist() if folding and rows is not None else []
         folds = rows.folded[lo:upto].tolist() if rows is not None else []
         names, kinds = data.names[lo:hi], data.kind_names[lo:hi]
-        marks = {True: texts.text("▸"), False: texts.text("▾")}
+        marks = {folded: (mark, (DISCLOSURE_PX - mark.size().width()) / 2 - 1)
+                 for folded, mark in ((True, texts.text("▸")), (False, texts.text("▾")))}
         colours = self._kind_colours
-        for i, lane in enumerate(range(lo, hi)):
-            y = rect.top() + (lane - top) * lane_px
-            x = rect.left() + 4 + depths[i] * INDENT_PX
+        text_colour, muted = self.text_colour, self.muted_colour
+        ys = (rect.top() + text_dy + (np.arange(lo, hi) - top) * lane_px).tolist()
+        left = rect.left() + 4
+        box_dy = (lane_px - box) / 2 - text_dy
+        pen = None  # the painter's pen, set only when it changes
+        for i, y in enumerate(ys):
+            x = left + depths[i] * INDENT_PX
             folded = folds[i] if i < len(folds) else 0
             if folding:
                 if i < len(parents) and parents[i]:
-                    p.setPen(self.muted_colour if not folded else self.text_colour)
-                    mark = marks[bool(folded)]
-                    p.drawStaticText(QPointF(x - 1 + (DISCLOSURE_PX - mark.size().width()) / 2, y + text_dy), mark)
+                    want = text_colour if folded else muted
+                    if want is not pen:
+                        p.setPen(want)
+                        pen = want
+                    mark, dx = marks[bool(folded)]
+                    p.drawStaticText(QPointF(x + dx, y), mark)
                 x += DISCLOSURE_PX
             kind = kinds[i]
             colour = colours.get(kind)
             if colour is None:
                 colour = colours[kind] = kind_colour(kind)
-            p.fillRect(QRectF(x, y + (lane_px - box) / 2, box, box), colour)
+            p.fillRect(QRectF(x, y + box_dy, box, box), colour)
             status = statuses[i]
             prefix = "✖ " if status == ERROR else "● " if status == RUNNING else ""  # ▶ would read as a fold mark
-            p.setPen(self._error if status == ERROR else self._running if status == RUNNING else self.text_colour)
+            want = self._error if status == ERROR else self._running if status == RUNNING else text_colour
+            if want is not pen:
+                p.setPen(want)
+                pen = want
             width = rect.right() - 6 - (x + box + 4)
             count = None
             if folded:
                 count = texts.text(f" +{compact(int(folded))}")  # the count stays whole; the name elides
                 width -= count.size().width()
             name = texts.elided(prefix + one_line(names[i]), int(max(width, 0)), metrics)
-            p.drawStaticText(QPointF(x + box + 4, y + text_dy), name)
+            p.drawStaticText(QPointF(x + box + 4, y), name)
             if count is not None:
-                p.setPen(self.muted_colour)
-                p.drawStaticText(QPointF(x + box + 4 + name.size().width(), y + text_dy), count)
+                p.setPen(muted)
+                pen = muted
+                p.drawStaticText(QPointF(x + box + 4 + name.size().width(), y), count)
 
     def row_at(self, y: float) -> int:
         """The row under a y in this axis's coordinates; -1 outside the rows or when labels are off."""
