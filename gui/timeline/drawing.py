@@ -10,7 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen, QStaticText, QTransform
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
+from PySide6.QtWidgets import QGraphicsView, QHBoxLayout, QLabel, QWidget
 from shiboken6 import Shiboken
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
@@ -136,6 +136,17 @@ def unlink_hidden_axes(item: pg.PlotItem, names: tuple[str, ...]) -> None:
         axis = item.getAxis(name)
         axis.hide()
         axis.unlinkFromView()
+
+
+def set_background(view: pg.GraphicsView, colour: QColor) -> None:
+    """The plot's background, painted once per frame: an opaque colour is filled straight into the
+    frame (no cached background pixmap copied over it, and no palette fill under it first);
+    ~0.5 ms of every pan and zoom frame per plot. A translucent one keeps pyqtgraph's way."""
+    view.setBackground(colour)
+    opaque = view.backgroundBrush().isOpaque()
+    view.setCacheMode(QGraphicsView.CacheModeFlag.CacheNone if opaque else QGraphicsView.CacheModeFlag.CacheBackground)
+    view.viewport().setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent, opaque)
+    view.viewport().setAutoFillBackground(not opaque)
 
 
 def colour_axes(item: pg.PlotItem, names: tuple[str, ...], text: QColor, muted: QColor) -> None:

@@ -13,7 +13,7 @@ from PySide6.QtGui import QBrush, QColor, QPainter, QPen
 from PySide6.QtWidgets import QWidget
 
 from agentdesk.gui.timeline.axes import CompactAxis
-from agentdesk.gui.timeline.drawing import colour_axes, paint_once_per_change, unlink_hidden_axes
+from agentdesk.gui.timeline.drawing import colour_axes, paint_once_per_change, set_background, unlink_hidden_axes
 from agentdesk.model.timeline.data import TokenSeries, step_samples
 
 INPUT_COLOUR = "#5b8def"
@@ -227,7 +227,7 @@ class TokensPlot(pg.PlotWidget):
         self._y_ranges = ranges[0], ranges[1]
 
     def apply_colours(self, background: QColor, text: QColor, muted: QColor) -> None:
-        self.setBackground(background)
+        set_background(self, background)
         item = self.getPlotItem()
         colour_axes(item, ("left", "right"), text, muted)
         self.legend.setLabelTextColor(text)
