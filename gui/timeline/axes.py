@@ -18,6 +18,7 @@ from agentdesk.gui.timeline.drawing import (
     StaticTexts,
     compact,
     draw_hv_line,
+    draw_lines,
     one_line,
     paint_once_per_change,
     time_label,
@@ -52,7 +53,7 @@ class DirectAxis(pg.AxisItem):
     def __init__(self, orientation: str) -> None:
         super().__init__(orientation)
         self._pixels: tuple[tuple[object, ...], QPixmap] | None = None
-        self._text_rects: dict[tuple[str, str], QRectF] = {}
+        self._text_sizes: dict[tuple[str, str], tuple[float, float]] = {}
         self.renders = 0
         """How many times the axis was drawn afresh (the rest were copies): tests read it."""
 
@@ -116,17 +117,18 @@ class DirectAxis(pg.AxisItem):
             ticks.append((spacing / self.scale, values.tolist()))
         return ticks
 
-    def _text_rect(self, p: QPainter, text: str) -> QRectF:
-        """`QPainter.boundingRect` of a tick label (as pyqtgraph measures it), remembered per font:
-        a zoom redraws the axis every frame, and the same few labels come back."""
-        key = p.font().toString(), text
-        found = self._text_rects.get(key)
+    def _text_size(self, p: QPainter, font: str, text: str) -> tuple[float, float]:
+        """Width and height of a tick label's `QPainter.boundingRect` (as pyqtgraph measures it,
+        the height cut to 80 %), remembered per font: a zoom redraws the axis every frame, and the
+        same few labels come back."""
+        key = font, text
+        found = self._text_sizes.get(key)
         if found is None:
-            if len(self._text_rects) > 4096:
-                self._text_rects.clear()
-            found = self._text_rects[key] = p.boundingRect(QRectF(0, 0, 100, 100), Qt.AlignmentFlag.AlignCenter,
-                                                           text)
-        return QRectF(found)
+            if len(self._text_sizes) > 4096:
+                self._text_sizes.clear()
+            rect = p.boundingRect(QRectF(0, 0, 100, 100), Qt.AlignmentFlag.AlignCenter, text)
+            found = self._text_sizes[key] = rect.width(), rect.height() * 0.8
+        return found
 
     def _draw_lean(self, p: QPainter) -> None:
         """What `generateDrawSpecs` and `drawPicture` draw (no grid, ticks from `tickValues`), in a
@@ -173,20 +175,17 @@ class DirectAxis(pg.AxisItem):
         for i, (_spacing, values) in enumerate(levels):
             tick_length = self.style["tickLength"] / (i * 0.5 + 1.0)
             pen = self._tick_pen(i, length, len(values))
-            at: list[float | None] = []
-            lines = []
-            for v in np.asarray(values, dtype=np.float64).tolist():
-                x = v * scale - offset
-                if x < lo or x > hi:
-                    at.append(None)
-                    continue
-                at.append(x)
+            xs = np.asarray(values, dtype=np.float64) * scale - offset
+            inside = (xs >= lo) & (xs <= hi)
+            positions.append([x if keep else None for x, keep in zip(xs.tolist(), inside.tolist(), strict=True)])
+            if inside.any():
+                shown = xs[inside]
                 far = tick_stop + tick_length * tick_dir
-                lines.append(QLineF(x, tick_start, x, far) if axis == 1 else QLineF(tick_start, x, far, x))
-            positions.append(at)
-            if lines:
+                ends = np.empty((len(shown), 4))  # x1, y1, x2, y2 per tick: QLineF's memory
+                ends[:, 0::2] = shown[:, None] if axis == 1 else (tick_start, far)
+                ends[:, 1::2] = (tick_start, far) if axis == 1 else shown[:, None]
                 p.setPen(pen)
-                p.drawLines(lines)
+                draw_lines(p, ends)
         if not self.style["showValues"]:
             return
         texts = self._lean_texts(p, levels, positions, length, axis, tick_stop)
@@ -216,49 +215,48 @@ class DirectAxis(pg.AxisItem):
                     length: float, axis: int, tick_stop: float) -> list[tuple[QRectF, int, str]]:
         """The labels `generateDrawSpecs` would place: level by level until they crowd."""
         specs: list[tuple[QRectF, int, str]] = []
-        all_rects: list[QRectF] = []
-        size2 = last_size2 = 0.0
+        along_total, size2, last_size2, counted = 0.0, 0.0, 0.0, 0
         offset = max(0, self.style["tickLength"]) + self.style["tickTextOffset"][axis]
+        orientation = self.orientation
         flags = {"left": Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
                  "right": Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                  "top": Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom,
-                 "bottom": Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop}[self.orientation]
+                 "bottom": Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop}[orientation]
         text_flags = int(flags | Qt.TextFlag.TextDontClip)
         box = self.boundingRect()
+        font = p.font().toString()
         for i in range(min(len(levels), self.style["maxTextLevel"] + 1)):
             spacing, values = levels[i]
             strings = self.tickStrings(values, self.autoSIPrefixScale * self.scale, spacing)
             if not len(strings):
                 continue
-            rects: list[QRectF | None] = []
+            sizes: list[tuple[float, float] | None] = []
             for j, text in enumerate(strings):
                 if positions[i][j] is None:
-                    rects.append(None)
+                    sizes.append(None)
                     continue
-                rect = self._text_rect(p, text)
-                rect.setHeight(rect.height() * 0.8)  # as pyqtgraph: boundingRect is a bit too large
-                rects.append(rect)
-                all_rects.append(rect)
-            if all_rects:
-                along = [r.height() if axis == 0 else r.width() for r in all_rects]
-                size = float(sum(along))
-                size2 = float(max(r.width() if axis == 0 else r.height() for r in all_rects))
-            else:
-                size = size2 = 0.0
-            if i > 0 and any(len(specs) >= count and size / length >= limit
+                width, height = size = self._text_size(p, font, text)
+                sizes.append(size)
+                # what the labels so far take along the axis, and the widest across it
+                along_total += height if axis == 0 else width
+                size2 = max(size2, width if axis == 0 else height) if counted else (width if axis == 0 else height)
+                counted += 1
+            if not counted:
+                along_total = size2 = 0.0
+            if i > 0 and any(len(specs) >= count and along_total / length >= limit
                              for count, limit in self.style["textFillLimits"]):
                 break
             last_size2 = size2
             for j, text in enumerate(strings):
-                x, rect = positions[i][j], rects[j]
-                if x is None or rect is None:
+                x, found = positions[i][j], sizes[j]
+                if x is None or found is None:
                     continue
-                width, height = rect.width(), rect.height()
-                if self.orientation == "left":
+                width, height = found
+                if orientation == "left":
                     place = QRectF(tick_stop - offset - width, x - height / 2, width, height)
-                elif self.orientation == "right":
+                elif orientation == "right":
                     place = QRectF(tick_stop + offset, x - height / 2, width, height)
-                elif self.orientation == "top":
+                elif orientation == "top":
                     place = QRectF(x - width / 2, tick_stop - offset - height, width, height)
                 else:
                     place = QRectF(x - width / 2, tick_stop + offset, width, height)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRect, QRectF, Qt
+from PySide6.QtCore import QLineF, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen, QStaticText, QTransform
 from PySide6.QtWidgets import QGraphicsView, QHBoxLayout, QLabel, QWidget
 from shiboken6 import Shiboken
@@ -28,6 +28,14 @@ def draw_rects(p: QPainter, rects: np.ndarray) -> None:
 
 
 _PLAIN = (QTransform.TransformationType.TxNone, QTransform.TransformationType.TxTranslate)
+
+
+def draw_lines(p: QPainter, ends: np.ndarray) -> None:
+    """Draw an (n, 4) array of x1, y1, x2, y2 in one call, read as QLineF[n] (see `draw_rects`)."""
+    if len(ends):
+        ends = np.ascontiguousarray(ends, dtype=np.float64)
+        first: Any = Shiboken.wrapInstance(ends.ctypes.data, QLineF)
+        p.drawLines(first, len(ends))
 
 
 def draw_hv_line(p: QPainter, pen: QPen, x0: float, y0: float, x1: float, y1: float) -> None:
