@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen, QPicture, QPixmap
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
@@ -181,11 +181,11 @@ class DirectAxis(pg.AxisItem):
             if inside.any():
                 shown = xs[inside]
                 far = tick_stop + tick_length * tick_dir
-                ends = np.empty((len(shown), 4))  # x1, y1, x2, y2 per tick: QLineF's memory
-                ends[:, 0::2] = shown[:, None] if axis == 1 else (tick_start, far)
-                ends[:, 1::2] = (tick_start, far) if axis == 1 else shown[:, None]
+                lines = np.empty((len(shown), 4))  # x1, y1, x2, y2 per tick: QLineF's memory
+                lines[:, 0::2] = shown[:, None] if axis == 1 else (tick_start, far)
+                lines[:, 1::2] = (tick_start, far) if axis == 1 else shown[:, None]
                 p.setPen(pen)
-                draw_lines(p, ends)
+                draw_lines(p, lines)
         if not self.style["showValues"]:
             return
         texts = self._lean_texts(p, levels, positions, length, axis, tick_stop)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 from typing import Any
 
 import numpy as np
@@ -191,7 +190,7 @@ class TokensPlot(pg.PlotWidget):
         curves = (self.input_curve, self.output_curve, self.cost_curve)
         if series is None or len(series.t) < 2:
             for curve in curves:
-                curve.setData([], [])
+                curve.setData(np.zeros(0), np.zeros(0))
             return
         vb = self.getPlotItem().vb
         x0, x1 = vb.viewRange()[0]
