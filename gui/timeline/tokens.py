@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QPainter, QPen
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QWidget
 
 from agentdesk.gui.timeline.axes import CompactAxis
@@ -35,9 +35,10 @@ class StepCurve(pg.GraphicsObject):
 
     `PlotCurveItem` rebuilt a QPainterPath on every pan and filled it in 50-point chunks, each
     reaching down to the fill level through the data transform (about 4 ms a frame for three
-    curves). The samples handed over here are already one a pixel column, so one polyline (and one
-    polygon for the fill) straight from a numpy buffer draws the same steps in a fraction of that.
-    `opts` holds what the legend's sample reads (pen, fill level and brush).
+    curves). The samples handed over here are already one a pixel column, so the same vertices,
+    in device pixels and clamped near the view, filled as one polygon and stroked as one path, set
+    the same pixels in a fraction of that. `opts` holds what the legend's sample reads (pen, fill
+    level and brush).
     """
 
     def __init__(self, pen: QPen, fill_level: float | None = None, brush: QBrush | QColor | None = None) -> None:
@@ -84,15 +85,21 @@ class StepCurve(pg.GraphicsObject):
         xs = sorted((view.left() * sx + dx, view.right() * sx + dx))
         ys = sorted((view.top() * sy + dy, view.bottom() * sy + dy))
         n = len(x)
-        points = pg.functions.create_qpolygonf(2 * n)
+        level, brush = self.opts["fillLevel"], self.opts["fillBrush"]
+        ends = 1 if level is not None else 0  # with a fill level, pyqtgraph's line drops to it at both ends
+        points = pg.functions.create_qpolygonf(2 * n + 2 * ends)
         xy = pg.functions.ndarray_from_qpolygonf(points)
-        # stepMode "left": y[k] holds from x[k-1] to x[k]; vertices (x0, y0), (x0, y1), (x1, y1), (x1, y2), …
-        xy[0::2, 0] = x
-        xy[1:-1:2, 0] = x[:-1]
-        xy[-1, 0] = x[-1]
-        xy[0::2, 1] = y
-        xy[1:-1:2, 1] = y[1:]
-        xy[-1, 1] = y[-1]
+        steps = xy[ends:ends + 2 * n]
+        # stepMode "left" as pyqtgraph lays it out: y[k] holds from x[k-1] to x[k], vertices
+        # (x0, y0), (x0, y0), (x0, y1), (x1, y1), (x1, y2), …, (x[n-1], y[n-1])
+        steps[0, 0] = x[0]
+        steps[1::2, 0] = x
+        steps[2::2, 0] = x[:-1]
+        steps[0::2, 1] = y
+        steps[1::2, 1] = y
+        if ends:
+            xy[0] = x[0], level
+            xy[-1] = x[-1], level
         xy[:, 0] *= sx
         xy[:, 0] += dx
         xy[:, 1] *= sy
@@ -103,18 +110,15 @@ class StepCurve(pg.GraphicsObject):
         try:
             p.resetTransform()
             p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
-            level, brush = self.opts["fillLevel"], self.opts["fillBrush"]
-            if level is not None and brush is not None and n > 1:
-                base = min(max(level * sy + dy, ys[0] - EDGE_PX), ys[1] + EDGE_PX)
-                points.append(QPointF(float(xy[-1, 0]), base))
-                points.append(QPointF(float(xy[0, 0]), base))
+            if ends and brush is not None and n > 1:  # the steps down to the fill level, closed along it
                 p.setPen(Qt.PenStyle.NoPen)
                 p.setBrush(brush)
                 p.drawPolygon(points)
-                points.resize(2 * n)
             p.setPen(self.opts["pen"])
             p.setBrush(Qt.BrushStyle.NoBrush)
-            p.drawPolyline(points)
+            line = QPainterPath()  # a path, not a polyline: Qt strokes the corners of each the way it
+            line.addPolygon(points)  # drew pyqtgraph's path (a polyline leaves out some corner pixels)
+            p.drawPath(line)
         finally:
             p.restore()
 
