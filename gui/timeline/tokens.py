@@ -25,9 +25,11 @@ KEEP_FILL = 0.5
 """A y range is kept while what is in view fills at least this much of it."""
 
 
-EDGE_PX = 4.0
-"""Step vertices are clamped this far outside the plot area: each step is level or upright, so a
-clamped one covers exactly the pixels the whole one would, and the fill stays a small polygon."""
+EDGE_PX = 8.0
+"""Step vertices are clamped this far outside the paint device (not just the view: Qt strokes the
+parts of a dashed line outside the view but inside the device, under the view's clip, and they
+set where the dashes fall). Each step is level or upright, so a clamped one covers exactly the
+pixels the whole one would, and the fill stays a small polygon."""
 
 
 class StepCurve(pg.GraphicsObject):
@@ -81,9 +83,12 @@ class StepCurve(pg.GraphicsObject):
         view = self.viewRect()
         if view is None or sx == 0 or sy == 0:
             return
-        # the area in device pixels, a little wider: vertices are clamped into it
+        # vertices are clamped into the view widened by the whole device (see `EDGE_PX`)
+        device = p.device()
+        reach = EDGE_PX + 2.0 * max(device.width(), device.height()) if device is not None else 1e9
         xs = sorted((view.left() * sx + dx, view.right() * sx + dx))
         ys = sorted((view.top() * sy + dy, view.bottom() * sy + dy))
+        xs, ys = [xs[0] - reach, xs[1] + reach], [ys[0] - reach, ys[1] + reach]
         n = len(x)
         level, brush = self.opts["fillLevel"], self.opts["fillBrush"]
         ends = 1 if level is not None else 0  # with a fill level, pyqtgraph's line drops to it at both ends
@@ -104,8 +109,8 @@ class StepCurve(pg.GraphicsObject):
         xy[:, 0] += dx
         xy[:, 1] *= sy
         xy[:, 1] += dy
-        np.clip(xy[:, 0], xs[0] - EDGE_PX, xs[1] + EDGE_PX, out=xy[:, 0])
-        np.clip(xy[:, 1], ys[0] - EDGE_PX, ys[1] + EDGE_PX, out=xy[:, 1])
+        np.clip(xy[:, 0], xs[0], xs[1], out=xy[:, 0])
+        np.clip(xy[:, 1], ys[0], ys[1], out=xy[:, 1])
         p.save()
         try:
             p.resetTransform()

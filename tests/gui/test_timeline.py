@@ -354,6 +354,41 @@ def test_the_token_curves_draw_the_steps_and_fill_pyqtgraph_drew(qtbot) -> None:
             assert ours == theirs, (pen.style(), view)
 
 
+def test_the_tokens_plot_draws_what_pyqtgraphs_curves_drew(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The whole tokens plot (the cost curve dashed and filled in its own view, beside the axis
+    column) pixel for pixel as with pyqtgraph's step curves, zoomed out and far in."""
+    rng = np.random.default_rng(2)
+    t = np.concatenate(([0.0], np.sort(rng.uniform(0, 3.4e6, 50_000))))
+    tokens = np.concatenate(([0], np.cumsum(rng.integers(1, 900, 50_000))))
+    data = TokenSeries(t, tokens, tokens // 10, tokens * 1e-6)
+
+    def make(pyqtgraphs: bool) -> TokensPlot:
+        plot = TokensPlot(190)
+        qtbot.addWidget(plot)
+        plot.resize(1000, 220)
+        plot.show()
+        qtbot.waitExposed(plot)
+        plot.apply_colours(QColor("#ffffff"), QColor("#202020"), QColor(32, 32, 32, 110))
+        if pyqtgraphs:
+            for name, view in (("input_curve", plot.getPlotItem().vb), ("output_curve", plot.getPlotItem().vb),
+                               ("cost_curve", plot.cost_view)):
+                ours = getattr(plot, name)
+                theirs = pg.PlotCurveItem(pen=ours.opts["pen"], stepMode="left", fillLevel=ours.opts["fillLevel"],
+                                          brush=ours.opts["fillBrush"], skipFiniteCheck=True)
+                theirs.set_extent = lambda *args: None
+                view.removeItem(ours)
+                view.addItem(theirs)
+                setattr(plot, name, theirs)
+        plot.set_series(data, until=3.5e6)
+        return plot
+
+    ours, theirs = make(False), make(True)
+    for start, width in ((0.0, 3.5e6), (1.6e6, 20.0), (1.6e6, 2000.0), (1.0e6, 7e4)):
+        for plot in (ours, theirs):
+            plot.getPlotItem().vb.setXRange(start, start + width, padding=0)
+        assert ours.grab().toImage() == theirs.grab().toImage(), (start, width)
+
+
 def test_an_opaque_plot_background_is_filled_into_each_frame_as_it_looked(qtbot) -> None:  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(6)
     t = np.sort(rng.uniform(0, 10, 50))
