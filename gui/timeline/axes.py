@@ -21,6 +21,7 @@ from agentdesk.gui.timeline.drawing import (
     draw_lines,
     one_line,
     paint_once_per_change,
+    repaint_as_one_rect,
     time_label,
     unlink_hidden_axes,
 )
@@ -526,4 +527,5 @@ def waterfall_plot(lanes: LaneAxis, right_width: int) -> pg.PlotWidget:
     item.vb.invertY(True)
     item.vb.disableAutoRange()
     paint_once_per_change(item.vb)
+    repaint_as_one_rect(plot)
     return plot

@@ -146,6 +146,13 @@ def unlink_hidden_axes(item: pg.PlotItem, names: tuple[str, ...]) -> None:
         axis.unlinkFromView()
 
 
+def repaint_as_one_rect(view: pg.GraphicsView) -> None:
+    """Repaint the bounding rectangle of what changed, not the exact region (pyqtgraph's default):
+    a pan changes nearly the whole plot anyway, and under a many-piece region each tall axis
+    picture was copied ~4x slower (0.3 ms instead of 0.1 for the lane labels)."""
+    view.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.BoundingRectViewportUpdate)
+
+
 def set_background(view: pg.GraphicsView, colour: QColor) -> None:
     """The plot's background, painted once per frame: an opaque colour is filled straight into the
     frame (no cached background pixmap copied over it, and no palette fill under it first);

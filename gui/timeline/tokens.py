@@ -12,7 +12,13 @@ from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QWidget
 
 from agentdesk.gui.timeline.axes import CompactAxis
-from agentdesk.gui.timeline.drawing import colour_axes, paint_once_per_change, set_background, unlink_hidden_axes
+from agentdesk.gui.timeline.drawing import (
+    colour_axes,
+    paint_once_per_change,
+    repaint_as_one_rect,
+    set_background,
+    unlink_hidden_axes,
+)
 from agentdesk.model.timeline.data import TokenSeries, step_samples
 
 INPUT_COLOUR = "#5b8def"
@@ -171,6 +177,7 @@ class TokensPlot(pg.PlotWidget):
         item.vb.sigResized.connect(self._redraw)
         paint_once_per_change(item.vb)
         paint_once_per_change(self.cost_view)
+        repaint_as_one_rect(self)
         self.series: TokenSeries | None = None
         self._y_ranges: tuple[tuple[float, float], tuple[float, float]] | None = None
 
