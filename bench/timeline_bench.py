@@ -1,7 +1,7 @@
 """Timeline benchmark: runs of 100,000 / 300,000 / 1,000,000 spans opened, painted, panned and zoomed.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/timeline_bench.py [--spans 100000,300000,1000000]
-        [--steps 40] [--shots DIR]
+        [--steps 40] [--shots DIR] [--keep DIR] [--profile DIR]
 
 For each size a fresh store is generated in a child process (`populate_bulk`,
 bulk inserts), then measured in another child that only opens it, so the
@@ -34,6 +34,7 @@ missed target; the exit status is 1 when one was missed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -41,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,8 @@ CHILD_TIMEOUT_S = 900.0
 LEVELS = ("whole run", "2 % window", "names", "all expanded")
 """The first three with the run's default rows (deep sub-trees collapsed); the last with every span a row."""
 MOVES = ("pan", "zoom")
+PROFILE_ENV = "TIMELINE_BENCH_PROFILE"
+"""Set by --profile for the measuring children: the folder for the frames' cProfile stats."""
 
 
 def p95(values: list[float]) -> float:
@@ -199,12 +202,34 @@ class Meter:
             self.shoot(name)
             (x0, x1), _ = view.viewRange()
             dx = (x1 - x0) * 0.05
-            out[f"{name}/pan"] = [self.frame(lambda i=i, dx=dx: view.translateBy(x=dx * (-1) ** (i // 10), y=1.0))
-                                  for i in range(self.steps)]
+            with self.profiled(f"{name}/pan"):
+                out[f"{name}/pan"] = [self.frame(lambda i=i, dx=dx: view.translateBy(x=dx * (-1) ** (i // 10), y=1.0))
+                                      for i in range(self.steps)]
             self.level(name)
-            out[f"{name}/zoom"] = [self.frame(lambda i=i: panel.zoom(1.25 if i % 2 else 0.8))
-                                   for i in range(self.steps)]
+            with self.profiled(f"{name}/zoom"):
+                out[f"{name}/zoom"] = [self.frame(lambda i=i: panel.zoom(1.25 if i % 2 else 0.8))
+                                       for i in range(self.steps)]
         return out
+
+    @contextlib.contextmanager
+    def profiled(self, key: str) -> Iterator[None]:
+        """With --profile DIR: cProfile the frames of one move into DIR/<spans>-<level>-<move>.prof
+        (profiled frames run slower: their timings are for finding costs, not for the targets)."""
+        folder = os.environ.get(PROFILE_ENV)
+        if not folder:
+            yield
+            return
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
+        try:
+            yield
+        finally:
+            profile.disable()
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            name = f"{len(self.panel.data or ())}-{key.replace(' ', '-').replace('/', '-')}.prof"
+            profile.dump_stats(str(Path(folder) / name))
 
     def live_append(self) -> float:
         """What one new span costs the loaded run (on the runner, off the GUI thread): a live run's
@@ -329,6 +354,8 @@ def main() -> int:
     parser.add_argument("--shots", type=Path, default=None, help="save screenshots here")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the generated stores in this folder and reuse them on the next run")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="cProfile each move's frames into this folder (slows those frames: not for the targets)")
     parser.add_argument("--build", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--measure", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -339,6 +366,8 @@ def main() -> int:
         path, run_id, steps, shots = args.measure
         print("RESULT " + json.dumps(measure(path, run_id, int(steps), Path(shots) if shots else None)))
         return 0
+    if args.profile is not None:
+        os.environ[PROFILE_ENV] = str(args.profile.resolve())
     sizes = [int(s.replace("_", "")) for s in args.spans.split(",")]
     print(f"timeline bench: {', '.join(f'{s:,}' for s in sizes)} spans; load {os.getloadavg()[0]:.2f} "
           f"on {os.cpu_count()} cores")
@@ -350,6 +379,8 @@ def main() -> int:
             results.append(run_size(spans, args.steps, args.shots, folder))
     failures = report(results)
     print(f"load after: {os.getloadavg()[0]:.2f}")
+    if args.profile is not None:
+        print(f"frames were cProfiled into {args.profile} (so they ran slower than the figures a plain run gives)")
     print("all targets met" if not failures else f"MISSED: {'; '.join(failures)}")
     return 1 if failures else 0
 

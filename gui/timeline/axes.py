@@ -5,18 +5,23 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPicture, QPixmap
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen, QPicture, QPixmap
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
 from agentdesk.gui.timeline.drawing import (
     StaticTexts,
     compact,
+    draw_hv_line,
+    draw_lines,
     one_line,
     paint_once_per_change,
+    repaint_as_one_rect,
     time_label,
     unlink_hidden_axes,
 )
@@ -49,6 +54,7 @@ class DirectAxis(pg.AxisItem):
     def __init__(self, orientation: str) -> None:
         super().__init__(orientation)
         self._pixels: tuple[tuple[object, ...], QPixmap] | None = None
+        self._text_sizes: dict[tuple[str, str], tuple[float, float]] = {}
         self.renders = 0
         """How many times the axis was drawn afresh (the rest were copies): tests read it."""
 
@@ -80,15 +86,194 @@ class DirectAxis(pg.AxisItem):
         try:
             painter.translate(-rect.topLeft())
             painter.setFont(font)
-            specs = self.generateDrawSpecs(painter)
-            if specs is not None:
-                self.drawPicture(painter, *specs)
+            if self._tickLevels is not None or self.grid is not False or any(self.style["stopAxisAtTick"]):
+                specs = self.generateDrawSpecs(painter)  # fixed ticks, a grid: pyqtgraph's general path
+                if specs is not None:
+                    self.drawPicture(painter, *specs)
+            else:
+                self._draw_lean(painter)
         finally:
             painter.end()
         return pixmap
 
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, list[float]]]:
+        """pyqtgraph's `tickValues`, the same values: a tick already on a coarser level (within 1 %
+        of the spacing) is left out, found by a sorted search instead of comparing every pair
+        (`np.isclose` three times per render was a quarter of an axis's redraw)."""
+        if self.logMode:
+            return list(super().tickValues(minVal, maxVal, size))
+        lo, hi = sorted((minVal, maxVal))
+        lo, hi = lo * self.scale, hi * self.scale
+        ticks = []
+        seen = np.zeros(0)
+        for spacing, offset in self.tickSpacing(lo, hi, size):
+            start = math.ceil((lo - offset) / spacing) * spacing + offset
+            values = (np.arange(int((hi - start) / spacing) + 1) * spacing + start) / self.scale
+            if len(seen) and len(values):
+                tol = spacing / self.scale * 0.01
+                at = np.searchsorted(seen, values)
+                below, above = seen[np.maximum(at - 1, 0)], seen[np.minimum(at, len(seen) - 1)]
+                values = values[(np.abs(values - below) > tol) & (np.abs(values - above) > tol)]
+            seen = np.sort(np.concatenate((seen, values)))
+            ticks.append((spacing / self.scale, values.tolist()))
+        return ticks
+
+    def _text_size(self, p: QPainter, font: str, text: str) -> tuple[float, float]:
+        """Width and height of a tick label's `QPainter.boundingRect` (as pyqtgraph measures it,
+        the height cut to 80 %), remembered per font: a zoom redraws the axis every frame, and the
+        same few labels come back."""
+        key = font, text
+        found = self._text_sizes.get(key)
+        if found is None:
+            if len(self._text_sizes) > 4096:
+                self._text_sizes.clear()
+            rect = p.boundingRect(QRectF(0, 0, 100, 100), Qt.AlignmentFlag.AlignCenter, text)
+            found = self._text_sizes[key] = rect.width(), rect.height() * 0.8
+        return found
+
+    def _draw_lean(self, p: QPainter) -> None:
+        """What `generateDrawSpecs` and `drawPicture` draw (no grid, ticks from `tickValues`), in a
+        fraction of their time: every tick of a level in one `drawLines`, label sizes remembered,
+        no `Point` per tick. The time axis is drawn afresh on every pan and zoom frame."""
+        if self.style["tickFont"] is not None:
+            p.setFont(self.style["tickFont"])
+        bounds = self.mapRectFromParent(self.geometry())
+        orientation = self.orientation
+        if orientation == "left":
+            ends = (QPointF(bounds.right() - 1, bounds.top() - 1), QPointF(bounds.right() - 1, bounds.bottom() + 1))
+            tick_stop, tick_dir, axis = bounds.right(), -1, 0
+        elif orientation == "right":
+            ends = (QPointF(bounds.left() + 1, bounds.top() - 1), QPointF(bounds.left() + 1, bounds.bottom() + 1))
+            tick_stop, tick_dir, axis = bounds.left(), 1, 0
+        elif orientation == "top":
+            ends = (QPointF(bounds.left() - 1, bounds.bottom() - 1), QPointF(bounds.right() + 1, bounds.bottom() - 1))
+            tick_stop, tick_dir, axis = bounds.bottom(), -1, 1
+        else:
+            ends = (QPointF(bounds.left() - 1, bounds.top() + 1), QPointF(bounds.right() + 1, bounds.top() + 1))
+            tick_stop, tick_dir, axis = bounds.top(), 1, 1
+        tick_start = tick_stop  # no grid: ticks start at the axis line
+        device = [self.mapToDevice(point) for point in ends]
+        if device[0] is None or device[1] is None:
+            return
+        length = math.hypot(device[1].x() - device[0].x(), device[1].y() - device[0].y())
+        if length == 0:
+            return
+        levels = self.tickValues(self.range[0], self.range[1], length)
+        dif = self.range[1] - self.range[0]
+        if dif == 0:
+            scale, offset = 1.0, 0.0
+        elif axis == 0:
+            scale = -bounds.height() / dif
+            offset = self.range[0] * scale - bounds.height()
+        else:
+            scale = bounds.width() / dif
+            offset = self.range[0] * scale
+        lo, hi = sorted(x * scale - offset for x in self.range)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        p.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
+        draw_hv_line(p, self.pen(), ends[0].x(), ends[0].y(), ends[1].x(), ends[1].y())
+        positions: list[list[float | None]] = []
+        for i, (_spacing, values) in enumerate(levels):
+            tick_length = self.style["tickLength"] / (i * 0.5 + 1.0)
+            pen = self._tick_pen(i, length, len(values))
+            xs = np.asarray(values, dtype=np.float64) * scale - offset
+            inside = (xs >= lo) & (xs <= hi)
+            positions.append([x if keep else None for x, keep in zip(xs.tolist(), inside.tolist(), strict=True)])
+            if inside.any():
+                shown = xs[inside]
+                far = tick_stop + tick_length * tick_dir
+                lines = np.empty((len(shown), 4))  # x1, y1, x2, y2 per tick: QLineF's memory
+                lines[:, 0::2] = shown[:, None] if axis == 1 else (tick_start, far)
+                lines[:, 1::2] = (tick_start, far) if axis == 1 else shown[:, None]
+                p.setPen(pen)
+                draw_lines(p, lines)
+        if not self.style["showValues"]:
+            return
+        texts = self._lean_texts(p, levels, positions, length, axis, tick_stop)
+        if self.style["tickFont"] is not None:
+            p.setFont(self.style["tickFont"])
+        p.setPen(self.textPen())
+        p.setClipRect(self.boundingRect().toAlignedRect())
+        for rect, flags, text in texts:
+            p.drawText(rect, flags, text)
+
+    def _tick_pen(self, level: int, length: float, ticks: int) -> QPen:
+        """The tick pen of a level, its alpha as `generateDrawSpecs` sets it (no grid)."""
+        alpha = self.style["tickAlpha"]
+        if alpha is None:
+            alpha = 255 / (level + 1)
+        elif isinstance(alpha, float):
+            alpha = min(255, max(0, round(alpha * 255)))
+        pen = self.tickPen()
+        if pen.brush().style() == Qt.BrushStyle.SolidPattern:
+            pen = QPen(pen)
+            colour = QColor(pen.color())
+            colour.setAlpha(int(alpha))
+            pen.setColor(colour)
+        return pen
+
+    def _lean_texts(self, p: QPainter, levels: list[tuple[float, list[float]]], positions: list[list[float | None]],
+                    length: float, axis: int, tick_stop: float) -> list[tuple[QRectF, int, str]]:
+        """The labels `generateDrawSpecs` would place: level by level until they crowd."""
+        specs: list[tuple[QRectF, int, str]] = []
+        along_total, size2, last_size2, counted = 0.0, 0.0, 0.0, 0
+        offset = max(0, self.style["tickLength"]) + self.style["tickTextOffset"][axis]
+        orientation = self.orientation
+        flags = {"left": Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                 "right": Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                 "top": Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom,
+                 "bottom": Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop}[orientation]
+        text_flags = int(flags | Qt.TextFlag.TextDontClip)
+        box = self.boundingRect()
+        font = p.font().toString()
+        for i in range(min(len(levels), self.style["maxTextLevel"] + 1)):
+            spacing, values = levels[i]
+            strings = self.tickStrings(values, self.autoSIPrefixScale * self.scale, spacing)
+            if not len(strings):
+                continue
+            sizes: list[tuple[float, float] | None] = []
+            for j, text in enumerate(strings):
+                if positions[i][j] is None:
+                    sizes.append(None)
+                    continue
+                width, height = size = self._text_size(p, font, text)
+                sizes.append(size)
+                # what the labels so far take along the axis, and the widest across it
+                along_total += height if axis == 0 else width
+                size2 = max(size2, width if axis == 0 else height) if counted else (width if axis == 0 else height)
+                counted += 1
+            if not counted:
+                along_total = size2 = 0.0
+            if i > 0 and any(len(specs) >= count and along_total / length >= limit
+                             for count, limit in self.style["textFillLimits"]):
+                break
+            last_size2 = size2
+            for j, text in enumerate(strings):
+                x, found = positions[i][j], sizes[j]
+                if x is None or found is None:
+                    continue
+                width, height = found
+                if orientation == "left":
+                    place = QRectF(tick_stop - offset - width, x - height / 2, width, height)
+                elif orientation == "right":
+                    place = QRectF(tick_stop + offset, x - height / 2, width, height)
+                elif orientation == "top":
+                    place = QRectF(x - width / 2, tick_stop - offset - height, width, height)
+                else:
+                    place = QRectF(x - width / 2, tick_stop + offset, width, height)
+                if box & place == place:
+                    specs.append((place, text_flags, text))
+        self._updateMaxTextSize(last_size2)
+        return specs
+
 
 _SPECS_CURRENT = QPicture()
+
+
+@lru_cache(maxsize=4096)
+def _time_label(value: float, spacing: float) -> str:
+    """`time_label`, remembered: a pan shows the same ticks frame after frame."""
+    return time_label(value, spacing)
 
 
 class BlankAxis(DirectAxis):
@@ -124,7 +309,7 @@ class TimeAxis(DirectAxis):
         return [(step, 0.0)]
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
-        return [time_label(v, spacing) for v in values]
+        return [_time_label(v, spacing) for v in values]
 
 
 class CompactAxis(DirectAxis):
@@ -162,6 +347,8 @@ class LaneAxis(pg.AxisItem):
         self._picture: tuple[tuple[object, ...], QPixmap] | None = None
         self._texts = StaticTexts()
         self._error, self._running = QColor(ERROR_COLOUR), QColor(RUNNING_COLOUR)
+        self._kind_colours: dict[str, QColor] = {}
+        self._folded_total: tuple[Rows, int] | None = None
         self.setWidth(190)
         self.setStyle(showValues=False)
         self.enableAutoSIPrefix(False)  # else every vertical pan sets the (empty) axis label's HTML again
@@ -182,8 +369,9 @@ class LaneAxis(pg.AxisItem):
         top, bottom = view.viewRange()[1]
         lane_px = rect.height() / max(bottom - top, 1e-9)
         # zoomed out, the column only says how many rows are in view: it changes with that count
+        # (by its text: a pan that keeps the count keeps the picture)
         shown = (top, bottom) if lane_px >= MIN_LABEL_LANE_PX else \
-            ("summary", max(0, math.floor(top)), min(len(data), math.ceil(bottom)))
+            ("summary", self._summary_text(data, max(0, math.floor(top)), min(len(data), math.ceil(bottom))))
         key = (data, data.version, id(rows), shown, rect.getRect(), dpr, p.font().toString(),
                self.text_colour.rgba(), self.muted_colour.rgba(), self.background.rgba())
         if self._picture is None or self._picture[0] != key:
@@ -208,8 +396,8 @@ class LaneAxis(pg.AxisItem):
         lo, hi = max(0, math.floor(top)), min(len(data), math.ceil(bottom))
         if lo >= hi:
             return
-        p.setPen(self.muted_colour)
-        p.drawLine(int(rect.right()) - 1, int(rect.top()), int(rect.right()) - 1, int(rect.bottom()))
+        draw_hv_line(p, QPen(self.muted_colour), int(rect.right()) - 1, int(rect.top()), int(rect.right()) - 1,
+                     int(rect.bottom()))
         if lane_px >= MIN_LABEL_LANE_PX:
             self._labels(p, data, lo, hi, top, lane_px, rect)
         else:
@@ -217,37 +405,65 @@ class LaneAxis(pg.AxisItem):
 
     def _labels(self, p: QPainter, data: TimelineData, lo: int, hi: int, top: float, lane_px: float,
                 rect: QRectF) -> None:
+        """One row's label after another; each row's values come from one slice of the layout's
+        arrays (`tolist`), so the loop itself is only the drawing calls (a label redraws on every
+        vertical move)."""
         font = p.font()
         metrics = QFontMetrics(font)
         box = max(6, min(10, int(lane_px * 0.6)))
         rows = self._rows()
         folding = rows is not None and len(rows) == len(data)
         text_dy = (lane_px - metrics.height()) / 2  # as AlignVCenter centres a line in the lane
-        self._texts.start(font)
-        for lane in range(lo, hi):
-            y = rect.top() + (lane - top) * lane_px
-            x = rect.left() + 4 + min(int(data.depth[lane]), MAX_INDENT_LEVELS) * INDENT_PX
-            if folding and rows is not None and lane < len(rows):
-                if rows.has_children[lane]:
-                    p.setPen(self.muted_colour if not rows.folded[lane] else self.text_colour)
-                    mark = self._texts.text("▸" if rows.folded[lane] else "▾")
-                    p.drawStaticText(QPointF(x - 1 + (DISCLOSURE_PX - mark.size().width()) / 2, y + text_dy), mark)
+        texts = self._texts
+        texts.start(font)
+        depths = np.minimum(data.depth[lo:hi], MAX_INDENT_LEVELS).tolist()
+        statuses = data.status[lo:hi].tolist()
+        upto = min(hi, len(rows)) if rows is not None else lo
+        parents = rows.has_children[lo:upto].tolist() if folding and rows is not None else []
+        folds = rows.folded[lo:upto].tolist() if rows is not None else []
+        names, kinds = data.names[lo:hi], data.kind_names[lo:hi]
+        marks = {folded: (mark, (DISCLOSURE_PX - mark.size().width()) / 2 - 1)
+                 for folded, mark in ((True, texts.text("▸")), (False, texts.text("▾")))}
+        colours = self._kind_colours
+        text_colour, muted = self.text_colour, self.muted_colour
+        ys = (rect.top() + text_dy + (np.arange(lo, hi) - top) * lane_px).tolist()
+        left = rect.left() + 4
+        box_dy = (lane_px - box) / 2 - text_dy
+        pen = None  # the painter's pen, set only when it changes
+        for i, y in enumerate(ys):
+            x = left + depths[i] * INDENT_PX
+            folded = folds[i] if i < len(folds) else 0
+            if folding:
+                if i < len(parents) and parents[i]:
+                    want = text_colour if folded else muted
+                    if want is not pen:
+                        p.setPen(want)
+                        pen = want
+                    mark, dx = marks[bool(folded)]
+                    p.drawStaticText(QPointF(x + dx, y), mark)
                 x += DISCLOSURE_PX
-            p.fillRect(QRectF(x, y + (lane_px - box) / 2, box, box), kind_colour(data.kind_names[lane]))
-            status = data.status[lane]
+            kind = kinds[i]
+            colour = colours.get(kind)
+            if colour is None:
+                colour = colours[kind] = kind_colour(kind)
+            p.fillRect(QRectF(x, y + box_dy, box, box), colour)
+            status = statuses[i]
             prefix = "✖ " if status == ERROR else "● " if status == RUNNING else ""  # ▶ would read as a fold mark
-            colour = self._error if status == ERROR else self._running if status == RUNNING else self.text_colour
+            want = self._error if status == ERROR else self._running if status == RUNNING else text_colour
+            if want is not pen:
+                p.setPen(want)
+                pen = want
             width = rect.right() - 6 - (x + box + 4)
-            count = ""
-            if rows is not None and lane < len(rows) and rows.folded[lane]:
-                count = f" +{compact(int(rows.folded[lane]))}"  # the count stays whole; the name elides
-                width -= self._texts.text(count).size().width()
-            name = self._texts.elided(prefix + one_line(data.names[lane]), int(max(width, 0)), metrics)
-            p.setPen(colour)
-            p.drawStaticText(QPointF(x + box + 4, y + text_dy), name)
-            if count:
-                p.setPen(self.muted_colour)
-                p.drawStaticText(QPointF(x + box + 4 + name.size().width(), y + text_dy), self._texts.text(count))
+            count = None
+            if folded:
+                count = texts.text(f" +{compact(int(folded))}")  # the count stays whole; the name elides
+                width -= count.size().width()
+            name = texts.elided(prefix + one_line(names[i]), int(max(width, 0)), metrics)
+            p.drawStaticText(QPointF(x + box + 4, y), name)
+            if count is not None:
+                p.setPen(muted)
+                pen = muted
+                p.drawStaticText(QPointF(x + box + 4 + name.size().width(), y), count)
 
     def row_at(self, y: float) -> int:
         """The row under a y in this axis's coordinates; -1 outside the rows or when labels are off."""
@@ -280,13 +496,20 @@ class LaneAxis(pg.AxisItem):
     def _summary(self, p: QPainter, data: TimelineData, lo: int, hi: int, rect: QRectF) -> None:
         """Too many lanes to name: say how many there are and how to get to the names."""
         p.setPen(self.text_colour)
+        p.drawText(rect.adjusted(4, 0, -6, 0), int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap),
+                   self._summary_text(data, lo, hi))
+
+    def _summary_text(self, data: TimelineData, lo: int, hi: int) -> str:
         rows = self._rows()
-        folded = int(rows.folded.sum()) if rows is not None and len(rows) == len(data) else 0
+        folded = 0
+        if rows is not None and len(rows) == len(data):
+            if self._folded_total is None or self._folded_total[0] is not rows:
+                self._folded_total = rows, int(rows.folded.sum())  # once per rows, not per pan
+            folded = self._folded_total[1]
         text = f"{hi - lo:,} of {len(data):,} {'rows' if folded else 'spans'} here."
         if folded:
             text += f"\n{folded:,} more spans are in collapsed rows (▸)."
-        p.drawText(rect.adjusted(4, 0, -6, 0), int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap),
-                   text + "\nZoom in (wheel, +) to read their names.")
+        return text + "\nZoom in (wheel, +) to read their names."
 
 
 def waterfall_plot(lanes: LaneAxis, right_width: int) -> pg.PlotWidget:
@@ -304,4 +527,5 @@ def waterfall_plot(lanes: LaneAxis, right_width: int) -> pg.PlotWidget:
     item.vb.invertY(True)
     item.vb.disableAutoRange()
     paint_once_per_change(item.vb)
+    repaint_as_one_rect(plot)
     return plot

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from agentdesk.gui.timeline.axes import MIN_LABEL_LANE_PX, LaneAxis, waterfall_plot
 from agentdesk.gui.timeline.details import SpanDetails
-from agentdesk.gui.timeline.drawing import colour_axes, header_text, legend, span_tooltip
+from agentdesk.gui.timeline.drawing import colour_axes, header_text, legend, set_background, span_tooltip
 from agentdesk.gui.timeline.findbar import FindBar
 from agentdesk.gui.timeline.minimap import Minimap
 from agentdesk.gui.timeline.path_panel import PathPanel
@@ -595,7 +595,7 @@ class TimelinePanel(QWidget):
         background, text = pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text)
         muted = QColor(text)
         muted.setAlpha(110)
-        self.plot.setBackground(background)
+        set_background(self.plot, background)
         colour_axes(self.plot.getPlotItem(), ("left", "bottom", "right"), text, muted)
         self.lanes.text_colour, self.lanes.muted_colour, self.lanes.background = text, muted, background
         band = QColor(text)

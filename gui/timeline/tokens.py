@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QWidget
 
 from agentdesk.gui.timeline.axes import CompactAxis
-from agentdesk.gui.timeline.drawing import colour_axes, paint_once_per_change, unlink_hidden_axes
+from agentdesk.gui.timeline.drawing import (
+    colour_axes,
+    paint_once_per_change,
+    repaint_as_one_rect,
+    set_background,
+    unlink_hidden_axes,
+)
 from agentdesk.model.timeline.data import TokenSeries, step_samples
 
 INPUT_COLOUR = "#5b8def"
@@ -22,6 +29,109 @@ FIT_PAD = 0.08
 """Room left above and below what is in view when the y axes are refitted (as the fit always had)."""
 KEEP_FILL = 0.5
 """A y range is kept while what is in view fills at least this much of it."""
+
+
+EDGE_PX = 8.0
+"""Step vertices are clamped this far outside the paint device (not just the view: Qt strokes the
+parts of a dashed line outside the view but inside the device, under the view's clip, and they
+set where the dashes fall). Each step is level or upright, so a clamped one covers exactly the
+pixels the whole one would, and the fill stays a small polygon."""
+
+
+class StepCurve(pg.GraphicsObject):
+    """A cumulative series as steps (pyqtgraph's stepMode "left"), drawn in device pixels.
+
+    `PlotCurveItem` rebuilt a QPainterPath on every pan and filled it in 50-point chunks, each
+    reaching down to the fill level through the data transform (about 4 ms a frame for three
+    curves). The samples handed over here are already one a pixel column, so the same vertices,
+    in device pixels and clamped near the view, filled as one polygon and stroked as one path, set
+    the same pixels in a fraction of that. `opts` holds what the legend's sample reads (pen, fill
+    level and brush).
+    """
+
+    def __init__(self, pen: QPen, fill_level: float | None = None, brush: QBrush | QColor | None = None) -> None:
+        super().__init__()
+        self.opts: dict[str, Any] = {"pen": pen, "fillLevel": fill_level,
+                                     "fillBrush": QBrush(brush) if brush is not None else None}
+        self._x = self._y = np.zeros(0)
+        self._bounds = QRectF()
+
+    def setData(self, x: np.ndarray, y: np.ndarray) -> None:
+        """The samples to draw (sorted x); the previous ones are dropped. The bounding rect stays
+        (`set_extent`): changed on every pan, it made the scene re-index the item each frame."""
+        self._x, self._y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        self.update()
+
+    def set_extent(self, x: np.ndarray, y: np.ndarray) -> None:
+        """What the whole series covers (sorted x), and the fill level: the item's bounding rect."""
+        bounds = QRectF()
+        if len(x):
+            low, high = float(np.min(y)), float(np.max(y))
+            if self.opts["fillLevel"] is not None:
+                low, high = min(low, self.opts["fillLevel"]), max(high, self.opts["fillLevel"])
+            bounds = QRectF(float(x[0]), low, max(float(x[-1] - x[0]), 1e-9), max(high - low, 1e-9))
+        if bounds != self._bounds:
+            self.prepareGeometryChange()
+            self._bounds = bounds
+
+    def getData(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._x, self._y
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(self._bounds)
+
+    def paint(self, p: QPainter, *args: object) -> None:
+        x, y = self._x, self._y
+        if len(x) < 1:
+            return
+        tr = p.transform()
+        sx, sy, dx, dy = tr.m11(), tr.m22(), tr.dx(), tr.dy()
+        view = self.viewRect()
+        if view is None or sx == 0 or sy == 0:
+            return
+        # vertices are clamped into the view widened by the whole device (see `EDGE_PX`)
+        device = p.device()
+        reach = EDGE_PX + 2.0 * max(device.width(), device.height()) if device is not None else 1e9
+        xs = sorted((view.left() * sx + dx, view.right() * sx + dx))
+        ys = sorted((view.top() * sy + dy, view.bottom() * sy + dy))
+        xs, ys = [xs[0] - reach, xs[1] + reach], [ys[0] - reach, ys[1] + reach]
+        n = len(x)
+        level, brush = self.opts["fillLevel"], self.opts["fillBrush"]
+        ends = 1 if level is not None else 0  # with a fill level, pyqtgraph's line drops to it at both ends
+        points = pg.functions.create_qpolygonf(2 * n + 2 * ends)
+        xy = pg.functions.ndarray_from_qpolygonf(points)
+        steps = xy[ends:ends + 2 * n]
+        # stepMode "left" as pyqtgraph lays it out: y[k] holds from x[k-1] to x[k], vertices
+        # (x0, y0), (x0, y0), (x0, y1), (x1, y1), (x1, y2), …, (x[n-1], y[n-1])
+        steps[0, 0] = x[0]
+        steps[1::2, 0] = x
+        steps[2::2, 0] = x[:-1]
+        steps[0::2, 1] = y
+        steps[1::2, 1] = y
+        if ends:
+            xy[0] = x[0], level
+            xy[-1] = x[-1], level
+        xy[:, 0] *= sx
+        xy[:, 0] += dx
+        xy[:, 1] *= sy
+        xy[:, 1] += dy
+        np.clip(xy[:, 0], xs[0], xs[1], out=xy[:, 0])
+        np.clip(xy[:, 1], ys[0], ys[1], out=xy[:, 1])
+        p.save()
+        try:
+            p.resetTransform()
+            p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+            if ends and brush is not None and n > 1:  # the steps down to the fill level, closed along it
+                p.setPen(Qt.PenStyle.NoPen)
+                p.setBrush(brush)
+                p.drawPolygon(points)
+            p.setPen(self.opts["pen"])
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            line = QPainterPath()  # a path, not a polyline: Qt strokes the corners of each the way it
+            line.addPolygon(points)  # drew pyqtgraph's path (a polyline leaves out some corner pixels)
+            p.drawPath(line)
+        finally:
+            p.restore()
 
 
 class TokensPlot(pg.PlotWidget):
@@ -46,24 +156,18 @@ class TokensPlot(pg.PlotWidget):
         self.cost_view.setXLink(item.vb)
         item.vb.sigResized.connect(self._sync_views)
         self.legend = item.addLegend(offset=(8, 4), brush=None)
-        # curves, not PlotDataItems: `_redraw` hands them ready samples on every pan, and the data
-        # item's bookkeeping around each setData (display dataset, bounds, signals) cost more than
-        # the curve; the samples are finite, so the finite check is skipped too
-        self.input_curve = pg.PlotCurveItem(pen=pg.mkPen(INPUT_COLOUR, width=1), stepMode="left",
-                                            name="input tokens", skipFiniteCheck=True)
-        self.output_curve = pg.PlotCurveItem(pen=pg.mkPen(OUTPUT_COLOUR, width=1), stepMode="left",
-                                             name="output tokens", skipFiniteCheck=True)
-        item.addItem(self.input_curve)
-        item.addItem(self.output_curve)
+        # `_redraw` hands the curves ready samples (one a pixel column) on every pan; `StepCurve`
+        # draws them in one call each
+        self.input_curve = StepCurve(pg.mkPen(INPUT_COLOUR, width=1))
+        self.output_curve = StepCurve(pg.mkPen(OUTPUT_COLOUR, width=1))
         fill = QColor(COST_COLOUR)
         fill.setAlpha(40)
-        self.cost_curve = pg.PlotCurveItem(pen=pg.mkPen(COST_COLOUR, width=1, style=Qt.PenStyle.DashLine),
-                                           stepMode="left", name="cost", fillLevel=0.0, brush=fill,
-                                           skipFiniteCheck=True)
+        self.cost_curve = StepCurve(pg.mkPen(COST_COLOUR, width=1, style=Qt.PenStyle.DashLine), 0.0, fill)
+        for curve, name in ((self.input_curve, "input tokens"), (self.output_curve, "output tokens")):
+            item.addItem(curve)
+            self.legend.addItem(curve, name)
         self.cost_view.addItem(self.cost_curve)
-        # the legend draws its swatch from a data item's options (a curve's fill is not shown there)
-        self._cost_sample = pg.PlotDataItem(pen=self.cost_curve.opts["pen"], fillLevel=0.0, brush=fill)
-        self.legend.addItem(self._cost_sample, "cost")
+        self.legend.addItem(self.cost_curve, "cost")
         self.legend.setColumnCount(3)
         # no clipToView or auto-downsampling: `_redraw` hands the curves at most one point a pixel
         # column, picked for the view (pyqtgraph's kept five, all redrawn and filled on every pan)
@@ -73,6 +177,7 @@ class TokensPlot(pg.PlotWidget):
         item.vb.sigResized.connect(self._redraw)
         paint_once_per_change(item.vb)
         paint_once_per_change(self.cost_view)
+        repaint_as_one_rect(self)
         self.series: TokenSeries | None = None
         self._y_ranges: tuple[tuple[float, float], tuple[float, float]] | None = None
 
@@ -89,6 +194,10 @@ class TokensPlot(pg.PlotWidget):
                                    (series.t, series.input_tokens, series.output_tokens, series.cost)))
             series.t[-1] = until
         self.series = series
+        for curve, values in zip((self.input_curve, self.output_curve, self.cost_curve),
+                                 (series.input_tokens, series.output_tokens, series.cost) if series is not None
+                                 else (np.zeros(0),) * 3, strict=True):
+            curve.set_extent(series.t if series is not None else np.zeros(0), values)
         self._redraw()
 
     def _redraw(self, *args: object) -> None:
@@ -97,7 +206,7 @@ class TokensPlot(pg.PlotWidget):
         curves = (self.input_curve, self.output_curve, self.cost_curve)
         if series is None or len(series.t) < 2:
             for curve in curves:
-                curve.setData([], [])
+                curve.setData(np.zeros(0), np.zeros(0))
             return
         vb = self.getPlotItem().vb
         x0, x1 = vb.viewRange()[0]
@@ -133,7 +242,7 @@ class TokensPlot(pg.PlotWidget):
         self._y_ranges = ranges[0], ranges[1]
 
     def apply_colours(self, background: QColor, text: QColor, muted: QColor) -> None:
-        self.setBackground(background)
+        set_background(self, background)
         item = self.getPlotItem()
         colour_axes(item, ("left", "right"), text, muted)
         self.legend.setLabelTextColor(text)

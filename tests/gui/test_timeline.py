@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QImage
@@ -15,8 +16,9 @@ from sqlalchemy import insert
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, SPAN_KIND_COLOURS
 from agentdesk.gui.timeline.details import SHOWN_CHARS, SpanDetails, SpanView
+from agentdesk.gui.timeline.drawing import set_background
 from agentdesk.gui.timeline.panel import TimelinePanel
-from agentdesk.gui.timeline.tokens import TokensPlot
+from agentdesk.gui.timeline.tokens import COST_COLOUR, StepCurve, TokensPlot
 from agentdesk.model.services import Services
 from agentdesk.model.timeline.data import ERROR, TokenSeries
 from agentdesk.model.timeline.feed import TimelineFeed
@@ -309,6 +311,99 @@ def test_the_tokens_plot_gets_a_sample_a_pixel_column_of_what_is_in_view(qtbot) 
         assert y[-1] == tokens[np.searchsorted(t, x[-1], side="right") - 1]
         low, high = vb.viewRange()[1]
         assert low <= y[0] and high >= tokens[np.searchsorted(t, x1, side="right") - 1]  # y fits the view
+
+
+def curve_image(qtbot, make, x: np.ndarray, y: np.ndarray, view: tuple[float, float, float, float],  # type: ignore[no-untyped-def]
+                background: str | None = None) -> QImage:
+    plot = pg.PlotWidget()
+    qtbot.addWidget(plot)
+    plot.getPlotItem().hideAxis("left")
+    plot.getPlotItem().hideAxis("bottom")
+    plot.getPlotItem().hideButtons()
+    if background is not None:
+        set_background(plot, QColor(background))
+    else:
+        plot.setBackground(QColor("#ffffff"))
+    plot.resize(500, 300)
+    plot.show()
+    qtbot.waitExposed(plot)
+    item = make()
+    plot.addItem(item)
+    if isinstance(item, StepCurve):
+        item.set_extent(x, y)  # as `TokensPlot.set_series` does
+    item.setData(x, y)
+    plot.getPlotItem().vb.setRange(xRange=view[:2], yRange=view[2:], padding=0)
+    return plot.grab().toImage().convertToFormat(QImage.Format.Format_ARGB32)
+
+
+def test_the_token_curves_draw_the_steps_and_fill_pyqtgraph_drew(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """`StepCurve` (one path and one polygon in device pixels) sets the pixels pyqtgraph's step
+    curve (stepMode "left", filled to zero in 50-point chunks) set, dashes and all, zoomed in or out
+    and with the curve running out of view on every side."""
+    rng = np.random.default_rng(5)
+    t = np.concatenate(([0.0], np.sort(rng.uniform(0, 100, 400))))
+    y = np.concatenate(([0.0], np.cumsum(rng.integers(1, 50, 400)))).astype(np.float64)
+    fill = QColor(COST_COLOUR)
+    fill.setAlpha(40)
+    for pen, level, brush in ((pg.mkPen("#5b8def", width=1), None, None),
+                              (pg.mkPen("#e0a030", width=1, style=Qt.PenStyle.DashLine), 0.0, fill)):
+        for view in ((0.0, 100.0, 0.0, y[-1]), (40.0, 45.0, y[160], y[190]), (-20.0, 130.0, -500.0, y[-1] * 1.5)):
+            ours = curve_image(qtbot, lambda: StepCurve(pen, level, brush), t, y, view)  # noqa: B023
+            theirs = curve_image(qtbot, lambda: pg.PlotCurveItem(
+                pen=pen, stepMode="left", fillLevel=level, brush=brush, skipFiniteCheck=True), t, y, view)  # noqa: B023
+            assert ours == theirs, (pen.style(), view)
+
+
+def test_the_tokens_plot_draws_what_pyqtgraphs_curves_drew(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The whole tokens plot (the cost curve dashed and filled in its own view, beside the axis
+    column) pixel for pixel as with pyqtgraph's step curves, zoomed out and far in."""
+    rng = np.random.default_rng(2)
+    t = np.concatenate(([0.0], np.sort(rng.uniform(0, 3.4e6, 50_000))))
+    tokens = np.concatenate(([0], np.cumsum(rng.integers(1, 900, 50_000))))
+    data = TokenSeries(t, tokens, tokens // 10, tokens * 1e-6)
+
+    def make(pyqtgraphs: bool) -> TokensPlot:
+        plot = TokensPlot(190)
+        qtbot.addWidget(plot)
+        plot.resize(1000, 220)
+        plot.show()
+        qtbot.waitExposed(plot)
+        plot.apply_colours(QColor("#ffffff"), QColor("#202020"), QColor(32, 32, 32, 110))
+        if pyqtgraphs:
+            for name, view in (("input_curve", plot.getPlotItem().vb), ("output_curve", plot.getPlotItem().vb),
+                               ("cost_curve", plot.cost_view)):
+                ours = getattr(plot, name)
+                theirs = pg.PlotCurveItem(pen=ours.opts["pen"], stepMode="left", fillLevel=ours.opts["fillLevel"],
+                                          brush=ours.opts["fillBrush"], skipFiniteCheck=True)
+                theirs.set_extent = lambda *args: None
+                view.removeItem(ours)
+                view.addItem(theirs)
+                setattr(plot, name, theirs)
+        plot.set_series(data, until=3.5e6)
+        return plot
+
+    ours, theirs = make(False), make(True)
+    for start, width in ((0.0, 3.5e6), (1.6e6, 20.0), (1.6e6, 2000.0), (1.0e6, 7e4)):
+        for plot in (ours, theirs):
+            plot.getPlotItem().vb.setXRange(start, start + width, padding=0)
+        assert ours.grab().toImage() == theirs.grab().toImage(), (start, width)
+
+
+def test_an_opaque_plot_background_is_filled_into_each_frame_as_it_looked(qtbot) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(6)
+    t = np.sort(rng.uniform(0, 10, 50))
+    y = np.cumsum(rng.uniform(0, 1, 50))
+    view = (0.0, 10.0, 0.0, float(y[-1]))
+    plain = curve_image(qtbot, lambda: StepCurve(pg.mkPen("#5b8def")), t, y, view)
+    filled = curve_image(qtbot, lambda: StepCurve(pg.mkPen("#5b8def")), t, y, view, background="#ffffff")
+    assert filled == plain
+    plot = pg.PlotWidget()
+    qtbot.addWidget(plot)
+    set_background(plot, QColor("#ffffff"))
+    assert plot.viewport().testAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
+    set_background(plot, QColor(255, 255, 255, 100))  # translucent: pyqtgraph's cached background again
+    assert not plot.viewport().testAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
+    assert plot.viewport().autoFillBackground()
 
 
 class PaintCounter(QObject):

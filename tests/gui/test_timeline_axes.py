@@ -168,3 +168,65 @@ def test_zoomed_out_lane_column_is_redrawn_only_when_its_count_changes(services,
     after = panel.plot.grab().toImage()
     panel.lanes._picture = None  # a fresh render of the same view
     assert panel.plot.grab().toImage() == after
+
+
+def pyqtgraph_render(axis: DirectAxis) -> QImage:
+    """The axis drawn by pyqtgraph's own `generateDrawSpecs` and `drawPicture`, as `_render` lays it out."""
+    rect = axis.boundingRect()
+    out = QImage(int(np.ceil(rect.width())), int(np.ceil(rect.height())), QImage.Format.Format_ARGB32_Premultiplied)
+    out.fill(Qt.GlobalColor.transparent)
+    p = QPainter(out)
+    try:
+        p.translate(-rect.topLeft())
+        p.setFont(axis.style["tickFont"] or QFont())
+        specs = axis.generateDrawSpecs(p)
+        if specs is not None:
+            axis.drawPicture(p, *specs)
+    finally:
+        p.end()
+    return out
+
+
+def test_the_axes_draw_what_pyqtgraph_draws_at_any_range(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The axes' own drawing (one call per tick level, label sizes remembered) is pixel for pixel
+    pyqtgraph's, with the same tick values, over ranges from milliseconds to months."""
+    plot = axes_plot(qtbot, (0.0, 10.0), (0.0, 10.0))
+    bottom, left, _right = axes(plot)
+    colour_axes(plot.getPlotItem(), ("left", "bottom"), QColor("#202020"), QColor(32, 32, 32, 110))
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        start, width = rng.uniform(-1e6, 4e6), 10 ** rng.uniform(-3, 7)
+        plot.setRange(xRange=(start, start + width), yRange=(start * 1e-3, (start + width) * 1e-3), padding=0)
+        for axis in (bottom, left):
+            size = axis.boundingRect().width() if axis is bottom else axis.boundingRect().height()
+            assert axis.tickValues(*axis.range, size) == pg.AxisItem.tickValues(axis, *axis.range, size)
+            rect = axis.boundingRect()
+            mine = axis._render(rect, 1.0, axis.style["tickFont"] or QFont()).toImage()
+            theirs = pyqtgraph_render(axis)
+            assert mine.convertToFormat(theirs.format()) == theirs, (axis.orientation, start, width)
+
+
+def test_a_level_or_upright_line_is_filled_as_the_pixels_drawLine_sets() -> None:
+    from agentdesk.gui.timeline.drawing import draw_hv_line
+
+    rng = np.random.default_rng(3)
+    pen = pg.mkPen(QColor(0, 0, 0, 110))
+    for _ in range(200):
+        x0, y0 = rng.uniform(1, 30), rng.uniform(1, 30)
+        if rng.random() < 0.3:
+            x0, y0 = float(round(x0)), float(round(y0)) + rng.choice([0.0, 0.5])
+        length = rng.uniform(-25, 25)
+        x1, y1 = (x0 + length, y0) if rng.random() < 0.5 else (x0, y0 + length)
+        images = []
+        for filled in (True, False):
+            out = QImage(60, 60, QImage.Format.Format_ARGB32_Premultiplied)
+            out.fill(0)
+            p = QPainter(out)
+            if filled:
+                draw_hv_line(p, pen, x0, y0, x1, y1)
+            else:
+                p.setPen(pen)
+                p.drawLine(QPointF(x0, y0), QPointF(x1, y1))
+            p.end()
+            images.append(out)
+        assert images[0] == images[1], (x0, y0, x1, y1)
