@@ -40,7 +40,8 @@ def test_kill_9_mid_trace_leaves_nothing_visible_and_a_reimport_completes_it(tmp
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
     written = stored_spans(store_path)
-    assert 4_000 <= written < SPANS
+    # a fast slice may have written every span before the kill: the flip had not run, so still hidden
+    assert 4_000 <= written <= SPANS
 
     conn = sqlite3.connect(store_path)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
