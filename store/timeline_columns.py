@@ -72,7 +72,42 @@ class _Table(dict[str, int]):
             return code
 
 
-class Coded(Sequence[str]):
+class Gathered(Sequence[T]):
+    """`values[index[i]]` for every i, read like a list: the one shape behind coded strings, a layout's
+    ids and the rows shown. A million-entry column stays one numpy index array; `values` may grow
+    (appended to in place) but never changes what an index already names."""
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, values: Sequence[T], index: np.ndarray) -> None:
+        self._values, self._index = values, index
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        values = self._values
+        if isinstance(i, slice):
+            return [values[k] for k in self._index[i].tolist()]
+        return values[int(self._index[i])]
+
+    def __iter__(self) -> Iterator[T]:
+        return map(self._values.__getitem__, self._index.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Coded(Gathered[str]):
     """A column of few distinct strings (kinds, statuses, names): a code per span and each string once.
 
     A million spans carry a few dozen names: as a list they are a million pointers that every
@@ -81,10 +116,15 @@ class Coded(Sequence[str]):
     a list of strings; `codes[i]` indexes `values`.
     """
 
-    __slots__ = ("_table", "codes")
+    __slots__ = ("_table",)
 
     def __init__(self, codes: np.ndarray, table: _Table) -> None:
-        self.codes, self._table = codes, table
+        super().__init__(table.strings, codes)
+        self._table = table
+
+    @property
+    def codes(self) -> np.ndarray:
+        return self._index
 
     @classmethod
     def of(cls, strings: Sequence[str], table: _Table | None = None) -> Coded:
@@ -96,33 +136,14 @@ class Coded(Sequence[str]):
         """The distinct strings by code (a snapshot: the table may grow)."""
         return self._table.strings[:]
 
-    def __len__(self) -> int:
-        return len(self.codes)
-
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[str]: ...
-
-    def __getitem__(self, i: int | slice) -> str | list[str]:
-        values = self._table.strings
-        if isinstance(i, slice):
-            return [values[c] for c in self.codes[i].tolist()]
-        return values[int(self.codes[i])]
-
     def __setitem__(self, i: int, value: str) -> None:
         """In place, as `TimelineData.update` changes a span's name or status."""
         self.codes[i] = self._table[value]
 
-    def __iter__(self) -> Iterator[str]:
-        return map(self._table.strings.__getitem__, self.codes.tolist())
-
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Coded) and other._table is self._table:
             return bool(np.array_equal(self.codes, other.codes))
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return len(self) == len(other) and list(self) == list(other)
-        return NotImplemented
+        return super().__eq__(other)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like a list
 

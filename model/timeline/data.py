@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import repeat
-from typing import overload
 
 import numpy as np
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import SpanTable
-from agentdesk.store.timeline_columns import Coded, Keys, SpanColumns, from_table, insert_at, take
+from agentdesk.store.timeline_columns import Coded, Gathered, Keys, SpanColumns, from_table, insert_at, take
 
 KINDS: tuple[str, ...] = (rm.SpanKind.AGENT, rm.SpanKind.SUB_AGENT, rm.SpanKind.MODEL, rm.SpanKind.TOOL,
                           rm.SpanKind.GUARDRAIL, rm.SpanKind.GATE, rm.SpanKind.INTERNAL)
@@ -296,7 +294,7 @@ class _Growing(list[str]):
 _GROWING = threading.Lock()
 
 
-class LaneIds(Sequence[str]):
+class LaneIds(Gathered[str]):
     """Span ids by lane: one shared list of ids (`_Growing`) and this layout's lane → index array.
 
     A live span inserted into a million-span layout then appends one id to the shared list and
@@ -304,33 +302,20 @@ class LaneIds(Sequence[str]):
     and touching a million strings (~40 ms). Layouts made earlier never index past their own ids.
     """
 
-    __slots__ = ("_at", "_ids")
+    __slots__ = ()
 
     def __init__(self, ids: _Growing, at: np.ndarray) -> None:
-        self._ids, self._at = ids, at
+        super().__init__(ids, at)
 
-    def __len__(self) -> int:
-        return len(self._at)
+    @property
+    def _ids(self) -> _Growing:
+        values = self._values
+        assert isinstance(values, _Growing)
+        return values
 
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[str]: ...
-
-    def __getitem__(self, i: int | slice) -> str | list[str]:
-        if isinstance(i, slice):
-            return [self._ids[k] for k in self._at[i].tolist()]
-        return self._ids[int(self._at[i])]
-
-    def __iter__(self) -> Iterator[str]:
-        return map(self._ids.__getitem__, self._at.tolist())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return len(self) == len(other) and list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
+    @property
+    def _at(self) -> np.ndarray:
+        return self._index
 
     def inserted(self, lane: int, span_id: str, room: int = 0) -> LaneIds:
         """A copy with `span_id` at `lane` (this one unchanged: it never reads past its own ids)."""

@@ -20,13 +20,14 @@ they drew lanes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar, overload
+from typing import TypeVar
 
 import numpy as np
 
 from agentdesk.model.timeline.data import TimelineData
+from agentdesk.store.timeline_columns import Gathered
 
 ROW_BUDGET = 2000
 """A run with more spans than this opens with deep sub-trees collapsed (levels shown while within it)."""
@@ -155,24 +156,13 @@ class Rows:
         return self.data if self.all_shown else RowView(self)
 
 
-class Picked(Sequence[T]):
-    """`seq[shown[i]]` without copying a million strings: what the drawing asks of names per row."""
+class Picked(Gathered[T]):
+    """`seq[shown[i]]` without copying a million strings: what the drawing asks of names per row.
+    Compared by identity, as before: a million-row view is never compared by content."""
 
-    def __init__(self, seq: Sequence[T], shown: np.ndarray) -> None:
-        self._seq, self._shown = seq, shown
-
-    def __len__(self) -> int:
-        return len(self._shown)
-
-    @overload
-    def __getitem__(self, i: int) -> T: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[T]: ...
-
-    def __getitem__(self, i: int | slice) -> T | Sequence[T]:
-        if isinstance(i, slice):
-            return [self._seq[int(lane)] for lane in self._shown[i]]
-        return self._seq[int(self._shown[i])]
+    __slots__ = ()
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__  # type: ignore[assignment]
 
 
 class RowView(TimelineData):
