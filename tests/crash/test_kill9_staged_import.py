@@ -58,6 +58,8 @@ def test_kill_9_mid_trace_leaves_nothing_visible_and_a_reimport_completes_it(tmp
     store = open_store(str(store_path))
     try:
         assert visible_runs(store) == {RUN: SPANS}
-        assert events_of(store, RUN) >= 2
+        # the run's insert is published at the flip, and a span batch when the resumed import wrote spans
+        # (a kill after the last span but before the flip leaves it none to write)
+        assert events_of(store, RUN) >= (2 if written < SPANS else 1)
     finally:
         store.close()
