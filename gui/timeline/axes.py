@@ -11,14 +11,16 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen, QPicture, QPixmap
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QFontMetricsF, QPainter, QPen, QPicture, QPixmap
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, kind_colour
 from agentdesk.gui.timeline.drawing import (
     StaticTexts,
+    cache_text_items,
     compact,
     draw_hv_line,
     draw_lines,
+    draw_rects,
     one_line,
     paint_once_per_change,
     repaint_as_one_rect,
@@ -55,6 +57,7 @@ class DirectAxis(pg.AxisItem):
         super().__init__(orientation)
         self._pixels: tuple[tuple[object, ...], QPixmap] | None = None
         self._text_sizes: dict[tuple[str, str], tuple[float, float]] = {}
+        self._texts = StaticTexts()
         self.renders = 0
         """How many times the axis was drawn afresh (the rest were copies): tests read it."""
 
@@ -194,8 +197,19 @@ class DirectAxis(pg.AxisItem):
             p.setFont(self.style["tickFont"])
         p.setPen(self.textPen())
         p.setClipRect(self.boundingRect().toAlignedRect())
+        # laid out once (QStaticText), placed as `drawText` aligns a line in its rectangle: by the
+        # label's width and the font's line height
+        laid = self._texts
+        laid.start(p.font())
+        line = QFontMetricsF(p.font()).height()
         for rect, flags, text in texts:
-            p.drawText(rect, flags, text)
+            static = laid.text(text)
+            width = static.size().width()
+            x = rect.left() if flags & Qt.AlignmentFlag.AlignLeft else rect.right() - width \
+                if flags & Qt.AlignmentFlag.AlignRight else rect.center().x() - width / 2
+            y = rect.top() if flags & Qt.AlignmentFlag.AlignTop else rect.bottom() - line \
+                if flags & Qt.AlignmentFlag.AlignBottom else rect.center().y() - line / 2
+            p.drawStaticText(QPointF(x, y), static)
 
     def _tick_pen(self, level: int, length: float, ticks: int) -> QPen:
         """The tick pen of a level, its alpha as `generateDrawSpecs` sets it (no grid)."""
@@ -345,6 +359,11 @@ class LaneAxis(pg.AxisItem):
         self.background = QColor("#ffffff")
         """The plot's: the picture is opaque, so its text is antialiased as if drawn directly."""
         self._picture: tuple[tuple[object, ...], QPixmap] | None = None
+        """What the column shows (its key and pixels): tests read it."""
+        self._sheet: tuple[tuple[object, ...], float, float, QPixmap] | None = None
+        """Labels drawn for a range of rows (see `_paint_sheet`): key, first and last row, pixels."""
+        self.renders = 0
+        """How many times labels were drawn afresh (the rest were copies): tests read it."""
         self._texts = StaticTexts()
         self._error, self._running = QColor(ERROR_COLOUR), QColor(RUNNING_COLOUR)
         self._kind_colours: dict[str, QColor] = {}
@@ -368,28 +387,66 @@ class LaneAxis(pg.AxisItem):
         rows = self._rows()
         top, bottom = view.viewRange()[1]
         lane_px = rect.height() / max(bottom - top, 1e-9)
+        looks = (data, data.version, id(rows), rect.getRect(), dpr, p.font().toString(),
+                 self.text_colour.rgba(), self.muted_colour.rgba(), self.background.rgba())
+        if lane_px >= MIN_LABEL_LANE_PX:
+            self._paint_sheet(p, data, view, rect, dpr, (top, bottom), (round(lane_px, 6), *looks))
+            return
         # zoomed out, the column only says how many rows are in view: it changes with that count
         # (by its text: a pan that keeps the count keeps the picture)
-        shown = (top, bottom) if lane_px >= MIN_LABEL_LANE_PX else \
-            ("summary", self._summary_text(data, max(0, math.floor(top)), min(len(data), math.ceil(bottom))))
-        key = (data, data.version, id(rows), shown, rect.getRect(), dpr, p.font().toString(),
-               self.text_colour.rgba(), self.muted_colour.rgba(), self.background.rgba())
+        shown = ("summary", self._summary_text(data, max(0, math.floor(top)), min(len(data), math.ceil(bottom))))
+        key = (shown, *looks)
         if self._picture is None or self._picture[0] != key:
-            pixmap = QPixmap(max(1, math.ceil(rect.width() * dpr)), max(1, math.ceil(rect.height() * dpr)))
-            pixmap.setDevicePixelRatio(dpr)
-            pixmap.fill(self.background)
-            painter = QPainter(pixmap)
-            try:
-                painter.setFont(p.font())
-                painter.translate(-rect.topLeft())
-                self._paint(painter, data, view, rect)
-            finally:
-                painter.end()
-            self._picture = key, pixmap
+            self._picture = key, self._render_rows(p, data, view, rect, dpr, (top, bottom))
         p.drawPixmap(rect.topLeft(), self._picture[1])
 
-    def _paint(self, p: QPainter, data: TimelineData, view: pg.ViewBox, rect: QRectF) -> None:
-        top, bottom = view.viewRange()[1]
+    def _paint_sheet(self, p: QPainter, data: TimelineData, view: pg.ViewBox, rect: QRectF, dpr: float,
+                     shown: tuple[float, float], key: tuple[object, ...]) -> None:
+        """The labels of the rows in view, copied out of a sheet of labels taller than the column.
+
+        A vertical pan keeps the rows' height: the sheet drawn for the first frame of a pan holds
+        half a column of rows more above and below, and the frames after it copy their part of it
+        (at most half a pixel off where a fresh draw would put the text) until the view leaves it.
+        The first frame at a new row height (a zoom) draws only the rows in view: a zoom changes
+        the height on every frame, and a taller sheet would only cost more.
+        """
+        top, bottom = shown
+        lane_px = rect.height() / max(bottom - top, 1e-9)
+        sheet = self._sheet
+        fits = sheet is not None and sheet[0] == key and sheet[1] - 1e-6 <= top and bottom <= sheet[2] + 1e-6
+        if sheet is None or not fits:
+            margin = 0.0
+            if sheet is not None and sheet[0] == key:  # a pan at this row height: room to move
+                margin = math.ceil(max(8.0, (bottom - top) / 2) * lane_px) / lane_px  # whole pixels
+            first, last = top - margin, bottom + margin
+            room = margin * lane_px
+            tall = QRectF(rect.left(), rect.top() - room, rect.width(), rect.height() + 2 * room)
+            sheet = self._sheet = key, first, last, self._render_rows(p, data, view, tall, dpr, (first, last))
+        _key, first, _last, pixmap = sheet
+        offset = round((top - first) * lane_px * dpr)
+        width, height = max(1, math.ceil(rect.width() * dpr)), max(1, math.ceil(rect.height() * dpr))
+        p.drawPixmap(QRectF(rect.left(), rect.top(), width / dpr, height / dpr), pixmap,
+                     QRectF(0, offset, width, min(height, pixmap.height() - offset)))
+        if self._picture is None or self._picture[1] is not pixmap or self._picture[0][:2] != shown:
+            self._picture = (*shown, *key), pixmap
+
+    def _render_rows(self, p: QPainter, data: TimelineData, view: pg.ViewBox, rect: QRectF, dpr: float,
+                     shown: tuple[float, float]) -> QPixmap:
+        self.renders += 1
+        pixmap = QPixmap(max(1, math.ceil(rect.width() * dpr)), max(1, math.ceil(rect.height() * dpr)))
+        pixmap.setDevicePixelRatio(dpr)
+        pixmap.fill(self.background)
+        painter = QPainter(pixmap)
+        try:
+            painter.setFont(p.font())
+            painter.translate(-rect.topLeft())
+            self._paint(painter, data, shown, rect)
+        finally:
+            painter.end()
+        return pixmap
+
+    def _paint(self, p: QPainter, data: TimelineData, shown: tuple[float, float], rect: QRectF) -> None:
+        top, bottom = shown
         if bottom <= top or rect.height() <= 0:
             return
         lane_px = rect.height() / (bottom - top)
@@ -430,6 +487,7 @@ class LaneAxis(pg.AxisItem):
         left = rect.left() + 4
         box_dy = (lane_px - box) / 2 - text_dy
         pen = None  # the painter's pen, set only when it changes
+        boxes: dict[str, list[tuple[float, float]]] = {}  # the kind boxes, drawn after: one call a colour
         for i, y in enumerate(ys):
             x = left + depths[i] * INDENT_PX
             folded = folds[i] if i < len(folds) else 0
@@ -443,10 +501,10 @@ class LaneAxis(pg.AxisItem):
                     p.drawStaticText(QPointF(x + dx, y), mark)
                 x += DISCLOSURE_PX
             kind = kinds[i]
-            colour = colours.get(kind)
-            if colour is None:
-                colour = colours[kind] = kind_colour(kind)
-            p.fillRect(QRectF(x, y + box_dy, box, box), colour)
+            found = boxes.get(kind)
+            if found is None:
+                found = boxes[kind] = []
+            found.append((x, y + box_dy))
             status = statuses[i]
             prefix = "✖ " if status == ERROR else "● " if status == RUNNING else ""  # ▶ would read as a fold mark
             want = self._error if status == ERROR else self._running if status == RUNNING else text_colour
@@ -464,6 +522,17 @@ class LaneAxis(pg.AxisItem):
                 p.setPen(muted)
                 pen = muted
                 p.drawStaticText(QPointF(x + box + 4 + name.size().width(), y), count)
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        for kind, corners in boxes.items():
+            colour = colours.get(kind)
+            if colour is None:
+                colour = colours[kind] = kind_colour(kind)
+            p.setBrush(colour)  # filled without a pen: the pixels `fillRect` sets
+            rects = np.empty((len(corners), 4))
+            rects[:, :2] = corners
+            rects[:, 2:] = box
+            draw_rects(p, rects)
 
     def row_at(self, y: float) -> int:
         """The row under a y in this axis's coordinates; -1 outside the rows or when labels are off."""
@@ -528,4 +597,5 @@ def waterfall_plot(lanes: LaneAxis, right_width: int) -> pg.PlotWidget:
     item.vb.disableAutoRange()
     paint_once_per_change(item.vb)
     repaint_as_one_rect(plot)
+    cache_text_items(plot)
     return plot

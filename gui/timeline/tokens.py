@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QWidget
 
 from agentdesk.gui.timeline.axes import CompactAxis
 from agentdesk.gui.timeline.drawing import (
+    cache_text_items,
     colour_axes,
     paint_once_per_change,
     repaint_as_one_rect,
@@ -29,6 +30,11 @@ FIT_PAD = 0.08
 """Room left above and below what is in view when the y axes are refitted (as the fit always had)."""
 KEEP_FILL = 0.5
 """A y range is kept while what is in view fills at least this much of it."""
+LEAD_PAD = 0.3
+"""Room left on the side a pan carried the curve out of the y range: the pan goes on that way, and
+with only `FIT_PAD` there a steady pan along a rising curve refitted both y axes (their ticks and
+labels redrawn, the view's range plumbing run twice) every other frame. What is in view still
+fills 1 / (1 + FIT_PAD + LEAD_PAD) ≈ 72 % of the range, above `KEEP_FILL`."""
 
 
 EDGE_PX = 8.0
@@ -178,8 +184,11 @@ class TokensPlot(pg.PlotWidget):
         paint_once_per_change(item.vb)
         paint_once_per_change(self.cost_view)
         repaint_as_one_rect(self)
+        cache_text_items(self)
         self.series: TokenSeries | None = None
         self._y_ranges: tuple[tuple[float, float], tuple[float, float]] | None = None
+        self._last_x: tuple[float, float] | None = None
+        """The x range `_fit_y` last saw: the same width moved along is a pan."""
 
     def _sync_views(self) -> None:
         vb = self.getPlotItem().vb
@@ -221,12 +230,16 @@ class TokensPlot(pg.PlotWidget):
 
         A y range shown is kept while what is in view fits in it and fills at least half of it
         (`_keeps`): a pan along a rising curve would otherwise move both y axes, and redraw
-        their ticks and labels, on every frame. A refit leaves `FIT_PAD` of room each side.
+        their ticks and labels, on every frame. A refit leaves `FIT_PAD` of room each side, and
+        on a pan (the same width moved along) `LEAD_PAD` on the side the curve left the range by
+        (see `_refit`): a zoom, a live run's growth or a first fit pad evenly, as they always did.
         """
         series = self.series
         if series is None or len(series.t) < 2:
             return
         x0, x1 = self.getPlotItem().vb.viewRange()[0]
+        last, self._last_x = self._last_x, (x0, x1)
+        panned = last is not None and last[0] != x0 and abs((last[1] - last[0]) - (x1 - x0)) <= 1e-9 * (x1 - x0)
         i0, i1 = (max(0, int(np.searchsorted(series.t, x, side="right")) - 1) for x in (x0, x1))
         lo = min(series.input_tokens[i0], series.output_tokens[i0])
         hi = max(series.input_tokens[i1], series.output_tokens[i1])
@@ -235,8 +248,7 @@ class TokensPlot(pg.PlotWidget):
         ranges = []
         for view, want, have in zip((self.getPlotItem().vb, self.cost_view), wanted, shown, strict=True):
             if have is None or not _keeps(have, want):
-                pad = (want[1] - want[0]) * FIT_PAD
-                have = (want[0] - pad, want[1] + pad)
+                have = _refit(have if panned else None, want)
                 view.setYRange(*have, padding=0)
             ranges.append(have)
         self._y_ranges = ranges[0], ranges[1]
@@ -254,6 +266,17 @@ def _keeps(shown: tuple[float, float], wanted: tuple[float, float]) -> bool:
     """Whether a y range shown still fits what is in view: all of it, filling at least half."""
     return shown[0] <= wanted[0] and wanted[1] <= shown[1] and \
         wanted[1] - wanted[0] >= KEEP_FILL * (shown[1] - shown[0])
+
+
+def _refit(shown: tuple[float, float] | None, wanted: tuple[float, float]) -> tuple[float, float]:
+    """The y range for what is in view: `FIT_PAD` of room each side, `LEAD_PAD` on the one side the
+    curve went past the range shown by a pan (None: not a pan, even room)."""
+    spread = wanted[1] - wanted[0]
+    low = high = spread * FIT_PAD
+    above, below = shown is not None and wanted[1] > shown[1], shown is not None and wanted[0] < shown[0]
+    if above != below:  # out on one side only: a pan (a zoom out leaves on both)
+        high, low = (spread * LEAD_PAD, low) if above else (high, spread * LEAD_PAD)
+    return wanted[0] - low, wanted[1] + high
 
 
 def _span(lo: float, hi: float, least: float) -> tuple[float, float]:
