@@ -557,13 +557,16 @@ def _texts(values: Sequence[bytes | None]) -> list[str]:
 _SEP = "\x1f"
 """Between packed TEXT values (the ASCII unit separator): a value holding it makes the counts differ,
 and the read falls back to rows."""
-_NONE = -(2**63)
-"""A NULL end (an open span) in the packed integers: no rebased time in nanoseconds is this small."""
+_SCALED_BELOW = 9 * 10**18
+"""Packed times and costs stay below this in magnitude; a run with a wilder value reads by rows. SQLite's
+CAST saturates a real beyond int64 at ±(2**63 - 1), so one too far is seen in the parsed integers
+(checking maxima in SQL first cost it ~0.4 s CPU at a million spans, a fifth of its part)."""
+_NONE = -_SCALED_BELOW - 1
+"""A NULL end (an open span) in the packed integers: below every value that packs, and never a CAST
+of a real (doubles this large are multiples of 1024)."""
 _NS, _PICO = 1e9, 1e12
 """Times travel as integer nanoseconds since the run's first start, costs as integer picodollars."""
-_SCALED_BELOW = 9e18
-"""Packed integers stay below this (int64); a run with a wilder value reads by rows."""
-_PACKED = ("SELECT count(*), max(abs(started_at - :t0)), max(abs(ended_at - :t0)), max(abs(cost_usd)), "
+_PACKED = ("SELECT count(*), "
            "group_concat(id, char(31)), "
            "group_concat(ifnull(parent_span_id, ''), char(31)), group_concat(ifnull(kind, ''), char(31)), "
            "group_concat(ifnull(name, ''), char(31)), group_concat(ifnull(status, ''), char(31)), "
@@ -820,23 +823,10 @@ def _unpack(row: Sequence[Any], job: _Job, base: int) -> _Piece | None:
     count = int(row[0])
     if count == 0:
         return _Piece(base, [], [], np.zeros(0, np.int64), [np.zeros(0, np.int32)] * 3, [np.zeros(0, np.int64)] * 5)
-    if not all(isinstance(v, (int, float)) or v is None for v in row[1:4]):
-        return None
-    if max(row[1] or 0.0, row[2] or 0.0) * _NS >= _SCALED_BELOW or (row[3] or 0.0) * _PICO >= _SCALED_BELOW:
-        return None
-    fixed = _fixed(row[4], count), _fixed(row[5], count)
-    texts: list[list[Any]] = []  # ids and parents too unless both are fixed; kinds, names, statuses
-    for raw in row[4:9] if fixed[0] is None or fixed[1] is None else row[6:9]:
-        text = raw.decode() if isinstance(raw, bytes) and raw.isascii() else lenient_text(raw or b"")
-        parts = text.split(_SEP)
-        if len(parts) != count:
-            return None
-        texts.append(parts)
-    codes = [_encode(column, table) for table, column in zip(job.tables, texts[-3:], strict=True)]
     numbers = []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for raw in row[9:]:
+        for raw in row[6:]:
             try:
                 values = np.fromstring(raw, dtype=np.int64, sep=",")  # text mode: not deprecated
             except (ValueError, DeprecationWarning, TypeError):
@@ -844,6 +834,19 @@ def _unpack(row: Sequence[Any], job: _Job, base: int) -> _Piece | None:
             if len(values) != count:
                 return None
             numbers.append(values)
+    for k in (0, 1, 4):  # start, end, cost: too far for int64 (see `_SCALED_BELOW`)
+        values = numbers[k]
+        if ((values >= _SCALED_BELOW) | ((values <= -_SCALED_BELOW) & (values != _NONE))).any():
+            return None
+    fixed = _fixed(row[1], count), _fixed(row[2], count)
+    texts: list[list[Any]] = []  # ids and parents too unless both are fixed; kinds, names, statuses
+    for raw in row[1:6] if fixed[0] is None or fixed[1] is None else row[3:6]:
+        text = raw.decode() if isinstance(raw, bytes) and raw.isascii() else lenient_text(raw or b"")
+        parts = text.split(_SEP)
+        if len(parts) != count:
+            return None
+        texts.append(parts)
+    codes = [_encode(column, table) for table, column in zip(job.tables, texts[-3:], strict=True)]
     if fixed[0] is not None and fixed[1] is not None:  # keyed after the read, in numpy (`FixedKeys`)
         return _Piece(base, fixed[0], fixed[1], np.full(count, -1, dtype=np.int64), codes, numbers)
     ids, parents = texts[0], [p or None for p in texts[1]]

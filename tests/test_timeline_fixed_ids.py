@@ -165,3 +165,34 @@ def test_any_ids_read_natively_lay_out_as_the_row_read(ids: list[str]) -> None:
                 source.close()  # type: ignore[attr-defined]
     finally:
         tc.ROWID_SLICE = tc_slice
+
+
+@pytest.mark.parametrize(("column", "shift"), [("ended_at", 1e10), ("ended_at", -1e10), ("started_at", -1e10),
+                                               ("cost_usd", 1e7), ("cost_usd", -1e7), ("ended_at", 0.0)])
+def test_a_value_too_far_for_the_integers_is_seen_in_them(tmp_path: Path, column: str, shift: float) -> None:
+    """No maxima asked of SQLite: a time ~300 years off (either way) or a cost of ten million dollars
+    saturates SQLite's CAST, the packed read declines the run and the row read gives it; a value that
+    fits (`shift` 0) packs."""
+    from tests.test_timeline_data import _same, _two_runs
+
+    source, (run,) = _two_runs(tmp_path, 1, 4)
+    try:
+        raw = sqlite3.connect(str(tmp_path / "s.sqlite"))
+        span, value = raw.execute(f"SELECT id, ifnull({column}, 0) FROM spans WHERE run_id = ? AND ended_at IS NOT "
+                                  "NULL LIMIT 1", (run,)).fetchone()
+        raw.execute(f"UPDATE spans SET {column} = ? WHERE id = ?", (value + shift, span))
+        raw.commit()
+        raw.close()
+        with source.store.reading() as session:
+            conn, factory = tc._bytes_cursor(session)
+            cursor = conn.cursor()
+            try:
+                packed = tc._packed(cursor, run, None, tc._extent(cursor, run))
+            finally:
+                cursor.close()
+                conn.text_factory = factory
+            slow = tc._rows(session, run, None)
+        assert (packed is None) == (shift != 0.0)
+        _same(tc.span_columns(source, run), slow)
+    finally:
+        source.close()
