@@ -168,11 +168,12 @@ def test_any_ids_read_natively_lay_out_as_the_row_read(ids: list[str]) -> None:
 
 
 @pytest.mark.parametrize(("column", "shift"), [("ended_at", 1e10), ("ended_at", -1e10), ("started_at", -1e10),
-                                               ("cost_usd", 1e7), ("cost_usd", -1e7), ("ended_at", 0.0)])
+                                               ("cost_usd", 1e7), ("cost_usd", -1e7), ("ended_at", 0.0),
+                                               ("input_tokens", 0.5), ("output_tokens", 0.0)])
 def test_a_value_too_far_for_the_integers_is_seen_in_them(tmp_path: Path, column: str, shift: float) -> None:
     """No maxima asked of SQLite: a time ~300 years off (either way) or a cost of ten million dollars
-    saturates SQLite's CAST, the packed read declines the run and the row read gives it; a value that
-    fits (`shift` 0) packs."""
+    saturates SQLite's CAST, the packed read declines the run and the row read gives it; so does a
+    token count that is no whole number (printed as it is); a value that fits (`shift` 0) packs."""
     from tests.test_timeline_data import _same, _two_runs
 
     source, (run,) = _two_runs(tmp_path, 1, 4)
