@@ -13,8 +13,12 @@ for the range); `mmap_size`/`cache_size` pragmas and the parent's rowid by a
 self-join (+1.3 s) did not pay; a second connection reading every other slice
 paid less than answering the next slice's SQL on a thread while this one
 unpacks (`_prefetched`), and doubled the threads wanting the GIL. Kinds, names
-and statuses repeat, so they are codes into their distinct strings (`Coded`);
-the id → key dict the layout needs is built while reading (`SpanKeys`). Any
+and statuses repeat, so they are codes into their distinct strings (`Coded`).
+Ids and parent ids that are plain ASCII (hex, uuids: the usual case) stay one
+numpy bytes array each (`FixedIds`), keyed by sorted hashes (`FixedKeys`), not a
+million str objects and a dict (measured at a million spans: ~1 s less CPU, ~100
+MB less resident); other ids are lists and a dict built while reading. Either
+way the layout gets its id index from the read (`SpanKeys`). Any
 other source goes through its `span_table` (the `Source` seam), converted the
 same way.
 
@@ -212,6 +216,229 @@ class Keys(dict[str, int]):
         return key
 
 
+_PRIME, _MIX = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9
+_MASK = (1 << 64) - 1
+_WORD = 8
+"""Fixed-width ids are padded to a multiple of this many bytes, so they hash as rows of 64-bit words."""
+
+
+def _words(strings: np.ndarray) -> np.ndarray:
+    """`S{8k}` strings as rows of k little-endian 64-bit words (a view)."""
+    return strings.view("<u8").reshape(len(strings), -1)
+
+
+def _hashes(strings: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each `S{8k}` string, in numpy: multiply-xor over its words (`_hash` is the same
+    for one string in Python). A collision is detected, not trusted (see `FixedKeys.of`)."""
+    words = _words(strings)
+    with np.errstate(over="ignore"):
+        h = words[:, 0] * np.uint64(_PRIME)
+        for j in range(1, words.shape[1]):
+            h ^= words[:, j]
+            h *= np.uint64(_MIX)
+            h ^= h >> np.uint64(31)
+    return h
+
+
+def _hash(raw: bytes, width: int) -> int:
+    """`_hashes` of one string padded to `width`, in Python integers."""
+    padded = raw.ljust(width, b"\0")
+    h = (int.from_bytes(padded[:_WORD], "little") * _PRIME) & _MASK
+    for a in range(_WORD, width, _WORD):
+        h ^= int.from_bytes(padded[a:a + _WORD], "little")
+        h = (h * _MIX) & _MASK
+        h ^= h >> 31
+    return h
+
+
+def _fixed(raw: Any, count: int) -> np.ndarray | None:
+    """A packed TEXT column (values joined by `_SEP`) as one numpy `S{width}` array, no Python string
+    per value: a million ids as str objects are ~75 MB and a second of allocation, decoding and dict
+    inserts; as bytes in an array ~24 MB and milliseconds. `width` is the longest value rounded up to
+    `_WORD` (shorter ones padded with NULs, which numpy strips on reading). None, for the list path,
+    when a value is not plain ASCII or holds a NUL (either would not round-trip), when the separators
+    do not make `count` values, or when a few long values would pad the rest to far more memory."""
+    if not isinstance(raw, bytes):
+        return None
+    buf = np.frombuffer(raw, np.uint8)
+    if len(buf) and (int(buf.max()) >= 0x80 or int(buf.min()) == 0):
+        return None
+    seps = np.flatnonzero(buf == 0x1F)
+    if len(seps) != count - 1:
+        return None
+    lengths = np.diff(seps, prepend=-1, append=len(buf)) - 1
+    top = int(lengths.max())
+    width = max(_WORD, -(-top // _WORD) * _WORD)
+    if width * count > 2 * len(buf) + 2 * _WORD * count:
+        return None
+    out = np.zeros(count, f"S{width}")
+    if top and (lengths == top).all():  # one width (hex or uuid ids): the bytes, one separator apart
+        out[:] = np.ndarray((count,), f"S{top}", raw, 0, (top + 1,))
+    elif top:
+        matrix = out.view(np.uint8).reshape(count, width)
+        rows = np.repeat(np.arange(count), lengths)
+        matrix[rows, np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = buf[buf != 0x1F]
+    return out
+
+
+class FixedIds(Sequence[str]):
+    """Ids in one numpy `S{width}` array (see `_fixed`), read like a list of str: each decodes on access.
+
+    Every consumer (lanes, details, search, diff) keeps indexing and iterating as before; the million
+    str objects exist only while something walks them all."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: np.ndarray) -> None:
+        self.raw = raw
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def _decoded(self, raw: bytes) -> str:
+        return raw.decode()
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return self.gathered(self.raw[i])
+        return self._decoded(bytes(self.raw[i]))
+
+    def gathered(self, raw: np.ndarray) -> list[Any]:
+        """These strings of `raw` (a selection of this array) decoded, `STEP` at a time (short GIL holds)."""
+        out: list[Any] = []
+        for a in range(0, len(raw), STEP):
+            out.extend(map(self._decoded, raw[a:a + STEP].tolist()))
+        return out
+
+    def __iter__(self) -> Iterator[str]:
+        for a in range(0, len(self.raw), SLICE):
+            yield from self.gathered(self.raw[a:a + SLICE])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} of {self.raw.dtype})"
+
+    def taken(self, indices: np.ndarray) -> FixedIds:
+        return type(self)(self.raw[indices])
+
+
+class FixedParents(FixedIds, Sequence[str | None]):  # type: ignore[misc]
+    """Parent ids as `FixedIds`; an empty one (a root) reads as None."""
+
+    __slots__ = ()
+
+    def _decoded(self, raw: bytes) -> str | None:  # type: ignore[override]
+        return raw.decode() or None
+
+
+class FixedKeys(Keys):
+    """`Keys` over `FixedIds` without a dict entry per id: the ids' 64-bit hashes sorted once in numpy
+    (`_hashes`), looked up by binary search and confirmed against the id itself. Ids added later (a live
+    run's new spans) go to the dict this class still is, checked first."""
+
+    def __init__(self, raw: np.ndarray, key_of: np.ndarray, order: np.ndarray, hashes: np.ndarray,
+                 next_key: int) -> None:
+        super().__init__(next_key)
+        self._raw, self._key_of, self._order, self._sorted = raw, key_of, order, hashes
+
+    @classmethod
+    def of(cls, raw: np.ndarray, key_of: np.ndarray) -> FixedKeys | None:
+        """The keys of ids `raw[i]` → `key_of[i]`; None when two ids share a hash (a repeated id, or a
+        collision: the dict path then decides, as it always has)."""
+        hashes = _hashes(raw)
+        order = np.argsort(hashes)
+        hashes = hashes[order]
+        if len(hashes) > 1 and (hashes[1:] == hashes[:-1]).any():
+            return None
+        return cls(raw, key_of, order, hashes, int(key_of.max(initial=-1)) + 1)
+
+    def _fixed_key(self, span_id: object) -> int | None:
+        if not isinstance(span_id, str) or not span_id.isascii() or "\0" in span_id:
+            return None
+        raw = span_id.encode()
+        width = self._raw.dtype.itemsize
+        if len(raw) > width or not len(self._sorted):
+            return None
+        h = _hash(raw, width)
+        pos = int(np.searchsorted(self._sorted, np.uint64(h)))
+        if pos >= len(self._sorted) or int(self._sorted[pos]) != h:
+            return None
+        row = int(self._order[pos])
+        return int(self._key_of[row]) if bytes(self._raw[row]) == raw else None
+
+    def get(self, span_id: str, default: Any = None) -> Any:  # type: ignore[override]
+        key = super().get(span_id)
+        if key is None:
+            key = self._fixed_key(span_id)
+        return default if key is None else key
+
+    def __getitem__(self, span_id: str) -> int:
+        key = self.get(span_id)
+        if key is None:
+            raise KeyError(span_id)
+        return int(key)
+
+    def __contains__(self, span_id: object) -> bool:
+        return super().__contains__(span_id) or self._fixed_key(span_id) is not None
+
+    def __len__(self) -> int:
+        return super().__len__() + len(self._raw)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from FixedIds(self._raw)
+        yield from super().__iter__()
+
+    def items(self) -> Iterator[tuple[str, int]]:  # type: ignore[override]
+        """Every (id, key): a walk over all ids (tests and diagnostics; the layout never needs it)."""
+        yield from zip(FixedIds(self._raw), self._key_of.tolist(), strict=True)
+        yield from super().items()
+
+    def lookup(self, strings: np.ndarray) -> np.ndarray:
+        """The key of each of these `S` strings (parent ids), -1 for an empty one or one not here:
+        the queries sorted too, so the binary searches walk the table in order."""
+        out = np.full(len(strings), -1, dtype=np.int64)
+        if not len(strings) or not len(self._sorted):
+            return out
+        width = self._raw.dtype.itemsize
+        if strings.dtype.itemsize != width:
+            if strings.dtype.itemsize > width:
+                return self._lookup_wide(strings)
+            strings = strings.astype(f"S{width}")  # NUL padded, as the ids are
+        # Searched in hash order (the binary searches then walk the table in order), the answers put
+        # back in the strings' order: a parent is mostly near its child, so the ids compared with
+        # them are too (comparing in hash order gathered both at random: twice the time)
+        words = _words(strings)
+        query = _hashes(strings)
+        by_hash = np.argsort(query)
+        pos = np.empty(len(query), dtype=np.int64)
+        pos[by_hash] = np.searchsorted(self._sorted, query[by_hash])
+        np.minimum(pos, len(self._sorted) - 1, out=pos)
+        rows = self._order[pos]
+        same = self._sorted[pos] == query
+        same &= words[:, 0] != 0  # not empty (a root): no NUL in a value, so its first byte is not 0
+        same &= (_words(self._raw)[rows] == words).all(axis=1)  # word by word: numpy's S compare is slow
+        out[same] = self._key_of[rows[same]]
+        return out
+
+    def _lookup_wide(self, strings: np.ndarray) -> np.ndarray:
+        """`lookup` of strings wider than the ids: only those that fit can be here."""
+        fits = np.char.str_len(strings) <= self._raw.dtype.itemsize
+        out = np.full(len(strings), -1, dtype=np.int64)
+        out[fits] = self.lookup(strings[fits].astype(self._raw.dtype))
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class SpanKeys:
     """The layout's id index, built while reading (the read's Python work runs beside SQLite's there):
@@ -231,8 +458,9 @@ class SpanColumns:
     first spans were asked for.
     """
 
-    ids: list[str]
-    parent_ids: list[str | None]
+    ids: Sequence[str]
+    """A list, or `FixedIds` when the read packed them (`_fixed`)."""
+    parent_ids: Sequence[str | None]
     kinds: Coded
     names: Coded
     statuses: Coded
@@ -305,6 +533,8 @@ def from_table(table: SpanTable) -> SpanColumns:
 def take(seq: Sequence[T], indices: list[int]) -> list[T]:
     """`[seq[i] for i in indices]`, `SLICE` at a time: one C call over a million values would hold the
     GIL (and freeze the GUI thread) for its whole duration, a slice only for milliseconds."""
+    if isinstance(seq, FixedIds):
+        return seq.gathered(seq.raw[np.asarray(indices, dtype=np.int64)])
     out: list[T] = []
     for a in range(0, len(indices), SLICE):
         part = indices[a:a + SLICE]
@@ -331,23 +561,30 @@ def _texts(values: Sequence[bytes | None]) -> list[str]:
 _SEP = "\x1f"
 """Between packed TEXT values (the ASCII unit separator): a value holding it makes the counts differ,
 and the read falls back to rows."""
-_NONE = -(2**63)
-"""A NULL end (an open span) in the packed integers: no rebased time in nanoseconds is this small."""
+_SCALED_BELOW = 9 * 10**18
+"""Packed times and costs stay below this in magnitude; a run with a wilder value reads by rows. SQLite's
+CAST saturates a real beyond int64 at ±(2**63 - 1), so one too far is seen in the parsed integers
+(checking maxima in SQL first cost it ~0.4 s CPU at a million spans, a fifth of its part)."""
+_NONE = -_SCALED_BELOW - 1
+"""A NULL end (an open span) in the packed integers: below every value that packs, and never a CAST
+of a real (doubles this large are multiples of 1024)."""
 _NS, _PICO = 1e9, 1e12
 """Times travel as integer nanoseconds since the run's first start, costs as integer picodollars."""
-_SCALED_BELOW = 9e18
-"""Packed integers stay below this (int64); a run with a wilder value reads by rows."""
-_PACKED = ("SELECT count(*), max(abs(started_at - :t0)), max(abs(ended_at - :t0)), max(abs(cost_usd)), "
-           "group_concat(id, char(31)), "
-           "group_concat(ifnull(parent_span_id, ''), char(31)), group_concat(ifnull(kind, ''), char(31)), "
-           "group_concat(ifnull(name, ''), char(31)), group_concat(ifnull(status, ''), char(31)), "
+_PACKED = ("SELECT count(*), "
+           "group_concat(id, '\x1f'), "
+           "group_concat(ifnull(parent_span_id, ''), '\x1f'), group_concat(ifnull(kind, ''), '\x1f'), "
+           "group_concat(ifnull(name, ''), '\x1f'), group_concat(ifnull(status, ''), '\x1f'), "
            "group_concat(CAST(round((started_at - :t0) * 1e9) AS INTEGER), ','), "
            "group_concat(ifnull(CAST(round((ended_at - :t0) * 1e9) AS INTEGER), :none), ','), "
-           "group_concat(CAST(ifnull(input_tokens, 0) AS INTEGER), ','), "
-           "group_concat(CAST(ifnull(output_tokens, 0) AS INTEGER), ','), "
+           "group_concat(ifnull(input_tokens, 0), ','), "
+           "group_concat(ifnull(output_tokens, 0), ','), "
            "group_concat(CAST(round(ifnull(cost_usd, 0) * 1e12) AS INTEGER), ',') "
            "FROM (SELECT id, parent_span_id, kind, name, status, started_at, "
            "ended_at, input_tokens, output_tokens, cost_usd FROM spans WHERE {where})")
+"""The separator is the character itself in the statement, not `char(31)` or a parameter: SQLite
+evaluates those for every row (~0.1 s of its CPU per column at a million spans). Token counts are
+INTEGER columns, printed as they are; one that is not a whole number does not parse as int64 and
+the run reads by rows (a CAST per row cost ~0.06 s a column)."""
 _BY_INDEX = "run_id = :run ORDER BY started_at, rowid{limit}"
 """Through `spans_by_run` (run_id, started_at, rowid): in start order, but one table lookup per row."""
 _BY_ROWID = "rowid BETWEEN :lo AND :hi AND +run_id = :run"
@@ -430,17 +667,29 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_row
     if read is None:
         return None
     pieces = read
-    ids: list[str] = []
-    parents: list[str | None] = []
-    for piece in pieces:
-        ids.extend(piece.ids)
-        parents.extend(piece.parents)
     key_of = np.concatenate([np.arange(p.base, p.base + len(p.ids)) for p in pieces] or [np.zeros(0, np.int64)])
     parent_key = np.concatenate([p.parent_keys for p in pieces] or [np.zeros(0, np.int64)])
-    job.keys.next_key = int(key_of.max(initial=-1)) + 1
-    missed = [i for i in np.flatnonzero(parent_key < 0).tolist() if parents[i] is not None]
-    if missed:  # a parent read after its child (a later slice, or the other connection's)
-        parent_key[missed] = [job.keys.get(parents[i], -1) for i in missed]  # type: ignore[arg-type]
+    ids: Sequence[str]
+    parents: Sequence[str | None]
+    keys: Keys | None = None
+    if pieces and all(isinstance(p.ids, np.ndarray) for p in pieces):
+        raw_ids = np.concatenate([p.ids for p in pieces])
+        raw_parents = np.concatenate([p.parents for p in pieces])
+        keys = FixedKeys.of(raw_ids, key_of)
+        ids, parents = FixedIds(raw_ids), FixedParents(raw_parents)
+        if keys is not None:
+            parent_key = keys.lookup(raw_parents)
+        else:  # a repeated id (or a hash collision): the dict, as the list path builds it
+            ids, parents = list(ids), list(parents)
+            job.keys.update(zip(ids, key_of.tolist(), strict=True))
+    else:
+        ids, parents = _listed(pieces, job.keys)
+    if keys is None:
+        keys = job.keys
+        keys.next_key = int(key_of.max(initial=-1)) + 1
+        missed = [i for i in np.flatnonzero(parent_key < 0).tolist() if parents[i] is not None]
+        if missed:  # a parent read after its child (a later slice, or the other connection's)
+            parent_key[missed] = [keys.get(parents[i], -1) for i in missed]  # type: ignore[arg-type]
     start_ns, end_ns, input_tokens, output_tokens, cost_pico = (
         np.concatenate([p.numbers[k] for p in pieces]) if pieces else np.zeros(0, np.int64) for k in range(5))
     kinds, names, statuses = (Coded(np.concatenate([p.codes[k] for p in pieces]) if pieces else np.zeros(0, np.int32),
@@ -452,8 +701,11 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_row
     if by_rowid:  # insertion order: put it in start order (ties by rowid, as the index gives)
         order = np.argsort(start_ns, kind="stable")
         if (order != np.arange(count)).any():
-            picks = order.tolist()
-            ids, parents = take(ids, picks), take(parents, picks)
+            if isinstance(ids, FixedIds) and isinstance(parents, FixedParents):  # numpy; the keys follow `key_of`
+                ids, parents = ids.taken(order), parents.taken(order)
+            else:
+                picks = order.tolist()
+                ids, parents = take(ids, picks), take(parents, picks)
             key_of, parent_key = key_of[order], parent_key[order]
             kinds, names, statuses = (c.taken(order) for c in (kinds, names, statuses))
             start_ns, end_ns, input_tokens, output_tokens, cost_pico = (
@@ -463,7 +715,23 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_row
     end = np.where(end_ns == _NONE, np.nan, end_ns / _NS)
     end += extent.t0
     return SpanColumns(ids, parents, kinds, names, statuses, start, end, input_tokens, output_tokens,
-                       cost_pico / _PICO, total=max(extent.total, count), keys=SpanKeys(job.keys, key_of, parent_key))
+                       cost_pico / _PICO, total=max(extent.total, count), keys=SpanKeys(keys, key_of, parent_key))
+
+
+def _listed(pieces: list[_Piece], keys: Keys) -> tuple[list[str], list[str | None]]:
+    """The pieces' ids and parents as lists, when not all are fixed (`_fixed`): those that were are
+    decoded and keyed here, their parents left for the caller's look-up of parents missed."""
+    ids: list[str] = []
+    parents: list[str | None] = []
+    for piece in pieces:
+        if isinstance(piece.ids, np.ndarray) and isinstance(piece.parents, np.ndarray):
+            more, up = FixedIds(piece.ids).gathered(piece.ids), FixedParents(piece.parents).gathered(piece.parents)
+            keys.update(zip(more, range(piece.base, piece.base + len(more)), strict=True))
+        else:
+            more, up = piece.ids, piece.parents  # type: ignore[assignment]
+        ids.extend(more)
+        parents.extend(up)
+    return ids, parents
 
 
 @dataclass(frozen=True, slots=True)
@@ -485,10 +753,11 @@ class _Piece:
 
     base: int
     """The key of its first span (`Keys`): its index among the slices times `ROWID_SLICE`."""
-    ids: list[str]
-    parents: list[str | None]
+    ids: list[str] | np.ndarray
+    """Strings, or one `S` array (`_fixed`: then `parents` is one too and the keys come after the read)."""
+    parents: list[str | None] | np.ndarray
     parent_keys: np.ndarray
-    """The parent's key, -1 for a root or a parent not read yet."""
+    """The parent's key, -1 for a root or a parent not read yet (or not looked up: fixed ids)."""
     codes: list[np.ndarray]
     numbers: list[np.ndarray]
 
@@ -562,22 +831,10 @@ def _unpack(row: Sequence[Any], job: _Job, base: int) -> _Piece | None:
     count = int(row[0])
     if count == 0:
         return _Piece(base, [], [], np.zeros(0, np.int64), [np.zeros(0, np.int32)] * 3, [np.zeros(0, np.int64)] * 5)
-    if not all(isinstance(v, (int, float)) or v is None for v in row[1:4]):
-        return None
-    if max(row[1] or 0.0, row[2] or 0.0) * _NS >= _SCALED_BELOW or (row[3] or 0.0) * _PICO >= _SCALED_BELOW:
-        return None
-    texts: list[list[Any]] = []
-    for raw in row[4:9]:
-        text = raw.decode() if isinstance(raw, bytes) and raw.isascii() else lenient_text(raw or b"")
-        parts = text.split(_SEP)
-        if len(parts) != count:
-            return None
-        texts.append(parts)
-    codes = [_encode(column, table) for table, column in zip(job.tables, texts[2:], strict=True)]
     numbers = []
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for raw in row[9:]:
+        for raw in row[6:]:
             try:
                 values = np.fromstring(raw, dtype=np.int64, sep=",")  # text mode: not deprecated
             except (ValueError, DeprecationWarning, TypeError):
@@ -585,6 +842,21 @@ def _unpack(row: Sequence[Any], job: _Job, base: int) -> _Piece | None:
             if len(values) != count:
                 return None
             numbers.append(values)
+    for k in (0, 1, 4):  # start, end, cost: too far for int64 (see `_SCALED_BELOW`)
+        values = numbers[k]
+        if ((values >= _SCALED_BELOW) | ((values <= -_SCALED_BELOW) & (values != _NONE))).any():
+            return None
+    fixed = _fixed(row[1], count), _fixed(row[2], count)
+    texts: list[list[Any]] = []  # ids and parents too unless both are fixed; kinds, names, statuses
+    for raw in row[1:6] if fixed[0] is None or fixed[1] is None else row[3:6]:
+        text = raw.decode() if isinstance(raw, bytes) and raw.isascii() else lenient_text(raw or b"")
+        parts = text.split(_SEP)
+        if len(parts) != count:
+            return None
+        texts.append(parts)
+    codes = [_encode(column, table) for table, column in zip(job.tables, texts[-3:], strict=True)]
+    if fixed[0] is not None and fixed[1] is not None:  # keyed after the read, in numpy (`FixedKeys`)
+        return _Piece(base, fixed[0], fixed[1], np.full(count, -1, dtype=np.int64), codes, numbers)
     ids, parents = texts[0], [p or None for p in texts[1]]
     # The layout's id index, built here: this thread's Python work runs while the other connection's
     # SQLite works, instead of after the read (~0.5 s at a million spans)

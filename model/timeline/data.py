@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import repeat
+from typing import overload
 
 import numpy as np
 
@@ -281,13 +283,45 @@ def _put(view: np.ndarray, value: object) -> np.ndarray:
     return buffer[:n + 1]
 
 
-class _Growing(list[str]):
-    """Span ids that only grow at the end: every layout appended from one run shares this list."""
+class _Growing(Sequence[str]):
+    """Span ids that only grow at the end: every layout appended from one run shares this sequence.
+
+    The read's ids (a list, or `FixedIds`: a numpy array, not a million str objects) are kept as
+    they are, never copied; ids appended later go to a list after them."""
+
+    __slots__ = ("_base", "_n", "_tail")
+
+    def __init__(self, base: Sequence[str]) -> None:
+        self._base, self._n = base, len(base)
+        self._tail: list[str] = []
+
+    def __len__(self) -> int:
+        return self._n + len(self._tail)
+
+    @overload
+    def __getitem__(self, k: int) -> str: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[str]: ...
+
+    def __getitem__(self, k: int | slice) -> str | list[str]:
+        if isinstance(k, slice):
+            return self.gathered(np.arange(len(self))[k])
+        if k < 0:
+            k += len(self)
+        return self._base[k] if 0 <= k < self._n else self._tail[k - self._n]
+
+    def gathered(self, index: np.ndarray) -> list[str]:
+        """`[self[k] for k in index]`, in C when all are the read's (`take`)."""
+        if not len(index):
+            return []
+        if int(index.max()) < self._n and int(index.min()) >= 0:
+            return take(self._base, index.tolist())
+        return [self[k] for k in index.tolist()]
 
     def add(self, span_id: str) -> int:
         """Append; the new id's index (under a lock: two appends at once must not get one index)."""
         with _GROWING:
-            self.append(span_id)
+            self._tail.append(span_id)
             return len(self) - 1
 
 
@@ -316,6 +350,20 @@ class LaneIds(Gathered[str]):
     @property
     def _at(self) -> np.ndarray:
         return self._index
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return self._ids.gathered(self._at[i])
+        return super().__getitem__(i)
+
+    def __iter__(self) -> Iterator[str]:
+        for a in range(0, len(self), SLICE):
+            yield from self._ids.gathered(self._at[a:a + SLICE])
 
     def inserted(self, lane: int, span_id: str, room: int = 0) -> LaneIds:
         """A copy with `span_id` at `lane` (this one unchanged: it never reads past its own ids)."""
@@ -494,7 +542,7 @@ class TimelineData:
         kept = _take_columns(self.columns(), keep, self.t0)
         start, end, input_tokens, output_tokens, cost = (
             np.concatenate((a, b)) for a, b in zip(_numbers(kept), _numbers(new), strict=True))
-        merged = SpanColumns(kept.ids + new.ids, kept.parent_ids + new.parent_ids, kept.kinds + new.kinds,
+        merged = SpanColumns([*kept.ids, *new.ids], [*kept.parent_ids, *new.parent_ids], kept.kinds + new.kinds,
                              kept.names + new.names, kept.statuses + new.statuses, start, end, input_tokens,
                              output_tokens, cost, total=0)
         data = TimelineData.from_columns(merged, self.t0)
