@@ -1,0 +1,84 @@
+"""A live span costs the changed spans, not the run: the grid, the rows and the token series derived
+from the previous ones equal those worked out from scratch.
+
+`overview.grown`, `Rows.inserted` and `TimelineData.token_series_after` are what the feed does for a
+live run's new or finished span at a million spans (`feed.load_changes`); each is checked here
+against the from-scratch function on random live runs, one change at a time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentdesk.model.timeline.data import TimelineData, TokenSeries
+from agentdesk.model.timeline.overview import Before, Overview, grown, overview
+from tests.test_timeline_incremental import _table, live_runs
+
+
+def _same_grid(got: Overview, want: Overview) -> None:
+    assert (got.x0, got.x1, got.lanes, got.band, got.step) == (want.x0, want.x1, want.lanes, want.band, want.step)
+    assert got.mask.shape == want.mask.shape
+    assert np.array_equal(got.mask, want.mask)
+    assert np.array_equal(got.active, want.active) and np.array_equal(got.failed, want.failed)
+
+
+def _same_series(got: TokenSeries, want: TokenSeries) -> None:
+    for name in ("t", "input_tokens", "output_tokens", "cost"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+
+
+GRIDS = st.sampled_from([(1024, 1024), (4, 8), (3, 5), (1, 2)])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(live_runs(), GRIDS, st.lists(st.floats(0.0, 3.0), min_size=1, max_size=40))
+def test_a_grid_grown_span_by_span_is_the_grid_from_scratch(run: tuple[list, int], grid: tuple[int, int],  # type: ignore[type-arg]
+                                                            ticks: list[float]) -> None:
+    spans, first = run
+    rows, columns = grid
+    data = TimelineData.from_table(_table(spans[:first]), t0=0.0)
+    now = max(s[2] for s in spans[:first])
+    ov = overview(data, now, rows, columns)
+    for i, span in enumerate(spans[first:]):
+        now += ticks[i % len(ticks)]
+        new = data.relaid_out(_table([span]))
+        inserted = np.array([new.lane_of[span[0]]])
+        ov = grown(ov, new, now, inserted if len(new) == len(data) + 1 else None, rows=rows, columns=columns)
+        _same_grid(ov, overview(new, now, rows, columns))
+        data = new
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(live_runs(), GRIDS, st.data())
+def test_a_grid_after_spans_finish_in_place_is_the_grid_from_scratch(
+        run: tuple[list, int], grid: tuple[int, int], draw: st.DataObject) -> None:  # type: ignore[type-arg]
+    spans, _ = run
+    rows, columns = grid
+    data = TimelineData.from_table(_table(spans), t0=0.0)
+    now = max(s[2] for s in spans) + draw.draw(st.floats(0.0, 2.0))
+    ov = overview(data, now, rows, columns)
+    for _ in range(draw.draw(st.integers(1, 4))):
+        lanes = sorted(set(draw.draw(st.lists(st.integers(0, len(data) - 1), min_size=1, max_size=3))))
+        before = Before.of(data, np.array(lanes))
+        changed = []
+        for lane in lanes:
+            span = next(s for s in spans if s[0] == data.ids[lane])
+            end = draw.draw(st.one_of(st.none(), st.floats(0.0, 4.0)))
+            variant = draw.draw(st.integers(0, 60))
+            changed.append((span[0], span[1], span[2], None if end is None else span[2] + end, variant))
+        assert data.update(_table(changed)) is data
+        now += draw.draw(st.floats(0.0, 2.0))
+        ov = grown(ov, data, now, before=before, rows=rows, columns=columns)
+        _same_grid(ov, overview(data, now, rows, columns))
+
+
+def test_a_grid_rebuilds_when_the_clock_goes_back_or_the_run_outgrows_it() -> None:
+    spans = [("root", None, 0.0, None, 0)] + [(f"c{i}", "root", float(i), float(i) + 0.5, i) for i in range(50)]
+    data = TimelineData.from_table(_table(spans), t0=0.0)
+    ov = overview(data, 60.0, 4, 8)
+    _same_grid(grown(ov, data, 59.0, rows=4, columns=8), overview(data, 59.0, 4, 8))  # the clock went back
+    later = overview(data, 600.0, 4, 8)  # ten times longer: another step
+    assert later.step > ov.step and later.columns <= 8
+    _same_grid(grown(ov, data, 600.0, rows=4, columns=8), later)
