@@ -12,8 +12,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentdesk.model.timeline.data import TimelineData, TokenSeries
-from agentdesk.model.timeline.overview import Before, Overview, grown, overview
+from agentdesk.model.timeline.data import Before, TimelineData, TokenSeries
+from agentdesk.model.timeline.overview import Overview, grown, overview
 from tests.test_timeline_incremental import _table, live_runs
 
 
@@ -82,3 +82,45 @@ def test_a_grid_rebuilds_when_the_clock_goes_back_or_the_run_outgrows_it() -> No
     later = overview(data, 600.0, 4, 8)  # ten times longer: another step
     assert later.step > ov.step and later.columns <= 8
     _same_grid(grown(ov, data, 600.0, rows=4, columns=8), later)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(live_runs(), st.data())
+def test_a_token_series_extended_span_by_span_and_in_place_is_the_series_from_scratch(
+        run: tuple[list, int], draw: st.DataObject) -> None:  # type: ignore[type-arg]
+    """New spans, and spans finishing or changing in place: ending after every other (a live run)
+    they extend the series, elsewhere it is rebuilt; both are the series from scratch."""
+    spans, first = run
+    data = TimelineData.from_table(_table(spans[:first]), t0=0.0)
+    series = data.token_series()
+    late = max(s[2] for s in spans) + 10.0
+    for span in spans[first:]:
+        new = data.relaid_out(_table([span]))
+        if len(new) == len(data) + 1:
+            series = new.token_series_after(series, np.array([new.lane_of[span[0]]]))
+        else:
+            series = new.token_series()
+        _same_series(series, new.token_series())
+        data = new
+        if draw.draw(st.booleans()):  # a span finishes (late, as live ones do, or anywhere)
+            lane = draw.draw(st.integers(0, len(data) - 1))
+            before = Before.of(data, [lane])
+            end = late if draw.draw(st.booleans()) else draw.draw(st.floats(0.0, 5.0))
+            late += draw.draw(st.sampled_from([0.0, 1.0]))
+            assert data.update(_table([(data.ids[lane], data.parent_id(lane), float(data.start[lane]),
+                                        max(end, float(data.start[lane])), draw.draw(st.integers(0, 60)))])) is data
+            series = data.token_series_after(series, before=before)
+            _same_series(series, data.token_series())
+
+
+def test_a_live_sample_is_written_into_the_room_and_the_series_on_screen_keeps_its_length() -> None:
+    spans = [("root", None, 0.0, None, 0)] + [(f"m{i}", "root", float(i), float(i) + 0.5, 4 * i + 1) for i in range(20)]
+    data = TimelineData.from_table(_table(spans), t0=0.0)
+    series = data.token_series()
+    new = data.relaid_out(_table([("m_new", "root", 30.0, 31.0, 5)]))
+    grown_series = new.token_series_after(series, np.array([new.lane_of["m_new"]]))
+    assert grown_series.t.base is series.t.base  # no copy
+    assert len(series.t) == len(grown_series.t) - 1 and grown_series.t[-1] == 31.0
+    again = new.token_series_after(series, np.array([new.lane_of["m_new"]]))  # the room is taken: a copy
+    assert again.t.base is not series.t.base
+    _same_series(again, grown_series)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agentdesk.model.timeline.data import ERROR, KINDS, TimelineData
+from agentdesk.model.timeline.data import ERROR, KINDS, Before, TimelineData
 
 GRID_ROWS = 1024
 GRID_COLUMNS = 1024
@@ -163,33 +163,8 @@ def overview(data: TimelineData, now: float, rows: int = GRID_ROWS, columns: int
     return Overview(geo.x0, x1, n, mask, active, failed, geo.band, geo.step, now)
 
 
-@dataclass(frozen=True, slots=True)
-class Before:
-    """Spans changed in place, as they were: their positions (in the layout now) and old values."""
-
-    lanes: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    kind: np.ndarray
-    status: np.ndarray
-
-    @classmethod
-    def of(cls, data: TimelineData, lanes: np.ndarray) -> Before:
-        """These lanes' values now, taken before they change."""
-        lanes = np.asarray(lanes, dtype=np.int64)
-        return cls(lanes, data.start[lanes].copy(), data.end[lanes].copy(), data.kind[lanes].copy(),
-                   data.status[lanes].copy())
-
-    def moved(self, lanes: np.ndarray) -> Before:
-        """The same spans at other positions (after spans were inserted before them)."""
-        return Before(np.asarray(lanes, dtype=np.int64), self.start, self.end, self.kind, self.status)
-
-
-NOTHING = Before(*(np.zeros(0, dtype=dtype) for dtype in (np.int64, np.float64, np.float64, np.int8, np.int8)))
-
-
 def grown(old: Overview | None, data: TimelineData, now: float, inserted: np.ndarray | None = None,
-          before: Before = NOTHING, rows: int = GRID_ROWS, columns: int = GRID_COLUMNS) -> Overview:
+          before: Before | None = None, rows: int = GRID_ROWS, columns: int = GRID_COLUMNS) -> Overview:
     """`overview(data, now)` derived from `old`, the grid of this layout before `inserted` (sorted
     positions in `data` of the spans added since) were added and `before.lanes` changed in place.
 
@@ -200,6 +175,7 @@ def grown(old: Overview | None, data: TimelineData, now: float, inserted: np.nda
     """
     n = len(data)
     inserted = np.zeros(0, dtype=np.int64) if inserted is None else np.asarray(inserted, dtype=np.int64)
+    changed = np.zeros(0, dtype=np.int64) if before is None else before.lanes
     geo = _geometry(data, now, rows, columns)
     if (old is None or not n or old.lanes != n - len(inserted) or not old.lanes or old.band != geo.band
             or old.step != geo.step or old.x0 != geo.x0 or geo.columns < old.columns or now < old.now):
@@ -208,20 +184,20 @@ def grown(old: Overview | None, data: TimelineData, now: float, inserted: np.nda
     mask[:old.rows, :old.columns] = old.mask
     is_open = np.isnan(data.end)
     is_open[inserted] = False
-    is_open[before.lanes] = False
+    is_open[changed] = False
     still_open = np.flatnonzero(is_open)  # open before and now: they reach from the old now to this one
     # active and failed: the old counts, less what changed and open spans covered, plus what they cover now
     old_geo = _Geometry(old.x0, old.step, geo.columns, old.band, old.rows)
     delta = np.zeros(geo.columns + 1, dtype=np.int64)
     failed = np.zeros(geo.columns, dtype=np.int64)
     failed[:old.columns] = old.failed
-    for lanes in (inserted, before.lanes, still_open):
+    for lanes in (inserted, changed, still_open):
         if len(lanes):
             c0, c1, _ = _cells(data, lanes, now, geo)
             _count(delta, c0, c1, 1)
             if lanes is not still_open:  # an open span's start and status are as they were
                 failed += np.bincount(c0[data.status[lanes] == ERROR], minlength=geo.columns)
-    if len(before.lanes):
+    if before is not None and len(changed):
         ends = np.where(np.isnan(before.end), np.maximum(before.start, old.now), before.end)
         c0 = _column(before.start, old_geo)
         _count(delta, c0, _column(ends, old_geo), -1)
@@ -233,7 +209,7 @@ def grown(old: Overview | None, data: TimelineData, now: float, inserted: np.nda
     active[:old.columns] = old.active
     active += np.cumsum(delta)[:geo.columns]
     # the mask: bands whose lanes moved or whose spans shrank are recomputed, the rest only gain cells
-    dirty = set((before.lanes // geo.band).tolist())
+    dirty = set((changed // geo.band).tolist())
     moved_from = _first_moved(inserted, old.lanes)
     if moved_from < n:
         dirty.update(range(moved_from // geo.band, geo.rows))
