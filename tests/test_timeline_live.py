@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from agentdesk.model.timeline.data import Before, TimelineData, TokenSeries
 from agentdesk.model.timeline.overview import Overview, grown, overview
+from agentdesk.model.timeline.rows import Rows, subtree_sizes
 from tests.test_timeline_incremental import _table, live_runs
 
 
@@ -124,3 +125,61 @@ def test_a_live_sample_is_written_into_the_room_and_the_series_on_screen_keeps_i
     again = new.token_series_after(series, np.array([new.lane_of["m_new"]]))  # the room is taken: a copy
     assert again.t.base is not series.t.base
     _same_series(again, grown_series)
+
+
+def _same_rows(got: Rows, want: Rows) -> None:
+    assert got.data is want.data
+    for name in ("collapsed", "shown", "row_at", "folded", "has_children"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(live_runs(), st.integers(1, 12), st.data())
+def test_rows_with_spans_inserted_are_the_rows_built_from_scratch(run: tuple[list, int], budget: int,  # type: ignore[type-arg]
+                                                                   draw: st.DataObject) -> None:
+    """Opening rows folded within a small budget, the operator's folds on top; live spans then arrive
+    one at a time. The rows kept up are what `Rows.build` gives for the same folding, and that
+    folding is the old one, with the opening rule for new spans and for spans given their first child."""
+    spans, first = run
+    data = TimelineData.from_table(_table(spans[:first]), t0=0.0)
+    rows = Rows.default(data, budget=budget)
+    flips = draw.draw(st.lists(st.integers(0, len(data) - 1), max_size=3))
+    if flips:
+        rows = rows.with_state(flips, draw.draw(st.booleans()))
+    for span in spans[first:]:
+        new = data.relaid_out(_table([span]))
+        if len(new) != len(data) + 1:
+            data, rows = new, Rows.default(new, budget=budget)
+            continue
+        lane = new.lane_of[span[0]]
+        got = rows.inserted(new, np.array([lane]))
+        _same_rows(got, Rows.build(new, got.collapsed))
+        old_lanes = np.delete(np.arange(len(new)), lane)
+        up = int(new.parent[lane])
+        first_child = up >= 0 and subtree_sizes(new)[up] == 2
+        keep = old_lanes != up if first_child else np.ones(len(old_lanes), dtype=bool)
+        assert np.array_equal(got.collapsed[old_lanes[keep]], rows.collapsed[keep])  # the folding is kept
+        if first_child:
+            assert got.collapsed[up] == (rows.fold is not None and new.depth[up] >= rows.fold)
+        assert not got.collapsed[lane]  # a leaf
+        assert got.visible(lane) == (not any(got.collapsed[a] for a in got.ancestors(lane)))
+        data, rows = new, got
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(live_runs(), st.integers(1, 12), st.integers(2, 4))
+def test_rows_with_a_few_spans_inserted_at_once_fold_as_the_slow_way_does(run: tuple[list, int], budget: int,  # type: ignore[type-arg]
+                                                                          chunk: int) -> None:
+    spans, first = run
+    data = TimelineData.from_table(_table(spans[:first]), t0=0.0)
+    rows = Rows.default(data, budget=budget)
+    for at in range(first, len(spans), chunk):
+        batch = spans[at:at + chunk]
+        new = data.relaid_out(_table(batch))
+        if len(new) != len(data) + len(batch):
+            data, rows = new, Rows.default(new, budget=budget)
+            continue
+        lanes = np.sort(np.array([new.lane_of[s[0]] for s in batch]))
+        got = rows.inserted(new, lanes)
+        _same_rows(got, Rows.build(new, rows._folding(new, lanes, None)))
+        data, rows = new, got
