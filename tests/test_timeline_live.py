@@ -8,6 +8,8 @@ against the from-scratch function on random live runs, one change at a time.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 from agentdesk.model.timeline.data import Before, TimelineData, TokenSeries
 from agentdesk.model.timeline.overview import Overview, grown, overview
 from agentdesk.model.timeline.rows import Rows, subtree_sizes
+from agentdesk.store.source import SpanTable
 from tests.test_timeline_incremental import _table, live_runs
 
 
@@ -183,3 +186,55 @@ def test_rows_with_a_few_spans_inserted_at_once_fold_as_the_slow_way_does(run: t
         got = rows.inserted(new, lanes)
         _same_rows(got, Rows.build(new, rows._folding(new, lanes, None)))
         data, rows = new, got
+
+
+class _Changes:
+    """A source that answers `span_table` with the given rows (what the bus said changed)."""
+
+    def __init__(self, table: SpanTable) -> None:
+        self.table = table
+
+    def span_table(self, run_id: str, span_ids: list[str] | None = None) -> SpanTable:
+        return self.table
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(live_runs(), st.integers(1, 6), st.data())
+def test_load_changes_derives_what_a_fresh_layout_gives(run: tuple[list, int], budget: int,  # type: ignore[type-arg]
+                                                        draw: st.DataObject) -> None:
+    """A refresh with new spans and spans finished in place at once (a live run's usual 150 ms):
+    the layout, series, grid, rows and the rows' grid equal those worked out from scratch."""
+    import agentdesk.model.timeline.feed as feed
+
+    spans, first = run
+    data = TimelineData.from_table(_table(spans[:first]), t0=0.0)
+    now = time.time()
+    rows = Rows.default(data, budget=budget)
+    grid = overview(data, now)
+    shown = feed.Shown(None, data.token_series(), grid, rows, overview(rows.view(), now))
+    finished = [(s[0], s[1], s[2], s[2] + draw.draw(st.floats(0.0, 3.0)), draw.draw(st.integers(0, 60)))
+                for s in draw.draw(st.lists(st.sampled_from(spans[:first]), max_size=3, unique=True))]
+    arriving = spans[first:first + draw.draw(st.integers(0, 3))]
+    table = _table(finished + arriving)
+    old_grid_over = feed.GRID_OVER_ROWS
+    feed.GRID_OVER_ROWS = 0  # the rows get a grid of their own whenever some are folded
+    try:
+        changed = feed.load_changes(_Changes(table), data, "run", list(table.ids), False, {}, shown)  # type: ignore[arg-type]
+    finally:
+        feed.GRID_OVER_ROWS = old_grid_over
+    new, tokens, new_grid = changed.relaid
+    by_id = {s[0]: s for s in spans[:first] + arriving}
+    by_id.update({s[0]: s for s in finished})
+    want = TimelineData.from_table(_table(list(by_id.values())), t0=0.0)
+    assert sorted(new.ids) == sorted(want.ids) and len(new) == len(want)
+    _same_series(tokens, new.token_series())
+    assert new_grid is not None
+    _same_grid(new_grid, overview(new, new_grid.now))
+    assert changed.shown is not None
+    new_rows, rows_grid = changed.shown
+    _same_rows(new_rows, Rows.build(new, new_rows.collapsed))
+    if new_rows.all_shown:
+        assert rows_grid is new_grid
+    else:
+        assert rows_grid is not None
+        _same_grid(rows_grid, overview(new_rows.view(), rows_grid.now))
