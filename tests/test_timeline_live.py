@@ -238,3 +238,38 @@ def test_load_changes_derives_what_a_fresh_layout_gives(run: tuple[list, int], b
     else:
         assert rows_grid is not None
         _same_grid(rows_grid, overview(new_rows.view(), rows_grid.now))
+
+
+def _same_view(got: TimelineData, want: TimelineData) -> None:
+    for name in ("start", "end", "kind", "status", "depth", "input_tokens", "output_tokens", "cost", "parent"):
+        assert np.array_equal(getattr(got, name), getattr(want, name), equal_nan=True), name
+    assert list(got.ids) == list(want.ids) and list(got.names) == list(want.names)
+    assert (got.version, got.total, len(got)) == (want.version, want.total, len(want))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(live_runs(), st.integers(1, 6), st.data())
+def test_a_row_view_kept_up_by_inserts_and_rewrites_is_the_view_made_afresh(
+        run: tuple[list, int], budget: int, draw: st.DataObject) -> None:  # type: ignore[type-arg]
+    from agentdesk.model.timeline.rows import RowView
+
+    spans, first = run
+    data = TimelineData.from_table(_table(spans[:first]), t0=0.0)
+    rows = Rows.default(data, budget=budget)
+    for span in spans[first:]:
+        rows.view()
+        new = data.relaid_out(_table([span]))
+        if len(new) != len(data) + 1:
+            data, rows = new, Rows.default(new, budget=budget)
+            continue
+        rows = rows.inserted(new, np.array([new.lane_of[span[0]]]))
+        data = new
+        if not rows.all_shown:
+            _same_view(rows.view(), RowView(rows))
+        lane = draw.draw(st.integers(0, len(data) - 1))
+        rows.view()
+        assert data.update(_table([(data.ids[lane], data.parent_id(lane), float(data.start[lane]),
+                                    float(data.start[lane]) + 1.0, 7)])) is data
+        rows = rows.refreshed(np.array([lane]))
+        if not rows.all_shown:
+            _same_view(rows.view(), RowView(rows))

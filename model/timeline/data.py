@@ -494,11 +494,11 @@ class TimelineData:
             return 0.0, 0.0
         key = (self.version, len(self))
         if getattr(self, "_extent_key", None) != key:
-            is_open = np.isnan(self.end)
-            closed = self.end[~is_open]
-            self._extent = (min(0.0, float(self.start.min())), float(closed.max()) if len(closed) else -math.inf,
-                            float(self.start[is_open].max()) if is_open.any() else None)
-            self._extent_key = key
+            open_lanes = np.flatnonzero(np.isnan(self.end))
+            last_closed = float(np.fmax.reduce(self.end)) if len(open_lanes) < len(self) else math.nan
+            self._extent = (min(0.0, float(self.start.min())), -math.inf if math.isnan(last_closed) else last_closed,
+                            float(self.start[open_lanes].max()) if len(open_lanes) else None)
+            self._extent_key = key  # (fmax skips the open spans' NaN without copying the closed ones out)
         first, last_closed, last_open_start = self._extent
         last = last_closed if last_open_start is None else max(last_closed, last_open_start, now)
         return first, last if math.isfinite(last) else first
@@ -715,7 +715,7 @@ class TimelineData:
             counts[len(inserted):] = counted_now & ~was_counted  # unchanged samples stay where they are
         add = np.sort(lanes[counts])
         if not len(add):
-            return old
+            return old if models == old.model_calls else replace(old, model_calls=models)
         ends = self.end[add]
         order = np.argsort(ends, kind="stable")  # ties by lane, as the whole series has them
         add, ends = add[order], ends[order]

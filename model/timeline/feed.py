@@ -164,7 +164,7 @@ def load_changes(source: Source, data: TimelineData, run_id: str, span_ids: list
     tokens = new.token_series_after(shown.tokens, inserted, before)
     grid = grown(shown.overview, new, now, inserted, before)
     rows = shown.rows.inserted(new, inserted, overrides) if len(inserted) else \
-        shown.rows.refreshed() if before is not None else shown.rows
+        shown.rows.refreshed(before.lanes) if before is not None else shown.rows
     grid_of_rows = _grown_row_grid(shown, rows, grid, now, inserted, before)
     rows.view()  # made here, not on the GUI thread
     return Changed(run, table, (new, tokens, grid), (rows, grid_of_rows), inserted if len(inserted) else None)

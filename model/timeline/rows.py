@@ -39,12 +39,12 @@ T = TypeVar("T")
 def subtree_sizes(data: TimelineData) -> np.ndarray:
     """Lanes in each lane's sub-tree, itself included (pre-order: the sub-tree is `[lane, lane + size)`).
 
-    Summed bottom-up one depth level at a time (each level one `np.add.at`), kept per layout
-    version: a deep chain costs a loop per level, never per span.
+    Summed bottom-up one depth level at a time (each level one `np.add.at`), kept per tree (its
+    parent array: a span finishing in place changes the layout's version, not its tree): a deep
+    chain costs a loop per level, never per span.
     """
-    key = (data.version, len(data))
     cached = getattr(data, "_sizes", None)
-    if cached is not None and cached[0] == key:
+    if cached is not None and cached[0] is data.parent and len(cached[1]) == len(data):
         return cached[1]  # type: ignore[no-any-return]
     n = len(data)
     size = np.ones(n, dtype=np.int32)  # int32 throughout: a million-span run's rows cost megabytes, not tens
@@ -56,7 +56,7 @@ def subtree_sizes(data: TimelineData) -> np.ndarray:
             up = data.parent[nodes]
             nodes = nodes[up >= 0]
             np.add.at(size, data.parent[nodes], size[nodes])
-    data._sizes = (key, size)  # type: ignore[attr-defined]  # a cache beside the layout, like its extent
+    data._sizes = (data.parent, size)  # type: ignore[attr-defined]  # a cache beside the layout, like its extent
     return size
 
 
@@ -152,7 +152,7 @@ class Rows:
                 size[up] += 1
                 up = int(parent[up])
             ancestors.append(chain)
-        data._sizes = ((data.version, len(data)), size)  # type: ignore[attr-defined]  # as subtree_sizes keeps it
+        data._sizes = (data.parent, size)  # type: ignore[attr-defined]  # as subtree_sizes keeps it
         collapsed = np.insert(self.collapsed, at, False)
         new = set(lanes.tolist())
         touched = sorted({up for chain in ancestors for up in chain} | new)
@@ -183,7 +183,11 @@ class Rows:
             if int(shown[row]) == lane:
                 folded[row] = size[lane] - 1 if collapsed[lane] else 0
                 has_children[row] = size[lane] > 1
-        return Rows(data, collapsed, shown, row_at, folded, has_children, self.fold)
+        made = Rows(data, collapsed, shown, row_at, folded, has_children, self.fold)
+        view = self._view[0] if self._view and self._view[0].version == self.data.version else None
+        if isinstance(view, RowView) and not made.all_shown:
+            made._view.append(RowView.grown(view, made, row_at[shown_lanes].astype(np.int64), shown_lanes))
+        return made
 
     def _folding(self, data: TimelineData, lanes: np.ndarray, overrides: Mapping[str, bool] | None) -> np.ndarray:
         """What `inserted` folds, the slow way: the old folding moved, the rule for new spans and for
@@ -244,8 +248,14 @@ class Rows:
             cached[:] = [RowView(self)]
         return cached[0]
 
-    def refreshed(self) -> Rows:
-        """The same rows after their layout changed in place: the view made again."""
+    def refreshed(self, lanes: np.ndarray | None = None) -> Rows:
+        """The same rows after `lanes` of their layout changed in place (`TimelineData.update`): a
+        view already made has those rows rewritten in place too (as the layout was), else it is
+        made again. Without `lanes`, always made again."""
+        cached = self._view
+        if lanes is not None and cached and isinstance(cached[0], RowView) and cached[0].rows is self:
+            cached[0].rewrite(np.asarray(lanes, dtype=np.int64))
+            return replace(self, _view=[cached[0]])
         return replace(self, _view=[])
 
 
@@ -279,6 +289,42 @@ class RowView(TimelineData):
         self.unknown_parent = {}
         self.total = len(shown) + max(0, data.total - len(data))
         self.lane_of = data.lane_of  # lanes, not rows: convert with `rows`
+
+    @classmethod
+    def grown(cls, old: RowView, rows: Rows, new_rows: np.ndarray, lanes: np.ndarray) -> RowView:
+        """The view of `rows`, the rows of `old` with the spans at `lanes` given rows `new_rows` (sorted):
+        each array copied once with the new rows in it, not gathered again row by row (~3x faster)."""
+        data = rows.data
+        view = object.__new__(cls)
+        view.rows, view.t0, view.version = rows, data.t0, data.version
+        at = new_rows - np.arange(len(new_rows))  # `np.insert` positions in the old rows
+        for name in ("start", "end", "kind", "status", "depth", "input_tokens", "output_tokens", "cost"):
+            column = getattr(old, name)
+            setattr(view, name, np.insert(column, at, getattr(data, name)[lanes]) if len(lanes) else column)
+        up = data.parent[lanes]
+        parents = np.where(up >= 0, rows.row_at[np.maximum(up, 0)], -1)
+        moved = old.parent + np.searchsorted(at, old.parent, side="right")
+        moved[old.parent < 0] = -1
+        view.parent = np.insert(moved, at, parents) if len(lanes) else moved
+        view.ids = Picked(data.ids, rows.shown)  # type: ignore[assignment]
+        view.names = Picked(data.names, rows.shown)  # type: ignore[assignment]
+        view.kind_names = Picked(data.kind_names, rows.shown)  # type: ignore[assignment]
+        view.status_names = Picked(data.status_names, rows.shown)  # type: ignore[assignment]
+        view.unknown_parent = {}
+        view.total = len(rows.shown) + max(0, data.total - len(data))
+        view.lane_of = data.lane_of
+        return view
+
+    def rewrite(self, lanes: np.ndarray) -> None:
+        """Copy these lanes' values again (they changed in place in the layout) into their rows,
+        if they have rows: the view then stands for the layout's new version."""
+        rows = self.rows
+        data = rows.data
+        seen = lanes[rows.shown[rows.row_at[lanes]] == lanes] if len(lanes) else lanes
+        at = rows.row_at[seen]
+        for name in ("start", "end", "kind", "status", "input_tokens", "output_tokens", "cost"):
+            getattr(self, name)[at] = getattr(data, name)[seen]
+        self.version = data.version
 
 
 def spans_in(data: TimelineData | None) -> int:
