@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
-from agentdesk.model.timeline.data import TimelineData
-from agentdesk.store.timeline_columns import Gathered
+from agentdesk.model.timeline.data import TimelineData, _roomy, _SeriesRoom
+from agentdesk.store.timeline_columns import Gathered, insert_at
 
 ROW_BUDGET = 2000
 """A run with more spans than this opens with deep sub-trees collapsed (levels shown while within it)."""
@@ -143,7 +143,7 @@ class Rows:
             return Rows.build(data, self._folding(data, lanes, overrides), self.fold)
         at = lanes - np.arange(k)  # where they go in the old arrays (`np.insert` positions)
         old_size = subtree_sizes(self.data)
-        size = np.insert(old_size, at, 1)
+        size = _insert(old_size, at, 1)
         ancestors: list[list[int]] = []
         for lane in lanes.tolist():
             up, chain = int(parent[lane]), []
@@ -153,7 +153,7 @@ class Rows:
                 up = int(parent[up])
             ancestors.append(chain)
         data._sizes = (data.parent, size)  # type: ignore[attr-defined]  # as subtree_sizes keeps it
-        collapsed = np.insert(self.collapsed, at, False)
+        collapsed = _insert(self.collapsed, at, False)
         new = set(lanes.tolist())
         touched = sorted({up for chain in ancestors for up in chain} | new)
         for lane in lanes.tolist():
@@ -164,7 +164,7 @@ class Rows:
                 collapsed[one] = bool(self.fold is not None and depth[one] >= self.fold) if state is None else state
         picked = np.asarray(touched, dtype=np.int64)
         collapsed[picked] &= size[picked] > 1
-        row_at = np.insert(self.row_at, at, 0)
+        row_at = _insert(self.row_at, at, 0)
         visible = []
         for lane, chain in zip(lanes.tolist(), ancestors, strict=True):
             shows = not any(collapsed[up] for up in chain)
@@ -175,9 +175,9 @@ class Rows:
         shown_lanes = np.asarray(visible, dtype=np.int64)
         rows = row_at[shown_lanes].astype(np.int64) - np.arange(len(visible))  # places in the old rows
         moved = self.shown + np.searchsorted(at, self.shown, side="right")
-        shown = np.insert(moved, rows, shown_lanes).astype(np.int32)
-        folded = np.insert(self.folded, rows, 0)
-        has_children = np.insert(self.has_children, rows, False)
+        shown = _insert(moved, rows, shown_lanes).astype(np.int32)
+        folded = _insert(self.folded, rows, 0)
+        has_children = _insert(self.has_children, rows, False)
         for lane in touched:  # the rows whose sub-tree grew (or that are new)
             row = int(row_at[lane])
             if int(shown[row]) == lane:
@@ -194,8 +194,8 @@ class Rows:
         spans that got their first child (for chains deeper than a walk is worth)."""
         k = len(lanes)
         old_size = subtree_sizes(self.data)
-        collapsed = np.insert(self.collapsed, lanes - np.arange(k), False)
-        was_leaf = np.insert(old_size == 1, lanes - np.arange(k), True)
+        collapsed = _insert(self.collapsed, lanes - np.arange(k), False)
+        was_leaf = _insert(old_size == 1, lanes - np.arange(k), True)
         rule = np.flatnonzero(was_leaf & (subtree_sizes(data) > 1))
         for one in rule.tolist():
             state = overrides.get(data.ids[one]) if overrides else None
@@ -259,6 +259,15 @@ class Rows:
         return replace(self, _view=[])
 
 
+def _insert(array: np.ndarray, at: np.ndarray, values: Any) -> np.ndarray:
+    """`np.insert`, in two memory copies for the one span a live refresh almost always brings
+    (`insert_at`; `np.insert`'s general machinery costs ~3x as much at a million lanes)."""
+    if len(at) == 1:
+        value = values[0] if isinstance(values, np.ndarray) else values
+        return insert_at(array, int(at[0]), value)
+    return np.insert(array, at, values)
+
+
 class Picked(Gathered[T]):
     """`seq[shown[i]]` without copying a million strings: what the drawing asks of names per row.
     Compared by identity, as before: a million-row view is never compared by content."""
@@ -270,7 +279,11 @@ class Picked(Gathered[T]):
 
 class RowView(TimelineData):
     """A layout's visible rows as a layout of their own (per-row arrays, strings picked lazily): the
-    drawing reads lanes, and here a lane is a row. Not for editing: it is rebuilt per change."""
+    drawing reads lanes, and here a lane is a row. Not for editing: the feed keeps it up (`grown`,
+    `rewrite`) as its layout changes."""
+
+    _rows_room: _SeriesRoom | None = None
+    """Room after the arrays, for rows added at the end (`grown`); None: adding copies."""
 
     def __init__(self, rows: Rows) -> None:
         data, shown = rows.data, rows.shown
@@ -298,14 +311,31 @@ class RowView(TimelineData):
         view = object.__new__(cls)
         view.rows, view.t0, view.version = rows, data.t0, data.version
         at = new_rows - np.arange(len(new_rows))  # `np.insert` positions in the old rows
-        for name in ("start", "end", "kind", "status", "depth", "input_tokens", "output_tokens", "cost"):
-            column = getattr(old, name)
-            setattr(view, name, np.insert(column, at, getattr(data, name)[lanes]) if len(lanes) else column)
+        n, k = len(old.start), len(lanes)
         up = data.parent[lanes]
         parents = np.where(up >= 0, rows.row_at[np.maximum(up, 0)], -1)
-        moved = old.parent + np.searchsorted(at, old.parent, side="right")
-        moved[old.parent < 0] = -1
-        view.parent = np.insert(moved, at, parents) if len(lanes) else moved
+        names = ("start", "end", "kind", "status", "depth", "input_tokens", "output_tokens", "cost", "parent")
+        values = [getattr(data, name)[lanes] for name in names[:-1]] + [parents]
+        room: _SeriesRoom | None = getattr(old, "_rows_room", None)
+        if k and bool((at == n).all()) and room is not None and room.claim(n, k):
+            # new rows after the last (a live span at the end of the run): written into the room
+            for name, value in zip(names, values, strict=True):
+                buffer = getattr(old, name).base
+                buffer[n:n + k] = value
+                setattr(view, name, buffer[:n + k])
+            view._rows_room = room
+        elif not k:
+            for name in names:
+                setattr(view, name, getattr(old, name))
+            view._rows_room = None
+        else:  # copied once into buffers with room after them, for the next ones at the end
+            room = _SeriesRoom(n + k)
+            moved = old.parent + np.searchsorted(at, old.parent, side="right")
+            moved[old.parent < 0] = -1
+            for name, value in zip(names, values, strict=True):
+                column = moved if name == "parent" else getattr(old, name)
+                setattr(view, name, _roomy(_insert(column, at, value), room.capacity))
+            view._rows_room = room
         view.ids = Picked(data.ids, rows.shown)  # type: ignore[assignment]
         view.names = Picked(data.names, rows.shown)  # type: ignore[assignment]
         view.kind_names = Picked(data.kind_names, rows.shown)  # type: ignore[assignment]
