@@ -3,9 +3,11 @@
 All store reads and layouts run on the runner; the GUI thread only swaps in
 finished arrays. Bus changes for the shown run are collected for a short while,
 then only the changed spans are fetched (`span_table(run_id, span_ids)`, the same
-for every source): a span that merely finished updates its
-lane in place, a new span triggers a fresh layout, also off the GUI thread. One
-request is in flight at a time, and answers for a run no longer shown are dropped
+for every source): a span that merely finished updates its lane in place, a new
+span is inserted into the layout, and the grid, token series and rows are derived
+from the ones shown (`load_changes`), all on the runner: at a million spans a live
+span costs ~10 ms there and nothing but the swap on the GUI thread. One request is
+in flight at a time, and answers for a run no longer shown are dropped
 (`model.latest.Latest`).
 
 The feed also keeps which lanes are rows (`Rows`: deep sub-trees of a big run
@@ -279,6 +281,8 @@ class TimelineFeed(QObject):
 
     def _set_rows(self, rows: Rows, grid: Overview | bool | None = False) -> None:
         """New rows; their grid worked out here unless given (from the runner)."""
+        if self.rows is not None and self.rows is not rows:
+            self.rows.forget_view()
         self.rows = rows
         self.row_grid = row_grid(rows, self.overview, self.now()) if grid is False else grid  # type: ignore[assignment]
 

@@ -184,7 +184,8 @@ class Rows:
                 folded[row] = size[lane] - 1 if collapsed[lane] else 0
                 has_children[row] = size[lane] > 1
         made = Rows(data, collapsed, shown, row_at, folded, has_children, self.fold)
-        view = self._view[0] if self._view and self._view[0].version == self.data.version else None
+        kept = list(self._view)  # a copy: the GUI thread may forget the view meanwhile
+        view = kept[0] if kept and kept[0].version == self.data.version else None
         if isinstance(view, RowView) and not made.all_shown:
             made._view.append(RowView.grown(view, made, row_at[shown_lanes].astype(np.int64), shown_lanes))
         return made
@@ -243,20 +244,30 @@ class Rows:
         layout version (the feed makes it on the runner: gathering 300,000 rows costs ~8 ms)."""
         if self.all_shown:
             return self.data
-        cached = self._view
-        if not cached or cached[0].version != self.data.version:
-            cached[:] = [RowView(self)]
-        return cached[0]
+        kept = list(self._view)
+        if kept and kept[0].version == self.data.version:
+            return kept[0]
+        view = RowView(self)
+        self._view[:] = [view]
+        return view
 
     def refreshed(self, lanes: np.ndarray | None = None) -> Rows:
         """The same rows after `lanes` of their layout changed in place (`TimelineData.update`): a
         view already made has those rows rewritten in place too (as the layout was), else it is
         made again. Without `lanes`, always made again."""
-        cached = self._view
+        cached = list(self._view)  # a copy: the GUI thread may forget the view meanwhile
         if lanes is not None and cached and isinstance(cached[0], RowView) and cached[0].rows is self:
-            cached[0].rewrite(np.asarray(lanes, dtype=np.int64))
-            return replace(self, _view=[cached[0]])
+            view = cached[0]
+            view.rewrite(np.asarray(lanes, dtype=np.int64))
+            made = replace(self, _view=[view])
+            view.rows = made
+            return made
         return replace(self, _view=[])
+
+    def forget_view(self) -> None:
+        """Drop the view made (when these rows are replaced): a view points back at its rows, and
+        the pair would otherwise wait for the cyclic collector, tens of megabytes at a time."""
+        self._view.clear()
 
 
 def _insert(array: np.ndarray, at: np.ndarray, values: Any) -> np.ndarray:
