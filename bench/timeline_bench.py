@@ -426,7 +426,7 @@ def report(results: list[dict[str, Any]]) -> list[str]:
 
         row(label, whole, "info (runner + GUI)")
         row("  runner (wall / CPU)", runner, "info (off the GUI thread)")
-        row("  GUI thread (swap, panel, repaint)", gui, "info (a few ms)")
+        row("  GUI thread (swap+panel, paint)", gui, "info (a few ms)")
     return [m for r in results for m in missed(r)]
 
 
