@@ -144,10 +144,10 @@ class TokenSeries:
     input_tokens: np.ndarray
     output_tokens: np.ndarray
     cost: np.ndarray
-    model_calls: int = -1
+    model_calls: int = field(default=-1, kw_only=True)
     """Model calls with usage in the layout (open ones too): while there are any, only they count
     (`TimelineData.token_series`). -1 when unknown: such a series is not extended, only rebuilt."""
-    room: _SeriesRoom | None = field(default=None, compare=False, repr=False)
+    room: _SeriesRoom | None = field(default=None, compare=False, repr=False, kw_only=True)
     """The room after the arrays (see `_SeriesRoom`); None: appending copies."""
 
 
@@ -672,7 +672,7 @@ class TimelineData:
 
         t = _roomy(np.concatenate(([0.0], self.end[done][by_end])), room.capacity)
         return TokenSeries(t, cumulative(self.input_tokens), cumulative(self.output_tokens),
-                           cumulative(self.cost), models, room)
+                           cumulative(self.cost), model_calls=models, room=room)
 
     def token_series_after(self, old: TokenSeries, inserted: np.ndarray | None = None,
                            before: Before | None = None) -> TokenSeries:
@@ -737,7 +737,7 @@ class TimelineData:
                 values = np.cumsum(np.concatenate((array[n - 1:n], values)))[1:]
             buffer[n:n + len(add)] = values
             out.append(buffer[:n + len(add)])
-        return TokenSeries(out[0], out[1], out[2], out[3], models, room)
+        return TokenSeries(out[0], out[1], out[2], out[3], model_calls=models, room=room)
 
     def hit(self, x: float, y: float, tol_x: float, tol_y: float, now: float) -> int:
         """The lane under a point (data units, with tolerances), nearest first; -1 when none."""
