@@ -21,7 +21,9 @@ is what the operator sees:
   whole frame: waterfall, axes, minimap and the linked tokens plot), median and
   p95;
 - the process's RSS with the run shown and after the steps (psutil);
-- a live append: one new span applied to the loaded run;
+- live: one new span's layout alone, then the feed's whole refresh for a new span and for it
+  finishing (`load_changes` on the runner, then the feed's swap, the panel and the repaint on the
+  GUI thread, each reported; medians over `LIVE_SPANS` spans);
 - the stages alone, after everything else (the page cache warm, as on opening): the store read
   (`span_columns`) and the layout (`TimelineData.from_columns`), wall and CPU seconds of the
   process (SQLite's part runs without the GIL, so CPU above wall means work beside the GUI thread).
@@ -55,6 +57,8 @@ NAVIGABLE_MS = 5000.0
 FRAME_P95_MS = 16.0
 RSS_MB = 600.0
 CHILD_TIMEOUT_S = 900.0
+LIVE_SPANS = 7
+"""Live spans added (and finished) for the live figures: their medians are reported."""
 LEVELS = ("whole run", "2 % window", "names", "all expanded")
 """The first three with the run's default rows (deep sub-trees collapsed); the last with every span a row."""
 MOVES = ("pan", "zoom")
@@ -86,6 +90,21 @@ def rss_mb() -> float:
     import psutil
 
     return float(psutil.Process().memory_info().rss / 2**20)
+
+
+class _Answering:
+    """The measured source, answering `span_table` with given rows: a live change as the feed fetches
+    it (the store is opened read-only; the fetch of a few rows is the same query either way)."""
+
+    def __init__(self, inner: Any, table: Any) -> None:
+        self._inner, self._table = inner, table
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def span_table(self, run_id: str, span_ids: Any = None) -> Any:
+        self._inner.span_table(run_id, span_ids)  # the read the feed does (answers nothing: not stored)
+        return self._table
 
 
 class Meter:
@@ -232,8 +251,8 @@ class Meter:
             profile.dump_stats(str(Path(folder) / name))
 
     def live_append(self) -> float:
-        """What one new span costs the loaded run (on the runner, off the GUI thread): a live run's
-        next span, under the root and after everything so far, as the feed receives it."""
+        """The layout part alone of one new span (on the runner): a live run's next span, under the
+        root and after everything so far, inserted into the loaded run."""
         from agentdesk.store.source import SpanTable
 
         data = self.panel.data
@@ -243,6 +262,56 @@ class Meter:
         started = time.perf_counter()
         data.relaid_out(new)
         return (time.perf_counter() - started) * 1000
+
+    def live(self, spans: int = LIVE_SPANS) -> dict[str, float]:
+        """The feed's whole refresh for a live run's new span, then for that span finishing: the
+        runner's part (`load_changes`: the fetch of the changed rows, layout, grid, token series and
+        rows) and the GUI thread's part (the feed swapping the results in and the panel taking them,
+        also reported alone, then the repaint), medians over `spans` spans, wall ms (CPU ms of the
+        runner's part beside it)."""
+        import inspect
+
+        from agentdesk.model.timeline import feed as feed_module
+        from agentdesk.store.source import SpanTable
+
+        feed = self.panel.feed
+        out: dict[str, list[float]] = {}
+        takes_shown = "shown" in inspect.signature(feed_module.load_changes).parameters  # older trees: no
+
+        def refresh(key: str, table: SpanTable) -> None:
+            data = feed.data
+            assert data is not None and feed.run_id is not None
+            source = _Answering(self.source, table)
+            extra = (feed_module.Shown(feed.run, feed.tokens, feed.overview, feed.rows, feed.row_grid),) \
+                if takes_shown else ()
+            wall, cpu = time.perf_counter(), time.process_time()
+            changed = feed_module.load_changes(source, data, feed.run_id, list(table.ids), False,  # type: ignore[arg-type]
+                                               dict(feed.overrides), *extra)
+            runner, runner_cpu = (time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000
+            ids = frozenset(table.ids)
+            swap: list[float] = []
+
+            def swapped() -> None:  # the feed's swap and the panel taking the results (signals are direct)
+                begun = time.perf_counter()
+                feed._changed(changed, ids, feed._overrides_version)
+                swap.append((time.perf_counter() - begun) * 1000)
+
+            gui = self.frame(swapped)
+            for name, value in (("runner", runner), ("runner_cpu", runner_cpu), ("gui", gui), ("swap", swap[0])):
+                out.setdefault(f"{key}_{name}_ms", []).append(value)
+
+        for i in range(spans):
+            data = feed.data
+            assert data is not None
+            start = data.t0 + float(data.start.max()) + 0.1
+            span_id = f"spn_bench_live_{id(feed)}_{i}_{time.perf_counter_ns()}"  # new on every call
+            refresh("new", SpanTable([span_id], [data.ids[0]], ["model"], ["live"], ["running"], [start], [None],
+                                     [0], [0], [0.0]))
+            assert feed.data is not None and span_id in feed.data.lane_of, "the new span was not laid out"
+            refresh("finished", SpanTable([span_id], [data.ids[0]], ["model"], ["live"], ["ok"], [start],
+                                          [start + 0.05], [120], [30], [0.001]))
+            assert feed.data is not None and not feed.data.open[feed.data.lane_of[span_id]]
+        return {key: statistics.median(values) for key, values in out.items()}
 
     def stages(self) -> dict[str, float]:
         """The store read and the layout of the whole run, timed alone (see the module docstring)."""
@@ -275,6 +344,7 @@ def measure(path: str, run_id: str, steps: int, shots: Path | None) -> dict[str,
         figures["frames"] = meter.moves()
         figures["rss_after_mb"] = rss_mb()
         figures["append_ms"] = meter.live_append()
+        figures.update(meter.live())
         figures["load_before_stages"] = os.getloadavg()[0]
         figures.update(meter.stages())
         return figures
@@ -343,7 +413,20 @@ def report(results: list[dict[str, Any]]) -> list[str]:
     row("store read alone (wall / CPU)", lambda r: f"{r['read_s']:.2f} / {r['read_cpu_s']:.2f} s", "info")
     row("layout alone (wall / CPU)", lambda r: f"{r['layout_s']:.2f} / {r['layout_cpu_s']:.2f} s", "info")
     row("load average at those", lambda r: f"{r['load_before_stages']:.2f}", "info")
-    row("live: one new span applied", lambda r: f"{r['append_ms']:.1f} ms", "info (off the GUI thread)")
+    row("live: new span, layout alone", lambda r: f"{r['append_ms']:.1f} ms", "info (off the GUI thread)")
+    for key, label in (("new", "live: new span, whole refresh"), ("finished", "live: span finished, refresh")):
+        def whole(r: dict[str, Any], key: str = key) -> str:
+            return f"{r[f'{key}_runner_ms'] + r[f'{key}_gui_ms']:.1f} ms"
+
+        def runner(r: dict[str, Any], key: str = key) -> str:
+            return f"{r[f'{key}_runner_ms']:.1f} / {r[f'{key}_runner_cpu_ms']:.1f} ms"
+
+        def gui(r: dict[str, Any], key: str = key) -> str:
+            return f"{r[f'{key}_gui_ms']:.1f} ms ({r[f'{key}_swap_ms']:.1f} before the repaint)"
+
+        row(label, whole, "info (runner + GUI)")
+        row("  runner (wall / CPU)", runner, "info (off the GUI thread)")
+        row("  GUI thread (swap+panel, paint)", gui, "info (a few ms)")
     return [m for r in results for m in missed(r)]
 
 

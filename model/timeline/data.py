@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import overload
 
@@ -146,6 +146,61 @@ class TokenSeries:
     input_tokens: np.ndarray
     output_tokens: np.ndarray
     cost: np.ndarray
+    model_calls: int = field(default=-1, kw_only=True)
+    """Model calls with usage in the layout (open ones too): while there are any, only they count
+    (`TimelineData.token_series`). -1 when unknown: such a series is not extended, only rebuilt."""
+    room: _SeriesRoom | None = field(default=None, compare=False, repr=False, kw_only=True)
+    """The room after the arrays (see `_SeriesRoom`); None: appending copies."""
+
+
+class _SeriesRoom:
+    """Spare room after a token series' arrays, claimed once per length (as `_Room` for a layout):
+    a live span that ends after every other adds its sample by writing into it, not by copying four
+    arrays of a million samples; the series it came from (still on screen) ends where it did."""
+
+    __slots__ = ("capacity", "length", "lock")
+
+    def __init__(self, length: int) -> None:
+        self.length, self.capacity = length, length + max(ROOM_MIN, length // ROOM_SHARE)
+        self.lock = threading.Lock()
+
+    def claim(self, length: int, more: int) -> bool:
+        with self.lock:
+            if self.length != length or length + more > self.capacity:
+                return False
+            self.length = length + more
+            return True
+
+
+@dataclass(frozen=True, slots=True)
+class Before:
+    """Lanes about to change in place (`TimelineData.update`), as they were: what the grid and the
+    token series take away before adding the spans as they are now."""
+
+    lanes: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray
+    status: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    cost: np.ndarray
+
+    @classmethod
+    def of(cls, data: TimelineData, lanes: np.ndarray | list[int]) -> Before:
+        """These lanes' values now (copies), taken before they change."""
+        at = np.asarray(lanes, dtype=np.int64)
+        return cls(at, *(getattr(data, name)[at].copy() for name in
+                         ("start", "end", "kind", "status", "input_tokens", "output_tokens", "cost")))
+
+    def moved(self, lanes: np.ndarray) -> Before:
+        """The same spans at other positions (spans were inserted before them, or as rows)."""
+        return replace(self, lanes=np.asarray(lanes, dtype=np.int64))
+
+    def picked(self, keep: np.ndarray) -> Before:
+        """Only some of these spans (a boolean mask or indices into them)."""
+        return Before(*(getattr(self, name)[keep] for name in
+                        ("lanes", "start", "end", "kind", "status", "input_tokens", "output_tokens", "cost")))
 
 
 def bounded_depths(parent: np.ndarray) -> np.ndarray | None:
@@ -487,11 +542,11 @@ class TimelineData:
             return 0.0, 0.0
         key = (self.version, len(self))
         if getattr(self, "_extent_key", None) != key:
-            is_open = np.isnan(self.end)
-            closed = self.end[~is_open]
-            self._extent = (min(0.0, float(self.start.min())), float(closed.max()) if len(closed) else -math.inf,
-                            float(self.start[is_open].max()) if is_open.any() else None)
-            self._extent_key = key
+            open_lanes = np.flatnonzero(np.isnan(self.end))
+            last_closed = float(np.fmax.reduce(self.end)) if len(open_lanes) < len(self) else math.nan
+            self._extent = (min(0.0, float(self.start.min())), -math.inf if math.isnan(last_closed) else last_closed,
+                            float(self.start[open_lanes].max()) if len(open_lanes) else None)
+            self._extent_key = key  # (fmax skips the open spans' NaN without copying the closed ones out)
         first, last_closed, last_open_start = self._extent
         last = last_closed if last_open_start is None else max(last_closed, last_open_start, now)
         return first, last if math.isfinite(last) else first
@@ -655,15 +710,82 @@ class TimelineData:
         around them, which would count it twice); otherwise of every span."""
         used = (self.input_tokens > 0) | (self.output_tokens > 0) | (self.cost > 0)
         model_calls = used & (self.kind == KIND_CODES["model"])
-        done = ~np.isnan(self.end) & (model_calls if model_calls.any() else used)
+        models = int(model_calls.sum())
+        done = ~np.isnan(self.end) & (model_calls if models else used)
         by_end = np.argsort(self.end[done], kind="stable")
+        room = _SeriesRoom(int(done.sum()) + 1)
 
         def cumulative(values: np.ndarray) -> np.ndarray:
-            return np.concatenate(([0], np.cumsum(values[done][by_end])))
+            return _roomy(np.concatenate(([0], np.cumsum(values[done][by_end]))), room.capacity)
 
-        t = np.concatenate(([0.0], self.end[done][by_end]))
+        t = _roomy(np.concatenate(([0.0], self.end[done][by_end])), room.capacity)
         return TokenSeries(t, cumulative(self.input_tokens), cumulative(self.output_tokens),
-                           cumulative(self.cost))
+                           cumulative(self.cost), model_calls=models, room=room)
+
+    def token_series_after(self, old: TokenSeries, inserted: np.ndarray | None = None,
+                           before: Before | None = None) -> TokenSeries:
+        """`token_series()` derived from `old`, the series before the spans at `inserted` (positions
+        in this layout) were added and `before.lanes` changed in place.
+
+        A live span almost always ends after every other, so its sample goes at the end: written
+        into the room after the arrays, microseconds where the whole series costs tens of
+        milliseconds at a million spans. A sample anywhere else (or a tie in end time, a changed
+        sample, a run whose first model call with usage now outranks every other span) rebuilds it.
+        """
+        inserted = np.zeros(0, dtype=np.int64) if inserted is None else np.asarray(inserted, dtype=np.int64)
+        changed = np.zeros(0, dtype=np.int64) if before is None else before.lanes
+        if old.model_calls < 0:
+            return self.token_series()
+        model = KIND_CODES["model"]
+
+        def usage(kind: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            used = (values[0] > 0) | (values[1] > 0) | (values[2] > 0)
+            return used, used & (kind == model)
+
+        lanes = np.concatenate((inserted, changed))
+        used, calls = usage(self.kind[lanes], self.input_tokens[lanes], self.output_tokens[lanes], self.cost[lanes])
+        models = old.model_calls + int(calls.sum())
+        was_counted = np.zeros(0, dtype=bool)
+        if before is not None:
+            was_used, was_call = usage(before.kind, before.input_tokens, before.output_tokens, before.cost)
+            models -= int(was_call.sum())
+            was_counted = ~np.isnan(before.end) & (was_call if old.model_calls else was_used)
+        if (models > 0) != (old.model_calls > 0):
+            return self.token_series()  # what counts changed for every span
+        counts = ~np.isnan(self.end[lanes]) & (calls if models else used)
+        if before is not None and was_counted.any():
+            counted_now = counts[len(inserted):]
+            same = counted_now & (before.end == self.end[changed])
+            for name in ("input_tokens", "output_tokens", "cost"):
+                same &= getattr(before, name) == getattr(self, name)[changed]
+            if not same[was_counted].all():
+                return self.token_series()  # a sample already in the series moved or changed
+            counts[len(inserted):] = counted_now & ~was_counted  # unchanged samples stay where they are
+        add = np.sort(lanes[counts])
+        if not len(add):
+            return old if models == old.model_calls else replace(old, model_calls=models)
+        ends = self.end[add]
+        order = np.argsort(ends, kind="stable")  # ties by lane, as the whole series has them
+        add, ends = add[order], ends[order]
+        n = len(old.t)
+        if n > 1 and not ends[0] > old.t[-1]:
+            return self.token_series()
+        room = old.room if old.room is not None and old.room.claim(n, len(add)) else None
+        if room is None:
+            room = _SeriesRoom(n + len(add))
+            arrays = [_roomy(a, room.capacity) for a in (old.t, old.input_tokens, old.output_tokens, old.cost)]
+        else:
+            arrays = [old.t, old.input_tokens, old.output_tokens, old.cost]
+        out = []
+        for i, values in enumerate((ends, self.input_tokens[add], self.output_tokens[add], self.cost[add])):
+            array = arrays[i]
+            buffer = array.base
+            assert isinstance(buffer, np.ndarray) and len(buffer) >= n + len(add)
+            if i:  # running sums, added one by one as the whole series adds them
+                values = np.cumsum(np.concatenate((array[n - 1:n], values)))[1:]
+            buffer[n:n + len(add)] = values
+            out.append(buffer[:n + len(add)])
+        return TokenSeries(out[0], out[1], out[2], out[3], model_calls=models, room=room)
 
     def hit(self, x: float, y: float, tol_x: float, tol_y: float, now: float) -> int:
         """The lane under a point (data units, with tolerances), nearest first; -1 when none."""

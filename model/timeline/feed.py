@@ -3,9 +3,11 @@
 All store reads and layouts run on the runner; the GUI thread only swaps in
 finished arrays. Bus changes for the shown run are collected for a short while,
 then only the changed spans are fetched (`span_table(run_id, span_ids)`, the same
-for every source): a span that merely finished updates its
-lane in place, a new span triggers a fresh layout, also off the GUI thread. One
-request is in flight at a time, and answers for a run no longer shown are dropped
+for every source): a span that merely finished updates its lane in place, a new
+span is inserted into the layout, and the grid, token series and rows are derived
+from the ones shown (`load_changes`), all on the runner: at a million spans a live
+span costs ~10 ms there and nothing but the swap on the GUI thread. One request is
+in flight at a time, and answers for a run no longer shown are dropped
 (`model.latest.Latest`).
 
 The feed also keeps which lanes are rows (`Rows`: deep sub-trees of a big run
@@ -18,7 +20,7 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -26,8 +28,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
-from agentdesk.model.timeline.data import APPEND_AT_MOST, TimelineData, TokenSeries
-from agentdesk.model.timeline.overview import Overview, overview
+from agentdesk.model.timeline.data import APPEND_AT_MOST, Before, TimelineData, TokenSeries
+from agentdesk.model.timeline.overview import Overview, grown, overview
 from agentdesk.model.timeline.rows import Rows
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import RESET, Change
@@ -60,8 +62,22 @@ class Loaded:
 class Changed:
     run: rm.Run | None
     rows: SpanTable
-    relaid: tuple[TimelineData, TokenSeries, Overview | None] | None
+    relaid: tuple[TimelineData, TokenSeries, Overview | None]
+    """The layout (the same object when the spans changed in place), its token series and grid."""
     shown: tuple[Rows, Overview | None] | None = None
+    inserted: np.ndarray | None = None
+    """Where new spans went in a layout that only gained them (sorted lanes), else None."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What the feed shows when it asks for changes: the results it keeps are derived from these."""
+
+    run: rm.Run | None
+    tokens: TokenSeries | None
+    overview: Overview | None
+    rows: Rows | None
+    row_grid: Overview | None
 
 
 def load_run(source: Source, run_id: str, first: int | None = None,
@@ -117,21 +133,90 @@ def _now(run: rm.Run, data: TimelineData) -> float:
 
 
 def load_changes(source: Source, data: TimelineData, run_id: str, span_ids: list[str],
-                 run_changed: bool, overrides: dict[str, bool] | None = None) -> Changed:
-    """Fetch changed rows; when they reshape the tree, lay out a copy here, off the GUI thread."""
-    rows = source.span_table(run_id, span_ids)
+                 run_changed: bool, overrides: dict[str, bool] | None = None, shown: Shown | None = None) -> Changed:
+    """Fetch changed rows and work out everything the feed shows from them, here, off the GUI thread.
+
+    Spans that only changed (a span finished) are updated in place; new ones are inserted
+    (`TimelineData.appended`); the grid, the token series and the rows are then derived from those
+    `shown` had (`overview.grown`, `token_series_after`, `Rows.inserted`): milliseconds for a live
+    span at a million. A span that moved in the tree, or new spans that cannot be inserted, lay the
+    run out again and everything is worked out from scratch. The GUI thread only swaps the results in.
+    """
+    table = source.span_table(run_id, span_ids)
     run = source.run(run_id) if run_changed else None
-    relaid, shown = None, None
-    if data.needs_relayout(rows):
-        new = data.relaid_out(rows)
-        now = time.time() - new.t0
-        grid = overview(new, now)
-        relaid = (new, new.token_series(), grid)
-        new_rows = Rows.default(new, overrides)
-        shown = (new_rows, row_grid(new_rows, grid, now))
-        if len(rows) > APPEND_AT_MOST:  # a full re-layout, not a few spans inserted
-            give_back_memory()
-    return Changed(run, rows, relaid, shown)
+    known = run or (shown.run if shown is not None else None)
+    now = _now(known, data) if known is not None else time.time() - data.t0
+    split = _split(data, table)
+    if split is None:  # a span moved in the tree: lay the run out again
+        return _relaid(run, table, data.relaid_out(table), now, overrides)
+    updates, inserts = split
+    before = Before.of(data, [data.lane_of[span_id] for span_id in updates.ids]) if len(updates) else None
+    if before is not None:
+        data.update(updates)  # in place: the tree is unchanged
+    new, inserted = data, np.zeros(0, dtype=np.int64)
+    if len(inserts):
+        quick = data.appended(inserts)
+        if quick is None:
+            return _relaid(run, table, data.relaid_out(inserts), now, overrides)
+        new, inserted = quick, np.sort(np.asarray([quick.lane_of[span_id] for span_id in inserts.ids], dtype=np.int64))
+        if before is not None:
+            before = before.moved(np.asarray([new.lane_of[span_id] for span_id in updates.ids], dtype=np.int64))
+    if shown is None or shown.tokens is None or shown.rows is None or shown.rows.data is not data:
+        return _relaid(run, table, new, now, overrides)
+    tokens = new.token_series_after(shown.tokens, inserted, before)
+    grid = grown(shown.overview, new, now, inserted, before)
+    rows = shown.rows.inserted(new, inserted, overrides) if len(inserted) else \
+        shown.rows.refreshed(before.lanes) if before is not None else shown.rows
+    grid_of_rows = _grown_row_grid(shown, rows, grid, now, inserted, before)
+    rows.view()  # made here, not on the GUI thread
+    return Changed(run, table, (new, tokens, grid), (rows, grid_of_rows), inserted if len(inserted) else None)
+
+
+def _relaid(run: rm.Run | None, table: SpanTable, new: TimelineData, now: float,
+            overrides: dict[str, bool] | None) -> Changed:
+    """Everything worked out from scratch for a new layout."""
+    grid = overview(new, now)
+    rows = Rows.default(new, overrides)
+    shown = (rows, row_grid(rows, grid, now))
+    rows.view()
+    if len(table) > APPEND_AT_MOST:  # a full re-layout, not a few spans inserted
+        give_back_memory()
+    return Changed(run, table, (new, new.token_series(), grid), shown)
+
+
+def _split(data: TimelineData, table: SpanTable) -> tuple[SpanTable, SpanTable] | None:
+    """The rows as (spans changed in place, new spans); None when one moved in the tree (its parent
+    or start changed), which needs a new layout."""
+    changed, new = [], []
+    for i, span_id in enumerate(table.ids):
+        lane = data.lane_of.get(span_id)
+        if lane < 0:
+            new.append(i)
+        elif data.parent_id(lane) != table.parent_ids[i] or data.start[lane] != table.starts[i] - data.t0:
+            return None
+        else:
+            changed.append(i)
+    return _pick(table, changed), _pick(table, new)
+
+
+def _pick(table: SpanTable, rows: list[int]) -> SpanTable:
+    if len(rows) == len(table):
+        return table
+    return SpanTable(*([getattr(table, f.name)[i] for i in rows] for f in fields(SpanTable)))
+
+
+def _grown_row_grid(shown: Shown, rows: Rows, grid: Overview | None, now: float, inserted: np.ndarray,
+                    before: Before | None) -> Overview | None:
+    """`row_grid(rows, grid, now)`, grown from the rows' grid before when there was one."""
+    if rows.all_shown or grid is None or len(rows) <= GRID_OVER_ROWS:
+        return row_grid(rows, grid, now)
+    old = shown.row_grid if shown.rows is not None and not shown.rows.all_shown else None
+    new_rows = rows.row_at[inserted].astype(np.int64)
+    new_rows = new_rows[rows.shown[new_rows] == inserted]  # the new spans that got a row
+    if before is not None:
+        seen = rows.shown[rows.row_at[before.lanes]] == before.lanes
+        before = before.picked(seen).moved(rows.row_at[before.lanes[seen]])
+    return grown(old, rows.view(), now, new_rows, before)
 
 
 class TimelineFeed(QObject):
@@ -196,6 +281,8 @@ class TimelineFeed(QObject):
 
     def _set_rows(self, rows: Rows, grid: Overview | bool | None = False) -> None:
         """New rows; their grid worked out here unless given (from the runner)."""
+        if self.rows is not None and self.rows is not rows:
+            self.rows.forget_view()
         self.rows = rows
         self.row_grid = row_grid(rows, self.overview, self.now()) if grid is False else grid  # type: ignore[assignment]
 
@@ -258,19 +345,19 @@ class TimelineFeed(QObject):
                      on_done=lambda loaded: self._loaded(loaded, version))
 
     def _changed(self, changed: Changed, ids: frozenset[str], version: int) -> None:
+        """Swap in what `load_changes` worked out on the runner (no pass over the spans here)."""
         if changed.run is not None:
             self.run = changed.run
-        if changed.relaid is not None:
-            self.data, self.tokens, self.overview = changed.relaid
-            if changed.shown is not None and version == self._overrides_version:
-                self._set_rows(*changed.shown)
-            else:
-                self._set_rows(Rows.default(self.data, self.overrides))
-        elif self.data is not None:
-            self.data = self.data.update(changed.rows)
-            self.tokens = self.data.token_series()
-            if self.rows is not None:  # same tree: same folding, the rows' copies of the times refreshed
-                self._set_rows(Rows.build(self.data, self.rows.collapsed))
+        before = self.data
+        self.data, self.tokens, self.overview = changed.relaid
+        if changed.shown is not None and version == self._overrides_version:
+            self._set_rows(*changed.shown)
+        elif self.rows is not None and self.data is before:  # the operator folded meanwhile; spans changed in place
+            self._set_rows(self.rows.refreshed())
+        elif self.rows is not None and changed.inserted is not None and self.rows.data is before:
+            self._set_rows(self.rows.inserted(self.data, changed.inserted, self.overrides))
+        else:
+            self._set_rows(Rows.default(self.data, self.overrides))
         self.changed.emit(False, ids)
 
     # -- following the bus ------------------------------------------------------------------
@@ -305,5 +392,6 @@ class TimelineFeed(QObject):
         self._dirty.clear()
         self._run_dirty = False
         version = self._overrides_version
+        shown = Shown(self.run, self.tokens, self.overview, self.rows, self.row_grid)
         self._submit(load_changes, source, self.data, self.run_id, sorted(ids), run_changed, dict(self.overrides),
-                     on_done=lambda changed: self._changed(changed, ids, version))
+                     shown, on_done=lambda changed: self._changed(changed, ids, version))
