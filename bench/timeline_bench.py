@@ -316,7 +316,7 @@ class Meter:
     def stages(self) -> dict[str, float]:
         """The store read and the layout of the whole run, timed alone (see the module docstring)."""
         from agentdesk.model.timeline.data import TimelineData
-        from agentdesk.store.timeline_columns import span_columns
+        from agentdesk.store.timeline.read import span_columns
 
         out: dict[str, float] = {}
         wall, cpu = time.perf_counter(), time.process_time()

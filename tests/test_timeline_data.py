@@ -304,7 +304,8 @@ def test_the_overview_grid_marks_the_kinds_each_cell_holds() -> None:
 def test_native_columns_are_the_span_table_in_start_order(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from agentdesk.store.native import NativeSource
     from agentdesk.store.runtime import AgentRuntime
-    from agentdesk.store.timeline_columns import from_table, span_columns
+    from agentdesk.store.timeline.columns import from_table
+    from agentdesk.store.timeline.read import span_columns
 
     source = NativeSource.open(str(tmp_path / "s.sqlite"))
     try:
@@ -330,9 +331,9 @@ def test_packed_native_columns_match_the_row_read(tmp_path, odd_name: str) -> No
     a name holding the separator or invalid UTF-8 still reads (falling back to rows where needed)."""
     import sqlite3
 
-    from agentdesk.store import timeline_columns as tc
     from agentdesk.store.native import NativeSource
     from agentdesk.store.runtime import AgentRuntime
+    from agentdesk.store.timeline import read as span_read
 
     source = NativeSource.open(str(tmp_path / "s.sqlite"))
     try:
@@ -348,9 +349,9 @@ def test_packed_native_columns_match_the_row_read(tmp_path, odd_name: str) -> No
         raw.execute("UPDATE spans SET name = ?, started_at = started_at + 0.0000013 WHERE id = ?", (name, spans[1]))
         raw.commit()
         raw.close()
-        fast = tc.span_columns(source, run)
+        fast = span_read.span_columns(source, run)
         with source.store.reading() as session:
-            slow = tc._rows(session, run, None)
+            slow = span_read._rows(session, run, None)
         assert fast.ids == slow.ids and fast.parent_ids == slow.parent_ids and fast.names == slow.names
         assert fast.kinds == slow.kinds and fast.statuses == slow.statuses and fast.total == slow.total == 5
         assert np.allclose(fast.start, slow.start, rtol=0, atol=1e-6)
@@ -358,7 +359,7 @@ def test_packed_native_columns_match_the_row_read(tmp_path, odd_name: str) -> No
         assert fast.input_tokens.tolist() == slow.input_tokens.tolist()
         assert fast.output_tokens.tolist() == slow.output_tokens.tolist()
         assert ("\ufffd" in fast.names[fast.ids.index(spans[1])]) == ("\udcff" in odd_name)
-        first = tc.span_columns(source, run, first=3)
+        first = span_read.span_columns(source, run, first=3)
         assert first.ids == slow.ids[:3] and first.total == 5
     finally:
         source.close()
@@ -413,20 +414,21 @@ def test_the_rowid_range_read_and_the_index_read_both_match_the_row_read(tmp_pat
     """Both access paths of the packed read (a run's rowid range, in insertion order and sorted after;
     `spans_by_run`, in start order) give the row read's columns, ties in start by rowid, whether the
     run's rows are contiguous (one run), half the range (two interleaved) or a third (three)."""
-    from agentdesk.store import timeline_columns as tc
+    from agentdesk.store.timeline import packed as packed_read
+    from agentdesk.store.timeline import read as span_read
 
     source, ids = _two_runs(tmp_path, runs)
     try:
         for run in ids:
             with source.store.reading() as session:
-                slow = tc._rows(session, run, None)
-                raw, factory = tc._bytes_cursor(session)
+                slow = span_read._rows(session, run, None)
+                raw, factory = span_read._bytes_cursor(session)
                 cursor = raw.cursor()
                 try:
-                    extent = tc._extent(cursor, run)
+                    extent = packed_read._extent(cursor, run)
                     assert extent.dense() == (runs <= 2)
-                    by_rowid = tc._packed(cursor, run, None, extent, by_rowid=True)
-                    by_index = tc._packed(cursor, run, None, extent, by_rowid=False)
+                    by_rowid = packed_read._packed(cursor, run, None, extent, by_rowid=True)
+                    by_index = packed_read._packed(cursor, run, None, extent, by_rowid=False)
                 finally:
                     cursor.close()
                     raw.text_factory = factory
@@ -434,8 +436,8 @@ def test_the_rowid_range_read_and_the_index_read_both_match_the_row_read(tmp_pat
             assert list(slow.start) == sorted(slow.start) and len(set(slow.start.tolist())) < len(slow)  # ties
             _same(by_rowid, slow)
             _same(by_index, slow)
-            _same(tc.span_columns(source, run), slow)
-            first = tc.span_columns(source, run, first=4)
+            _same(span_read.span_columns(source, run), slow)
+            first = span_read.span_columns(source, run, first=4)
             assert first.ids == slow.ids[:4] and first.total == 13
     finally:
         source.close()
@@ -446,7 +448,8 @@ def test_a_time_too_far_for_the_packed_integers_reads_by_rows(tmp_path) -> None:
     packed read declines it and the row read gives the exact values."""
     import sqlite3
 
-    from agentdesk.store import timeline_columns as tc
+    from agentdesk.store.timeline import packed as packed_read
+    from agentdesk.store.timeline import read as span_read
 
     source, (run,) = _two_runs(tmp_path, 1, 4)
     try:
@@ -457,15 +460,15 @@ def test_a_time_too_far_for_the_packed_integers_reads_by_rows(tmp_path) -> None:
         raw.commit()
         raw.close()
         with source.store.reading() as session:
-            raw_conn, factory = tc._bytes_cursor(session)
+            raw_conn, factory = span_read._bytes_cursor(session)
             cursor = raw_conn.cursor()
             try:
-                assert tc._packed(cursor, run, None, tc._extent(cursor, run)) is None
+                assert packed_read._packed(cursor, run, None, packed_read._extent(cursor, run)) is None
             finally:
                 cursor.close()
                 raw_conn.text_factory = factory
-            slow = tc._rows(session, run, None)
-        cols = tc.span_columns(source, run)
+            slow = span_read._rows(session, run, None)
+        cols = span_read.span_columns(source, run)
         _same(cols, slow)
         assert cols.end[cols.ids.index(far[0])] == far[1] + 1e10
     finally:

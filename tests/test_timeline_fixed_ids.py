@@ -12,8 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentdesk.model.timeline.data import TimelineData
-from agentdesk.store import timeline_columns as tc
-from agentdesk.store.timeline_columns import FixedIds, FixedKeys, FixedParents, _fixed
+from agentdesk.store.timeline import columns
+from agentdesk.store.timeline import packed as packed_read
+from agentdesk.store.timeline import read as span_read
+from agentdesk.store.timeline.id_index import FixedKeys
+from agentdesk.store.timeline.strings import FixedIds, FixedParents, fixed_width
 
 HEX = st.text("0123456789abcdef", min_size=16, max_size=16).map(lambda s: "spn_" + s)
 ODD = st.text(st.characters(codec="utf-8", exclude_characters="\x1f"), max_size=12)
@@ -26,14 +29,14 @@ def _packed(values: list[str]) -> bytes:
 
 def test_one_width_ids_are_the_bytes_viewed_as_an_array() -> None:
     ids = ["spn_0123456789abcdef", "spn_fedcba9876543210", "spn_00000000ffffffff"]
-    raw = _fixed(_packed(ids), 3)
+    raw = fixed_width(_packed(ids), 3)
     assert raw is not None and raw.dtype.itemsize % 8 == 0
     assert list(FixedIds(raw)) == ids and FixedIds(raw)[1] == ids[1] and FixedIds(raw)[1:] == ids[1:]
 
 
 def test_mixed_widths_and_empty_parents_pad_and_read_back() -> None:
     parents = ["", "a", "spn_1", "", "longer-parent-id"]
-    raw = _fixed(_packed(parents), 5)
+    raw = fixed_width(_packed(parents), 5)
     assert raw is not None
     assert list(FixedParents(raw)) == [None, "a", "spn_1", None, "longer-parent-id"]
     assert list(FixedIds(raw)) == parents
@@ -41,18 +44,18 @@ def test_mixed_widths_and_empty_parents_pad_and_read_back() -> None:
 
 @pytest.mark.parametrize("values", [["ascii", "n\u00e9"], ["nul\x00inside", "b"], ["trailing\x00", "b"]])
 def test_values_that_would_not_round_trip_take_the_list_path(values: list[str]) -> None:
-    assert _fixed(_packed(values), len(values)) is None
+    assert fixed_width(_packed(values), len(values)) is None
 
 
 def test_a_separator_inside_a_value_or_a_wild_width_takes_the_list_path() -> None:
-    assert _fixed(_packed(["a\x1fb", "c"]), 2) is None  # three values where two were counted
-    assert _fixed(_packed(["x" * 400] + ["y"] * 20), 21) is None  # one long id would pad 20 short ones
-    assert _fixed(None, 1) is None
+    assert fixed_width(_packed(["a\x1fb", "c"]), 2) is None  # three values where two were counted
+    assert fixed_width(_packed(["x" * 400] + ["y"] * 20), 21) is None  # one long id would pad 20 short ones
+    assert fixed_width(None, 1) is None
 
 
 def test_fixed_keys_find_ids_added_before_and_after() -> None:
     ids = [f"spn_{i:016x}" for i in range(50)]
-    raw = _fixed(_packed(ids), 50)
+    raw = fixed_width(_packed(ids), 50)
     assert raw is not None
     keys = FixedKeys.of(raw, np.arange(100, 150))
     assert keys is not None and keys.next_key == 150 and len(keys) == 50
@@ -63,22 +66,22 @@ def test_fixed_keys_find_ids_added_before_and_after() -> None:
         keys["spn_nope"]
     assert keys.add(ids[3]) == 103 and keys.add("live-1") == 150 and keys.add("live-1") == 150
     assert keys.get("live-1") == 150 and keys.next_key == 151 and len(keys) == 51
-    parents = _fixed(_packed(["", ids[2], "unknown", ids[49], "a-parent-id-wider-than-any-span-id"]), 5)
+    parents = fixed_width(_packed(["", ids[2], "unknown", ids[49], "a-parent-id-wider-than-any-span-id"]), 5)
     assert parents is not None
     assert keys.lookup(parents).tolist() == [-1, 102, -1, 149, -1]
 
 
 def test_a_repeated_id_leaves_the_keys_to_the_dict() -> None:
-    raw = _fixed(_packed(["spn_a", "spn_b", "spn_a"]), 3)
+    raw = fixed_width(_packed(["spn_a", "spn_b", "spn_a"]), 3)
     assert raw is not None and FixedKeys.of(raw, np.arange(3)) is None
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.one_of(HEX, ODD), min_size=1, max_size=30, unique=True), st.data())
 def test_the_fixed_path_reads_what_the_list_path_reads(ids: list[str], data: st.DataObject) -> None:
-    """Whenever `_fixed` takes a column, it is the same strings, and the keys find what a dict finds."""
+    """Whenever `fixed_width` takes a column, it is the same strings, and the keys find what a dict finds."""
     parents = [data.draw(st.sampled_from(["", *ids, "missing"])) for _ in ids]
-    raw_ids, raw_parents = _fixed(_packed(ids), len(ids)), _fixed(_packed(parents), len(ids))
+    raw_ids, raw_parents = fixed_width(_packed(ids), len(ids)), fixed_width(_packed(parents), len(ids))
     if raw_ids is None:
         assert any(not s.isascii() or "\0" in s for s in ids) or len(set(map(len, ids))) > 1
         return
@@ -113,7 +116,7 @@ def _store_with_ids(path: Path, ids: list[str]) -> tuple[object, str]:
     return source, run
 
 
-def _same_layout(fast: tc.SpanColumns, slow: tc.SpanColumns) -> None:
+def _same_layout(fast: columns.SpanColumns, slow: columns.SpanColumns) -> None:
     assert list(fast.ids) == list(slow.ids) and list(fast.parent_ids) == list(slow.parent_ids)
     a, b = TimelineData.from_columns(fast), TimelineData.from_columns(slow)
     assert list(a.ids) == list(b.ids) and a.parent.tolist() == b.parent.tolist()
@@ -132,12 +135,12 @@ def test_a_native_read_keys_and_lays_out_as_the_row_read(tmp_path: Path, monkeyp
                                                            ids: list[str]) -> None:
     """Slices of 8 rows: a run's slices mix the fixed and the list path; parents read before and
     after their children; a live span appended later is found by id."""
-    monkeypatch.setattr(tc, "ROWID_SLICE", 8)
+    monkeypatch.setattr(packed_read, "ROWID_SLICE", 8)
     source, run = _store_with_ids(tmp_path / "s.sqlite", ids)
     try:
-        fast = tc.span_columns(source, run)  # type: ignore[arg-type]
+        fast = span_read.span_columns(source, run)  # type: ignore[arg-type]
         with source.store.reading() as session:  # type: ignore[attr-defined]
-            slow = tc._rows(session, run, None)
+            slow = span_read._rows(session, run, None)
         assert fast.keys is not None and isinstance(fast.ids, FixedIds) == all(s.isascii() for s in ids)
         assert isinstance(fast.keys.keys, FixedKeys) == isinstance(fast.ids, FixedIds)
         _same_layout(fast, slow)
@@ -151,20 +154,20 @@ def test_a_native_read_keys_and_lays_out_as_the_row_read(tmp_path: Path, monkeyp
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(HEX, ODD.filter(bool)), min_size=1, max_size=20, unique=True))
 def test_any_ids_read_natively_lay_out_as_the_row_read(ids: list[str]) -> None:
-    tc_slice = tc.ROWID_SLICE
-    tc.ROWID_SLICE = 4
+    old_slice = packed_read.ROWID_SLICE
+    packed_read.ROWID_SLICE = 4
     try:
         with tempfile.TemporaryDirectory() as folder:
             source, run = _store_with_ids(Path(folder) / "s.sqlite", ids)
             try:
-                fast = tc.span_columns(source, run)  # type: ignore[arg-type]
+                fast = span_read.span_columns(source, run)  # type: ignore[arg-type]
                 with source.store.reading() as session:  # type: ignore[attr-defined]
-                    slow = tc._rows(session, run, None)
+                    slow = span_read._rows(session, run, None)
                 _same_layout(fast, slow)
             finally:
                 source.close()  # type: ignore[attr-defined]
     finally:
-        tc.ROWID_SLICE = tc_slice
+        packed_read.ROWID_SLICE = old_slice
 
 
 @pytest.mark.parametrize(("column", "shift"), [("ended_at", 1e10), ("ended_at", -1e10), ("started_at", -1e10),
@@ -185,15 +188,15 @@ def test_a_value_too_far_for_the_integers_is_seen_in_them(tmp_path: Path, column
         raw.commit()
         raw.close()
         with source.store.reading() as session:
-            conn, factory = tc._bytes_cursor(session)
+            conn, factory = span_read._bytes_cursor(session)
             cursor = conn.cursor()
             try:
-                packed = tc._packed(cursor, run, None, tc._extent(cursor, run))
+                packed = packed_read._packed(cursor, run, None, packed_read._extent(cursor, run))
             finally:
                 cursor.close()
                 conn.text_factory = factory
-            slow = tc._rows(session, run, None)
+            slow = span_read._rows(session, run, None)
         assert (packed is None) == (shift != 0.0)
-        _same(tc.span_columns(source, run), slow)
+        _same(span_read.span_columns(source, run), slow)
     finally:
         source.close()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from agentdesk.model.timeline.data import TimelineData
 from agentdesk.store.source import SpanTable
-from agentdesk.store.timeline_columns import Coded
+from agentdesk.store.timeline.strings import Coded
 
 KINDS = ("agent", "model", "tool", "odd_kind")
 STATUSES = ("ok", "error", "running")
@@ -117,17 +117,18 @@ def test_coded_columns_read_like_lists() -> None:
 def test_the_sliced_prefetched_read_matches_the_row_read(tmp_path, monkeypatch, runs: int) -> None:  # type: ignore[no-untyped-def]
     """Slices of 3 rowids (some empty, some with another run's rows), answered ahead on the
     SQL thread: the same columns as the row read, and the keys it builds give the right parents."""
-    from agentdesk.store import timeline_columns as tc
+    from agentdesk.store.timeline import packed as packed_read
+    from agentdesk.store.timeline import read as span_read
     from tests.test_timeline_data import _same, _two_runs
 
-    monkeypatch.setattr(tc, "ROWID_SLICE", 3)
-    monkeypatch.setattr(tc, "PREFETCH_OVER", 1)
+    monkeypatch.setattr(packed_read, "ROWID_SLICE", 3)
+    monkeypatch.setattr(span_read, "PREFETCH_OVER", 1)
     source, ids = _two_runs(tmp_path, runs, spans=20)
     try:
         for run in ids:
             with source.store.reading() as session:
-                slow = tc._rows(session, run, None)
-            fast = tc.span_columns(source, run)
+                slow = span_read._rows(session, run, None)
+            fast = span_read.span_columns(source, run)
             _same(fast, slow)
             assert fast.keys is not None
             key_id = {key: span_id for span_id, key in fast.keys.keys.items()}

@@ -19,7 +19,9 @@ import numpy as np
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import SpanTable
-from agentdesk.store.timeline_columns import Coded, Gathered, Keys, SpanColumns, from_table, insert_at, take
+from agentdesk.store.timeline.columns import SpanColumns, from_table
+from agentdesk.store.timeline.id_index import Keys
+from agentdesk.store.timeline.strings import Coded, Gathered, insert_at, take
 
 KINDS: tuple[str, ...] = (rm.SpanKind.AGENT, rm.SpanKind.SUB_AGENT, rm.SpanKind.MODEL, rm.SpanKind.TOOL,
                           rm.SpanKind.GUARDRAIL, rm.SpanKind.GATE, rm.SpanKind.INTERNAL)

@@ -34,7 +34,7 @@ from agentdesk.model.timeline.rows import Rows
 from agentdesk.store import readmodel as rm
 from agentdesk.store.bus import RESET, Change
 from agentdesk.store.source import Source, SpanTable
-from agentdesk.store.timeline_columns import span_columns
+from agentdesk.store.timeline.read import span_columns
 
 REFRESH_MS = 150
 FIRST_SPANS = 10_000

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from agentdesk.model.timeline.data import TimelineData, _roomy, _SeriesRoom
-from agentdesk.store.timeline_columns import Gathered, insert_at
+from agentdesk.store.timeline.strings import Gathered, insert_at
 
 ROW_BUDGET = 2000
 """A run with more spans than this opens with deep sub-trees collapsed (levels shown while within it)."""
