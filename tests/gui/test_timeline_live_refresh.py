@@ -1,7 +1,7 @@
 """A live refresh on the GUI thread takes what the runner worked out and no more: the tokens plot keeps
 the grown series as it is (no copy, its extent from the new tail) and draws what a full set of the
 same series draws; the header's failed and open counts, kept up by the changed spans, are those
-counted over the whole layout."""
+counted over the whole layout; the minimap draws only the columns of a new grid that changed."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 
 import agentdesk.model.timeline.feed as feed
 from agentdesk.gui.timeline.drawing import header_text
+from agentdesk.gui.timeline.minimap import HEIGHT_PX, Minimap
 from agentdesk.gui.timeline.panel import SpanCounts, header_line
 from agentdesk.gui.timeline.tokens import TokensPlot, _samples, extends
 from agentdesk.model.timeline.data import ERROR, TimelineData, TokenSeries, step_samples
-from agentdesk.model.timeline.overview import overview
+from agentdesk.model.timeline.overview import Overview, overview
 from agentdesk.model.timeline.rows import Rows
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import SpanTable
@@ -156,3 +157,32 @@ def test_the_header_line_is_the_header_text() -> None:
         counts.count(data)
         assert header_line(run, data, counts.errors, counts.open) == header_text(run, data)
         assert "2 failed" in header_text(run, data) and "1 open" in header_text(run, data)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 300), st.data())
+def test_a_minimap_kept_up_column_by_column_draws_what_a_fresh_one_draws(
+        qtbot, columns: int, draw: st.DataObject) -> None:  # type: ignore[no-untyped-def]
+    """A live run hands the minimap a new grid on every refresh: the columns that changed are drawn
+    over the strip kept, and the strip is the one a minimap given that grid alone draws."""
+    live, fresh = Minimap(), Minimap()
+    for minimap in (live, fresh):
+        qtbot.addWidget(minimap)
+        minimap.resize(420, HEIGHT_PX)
+        minimap.set_margins(30, 10)
+    rng = np.random.default_rng(draw.draw(st.integers(0, 2**32 - 1)))
+    active, failed = rng.integers(0, 50, columns), rng.integers(0, 3, columns) * rng.integers(0, 2, columns)
+    for step in range(draw.draw(st.integers(1, 6))):
+        at = rng.integers(0, columns, draw.draw(st.integers(0, 3)))
+        active[at] += rng.integers(0, 30, len(at))
+        failed[at] += rng.integers(0, 2, len(at))
+        grid = Overview(0.0, float(columns), 10, np.zeros((1, columns), np.uint8), active.copy(), failed.copy())
+        if draw.draw(st.booleans()):  # marks now and then (drawn again in full)
+            marks = rng.uniform(0, columns, 2)
+            for minimap in (live, fresh):
+                minimap.set_marks(matches=marks, path=np.array([[marks.min(), marks.max()]]))
+        live.set_overview(grid)
+        fresh._strip = None
+        fresh.set_overview(grid)
+        assert live.grab().toImage() == fresh.grab().toImage(), step
