@@ -493,7 +493,9 @@ class TimelinePanel(QWidget):
         self._mark_rows()
         self.tokens.set_series(self.feed.tokens, until=now, redraw=False)  # drawn once, after the fit
         self.item.select(self._row(data.lane_of.get(self.selected_id, -1)) if self.selected_id else -1)
-        self._update_limits()
+        following = first or self._follow
+        if not following:  # `fit` sets them first thing
+            self._update_limits()
         self.lanes.update()
         if self.path_on and (self.path is None or self.path.data is not data or changed_ids is None or changed_ids):
             self._compute_path()
@@ -501,7 +503,7 @@ class TimelinePanel(QWidget):
             self.find_spans(self.matches.query, keep_place=True)
         self.counts.changed(data, None if first else changed_ids)  # a layout changed in place is the same object
         self._show_header()
-        if first or self._follow:
+        if following:
             self.fit()
         self.tokens.refresh()
         if self.item.live:

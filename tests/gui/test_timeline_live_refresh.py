@@ -17,14 +17,19 @@ from hypothesis import strategies as st
 import agentdesk.model.timeline.feed as feed
 from agentdesk.gui.timeline.drawing import header_text
 from agentdesk.gui.timeline.minimap import HEIGHT_PX, Minimap
-from agentdesk.gui.timeline.panel import SpanCounts, header_line
+from agentdesk.gui.timeline.panel import LABELS_PX, SpanCounts, TimelinePanel, header_line
 from agentdesk.gui.timeline.tokens import TokensPlot, _samples, extends
+from agentdesk.model.services import Services
 from agentdesk.model.timeline.data import ERROR, TimelineData, TokenSeries, step_samples
 from agentdesk.model.timeline.overview import Overview, overview
 from agentdesk.model.timeline.rows import Rows
 from agentdesk.store import readmodel as rm
+from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.source import SpanTable
 from tests.test_timeline_incremental import _table, live_runs
+
+from .conftest import World
 
 Span = tuple[str, str | None, float, float | None, int]
 
@@ -186,3 +191,40 @@ def test_a_minimap_kept_up_column_by_column_draws_what_a_fresh_one_draws(
         fresh._strip = None
         fresh.set_overview(grid)
         assert live.grab().toImage() == fresh.grab().toImage(), step
+
+
+def test_a_live_panel_shows_what_a_full_set_shows(services: Services, world: World, qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Spans started and finished while the panel shows the run: after each refresh the header is
+    the one counted over the whole layout, and the tokens plot draws what it draws given a copy of
+    the series afresh."""
+    panel = TimelinePanel(services)
+    qtbot.addWidget(panel)
+    panel.resize(1200, 700)
+    panel.show()
+    panel.show_run(world.run_id)
+    qtbot.waitUntil(lambda: panel.data is not None and len(panel.data) == 5, timeout=5000)
+    source = services.source
+    assert isinstance(source, NativeSource)
+    runtime = AgentRuntime(source.store)
+    root = panel.data.ids[0] if panel.data is not None else None
+    full = TokensPlot(LABELS_PX)
+    qtbot.addWidget(full)
+    full.resize(panel.tokens.size())
+    for i in range(4):
+        new = runtime.start_span(world.run_id, "model", f"call {i}", parent_span_id=root)
+        qtbot.waitUntil(lambda: panel.data is not None and new in panel.data.lane_of, timeout=5000)  # noqa: B023
+        runtime.finish_span(new, "error" if i % 2 else "ok", "done", input_tokens=10 + i, output_tokens=3)
+        qtbot.waitUntil(lambda: panel.data is not None and not panel.data.open[panel.data.lane_of[new]],  # noqa: B023
+                        timeout=5000)
+        # the runner changes a finished span's layout in place before the panel hears of it: wait for
+        # the refresh to be taken (a count kept wrong never gets there)
+        qtbot.waitUntil(lambda: panel.data is not None and panel.run is not None and not panel.feed.busy
+                        and panel.counts.data is panel.data
+                        and panel.header.text() == header_text(panel.run, panel.data), timeout=5000)
+        data, run, series = panel.data, panel.run, panel.feed.tokens
+        assert data is not None and run is not None and series is not None
+        assert f"{i // 2 + 1 + (i % 2)} failed" in panel.header.text(), i
+        assert panel.tokens.series is series
+        full.getPlotItem().vb.setXRange(*panel.tokens.getPlotItem().vb.viewRange()[0], padding=0)
+        full.set_series(copied(series), until=panel.tokens.until)
+        assert drawn(panel.tokens) == drawn(full), i
