@@ -231,8 +231,8 @@ class TokensPlot(pg.PlotWidget):
                 self._extent = [(float(np.min(v)), float(np.max(v))) for v in columns]
             elif grown < len(series.t):  # only the new tail is looked at
                 assert self._extent is not None
-                self._extent = [(min(lo, float(np.min(v[grown:]))), max(hi, float(np.max(v[grown:]))))
-                                for (lo, hi), v in zip(self._extent, columns, strict=True)]
+                self._extent = [(float(np.minimum(lo, np.min(v[grown:]))), float(np.maximum(hi, np.max(v[grown:]))))
+                                for (lo, hi), v in zip(self._extent, columns, strict=True)]  # NaN spreads, as in np.min
             assert self._extent is not None
             x0, x1 = float(series.t[0]), max(float(series.t[-1]), until)
             for curve, (lo, hi) in zip(self._curves(), self._extent, strict=True):
