@@ -56,15 +56,18 @@ class Minimap(QWidget):
         self.bar_colour, self.frame_colour = QColor("#8b949e"), QColor("#2f6fd0")
         self._drag: float | None = None
         self._version = 0
-        """Counts changes of what the strip shows (overview, marks)."""
+        """Counts changes of the marks (the overview's bars are compared column by column)."""
         self._strip: tuple[tuple[object, ...], QPixmap] | None = None
         """The drawn strip (bars, failures, marks), kept while only the window moves: a pan repaints
         the minimap on every frame, and that is then one pixmap copy and a rectangle."""
+        self._drawn_columns: tuple[np.ndarray, np.ndarray] | None = None
+        """Bar heights and failure ticks per pixel column in `_strip`: a live run's new grid (every
+        refresh) changes a few columns, and only those are drawn again."""
+        self._columns_of: tuple[Overview, object, tuple[np.ndarray, np.ndarray]] | None = None
 
     # -- state ------------------------------------------------------------------------------
     def set_overview(self, overview: Overview | None) -> None:
         self.overview = overview
-        self._version += 1
         self.update()
 
     def set_window(self, start: float, end: float) -> None:
@@ -116,40 +119,71 @@ class Minimap(QWidget):
             p.fillRect(area, self.palette().base())
             return
         dpr = self.devicePixelRatioF()
+        heights, ticks = self._columns(area, ov)
+        marked = len(self.path) or len(self.matches)
         key = (self._version, area.getRect(), dpr, self.palette().base().color().rgba(),
-               self.bar_colour.rgba())
-        if self._strip is None or self._strip[0] != key:
+               self.bar_colour.rgba(), (ov.x0, ov.x1) if marked else None)
+        kept = self._strip is not None and self._strip[0] == key and self._drawn_columns is not None \
+            and len(self._drawn_columns[0]) == len(heights)
+        if not kept:
             pixmap = QPixmap(max(1, round(self.width() * dpr)), max(1, round(self.height() * dpr)))
             pixmap.setDevicePixelRatio(dpr)
             pixmap.fill(Qt.GlobalColor.transparent)
-            strip = QPainter(pixmap)
-            try:
-                strip.fillRect(area, self.palette().base())
-                self._paint_strip(strip, area, ov)
-            finally:
-                strip.end()
+            self._draw_strip(pixmap, area, heights, ticks, 0, len(heights))
             self._strip = key, pixmap
+        else:
+            assert self._strip is not None and self._drawn_columns is not None
+            old_heights, old_ticks = self._drawn_columns
+            changed = np.flatnonzero((heights != old_heights) | (ticks != old_ticks))
+            if len(changed):  # only the columns that changed, over what was drawn
+                self._draw_strip(self._strip[1], area, heights, ticks, int(changed[0]), int(changed[-1]) + 1)
+        self._drawn_columns = heights, ticks
         p.drawPixmap(0, 0, self._strip[1])
         self._frame(p, area)
 
-    def _paint_strip(self, p: QPainter, area: QRectF, ov: Overview) -> None:
+    def _columns(self, area: QRectF, ov: Overview) -> tuple[np.ndarray, np.ndarray]:
+        """Per pixel column: the bar's height (spans active) and the failure tick's (0: none);
+        kept for the same grid and strip (a pan repaints with neither changed)."""
+        if self._columns_of is not None and self._columns_of[0] is ov and self._columns_of[1] == area.getRect():
+            return self._columns_of[2]
         columns = int(area.width())
         active = resampled(ov.active.astype(np.float64), columns)
         peak = max(float(active.max()), 1.0)
         bars = area.height() - 8  # room below for the marks
         heights = np.sqrt(active / peak) * bars  # a square root: a quiet stretch still shows
-        p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(self.bar_colour)
-        xs = np.flatnonzero(heights > 0)  # one rectangle per pixel column at most, in one call
-        h = heights[xs]
-        draw_rects(p, np.column_stack((area.left() + xs, area.top() + bars - h, np.ones(len(xs)), h)))
         # failures: a red tick along the top, taller where more failed (a run with a failure in
         # every column must not turn the whole strip red)
         failed = resampled(ov.failed.astype(np.float64), columns, "sum")
+        ticks = np.zeros(len(failed))
         xs = np.flatnonzero(failed > 0)
-        tall = 3 + 5 * np.sqrt(failed[xs] / max(float(failed.max(initial=0)), 1.0))
+        ticks[xs] = 3 + 5 * np.sqrt(failed[xs] / max(float(failed.max(initial=0)), 1.0))
+        self._columns_of = ov, area.getRect(), (heights, ticks)
+        return heights, ticks
+
+    def _draw_strip(self, pixmap: QPixmap, area: QRectF, heights: np.ndarray, ticks: np.ndarray,
+                    first: int, end: int) -> None:
+        """Draw pixel columns `first` to `end` of the strip: bars and ticks are a pixel column
+        each, so those columns (clipped, over the rest as it was) come out as the whole strip would."""
+        p = QPainter(pixmap)
+        try:
+            if first > 0 or end < len(heights):
+                p.setClipRect(QRectF(area.left() + first, area.top(), end - first, area.height()))
+            p.fillRect(area, self.palette().base())
+            self._paint_strip(p, area, heights, ticks, first, end)
+        finally:
+            p.end()
+
+    def _paint_strip(self, p: QPainter, area: QRectF, heights: np.ndarray, ticks: np.ndarray,
+                     first: int = 0, end: int | None = None) -> None:
+        bars = area.height() - 8
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(self.bar_colour)
+        xs = first + np.flatnonzero(heights[first:end] > 0)  # one rectangle per pixel column at most, in one call
+        h = heights[xs]
+        draw_rects(p, np.column_stack((area.left() + xs, area.top() + bars - h, np.ones(len(xs)), h)))
+        xs = first + np.flatnonzero(ticks[first:end] > 0)
         p.setBrush(QColor(ERROR_COLOUR))
-        draw_rects(p, np.column_stack((area.left() + xs, np.full(len(xs), area.top()), np.ones(len(xs)), tall)))
+        draw_rects(p, np.column_stack((area.left() + xs, np.full(len(xs), area.top()), np.ones(len(xs)), ticks[xs])))
         self._marks(p, area, bars)
 
     def _marks(self, p: QPainter, area: QRectF, bars: float) -> None:

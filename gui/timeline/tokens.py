@@ -20,7 +20,7 @@ from agentdesk.gui.timeline.drawing import (
     set_background,
     unlink_hidden_axes,
 )
-from agentdesk.model.timeline.data import TokenSeries, step_samples
+from agentdesk.model.timeline.data import TokenSeries
 
 INPUT_COLOUR = "#5b8def"
 OUTPUT_COLOUR = "#2fa38b"
@@ -70,12 +70,19 @@ class StepCurve(pg.GraphicsObject):
 
     def set_extent(self, x: np.ndarray, y: np.ndarray) -> None:
         """What the whole series covers (sorted x), and the fill level: the item's bounding rect."""
-        bounds = QRectF()
         if len(x):
-            low, high = float(np.min(y)), float(np.max(y))
+            self.set_bounds(float(x[0]), float(x[-1]), float(np.min(y)), float(np.max(y)))
+        else:
+            self.set_bounds(None)
+
+    def set_bounds(self, x0: float | None, x1: float = 0.0, low: float = 0.0, high: float = 0.0) -> None:
+        """`set_extent` from what the series covers, worked out by the caller (None: nothing): a
+        live series grows by a sample, and its extent then follows from the tail alone."""
+        bounds = QRectF()
+        if x0 is not None:
             if self.opts["fillLevel"] is not None:
                 low, high = min(low, self.opts["fillLevel"]), max(high, self.opts["fillLevel"])
-            bounds = QRectF(float(x[0]), low, max(float(x[-1] - x[0]), 1e-9), max(high - low, 1e-9))
+            bounds = QRectF(x0, low, max(x1 - x0, 1e-9), max(high - low, 1e-9))
         if bounds != self._bounds:
             self.prepareGeometryChange()
             self._bounds = bounds
@@ -186,6 +193,13 @@ class TokensPlot(pg.PlotWidget):
         repaint_as_one_rect(self)
         cache_text_items(self)
         self.series: TokenSeries | None = None
+        """The series shown, as given (not held flat: see `until`)."""
+        self.until = 0.0
+        """Where the curves are held flat to (the run's end, or now while it runs)."""
+        self._extent: list[tuple[float, float]] | None = None
+        """(min, max) of the input, output and cost columns of `series`."""
+        self._drawn: tuple[object, ...] | None = None
+        """What the curves were last given samples for (`_draw_key`)."""
         self._y_ranges: tuple[tuple[float, float], tuple[float, float]] | None = None
         self._last_x: tuple[float, float] | None = None
         """The x range `_fit_y` last saw: the same width moved along is a pan."""
@@ -196,31 +210,73 @@ class TokensPlot(pg.PlotWidget):
         self.cost_view.linkedViewChanged(vb, self.cost_view.XAxis)
         self._y_ranges = None
 
-    def set_series(self, series: TokenSeries | None, until: float = 0.0) -> None:
-        """Show cumulative usage, held flat until `until` (the run's end, or now while it runs)."""
-        if series is not None and len(series.t) and until > series.t[-1]:
-            series = TokenSeries(*(np.append(column, column[-1]) for column in
-                                   (series.t, series.input_tokens, series.output_tokens, series.cost)))
-            series.t[-1] = until
-        self.series = series
-        for curve, values in zip((self.input_curve, self.output_curve, self.cost_curve),
-                                 (series.input_tokens, series.output_tokens, series.cost) if series is not None
-                                 else (np.zeros(0),) * 3, strict=True):
-            curve.set_extent(series.t if series is not None else np.zeros(0), values)
-        self._redraw()
+    def set_series(self, series: TokenSeries | None, until: float = 0.0, redraw: bool = True) -> None:
+        """Show cumulative usage, held flat until `until` (the run's end, or now while it runs).
+
+        The series is kept as given, not copied: the flat stretch to `until` is one sample added to
+        the few drawn (`_samples`), and a live series that only grew at its end (`extends`) gets its
+        extent from the new tail. At a million samples appending that one sample copied four
+        arrays, and the extent reduced three, on every live refresh. `redraw=False` leaves the
+        curves to `refresh` (the panel refits the view first, which would draw them again).
+        """
+        before, self.series, self.until = self.series, series, until
+        if series is None or not len(series.t):
+            self._extent = None
+            for curve in self._curves():
+                curve.set_bounds(None)
+        else:
+            grown = extends(series, before) if before is not None and self._extent is not None else -1
+            columns = (series.input_tokens, series.output_tokens, series.cost)
+            if grown < 0:
+                self._extent = [(float(np.min(v)), float(np.max(v))) for v in columns]
+            elif grown < len(series.t):  # only the new tail is looked at
+                assert self._extent is not None
+                self._extent = [(float(np.minimum(lo, np.min(v[grown:]))), float(np.maximum(hi, np.max(v[grown:]))))
+                                for (lo, hi), v in zip(self._extent, columns, strict=True)]  # NaN spreads, as in np.min
+            assert self._extent is not None
+            x0, x1 = float(series.t[0]), max(float(series.t[-1]), until)
+            for curve, (lo, hi) in zip(self._curves(), self._extent, strict=True):
+                curve.set_bounds(x0, x1, lo, hi)
+        self._drawn = None
+        if redraw:
+            self._redraw()
+
+    def refresh(self) -> None:
+        """Draw the curves unless what they show (series, view, width) was drawn already."""
+        if self._drawn != self._draw_key():
+            self._redraw()
+
+    def _curves(self) -> tuple[StepCurve, StepCurve, StepCurve]:
+        return self.input_curve, self.output_curve, self.cost_curve
+
+    def _length(self) -> int:
+        """Samples in the series as drawn: one more when it is held flat to `until`."""
+        series = self.series
+        if series is None or not len(series.t):
+            return 0
+        return len(series.t) + (1 if self.until > series.t[-1] else 0)
+
+    def _draw_key(self) -> tuple[object, ...]:
+        vb = self.getPlotItem().vb
+        series = self.series
+        return (id(series), len(series.t) if series is not None else 0, self.until, tuple(vb.viewRange()[0]),
+                math.ceil(vb.width() * self.devicePixelRatioF()))
 
     def _redraw(self, *args: object) -> None:
         """Give the curves the samples that show at this zoom (a few hundred, not the whole run)."""
         series = self.series
-        curves = (self.input_curve, self.output_curve, self.cost_curve)
-        if series is None or len(series.t) < 2:
+        curves = self._curves()
+        self._drawn = self._draw_key()
+        if series is None or self._length() < 2:
             for curve in curves:
                 curve.setData(np.zeros(0), np.zeros(0))
             return
         vb = self.getPlotItem().vb
         x0, x1 = vb.viewRange()[0]
-        keep = step_samples(series.t, x0, x1, math.ceil(vb.width() * self.devicePixelRatioF()))
+        keep, held = _samples(series.t, self.until, x0, x1, math.ceil(vb.width() * self.devicePixelRatioF()))
         t = series.t[keep]
+        if held:  # the flat stretch to `until`: the last sample again, there
+            t[-1] = self.until
         for curve, values in zip(curves, (series.input_tokens, series.output_tokens, series.cost), strict=True):
             curve.setData(t, values[keep])
         self._fit_y()
@@ -235,7 +291,7 @@ class TokensPlot(pg.PlotWidget):
         (see `_refit`): a zoom, a live run's growth or a first fit pad evenly, as they always did.
         """
         series = self.series
-        if series is None or len(series.t) < 2:
+        if series is None or self._length() < 2:
             return
         x0, x1 = self.getPlotItem().vb.viewRange()[0]
         last, self._last_x = self._last_x, (x0, x1)
@@ -260,6 +316,47 @@ class TokensPlot(pg.PlotWidget):
         self.legend.setLabelTextColor(text)
         for _sample, label in self.legend.items:
             label.setText(label.text, color=text)
+
+
+def extends(series: TokenSeries, before: TokenSeries) -> int:
+    """How long `before` was when `series` is it grown at the end (its arrays views of the same
+    buffers from the same start: `token_series_after` writes a live sample into the room after
+    them, and the samples before it stay as they were); -1 when it is another series."""
+    if len(series.t) < len(before.t):
+        return -1
+    for new, old in zip((series.t, series.input_tokens, series.output_tokens, series.cost),
+                        (before.t, before.input_tokens, before.output_tokens, before.cost), strict=True):
+        if new is old:
+            continue
+        if new.dtype != old.dtype or new.ctypes.data != old.ctypes.data or new.strides != old.strides \
+                or _buffer(new) is not _buffer(old):
+            return -1
+    return len(before.t)
+
+
+def _buffer(array: np.ndarray) -> object:
+    return array.base if array.base is not None else array
+
+
+def _samples(t: np.ndarray, until: float, x0: float, x1: float, columns: int) -> tuple[np.ndarray, bool]:
+    """`step_samples` of the series held flat to `until` (one sample more, at `until`, when that is
+    past the last), without building that series: indices into `t` (the held sample as the last
+    one's index), and whether the last index picked stands for the held sample. The indices come
+    out sorted, so repeats go by comparing neighbours (`np.unique` sorted them again)."""
+    n = len(t)
+    held = n > 0 and until > t[-1]
+    if not n or columns < 1 or not x1 > x0:
+        return (np.append(np.arange(n), n - 1), True) if held else (np.arange(n), False)
+    edges = np.linspace(x0, x1, columns + 1)
+    last = np.searchsorted(t, edges, side="right") - 1
+    if held:
+        last[edges >= until] = n  # the held sample, at `until`, is the last at or before these edges
+    keep = np.clip(np.append(last, last[-1] + 1), 0, n if held else n - 1)
+    keep = keep[np.concatenate(([True], keep[1:] != keep[:-1]))]
+    picked = held and bool(keep[-1] == n)
+    if picked:
+        keep[-1] = n - 1
+    return keep, picked
 
 
 def _keeps(shown: tuple[float, float], wanted: tuple[float, float]) -> bool:

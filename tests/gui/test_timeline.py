@@ -375,7 +375,7 @@ def test_the_tokens_plot_draws_what_pyqtgraphs_curves_drew(qtbot) -> None:  # ty
                 ours = getattr(plot, name)
                 theirs = pg.PlotCurveItem(pen=ours.opts["pen"], stepMode="left", fillLevel=ours.opts["fillLevel"],
                                           brush=ours.opts["fillBrush"], skipFiniteCheck=True)
-                theirs.set_extent = lambda *args: None
+                theirs.set_extent = theirs.set_bounds = lambda *args: None
                 view.removeItem(ours)
                 view.addItem(theirs)
                 setattr(plot, name, theirs)
