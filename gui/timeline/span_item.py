@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
@@ -56,6 +57,8 @@ MATCH_COLOUR = "#f5a524"
 PATH_COLOUR = "#d6336c"
 MAX_MARKED = 3000
 """Marked lanes outlined per frame at most (each outline is one call)."""
+SHEET_PAD_PX = 16
+"""The grid sheet reaches this far beyond the cells: the failure markers left of a span's start."""
 GRID_CELL_PX = 2.0
 """Zoomed out until a cell of the run's overview grid is at most this big on screen, the waterfall
 draws the grid (cost per pixel) instead of the spans (cost per span)."""
@@ -83,6 +86,80 @@ def point_px(lane_px: float) -> float:
     return min(max(lane_px * 0.7, 6.0), 10.0)
 
 
+class GridSheet:
+    """The overview grid drawn at one view scale, over a device rect larger than the view."""
+
+    def __init__(self, scale: tuple[object, ...], pixels: QImage, left: int, top: int, dx: float,
+                 dy: float) -> None:
+        self.scale = scale
+        self.pixels = pixels
+        self.left, self.top = left, top
+        """Where the sheet's top-left pixel was (device) under the transform it was drawn with."""
+        self.dx, self.dy = dx, dy
+        """That transform's offsets: a pan moves the sheet by the change in them."""
+
+    @classmethod
+    def draw(cls, image: QImage, cells: tuple[float, float, float, int], view: QRectF,
+             transform: tuple[float, float, float, float], dpr: float, scale: tuple[object, ...],
+             marks: Callable[[QPainter, QRectF, tuple[float, float, float, float]], None]) -> GridSheet:
+        """The grid's cells within half a view of the view on each side, as a scaled draw sets them,
+        with `marks` (painter, the data rect covered, the transform into the sheet) drawn over them."""
+        per_col, per_row, gx0, lanes = cells
+        sx, sy, dx, dy = transform
+        width, height = view.width(), view.height()
+        # the margin in data units, clipped to the grid
+        c0 = max(0, math.floor((view.left() - width / 2 - gx0) / per_col))
+        c1 = min(image.width(), math.ceil((view.right() + width / 2 - gx0) / per_col))
+        r0 = max(0, math.floor((view.top() - height / 4) / per_row))
+        r1 = min(image.height(), math.ceil((view.bottom() + height / 4) / per_row))
+        x0, x1 = (gx0 + c0 * per_col) * sx + dx, (gx0 + c1 * per_col) * sx + dx
+        y0, y1 = r0 * per_row * sy + dy, min(r1 * per_row, lanes) * sy + dy
+        left, top = math.floor(x0) - SHEET_PAD_PX, math.floor(y0) - SHEET_PAD_PX  # marks stick out
+        w, h = max(1, math.ceil(x1) + SHEET_PAD_PX - left), max(1, math.ceil(y1) + SHEET_PAD_PX - top)
+        pixels = QImage(max(1, math.ceil(w * dpr)), max(1, math.ceil(h * dpr)),
+                        QImage.Format.Format_ARGB32_Premultiplied)
+        pixels.setDevicePixelRatio(dpr)
+        pixels.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(pixels)
+        try:
+            # moved by whole pixels: the sampling is the direct draw's (the marks reset the transform)
+            x0, x1, y0, y1 = x0 - left, x1 - left, y0 - top, y1 - top
+            if c1 > c0 and r1 > r0:
+                painter.drawImage(QRectF(QPointF(x0, y0), QPointF(x1, y1)), image,
+                                  QRectF(c0, r0, c1 - c0, r1 - r0))
+            pad_x, pad_y = SHEET_PAD_PX / sx, SHEET_PAD_PX / sy
+            wide = QRectF(QPointF(gx0 + c0 * per_col - pad_x, r0 * per_row - pad_y),
+                          QPointF(gx0 + c1 * per_col + pad_x, r1 * per_row + pad_y))
+            marks(painter, wide, (sx, sy, dx - left, dy - top))
+        finally:
+            painter.end()
+        return cls(scale, pixels, left, top, dx, dy)
+
+    def _at(self, dx: float, dy: float) -> tuple[int, int]:
+        return self.left + round(dx - self.dx), self.top + round(dy - self.dy)
+
+    def holds(self, x0: float, y0: float, x1: float, y1: float, dx: float, dy: float) -> bool:
+        """Whether the sheet, moved to the transform's offsets, covers that device rect."""
+        left, top = self._at(dx, dy)
+        dpr = self.pixels.devicePixelRatio()
+        right, bottom = left + self.pixels.width() / dpr, top + self.pixels.height() / dpr
+        # a pixel of slack: the sheet moves by whole pixels, the rect's edges by fractions
+        return left <= math.floor(x0) + 1 and top <= math.floor(y0) + 1 and math.ceil(x1) - 1 <= right \
+            and math.ceil(y1) - 1 <= bottom
+
+    def blit(self, p: QPainter, x0: float, y0: float, x1: float, y1: float, dx: float, dy: float) -> None:
+        """The part over that device rect (whole pixels around it), unscaled, moved to the offsets."""
+        left, top = self._at(dx, dy)
+        dpr = self.pixels.devicePixelRatio()
+        width, height = self.pixels.width() / dpr, self.pixels.height() / dpr
+        pad = SHEET_PAD_PX  # the marks beside the cells
+        a, b = max(0, math.floor(x0) - pad - left), max(0, math.floor(y0) - pad - top)
+        w, h = min(math.ceil(x1) + pad - left, width) - a, min(math.ceil(y1) + pad - top, height) - b
+        if w <= 0 or h <= 0:
+            return
+        p.drawImage(QRectF(left + a, top + b, w, h), self.pixels, QRectF(a * dpr, b * dpr, w * dpr, h * dpr))
+
+
 class SpanItem(pg.GraphicsObject):
     """All of a run's spans; x is seconds since the run started, lane i spans y in [i, i + 1)."""
 
@@ -105,10 +182,16 @@ class SpanItem(pg.GraphicsObject):
         self._group = self._kind = np.zeros(0, dtype=np.int8)
         self._point = self._failed_bar = self._open = np.zeros(0, dtype=bool)
         self._ends = np.zeros(0)
+        self._failed_lanes = self._open_lanes = np.zeros(0, dtype=np.intp)
+        """The lanes of failed bars and of open spans (sorted): the grid draws marks for them alone."""
         self._bounds = QRectF()
         self._failed = False
         self.overview: Overview | None = None
         self._grids: dict[tuple[int, int], tuple[np.ndarray, QImage]] = {}
+        self._sheet: GridSheet | None = None
+        """The grid drawn at the view's scale over more than the view (see `_blit_grid`)."""
+        self._grid_scale: tuple[object, ...] | None = None
+        """The scale the grid was last drawn at: a second frame at it (a pan) starts a sheet."""
         self._lut = grid_colours(DRAW_ORDER)
         self._texts = StaticTexts()
         """Span names laid out once and drawn from their layout (the same names show frame after frame)."""
@@ -136,6 +219,8 @@ class SpanItem(pg.GraphicsObject):
             self._point, self._open = data.points, data.open
             self._failed_bar = (data.status == ERROR) & ~self._point  # a failed point is its own marker
             self._ends = data.ends(self.now)
+            self._failed_lanes, self._open_lanes = np.flatnonzero(self._failed_bar), np.flatnonzero(self._open)
+        self._sheet = None  # its failure marks and live edges are the old data's
         self._update_bounds()
         self.update()
 
@@ -143,6 +228,7 @@ class SpanItem(pg.GraphicsObject):
         """The zoomed-out grid of the data shown (built on the runner with the layout)."""
         self.overview = overview
         self._grids.clear()
+        self._sheet = self._grid_scale = None
         self.update()
 
     def _grid_image(self, overview: Overview, fy: int, fx: int) -> QImage:
@@ -160,6 +246,7 @@ class SpanItem(pg.GraphicsObject):
         self.now = now
         if self.data is not None:
             self._ends = self.data.ends(now)
+        self._sheet = None  # the live edges moved
         self._update_bounds()
         self.update()
 
@@ -253,7 +340,6 @@ class SpanItem(pg.GraphicsObject):
         sx, sy, dx, dy = transform
         left, right = edges
         if self._paint_grid(p, data, view, sx, sy, dx, dy):
-            self._sparse_marks(p, data, lo, hi, view, sx, sy, dx, dy)
             return
         # 100,000 lanes make every temporary array a page-faulting allocation: few, done in place
         visible = self._ends[lo:hi] >= view.left()
@@ -307,7 +393,8 @@ class SpanItem(pg.GraphicsObject):
 
     def _paint_grid(self, p: QPainter, data: TimelineData, view: QRectF, sx: float, sy: float, dx: float,
                     dy: float) -> bool:
-        """Draw the visible part of the overview grid when its cells are this small on screen."""
+        """Draw the visible part of the overview grid, and the marks over it, when its cells are this
+        small on screen."""
         ov = self.overview
         if ov is None or not ov.lanes or ov.lanes != len(data) or sy <= 0:
             return False
@@ -324,19 +411,63 @@ class SpanItem(pg.GraphicsObject):
         r0 = max(0, math.floor(view.top() / per_row))
         r1 = min(image.height(), math.ceil(view.bottom() / per_row))
         if c1 > c0 and r1 > r0:
-            x0, x1 = (ov.x0 + c0 * per_col) * sx + dx, (ov.x0 + c1 * per_col) * sx + dx
-            y0, y1 = r0 * per_row * sy + dy, min(r1 * per_row, ov.lanes) * sy + dy
-            p.drawImage(QRectF(QPointF(x0, y0), QPointF(x1, y1)), image, QRectF(c0, r0, c1 - c0, r1 - r0))
+            self._blit_grid(p, data, image, (per_col, per_row, ov.x0, ov.lanes), (c0, c1, r0, r1), view,
+                            (sx, sy, dx, dy))
+        else:
+            self._grid_marks(p, data, view, (sx, sy, dx, dy))
         return True
+
+    def _grid_marks(self, p: QPainter, data: TimelineData, view: QRectF,
+                    transform: tuple[float, float, float, float]) -> None:
+        lo, hi = max(0, math.floor(view.top())), min(len(data), math.ceil(view.bottom()))
+        if lo < hi:
+            self._sparse_marks(p, data, lo, hi, view, *transform)
+
+    def _blit_grid(self, p: QPainter, data: TimelineData, image: QImage, cells: tuple[float, float, float, int],
+                   shown: tuple[int, int, int, int], view: QRectF,
+                   transform: tuple[float, float, float, float]) -> None:
+        """The visible cells of the grid image, scaled to the view: copied out of a sheet on a pan.
+
+        Scaling the image (~1-2.5 ms a frame over a whole plot) repeats the same pixels while the
+        scale stays: the second frame at a scale (a pan) draws the grid at it over half a view more
+        on each side into a sheet, and the frames after copy it, moved by whole pixels (at most half
+        a pixel off where a fresh draw puts a cell edge), until the view leaves it. A zoom changes
+        the scale every frame, so it draws straight from the image as before. The failure marks and
+        live edges over the grid are in the sheet too (a fresh one when they change: `refresh`,
+        `set_now`); with the critical path shown everything is drawn straight, faded under it.
+        """
+        per_col, per_row, gx0, lanes = cells
+        c0, c1, r0, r1 = shown
+        sx, sy, dx, dy = transform
+        dpr = p.device().devicePixelRatioF() if p.device() is not None else 1.0
+        # a pan's range is computed afresh each frame: its scale may differ in the last bits
+        scale = (image.cacheKey(), round(sx, -math.floor(math.log10(sx)) + 9),
+                 round(sy, -math.floor(math.log10(sy)) + 9), per_col, per_row, gx0, lanes, dpr, self.live,
+                 self.background.rgba())
+        sheet = self._sheet
+        # the device rect the visible cells cover, and that of the whole grid
+        x0, x1 = (gx0 + c0 * per_col) * sx + dx, (gx0 + c1 * per_col) * sx + dx
+        y0, y1 = r0 * per_row * sy + dy, min(r1 * per_row, lanes) * sy + dy
+        if sheet is None or sheet.scale != scale or not sheet.holds(x0, y0, x1, y1, dx, dy):
+            if self._grid_scale != scale or self.path_lanes is not None:  # a zoom, a first frame: no sheet
+                self._grid_scale, self._sheet = scale, None
+                p.drawImage(QRectF(QPointF(x0, y0), QPointF(x1, y1)), image, QRectF(c0, r0, c1 - c0, r1 - r0))
+                self._grid_marks(p, data, view, transform)
+                return
+            sheet = self._sheet = GridSheet.draw(
+                image, cells, view, transform, dpr, scale,
+                lambda painter, wide, moved: self._grid_marks(painter, data, wide, moved))
+        sheet.blit(p, x0, y0, x1, y1, dx, dy)
+
 
     def _sparse_marks(self, p: QPainter, data: TimelineData, lo: int, hi: int, view: QRectF, sx: float,
                       sy: float, dx: float, dy: float) -> None:
         """Over the grid: failure markers and live edges, for those few lanes only (not every lane)."""
         lane_px = max(abs(sy), 1.0)
-        for which, draw in ((self._failed_bar, self._markers), (self._open if self.live else None, None)):
+        for which, draw in ((self._failed_lanes, self._markers), (self._open_lanes if self.live else None, None)):
             if which is None:
                 continue
-            lanes = np.flatnonzero(which[lo:hi]) + lo
+            lanes = which[slice(*np.searchsorted(which, (lo, hi)))]  # not a scan of every lane per frame
             lanes = lanes[(self._ends[lanes] >= view.left()) & (data.start[lanes] <= view.right())]
             if not len(lanes):
                 continue
