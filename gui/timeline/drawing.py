@@ -245,9 +245,10 @@ def span_tooltip(data: TimelineData, lane: int, now: float, folded: int = 0) -> 
     return shown_tooltip(*lines)  # every line is already one_line'd (visible)
 
 
-def header_text(run: rm.Run, data: TimelineData) -> str:
-    """The run in one line: title, status, spans, failures, open spans, tokens and cost."""
-    errors, running = int((data.status == ERROR).sum()), int(data.open.sum())
+def header_text(run: rm.Run, data: TimelineData, counts: tuple[int, int] | None = None) -> str:
+    """The run in one line: title, status, spans, failures, open spans, tokens and cost. `counts`
+    (failed, open) as kept by `SpanCounts`; counted over every span when not given."""
+    errors, running = counts if counts is not None else (int((data.status == ERROR).sum()), int(data.open.sum()))
     usage = run.usage
     spans = f"{len(data):,} spans" if data.complete else f"{len(data):,} of {data.total:,} spans (loading the rest…)"
     parts = [one_line(run.title), one_line(run.status, 40), spans]

@@ -7,7 +7,6 @@ reveal a selection) and turns mouse and keys into selections and zooms.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from agentdesk.gui.timeline.axes import MIN_LABEL_LANE_PX, LaneAxis, waterfall_plot
 from agentdesk.gui.timeline.details import SpanDetails
-from agentdesk.gui.timeline.drawing import colour_axes, legend, one_line, set_background, span_tooltip
+from agentdesk.gui.timeline.drawing import colour_axes, header_text, legend, set_background, span_tooltip
 from agentdesk.gui.timeline.findbar import FindBar
 from agentdesk.gui.timeline.minimap import Minimap
 from agentdesk.gui.timeline.path_panel import PathPanel
@@ -35,7 +34,8 @@ from agentdesk.gui.timeline.span_item import SpanItem
 from agentdesk.gui.timeline.tokens import RIGHT_AXIS_WIDTH, TokensPlot
 from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
-from agentdesk.model.timeline.data import ERROR, TimelineData
+from agentdesk.model.timeline.counts import SpanCounts
+from agentdesk.model.timeline.data import TimelineData
 from agentdesk.model.timeline.feed import TimelineFeed
 from agentdesk.model.timeline.rows import Rows
 from agentdesk.model.timeline.tools import Matches, PathLanes, find, path_of
@@ -48,75 +48,6 @@ COMPACT_PX = 1000
 LABELS_PX, COMPACT_LABELS_PX = 190, 130
 TICK_MS = 200
 FIT_LANE_PX = 24
-RECOUNT_OVER = 4096
-"""More changed spans than this at once: the header's counts are taken again over the whole run."""
-
-
-class SpanCounts:
-    """Failed and open spans of the layout shown, for the header, kept up by the spans that changed.
-
-    Counting them over a million spans (two passes, ~1.5 ms) on every live refresh was most of the
-    header's cost on the GUI thread. A full count (a load) keeps the flags it counted; a refresh
-    then takes each changed span's flags as they were (from the last refresh that changed it, or
-    from that count) away and adds them as they are now. The flags of a layout changed in place
-    are gone once it changed, so the full count keeps copies.
-    """
-
-    def __init__(self) -> None:
-        self.data: TimelineData | None = None
-        """The layout the counts are for."""
-        self.errors = self.open = 0
-        self._base: TimelineData | None = None
-        self._base_error = self._base_open = np.zeros(0, dtype=bool)
-        self._seen: dict[str, tuple[bool, bool]] = {}
-        """(failed, open) of each span changed since the full count, as last counted."""
-
-    def count(self, data: TimelineData) -> None:
-        """Count over the whole layout (a load, or too many changes at once)."""
-        self._base_error, self._base_open = data.status == ERROR, data.open
-        self.errors, self.open = int(np.count_nonzero(self._base_error)), int(np.count_nonzero(self._base_open))
-        self.data, self._base, self._seen = data, data, {}
-
-    def changed(self, data: TimelineData, span_ids: frozenset[str] | None) -> None:
-        """`data` is the layout after these spans changed (None: any may have): counts for it."""
-        if self.data is None or span_ids is None or len(span_ids) > RECOUNT_OVER or self._base is None:
-            self.count(data)
-            return
-        base, seen = self._base, self._seen
-        errors, running = self.errors, self.open
-        for span_id in span_ids:
-            lane = data.lane_of.get(span_id, -1)
-            was = seen.get(span_id)
-            if was is None:
-                old = base.lane_of.get(span_id, -1)
-                was = (bool(self._base_error[old]), bool(self._base_open[old])) if old >= 0 else (False, False)
-            if lane < 0:
-                if was != (False, False):  # a span counted is gone (a reload normally): count again
-                    self.count(data)
-                    return
-                continue
-            now = (bool(data.status[lane] == ERROR), bool(math.isnan(data.end[lane])))
-            errors += now[0] - was[0]
-            running += now[1] - was[1]
-            seen[span_id] = now
-        self.data, self.errors, self.open = data, errors, running
-
-
-def header_line(run: rm.Run, data: TimelineData, errors: int, running: int) -> str:
-    """The run in one line: title, status, spans, failures, open spans, tokens and cost
-    (`drawing.header_text`, from counts kept by `SpanCounts` rather than taken over every span)."""
-    usage = run.usage
-    spans = f"{len(data):,} spans" if data.complete else f"{len(data):,} of {data.total:,} spans (loading the rest…)"
-    parts = [one_line(run.title), one_line(run.status, 40), spans]
-    parts += [f"{errors:,} failed"] if errors else []
-    parts += [f"{running:,} open"] if running else []
-    if usage.total_tokens or usage.cost_usd:
-        parts += [f"{usage.input_tokens:,} in / {usage.output_tokens:,} out tokens", f"${usage.cost_usd:,.4f}"]
-    else:  # say it is absent rather than show a zero that looks measured
-        parts += ["no token or cost data"]
-    return " · ".join(parts)
-
-
 class TimelinePanel(QWidget):
     span_selected = Signal(str)
     """A span the operator clicked (not emitted by `select_span`)."""
@@ -688,7 +619,7 @@ class TimelinePanel(QWidget):
             return
         if self.counts.data is not data:
             self.counts.count(data)
-        text = header_line(run, data, self.counts.errors, self.counts.open)
+        text = header_text(run, data, (self.counts.errors, self.counts.open))
         if self.path_on and self.path is not None:
             text += " · " + self.path.summary()
         elif self.path_on:

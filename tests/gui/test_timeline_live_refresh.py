@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 import agentdesk.model.timeline.feed as feed
 from agentdesk.gui.timeline.drawing import header_text
 from agentdesk.gui.timeline.minimap import HEIGHT_PX, Minimap
-from agentdesk.gui.timeline.panel import LABELS_PX, SpanCounts, TimelinePanel, header_line
+from agentdesk.gui.timeline.panel import LABELS_PX, TimelinePanel
 from agentdesk.gui.timeline.tokens import TokensPlot, _samples, extends
 from agentdesk.model.services import Services
+from agentdesk.model.timeline.counts import SpanCounts
 from agentdesk.model.timeline.data import ERROR, TimelineData, TokenSeries, step_samples
 from agentdesk.model.timeline.overview import Overview, overview
 from agentdesk.model.timeline.rows import Rows
@@ -160,7 +161,7 @@ def test_the_header_line_is_the_header_text() -> None:
         run = cast(rm.Run, SimpleNamespace(title="A run\nwith two lines", status="running", usage=usage))
         counts = SpanCounts()
         counts.count(data)
-        assert header_line(run, data, counts.errors, counts.open) == header_text(run, data)
+        assert header_text(run, data, (counts.errors, counts.open)) == header_text(run, data)
         assert "2 failed" in header_text(run, data) and "1 open" in header_text(run, data)
 
 
