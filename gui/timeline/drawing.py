@@ -250,7 +250,7 @@ def header_text(run: rm.Run, data: TimelineData, counts: tuple[int, int] | None 
     (failed, open) as kept by `SpanCounts`; counted over every span when not given."""
     errors, running = counts if counts is not None else (int((data.status == ERROR).sum()), int(data.open.sum()))
     usage = run.usage
-    spans = f"{len(data):,} spans" if data.complete else f"{len(data):,} of {data.total:,} spans (loading the rest…)"
+    spans = f"{len(data):,} spans" if data.complete else f"first {len(data):,} spans (loading the rest…)"
     parts = [one_line(run.title), one_line(run.status, 40), spans]
     parts += [f"{errors:,} failed"] if errors else []
     parts += [f"{running:,} open"] if running else []

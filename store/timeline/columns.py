@@ -24,8 +24,9 @@ _DTYPES = (np.float64, np.float64, np.int64, np.int64, np.float64)
 class SpanColumns:
     """Span columns in start order; times are seconds since the epoch, `end` NaN while open.
 
-    `total` is how many spans the run has: more than `len(self)` when only the
-    first spans were asked for.
+    `total` is how many spans the run has, or with only the first spans asked for a lower bound:
+    more than `len(self)` when the run has more (counting them all waits on the whole index, a
+    second from a cold cache at a million spans; the whole read counts them anyway).
     """
 
     ids: Sequence[str]

@@ -67,7 +67,7 @@ def _native(source: NativeSource, run_id: str, first: int | None) -> SpanColumns
         raw, factory = _bytes_cursor(session)
         cursor = raw.cursor()
         try:
-            extent = _extent(cursor, run_id, ranged=first is None)
+            extent = _extent(cursor, run_id, first)
             prefetch = first is None and extent.total >= PREFETCH_OVER
             packed = _packed(cursor, run_id, first, extent, prefetch=prefetch)
         finally:
@@ -82,7 +82,9 @@ def _rows(session: Any, run_id: str, first: int | None) -> SpanColumns:
     raw, factory = _bytes_cursor(session)
     cursor = raw.cursor()
     try:
-        total = int(cursor.execute("SELECT count(*) FROM spans WHERE run_id = ?", (run_id,)).fetchone()[0])
+        total = int(cursor.execute("SELECT count(*) FROM (SELECT 1 FROM spans WHERE run_id = ?"
+                                   f"{'' if first is None else ' LIMIT ' + str(int(first) + 1)})",
+                                   (run_id,)).fetchone()[0])  # a lower bound with `first` (see `_extent`)
         # `spans_by_run` (run_id, started_at, and the rowid every index ends with) yields the rows
         # in this order: no sort step, and the same order for both passes of one transaction
         order = f" FROM spans WHERE run_id = ? ORDER BY started_at, rowid{limit}"

@@ -125,7 +125,8 @@ def test_a_big_run_shows_its_first_spans_then_all_of_them(services: Services, wo
     feed.changed.connect(lambda first, ids: seen.append((len(feed.data or ()), feed.data.total if feed.data else 0)))
     feed.show(world.run_id)
     qtbot.waitUntil(lambda: feed.complete, timeout=5000)
-    assert seen[0] == (2, 5) and seen[-1] == (5, 5)
+    # the first spans know only that there are more (a count of all would wait on the whole index)
+    assert seen[0] == (2, 3) and seen[-1] == (5, 5)
 
 
 def lanes_table(n: int) -> SpanTable:
