@@ -145,14 +145,9 @@ def test_laid_out_labels_follow_a_font_change_and_elide_as_qt_does(qtbot) -> Non
 
 
 def test_zoomed_out_lane_column_is_redrawn_only_when_its_count_changes(services, world, qtbot) -> None:  # type: ignore[no-untyped-def]
-    from agentdesk.gui.timeline.panel import TimelinePanel
+    from tests.gui.timeline_helpers import panel_showing
 
-    panel = TimelinePanel(services)
-    qtbot.addWidget(panel)
-    panel.resize(1200, 700)
-    panel.show()
-    panel.show_run(world.run_id)
-    qtbot.waitUntil(lambda: panel.data is not None and len(panel.data) == 5, timeout=5000)
+    panel = panel_showing(services, world.run_id, qtbot)
     panel._tick_timer.stop()
     panel.view.setLimits(yMin=None, yMax=None, minYRange=None)  # five rows zoomed out as a big run's
     panel.show_window(0.0, 10.0, 0.0, 400.0)  # rows a pixel tall: the column shows the summary

@@ -6,15 +6,11 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsTextItem
 
 from agentdesk.gui.timeline.panel import TimelinePanel
+from tests.gui.timeline_helpers import panel_showing
 
 
 def opened(services, world, qtbot) -> TimelinePanel:  # type: ignore[no-untyped-def]
-    panel = TimelinePanel(services)
-    qtbot.addWidget(panel)
-    panel.resize(1200, 700)
-    panel.show()
-    panel.show_run(world.run_id)
-    qtbot.waitUntil(lambda: panel.data is not None and len(panel.data) == 5, timeout=5000)
+    panel = panel_showing(services, world.run_id, qtbot)
     panel._tick_timer.stop()
     panel.view.setLimits(yMin=None, yMax=None, minYRange=None)
     return panel

@@ -10,22 +10,14 @@ from agentdesk.gui.timeline.span_item import SpanItem
 from agentdesk.model.timeline.data import ERROR, TimelineData
 from agentdesk.model.timeline.overview import overview
 from tests.gui.test_timeline_tools import lanes_table
+from tests.gui.timeline_helpers import waterfall
 
 DATA = TimelineData.from_table(lanes_table(20_000), t0=0.0)
 DATA.status[::97] = ERROR  # failure markers over the grid: they are in the sheet too
 
 
 def _plot(qtbot) -> tuple[pg.PlotWidget, SpanItem]:  # type: ignore[no-untyped-def]
-    plot = pg.PlotWidget()
-    qtbot.addWidget(plot)
-    plot.resize(800, 500)
-    plot.getPlotItem().vb.invertY(True)
-    item = SpanItem()
-    plot.addItem(item)
-    item.set_data(DATA, float(len(DATA)))
-    item.set_overview(overview(DATA, float(len(DATA))))
-    plot.getPlotItem().vb.setRange(xRange=(0, len(DATA)), yRange=(0, len(DATA)), padding=0)
-    plot.show()
+    plot, item = waterfall(DATA, qtbot)
     plot.grab()
     return plot, item
 

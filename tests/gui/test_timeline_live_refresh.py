@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import agentdesk.model.timeline.feed as feed
 from agentdesk.gui.timeline.drawing import header_text
 from agentdesk.gui.timeline.minimap import HEIGHT_PX, Minimap
-from agentdesk.gui.timeline.panel import LABELS_PX, TimelinePanel
+from agentdesk.gui.timeline.panel import LABELS_PX
 from agentdesk.gui.timeline.tokens import TokensPlot, _samples, extends
 from agentdesk.model.services import Services
 from agentdesk.model.timeline.counts import SpanCounts
@@ -28,6 +28,7 @@ from agentdesk.store import readmodel as rm
 from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.source import SpanTable
+from tests.gui.timeline_helpers import panel_showing
 from tests.test_timeline_incremental import _table, live_runs
 
 from .conftest import World
@@ -198,12 +199,7 @@ def test_a_live_panel_shows_what_a_full_set_shows(services: Services, world: Wor
     """Spans started and finished while the panel shows the run: after each refresh the header is
     the one counted over the whole layout, and the tokens plot draws what it draws given a copy of
     the series afresh."""
-    panel = TimelinePanel(services)
-    qtbot.addWidget(panel)
-    panel.resize(1200, 700)
-    panel.show()
-    panel.show_run(world.run_id)
-    qtbot.waitUntil(lambda: panel.data is not None and len(panel.data) == 5, timeout=5000)
+    panel = panel_showing(services, world.run_id, qtbot)
     source = services.source
     assert isinstance(source, NativeSource)
     runtime = AgentRuntime(source.store)

@@ -8,11 +8,9 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
 
 from agentdesk.gui.timeline.panel import TimelinePanel
-from agentdesk.gui.timeline.span_item import SpanItem
 from agentdesk.model.services import Services
 from agentdesk.model.timeline import feed as feed_module
 from agentdesk.model.timeline.data import TimelineData
-from agentdesk.model.timeline.overview import overview
 from agentdesk.store.source import SpanTable
 
 from .conftest import World
@@ -140,19 +138,10 @@ def lanes_table(n: int) -> SpanTable:
 
 def test_zoomed_out_the_waterfall_draws_the_overview_grid_and_still_shows_every_row(
         qtbot) -> None:  # type: ignore[no-untyped-def]
-    import pyqtgraph as pg
+    from tests.gui.timeline_helpers import waterfall
 
     data = TimelineData.from_table(lanes_table(20_000), t0=0.0)
-    plot = pg.PlotWidget()
-    qtbot.addWidget(plot)
-    plot.resize(800, 500)
-    plot.getPlotItem().vb.invertY(True)
-    item = SpanItem()
-    plot.addItem(item)
-    item.set_data(data, float(len(data)))
-    item.set_overview(overview(data, float(len(data))))
-    plot.getPlotItem().vb.setRange(xRange=(0, len(data)), yRange=(0, len(data)), padding=0)
-    plot.show()
+    plot, item = waterfall(data, qtbot)
     image = plot.grab().toImage()
     assert item._grids, "zoomed out, the grid is drawn"
     tool = QColor("#000000")
