@@ -2,7 +2,7 @@
 
 The layers live in the repository's top-level folders and are reached through this package:
 `agentdesk.store` (no Qt), `agentdesk.model` (Qt models), `agentdesk.gui` (widgets and the Qt-free CLI
-in `agentdesk.gui.cli`), `agentdesk.resources`.
+in `agentdesk.cli`), `agentdesk.resources`.
 """
 
 __version__ = "0.1.0"

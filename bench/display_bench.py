@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sqlalchemy import update
 
-from agentdesk.store import schema as sc
-from agentdesk.store.native import NativeSource
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence import schema as sc
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.text.arguments import inspect
 from agentdesk.store.text.render import render

@@ -4,7 +4,7 @@
 
 The store is rebuilt every time (`populate_bulk`, ~4 s) in a temporary
 directory; nothing is cached between invocations. Each window runs in a fresh
-child process (`bench/gui_bench_child.py`, which runs `agentdesk.gui.cli.main` — what the
+child process (`bench/gui_bench_child.py`, which runs `agentdesk.cli.main` — what the
 `agentdesk` console script runs — with a probe that prints timestamps) with its
 own empty settings directory (only the operator's name is set, so the first-run
 name dialog does not open). Offscreen Qt unless QT_QPA_PLATFORM is set.
@@ -100,7 +100,7 @@ class Built:
 
 
 def build_store(folder: Path) -> Built:
-    from agentdesk.store.database import open_store
+    from agentdesk.store.persistence.database import open_store
     from agentdesk.store.sim.generator import populate_bulk
 
     path = folder / "gui-bench.sqlite"
@@ -165,7 +165,7 @@ def verdict(ok: bool) -> str:
 def part_launch(built: Built, count: int) -> tuple[list[Launch], list[str]]:
     print(f"\n1. Launch → first painted window ({count} launches, `agentdesk --store … gui`)")
     runs = [launch(built, "paint") for _ in range(count)]
-    for label, event in (("interpreter up", "started"), ("agentdesk.gui.cli imported", "imported"),
+    for label, event in (("interpreter up", "started"), ("agentdesk.cli imported", "imported"),
                          ("MainWindow shown", "window_shown"), ("first Paint on MainWindow", "window_paint"),
                          ("first frame complete", "window_frame_done")):
         print(f"   {label:28s} {summary((r.at_ms(event) for r in runs), 's')}")

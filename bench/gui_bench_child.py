@@ -2,7 +2,7 @@
 
     gui_bench_child.py MODE CYCLES -- [agentdesk arguments, e.g. --store PATH gui --select RUN_ID]
 
-Runs exactly what the `agentdesk` console script runs (`agentdesk.gui.cli.main` with the
+Runs exactly what the `agentdesk` console script runs (`agentdesk.cli.main` with the
 given arguments). The only addition is made before that: the QApplication that
 `run_gui` would create (same arguments) is created first so that an
 application event filter can spot the main window when it is shown; from then on
@@ -57,8 +57,8 @@ def memory() -> dict[str, float]:
 
 
 emit("started", at=STARTED)
-from agentdesk.gui.cli.main import main as cli_main  # noqa: E402, I001  (first, as the console script does)
-from agentdesk.model.timeline.rows import spans_in  # noqa: E402  (rows stand for the spans collapsed into them)
+from agentdesk.cli.main import main as cli_main  # noqa: E402, I001  (first, as the console script does)
+from agentdesk.store.analysis.layout.rows import spans_in  # noqa: E402  (rows stand for the spans collapsed into them)
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402

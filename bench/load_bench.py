@@ -40,14 +40,14 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from agentdesk.store.bus import Change
-from agentdesk.store.commands import decide
-from agentdesk.store.database import open_store
+from agentdesk.store.approvals.commands import decide
+from agentdesk.store.changes.bus import Change
+from agentdesk.store.changes.watcher import ChangeWatcher
 from agentdesk.store.errors import Conflict, StoreError
-from agentdesk.store.retry import observe_lock_waits
+from agentdesk.store.persistence.database import open_store
+from agentdesk.store.persistence.retry import observe_lock_waits
+from agentdesk.store.persistence.schema import ApprovalRow, ChangeRow
 from agentdesk.store.runtime import AgentRuntime
-from agentdesk.store.schema import ApprovalRow, ChangeRow
-from agentdesk.store.watcher import ChangeWatcher
 
 DECISION_P99_TARGET_MS = 100.0
 DECIDE_EVERY_S = 0.1
@@ -250,7 +250,7 @@ def otlp_file(path: Path, spans: int, per_trace: int = IMPORT_TRACE_SPANS) -> Pa
 
 
 def import_process(url: str, path: str, out: Connection) -> None:
-    from agentdesk.store.otel.importer import import_files
+    from agentdesk.store.ingest.importer import import_files
 
     store = open_store(url)
     out.recv()
@@ -316,7 +316,7 @@ def postgres_backend(choice: str) -> tuple[Backend | None, str]:
     root = Path(__file__).resolve().parent.parent
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    from agentdesk.store.postgres.engine import libpq_url
+    from agentdesk.store.persistence.postgres.engine import libpq_url
 
     stops: list[Any] = []
     url = choice if choice != "auto" else os.environ.get("AGENTDESK_TEST_PG", "")

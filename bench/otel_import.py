@@ -163,7 +163,7 @@ def import_once(path: Path, spans: int) -> tuple[float, float, float]:
     with tempfile.TemporaryDirectory(prefix="agentdesk-bench-otel-") as folder, \
             tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         store = Path(folder) / "bench.sqlite"  # removed afterwards: a 100,000-span store is ~300 MB
-        child = subprocess.Popen([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store), "import",
+        child = subprocess.Popen([sys.executable, "-m", "agentdesk.cli", "--store", str(store), "import",
                                   str(path), "--quiet"], env=env, stdout=out, stderr=err, text=True)
         _, status, usage = os.wait4(child.pid, 0)  # this child's own peak RSS and CPU, nobody else's
         elapsed = time.perf_counter() - began

@@ -35,10 +35,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentdesk.store.bus import Change
-from agentdesk.store.database import open_store
+from agentdesk.store.changes.bus import Change
 from agentdesk.store.errors import AlreadyDecided, StoreUnavailable
-from agentdesk.store.native import NativeSource
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import open_store
 from agentdesk.store.runtime import AgentRuntime
 
 P99_TARGET_MS = 20.0
@@ -156,7 +156,7 @@ def idle_cpu(url: str, seconds: float = 5.0) -> float:
 def fresh_pg(base_url: str, name: str) -> str:
     import psycopg
 
-    from agentdesk.store.postgres.engine import libpq_url
+    from agentdesk.store.persistence.postgres.engine import libpq_url
     with psycopg.connect(libpq_url(base_url), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')

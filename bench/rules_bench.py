@@ -22,9 +22,9 @@ from pathlib import Path
 
 from sqlalchemy import insert
 
-from agentdesk.store import schema as sc
-from agentdesk.store.database import open_store
 from agentdesk.store.ids import new_id
+from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.database import open_store
 from agentdesk.store.rules.commands import add_rule
 from agentdesk.store.rules.dryrun import dry_run
 from agentdesk.store.rules.model import Effect, Rule, parse_matcher

@@ -1,4 +1,4 @@
-"""Cold start to the first painted window: the PyInstaller bundle against `python -m agentdesk.gui.cli`.
+"""Cold start to the first painted window: the PyInstaller bundle against `python -m agentdesk.cli`.
 
 Each start is a new process on the same small store; the window quits at its first paint
 (AGENTDESK_QUIT_AFTER_FIRST_PAINT). Uses the offscreen platform unless DISPLAY is set. Target: the
@@ -49,10 +49,10 @@ def main() -> int:
     (home / "config" / "agentdesk.ini").write_text("[operator]\nname=bench\n")
     source_env = {**env, "PYTHONPATH": str(REPO), "PYTHONPYCACHEPREFIX": str(home / "pycache")}
     source_env.pop("PYTHONDONTWRITEBYTECODE", None)
-    start([sys.executable, "-m", "agentdesk.gui.cli", "--store", store, "gui"], source_env)  # warms the cache
+    start([sys.executable, "-m", "agentdesk.cli", "--store", store, "gui"], source_env)  # warms the cache
     figures = {}
     for name, command, run_env in (("bundle", [str(BUNDLE)], env),
-                                   ("python -m", [sys.executable, "-m", "agentdesk.gui.cli"], source_env)):
+                                   ("python -m", [sys.executable, "-m", "agentdesk.cli"], source_env)):
         times = [start([*command, "--store", store, "gui"], run_env) for _ in range(RUNS)]
         figures[name] = statistics.median(times)
         print(f"{name:>10}: median {figures[name]:.2f} s to first paint (runs: "

@@ -74,7 +74,7 @@ def p95(values: list[float]) -> float:
 # -- store --------------------------------------------------------------------------------------------
 def build(spans: int, path: str) -> dict[str, Any]:
     """Child process: a store with one run of `spans` spans among a few small ones."""
-    from agentdesk.store.database import open_store
+    from agentdesk.store.persistence.database import open_store
     from agentdesk.store.sim.generator import populate_bulk
 
     store = open_store(path)
@@ -117,7 +117,7 @@ class Meter:
         from agentdesk.gui.shared.theme import apply_theme
         from agentdesk.gui.timeline.panel import TimelinePanel
         from agentdesk.model.services import Services
-        from agentdesk.store.native import NativeSource
+        from agentdesk.store.native.source import NativeSource
 
         self.app = QApplication.instance() or QApplication([])
         apply_theme(self.app, "light")
@@ -315,7 +315,7 @@ class Meter:
 
     def stages(self) -> dict[str, float]:
         """The store read and the layout of the whole run, timed alone (see the module docstring)."""
-        from agentdesk.model.timeline.data import TimelineData
+        from agentdesk.store.analysis.layout.data import TimelineData
         from agentdesk.store.timeline.read import span_columns
 
         out: dict[str, float] = {}

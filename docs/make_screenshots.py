@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agentdesk.store.database import open_store  # noqa: E402
-from agentdesk.store.native import NativeSource  # noqa: E402
+from agentdesk.store.native.source import NativeSource  # noqa: E402
+from agentdesk.store.persistence.database import open_store  # noqa: E402
 from agentdesk.store.sim.player import Simulator  # noqa: E402
 
 
@@ -59,7 +59,7 @@ def compact_some(source: NativeSource) -> str:
 
 
 def shoot(store: Path, out: Path, view: str, theme: str = "light", select: str | None = None) -> None:
-    args = [sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store), "gui", "--screenshot", str(out),
+    args = [sys.executable, "-m", "agentdesk.cli", "--store", str(store), "gui", "--screenshot", str(out),
             "--view", view, "--theme", theme]
     if select:
         args += ["--select", select]

@@ -2,7 +2,7 @@
 
 import sys
 
-from agentdesk.gui.cli.main import main
+from agentdesk.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.store.database import Store, open_store
-from agentdesk.store.native import NativeSource
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.runtime import AgentRuntime
 
 PG_MODULES = frozenset({"test_store_commands", "test_store_runtime", "test_bus", "test_cli",
@@ -65,7 +65,7 @@ class PgCluster:
     def admin(self) -> object:
         import psycopg
 
-        from agentdesk.store.postgres.engine import libpq_url
+        from agentdesk.store.persistence.postgres.engine import libpq_url
         return psycopg.connect(libpq_url(self.url), autocommit=True)
 
     def prepare(self) -> None:
@@ -127,7 +127,7 @@ def pg_cluster() -> Iterator[PgCluster]:
 
 @pytest.fixture(autouse=True)
 def audit_config_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Audit keys and anchors (store/keys.py) go to a folder of each test's own, never the user's."""
+    """Audit keys and anchors (store/audit/keys.py) go to a folder of each test's own, never the user's."""
     folder = tmp_path_factory.mktemp("config")
     monkeypatch.setenv("AGENTDESK_CONFIG_DIR", str(folder))
     return folder
@@ -184,7 +184,7 @@ class RawConnection:
         if self.postgres:
             import psycopg
 
-            from agentdesk.store.postgres.engine import libpq_url
+            from agentdesk.store.persistence.postgres.engine import libpq_url
             self._conn: object = psycopg.connect(libpq_url(str(path)))
         else:
             self._conn = sqlite3.connect(path)
@@ -209,7 +209,7 @@ def _dump_postgres(url: str) -> list[str]:
     """Every row of every table in a stable order (PostgreSQL has no iterdump)."""
     from sqlalchemy import create_engine, inspect, text
 
-    from agentdesk.store.postgres.engine import normalise
+    from agentdesk.store.persistence.postgres.engine import normalise
     engine = create_engine(normalise(url))
     try:
         lines: list[str] = []

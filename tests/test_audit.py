@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentdesk.store.audit import GENESIS, ChainReport, record_hash, verify_chain
-from agentdesk.store.database import Store
-from agentdesk.store.native import NativeSource
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import World, raw_connect
 
@@ -79,7 +79,7 @@ def test_a_deleted_record_is_reported(store: Store, world: World, store_path: Pa
 
 
 def test_the_chain_continues_across_store_handles(store: Store, store_path: Path, world: World) -> None:
-    from agentdesk.store.database import open_store
+    from agentdesk.store.persistence.database import open_store
 
     other = open_store(str(store_path))
     try:

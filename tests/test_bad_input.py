@@ -1,6 +1,6 @@
 """Bad input through the real command line: exact exit code, one sentence, and the store untouched.
 
-Every case runs `python -m agentdesk.gui.cli` in a subprocess, as an operator or a script
+Every case runs `python -m agentdesk.cli` in a subprocess, as an operator or a script
 would. "Untouched" is checked on the bytes: the store is closed first (its last
 connection checkpoints and removes the WAL), so the main file holds everything,
 and afterwards the main file must hash the same and any WAL must hold no frames.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.store.database import Store
+from agentdesk.store.persistence.database import Store
 from tests.conftest import World
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ PR_CAPBSET_DROP, CAP_DAC_OVERRIDE = 24, 1
 def agentdesk(*args: str, stdin: str | None = None, preexec: Callable[[], None] | None = None,
               timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, AGENTDESK_STORE=str(REPO / "no-such-default-store.sqlite"))
-    return subprocess.run([sys.executable, "-m", "agentdesk.gui.cli", *args], input=stdin, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "agentdesk.cli", *args], input=stdin, capture_output=True,
                           text=True,
                           cwd=REPO, env=env, timeout=timeout, preexec_fn=preexec)
 
@@ -39,7 +39,7 @@ def agentdesk(*args: str, stdin: str | None = None, preexec: Callable[[], None] 
 def agentdesk_all(*commands: list[str]) -> list[subprocess.CompletedProcess[str]]:
     """Several independent invocations at once (each its own process), to keep the suite quick."""
     env = dict(os.environ, AGENTDESK_STORE=str(REPO / "no-such-default-store.sqlite"))
-    procs = [(argv, subprocess.Popen([sys.executable, "-m", "agentdesk.gui.cli", *argv], stdout=subprocess.PIPE,
+    procs = [(argv, subprocess.Popen([sys.executable, "-m", "agentdesk.cli", *argv], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, cwd=REPO, env=env))
              for argv in commands]
     results = []
@@ -242,7 +242,7 @@ def test_processes_deciding_the_same_approval_at_once(store_path: Path, closed: 
     procs = []
     for verb, actor in deciders:
         extra = ["--reason", f"{actor} says no"] if verb == "deny" else []
-        procs.append(subprocess.Popen([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store_path), verb,
+        procs.append(subprocess.Popen([sys.executable, "-m", "agentdesk.cli", "--store", str(store_path), verb,
                                        closed.approval, "--actor", actor, *extra], cwd=REPO, env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = [(p.wait(timeout=60), *p.communicate()) for p in procs]

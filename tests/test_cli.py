@@ -21,9 +21,9 @@ from typing import cast
 import pytest
 from sqlalchemy import text
 
-import agentdesk.gui.cli.main as cli
-from agentdesk.store.database import Store, head_revision, open_store
-from agentdesk.store.native import NativeSource
+import agentdesk.cli.main as cli
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store, head_revision, open_store
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.sim.player import Simulator
 from tests.conftest import World, dump
@@ -54,7 +54,7 @@ def mixed(store: Store, world: World, rt: AgentRuntime) -> dict[str, str]:
 
 
 def test_importing_the_cli_imports_no_qt() -> None:
-    code = ("import sys, agentdesk.gui.cli.main; bad = [m for m in sys.modules if m.split('.')[0] in "
+    code = ("import sys, agentdesk.cli.main; bad = [m for m in sys.modules if m.split('.')[0] in "
             "('PySide6', 'shiboken6', 'qasync', 'pyqtgraph') or m.startswith('agentdesk.model')]; print(bad)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                             timeout=60)
@@ -179,7 +179,7 @@ def test_watch_follows_another_process_and_stops_on_ctrl_c(store_path: Path, sto
     """A second process prints our commits as they land; Ctrl-C ends it with exit 0."""
     with store.reading() as session:
         start = int(session.execute(text("SELECT max(seq) FROM change_log")).scalar_one())
-    proc = subprocess.Popen([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store_path), "watch", "--json",
+    proc = subprocess.Popen([sys.executable, "-m", "agentdesk.cli", "--store", str(store_path), "watch", "--json",
                              "--since", str(start)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
@@ -225,7 +225,7 @@ def test_simulate_writes_live_runs(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_simulate_stops_cleanly_on_ctrl_c_or_sigterm(tmp_path: Path, stop_signal: int) -> None:
     """Interrupted mid-run, the agents still close what they had open: nothing is left looking live."""
     path = tmp_path / "sim.sqlite"
-    command = [sys.executable, "-m", "agentdesk.gui.cli", "--store", str(path), "simulate", "--agents", "1",
+    command = [sys.executable, "-m", "agentdesk.cli", "--store", str(path), "simulate", "--agents", "1",
                "--speed", "2"]
     proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from agentdesk import __version__
-from agentdesk.gui.cli import display
-from agentdesk.gui.cli import main as cli
-from agentdesk.gui.cli import output as out
-from agentdesk.gui.cli.parser import build_parser
-from agentdesk.store.bus import Change, ChangeOp
-from agentdesk.store.database import Store
+from agentdesk.cli import display
+from agentdesk.cli import main as cli
+from agentdesk.cli import output as out
+from agentdesk.cli.parser import build_parser
+from agentdesk.store.changes.bus import Change, ChangeOp
+from agentdesk.store.persistence.database import Store
 from tests.conftest import World
 
 

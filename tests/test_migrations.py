@@ -10,10 +10,10 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from agentdesk.store.database import alembic_config, head_revision, open_store
 from agentdesk.store.errors import StoreUnavailable
+from agentdesk.store.persistence.database import alembic_config, head_revision, open_store
+from agentdesk.store.persistence.schema import Base
 from agentdesk.store.runtime import AgentRuntime
-from agentdesk.store.schema import Base
 from agentdesk.store.search import fts
 
 
@@ -147,7 +147,7 @@ def test_the_head_read_from_the_files_as_text_is_alembics_head() -> None:
     """Opening a store at head no longer imports alembic (start-up time): its shortcut must agree with it."""
     from alembic.script import ScriptDirectory
 
-    from agentdesk.store import database
+    from agentdesk.store.persistence import database
 
     scripts = ScriptDirectory.from_config(alembic_config())
     assert database._revision_parents() is not None  # the shortcut applies to today's files

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from agentdesk.store import schema as sc
-from agentdesk.store.database import Store, open_store
 from agentdesk.store.errors import Expired
-from agentdesk.store.native import NativeSource
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.sim.content import ContentGenerator
 from agentdesk.store.sim.generator import populate_bulk
 from agentdesk.store.sim.player import SimEvent, Simulator

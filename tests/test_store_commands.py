@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.store.database import Store
 from agentdesk.store.errors import (
     AlreadyDecided,
     Conflict,
@@ -26,7 +25,8 @@ from agentdesk.store.errors import (
     StaleRevision,
     StoreError,
 )
-from agentdesk.store.native import NativeSource
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.validation import payload_hash
 from tests.conftest import World, dump
@@ -132,7 +132,7 @@ def test_unknown_approval_is_not_found(source: NativeSource, store_path: Path) -
 
 def test_decision_updates_the_tool_call(source: NativeSource, store: Store, world: World) -> None:
     source.decide(world.approval, approve=True, actor="alice")
-    from agentdesk.store.schema import ToolCallRow
+    from agentdesk.store.persistence.schema import ToolCallRow
     with store.reading() as s:
         call = s.get(ToolCallRow, source.approval(world.approval).tool_call_id)
         assert call is not None and call.status == "approved"

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from agentdesk.model.timeline.data import (
+from agentdesk.store.analysis.layout.data import (
     ERROR,
     KIND_CODES,
     RUNNING,
@@ -219,7 +219,7 @@ def random_forest(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndar
 
 @pytest.mark.parametrize("seed", range(8))
 def test_the_array_preorder_is_the_iterative_walk(seed: int) -> None:
-    from agentdesk.model.timeline.data import preorder
+    from agentdesk.store.analysis.layout.data import preorder
 
     parent, start = random_forest(np.random.default_rng(seed), 400)
     order, used, depth = preorder(parent, start)
@@ -229,7 +229,7 @@ def test_the_array_preorder_is_the_iterative_walk(seed: int) -> None:
 
 
 def test_a_parent_cycle_falls_back_to_the_walk_that_cuts_it() -> None:
-    from agentdesk.model.timeline.data import bounded_depths, preorder
+    from agentdesk.store.analysis.layout.data import bounded_depths, preorder
 
     parent = np.array([-1, 2, 1, 0], dtype=np.int64)  # 1 and 2 are each other's parent
     assert bounded_depths(parent) is None
@@ -285,8 +285,8 @@ def test_a_span_whose_parent_arrives_later_is_attached_when_it_does() -> None:
 
 
 def test_the_overview_grid_marks_the_kinds_each_cell_holds() -> None:
-    from agentdesk.model.timeline.data import KIND_CODES
-    from agentdesk.model.timeline.overview import overview, pooled
+    from agentdesk.store.analysis.layout.data import KIND_CODES
+    from agentdesk.store.analysis.layout.overview import overview, pooled
 
     rows = [("root", None, 0.0, 100.0)] + [(f"t{i}", "root", float(i), float(i) + 0.5) for i in range(99)]
     data = TimelineData.from_table(table(rows), t0=0.0)
@@ -302,7 +302,7 @@ def test_the_overview_grid_marks_the_kinds_each_cell_holds() -> None:
 
 
 def test_native_columns_are_the_span_table_in_start_order(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from agentdesk.store.native import NativeSource
+    from agentdesk.store.native.source import NativeSource
     from agentdesk.store.runtime import AgentRuntime
     from agentdesk.store.timeline.columns import from_table
     from agentdesk.store.timeline.read import span_columns
@@ -334,7 +334,7 @@ def test_packed_native_columns_match_the_row_read(tmp_path, odd_name: str) -> No
     a name holding the separator or invalid UTF-8 still reads (falling back to rows where needed)."""
     import sqlite3
 
-    from agentdesk.store.native import NativeSource
+    from agentdesk.store.native.source import NativeSource
     from agentdesk.store.runtime import AgentRuntime
     from agentdesk.store.timeline import read as span_read
 
@@ -377,7 +377,7 @@ def _two_runs(tmp_path, runs: int = 2, spans: int = 12):  # type: ignore[no-unty
     import random
     import sqlite3
 
-    from agentdesk.store.native import NativeSource
+    from agentdesk.store.native.source import NativeSource
     from agentdesk.store.runtime import AgentRuntime
 
     source = NativeSource.open(str(tmp_path / "s.sqlite"))

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentdesk.model.timeline.data import TimelineData
+from agentdesk.store.analysis.layout.data import TimelineData
 from agentdesk.store.source import SpanTable
 from agentdesk.store.timeline.strings import Coded
 
@@ -90,7 +90,7 @@ def test_an_earlier_layout_is_unchanged_by_appends_from_it(run: tuple[list, int]
 
 def test_a_run_appended_past_its_room_keeps_growing() -> None:
     """More appends than the room after the arrays holds: the layout moves to a bigger buffer."""
-    from agentdesk.model.timeline import data as data_module
+    from agentdesk.store.analysis.layout import data as data_module
 
     spans = [("root", None, 0.0, None, 0)] + [(f"c{i}", "root", float(i + 1), None, i) for i in range(3000)]
     data = TimelineData.from_table(_table(spans[:2]), t0=0.0)

@@ -14,9 +14,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentdesk.model.timeline.data import Before, TimelineData, TokenSeries
-from agentdesk.model.timeline.overview import Overview, grown, overview
-from agentdesk.model.timeline.rows import Rows, subtree_sizes
+from agentdesk.store.analysis.layout.data import Before, TimelineData, TokenSeries
+from agentdesk.store.analysis.layout.overview import Overview, grown, overview
+from agentdesk.store.analysis.layout.rows import Rows, subtree_sizes
 from agentdesk.store.source import SpanTable
 from tests.test_timeline_incremental import _table, live_runs
 
@@ -251,7 +251,7 @@ def _same_view(got: TimelineData, want: TimelineData) -> None:
 @given(live_runs(), st.integers(1, 6), st.data())
 def test_a_row_view_kept_up_by_inserts_and_rewrites_is_the_view_made_afresh(
         run: tuple[list, int], budget: int, draw: st.DataObject) -> None:  # type: ignore[type-arg]
-    from agentdesk.model.timeline.rows import RowView
+    from agentdesk.store.analysis.layout.rows import RowView
 
     spans, first = run
     data = TimelineData.from_table(_table(spans[:first]), t0=0.0)

@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentdesk.model.timeline.data import TimelineData
-from agentdesk.model.timeline.rows import Rows, RowView, default_collapsed, spans_in, subtree_sizes
+from agentdesk.store.analysis.layout.data import TimelineData
+from agentdesk.store.analysis.layout.rows import Rows, RowView, default_collapsed, spans_in, subtree_sizes
 from agentdesk.store.source import SpanTable
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.gui.cli.main import main
+from agentdesk.cli.main import main
 from agentdesk.store.runtime import AgentRuntime
 from tests.sources.fixtures_lensagent import build_lensagent_fixture
 

@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from agentdesk.store.audit import ChainReport, verify_store
-from agentdesk.store.database import Store
+from agentdesk.store.persistence.database import Store
 
 
 def verify(store: Store, anchor_file: Path | None = None) -> ChainReport:

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.store import keys
-from agentdesk.store.audit import store_id_of
-from agentdesk.store.database import Store
+from agentdesk.store.audit import keys, store_id_of
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime
 from tests.audit.helpers import seqs
 from tests.conftest import World
@@ -65,8 +64,8 @@ def test_a_process_that_exits_right_after_a_commit_has_synced_its_anchor(tmp_pat
     """atexit flushes the pending sync: a CLI decision's anchor is on the disk when the command ends."""
     script = textwrap.dedent(f"""
         import os
-        from agentdesk.store import keys
-        from agentdesk.store.database import open_store
+        from agentdesk.store.audit import keys
+        from agentdesk.store.persistence.database import open_store
         from agentdesk.store.runtime import AgentRuntime
         calls = []
         real = keys._sync

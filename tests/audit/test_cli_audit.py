@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import agentdesk.gui.cli.main as cli
-from agentdesk.store import keys
-from agentdesk.store.audit import store_id_of
-from agentdesk.store.database import Store
+import agentdesk.cli.main as cli
+from agentdesk.store.audit import keys, store_id_of
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime
 from tests.audit.helpers import seqs, sql
 from tests.conftest import World
@@ -60,7 +59,7 @@ def test_a_blob_is_exit_6_in_a_real_process_without_a_traceback(store_path: Path
     """The crash the issue found: `TypeError: Object of type bytes is not JSON serializable`."""
     sql(store_path, "UPDATE audit_log SET payload = ? WHERE seq = ?", b"\x00\x01\xff", seqs(store_path)[2])
     for extra in ([], ["--json"]):
-        proc = subprocess.run([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store_path), "verify",
+        proc = subprocess.run([sys.executable, "-m", "agentdesk.cli", "--store", str(store_path), "verify",
                                *extra], capture_output=True, text=True, cwd=REPO, timeout=60)
         assert proc.returncode == 6 and "Traceback" not in proc.stderr
         assert "holds binary data (3 bytes)" in proc.stderr

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from alembic import command
 
-from agentdesk.store import keys
-from agentdesk.store.audit import Failure, Verdict, store_id_of
-from agentdesk.store.database import Store, alembic_config, open_store
+from agentdesk.store.audit import Failure, Verdict, keys, store_id_of
+from agentdesk.store.persistence.database import Store, alembic_config, open_store
 from agentdesk.store.runtime import AgentRuntime
 from tests.audit.helpers import rows, seqs, sql, verify
 from tests.conftest import World

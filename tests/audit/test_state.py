@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.store import commands
+from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.audit import Failure, Verdict
-from agentdesk.store.database import Store
-from agentdesk.store.native import NativeSource
+from agentdesk.store.context import commands as context_commands
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime
 from tests.audit.helpers import rows, sql, verify
 from tests.conftest import World
@@ -30,15 +31,15 @@ def test_every_operator_command_leaves_state_and_log_in_agreement(
     edited = rt.request_approval(world.run, "shell", {"cmd": "ls"})
     source.decide(edited, approve=True, actor="carol", edited_arguments='{"cmd": "ls -la"}')
     rt.request_approval(world.run, "shell", {"cmd": "pwd"}, timeout_s=0.0)
-    commands.expire_overdue(store)
+    approval_commands.expire_overdue(store)
     item = world.items[0]
-    commands.edit_item(store, item, "a new system prompt", 1, "alice")
-    commands.set_item_locked(store, item, True, 2, "alice")
-    commands.set_group_visibility(store, world.groups[1], False, 3, "alice")
+    context_commands.edit_item(store, item, "a new system prompt", 1, "alice")
+    context_commands.set_item_locked(store, item, True, 2, "alice")
+    context_commands.set_group_visibility(store, world.groups[1], False, 3, "alice")
     context = source.context(world.agent)
-    comp = commands.compact(store, world.agent, [world.items[4]], "summary", "", context.context_revision,
+    comp = context_commands.compact(store, world.agent, [world.items[4]], "summary", "", context.context_revision,
                             "alice")
-    commands.undo_compaction(store, comp, "alice")
+    context_commands.undo_compaction(store, comp, "alice")
     report = verify(store)
     assert report.ok, report.reason
 
@@ -104,7 +105,7 @@ def test_context_content_changed_in_the_table_is_named(store: Store, world: Worl
 
 def test_an_edited_revision_rewritten_with_its_item_is_named(store: Store, world: World, store_path: Path) -> None:
     item = world.items[0]
-    commands.edit_item(store, item, "the operator's words", 1, "alice")
+    context_commands.edit_item(store, item, "the operator's words", 1, "alice")
     sql(store_path, "UPDATE context_items SET content = 'forged' WHERE id = ?", item)
     sql(store_path, "UPDATE context_item_revisions SET content = 'forged' WHERE item_id = ? AND revision = 2", item)
     assert "revision 2 was changed in the table" in _disagrees(store, f"context item {item}")
@@ -113,6 +114,6 @@ def test_an_edited_revision_rewritten_with_its_item_is_named(store: Store, world
 @pytest.mark.parametrize("locked", [True, False])
 def test_a_lock_changed_in_the_table_is_named(store: Store, world: World, store_path: Path, locked: bool) -> None:
     item = world.items[2]
-    commands.set_item_locked(store, item, locked, 1, "alice")
+    context_commands.set_item_locked(store, item, locked, 1, "alice")
     sql(store_path, "UPDATE context_items SET locked = ? WHERE id = ?", not locked, item)
     assert "its lock was changed directly" in _disagrees(store, f"context item {item}")

@@ -11,7 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from agentdesk.store.audit import Failure, Verdict, record_hash, verify_store
-from agentdesk.store.database import Store
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime
 from tests.audit.helpers import rows, seqs, sql, verify
 from tests.conftest import World
@@ -169,8 +169,7 @@ def test_a_blob_in_any_column_is_reported_not_raised(store: Store, world: World,
 def test_a_rewrite_by_someone_holding_the_key_shows_against_the_anchor(store: Store, world: World,
                                                                       store_path: Path) -> None:
     """With the key, the chain and MACs can be redone; the anchor still remembers the old heads."""
-    from agentdesk.store import keys
-    from agentdesk.store.audit import store_id_of
+    from agentdesk.store.audit import keys, store_id_of
 
     with store.reading() as session:
         sid = store_id_of(session)
@@ -205,8 +204,7 @@ def test_non_ascii_text_in_a_hash_column_is_reported_not_raised(store: Store, wo
 
 
 def test_non_ascii_text_in_the_anchor_is_reported_not_raised(store: Store, world: World) -> None:
-    from agentdesk.store import keys
-    from agentdesk.store.audit import store_id_of
+    from agentdesk.store.audit import keys, store_id_of
 
     with store.reading() as session:
         sid = store_id_of(session)

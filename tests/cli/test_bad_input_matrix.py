@@ -2,7 +2,7 @@
 
 The README's table is parsed here, so a code the table does not list fails the test even
 when a case's expected code was written wrong. Stores are built once per module; each case
-runs `python -m agentdesk.gui.cli` as a script would, a few at a time.
+runs `python -m agentdesk.cli` as a script would, a few at a time.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("matrix")
     env = cli_env(root)
     good = root / "good.sqlite"
-    subprocess.run([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(good), "init"], env=env, check=True,
+    subprocess.run([sys.executable, "-m", "agentdesk.cli", "--store", str(good), "init"], env=env, check=True,
                    capture_output=True, cwd=REPO)
     made: dict[str, Path] = {"good": good, "root": root}
 
@@ -119,7 +119,7 @@ def cli_env(root: Path) -> dict[str, str]:
 
 DRIVER = """
 import contextlib, io, json, sys, traceback
-from agentdesk.gui.cli.main import main
+from agentdesk.cli.main import main
 results = []
 for argv in json.loads(sys.stdin.read()):
     out, err = io.StringIO(), io.StringIO()
@@ -148,7 +148,7 @@ def run_all(cases: list[Case], root: Path) -> list[Outcome]:
         running = []
         for group in groups[start:start + PARALLEL]:
             if group[0].stdin is not None:
-                argv = [sys.executable, "-m", "agentdesk.gui.cli", *group[0].argv]
+                argv = [sys.executable, "-m", "agentdesk.cli", *group[0].argv]
                 feed = group[0].stdin
             else:
                 argv = [sys.executable, "-c", DRIVER]
@@ -284,7 +284,7 @@ def test_nothing_was_written_to_a_refused_store(files: dict[str, Path]) -> None:
 def test_an_unexpected_error_names_its_log(tmp_path: Path) -> None:
     """The top-level handler: a bug becomes one sentence (exit 5) naming a log that holds the traceback."""
     env = cli_env(tmp_path)
-    code = ("import sys; from agentdesk.gui.cli import main as m; "
+    code = ("import sys; from agentdesk.cli import main as m; "
             "m.HANDLERS['info'] = lambda args: 1 / 0; sys.exit(m.main(['--store', sys.argv[1], 'info']))")
     result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.sqlite")], env=env, cwd=REPO,
                             capture_output=True, text=True, timeout=60)

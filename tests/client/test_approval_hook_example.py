@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from agentdesk.store import commands
-from agentdesk.store.database import open_store
-from agentdesk.store.native import NativeSource
+from agentdesk.store.approvals import commands as approval_commands
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import open_store
 
 EXAMPLE = Path(__file__).parent.parent.parent / "examples" / "approval_hook.py"
 
@@ -37,7 +37,7 @@ def test_the_guard_blocks_until_the_operator_edits_and_approves(store_path: Path
             pending = source.approvals("pending")
             if pending:
                 decided.append(pending[0].arguments)
-                commands.decide(store, pending[0].id, True, "ann", "partial refund",
+                approval_commands.decide(store, pending[0].id, True, "ann", "partial refund",
                                 '{"order": "A-17", "amount": 80}')
                 return
             time.sleep(0.02)

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from agentdesk.client import AgentDesk, ApprovalResult, Outcome
-from agentdesk.store import commands
-from agentdesk.store.database import Store
+from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.errors import InvalidInput
-from agentdesk.store.native import NativeSource
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_register_reuses_project_and_task_by_name(desk: AgentDesk) -> None:
 def test_approved_with_the_operators_edit(desk: AgentDesk) -> None:
     agent = desk.register(project="ops", agent="deployer")
     edited = '{"cmd": "ls /tmp", "dry_run": true}'
-    thread = operator(desk.store, lambda aid: commands.decide(desk.store, aid, True, "alice", None, edited))
+    thread = operator(desk.store, lambda aid: approval_commands.decide(desk.store, aid, True, "alice", None, edited))
     with agent.run("deploy") as run, run.span("agent", "deploy"):
         result = run.request_approval("shell", {"cmd": "rm -rf /tmp"}, expires_in=30)
     thread.join()
@@ -75,7 +75,8 @@ def test_approved_with_the_operators_edit(desk: AgentDesk) -> None:
 
 def test_denied_carries_the_reason(desk: AgentDesk) -> None:
     agent = desk.register(project="ops", agent="deployer")
-    thread = operator(desk.store, lambda aid: commands.decide(desk.store, aid, False, "bob", "not on a Friday"))
+    thread = operator(desk.store,
+                      lambda aid: approval_commands.decide(desk.store, aid, False, "bob", "not on a Friday"))
     run = agent.start_run("deploy")
     result = run.request_approval("shell", {"cmd": "deploy"}, expires_in=30)
     thread.join()
@@ -118,7 +119,7 @@ def test_async_variant_keeps_the_loop_running(desk: AgentDesk) -> None:
     async def main() -> ApprovalResult:
         tick = asyncio.create_task(ticker())
         operator(desk.store, lambda aid: (time.sleep(0.3),
-                                          commands.decide(desk.store, aid, True, "carol", "fine", '{"n": 2}')))
+                                          approval_commands.decide(desk.store, aid, True, "carol", "fine", '{"n": 2}')))
         result = await run.arequest_approval("scale", {"n": 20}, expires_in=30)
         tick.cancel()
         return result
@@ -164,7 +165,7 @@ def test_async_timeout_withdraws(desk: AgentDesk) -> None:
 
 def test_a_decision_made_before_the_timeout_stands(desk: AgentDesk) -> None:
     run = desk.register(project="ops", agent="deployer").start_run("deploy")
-    operator(desk.store, lambda aid: commands.decide(desk.store, aid, True, "carol"))
+    operator(desk.store, lambda aid: approval_commands.decide(desk.store, aid, True, "carol"))
     result = run.request_approval("shell", {"cmd": "deploy"}, expires_in=60, timeout=3)
     assert result.approved and result.decided_by == "carol"
 
@@ -238,7 +239,7 @@ def test_a_failing_block_fails_the_span_and_the_run(desk: AgentDesk) -> None:
 
 
 def test_an_agents_project_and_its_otel_spans_share_one_project(desk: AgentDesk) -> None:
-    from agentdesk.store.otel import ingest_json
+    from agentdesk.store.ingest import ingest_json
 
     agent = desk.register(project="cleanup-agent", agent="janitor")
     span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "invoke_agent janitor", "kind": 1,
@@ -252,7 +253,7 @@ def test_an_agents_project_and_its_otel_spans_share_one_project(desk: AgentDesk)
 
 def test_ids_for_otel_traces_match_the_receivers() -> None:
     from agentdesk.client import otel_span_id, trace_run_id
-    from agentdesk.store.otel.spans import run_row_id, span_row_id
+    from agentdesk.store.ingest.spans import run_row_id, span_row_id
 
     trace, span = 0x5B8EFFF798038103D269B633813FC60C, 0xEEE19B7EC3C1B174
     assert trace_run_id(trace) == trace_run_id(f"{trace:032X}") == run_row_id(f"{trace:032x}")
@@ -262,7 +263,7 @@ def test_ids_for_otel_traces_match_the_receivers() -> None:
 def test_join_trace_gates_a_tool_inside_the_received_run(desk: AgentDesk) -> None:
     from agentdesk.client import otel_span_id
     from agentdesk.store.errors import NotFound
-    from agentdesk.store.otel import ingest_json
+    from agentdesk.store.ingest import ingest_json
 
     trace, root, tool = "ab" * 16, "01" * 8, "02" * 8
     with pytest.raises(NotFound, match="agentdesk receive"):
@@ -284,7 +285,7 @@ def test_join_trace_gates_a_tool_inside_the_received_run(desk: AgentDesk) -> Non
 
     send(span("03" * 8, "chat m1", root))  # the first batch: a model call that already ended
     run = desk.join_trace(int(trace, 16))
-    thread = operator(desk.store, lambda aid: commands.decide(desk.store, aid, True, "ann"))
+    thread = operator(desk.store, lambda aid: approval_commands.decide(desk.store, aid, True, "ann"))
     result = run.request_approval("shell", {"cmd": "ls"}, parent_span_id=otel_span_id(trace, tool), expires_in=30)
     thread.join()
     assert result.approved
@@ -300,8 +301,8 @@ def test_join_trace_gates_a_tool_inside_the_received_run(desk: AgentDesk) -> Non
 def test_an_approval_asked_before_its_agent_span_arrived_moves_to_the_real_agent(desk: AgentDesk) -> None:
     from sqlalchemy import select
 
-    from agentdesk.store import schema as sc
-    from agentdesk.store.otel import ingest_json
+    from agentdesk.store.ingest import ingest_json
+    from agentdesk.store.persistence import schema as sc
 
     trace, root, chat = "cd" * 16, "01" * 8, "03" * 8
 
@@ -341,7 +342,7 @@ def test_an_approval_asked_before_its_agent_span_arrived_moves_to_the_real_agent
         assert s.get(sc.AgentRow, stand_in) is None  # nothing is left on the stand-in
     approval_changes = [json.loads(p) for e, i, p in changes if e == "approval" and i == pending.id]
     assert any(c["agent"] == moved.agent_id for c in approval_changes)  # (heartbeats log changes too)
-    commands.decide(desk.store, pending.id, True, "ann")
+    approval_commands.decide(desk.store, pending.id, True, "ann")
     waiting.join(10)
     assert source.approval(pending.id).status == "approved"
 

@@ -17,14 +17,14 @@ import sys
 import time
 from pathlib import Path
 
-from agentdesk.store.database import open_store
-from agentdesk.store.native import NativeSource
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import open_store
 
 ROOT = Path(__file__).parent.parent.parent
 
 
 def cli(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store), *args],
+    return subprocess.run([sys.executable, "-m", "agentdesk.cli", "--store", str(store), *args],
                           capture_output=True, text=True, env=env(), cwd=ROOT, timeout=60)
 
 
@@ -47,7 +47,7 @@ def wait_for_pending(store: Path, timeout_s: float = 60) -> dict[str, object]:
 def test_example_agent_is_gated_by_an_operator_in_another_process(tmp_path: Path) -> None:
     store = tmp_path / "agentdesk.sqlite"
     assert cli(store, "init").returncode == 0
-    receiver = subprocess.Popen([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store), "receive",
+    receiver = subprocess.Popen([sys.executable, "-m", "agentdesk.cli", "--store", str(store), "receive",
                                  "--port", "0", "--every", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env(), cwd=ROOT)
     agent = None

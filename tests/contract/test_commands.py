@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.store.bus import Change
+from agentdesk.store.changes.bus import Change
 from agentdesk.store.errors import AlreadyDecided, Conflict, ReadOnlyStore, Unsupported
 from agentdesk.store.source import Capability, Source, approval_writer, context_writer
 from tests.contract.kinds import Kind

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.bus import EntityKind
+from agentdesk.store.changes.bus import EntityKind
 from agentdesk.store.errors import NotFound
 from agentdesk.store.source import Source
 from tests.contract.kinds import Kind

@@ -36,10 +36,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from agentdesk.store import schema as sc
-from agentdesk.store.commands import decide
-from agentdesk.store.database import open_store
-from agentdesk.store.native import NativeSource
+from agentdesk.store.approvals.commands import decide
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.database import open_store
 from agentdesk.store.runtime import AgentRuntime
 
 KILLS = int(os.environ.get("AGENTDESK_CRASH_KILLS", "30"))
@@ -53,7 +53,7 @@ def env(tmp: Path) -> dict[str, str]:
 
 
 def cli(store: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store), *args]
+    return [sys.executable, "-m", "agentdesk.cli", "--store", str(store), *args]
 
 
 def otlp_file(path: Path, round_no: int, traces: int = 40, spans: int = 6) -> Path:
@@ -266,9 +266,9 @@ def cli_verify(path: Path, environ: dict[str, str]) -> None:
 
 DECIDE_AND_HANG = """
 import sys, time
-from agentdesk.store import uow
-from agentdesk.store.commands import decide
-from agentdesk.store.database import open_store
+from agentdesk.store.persistence import uow
+from agentdesk.store.approvals.commands import decide
+from agentdesk.store.persistence.database import open_store
 
 real = uow.UnitOfWork._write_change_log
 def hang(self):

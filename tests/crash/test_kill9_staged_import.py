@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from agentdesk.store.database import open_store
+from agentdesk.store.persistence.database import open_store
 from tests.crash.test_kill9 import cli, env
 from tests.otel.test_staged_import import RUN, big_trace, events_of, visible_runs
 

@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from agentdesk.store import schema as sc
-from agentdesk.store.database import Store, open_store
 from agentdesk.store.errors import StoreError
-from agentdesk.store.native import NativeSource
-from agentdesk.store.otel.decode import spans_from_json
-from agentdesk.store.otel.importer import import_files
-from agentdesk.store.otel.spans import BadRecord
+from agentdesk.store.ingest.decode import spans_from_json
+from agentdesk.store.ingest.importer import import_files
+from agentdesk.store.ingest.spans import BadRecord
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.database import Store, open_store
 
 JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
                       st.floats(allow_nan=False), st.text(max_size=30))

@@ -22,7 +22,7 @@ from agentdesk.model.approvals.pending import AGE, AGENT, EXPIRES, ExpiredRole, 
 from agentdesk.model.services import Services
 from agentdesk.model.tree.model import PendingRole
 from agentdesk.store import readmodel as rm
-from agentdesk.store.native import NativeSource
+from agentdesk.store.native.source import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from tests.gui.conftest import World
 
@@ -127,7 +127,7 @@ def test_approve_with_a_key_updates_store_tree_and_moves_on(
 
 def test_decision_by_another_process_leaves_the_queue_and_says_who(
         world: World, queue: ApprovalQueue, qtbot: Any) -> None:
-    subprocess.run([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(world.path), "approve",
+    subprocess.run([sys.executable, "-m", "agentdesk.cli", "--store", str(world.path), "approve",
                     world.approval_ids[1], "--actor", "bob"], check=True, timeout=60, capture_output=True)
     decided_at = time.monotonic()
     qtbot.waitUntil(lambda: queue.pending_model.row_of(world.approval_ids[1]) < 0, timeout=1000)

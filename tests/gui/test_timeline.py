@@ -20,10 +20,10 @@ from agentdesk.gui.timeline.drawing import set_background
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.timeline.tokens import COST_COLOUR, StepCurve, TokensPlot
 from agentdesk.model.services import Services
-from agentdesk.model.timeline.data import ERROR, TokenSeries
 from agentdesk.model.timeline.feed import TimelineFeed
-from agentdesk.store import schema as sc
-from agentdesk.store.native import NativeSource
+from agentdesk.store.analysis.layout.data import ERROR, TokenSeries
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence import schema as sc
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.source import SpanTable
 from agentdesk.store.sources import open_source

@@ -10,7 +10,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter
 from agentdesk.gui.timeline.axes import BlankAxis, CompactAxis, DirectAxis, TimeAxis
 from agentdesk.gui.timeline.drawing import StaticTexts, colour_axes
 from agentdesk.gui.timeline.tokens import TokensPlot
-from agentdesk.model.timeline.data import TokenSeries
+from agentdesk.store.analysis.layout.data import TokenSeries
 
 
 def axes_plot(qtbot, x: tuple[float, float], y: tuple[float, float]) -> pg.PlotWidget:  # type: ignore[no-untyped-def]

@@ -62,7 +62,7 @@ def test_a_steady_pan_along_rising_tokens_seldom_refits_the_y_axes(qtbot) -> Non
 
     from agentdesk.gui.timeline.axes import DirectAxis
     from agentdesk.gui.timeline.tokens import KEEP_FILL, TokensPlot
-    from agentdesk.model.timeline.data import TokenSeries
+    from agentdesk.store.analysis.layout.data import TokenSeries
 
     plot = TokensPlot(120)
     qtbot.addWidget(plot)

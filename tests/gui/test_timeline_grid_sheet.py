@@ -7,8 +7,8 @@ import pyqtgraph as pg
 from PySide6.QtGui import QImage
 
 from agentdesk.gui.timeline.span_item import SpanItem
-from agentdesk.model.timeline.data import ERROR, TimelineData
-from agentdesk.model.timeline.overview import overview
+from agentdesk.store.analysis.layout.data import ERROR, TimelineData
+from agentdesk.store.analysis.layout.overview import overview
 from tests.gui.test_timeline_tools import lanes_table
 from tests.gui.timeline_helpers import waterfall
 

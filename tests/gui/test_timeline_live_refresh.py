@@ -20,12 +20,12 @@ from agentdesk.gui.timeline.minimap import HEIGHT_PX, Minimap
 from agentdesk.gui.timeline.panel import LABELS_PX
 from agentdesk.gui.timeline.tokens import TokensPlot, _samples, extends
 from agentdesk.model.services import Services
-from agentdesk.model.timeline.counts import SpanCounts
-from agentdesk.model.timeline.data import ERROR, TimelineData, TokenSeries, step_samples
-from agentdesk.model.timeline.overview import Overview, overview
-from agentdesk.model.timeline.rows import Rows
 from agentdesk.store import readmodel as rm
-from agentdesk.store.native import NativeSource
+from agentdesk.store.analysis.layout.counts import SpanCounts
+from agentdesk.store.analysis.layout.data import ERROR, TimelineData, TokenSeries, step_samples
+from agentdesk.store.analysis.layout.overview import Overview, overview
+from agentdesk.store.analysis.layout.rows import Rows
+from agentdesk.store.native.source import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.source import SpanTable
 from tests.gui.timeline_helpers import panel_showing

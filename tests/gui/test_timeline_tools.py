@@ -10,7 +10,7 @@ from PySide6.QtGui import QColor
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.model.services import Services
 from agentdesk.model.timeline import feed as feed_module
-from agentdesk.model.timeline.data import TimelineData
+from agentdesk.store.analysis.layout.data import TimelineData
 from agentdesk.store.source import SpanTable
 
 from .conftest import World

@@ -15,8 +15,8 @@ from agentdesk.gui.tree.view import ProjectTree
 from agentdesk.model.services import Services
 from agentdesk.model.tree.filter import TreeFilterProxy
 from agentdesk.model.tree.model import NAME, EntityRole, PendingRole, ProjectTreeModel, StatusRole
-from agentdesk.store.bus import RESET, Change
-from agentdesk.store.native import NativeSource
+from agentdesk.store.changes.bus import RESET, Change
+from agentdesk.store.native.source import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from tests.gui.conftest import World
 from tests.gui.displayed import displayed
@@ -209,7 +209,7 @@ def test_runs_are_paged_newest_first(world: World, services: Services, runtime: 
 
 
 def test_an_agent_with_many_runs_opens_at_once(world: World, services: Services, qtbot: Any) -> None:
-    from agentdesk.store import schema as sc
+    from agentdesk.store.persistence import schema as sc
 
     with services.source.store.writing_session() as session, session.begin():
         now = time.time()

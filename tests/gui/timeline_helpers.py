@@ -8,8 +8,8 @@ import pyqtgraph as pg
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.timeline.span_item import SpanItem
 from agentdesk.model.services import Services
-from agentdesk.model.timeline.data import TimelineData
-from agentdesk.model.timeline.overview import overview
+from agentdesk.store.analysis.layout.data import TimelineData
+from agentdesk.store.analysis.layout.overview import overview
 
 
 def panel_showing(services: Services, run_id: str, qtbot, spans: int = 5) -> TimelinePanel:  # type: ignore[no-untyped-def]

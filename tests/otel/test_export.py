@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from agentdesk.store.commands import decide
-from agentdesk.store.database import Store, open_store
-from agentdesk.store.native import NativeSource
-from agentdesk.store.otel import ingest_request
-from agentdesk.store.otel.export import export
-from agentdesk.store.otel.importer import import_files
+from agentdesk.store.approvals.commands import decide
+from agentdesk.store.ingest import ingest_request
+from agentdesk.store.ingest.export import export
+from agentdesk.store.ingest.importer import import_files
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.runtime import AgentRuntime
 from tests.otel.traces import agent_trace, request_of
 
@@ -144,7 +144,7 @@ def test_the_export_command(tmp_path: Path, store_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(root)}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store_path), *args],
+        return subprocess.run([sys.executable, "-m", "agentdesk.cli", "--store", str(store_path), *args],
                               env=env, capture_output=True, text=True, timeout=120)
 
     store = open_store(str(store_path))

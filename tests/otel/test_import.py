@@ -16,10 +16,10 @@ import psutil
 import pytest
 
 from agentdesk.store.audit import verify_chain
-from agentdesk.store.database import Store, open_store
-from agentdesk.store.native import NativeSource
-from agentdesk.store.otel.importer import import_files
-from agentdesk.store.schema import AuditRow, RunRow, SpanRow
+from agentdesk.store.ingest.importer import import_files
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store, open_store
+from agentdesk.store.persistence.schema import AuditRow, RunRow, SpanRow
 from tests.otel.traces import agent_trace, otlp_json, request_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def runs_in(store: Store) -> set[str]:
 
 def cli(*args: str, store: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store), *args],
+    return subprocess.run([sys.executable, "-m", "agentdesk.cli", "--store", str(store), *args],
                           env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -93,7 +93,7 @@ def test_reimport_adds_nothing_and_the_import_is_one_audit_record(tmp_path: Path
 def staging(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test with spans staged in memory, and again through the spill file (a tiny budget)."""
     if request.param == "spill":
-        import agentdesk.store.otel.importer as importer
+        import agentdesk.store.ingest.importer as importer
         monkeypatch.setattr(importer, "MEMORY_SPANS", 3)
     return str(request.param)
 
@@ -222,7 +222,7 @@ def test_cancel_leaves_only_whole_traces(tmp_path: Path, store: Store) -> None:
         if p.phase == "writing":
             cancel2.set()
 
-    import agentdesk.store.otel.importer as importer
+    import agentdesk.store.ingest.importer as importer
     old = importer.SPANS_PER_TRANSACTION
     importer.SPANS_PER_TRANSACTION = 8  # one trace per transaction
     try:
@@ -252,7 +252,7 @@ def test_project_falls_back_to_the_option(tmp_path: Path, store: Store) -> None:
 
 def test_cancel_inside_a_big_trace_rolls_that_trace_back(tmp_path: Path, store: Store,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import agentdesk.store.otel.importer as importer
+    import agentdesk.store.ingest.importer as importer
     monkeypatch.setattr(importer, "CHUNK", 2)  # a trace written over several chunks, in one transaction
     path = write_json(tmp_path / "one.json", otlp_json(agent_trace()))
     cancel = threading.Event()
@@ -296,8 +296,8 @@ def test_the_helper_process_maps_exactly_as_this_process_would(tmp_path: Path) -
 def test_a_helper_that_dies_loses_nothing(tmp_path: Path) -> None:
     import signal
 
-    from agentdesk.store.otel.decode import spans_from_json
-    from agentdesk.store.otel.prepare import Preparer, prepare_all
+    from agentdesk.store.ingest.decode import spans_from_json
+    from agentdesk.store.ingest.prepare import Preparer, prepare_all
 
     spans = spans_from_json(otlp_json(agent_trace()), "test")
     preparer = Preparer(window=2)
@@ -317,8 +317,8 @@ def test_a_helper_that_dies_loses_nothing(tmp_path: Path) -> None:
 def test_an_import_ends_its_transaction_between_traces_when_an_operator_waits(
         tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small traces share a transaction only while nobody waits: a decision waits for one trace at most."""
-    import agentdesk.store.otel.importer as importer
-    from agentdesk.store.uow import UnitOfWork
+    import agentdesk.store.ingest.importer as importer
+    from agentdesk.store.persistence.uow import UnitOfWork
 
     path = tmp_path / "many.jsonl"
     path.write_text("".join(json.dumps(otlp_json(agent_trace(service=f"s{n}"))) + "\n" for n in range(5)))
@@ -347,7 +347,7 @@ def test_an_import_ends_its_transaction_between_traces_when_an_operator_waits(
 def test_an_import_writes_as_a_bulk_writer_that_steps_aside(tmp_path: Path, store: Store,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The import's units are runtime-class: they queue with the agents and yield to a person's write."""
-    from agentdesk.store.uow import UnitOfWork
+    from agentdesk.store.persistence.uow import UnitOfWork
 
     kinds: list[bool] = []
     real_enter = UnitOfWork.__enter__

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from agentdesk.store.database import Store
-from agentdesk.store.native import NativeSource
-from agentdesk.store.otel import ingest_json
-from agentdesk.store.otel.semconv import classify
-from agentdesk.store.otel.spans import OtelSpan
+from agentdesk.store.ingest import ingest_json
+from agentdesk.store.ingest.semconv import classify
+from agentdesk.store.ingest.spans import OtelSpan
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 T0 = 1_764_600_000_000_000_000

@@ -15,14 +15,15 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
-from agentdesk.store import commands
+from agentdesk.store.approvals import commands as approval_commands
+from agentdesk.store.approvals.heartbeat import GONE_REASON, beat, dismiss_gone
 from agentdesk.store.audit.verify import verify_store
-from agentdesk.store.database import Store, open_store
+from agentdesk.store.context import commands as context_commands
 from agentdesk.store.errors import AlreadyDecided, Conflict, StaleRevision
-from agentdesk.store.heartbeat import GONE_REASON, beat, dismiss_gone
-from agentdesk.store.native import NativeSource
-from agentdesk.store.postgres.engine import libpq_url
-from agentdesk.store.queries import NativeQueries
+from agentdesk.store.native.queries import NativeQueries
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store, open_store
+from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.rules.commands import add_rule
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.text.arguments import arguments_hash
@@ -100,14 +101,14 @@ def test_an_operator_through_agentdesk_decides_withdraws_expires_and_dismisses(
         rt, run = run_of(operator)  # the runtime connects as an operator too
         decided, withdrawn, overdue, gone = (rt.request_approval(run, "shell", {"cmd": str(n)},
                                                                  timeout_s=0.01 if n == 2 else 300) for n in range(4))
-        commands.decide(operator, decided, True, "bob")
+        approval_commands.decide(operator, decided, True, "bob")
         with pytest.raises(AlreadyDecided, match="bob"):  # the loser is told who won and when
-            commands.decide(operator, decided, False, "eve", reason="late")
+            approval_commands.decide(operator, decided, False, "eve", reason="late")
         with pytest.raises(StaleRevision):
-            commands.decide(operator, withdrawn, True, "bob", expected_arguments_hash="0" * 12)
-        assert commands.withdraw(operator, withdrawn, "agent", "stopped").status == "withdrawn"
+            approval_commands.decide(operator, withdrawn, True, "bob", expected_arguments_hash="0" * 12)
+        assert approval_commands.withdraw(operator, withdrawn, "agent", "stopped").status == "withdrawn"
         time.sleep(0.05)
-        assert commands.expire_overdue(operator) == [overdue]
+        assert approval_commands.expire_overdue(operator) == [overdue]
         with operator.engine.begin() as conn:  # the requester beat once, long ago
             conn.execute(text("UPDATE approvals SET requester_heartbeat_at = 1 WHERE id = :id"), {"id": gone})
         assert dismiss_gone(operator, "carol") == [gone]
@@ -143,30 +144,30 @@ def test_context_edits_go_through_the_functions(pg_store: Store, make_login: Mak
     assert refused(viewer, f"SELECT * FROM agentdesk_set_group_visibility('{group}', false, 1, 'v', 'sql')")
     operator = open_store(operator_url)
     try:
-        commands.edit_item(operator, first, "hello, edited \\ \"quoted\" 中文", 1, "bob")
+        context_commands.edit_item(operator, first, "hello, edited \\ \"quoted\" 中文", 1, "bob")
         with pytest.raises(StaleRevision, match="revision 2, you had 1"):
-            commands.edit_item(operator, first, "again", 1, "eve")
-        commands.set_item_locked(operator, second, True, 1, "bob")
+            context_commands.edit_item(operator, first, "again", 1, "eve")
+        context_commands.set_item_locked(operator, second, True, 1, "bob")
         with pytest.raises(Conflict, match="locked"):
-            commands.edit_item(operator, second, "no", 2, "bob")
+            context_commands.edit_item(operator, second, "no", 2, "bob")
         with pytest.raises(Conflict, match="holds a locked item"):
-            commands.set_group_visibility(operator, group, False, 5, "bob")
-        commands.set_item_locked(operator, second, False, 2, "bob")
-        commands.set_group_visibility(operator, group, False, 6, "bob")
+            context_commands.set_group_visibility(operator, group, False, 5, "bob")
+        context_commands.set_item_locked(operator, second, False, 2, "bob")
+        context_commands.set_group_visibility(operator, group, False, 6, "bob")
         with psycopg.connect(libpq_url(operator_url)) as conn:  # by hand: the same function, the same rules
             assert conn.execute(f"SELECT outcome, revision FROM agentdesk_edit_item('{first}', 'x', 1, 'o', "
                                 "'sql')").fetchone() == ("stale", 3)
         agent_ctx = NativeQueries(operator).context(run_agent(operator))
         assert all(not item.visible for item in agent_ctx.items)
-        commands.set_group_visibility(operator, group, True, 7, "bob")
+        context_commands.set_group_visibility(operator, group, True, 7, "bob")
         revision = NativeQueries(operator).context(run_agent(operator)).context_revision
-        compaction = commands.compact(operator, run_agent(operator), [first, second], "they said hi", "", revision,
-                                      "bob")
+        compaction = context_commands.compact(operator, run_agent(operator), [first, second], "they said hi", "",
+                                              revision, "bob")
         assert refused(operator_url, f"UPDATE compactions SET undone_at = 1 WHERE id = '{compaction}'")
         assert refused(operator_url, f"UPDATE context_items SET compaction_id = NULL WHERE id = '{first}'")
-        commands.undo_compaction(operator, compaction, "bob")
+        context_commands.undo_compaction(operator, compaction, "bob")
         with pytest.raises(Conflict, match="already undone"):
-            commands.undo_compaction(operator, compaction, "eve")
+            context_commands.undo_compaction(operator, compaction, "eve")
         after = NativeQueries(operator).context(run_agent(operator))
     finally:
         operator.close()

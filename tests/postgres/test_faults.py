@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
-from agentdesk.gui.cli.main import main
-from agentdesk.store.database import head_revision, open_store
+from agentdesk.cli.main import main
 from agentdesk.store.errors import StoreUnavailable
+from agentdesk.store.persistence.database import head_revision, open_store
 from tests.conftest import PgCluster
 from tests.postgres.conftest import login_url
 
@@ -58,7 +58,7 @@ def test_missing_driver_says_what_to_install(pg_url: str) -> None:
     script = textwrap.dedent(f"""
         import sys
         sys.modules["psycopg"] = None  # as if the extra was not installed
-        from agentdesk.gui.cli.main import main
+        from agentdesk.cli.main import main
         sys.exit(main(["--store", {pg_url!r}, "info"]))
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
@@ -69,7 +69,7 @@ def test_missing_driver_says_what_to_install(pg_url: str) -> None:
 def test_a_newer_schema_is_refused_untouched(pg_cluster: PgCluster, pg_url: str, pg_store: object) -> None:
     import psycopg
 
-    from agentdesk.store.postgres.engine import libpq_url
+    from agentdesk.store.persistence.postgres.engine import libpq_url
     with psycopg.connect(libpq_url(pg_url), autocommit=True) as conn:
         conn.execute("UPDATE alembic_version SET version_num = '9999_future'")
     with pytest.raises(StoreUnavailable, match="newer agentdesk"):

@@ -11,14 +11,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from agentdesk.store.bus import Change
-from agentdesk.store.database import Store
-from agentdesk.store.native import NativeSource
+from agentdesk.store.changes.bus import Change
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store
 from tests.conftest import PgCluster
 
 WRITER = textwrap.dedent("""
     import sys, time
-    from agentdesk.store.database import open_store
+    from agentdesk.store.persistence.database import open_store
     from agentdesk.store.errors import StoreUnavailable
     from agentdesk.store.runtime import AgentRuntime
     url, count, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
@@ -115,7 +115,7 @@ def test_a_notify_storm_coalesces(pg_url: str, pg_store: Store) -> None:
     watcher = source.watch(poll_interval_s=0.05)
     script = textwrap.dedent("""
         import sys, psycopg
-        from agentdesk.store.postgres.engine import libpq_url
+        from agentdesk.store.persistence.postgres.engine import libpq_url
         with psycopg.connect(libpq_url(sys.argv[1]), autocommit=True) as conn:
             for n in range(100_000):  # one commit and one NOTIFY each, as fast as the server takes them
                 conn.execute("INSERT INTO change_log (at, origin, entity, op, entity_id, parents) "
@@ -134,10 +134,10 @@ def test_the_read_a_notify_wakes_is_one_statement_on_the_listener(pg_url: str, p
     """No pooled session per wake-up (it cost five round trips); pruning past the mark still resets."""
     from sqlalchemy import event
 
-    from agentdesk.store.bus import RESET
-    from agentdesk.store.database import open_store
+    from agentdesk.store.changes.bus import RESET
+    from agentdesk.store.changes.watcher import ChangeWatcher
+    from agentdesk.store.persistence.database import open_store
     from agentdesk.store.runtime import AgentRuntime
-    from agentdesk.store.watcher import ChangeWatcher
 
     recorder = Recorder()
     pg_store.bus.subscribe(recorder)

@@ -13,10 +13,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import psycopg
 import pytest
 
-from agentdesk.store.database import Store, open_store
-from agentdesk.store.native import NativeSource
-from agentdesk.store.postgres.engine import libpq_url
-from agentdesk.store.postgres.presence import LIVE_S, Presence, PresenceUnavailable, presence_for
+from agentdesk.store.approvals.presence import LIVE_S, Presence, PresenceUnavailable, presence_for
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store, open_store
+from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.runtime import AgentRuntime
 
 MakeLogin = Callable[[str | None], tuple[str, str]]

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import select
 
-from agentdesk.store import schema as sc
-from agentdesk.store.commands import decide
-from agentdesk.store.database import Store, open_store
-from agentdesk.store.postgres.engine import RUNTIME_LOCK, WRITER_LOCK, libpq_url
+from agentdesk.store.approvals.commands import decide
+from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.database import Store, open_store
+from agentdesk.store.persistence.postgres.engine import RUNTIME_LOCK, WRITER_LOCK, libpq_url
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import PgCluster
 

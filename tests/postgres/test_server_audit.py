@@ -17,11 +17,11 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
-from agentdesk.store import commands
+from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.audit.chain import canonical_json, record_hash
 from agentdesk.store.audit.verify import Failure, Verdict, verify_store
-from agentdesk.store.database import Store, open_store
-from agentdesk.store.postgres.engine import libpq_url
+from agentdesk.store.persistence.database import Store, open_store
+from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.runtime import AgentRuntime
 from tests.postgres.test_roles import refused
 
@@ -68,7 +68,7 @@ def test_the_server_hmac_is_rfc_2104(pg_store: Store) -> None:
 
 def test_records_the_server_wrote_verify_and_no_key_is_kept_locally(pg_store: Store, audit_config_dir: Path) -> None:
     approval = seed(pg_store)
-    commands.decide(pg_store, approval, True, "bob \"the\" operator\n😀", reason="ok \\ fine")
+    approval_commands.decide(pg_store, approval, True, "bob \"the\" operator\n😀", reason="ok \\ fine")
     report = verify(pg_store)
     assert report.ok and report.records >= 7 and report.keyed_from == 1, report  # type: ignore[attr-defined]
     assert not list(audit_config_dir.glob("audit/*.key"))
@@ -89,7 +89,7 @@ def test_two_machines_write_and_both_verify(pg_url: str, tmp_path: Path, monkeyp
         monkeypatch.setenv("AGENTDESK_CONFIG_DIR", str(folder))
         store = open_store(pg_url)
         try:
-            commands.decide(store, approvals[n], approve=n == 0, actor=f"op{n}", reason="no" if n else None)
+            approval_commands.decide(store, approvals[n], approve=n == 0, actor=f"op{n}", reason="no" if n else None)
             report = verify(store)
             assert report.ok and report.verdict == Verdict.INTACT, report  # type: ignore[attr-defined]
         finally:
@@ -98,7 +98,7 @@ def test_two_machines_write_and_both_verify(pg_url: str, tmp_path: Path, monkeyp
 
 
 def test_a_record_a_superuser_altered_is_found(pg_store: Store, pg_url: str) -> None:
-    commands.decide(pg_store, seed(pg_store), True, "bob")
+    approval_commands.decide(pg_store, seed(pg_store), True, "bob")
     with psycopg.connect(libpq_url(pg_url)) as conn:
         seq, at, _actor, action, entity, entity_id, payload, prev = conn.execute(
             "SELECT seq, at, actor, action, entity, entity_id, payload, prev_hash FROM audit_log "
@@ -143,7 +143,7 @@ def test_logins_reach_the_audit_only_through_the_function(pg_store: Store, make_
 
 def test_a_login_a_superuser_rewrote_is_found(pg_store: Store, pg_url: str) -> None:
     """db_login is signed with the record (0008): changing who did it is reported, in one sentence."""
-    commands.decide(pg_store, seed(pg_store), True, "bob")
+    approval_commands.decide(pg_store, seed(pg_store), True, "bob")
     assert verify(pg_store).ok  # type: ignore[attr-defined]
     with psycopg.connect(libpq_url(pg_url)) as conn:  # the superuser: no grant stops it
         seq = conn.execute("SELECT max(seq) FROM audit_log WHERE action = 'approval.approved'").fetchone()[0]
@@ -158,7 +158,7 @@ def test_a_login_a_superuser_rewrote_is_found(pg_store: Store, pg_url: str) -> N
 
 
 def _anchor_file(store: Store) -> Path:
-    from agentdesk.store import keys
+    from agentdesk.store.audit import keys
     from agentdesk.store.audit.chain import store_id_of
 
     with store.reading() as session:
@@ -170,7 +170,7 @@ def _anchor_file(store: Store) -> Path:
 
 def test_a_forged_anchor_line_is_found_by_the_server(pg_store: Store) -> None:
     """Anchor lines on PostgreSQL carry the server's MAC; the server checks them (no key leaves it)."""
-    commands.decide(pg_store, seed(pg_store), True, "bob")
+    approval_commands.decide(pg_store, seed(pg_store), True, "bob")
     path = _anchor_file(pg_store)
     lines = path.read_text().splitlines()
     last = json.loads(lines[-1])

@@ -13,11 +13,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from agentdesk.store.database import Store
-from agentdesk.store.otel.ingest import ingest_payload
-from agentdesk.store.otel.receiver import ReceiverConfig, ReceiverThread
-from agentdesk.store.otel.receiver_decode import parse_json
-from agentdesk.store.otel.spans import span_row_id
+from agentdesk.store.ingest.ingest import ingest_payload
+from agentdesk.store.ingest.receiver import ReceiverConfig, ReceiverThread
+from agentdesk.store.ingest.receiver_decode import parse_json
+from agentdesk.store.ingest.spans import span_row_id
+from agentdesk.store.persistence.database import Store
 
 
 @dataclass
@@ -67,7 +67,7 @@ def as_protobuf(doc: dict[str, Any], *, compress: bool = False) -> bytes:
 
 
 def stored_parent(store: Store, trace: str, span: str) -> str | None:
-    from agentdesk.store.native import NativeSource
+    from agentdesk.store.native.source import NativeSource
 
     return NativeSource(store).span(span_row_id(trace, span)).parent_span_id
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.gui.cli.main import main
+from agentdesk.cli.main import main
 
 
 @pytest.mark.parametrize(("argv", "words"), [

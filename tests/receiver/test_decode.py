@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from agentdesk.store.otel.receiver_decode import BodyRefused, decode_body, gunzip
+from agentdesk.store.ingest.receiver_decode import BodyRefused, decode_body, gunzip
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 SPAN = "eee19b7ec3c1b174"

@@ -18,9 +18,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agentdesk.store.database import Store, open_store
-from agentdesk.store.native import NativeSource
-from agentdesk.store.otel.spans import run_row_id
+from agentdesk.store.ingest.spans import run_row_id
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store, open_store
 from tests.receiver.conftest import Gate, Start
 
 HERE = Path(__file__).parent
@@ -34,7 +34,7 @@ def env() -> dict[str, str]:
 @pytest.fixture
 def receiver_process(store_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """`agentdesk receive` in its own process, on a free port it reports."""
-    proc = subprocess.Popen([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store_path), "receive",
+    proc = subprocess.Popen([sys.executable, "-m", "agentdesk.cli", "--store", str(store_path), "receive",
                              "--port", "0", "--every", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env(), cwd=ROOT)
     assert proc.stdout is not None

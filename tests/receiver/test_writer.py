@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from agentdesk.store.database import Store
 from agentdesk.store.errors import InvalidInput
-from agentdesk.store.native import NativeSource
-from agentdesk.store.otel import ingest_request
-from agentdesk.store.otel.receiver_decode import parse_json
-from agentdesk.store.otel.receiver_writer import IngestWriter, QueueFull, span_count
-from agentdesk.store.otel.spans import run_row_id
+from agentdesk.store.ingest import ingest_request
+from agentdesk.store.ingest.receiver_decode import parse_json
+from agentdesk.store.ingest.receiver_writer import IngestWriter, QueueFull, span_count
+from agentdesk.store.ingest.spans import run_row_id
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store
 from tests.receiver.conftest import document, span_json
 
 

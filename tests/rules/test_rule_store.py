@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from agentdesk.store import schema as sc
+from agentdesk.store.approvals.heartbeat import GONE_REASON, beat, dismiss_gone, is_gone
 from agentdesk.store.audit import verify_chain
-from agentdesk.store.database import Store, open_store
 from agentdesk.store.errors import AlreadyDecided, InvalidInput, NotFound, StaleRevision
-from agentdesk.store.heartbeat import GONE_REASON, beat, dismiss_gone, is_gone
-from agentdesk.store.native import NativeSource
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.rules.commands import add_rule, get_rule, list_rules, remove_rule, update_rule
 from agentdesk.store.rules.dryrun import dry_run, propose_rule, would_settle
 from agentdesk.store.rules.model import Effect, Rule, parse_matcher

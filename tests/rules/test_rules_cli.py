@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import agentdesk.gui.cli.main as cli
-from agentdesk.store.database import Store
-from agentdesk.store.native import NativeSource
+import agentdesk.cli.main as cli
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.rules.commands import list_rules
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import World, dump

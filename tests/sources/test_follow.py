@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection, create_engine
 
-from agentdesk.store.bus import Change, EntityKind
-from agentdesk.store.polling import PollLoop
+from agentdesk.store.changes.bus import Change, EntityKind
+from agentdesk.store.changes.polling import PollLoop
 from agentdesk.store.sources.follow import AppendOnly, Deletes, Follow, RowEvent, TableFollower, UpdatedInPlace
 from agentdesk.store.sources.follow import follower as follower_module
 from agentdesk.store.sources.sql import Row
@@ -182,7 +182,7 @@ def test_a_failing_poll_logs_one_warning_backs_off_and_recovers(caplog: pytest.L
             raise sqlite3.OperationalError("database is locked")
 
     loop = PollLoop(None, read, interval_s=0.001, name="test-watcher", moved=lambda: True)
-    with caplog.at_level(logging.INFO, logger="agentdesk.store.polling"):
+    with caplog.at_level(logging.INFO, logger="agentdesk.store.changes.polling"):
         loop.start()
         for _ in range(5):
             assert failures.acquire(timeout=5)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from agentdesk.store.bus import RESET, Change
+from agentdesk.store.changes.bus import RESET, Change
 from agentdesk.store.errors import AlreadyDecided, Conflict, InvalidInput, NotFound, ReadOnlyStore, StaleRevision
 from agentdesk.store.source import Capability, Source
 from agentdesk.store.sources import open_source

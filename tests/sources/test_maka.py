@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.store.bus import Change
+from agentdesk.store.changes.bus import Change
 from agentdesk.store.errors import AlreadyDecided, NotFound, ReadOnlyStore, StoreUnavailable
 from agentdesk.store.source import Capability, context_writer, require_context_writer
 from agentdesk.store.sources import open_source

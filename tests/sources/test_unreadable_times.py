@@ -114,7 +114,7 @@ def test_approval_times_say_unreadable_time() -> None:
 
 
 def test_the_cli_prints_null_and_the_words_not_the_epoch() -> None:
-    from agentdesk.gui.cli.output import iso
+    from agentdesk.cli.output import iso
 
     assert iso(UNREADABLE_TIME) is None and iso(None) is None
     assert iso(datetime(2024, 5, 1, tzinfo=UTC)) == "2024-05-01T00:00:00.000+00:00"

@@ -25,7 +25,7 @@ BAD = {"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs"}
 
 
 def cli(store: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agentdesk.gui.cli", "--store", str(store), *argv], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "agentdesk.cli", "--store", str(store), *argv], cwd=REPO,
                           capture_output=True, text=True, encoding="utf-8", errors="surrogateescape", timeout=60)
 
 

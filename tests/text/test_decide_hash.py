@@ -7,10 +7,10 @@ import json
 import pytest
 from sqlalchemy import update
 
-from agentdesk.store import schema as sc
-from agentdesk.store.database import Store
 from agentdesk.store.errors import InvalidInput, StaleRevision
-from agentdesk.store.native import NativeSource
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.text.arguments import arguments_hash, short_hash
 from tests.conftest import World

@@ -1,0 +1,102 @@
+"""Shared by the command-line modules: where the store is, how to open it, how to talk.
+
+Every command opens its database with one call to `store.sources.open_source`,
+which detects what the file is (once) and returns a `Source`. Readers open
+agentdesk stores read-only and never create them; another runtime's database is
+read-only unless `--allow-writes`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from agentdesk.store.errors import InvalidInput
+from agentdesk.store.native.source import native_store
+from agentdesk.store.persistence.database import Store, default_store_location
+from agentdesk.store.source import Source
+from agentdesk.store.sources import open_source
+from agentdesk.store.validation import MAX_ARGUMENTS_BYTES, parse_json_arguments
+
+EXIT_OK, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_BROKEN_CHAIN = 0, 1, 5, 6
+
+
+class CommandFailed(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def location_of(args: argparse.Namespace) -> str:
+    return str(args.store or default_store_location())
+
+
+def open_any(args: argparse.Namespace, *, write: bool = False, create: bool = False) -> Source:
+    """The database at `--store` as a `Source`: readers open read-only and never create; writers open
+    read-write, creating an agentdesk store only if asked."""
+    return open_source(location_of(args), allow_writes=args.allow_writes, create=create, read_only=not write,
+                       busy_timeout_s=args.busy_timeout)
+
+
+def open_for(args: argparse.Namespace, purpose: str, *, write: bool = False, create: bool = False) -> Store:
+    """The agentdesk store at `--store`, for commands only an agentdesk store can serve (`purpose`, a
+    sentence fragment: "import traces"); another runtime's database is refused in one sentence."""
+    source = open_any(args, write=write, create=create)
+    try:
+        return native_store(source, purpose)
+    except Exception:
+        source.close()
+        raise
+
+
+def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
+    """An argparse type for options that must be a number above zero (counts, sizes, seconds)."""
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not a number: {text}") from exc
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+        return value
+    return parse
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def read_arguments(value: str) -> str:
+    """`--args` as JSON text, `@FILE`, or `-` for stdin (one command-line argument is capped at 128 KiB).
+
+    A file or stdin is read only up to one byte past the arguments limit: a huge file (or
+    /dev/zero) is refused by its size, never read whole into memory.
+    """
+    if value == "-":
+        text = bounded_text(sys.stdin.buffer.read(MAX_ARGUMENTS_BYTES + 1), "on standard input", None)
+    elif value.startswith("@"):
+        name = value[1:]
+        try:
+            with Path(name).open("rb") as handle:
+                size = os.fstat(handle.fileno()).st_size if Path(name).is_file() else None
+                text = bounded_text(handle.read(MAX_ARGUMENTS_BYTES + 1), f"in the file {name}", size)
+        except OSError as exc:
+            raise InvalidInput(f"Cannot read the arguments file {name}: {exc.strerror or exc}.") from exc
+    else:
+        text = value
+    parse_json_arguments(text)  # refuse bad JSON or an oversize payload before touching the store
+    return text
+
+
+def bounded_text(data: bytes, where: str, size: int | None) -> str:
+    """Arguments read from a file or a pipe (`size`: the file's, when known): at most the limit, and UTF-8."""
+    if len(data) > MAX_ARGUMENTS_BYTES:
+        told = f"{size:,} bytes" if size is not None else f"more than {MAX_ARGUMENTS_BYTES:,} bytes"
+        raise InvalidInput(f"The arguments {where} are {told}; the limit is {MAX_ARGUMENTS_BYTES:,} bytes.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"The arguments {where} are not UTF-8 text (byte {exc.start}).") from exc

@@ -1,0 +1,111 @@
+"""`agentdesk import FILE...` and `agentdesk export`: OpenTelemetry traces in and out.
+
+Import prints a tqdm progress bar on stderr (bytes while reading, then spans/s and
+an ETA while writing) and a one-line summary. A bad file is one sentence naming
+the line or record and exit code 2; the traces read whole before it are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+
+from tqdm import tqdm
+
+from agentdesk.cli import output as out
+from agentdesk.cli.opening import EXIT_OK, CommandFailed, open_for, say
+from agentdesk.store.ingest.export import FORMATS, export
+from agentdesk.store.ingest.importer import ImportProgress, check_paths, import_files
+
+EXIT_INVALID = 2
+
+
+def import_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE", type=Path,
+                   help="OTLP/JSON, OTLP JSON Lines or OTLP protobuf files (detected by content; gzip ok)")
+    p.add_argument("--project", metavar="NAME",
+                   help="project for traces whose resource names none (no openinference.project.name or "
+                        "service.name)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def export_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", nargs="?", metavar="RUN_ID", help="the run to export")
+    p.add_argument("--project", metavar="NAME_OR_ID", help="export every run of this project instead")
+    p.add_argument("--format", choices=FORMATS, default="otlp-json",
+                   help="otlp-json (one document, default) or otlp-jsonl (one line per resource)")
+    p.add_argument("-o", "--output", metavar="FILE", type=Path, help="write here (default: stdout)")
+
+
+class _Bars:
+    """Two tqdm bars: bytes read (with spans/s in the postfix), then spans written with an ETA."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.reading: tqdm[None] | None = None
+        self.writing: tqdm[None] | None = None
+
+    def __call__(self, p: ImportProgress) -> None:
+        if not self.enabled:
+            return
+        if p.phase == "reading":
+            if self.reading is None:
+                self.reading = tqdm(total=p.bytes_total, unit="B", unit_scale=True, desc="reading",
+                                    file=sys.stderr, dynamic_ncols=True)
+            self.reading.update(p.bytes_read - self.reading.n)
+            self.reading.set_postfix(spans=p.spans_read, refresh=False)
+        else:
+            if self.reading is not None:
+                self.reading.update(self.reading.total - self.reading.n)
+                self.reading.close()
+                self.reading = None
+            if self.writing is None:
+                self.writing = tqdm(total=p.spans_total, unit=" spans", unit_scale=True, desc="writing",
+                                    file=sys.stderr, dynamic_ncols=True)
+            self.writing.update(p.spans_done - self.writing.n)
+
+    def close(self) -> None:
+        for bar in (self.reading, self.writing):
+            if bar is not None:
+                bar.close()
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    check_paths(args.files)
+    store = open_for(args, "import traces", write=True, create=True)
+    bars = _Bars(enabled=not args.quiet)
+    try:
+        result = import_files(store, args.files, default_project=args.project, progress=bars,
+                              cancel=threading.Event())
+    finally:
+        bars.close()
+        store.close()
+    r = result.report
+    rate = result.spans_read / result.seconds if result.seconds > 0 else 0.0
+    traces = f"{r.traces:,} trace{'' if r.traces == 1 else 's'}"
+    say(out.clean(f"Imported {r.spans_written:,} spans in {traces} ({r.duplicates:,} already there, "
+                  f"{r.completed:,} completed, {r.orphans_pending:,} waiting for a parent) in "
+                  f"{result.seconds:.1f} s ({rate:,.0f} spans/s)."))
+    if result.error is not None:
+        kept = (f"the {r.traces:,} whole traces read before it were kept" if r.traces
+                else "nothing was imported")
+        raise CommandFailed(f"{result.error}. Nothing from that record on was imported; {kept}.", EXIT_INVALID)
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    store = open_for(args, "export runs", write=False)
+    try:
+        if args.output is not None:
+            tmp = args.output.with_name(args.output.name + ".part")
+            with tmp.open("w", encoding="utf-8") as handle:
+                spans = export(store, handle, run_id=args.run_id, project=args.project, fmt=args.format)
+            tmp.replace(args.output)
+            print(f"Exported {spans:,} spans to {out.clean(str(args.output))}.", file=sys.stderr)
+        else:
+            export(store, sys.stdout, run_id=args.run_id, project=args.project, fmt=args.format)
+    finally:
+        store.close()
+    return EXIT_OK

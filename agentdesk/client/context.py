@@ -1,0 +1,50 @@
+"""Reading an agent's context back the way the operator left it.
+
+The operator may have hidden turn groups, locked items, edited content or
+replaced a run of items by a compaction summary since the agent wrote them.
+What the agent sends to its model next must be exactly that: visible items only,
+each at its current content, summaries in the place of what they cover.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sqlalchemy import select
+
+from agentdesk.client.results import ContextEntry, ModelContext
+from agentdesk.store import readmodel as rm
+from agentdesk.store.native.queries import NativeQueries
+from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.database import Store
+
+CHUNK = 500
+"""Bound parameters per IN (...) query: well under SQLite's limit."""
+
+
+def model_context(store: Store, agent_id: str) -> ModelContext:
+    snapshot = NativeQueries(store).context(agent_id)
+    written = first_contents(store, [i.id for i in snapshot.items if i.effective_visible and i.revision > 1])
+    return from_snapshot(snapshot, written)
+
+
+def first_contents(store: Store, item_ids: Sequence[str]) -> dict[str, str]:
+    """What the agent itself wrote (revision 1): a revision also moves on a toggle, so compare contents."""
+    R = sc.ContextItemRevisionRow
+    found: dict[str, str] = {}
+    with store.reading() as s:
+        for n in range(0, len(item_ids), CHUNK):
+            rows = s.execute(select(R.item_id, R.content)
+                             .where(R.revision == 1, R.item_id.in_(item_ids[n:n + CHUNK]))).all()
+            found.update((item_id, content) for item_id, content in rows)
+    return found
+
+
+def from_snapshot(snapshot: rm.AgentContext, written: Mapping[str, str]) -> ModelContext:
+    """Pure, so the rules are testable without a store: hidden and covered items are left out."""
+    shown = [i for i in snapshot.items if i.effective_visible]
+    entries = tuple(ContextEntry(i.id, i.kind, i.role, i.content, i.locked,
+                                 i.id in written and written[i.id] != i.content, i.token_estimate)
+                    for i in shown)
+    return ModelContext(snapshot.agent_id, snapshot.context_revision, snapshot.budget, entries,
+                        len(snapshot.items) - len(shown))

@@ -1,0 +1,1 @@
+"""An agent's context window: the operator's commands on its items."""

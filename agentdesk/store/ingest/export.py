@@ -1,0 +1,282 @@
+"""Runs out as OTLP/JSON (one document) or OTLP JSON Lines, with GenAI attributes.
+
+Imported runs go out as they came in (their ids, kinds, events, links, resources and
+original attributes, with the real parent of a still-orphaned span), so export →
+import reproduces the same read model. Runs agentdesk recorded itself get derived
+ids (hashes of its ids) and GenAI attributes (`gen_ai.operation.name`, model, usage,
+`gen_ai.input.messages` from what the model saw, tool name/arguments/result,
+agent name, the session as `gen_ai.conversation.id`), plus `agentdesk.*` attributes
+for what GenAI has no name for. Approvals become spans (or attributes of their gate
+span) carrying their decision. Spans are written in chunks: memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from agentdesk.store.errors import InvalidInput, NotFound
+from agentdesk.store.ingest import values as v
+from agentdesk.store.ingest.spans import split_span_row_id
+from agentdesk.store.ingest.writer import EXTRA_KEYS, original_name
+from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.database import Store
+from agentdesk.store.text.jsonsafe import bounded, loads
+
+FORMATS = ("otlp-json", "otlp-jsonl")
+CHUNK = 1000
+SCOPE = {"name": "agentdesk", "version": "0.1.0"}
+KIND_OPERATION = {"model": "chat", "tool": "execute_tool", "agent": "invoke_agent", "sub_agent": "invoke_agent"}
+
+
+def _hex(text: str, n: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def trace_hex(run_id: str) -> str:
+    return run_id[4:] if run_id.startswith("otr_") and len(run_id) == 36 else _hex(run_id, 32)
+
+
+def span_hex(row_id: str) -> str:
+    parts = split_span_row_id(row_id)
+    return parts[1] if parts else _hex(row_id, 16)
+
+
+def _ns(seconds: float | None) -> str:
+    return "0" if seconds is None else str(round(seconds * 1e9))
+
+
+def runs_of(store: Store, run_id: str | None, project: str | None) -> list[str]:
+    with store.reading() as s:
+        if run_id is not None:
+            if s.get(sc.RunRow, run_id) is None:
+                raise NotFound(f"There is no run with id {run_id}.")
+            return [run_id]
+        assert project is not None
+        row = s.get(sc.ProjectRow, project) or s.execute(
+            select(sc.ProjectRow).where(sc.ProjectRow.name == project)).scalars().first()
+        if row is None:
+            raise NotFound(f"There is no project named or with id {project}.")
+        return list(s.execute(select(sc.RunRow.id).where(sc.RunRow.project_id == row.id)
+                              .order_by(sc.RunRow.started_at)).scalars())
+
+
+def export(store: Store, out: TextIO, *, run_id: str | None = None, project: str | None = None,
+           fmt: str = "otlp-json") -> int:
+    """Write the run (or every run of the project) to `out`; returns the number of spans written."""
+    if fmt not in FORMATS:
+        raise InvalidInput(f"Unknown export format {fmt}; use one of {', '.join(FORMATS)}.")
+    if (run_id is None) == (project is None):
+        raise InvalidInput("Export either one run (RUN_ID) or one project (--project), not both or neither.")
+    total, first = 0, True
+    if fmt == "otlp-json":
+        out.write('{"resourceSpans":[')
+    for rid in runs_of(store, run_id, project):
+        for resource_spans in _run_chunks(store, rid):
+            total += sum(len(ss["spans"]) for ss in resource_spans["scopeSpans"])
+            text = json.dumps(resource_spans, ensure_ascii=False, separators=(",", ":"))
+            if fmt == "otlp-json":
+                out.write(("" if first else ",\n") + text)
+            else:
+                out.write('{"resourceSpans":[' + text + "]}\n")
+            first = False
+    if fmt == "otlp-json":
+        out.write("]}\n")
+    return total
+
+
+def _run_chunks(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
+    """The run's spans as ResourceSpans dicts of at most CHUNK spans, grouped by resource and scope."""
+    with store.reading() as s:
+        run = s.get(sc.RunRow, run_id)
+        assert run is not None
+        imported = run_id.startswith("otr_")
+        facts = _NativeFacts(s, run) if not imported else None
+        orphans = {span_id: parent for span_id, parent in s.execute(
+            select(sc.OtelOrphanRow.span_id, sc.OtelOrphanRow.parent_id).where(sc.OtelOrphanRow.run_id == run_id))}
+        resources: dict[str, dict[str, Any]] = {}
+        rows = s.execute(select(sc.SpanRow).where(sc.SpanRow.run_id == run_id)
+                         .order_by(sc.SpanRow.started_at, sc.SpanRow.id)).scalars()
+        groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for count, row in enumerate(rows, 1):
+            attrs = _stored_json(row.attributes)
+            if facts is None:
+                span, key = _imported_span(row, attrs, orphans), (
+                    str(attrs.get("otel.resource", "")), str(attrs.get("otel.scope", "")),
+                    str(attrs.get("otel.scope_version", "")))
+            else:
+                span, key = facts.span(row, attrs), ("", SCOPE["name"], SCOPE["version"])
+            groups.setdefault(key, []).append(span)
+            if count % CHUNK == 0:
+                yield from _flush(s, groups, resources, facts)
+                groups = {}
+        if facts is not None:
+            for extra in facts.approval_spans():
+                groups.setdefault(("", SCOPE["name"], SCOPE["version"]), []).append(extra)
+        yield from _flush(s, groups, resources, facts)
+
+
+EXPORT_DEPTH = 256
+"""Deeper attribute values (an agent's 50,000-level payload) are exported as the display's marker
+rather than crashing `json.dumps`: an OTel tool could not show them anyway."""
+
+
+def _stored_json(text: str | None) -> Any:
+    """A stored attributes column as a value `json.dumps` can write: parsed without recursion, bounded."""
+    return bounded(loads(text or "{}"), EXPORT_DEPTH)
+
+
+def _flush(s: Session, groups: dict[tuple[str, str, str], list[dict[str, Any]]],
+           resources: dict[str, dict[str, Any]], facts: _NativeFacts | None) -> Iterator[dict[str, Any]]:
+    for (res_key, scope_name, scope_version), spans in groups.items():
+        if facts is not None:
+            attributes = facts.resource
+        else:
+            if res_key not in resources:
+                row = s.get(sc.OtelResourceRow, res_key) if res_key else None
+                resources[res_key] = _stored_json(row.attributes) if row else {}
+            attributes = resources[res_key]
+        scope: dict[str, Any] = {"name": scope_name}
+        if scope_version:
+            scope["version"] = scope_version
+        yield {"resource": {"attributes": v.to_attributes(attributes)},
+               "scopeSpans": [{"scope": scope, "spans": spans}]}
+
+
+def _status(row: sc.SpanRow, message: str | None) -> dict[str, Any]:
+    if row.status == "error":
+        return {"code": 2, "message": message or row.error or ""}
+    return {"code": 1} if row.status == "ok" else {}
+
+
+def _imported_span(row: sc.SpanRow, attrs: dict[str, Any], orphans: dict[str, str]) -> dict[str, Any]:
+    parts = split_span_row_id(row.id)
+    assert parts is not None
+    trace_id, span_id = parts
+    parent = orphans.get(row.id, row.parent_span_id)
+    span: dict[str, Any] = {
+        "traceId": trace_id, "spanId": span_id, "name": original_name(row.name) if row.id in orphans else row.name,
+        "kind": v.SPAN_KINDS.get(str(attrs.get("otel.kind")), 0),
+        "startTimeUnixNano": _ns(row.started_at), "endTimeUnixNano": _ns(row.ended_at),
+        "attributes": v.to_attributes({k: val for k, val in attrs.items() if k not in EXTRA_KEYS})}
+    if parent:
+        span["parentSpanId"] = span_hex(parent)
+    if attrs.get("otel.events"):
+        span["events"] = [{"timeUnixNano": str(e.get("time_ns", 0)), "name": e.get("name", ""),
+                           "attributes": v.to_attributes(e.get("attributes") or {})} for e in attrs["otel.events"]]
+    if attrs.get("otel.links"):
+        span["links"] = [{"traceId": link.get("trace_id"), "spanId": link.get("span_id"),
+                          "attributes": v.to_attributes(link.get("attributes") or {})} for link in attrs["otel.links"]]
+    status = _status(row, attrs.get("otel.status_message"))
+    if status:
+        span["status"] = status
+    return span
+
+
+class _NativeFacts:
+    """What a native run's spans need from around them: agent, session, context, approvals."""
+
+    def __init__(self, s: Session, run: sc.RunRow) -> None:
+        self.s, self.run = s, run
+        self.trace = trace_hex(run.id)
+        agent = s.get(sc.AgentRow, run.agent_id)
+        project = s.get(sc.ProjectRow, run.project_id)
+        self.agent_name = agent.name if agent else "agent"
+        self.model = agent.model if agent else ""
+        self.resource = {"service.name": project.name if project else "agentdesk",
+                         "agentdesk.project.id": run.project_id}
+        self.approvals = list(s.execute(select(sc.ApprovalRow).where(sc.ApprovalRow.run_id == run.id)
+                                        .order_by(sc.ApprovalRow.created_at)).scalars())
+        self.by_span = {a.span_id: a for a in self.approvals if a.span_id}
+        self.seen_spans: set[str] = set()
+        self.root: str | None = None
+
+    def span(self, row: sc.SpanRow, attrs: dict[str, Any]) -> dict[str, Any]:
+        self.seen_spans.add(row.id)
+        if row.parent_span_id is None and self.root is None:
+            self.root = row.id
+        out = dict(attrs)
+        op = KIND_OPERATION.get(row.kind)
+        if op:
+            out["gen_ai.operation.name"] = op
+        else:
+            out["agentdesk.span.kind"] = row.kind
+        if row.parent_span_id is None:
+            out["gen_ai.conversation.id"] = self.run.session_id
+        if row.kind == "model":
+            out["gen_ai.request.model"] = self.model
+            out["gen_ai.usage.input_tokens"] = row.input_tokens
+            out["gen_ai.usage.output_tokens"] = row.output_tokens
+            sent = self._sent(row.id)
+            if sent:
+                out["gen_ai.input.messages"] = json.dumps(sent, ensure_ascii=False)
+        elif row.kind == "tool":
+            out["gen_ai.tool.name"] = row.name
+            if row.input_text is not None:
+                out["gen_ai.tool.call.arguments"] = row.input_text
+            if row.output_text is not None:
+                out["gen_ai.tool.call.result"] = row.output_text
+        elif row.kind in ("agent", "sub_agent"):
+            out["gen_ai.agent.name"] = self.agent_name if row.kind == "agent" else row.name
+        if row.cost_usd:
+            out["agentdesk.cost_usd"] = row.cost_usd
+        if row.status == "cancelled":
+            out["agentdesk.span.status"] = "cancelled"
+        if row.input_text is not None:
+            out["agentdesk.input_text"] = row.input_text
+        if row.output_text is not None:
+            out["agentdesk.output_text"] = row.output_text
+        approval = self.by_span.get(row.id)
+        if approval is not None:
+            out.update(_approval_attributes(approval))
+        span: dict[str, Any] = {
+            "traceId": self.trace, "spanId": span_hex(row.id), "name": row.name, "kind": 1,
+            "startTimeUnixNano": _ns(row.started_at), "endTimeUnixNano": _ns(row.ended_at),
+            "attributes": v.to_attributes(out)}
+        if row.parent_span_id:
+            span["parentSpanId"] = span_hex(row.parent_span_id)
+        status = _status(row, None)
+        if status:
+            span["status"] = status
+        return span
+
+    def _sent(self, span_id: str) -> list[dict[str, Any]]:
+        L, R, Item = sc.SpanContextRow, sc.ContextItemRevisionRow, sc.ContextItemRow
+        rows = self.s.execute(select(Item.role, Item.kind, R.content).select_from(L)
+                              .join(R, (R.item_id == L.item_id) & (R.revision == L.item_revision))
+                              .join(Item, Item.id == L.item_id).where(L.span_id == span_id)
+                              .order_by(L.position)).all()
+        return [{"role": role or "user", "parts": [{"type": "text", "content": content}]}
+                for role, _kind, content in rows]
+
+    def approval_spans(self) -> list[dict[str, Any]]:
+        """Approvals not attached to an exported span, as spans of their own under the run's root."""
+        out = []
+        for a in self.approvals:
+            if a.span_id in self.seen_spans:
+                continue
+            span: dict[str, Any] = {
+                "traceId": self.trace, "spanId": _hex(a.id, 16), "name": f"approval {a.tool_name}", "kind": 1,
+                "startTimeUnixNano": _ns(a.created_at), "endTimeUnixNano": _ns(a.decided_at or a.created_at),
+                "attributes": v.to_attributes({"agentdesk.span.kind": "gate", **_approval_attributes(a)}),
+                "status": {"code": 1}}
+            if self.root:
+                span["parentSpanId"] = span_hex(self.root)
+            out.append(span)
+        return out
+
+
+def _approval_attributes(a: sc.ApprovalRow) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"agentdesk.approval.id": a.id, "agentdesk.approval.status": a.status,
+                             "agentdesk.approval.tool": a.tool_name, "agentdesk.approval.arguments": a.arguments,
+                             "gen_ai.tool.name": a.tool_name}
+    for key, value in (("decided_by", a.decided_by), ("reason", a.reason),
+                       ("edited_arguments", a.edited_arguments)):
+        if value:
+            attrs[f"agentdesk.approval.{key}"] = value
+    return attrs

@@ -1,0 +1,235 @@
+"""Everything about a span that depends only on the span: mapped once, possibly in another process.
+
+Why a separate step: mapping a span onto agentdesk's model (the GenAI / OpenInference
+classification, message parsing and rendering, the attribute JSON) is most of an
+import's CPU time, and none of it needs the store. `prepare` turns a decoded
+`OtelSpan` into a flat `Prepared` record of plain values; the writer then only
+places it in the hierarchy and inserts it. Because the record is plain tuples and
+strings it crosses a process boundary cheaply, so the importer maps chunks in a
+helper process while it decodes the next ones (`Preparer`), and both cores work.
+
+This module imports no SQLAlchemy: the helper process starts in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import multiprocessing
+import sys
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, NamedTuple
+
+from agentdesk.store.ingest import messages as msgs
+from agentdesk.store.ingest import semconv
+from agentdesk.store.ingest import values as v
+from agentdesk.store.ingest.messages import PLAIN, SORTED
+from agentdesk.store.ingest.spans import OtelSpan
+
+ORPHAN_KEY = "agentdesk.orphan"
+AGENT_KEY = "agentdesk.agent"
+"""On a model span: the agent whose context its messages are (what `readback` rebuilds them with)."""
+OWN_KEYS = (ORPHAN_KEY, AGENT_KEY)
+"""Attribute keys only the writer sets (an input carrying them has them replaced)."""
+EXTRA_KEYS = frozenset({"otel.kind", "otel.status_message", "otel.events", "otel.links", "otel.scope",
+                        "otel.scope_version", "otel.resource", *OWN_KEYS})
+"""Keys the importer adds to a span's attributes (export strips them again)."""
+
+
+def digest(*parts: str, n: int = 16) -> str:
+    """The hash agentdesk's derived ids are made of."""
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:n]
+
+
+class Prepared(NamedTuple):
+    """One span, mapped: the facts that place it, and its row's values except those the hierarchy sets."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    name: str
+    start_ns: int
+    end_ns: int
+    kind: str
+    """`classify`'s kind for a top-level span: the writer makes a nested `agent` a `sub_agent`."""
+    status: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    input_text: str | None
+    output_text: str | None
+    error: str | None
+    model: str
+    agent_key: str | None
+    """Set for agent spans (`semconv.is_agent_span`): what makes two invocations one agent."""
+    agent_name: str | None
+    project: str | None
+    conversation: str | None
+    attributes: str
+    """The attributes as JSON, with the `otel.*` keys added; `add_keys` appends the writer's own."""
+    resource_key: str | None
+    resource: str | None
+    """The resource's attributes as sorted JSON (stored once per key in `otel_resources`)."""
+    messages: tuple[tuple[str, str, str], ...]
+    """(role, rendered content, context-item kind) of a model call's input messages, then its output."""
+    inputs: int
+    """How many of `messages` are input (what the model saw)."""
+
+
+def prepare(span: OtelSpan, resources: dict[int, tuple[str, str]] | None = None) -> Prepared:
+    """Map one span. `resources` caches resource JSON by object identity across a chunk."""
+    c = semconv.classify(span)
+    a = span.attributes
+    key = name = None
+    if semconv.is_agent_span(a):
+        key, name = semconv.agent_identity(span)
+    attrs = dict(a) if any(k in a for k in OWN_KEYS) else a
+    if attrs is not a:
+        for k in OWN_KEYS:
+            attrs.pop(k, None)
+    extra: dict[str, Any] = {}
+    if span.kind:
+        extra["otel.kind"] = v.KIND_NAMES.get(span.kind, str(span.kind))
+    if span.status_message:
+        extra["otel.status_message"] = span.status_message
+    if span.events:
+        extra["otel.events"] = span.events
+    if span.links:
+        extra["otel.links"] = span.links
+    if span.scope_name:
+        extra["otel.scope"] = span.scope_name
+        if span.scope_version:
+            extra["otel.scope_version"] = span.scope_version
+    resource_key = resource_text = None
+    if span.resource:
+        cached = resources.get(id(span.resource)) if resources is not None else None
+        if cached is None:
+            text = SORTED.encode(span.resource)
+            cached = (digest(text, n=32), text)
+            if resources is not None:
+                resources[id(span.resource)] = cached
+        resource_key, resource_text = cached
+        extra["otel.resource"] = resource_key
+    attributes = PLAIN.encode({**attrs, **extra} if extra else attrs)
+    messages: tuple[tuple[str, str, str], ...] = ()
+    if c.input_messages or c.output_messages:
+        messages = tuple((str(m.get("role") or "user"), content, msgs.item_kind(m)) for m, content in zip(
+            c.input_messages + c.output_messages, c.input_rendered + c.output_rendered, strict=True))
+    return Prepared(span.trace_id, span.span_id, span.parent_id, span.name, span.start_ns, span.end_ns, c.kind,
+                    c.status, c.input_tokens, c.output_tokens, c.cost_usd, c.input_text, c.output_text, c.error,
+                    c.model, key, name, semconv.project_of(span), semconv.conversation_of(a), attributes,
+                    resource_key, resource_text, messages, len(c.input_messages))
+
+
+def prepare_all(spans: Sequence[OtelSpan]) -> list[Prepared]:
+    resources: dict[int, tuple[str, str]] = {}
+    return [prepare(s, resources) for s in spans]
+
+
+def _prepare_plain(spans: Sequence[OtelSpan]) -> list[tuple[Any, ...]]:
+    """The helper process's task: plain tuples pickle faster than named ones."""
+    return [tuple(p) for p in prepare_all(spans)]
+
+
+def add_keys(attributes: str, keys: dict[str, Any]) -> str:
+    """`attributes` (a JSON object written by `PLAIN`) with `keys` added, without decoding it again."""
+    tail = PLAIN.encode(keys)
+    return tail if attributes == "{}" else f"{attributes[:-1]}, {tail[1:]}"
+
+
+def fewer_collections() -> None:
+    """Run the cyclic garbage collector a hundred times less often.
+
+    A decoded span is dozens of small containers, and an import makes millions of
+    them, so the default thresholds (a collection every 700 allocations, a full one
+    every so often over everything alive) cost a third of the mapping time. The
+    importer's data holds no reference cycles; reference counting frees it.
+    """
+    gc.set_threshold(70_000, 50, 100)
+
+
+def helper_pool() -> ProcessPoolExecutor | None:
+    """One helper process for mapping (spawned: no fork of a threaded GUI), or None where none can start.
+
+    A frozen (packaged) app cannot start one without `multiprocessing.freeze_support` in its
+    entry point, so it maps in-process. Like every `multiprocessing` user, a script calling the
+    importer or the receiver must guard its own top level with `if __name__ == "__main__":`.
+    """
+    if getattr(sys, "frozen", False):
+        return None
+    try:
+        return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=fewer_collections)
+    except (OSError, ValueError):
+        return None
+
+
+class _Slot:
+    __slots__ = ("future", "result", "spans")
+
+    def __init__(self, spans: Sequence[OtelSpan], future: Future[list[tuple[Any, ...]]] | None,
+                 result: list[Prepared] | None) -> None:
+        self.spans, self.future, self.result = spans, future, result
+
+    def ready(self) -> bool:
+        return self.result is not None or (self.future is not None and self.future.done())
+
+
+class Preparer:
+    """Prepares chunks of decoded spans in order, in a helper process when one can be started.
+
+    The importing thread keeps decoding while the helper maps; when `window` chunks are
+    already waiting for the helper (or it is still starting), the thread maps the next
+    chunk itself instead of waiting. So both cores work, neither waits on the other,
+    and at most `window` chunks are in flight (memory stays bounded). Results come out
+    in input order. If the helper fails, its chunks are mapped here: nothing is lost.
+    """
+
+    def __init__(self, *, helper: bool = True, window: int = 3) -> None:
+        self.window = window
+        self._slots: deque[_Slot] = deque()
+        self._pool = helper_pool() if helper else None
+        self.helped = 0
+        """Chunks the helper mapped (the rest were mapped in this process)."""
+
+    def put(self, spans: Sequence[OtelSpan]) -> Iterator[list[Prepared]]:
+        """Hand in one chunk; yields every chunk (this one or earlier ones) now ready, in order."""
+        yield from self._ready(block=False)
+        in_flight = sum(1 for s in self._slots if s.future is not None)
+        if self._pool is not None and in_flight < self.window:
+            try:
+                self._slots.append(_Slot(spans, self._pool.submit(_prepare_plain, spans), None))
+            except RuntimeError:  # the pool broke or was shut down
+                self._pool = None
+                self._slots.append(_Slot(spans, None, prepare_all(spans)))
+        else:
+            self._slots.append(_Slot(spans, None, prepare_all(spans)))
+        yield from self._ready(block=False)
+
+    def drain(self) -> Iterator[list[Prepared]]:
+        """Every chunk still in flight, in order (waiting for the helper)."""
+        yield from self._ready(block=True)
+
+    def _ready(self, *, block: bool) -> Iterator[list[Prepared]]:
+        while self._slots and (block or self._slots[0].ready()):
+            slot = self._slots.popleft()
+            if slot.result is not None:
+                yield slot.result
+                continue
+            assert slot.future is not None
+            try:
+                plain = slot.future.result()
+            except Exception:  # the helper died (killed, out of memory): map its chunk here
+                self._pool = None
+                yield prepare_all(slot.spans)
+                continue
+            self.helped += 1
+            yield list(map(Prepared._make, plain))
+
+    def close(self) -> None:
+        """Stop the helper; chunks still in flight are dropped (the caller is cancelling or done)."""
+        self._slots.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None

@@ -1,0 +1,295 @@
+"""The live OTLP/HTTP receiver: `POST /v1/traces` into the store while the agent runs.
+
+Any OpenTelemetry exporter pointed at it (`OTEL_EXPORTER_OTLP_ENDPOINT=
+http://127.0.0.1:4318`) makes its agent appear in the tree and the timeline.
+Protobuf and JSON bodies are taken, gzip-compressed or not. Answers follow the
+OTLP/HTTP spec: 200 once the spans are committed, 400 for a body that cannot
+be read, 401 without the bearer token when one is set, 413 over the body limit,
+415 for other content types, and 503 with Retry-After when the writer is
+behind, which exporters retry: spans are refused, never accepted and dropped.
+
+It listens on loopback unless told otherwise; another address needs both
+`allow_remote` and a token, since anyone who can reach the port could write
+into the store. aiohttp serves on whatever asyncio loop starts it;
+`ReceiverThread` gives it a loop and a thread of its own (the CLI, the window).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import threading
+from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceResponse,
+)
+
+from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
+from agentdesk.store.ingest.prepare import helper_pool
+from agentdesk.store.ingest.receiver_decode import PROTOBUF_TYPES, BodyRefused, check_media, decode_prepared, media_type
+from agentdesk.store.ingest.receiver_stats import ReceiverStats
+from agentdesk.store.ingest.receiver_writer import Ingest, IngestWriter, QueueFull
+from agentdesk.store.persistence.database import Store
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 4318
+DEFAULT_MAX_BODY = 20 * 1024 * 1024
+"""20 MiB, the Collector's default; an exporter's batch of 512 spans is far below it."""
+GRPC_CODES = {400: 3, 401: 16, 413: 8, 415: 3, 500: 13, 503: 14}
+"""google.rpc.Code for each HTTP answer: INVALID_ARGUMENT, UNAUTHENTICATED, RESOURCE_EXHAUSTED, ..."""
+
+
+class ReceiverRefused(InvalidInput):
+    """The receiver will not start as configured (a remote address without the flag or a token)."""
+
+
+class CannotListen(StoreError):
+    """The address is taken or not ours to bind: a usage problem (exit 2), nothing was written."""
+
+    exit_code = 2
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverConfig:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    """0 picks a free port (tests, benchmarks); `Receiver.address` says which."""
+    token: str | None = None
+    """When set, every request needs `Authorization: Bearer <token>`."""
+    allow_remote: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    max_queued: int = 16
+    """Requests waiting for the writer before new ones get 503; each waits its turn well inside the
+    exporters' 10 s timeout."""
+    max_wait_s: float = 4.0
+    """Refuse (503) when the work already queued would keep a request waiting longer than this."""
+    retry_after_s: int = 1
+    default_project: str | None = None
+    helper: bool = True
+    """Decode and map requests in a helper process (False: in threads of this process)."""
+    """Project for spans whose resource names none (no service.name, no openinference.project.name)."""
+
+    def check(self) -> None:
+        if is_loopback(self.host):
+            return
+        if not self.allow_remote:
+            raise ReceiverRefused(f"Listening on {self.host} would let other machines write into the store; "
+                                  "pass --allow-remote (and a --token) to mean it.")
+        if not self.token:
+            raise ReceiverRefused(f"Listening on {self.host} needs a bearer token (--token or "
+                                  "$AGENTDESK_RECEIVER_TOKEN), so only your agents can write.")
+
+
+def default_ingest(default_project: str | None) -> Ingest:
+    from agentdesk.store.ingest.ingest import ingest_payload  # the importer's write path, shared with `import`
+
+    def ingest(store: Store, payload: Any) -> Any:
+        return ingest_payload(store, payload, default_project=default_project)
+
+    return ingest
+
+
+class Receiver:
+    """The HTTP side: checks, decodes off the loop, hands to the writer and answers when it is written."""
+
+    def __init__(self, store: Store, config: ReceiverConfig | None = None, *, ingest: Ingest | None = None) -> None:
+        self.config = config or ReceiverConfig()
+        self.config.check()
+        self.store = store
+        self.stats = ReceiverStats()
+        ingest = ingest or default_ingest(self.config.default_project)
+        self._writer = IngestWriter(store, ingest, max_queued=self.config.max_queued,
+                                    max_wait_s=self.config.max_wait_s)
+        self._decoders = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentdesk-otlp-decode")
+        self._mapper = helper_pool() if self.config.helper else None
+        self._runner: web.AppRunner | None = None
+        self.address: tuple[str, int] | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.config.max_body_bytes)
+        app.router.add_post("/v1/traces", self._traces)
+        return app
+
+    @property
+    def writer(self) -> IngestWriter:
+        return self._writer
+
+    async def start(self) -> tuple[str, int]:
+        self._writer.start()
+        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=5.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.host, self.config.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self.stop()
+            raise CannotListen(f"Cannot listen on {self.config.host}:{self.config.port}: "
+                               f"{exc.strerror or exc}.") from exc
+        bound = self._runner.addresses  # the real port when 0 asked for any free one
+        port = int(bound[0][1]) if bound else self.config.port
+        self.address = (self.config.host, port)
+        self.stats.listening(f"{self.config.host}:{port}")
+        return self.address
+
+    async def stop(self) -> None:
+        """Stop listening, let requests in flight get their answers, then stop the writer."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await asyncio.get_running_loop().run_in_executor(None, self._writer.stop)
+        self._decoders.shutdown(wait=False)
+        if self._mapper is not None:
+            self._mapper.shutdown(wait=False, cancel_futures=True)
+            self._mapper = None
+        self.stats.listening(None)
+
+    # -- one request -----------------------------------------------------------------------
+    async def _traces(self, request: web.Request) -> web.StreamResponse:
+        kind = media_type(request.content_type)
+        try:
+            self._authorise(request)
+            check_media(request.headers.get("Content-Type"), request.headers.get("Content-Encoding"))
+            if (request.content_length or 0) > self.config.max_body_bytes:
+                raise BodyRefused(413, self._too_large())
+            try:
+                body = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise BodyRefused(413, self._too_large()) from None
+            # aiohttp has already inflated a gzip body, holding it to client_max_size as it went,
+            # so a gzip bomb stops at the limit (413) and the decoder sees plain bytes.
+            decoded, spans = await self._decode(body, request.headers.get("Content-Type"))
+        except BodyRefused as exc:
+            self.stats.rejected(str(exc))
+            return self._error(kind, exc.status, str(exc))
+        return await self._write(kind, decoded, spans)
+
+    async def _decode(self, body: bytes, content_type: str | None) -> tuple[Any, int]:
+        """Decoded and mapped in the helper process (both cores work: it maps while the writer
+        writes); in threads when no process can be started or the helper died."""
+        loop = asyncio.get_running_loop()
+        limit = self.config.max_body_bytes
+        if self._mapper is not None:
+            try:
+                return await loop.run_in_executor(self._mapper, decode_prepared, body, content_type, None, limit)
+            except BrokenExecutor:
+                self._mapper = None
+        return await loop.run_in_executor(self._decoders, decode_prepared, body, content_type, None, limit)
+
+    async def _write(self, kind: str, decoded: Any, spans: int) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        settled: asyncio.Future[tuple[Any, BaseException | None]] = loop.create_future()
+
+        def done(report: Any, error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(_resolve, settled, (report, error))
+
+        try:
+            self._writer.submit(decoded, spans, done)
+        except QueueFull as exc:
+            self.stats.refused(spans)
+            return self._error(kind, 503, f"The store writer is behind ({exc}); retry after "
+                                          f"{self.config.retry_after_s} s.", retry=True)
+        report, error = await settled
+        if isinstance(error, InvalidInput):
+            self.stats.rejected(str(error))
+            return self._error(kind, 400, str(error))
+        if isinstance(error, StoreUnavailable):
+            self.stats.refused(spans, str(error))
+            return self._error(kind, 503, f"{error} Retry later.", retry=True)
+        if error is not None:
+            log.error("OTLP receiver: ingest failed", exc_info=error)
+            self.stats.failed(f"{type(error).__name__}: {error}")
+            return self._error(kind, 500, f"The spans could not be written: {type(error).__name__}.")
+        self.stats.accepted(spans)
+        return self._ok(kind, report)
+
+    def _authorise(self, request: web.Request) -> None:
+        token = self.config.token
+        if not token:
+            return
+        given = request.headers.get("Authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+            raise BodyRefused(401, "A valid bearer token is required (Authorization: Bearer ...).")
+
+    def _too_large(self) -> str:
+        return f"The body is larger than {self.config.max_body_bytes:,} bytes, the limit."
+
+    # -- answers ---------------------------------------------------------------------------
+    def _ok(self, kind: str, report: Any) -> web.Response:
+        """Everything sent was written (duplicates count as written: ingest is idempotent), so no partial success."""
+        if kind in PROTOBUF_TYPES:
+            return web.Response(body=ExportTraceServiceResponse().SerializeToString(),
+                                content_type="application/x-protobuf")
+        return web.Response(text="{}", content_type="application/json")
+
+    def _error(self, kind: str, status: int, message: str, *, retry: bool = False) -> web.Response:
+        """A google.rpc.Status in the request's own encoding, as the OTLP/HTTP spec asks."""
+        headers = {"Retry-After": str(self.config.retry_after_s)} if retry else {}
+        if status == 401:
+            headers["WWW-Authenticate"] = "Bearer"
+        code = GRPC_CODES.get(status, 2)
+        if kind in PROTOBUF_TYPES:
+            body = status_pb2.Status(code=code, message=message).SerializeToString()
+            return web.Response(status=status, body=body, content_type="application/x-protobuf", headers=headers)
+        return web.Response(status=status, text=json.dumps({"code": code, "message": message}),
+                            content_type="application/json", headers=headers)
+
+
+def _resolve(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+class ReceiverThread:
+    """A receiver on an asyncio loop of its own, in a daemon thread: nothing it does waits on the caller."""
+
+    def __init__(self, store: Store, config: ReceiverConfig | None = None, *, ingest: Ingest | None = None) -> None:
+        self.receiver = Receiver(store, config, ingest=ingest)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="agentdesk-otlp-receiver", daemon=True)
+
+    @property
+    def stats(self) -> ReceiverStats:
+        return self.receiver.stats
+
+    def start(self, timeout_s: float = 10.0) -> tuple[str, int]:
+        """Listen; returns the bound address, or raises why it could not (port taken, ...)."""
+        self._thread.start()
+        try:
+            return asyncio.run_coroutine_threadsafe(self.receiver.start(), self._loop).result(timeout_s)
+        except BaseException:
+            self._end_loop(timeout_s)  # nothing listens: leave no thread behind
+            raise
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if not self._thread.is_alive():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.receiver.stop(), self._loop).result(timeout_s)
+        finally:
+            self._end_loop(timeout_s)
+
+    def _end_loop(self, timeout_s: float) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout_s)
+        if not self._thread.is_alive():
+            self._loop.close()
+

@@ -1,0 +1,152 @@
+"""GenAI and OpenInference semantic conventions onto agentdesk's canonical span model.
+
+One function, `classify`, reads a decoded span and says what it is to agentdesk:
+its kind (model, tool, agent, guardrail, gate, internal), usage, texts, the
+messages of a model call, and the hierarchy hints (project, conversation, agent).
+The table in docs/otel.md is this module written out; keep them in step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentdesk.store.ingest import messages as msgs
+from agentdesk.store.ingest.messages import PLAIN
+from agentdesk.store.ingest.spans import OtelSpan
+
+MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
+AGENT_OPERATIONS = frozenset({"invoke_agent"})
+MODEL_OI_KINDS = frozenset({"LLM", "EMBEDDING"})
+APPROVAL_PREFIX = "agentdesk.approval."
+
+
+@dataclass(slots=True)
+class Classified:
+    kind: str
+    status: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    input_text: str | None = None
+    output_text: str | None = None
+    error: str | None = None
+    model: str = ""
+    agent_key: str | None = None
+    """For agent spans: gen_ai.agent.id, else its name: what makes two invocations one agent."""
+    agent_name: str | None = None
+    conversation: str | None = None
+    project: str | None = None
+    input_messages: list[msgs.Message] = field(default_factory=list)
+    output_messages: list[msgs.Message] = field(default_factory=list)
+    input_rendered: list[str] = field(default_factory=list)
+    output_rendered: list[str] = field(default_factory=list)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value) if value is not None and not isinstance(value, bool) else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else PLAIN.encode(value)
+
+
+def is_agent_span(attrs: dict[str, Any]) -> bool:
+    return (attrs.get("gen_ai.operation.name") in AGENT_OPERATIONS
+            or str(attrs.get("openinference.span.kind", "")).upper() == "AGENT")
+
+
+def agent_identity(span: OtelSpan) -> tuple[str, str]:
+    """(key, display name) of an agent span."""
+    a = span.attributes
+    name = a.get("gen_ai.agent.name") or a.get("agent.name")
+    if not name:
+        name = span.name[len("invoke_agent "):] if span.name.startswith("invoke_agent ") else span.name
+    key = a.get("gen_ai.agent.id") or name
+    return str(key), str(name or "agent")
+
+
+def conversation_of(attrs: dict[str, Any]) -> str | None:
+    value = attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
+    return str(value) if value not in (None, "") else None
+
+
+def project_of(span: OtelSpan) -> str | None:
+    value = (span.resource.get("openinference.project.name") or span.attributes.get("openinference.project.name")
+             or span.resource.get("service.name"))
+    return str(value) if value not in (None, "") else None
+
+
+def classify(span: OtelSpan, *, nested_agent: bool = False) -> Classified:
+    a = span.attributes
+    op = a.get("gen_ai.operation.name")
+    oi = str(a.get("openinference.span.kind", "")).upper()
+    if op in MODEL_OPERATIONS or oi in MODEL_OI_KINDS or (
+            op is None and not oi and ("gen_ai.request.model" in a or "llm.request.type" in a)):
+        kind = "model"
+    elif op == "execute_tool" or oi == "TOOL":
+        kind = "tool"
+    elif is_agent_span(a):
+        kind = "sub_agent" if nested_agent else "agent"
+    elif oi == "GUARDRAIL":
+        kind = "guardrail"
+    elif any(k.startswith(APPROVAL_PREFIX) for k in a):
+        kind = "gate"
+    else:
+        kind = str(a.get("agentdesk.span.kind") or "internal")
+    status = "running" if not span.end_ns else ("error" if span.status_code == 2 else "ok")
+    if span.end_ns and a.get("agentdesk.span.status") in ("cancelled",):
+        status = "cancelled"
+    c = Classified(kind=kind, status=status)
+    c.conversation = conversation_of(a)
+    c.project = project_of(span)
+    c.model = str(a.get("gen_ai.response.model") or a.get("gen_ai.request.model") or a.get("llm.model_name") or "")
+    c.input_tokens = _int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens",
+                                                                    a.get("llm.token_count.prompt"))))
+    c.output_tokens = _int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens",
+                                                                      a.get("llm.token_count.completion"))))
+    c.cost_usd = _float(a.get("llm.cost.total", a.get("agentdesk.cost_usd")))
+    if status == "error":
+        c.error = span.status_message or _text(a.get("error.type")) or _exception(span) or "error"
+    if kind in ("agent", "sub_agent"):
+        c.agent_key, c.agent_name = agent_identity(span)
+    if kind == "model":
+        c.input_messages = msgs.input_messages(a, span.events)
+        c.output_messages = msgs.output_messages(a, span.events)
+        c.input_rendered = [msgs.render(m) for m in c.input_messages]
+        c.output_rendered = [msgs.render(m) for m in c.output_messages]
+        c.input_text = msgs.joined(c.input_messages, c.input_rendered) or _text(a.get("input.value"))
+        c.output_text = msgs.joined(c.output_messages, c.output_rendered) or _text(a.get("output.value"))
+    elif kind == "tool":
+        c.input_text = _text(a.get("gen_ai.tool.call.arguments", a.get("tool.parameters", a.get("input.value"))))
+        c.output_text = _text(a.get("gen_ai.tool.call.result", a.get("output.value")))
+    else:
+        c.input_text = _text(a.get("input.value"))
+        c.output_text = _text(a.get("output.value"))
+    if "agentdesk.input_text" in a:
+        c.input_text = _text(a["agentdesk.input_text"])
+    if "agentdesk.output_text" in a:
+        c.output_text = _text(a["agentdesk.output_text"])
+    return c
+
+
+def _exception(span: OtelSpan) -> str | None:
+    for e in span.events:
+        if e["name"] == "exception":
+            ea = e["attributes"]
+            parts = [str(ea[k]) for k in ("exception.type", "exception.message") if ea.get(k)]
+            if parts:
+                return ": ".join(parts)
+    return None

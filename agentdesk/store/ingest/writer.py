@@ -1,0 +1,825 @@
+"""The bulk write path: decoded OTel spans into agentdesk's tables, one trace at a time.
+
+Why it exists: the runtime API writes one transaction per span (with audit and
+change log), about 9 minutes for 100,000 spans. Here a trace is written with
+executemany inserts inside the caller's unit of work, the change log gets one
+`span_batch` row per trace (the timeline reloads once per batch), and the caller
+audits the whole write as one operation.
+
+Identity is derived, never random: span row id = "o" + trace id + span id, run
+id = "otr_" + trace id, and project/task/session/agent/context-item ids are
+hashes of what identifies them. So writing the same data twice finds the rows
+already there (duplicates are skipped; an open span that arrives again ended is
+completed), and a span can name its parent before the parent exists. A span
+whose parent is absent is an *orphan*: it is shown under its trace's root (or at
+the top when the root is absent too), remembered in `otel_orphans`, and moved
+under its parent in the write where the parent arrives.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+
+from agentdesk.store.errors import InvalidInput
+from agentdesk.store.ingest.messages import PLAIN
+from agentdesk.store.ingest.prepare import AGENT_KEY, EXTRA_KEYS, ORPHAN_KEY, Prepared, add_keys, digest
+from agentdesk.store.ingest.spans import run_row_id, span_row_id
+from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.uow import UnitOfWork
+from agentdesk.store.validation import estimate_tokens
+
+DEFAULT_PROJECT = "OpenTelemetry"
+IMPORTED_AGENT_PREFIX = "ota_"
+"""Agents made from OTel spans: their context is what the model was sent, so views show it read-only."""
+TASK_TITLE = "Imported OpenTelemetry traces"
+ORPHAN_PREFIX = "(orphan) "
+"""Put before an orphan's name while it waits, so the timeline shows it as orphaned; removed when placed."""
+IN_CHUNK = 500
+"""Bound parameters per IN (...) lookup: well under SQLite's limit."""
+__all__ = ["AGENT_KEY", "EXTRA_KEYS", "ORPHAN_KEY", "IngestReport", "TraceIndex", "write_trace"]
+_h = digest
+
+
+@dataclass
+class IngestReport:
+    """What one write did. `orphans_pending` counts spans still waiting for their parent after it."""
+
+    spans_written: int = 0
+    duplicates: int = 0
+    completed: int = 0
+    """Open spans that arrived again, ended, and were completed."""
+    placed: int = 0
+    """Orphans moved under a parent that arrived in this write."""
+    orphans_pending: int = 0
+    traces: int = 0
+    run_ids: list[str] = field(default_factory=list)
+
+    def add(self, other: IngestReport) -> None:
+        self.spans_written += other.spans_written
+        self.duplicates += other.duplicates
+        self.completed += other.completed
+        self.placed += other.placed
+        self.orphans_pending += other.orphans_pending
+        self.traces += other.traces
+        self.run_ids.extend(r for r in other.run_ids if r not in self.run_ids)
+
+
+@dataclass(slots=True)
+class IndexEntry:
+    parent_id: str | None
+    agent_key: str | None
+    agent_name: str | None
+    start_ns: int
+
+
+@dataclass
+class TraceIndex:
+    """The compact facts of one trace's spans (no payloads): enough to place every span."""
+
+    trace_id: str
+    spans: dict[str, IndexEntry] = field(default_factory=dict)
+    project: str | None = None
+    conversation: str | None = None
+    root_span: str | None = None
+    root_name: str | None = None
+    _by_start: list[tuple[str, IndexEntry]] | None = field(default=None, repr=False, compare=False)
+    _cycle: tuple[int, str | None] | None = field(default=None, repr=False, compare=False)
+
+    def add(self, p: Prepared) -> None:
+        self.note(p.span_id, p.parent_id, p.agent_key, p.agent_name, p.start_ns, p.project, p.conversation,
+                  p.name)
+
+    def note(self, span_id: str, parent_id: str | None, agent_key: str | None, agent_name: str | None,
+             start_ns: int, project: str | None, conversation: str | None, name: str) -> None:
+        self.spans[span_id] = IndexEntry(parent_id, agent_key, agent_name, start_ns)
+        if self.project is None and project:
+            self.project = project
+        if self.conversation is None and conversation:
+            self.conversation = conversation
+        if parent_id is None and self.root_span is None:
+            self.root_span, self.root_name = span_id, name
+
+    def by_start(self) -> list[tuple[str, IndexEntry]]:
+        """The spans in start order, sorted once (a staged write sorts before taking the lock)."""
+        if self._by_start is None or len(self._by_start) != len(self.spans):
+            self._by_start = sorted(self.spans.items(), key=lambda kv: kv[1].start_ns)
+        return self._by_start
+
+    def cycle(self) -> str | None:
+        """A span that is its own ancestor (hostile or broken input), or None. O(spans), iterative;
+        the answer is kept (a staged write asks before taking the lock, `prepare` again under it)."""
+        if self._cycle is not None and self._cycle[0] == len(self.spans):
+            return self._cycle[1]
+        found = self._find_cycle()
+        self._cycle = (len(self.spans), found)
+        return found
+
+    def _find_cycle(self) -> str | None:
+        done: set[str] = set()
+        for start in self.spans:
+            path: list[str] = []
+            on_path: set[str] = set()
+            current: str | None = start
+            while current is not None and current not in done:
+                if current in on_path:
+                    return current
+                on_path.add(current)
+                path.append(current)
+                entry = self.spans.get(current)
+                current = entry.parent_id if entry is not None else None
+            done.update(path)
+        return None
+
+
+class TraceWriter:
+    """Writes one trace inside a unit of work: `prepare`, then `write` chunks, then `finish`."""
+
+    def __init__(self, uow: UnitOfWork, index: TraceIndex, default_project: str | None, *,
+                 staged: bool = False) -> None:
+        self.rebind(uow)
+        self.staged = staged
+        """Written over many transactions (`store.otel.staging`): what it creates is named in
+        `import_staging` (hidden from readers) and its change-log rows wait for `flip`."""
+        self._deferred: list[tuple[str, str, str, dict[str, str] | None, int | None]] = []
+        self._placed_upto = 0
+        self._facts: tuple[Any, ...] | None = None
+        self.index = index
+        self.default_project = default_project
+        self.run_id = run_row_id(index.trace_id)
+        self.report = IngestReport(traces=1, run_ids=[self.run_id])
+        self._agent_of: dict[str, str | None] = {}
+        """OTel span id -> agentdesk agent id of its nearest agent span (None: the run's agent)."""
+        self._agents: dict[str, dict[str, Any]] = {}
+        self._new_agents: list[str] = []
+        self._created: set[str] = set()
+        self._pending_agents: list[dict[str, Any]] = []
+        self._session_agents: set[str] | None = None
+        self._positions: dict[str, int] = {}
+        self._ordinals: dict[str, int] = {}
+        self._item_ids: dict[tuple[str, str, str, int], str] = {}
+        """(agent, role, content, repeat) -> item id, for the items already queued in this write."""
+        self._context_touched: set[str] = set()
+        self._written: list[str] = []
+        self._resources: set[str] = set()
+        self._stored_agents: dict[str, str | None] = {}
+        """Stored span row id -> the agent of its nearest agent span (many children share a parent)."""
+        self._seen: dict[str, float | None] = {}
+        """Spans this writer wrote (row id -> end time): a later chunk may repeat them."""
+        self._new_run = False
+        self._first = uow.now
+
+    def rebind(self, uow: UnitOfWork) -> None:
+        """Continue in another unit of work (a staged trace takes one per slice)."""
+        self.uow = uow
+        self.conn: Connection = uow.session.connection()
+        if self.conn.dialect.name == "sqlite":  # random-id B-tree inserts thrash the default 2 MB page cache
+            self.conn.exec_driver_sql("PRAGMA cache_size=-131072")
+
+    def _record(self, entity: str, op: str, entity_id: str, parents: dict[str, str] | None = None,
+                revision: int | None = None) -> None:
+        """A change-log row now, or (staged) at the flip: no watcher hears of a trace before it is whole."""
+        if self.staged:
+            self._deferred.append((entity, op, entity_id, parents, revision))
+        else:
+            self.uow.record(entity, op, entity_id, parents, revision)
+
+    def _stage(self, kind: str, ids: Iterable[str]) -> None:
+        """Name rows this staged write created: hidden until the flip (same transaction as their insert)."""
+        if not self.staged:
+            return
+        rows = [{"entity_id": i, "kind": kind, "run_id": self.run_id, "heartbeat_at": self.uow.now} for i in ids]
+        if rows:
+            self.conn.execute(insert(sc.ImportStagingRow), rows)
+
+    # -- placing the trace in the hierarchy ------------------------------------------------
+    def prepare(self) -> None:
+        looped = self.index.cycle()
+        if looped is not None:
+            raise InvalidInput(f"Trace {self.index.trace_id}: span {looped} is its own ancestor "
+                               "(its parent chain loops back to it).")
+        s = self.uow.session
+        # Rows are dated by the trace, not by the import: re-importing elsewhere gives equal rows.
+        now = self._first = (min((e.start_ns for e in self.index.spans.values()), default=0) / 1e9
+                             or self.uow.now)
+        run = s.get(sc.RunRow, self.run_id)
+        if run is not None:
+            self.project_id, self.task_id, self.session_id = run.project_id, run.task_id, run.session_id
+            self.run_agent: str = run.agent_id
+            self.root_row = self.index.root_span and span_row_id(self.index.trace_id, self.index.root_span)
+            if self.root_row is None:
+                self.root_row = self._stored_root()
+        else:
+            self._new_run = True
+            name = self.index.project or self.default_project or DEFAULT_PROJECT
+            self.project_id = "otp_" + _h(name)
+            if s.get(sc.ProjectRow, self.project_id) is None:
+                s.add(sc.ProjectRow(id=self.project_id, name=name, created_at=now, revision=1))
+                self._stage("project", [self.project_id])
+                self._record("project", "insert", self.project_id)
+            self.task_id = "ott_" + _h(self.project_id)
+            if s.get(sc.TaskRow, self.task_id) is None:
+                s.add(sc.TaskRow(id=self.task_id, project_id=self.project_id, title=TASK_TITLE, created_at=now,
+                                 revision=1))
+                self._stage("task", [self.task_id])
+                self._record("task", "insert", self.task_id, {"project": self.project_id})
+            conv = self.index.conversation
+            self.session_id = "ots_" + _h(self.project_id, conv or "trace:" + self.index.trace_id)
+            if s.get(sc.SessionRow, self.session_id) is None:
+                title = conv or f"trace {self.index.root_name or self.index.trace_id[:8]}"
+                s.add(sc.SessionRow(id=self.session_id, project_id=self.project_id, task_id=self.task_id,
+                                    title=title, status="running", created_at=now, revision=1))
+                self._stage("session", [self.session_id])
+                self._record("session", "insert", self.session_id,
+                                {"project": self.project_id, "task": self.task_id})
+            s.flush()
+            self.run_agent = self._top_agent()
+            self.root_row = self.index.root_span and span_row_id(self.index.trace_id, self.index.root_span)
+        self._agents.setdefault(self.run_agent, {"parent": None})
+        for span_id, entry in self.index.by_start():
+            if entry.agent_key is not None:
+                self._enclosing_agent(span_id)
+        self._flush_agents()
+        if run is not None:
+            self._rehome()
+        self._claim_shared()
+        if self._new_run:
+            s.flush()
+            s.add(sc.RunRow(id=self.run_id, project_id=self.project_id, task_id=self.task_id,
+                            session_id=self.session_id, agent_id=self.run_agent,
+                            title=self.index.root_name or f"trace {self.index.trace_id[:8]}",
+                            status="running", started_at=now, revision=1))
+            s.flush()
+            self._stage("run", [self.run_id])
+
+    def _claim_shared(self) -> None:
+        """Containers this trace uses that an unfinished staged import created become visible now: they
+        hold this trace too (which is whole when this transaction commits). Staged runs stay hidden."""
+        St = sc.ImportStagingRow
+        ids = [self.project_id, self.task_id, self.session_id, *self._agents]
+        for n in range(0, len(ids), IN_CHUNK):
+            self.conn.execute(delete(St).where(St.entity_id.in_(ids[n:n + IN_CHUNK]), St.run_id != self.run_id,
+                                               St.kind != "run"))
+
+    def _top_agent(self) -> str:
+        """The run's agent: the trace's outermost agent span, else one named after the service."""
+        for span_id, entry in self.index.by_start():
+            if entry.agent_key is not None and self._enclosing_agent(entry.parent_id) is None:
+                found = self._enclosing_agent(span_id)
+                assert found is not None
+                return found
+        name = self.index.project or self.default_project or DEFAULT_PROJECT
+        return self._ensure_agent("service:" + name, name, None)
+
+    def _rehome(self) -> None:
+        """Live traces arrive children first (a root span is exported when it ends, last): the run
+        was filed under an agent named after the service. When the outermost agent span arrives,
+        the run, its context and its sub-agents move to that agent, and the stand-in goes."""
+        A = sc.AgentRow
+        stand_in = self.conn.execute(select(A.name, A.parent_agent_id).where(A.id == self.run_agent)).first()
+        if stand_in is None or stand_in.parent_agent_id is not None or \
+                self.run_agent != "ota_" + _h(self.session_id, "", "service:" + stand_in.name):
+            return
+        top = next((self._agent_of.get(sid) for sid, e in self.index.by_start()
+                    if e.agent_key is not None and self._enclosing_agent(e.parent_id) is None), None)
+        if top is None or top == self.run_agent:
+            return
+        old, c = self.run_agent, self.conn
+        c.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(agent_id=top))
+        c.execute(update(sc.ContextItemRow).where(sc.ContextItemRow.agent_id == old).values(agent_id=top))
+        c.execute(update(sc.ContextGroupRow).where(sc.ContextGroupRow.agent_id == old).values(agent_id=top))
+        c.execute(update(A).where(A.parent_agent_id == old, A.id != top).values(parent_agent_id=top))
+        self._rehome_approvals(old, top)
+        for agent in (old, top):  # both agents' context views reload (their items moved)
+            self._record("context", "update", agent, {"agent": agent, "session": self.session_id})
+        self.run_agent = top
+        self._agents.pop(old, None)
+        self._agents.setdefault(top, {"parent": None})
+        left = c.execute(select(func.count()).select_from(sc.RunRow).where(sc.RunRow.agent_id == old)).scalar_one()
+        used = c.execute(select(func.count()).select_from(sc.ApprovalRow).where(sc.ApprovalRow.agent_id == old)
+                         ).scalar_one()
+        if not left and not used:
+            c.execute(delete(A).where(A.id == old))
+            self._record("agent", "delete", old, {"project": self.project_id, "task": self.task_id,
+                                                     "session": self.session_id})
+
+    def _rehome_approvals(self, old: str, top: str) -> None:
+        """An approval the agent asked for (the client's `join_trace`) before its agent span arrived
+        was filed under the stand-in: it moves with the run, in this transaction, and the change
+        log says so, so the queue and the tree show it under the real agent."""
+        Ap = sc.ApprovalRow
+        moved = self.conn.execute(select(Ap.id, Ap.revision).where(Ap.run_id == self.run_id, Ap.agent_id == old)).all()
+        if not moved:
+            return
+        self.conn.execute(update(Ap).where(Ap.run_id == self.run_id, Ap.agent_id == old)
+                          .values(agent_id=top, revision=Ap.revision + 1))
+        parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id, "agent": top,
+                   "run": self.run_id}
+        for approval_id, revision in moved:
+            self._record("approval", "update", approval_id, parents, revision + 1)
+
+    def _enclosing_agent(self, span_id: str | None) -> str | None:
+        """The agent of the nearest agent span at or above `span_id`.
+
+        Iterative, resolved top-down, memoised: a trace can be 100,000 spans deep, and a
+        hostile one can loop (the walk stops after as many steps as there are spans).
+        """
+        path: list[str] = []
+        found: str | None = None
+        current = span_id
+        while current is not None:
+            if current in self._agent_of:
+                found = self._agent_of[current]
+                break
+            entry = self.index.spans.get(current)
+            if entry is None:
+                found = self._stored_agent_of(span_row_id(self.index.trace_id, current))
+                break
+            path.append(current)
+            current = entry.parent_id
+            if len(path) > len(self.index.spans):
+                break
+        for sid in reversed(path):
+            entry = self.index.spans[sid]
+            if entry.agent_key is not None:
+                found = self._ensure_agent(entry.agent_key, entry.agent_name or entry.agent_key, found)
+            self._agent_of[sid] = found
+        return found
+
+    def _stored_agent_of(self, row_id: str) -> str | None:
+        """For a parent written earlier: walk stored spans up to the nearest agent span (once per parent)."""
+        if row_id not in self._stored_agents:
+            self._stored_agents[row_id] = self._walk_stored(row_id)
+        return self._stored_agents[row_id]
+
+    def _walk_stored(self, row_id: str) -> str | None:
+        seen = 0
+        current: str | None = row_id
+        while current is not None and seen < 100_000:
+            row = self.conn.execute(select(sc.SpanRow.kind, sc.SpanRow.parent_span_id, sc.SpanRow.attributes,
+                                           sc.SpanRow.name).where(sc.SpanRow.id == current)).first()
+            if row is None:
+                return None
+            if row.kind in ("agent", "sub_agent"):
+                attrs = json.loads(row.attributes or "{}")
+                name = attrs.get("gen_ai.agent.name") or row.name
+                key = str(attrs.get("gen_ai.agent.id") or name)
+                hit = self.conn.execute(select(sc.AgentRow.id).where(
+                    sc.AgentRow.session_id == self.session_id, sc.AgentRow.name == str(name))).scalar()
+                return hit if hit else self._ensure_agent(key, str(name), None)
+            current, seen = row.parent_span_id, seen + 1
+        return None
+
+    def _ensure_agent(self, key: str, name: str, parent: str | None) -> str:
+        agent_id = IMPORTED_AGENT_PREFIX + _h(self.session_id, parent or "", key)
+        if agent_id in self._agents:
+            return agent_id
+        if self._session_agents is None:  # one query for the session's agents, not one per agent
+            self._session_agents = set(self.conn.execute(
+                select(sc.AgentRow.id).where(sc.AgentRow.session_id == self.session_id)).scalars())
+        if agent_id not in self._session_agents:
+            self._session_agents.add(agent_id)
+            self._pending_agents.append({
+                "id": agent_id, "project_id": self.project_id, "task_id": self.task_id,
+                "session_id": self.session_id, "parent_agent_id": parent, "name": name, "model": "",
+                "status": "running", "context_revision": 0, "context_budget": 128_000,
+                "created_at": self._first, "revision": 1})
+            self._new_agents.append(agent_id)
+            self._created.add(agent_id)
+        self._agents[agent_id] = {"parent": parent}
+        return agent_id
+
+    def _flush_agents(self) -> None:
+        """New agents in creation order (a parent is always created before its sub-agents)."""
+        if self._pending_agents:
+            bulk_insert(self.conn, sc.AgentRow, self._pending_agents)
+            self._stage("agent", [a["id"] for a in self._pending_agents])
+            self._pending_agents = []
+
+    def _stored_root(self) -> str | None:
+        S, Orph = sc.SpanRow, sc.OtelOrphanRow
+        if self.conn.execute(select(Orph.span_id).join(S, S.id == Orph.span_id).where(
+                Orph.run_id == self.run_id, S.parent_span_id.is_(None)).limit(1)).first() is not None:
+            return None  # orphans still at the top: the root has not arrived (it would have taken them)
+        return self.conn.execute(
+            select(S.id).where(S.run_id == self.run_id, S.parent_span_id.is_(None),
+                               S.id.not_in(select(Orph.span_id).where(Orph.run_id == self.run_id)))
+            .order_by(S.started_at).limit(1)).scalar()
+
+    # -- spans -----------------------------------------------------------------------------
+    def write(self, spans: Sequence[Prepared]) -> None:
+        """One chunk of this trace's spans (any order, duplicates allowed)."""
+        unique: dict[str, Prepared] = {}
+        for span in spans:
+            had = unique.get(span.span_id)
+            if had is None or (span.end_ns and not had.end_ns):
+                if had is not None:
+                    self.report.duplicates += 1
+                unique[span.span_id] = span
+            else:
+                self.report.duplicates += 1
+        # In time order, so a call's messages take context positions after the earlier calls'.
+        trace = self.index.trace_id
+        ids = {span_row_id(trace, sp.span_id): sp
+               for sp in sorted(unique.values(), key=lambda sp: (sp.start_ns, sp.span_id))}
+        seen = self._seen
+        # A new run has no stored spans: only what this writer wrote can be there already.
+        existing = {r: seen[r] for r in ids if r in seen} if self._new_run else self._existing(list(ids))
+        parents_missing = {span_row_id(trace, sp.parent_id) for sp in unique.values()
+                           if sp.parent_id is not None and sp.parent_id not in self.index.spans}
+        stored_parents = (set(self._stored_ids(list(parents_missing))) if parents_missing and not self._new_run
+                          else set())
+        span_rows: list[tuple[Any, ...]] = []
+        orphan_rows: list[dict[str, Any]] = []
+        context = _ContextBatch()
+        for row_id, sp in ids.items():
+            if sp.resource_key is not None and sp.resource_key not in self._resources:
+                self._resource(sp.resource_key, sp.resource or "{}")
+            if row_id in existing:
+                if existing[row_id] is None and sp.end_ns:
+                    self._complete(row_id, sp)
+                else:
+                    self.report.duplicates += 1
+                continue
+            row, orphan_of = self._span_row(row_id, sp, stored_parents)
+            if sp.messages:
+                self._context(row_id, sp, context)
+            span_rows.append(row)
+            if orphan_of is not None:
+                orphan_rows.append({"span_id": row_id, "run_id": self.run_id, "parent_id": orphan_of})
+        self._flush_agents()
+        if span_rows:
+            insert_tuples(self.conn, sc.SpanRow.__tablename__, SPAN_COLUMNS, sorted(span_rows))
+            self._written.extend(r[0] for r in span_rows)
+            seen.update((r[0], r[7]) for r in span_rows)
+            self.report.spans_written += len(span_rows)
+        if orphan_rows:
+            bulk_insert(self.conn, sc.OtelOrphanRow, orphan_rows)
+        self._flush_context(context)
+
+    def _existing(self, row_ids: list[str]) -> dict[str, float | None]:
+        S = sc.SpanRow
+        out: dict[str, float | None] = {}
+        for n in range(0, len(row_ids), IN_CHUNK):
+            out.update((i, e) for i, e in self.conn.execute(
+                select(S.id, S.ended_at).where(S.id.in_(row_ids[n:n + IN_CHUNK]))))
+        return out
+
+    def _stored_ids(self, row_ids: list[str]) -> list[str]:
+        return list(self._existing(row_ids))
+
+    def _resource(self, key: str, text: str) -> None:
+        self._resources.add(key)
+        if self.uow.session.get(sc.OtelResourceRow, key) is None:
+            self.uow.session.add(sc.OtelResourceRow(key=key, attributes=text))
+            self.uow.session.flush()
+
+    def _kind(self, sp: Prepared) -> str:
+        if sp.kind == "agent" and sp.parent_id is not None and self._enclosing_agent(sp.parent_id) is not None:
+            return "sub_agent"
+        return sp.kind
+
+    def _span_row(self, row_id: str, sp: Prepared, stored_parents: set[str]) -> tuple[tuple[Any, ...], str | None]:
+        """The span's row as a tuple in `SPAN_COLUMNS` order, and the parent it waits for (an orphan)."""
+        own: dict[str, Any] = {}
+        parent_row, orphan_of = None, None
+        if sp.parent_id is not None:
+            wanted = span_row_id(self.index.trace_id, sp.parent_id)
+            if sp.parent_id in self.index.spans or wanted in stored_parents:
+                parent_row = wanted
+            else:
+                orphan_of = wanted
+                parent_row = self.root_row if self.root_row != row_id else None
+                own[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
+        if sp.kind == "model" and sp.messages:
+            own[AGENT_KEY] = self._agent_of_span(sp)
+        if sp.model:
+            agent = self._agent_of_span(sp)
+            if agent in self._agents and not self._agents[agent].get("model"):
+                self._agents[agent]["model"] = sp.model
+        return ((row_id, self.run_id, parent_row, self._kind(sp),
+                 sp.name if orphan_of is None else ORPHAN_PREFIX + sp.name, sp.status, sp.start_ns / 1e9,
+                 sp.end_ns / 1e9 if sp.end_ns else None, sp.input_tokens, sp.output_tokens, sp.cost_usd,
+                 add_keys(sp.attributes, own) if own else sp.attributes, sp.input_text, sp.output_text,
+                 sp.error, 1 if sp.kind == "model" and sp.inputs else None), orphan_of)
+
+    def _agent_of_span(self, sp: Prepared) -> str:
+        return self._enclosing_agent(sp.span_id) or self.run_agent
+
+    def _complete(self, row_id: str, sp: Prepared) -> None:
+        waiting = self.conn.execute(select(sc.OtelOrphanRow.parent_id)
+                                    .where(sc.OtelOrphanRow.span_id == row_id)).scalar()
+        own: dict[str, Any] = {}
+        if sp.kind == "model" and sp.messages:
+            own[AGENT_KEY] = self._agent_of_span(sp)
+        if waiting is not None:
+            own[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
+        self.conn.execute(update(sc.SpanRow).where(sc.SpanRow.id == row_id).values(
+            status=sp.status, ended_at=sp.end_ns / 1e9, input_tokens=sp.input_tokens,
+            output_tokens=sp.output_tokens, cost_usd=sp.cost_usd, output_text=sp.output_text,
+            input_text=sp.input_text, error=sp.error, kind=self._kind(sp),
+            name=sp.name if waiting is None else ORPHAN_PREFIX + sp.name,
+            attributes=add_keys(sp.attributes, own) if own else sp.attributes))
+        self._written.append(row_id)
+        self._seen[row_id] = sp.end_ns / 1e9
+        self.report.completed += 1
+
+    # -- what the model saw ----------------------------------------------------------------
+    def _context(self, row_id: str, sp: Prepared, batch: _ContextBatch) -> None:
+        """Queue the call's messages as context items of its agent (deduplicated)."""
+        if sp.kind != "model":
+            return
+        agent = self._agent_of_span(sp)
+        at = sp.start_ns / 1e9
+        repeats: dict[tuple[str, str], int] = {}
+        known_ids = self._item_ids
+        group = ""
+        for role, content, kind in sp.messages:
+            # The same message in the next call (a growing or sliding history) is the same item;
+            # a message repeated within one call is a new one.
+            k = repeats[(role, content)] = repeats.get((role, content), -1) + 1
+            if (agent, role, content, k) in known_ids:  # most of a history was sent before
+                continue
+            item = known_ids[(agent, role, content, k)] = item_id(agent, role, content, k)
+            group = group or "otg_" + _h(row_id)
+            batch.candidates.append((item, agent, group, kind, role, content, at))
+
+    def _start_numbering(self, agent: str) -> None:
+        """Where an agent's items and turns continue from: 0 for an agent made in this write."""
+        if agent in self._created:
+            self._positions[agent] = self._ordinals[agent] = 0
+            return
+        self._positions[agent] = self.conn.execute(
+            select(func.coalesce(func.max(sc.ContextItemRow.position), 0))
+            .where(sc.ContextItemRow.agent_id == agent)).scalar_one()
+        self._ordinals[agent] = self.conn.execute(
+            select(func.coalesce(func.max(sc.ContextGroupRow.ordinal), 0))
+            .where(sc.ContextGroupRow.agent_id == agent)).scalar_one()
+
+    def _flush_context(self, batch: _ContextBatch) -> None:
+        """New items get the next positions of their agent, in the order they were first seen."""
+        ids = [c[0] for c in batch.candidates]
+        stored: set[str] = set()
+        for n in range(0, len(ids), IN_CHUNK):
+            stored.update(self.conn.execute(select(sc.ContextItemRow.id)
+                                            .where(sc.ContextItemRow.id.in_(ids[n:n + IN_CHUNK]))).scalars())
+        groups: dict[str, dict[str, Any]] = {}
+        for item, agent, group, kind, role, content, at in batch.candidates:
+            if item in stored:
+                continue
+            if agent not in self._positions:
+                self._start_numbering(agent)
+            self._positions[agent] += 1
+            if group not in groups:
+                self._ordinals[agent] += 1  # turns numbered 1, 2, 3... per agent
+                groups[group] = {"id": group, "agent_id": agent, "ordinal": self._ordinals[agent],
+                                 "kind": "turn", "revision": 1, "created_at": at}
+            tokens = estimate_tokens(content)
+            batch.items.append({"id": item, "agent_id": agent, "group_id": group,
+                                "position": self._positions[agent], "kind": kind, "role": role,
+                                "content": content, "visible": True, "locked": False, "revision": 1,
+                                "token_estimate": tokens, "compaction_id": None, "summary_of": None,
+                                "removed": False, "created_at": at})
+            batch.revisions.append({"item_id": item, "revision": 1, "content": content, "token_estimate": tokens,
+                                    "created_at": at})
+            self._context_touched.add(agent)
+        batch.groups.extend(groups.values())
+        batch.flush(self.conn)
+
+    # -- closing the trace -----------------------------------------------------------------
+    def finish(self) -> IngestReport:
+        self._place_orphans()
+        self._roll_up()
+        parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id,
+                   "agent": self.run_agent, "run": self.run_id}
+        for agent_id in self._new_agents:
+            p = {"project": self.project_id, "task": self.task_id, "session": self.session_id}
+            parent = self._agents[agent_id].get("parent")
+            if parent:
+                p["parent_agent"] = parent
+            self._record("agent", "insert", agent_id, p)
+        self._record("run", "insert" if self._new_run else "update", self.run_id,
+                        {k: parents[k] for k in ("project", "task", "session", "agent")})
+        if self._written:
+            self._record("span_batch", "insert", self.run_id, parents)
+        touched = sorted(self._context_touched)
+        for n in range(0, len(touched), IN_CHUNK):
+            self.conn.execute(update(sc.AgentRow).where(sc.AgentRow.id.in_(touched[n:n + IN_CHUNK])).values(
+                context_revision=sc.AgentRow.context_revision + 1))
+        for agent_id in touched:
+            self._record("context", "update", agent_id, {"agent": agent_id, "session": self.session_id})
+        self.report.orphans_pending = self.conn.execute(
+            select(func.count()).select_from(sc.OtelOrphanRow)
+            .where(sc.OtelOrphanRow.run_id == self.run_id)).scalar_one()
+        return self.report
+
+    # -- a staged trace: settle, then flip ---------------------------------------------------
+    def place_written(self) -> None:
+        """Staged: orphans waiting for the spans written so far move under them (in the slice's transaction)."""
+        self._place_orphans(roots=False)
+
+    def heartbeat(self) -> None:
+        """Staged: the importer is alive (a staged trace untouched for `STALE_S` is abandoned)."""
+        self.conn.execute(update(sc.ImportStagingRow).where(sc.ImportStagingRow.run_id == self.run_id)
+                          .values(heartbeat_at=self.uow.now))
+
+    def settle(self, facts: tuple[Any, ...] | None = None) -> None:
+        """Staged: everything `finish` computes, still hidden (its change-log rows wait for `flip`);
+        `facts`: `roll_up_facts`, read before this transaction."""
+        self._facts = facts
+        self.heartbeat()
+        self.finish()
+
+    def flip(self) -> IngestReport:
+        """Staged: the short last transaction. The trace becomes visible whole: its staged rows are
+        released, and the change log announces them, parents first, then what `finish` recorded."""
+        St, A = sc.ImportStagingRow, sc.AgentRow
+        self._claim_shared()
+        staged = dict(self.conn.execute(select(St.entity_id, St.kind).where(St.run_id == self.run_id)).all())
+        box = {"project": self.project_id, "task": self.task_id, "session": self.session_id}
+        for kind in ("project", "task", "session"):
+            for entity_id in [e for e, k in staged.items() if k == kind]:
+                self.uow.record(kind, "insert", entity_id,
+                                {k: box[k] for k in ("project", "task")[:("project", "task", "session").index(kind)]})
+        agents = [e for e, k in staged.items() if k == "agent"]
+        parent_of: dict[str, str | None] = {}
+        for n in range(0, len(agents), IN_CHUNK):
+            parent_of.update(self.conn.execute(select(A.id, A.parent_agent_id)
+                                               .where(A.id.in_(agents[n:n + IN_CHUNK]))).all())
+
+        def depth(agent: str) -> int:
+            d, current = 0, parent_of.get(agent)
+            while current is not None and current in parent_of and d <= len(parent_of):
+                d, current = d + 1, parent_of.get(current)
+            return d
+
+        for agent_id in sorted(parent_of, key=depth):  # a parent before its sub-agents
+            p = dict(box)
+            if parent_of[agent_id]:
+                p["parent_agent"] = str(parent_of[agent_id])
+            self.uow.record("agent", "insert", agent_id, p)
+        deferred, self._deferred, self.staged = self._deferred, [], False
+        for entity, op, entity_id, parents, revision in deferred:
+            if entity == "agent" and op == "insert":
+                continue  # announced above, with any a crashed earlier attempt staged
+            if entity == "run" and entity_id == self.run_id and self.run_id in staged:
+                op = "insert"  # new to every reader, even when an earlier attempt created the row
+            self.uow.record(entity, op, entity_id, parents, revision)
+        self.conn.execute(delete(St).where(St.run_id == self.run_id))
+        return self.report
+
+    def _place_orphans(self, roots: bool = True) -> None:
+        """Orphans whose parent this write brought move under it; set-based, so a batch costs a few
+        statements however many children were waiting (the receiver's batches are mostly children)."""
+        Orph, S = sc.OtelOrphanRow, sc.SpanRow
+        written = self._written[self._placed_upto:]
+        self._placed_upto = len(self._written)
+        for n in range(0, len(written), IN_CHUNK):
+            rows = self.conn.execute(select(Orph.span_id, Orph.parent_id, S.attributes, S.name)
+                                     .join(S, S.id == Orph.span_id)
+                                     .where(Orph.parent_id.in_(written[n:n + IN_CHUNK]))).all()
+            if not rows:
+                continue
+            moves = []
+            for span_id, parent_id, text, name in rows:
+                attrs = json.loads(text)
+                attrs.pop(ORPHAN_KEY, None)
+                moves.append({"sid": span_id, "parent": parent_id, "attrs": PLAIN.encode(attrs),
+                              "plain_name": original_name(name)})
+            self.conn.execute(update(S).where(S.id == bindparam("sid")).values(
+                parent_span_id=bindparam("parent"), attributes=bindparam("attrs"), name=bindparam("plain_name")),
+                moves)
+            self.conn.execute(delete(Orph).where(Orph.span_id.in_([m["sid"] for m in moves])))
+            self.report.placed += len(moves)
+        if not roots:
+            return
+        if self.root_row is None:
+            self.root_row = self._stored_root()
+        if self.root_row is not None:  # orphans written before their root: under the root now
+            tops = list(self.conn.execute(select(Orph.span_id).join(S, S.id == Orph.span_id).where(
+                Orph.run_id == self.run_id, S.parent_span_id.is_(None), S.id != self.root_row)).scalars())
+            for n in range(0, len(tops), IN_CHUNK):
+                self.conn.execute(update(S).where(S.id.in_(tops[n:n + IN_CHUNK])).values(parent_span_id=self.root_row))
+
+    def roll_up_facts(self, conn: Connection) -> tuple[Any, ...]:
+        """The run's totals over its spans; a staged write reads them outside the write lock (nobody
+        else writes a staged run's spans), so the settling transaction only updates."""
+        S = sc.SpanRow
+        model = S.kind == "model"
+        return tuple(conn.execute(select(
+            func.count(), func.count().filter(S.ended_at.is_(None)), func.min(S.started_at),
+            func.max(S.ended_at), func.coalesce(func.sum(S.input_tokens).filter(model), 0),
+            func.coalesce(func.sum(S.output_tokens).filter(model), 0),
+            func.coalesce(func.sum(S.cost_usd).filter(model), 0.0)).where(S.run_id == self.run_id)).one())
+
+    def _roll_up(self) -> None:
+        S = sc.SpanRow
+        given, self._facts = self._facts, None
+        _total, open_, first, last, tin, tout, cost = given if given is not None else self.roll_up_facts(self.conn)
+        root = None
+        if self.root_row is not None:
+            root = self.conn.execute(select(S.status, S.name, S.error).where(S.id == self.root_row)).first()
+        status = "running" if open_ else ("failed" if root is not None and root.status == "error" else "done")
+        values: dict[str, Any] = {"status": status, "started_at": first, "ended_at": None if open_ else last,
+                                  "input_tokens": int(tin), "output_tokens": int(tout), "cost_usd": float(cost),
+                                  "error": root.error if root is not None and status == "failed" else None,
+                                  "revision": sc.RunRow.revision + 1}
+        if root is not None:
+            values["title"] = root.name
+        self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(**values))
+        agent_status = {"running": "running", "failed": "failed"}.get(status, "done")
+        self._flush_agents()
+        ids = list(self._agents)
+        by_model: dict[str, list[str]] = {}
+        for agent_id, facts in self._agents.items():
+            if facts.get("model"):
+                by_model.setdefault(str(facts["model"]), []).append(agent_id)
+        A = sc.AgentRow
+        for n in range(0, len(ids), IN_CHUNK):
+            self.conn.execute(update(A).where(A.id.in_(ids[n:n + IN_CHUNK])).values(
+                status=agent_status, revision=A.revision + 1))
+        for model_name, agents in by_model.items():
+            for n in range(0, len(agents), IN_CHUNK):
+                self.conn.execute(update(A).where(A.id.in_(agents[n:n + IN_CHUNK]), A.model == "")
+                                  .values(model=model_name))
+        session_status = "running" if status == "running" else ("failed" if status == "failed" else "done")
+        self.conn.execute(update(sc.SessionRow).where(sc.SessionRow.id == self.session_id).values(
+            status=session_status, ended_at=None if open_ else last, revision=sc.SessionRow.revision + 1))
+        self._record("session", "update", self.session_id, {"project": self.project_id, "task": self.task_id})
+
+
+@dataclass
+class _ContextBatch:
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    revisions: list[dict[str, Any]] = field(default_factory=list)
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[tuple[str, str, str, str, str, str, float]] = field(default_factory=list)
+    """(item id, agent, group, item kind, role, content, at) of messages not yet known in this write."""
+
+    def flush(self, conn: Connection) -> None:
+        for table, rows in ((sc.ContextGroupRow, self.groups), (sc.ContextItemRow, self.items),
+                            (sc.ContextItemRevisionRow, self.revisions), (sc.SpanContextRow, self.sent)):
+            if rows:
+                bulk_insert(conn, table, rows)
+
+
+def item_id(agent: str, role: str, content: str, repeat: int) -> str:
+    """A context item's id: the same message sent again (a growing or sliding history) is the same item;
+    the `repeat`-th copy of a message within one call is another."""
+    return "oti_" + _h(agent, role, content, str(repeat), n=24)
+
+
+def original_name(name: str) -> str:
+    return name[len(ORPHAN_PREFIX):] if name.startswith(ORPHAN_PREFIX) else name
+
+
+SORT_KEYS = {"spans": "id", "context_items": "id", "context_item_revisions": "item_id",
+             "span_context_items": "span_id"}
+"""Tables whose rows may be inserted in primary-key order (agents may not: parents come first)."""
+
+
+SPAN_COLUMNS = ("id", "run_id", "parent_span_id", "kind", "name", "status", "started_at", "ended_at",
+                "input_tokens", "output_tokens", "cost_usd", "attributes", "input_text", "output_text", "error",
+                "context_revision")
+"""The order of `_span_row`'s tuples (the id first: sorting the tuples sorts by primary key)."""
+
+
+def insert_tuples(conn: Connection, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+    """executemany of ready tuples straight to the driver (SQLAlchemy's per-row processing is slow)."""
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+    if conn.dialect.name != "sqlite":
+        conn.execute(insert(sc.Base.metadata.tables[table]), [dict(zip(columns, r, strict=True)) for r in rows])
+        return
+    conn.exec_driver_sql(sql, rows)
+
+
+def bulk_insert(conn: Connection, table: type[sc.Base], rows: list[dict[str, Any]]) -> None:
+    """executemany straight to the driver on SQLite (SQLAlchemy's per-row parameter processing
+    was a third of the import time); the portable Core insert elsewhere."""
+    if conn.dialect.name != "sqlite":
+        conn.execute(insert(table), rows)
+        return
+    columns = list(rows[0])
+    key = SORT_KEYS.get(table.__tablename__)
+    if key is not None:  # in key order, each chunk's B-tree inserts touch neighbouring pages
+        rows = sorted(rows, key=itemgetter(key))
+    sql = (f"INSERT INTO {table.__tablename__} ({', '.join(columns)}) "
+           f"VALUES ({', '.join('?' for _ in columns)})")
+    conn.exec_driver_sql(sql, list(map(itemgetter(*columns), rows)) if len(columns) > 1
+                         else [(r[columns[0]],) for r in rows])
+
+
+def write_trace(uow: UnitOfWork, index: TraceIndex, chunks: Iterable[Sequence[Prepared]],
+                default_project: str | None) -> IngestReport:
+    """Write one trace (its spans in any number of chunks) inside `uow`."""
+    writer = TraceWriter(uow, index, default_project)
+    writer.prepare()
+    for chunk in chunks:
+        writer.write(chunk)
+    return writer.finish()

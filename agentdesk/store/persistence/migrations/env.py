@@ -1,0 +1,18 @@
+"""Alembic environment: always run against the connection the store hands over."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from agentdesk.store.persistence.schema import Base
+
+connection = context.config.attributes.get("connection")
+if connection is None:  # pragma: no cover - only for `alembic revision --autogenerate` by developers
+    from sqlalchemy import create_engine
+
+    engine = create_engine(context.config.get_main_option("sqlalchemy.url") or "sqlite://")
+    connection = engine.connect()
+
+context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+with context.begin_transaction():
+    context.run_migrations()

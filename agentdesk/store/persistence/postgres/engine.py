@@ -1,0 +1,138 @@
+"""Opening a PostgreSQL store: URL spelling, the driver check, the engine, and error sentences.
+
+The driver (psycopg 3) is an optional extra: a PostgreSQL URL without it must
+say what to install, in one sentence, instead of an ImportError traceback.
+Connection failures (wrong password, unknown host, server down) are turned into
+one sentence naming the server, never the password.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+from urllib.parse import unquote
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+from agentdesk.store.errors import StoreUnavailable
+
+SCHEMES = ("postgresql", "postgres")
+DRIVER = "psycopg"
+CONNECT_TIMEOUT_S = 5
+INSTALL_HINT = "pip install 'agentdesk[postgres]'"
+
+
+def is_postgres_url(url: str) -> bool:
+    scheme = url.split("://", 1)[0].split("+", 1)[0]
+    return "://" in url and scheme in SCHEMES
+
+
+def normalise(url: str) -> str:
+    """`postgres://` and `postgresql://` (libpq spellings) become SQLAlchemy's psycopg 3 URL."""
+    scheme, rest = url.split("://", 1)
+    base = scheme.split("+", 1)[0]
+    return f"postgresql+{DRIVER}://{rest}" if base in SCHEMES else url
+
+
+def libpq_url(url: str) -> str:
+    """The same server as a libpq conninfo URL (for psycopg connections outside SQLAlchemy)."""
+    return make_url(normalise(url)).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def display(url: str) -> str:
+    """The URL as shown to people: the password replaced by ***."""
+    try:
+        shown = make_url(normalise(url)).set(drivername="postgresql").render_as_string(hide_password=True)
+        return unquote(shown)
+    except Exception:  # an unparseable URL is shown as given (it holds no parsed password)
+        return url
+
+
+def require_driver(url: str) -> None:
+    if importlib.util.find_spec(DRIVER) is None:
+        raise StoreUnavailable(
+            f"The store {display(url)} is a PostgreSQL server, which needs the psycopg driver: "
+            f"install it with {INSTALL_HINT}.")
+
+
+def create_postgres_engine(url: str, *, read_only: bool) -> Engine:
+    """A pooled engine; read-only opens make every transaction READ ONLY on the server itself."""
+    require_driver(url)
+    connect_args: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "agentdesk"}
+    if read_only:
+        connect_args["options"] = "-c default_transaction_read_only=on"
+    engine = create_engine(normalise(url), pool_pre_ping=True, connect_args=connect_args)
+
+    @event.listens_for(engine, "connect")
+    def _utc(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.execute("SET TIME ZONE 'UTC'")
+        dbapi_conn.commit()
+
+    return engine
+
+
+def describe_error(text: str, url: str) -> str:
+    """One sentence for a server-side failure, from the driver's message."""
+    name = display(url)
+    first = text.strip().splitlines()[0] if text.strip() else text
+    lowered = text.lower()
+    if "password authentication failed" in lowered or "no password supplied" in lowered:
+        return f"The PostgreSQL server for {name} refused the login: wrong user name or password."
+    if "could not translate host name" in lowered or "name or service not known" in lowered:
+        return f"The PostgreSQL server for {name} cannot be found: unknown host."
+    if "connection refused" in lowered or "no such file or directory" in lowered \
+            or "is the server running" in lowered or "timeout expired" in lowered:
+        return f"The PostgreSQL server for {name} is not answering: is it running and reachable?"
+    if "database" in lowered and "does not exist" in lowered:
+        return f"The PostgreSQL server for {name} has no such database; create it first ({first})."
+    if "permission denied" in lowered or "insufficient privilege" in lowered:
+        return f"The login used for {name} may not do that ({first})."
+    if "terminating connection" in lowered or "server closed the connection" in lowered \
+            or "connection is closed" in lowered or "consuming input failed" in lowered:
+        return f"The connection to {name} was lost; nothing of the interrupted write was kept ({first})."
+    if "lock timeout" in lowered:
+        return f"The store {name} is locked by another writer and stayed locked past the busy timeout."
+    if "read-only transaction" in lowered:
+        return f"The store {name} is open read-only."
+    return f"The store {name} could not be used: {first}."
+
+MIGRATION_LOCK = 0x61676D31
+"""pg_advisory_xact_lock key ("agm1") serialising concurrent migrations of one server store."""
+
+WRITER_LOCK = 0x61677731
+"""pg_advisory_xact_lock key ("agw1") every write transaction takes first (see `writer_engine`)."""
+WRITER = "agentdesk_pg_writer"
+RUNTIME_QUEUE = "agentdesk_pg_runtime_queue"
+"""Execution option (store/persistence/uow.py sets it for runtime writes): queue on `RUNTIME_LOCK` before the
+writer lock.
+
+PostgreSQL grants an advisory lock to the sessions waiting for it in order, so an operator's decision
+queued behind N runtime writers waited for all N. Runtime writers first queue among themselves on a
+second lock, so at most one of them waits for the writer lock at any time: a decision waits for the
+transaction in progress and at most one more, never for the whole queue (and nobody polls)."""
+RUNTIME_LOCK = 0x61677271
+"""pg_advisory_xact_lock key ("agrq") runtime write transactions take before `WRITER_LOCK`."""
+
+
+def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
+    """Write transactions take one transaction-scoped advisory lock up front, as SQLite's BEGIN IMMEDIATE does.
+
+    Why serialise writers on a server: the audit chain appends to the newest record and
+    the change log is read past a high-water mark; with two writers interleaved, one
+    chain would fork and a reader could pass a lower seq that commits later. Writes are
+    operator-sized, so one at a time costs little; waiting past the busy timeout fails
+    like a locked SQLite file does.
+    """
+    timeout_ms = int(busy_timeout_s * 1000)
+
+    @event.listens_for(engine, "begin")
+    def _take_writer_lock(conn: Any) -> None:
+        options = conn.get_execution_options()
+        if options.get(WRITER, False):
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = {timeout_ms}")
+            if options.get(RUNTIME_QUEUE, False):  # a runtime write: one at a time waits beside the operators
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({RUNTIME_LOCK})")
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
+
+    return engine.execution_options(**{WRITER: True})

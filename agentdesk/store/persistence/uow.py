@@ -1,0 +1,251 @@
+"""Unit of work: one transaction, its audit records, its change-log rows, then the events.
+
+Changes are collected while the transaction runs, written to the change log in
+the same transaction (so other processes see exactly what committed), and
+published on the in-process bus only after the commit succeeded. A rollback
+drops them: no subscriber ever hears of a write that did not happen.
+
+Taking the write lock waits instead of failing (store/persistence/retry.py): a locked store is
+retried with jittered back-off for up to `WRITE_DEADLINE_S`. Runtime units
+(`runtime=True`: spans, context, the runtime's approvals) queue behind each other
+and step aside for operator units (everything else: decisions, edits, imports),
+so a decision waits for at most the transaction that holds the lock right now.
+
+A commit that reports an error may still have landed (an I/O error after the WAL
+frame was written, a server connection lost during COMMIT). Before reporting the
+failure the unit looks for its own first change-log row: found, the write
+happened and the unit succeeds (publishing it once); absent, nothing was applied
+and the caller may try again; every write is a compare-and-set on ids chosen
+before the transaction, so trying again never applies twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from types import TracebackType
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, insert, select
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.orm import Session
+
+from agentdesk.store.audit import AuditAppender
+from agentdesk.store.changes.bus import Change
+from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
+from agentdesk.store.persistence.database import Store, describe_operational_error
+from agentdesk.store.persistence.postgres.engine import RUNTIME_QUEUE, is_postgres_url
+from agentdesk.store.persistence.retry import (
+    MAX_PAUSE_S,
+    PRIORITY_MAX_PAUSE_S,
+    WRITE_DEADLINE_S,
+    Backoff,
+    is_lock_error,
+    report_lock_wait,
+)
+from agentdesk.store.persistence.schema import ChangeRow
+from agentdesk.store.persistence.sqlite import BUSY_SLICE_MS, WriterGate, busy_timeout_of, is_sqlite_url, writer_gate
+
+RUNTIME_BUSY_SLICE_MS = 0
+OPERATOR_BUSY_SLICE_MS = 2
+"""How long one `BEGIN IMMEDIATE` lets SQLite's own busy handler wait before our back-off takes over.
+
+A runtime attempt fails at once when the lock is taken, so between attempts it can look whether an
+operator is waiting; SQLite's handler would grab the lock without looking."""
+
+
+def write_deadline(store: Store, runtime: bool) -> float:
+    """How long a write waits for the lock: 30 s for a runtime, the store's busy timeout for an operator.
+
+    An agent must not crash because someone holds the lock for a moment, so runtime writes wait
+    `WRITE_DEADLINE_S` (or the busy timeout, if longer). A person's write goes ahead of runtime writes
+    anyway; the busy timeout they opened the store with (5 s, `--busy-timeout`) says how long they
+    are willing to wait behind anything else before hearing why.
+    """
+    busy = busy_timeout_of(store.engine)
+    if busy is None:
+        return WRITE_DEADLINE_S
+    return max(WRITE_DEADLINE_S, busy) if runtime else busy
+
+
+class UnitOfWork:
+    """One write transaction; `runtime=True` for an agent's writes, which yield to operators'."""
+
+    def __init__(self, store: Store, *, runtime: bool = False, deadline_s: float | None = None) -> None:
+        self.store = store
+        self.runtime = runtime
+        self.deadline_s = write_deadline(store, runtime) if deadline_s is None else deadline_s
+        self.now = time.time()
+        self.lock_wait_s = 0.0
+        self._changes: list[Change] = []
+        self._adopted: list[Change] = []
+        self.loaded: list[Any] = []
+        """Rows a batch's writes looked up, held so the next write finds them in the session's identity map
+        (it holds only weak references) instead of reading them again, flushing first, under the lock."""
+        self._session: Session | None = None
+        self._audit: AuditAppender | None = None
+        path = store.path
+        self._gate: WriterGate | None = writer_gate(path) if is_sqlite_url(store.url) and path else None
+        self._held = ExitStack()
+
+    @property
+    def session(self) -> Session:
+        assert self._session is not None, "use the unit of work as a context manager"
+        return self._session
+
+    def __enter__(self) -> UnitOfWork:
+        backoff = Backoff(self.deadline_s, max_s=MAX_PAUSE_S if self.runtime else PRIORITY_MAX_PAUSE_S)
+        if self.store.read_only:
+            self.store.writing_session()  # raises ReadOnlyStore before anything waits
+        gate = self._gate
+        held = ExitStack()
+        try:
+            if gate is not None and self.runtime:
+                try:
+                    held.enter_context(gate.runtime_turn(backoff))
+                except TimeoutError:
+                    raise StoreUnavailable(self._still_locked(backoff)) from None
+            announce: AbstractContextManager[None] = (
+                gate.operator() if gate is not None and not self.runtime else nullcontext())
+            with announce:
+                self._session = self._begin(backoff)
+        except BaseException:
+            held.close()
+            raise
+        self._held = held
+        self.lock_wait_s = backoff.waited_s
+        self.now = time.time()  # taken holding the lock: timestamps follow commit (and change-log) order
+        report_lock_wait(self.lock_wait_s, not self.runtime)
+        self._audit = AuditAppender(self._session)
+        return self
+
+    def _begin(self, backoff: Backoff) -> Session:
+        """Take the write lock now (BEGIN IMMEDIATE on SQLite), retrying a locked store until the deadline."""
+        slice_ms = RUNTIME_BUSY_SLICE_MS if self.runtime else OPERATOR_BUSY_SLICE_MS
+        while True:
+            if self.runtime and self._gate is not None:
+                self._gate.step_aside()  # before every attempt: an operator may have started waiting meanwhile
+            session = self.store.writing_session()
+            try:
+                session.begin()
+                session.connection(execution_options={BUSY_SLICE_MS: slice_ms, RUNTIME_QUEUE: self.runtime})
+                return session
+            except OperationalError as exc:
+                session.close()
+                if not is_lock_error(exc):
+                    raise StoreUnavailable(describe_operational_error(exc, self.store.url)) from exc
+                if not backoff.pause():
+                    raise StoreUnavailable(self._still_locked(backoff)) from exc
+
+    def _still_locked(self, backoff: Backoff) -> str:
+        waited = backoff.waited_s
+        shown = f"{waited:.1f}" if waited < 10 else f"{waited:.0f}"
+        return (f"The store {self.store.display_name} stayed locked by another writer for {shown} s; "
+                "nothing was written.")
+
+    @property
+    def signals_operators(self) -> bool:
+        """Whether `operator_waiting` can ever say True here (SQLite's writer gate); on a server it cannot."""
+        return self._gate is not None
+
+    def operator_waiting(self) -> bool:
+        """Whether an operator's write is waiting for this unit's lock (SQLite: any process; else False).
+
+        Bulk writers (the OTLP import) look between whole pieces of work and end their transaction early."""
+        return self._gate is not None and self._gate.operator_waiting()
+
+    def _release_queue(self) -> None:
+        self._held.close()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        session = self.session
+        try:
+            if exc_type is not None:
+                session.rollback()
+                self._changes.clear()
+                self._adopted.clear()
+                _translate(exc, self.store.url)
+                return
+            published = self._adopted + self._write_change_log()
+            try:
+                session.commit()
+            except DBAPIError:
+                session.rollback()
+                if not self._landed(published):
+                    raise
+            if self._audit is not None:
+                self._audit.anchor()  # after the commit, fsynced; a failure is logged, never raised
+        except OperationalError as error:
+            session.rollback()
+            raise StoreUnavailable(describe_operational_error(error, self.store.url)) from error
+        except IntegrityError as error:
+            session.rollback()
+            raise InvalidInput(f"The store refused the write: {error.orig}.") from error
+        finally:
+            session.close()
+            self._release_queue()
+        self.store.bus.publish(published)
+
+    def _landed(self, published: list[Change]) -> bool:
+        """After a commit reported an error: is our first change-log row there (so the commit happened)?"""
+        if not published:
+            return False
+        first = published[0]
+        try:
+            with self.store.reading() as reader:
+                found = reader.execute(select(ChangeRow.seq).where(
+                    ChangeRow.seq == first.seq, ChangeRow.origin == first.origin, ChangeRow.at == first.at,
+                    ChangeRow.entity_id == first.id, ChangeRow.op == first.op)).first()
+        except StoreError:
+            return False  # cannot tell: report the failure; a retry is a compare-and-set and cannot double-apply
+        return found is not None
+
+    def record(self, entity: str, op: str, entity_id: str, parents: Mapping[str, str] | None = None,
+               revision: int | None = None) -> None:
+        self._changes.append(Change(entity, op, entity_id, dict(parents or {}), revision,
+                                    origin=self.store.origin, at=self.now))
+
+    def adopt(self, changes: list[Change]) -> None:
+        """Change-log rows and audit records a server function wrote in this transaction (PostgreSQL,
+        migration 0008): published after the commit like recorded ones, and the audit head anchored."""
+        assert self._audit is not None
+        self._adopted.extend(changes)
+        self._audit.adopt_server_head()
+
+    def audit(self, actor: str, action: str, entity: str, entity_id: str, payload: dict[str, Any]) -> None:
+        assert self._audit is not None
+        self._audit.append(actor, action, entity, entity_id, payload, at=self.now)
+
+    def _write_change_log(self) -> list[Change]:
+        if not self._changes:
+            return []
+        rows = [dict(at=c.at, origin=c.origin, entity=c.entity, op=c.op, entity_id=c.id,
+                     parents=json.dumps(c.parents), revision=c.revision) for c in self._changes]
+        seqs = self.session.execute(
+            insert(ChangeRow).returning(ChangeRow.seq, sort_by_parameter_order=True), rows
+        ).scalars().all()
+        return [Change(c.entity, c.op, c.id, c.parents, c.revision, seq, c.origin, c.at)
+                for c, seq in zip(self._changes, seqs, strict=True)]
+
+
+def guard(condition: bool, error: StoreError) -> None:
+    if not condition:
+        raise error
+
+
+def affected(result: object) -> int:
+    """Rows matched by an UPDATE/DELETE: the answer to a compare-and-set."""
+    return int(cast(CursorResult[Any], result).rowcount or 0)
+
+
+def _translate(exc: BaseException | None, url: str) -> None:
+    """Lock and constraint failures inside the body become the store's typed errors."""
+    if isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError) and is_postgres_url(url)
+                                             and not isinstance(exc, IntegrityError)):
+        # PostgreSQL refuses a login's missing privilege as ProgrammingError: one sentence, like a lock
+        raise StoreUnavailable(describe_operational_error(exc, url)) from exc
+    if isinstance(exc, IntegrityError):
+        raise InvalidInput(f"The store refused the write: {exc.orig}.") from exc

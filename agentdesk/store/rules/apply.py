@@ -1,0 +1,55 @@
+"""Deciding a new approval by standing rule, inside the transaction that records it.
+
+`request_approval` inserts the pending approval and calls `apply_rules` before it
+commits: an allow or deny rule decides the approval right there, so it is never
+visible as pending, can never be decided twice (a person's decision afterwards
+loses the compare-and-set and is told the rule decided it), and the decision,
+its audit record and the rule's hit count commit together or not at all.
+"""
+
+from __future__ import annotations
+
+from agentdesk.store.native.convert import ts
+from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.uow import UnitOfWork
+from agentdesk.store.rules.commands import live_rules_for, record_hit
+from agentdesk.store.rules.matching import Call, decide
+from agentdesk.store.rules.model import Effect
+
+
+def rule_actor(rule_id: str) -> str:
+    """How a rule appears as the decider: `decided_by` and the audit actor."""
+    return f"rule:{rule_id}"
+
+
+def call_of(row: sc.ApprovalRow) -> Call:
+    return Call(row.tool_name, row.arguments, row.project_id, row.agent_id, row.session_id)
+
+
+def apply_rules(uow: UnitOfWork, row: sc.ApprovalRow) -> str | None:
+    """Decide the just-inserted pending `row` by rule; returns the deciding rule's id, or None."""
+    with uow.session.no_autoflush:  # the row's decision goes into its INSERT: operators may not UPDATE it on PG
+        rules = live_rules_for(uow.session, row.tool_name, uow.now)
+    if not rules:
+        return None
+    verdict = decide(rules, call_of(row), ts(uow.now))
+    if verdict is None or verdict.effect == Effect.ASK:
+        return None
+    rule = verdict.rule
+    status = "approved" if verdict.effect == Effect.ALLOW else "denied"
+    reason = f"{verdict.effect} rule {rule.id}" + (f": {rule.note}" if rule.note else "")
+    row.status, row.decided_at, row.decided_by = status, uow.now, rule_actor(rule.id)
+    row.decided_by_rule, row.reason = rule.id, reason
+    row.revision = 2
+    if row.tool_call_id:
+        call = uow.session.get(sc.ToolCallRow, row.tool_call_id)
+        if call is not None:
+            call.status = status
+    record_hit(uow, rule.id)
+    uow.audit(rule_actor(rule.id), f"approval.{status}", "approval", row.id, {
+        "rule_id": rule.id, "rule_revision": rule.revision, "rule": rule.describe(), "reason": reason,
+        "tool": row.tool_name, "payload_hash": row.payload_hash})
+    uow.record("approval", "update", row.id, {"project": row.project_id, "task": row.task_id,
+                                               "session": row.session_id, "agent": row.agent_id,
+                                               "run": row.run_id}, 2)
+    return rule.id

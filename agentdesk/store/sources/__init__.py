@@ -1,0 +1,29 @@
+"""Opening any supported database as a `Source`: agentdesk's own, or a seed runtime's in place."""
+
+from __future__ import annotations
+
+from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence import sqlite
+from agentdesk.store.persistence.database import default_store_location, to_url
+from agentdesk.store.source import Source
+from agentdesk.store.sources.detect import detect
+
+
+def open_source(location: str | None = None, *, allow_writes: bool = False, create: bool = False,
+                read_only: bool = False, busy_timeout_s: float = 5.0) -> Source:
+    """agentdesk stores open read-write (read-only with `read_only`: readers that must never write);
+    other runtimes' databases read-only unless `allow_writes`.
+
+    Detection runs once, here: the registry entry that recognised the file opens it.
+    """
+    from agentdesk.store.sources.registry import runtime  # imports every runtime package
+
+    url = to_url(location or default_store_location())
+    path = sqlite.path_of(url)
+    if path is None or not path.exists() or path.stat().st_size == 0:
+        return NativeSource.open(location, create=create, read_only=read_only, busy_timeout_s=busy_timeout_s)
+    found = detect(path, busy_timeout_s)
+    if found.kind == "agentdesk":
+        return NativeSource.open(location, create=create, read_only=read_only, busy_timeout_s=busy_timeout_s)
+    return runtime(found.kind).open(path, version=found.version, allow_writes=allow_writes,
+                                    busy_timeout_s=busy_timeout_s)
