@@ -301,3 +301,18 @@ class OtelResourceRow(Base):
     __tablename__ = "otel_resources"
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     attributes: Mapped[str] = mapped_column(Text)
+
+
+class AgentTokenRow(Base):
+    """An agent's bearer token for the HTTP gate (migration 0011): only its sha256 is kept."""
+
+    __tablename__ = "agent_tokens"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    """The agent identity the token stands for, shown as the requester of what it writes."""
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(200))
+    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """Set once by `agent-token revoke`; a revoked token gets 401 and its row stays for the audit."""
+    last_used_at: Mapped[float | None] = mapped_column(Float, nullable=True)
