@@ -26,7 +26,7 @@ from sqlalchemy import text
 
 from agentdesk.store.analysis.columns import path_columns
 from agentdesk.store.analysis.critical_path import critical_path, summarise
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.search.indexer import drain
 from agentdesk.store.search.query import words_of
 from agentdesk.store.search.run_search import search_run

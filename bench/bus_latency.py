@@ -31,13 +31,13 @@ from pathlib import Path
 
 from sqlalchemy import update
 
-from agentdesk.store.changes.bus import Change
 from agentdesk.store.changes.watcher import DEFAULT_POLL_INTERVAL_S
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.persistence.database import open_store
 from agentdesk.store.persistence.schema import RunRow
-from agentdesk.store.persistence.uow import UnitOfWork
 from agentdesk.store.runtime import AgentRuntime
+from agentdesk.store.uow import UnitOfWork
 
 P99_TARGET_MS = 100.0
 IDLE_TARGET = 0.01

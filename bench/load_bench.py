@@ -41,9 +41,9 @@ from typing import Any
 from sqlalchemy import func, select
 
 from agentdesk.store.approvals.commands import decide
-from agentdesk.store.changes.bus import Change
 from agentdesk.store.changes.watcher import ChangeWatcher
 from agentdesk.store.errors import Conflict, StoreError
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.persistence.database import open_store
 from agentdesk.store.persistence.retry import observe_lock_waits
 from agentdesk.store.persistence.schema import ApprovalRow, ChangeRow

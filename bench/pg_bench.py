@@ -35,9 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentdesk.store.changes.bus import Change
 from agentdesk.store.errors import AlreadyDecided, StoreUnavailable
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.persistence.database import open_store
 from agentdesk.store.runtime import AgentRuntime
 

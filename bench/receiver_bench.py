@@ -38,9 +38,9 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from agentdesk.store.changes.bus import Change
 from agentdesk.store.ingest.receiver import ReceiverConfig, ReceiverThread
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.persistence.database import Store, open_store
 
 HERE = Path(__file__).parent

@@ -117,7 +117,7 @@ class Meter:
         from agentdesk.gui.shared.theme import apply_theme
         from agentdesk.gui.timeline.panel import TimelinePanel
         from agentdesk.model.services import Services
-        from agentdesk.store.native.source import NativeSource
+        from agentdesk.store.native import NativeSource
 
         self.app = QApplication.instance() or QApplication([])
         apply_theme(self.app, "light")
@@ -253,7 +253,7 @@ class Meter:
     def live_append(self) -> float:
         """The layout part alone of one new span (on the runner): a live run's next span, under the
         root and after everything so far, inserted into the loaded run."""
-        from agentdesk.store.source import SpanTable
+        from agentdesk.store.readmodel import SpanTable
 
         data = self.panel.data
         assert data is not None
@@ -272,7 +272,7 @@ class Meter:
         import inspect
 
         from agentdesk.model.timeline import feed as feed_module
-        from agentdesk.store.source import SpanTable
+        from agentdesk.store.readmodel import SpanTable
 
         feed = self.panel.feed
         out: dict[str, list[float]] = {}

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from sqlalchemy import update  # noqa: E402
 
-from agentdesk.store.native.source import NativeSource  # noqa: E402
+from agentdesk.store.native import NativeSource  # noqa: E402
 from agentdesk.store.persistence import schema as sc  # noqa: E402
 from agentdesk.store.runtime import AgentRuntime  # noqa: E402
 

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agentdesk.store.native.source import NativeSource  # noqa: E402
+from agentdesk.store.native import NativeSource  # noqa: E402
 from agentdesk.store.persistence.database import open_store  # noqa: E402
 from agentdesk.store.sim.player import Simulator  # noqa: E402
 

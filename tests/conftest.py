@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.runtime import AgentRuntime
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentdesk.store.audit import GENESIS, ChainReport, record_hash, verify_chain
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import World, raw_connect

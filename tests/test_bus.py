@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from agentdesk.store.changes import watcher as watcher_module
-from agentdesk.store.changes.bus import RESET, Change, ChangeBus, ChangeOp, EntityKind, coalesce
+from agentdesk.store.changes.maintenance import prune_change_log
 from agentdesk.store.changes.watcher import ChangeWatcher
 from agentdesk.store.errors import StaleRevision
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
+from agentdesk.store.persistence.bus import RESET, Change, ChangeBus, ChangeOp, EntityKind, coalesce
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.persistence.maintenance import prune_change_log
 from agentdesk.store.persistence.schema import ChangeRow, ProjectRow
-from agentdesk.store.persistence.uow import UnitOfWork
 from agentdesk.store.runtime import AgentRuntime
+from agentdesk.store.uow import UnitOfWork
 from tests.conftest import World
 
 

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import text
 
 import agentdesk.cli.main as cli
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store, head_revision, open_store
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.sim.player import Simulator

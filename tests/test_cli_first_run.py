@@ -13,7 +13,7 @@ from agentdesk.cli import display
 from agentdesk.cli import main as cli
 from agentdesk.cli import output as out
 from agentdesk.cli.parser import build_parser
-from agentdesk.store.changes.bus import Change, ChangeOp
+from agentdesk.store.persistence.bus import Change, ChangeOp
 from agentdesk.store.persistence.database import Store
 from tests.conftest import World
 

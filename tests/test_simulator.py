@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import select
 
 from agentdesk.store.errors import Expired
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.sim.content import ContentGenerator

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.changes.bus import EntityKind
 from agentdesk.store.errors import Unsupported
-from agentdesk.store.native.source import NativeSource, native_store
+from agentdesk.store.native import NativeSource, native_store
+from agentdesk.store.persistence.bus import EntityKind
 from agentdesk.store.source import (
     ApprovalWriter,
     Capability,

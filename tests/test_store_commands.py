@@ -25,7 +25,7 @@ from agentdesk.store.errors import (
     StaleRevision,
     StoreError,
 )
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.validation import payload_hash

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from agentdesk.store.changes import maintenance
+from agentdesk.store.changes.maintenance import prune_change_log
 from agentdesk.store.errors import InvalidInput, ReadOnlyStore
-from agentdesk.store.persistence import maintenance
 from agentdesk.store.persistence.database import Store, open_store
-from agentdesk.store.persistence.maintenance import prune_change_log
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import World, raw_connect
 
@@ -94,7 +94,7 @@ def test_prune_refuses_a_read_only_store(store_path: Path, world: World) -> None
 
 def test_the_schedule_prunes_while_the_store_is_open(store: Store, rt: AgentRuntime, world: World,
                                                      store_path: Path) -> None:
-    from agentdesk.store.persistence.maintenance import PruneSchedule
+    from agentdesk.store.changes.maintenance import PruneSchedule
     churn(rt, world.sub_agent, 6)
     raw = raw_connect(store_path)
     raw.execute("UPDATE change_log SET at = 0")  # every row is older than a day

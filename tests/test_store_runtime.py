@@ -8,10 +8,10 @@ import time
 import pytest
 
 from agentdesk.store.errors import InvalidInput, NotFound
-from agentdesk.store.native.queries import roll_up
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
+from agentdesk.store.queries import roll_up
+from agentdesk.store.readmodel import Location
 from agentdesk.store.runtime import AgentRuntime
-from agentdesk.store.source import Location
 from tests.conftest import World
 
 

@@ -25,7 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import AlreadyDecided, Expired, StaleRevision, StoreError
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import open_store
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import dump

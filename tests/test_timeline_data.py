@@ -19,7 +19,7 @@ from agentdesk.store.analysis.layout.data import (
     pixel_blocks,
     step_samples,
 )
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 
 
 def table(rows: list[tuple[str, str | None, float, float | None]], kind: str = "tool",
@@ -302,7 +302,7 @@ def test_the_overview_grid_marks_the_kinds_each_cell_holds() -> None:
 
 
 def test_native_columns_are_the_span_table_in_start_order(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from agentdesk.store.native.source import NativeSource
+    from agentdesk.store.native import NativeSource
     from agentdesk.store.runtime import AgentRuntime
     from agentdesk.store.timeline.columns import from_table
     from agentdesk.store.timeline.read import span_columns
@@ -334,7 +334,7 @@ def test_packed_native_columns_match_the_row_read(tmp_path, odd_name: str) -> No
     a name holding the separator or invalid UTF-8 still reads (falling back to rows where needed)."""
     import sqlite3
 
-    from agentdesk.store.native.source import NativeSource
+    from agentdesk.store.native import NativeSource
     from agentdesk.store.runtime import AgentRuntime
     from agentdesk.store.timeline import read as span_read
 
@@ -377,7 +377,7 @@ def _two_runs(tmp_path, runs: int = 2, spans: int = 12):  # type: ignore[no-unty
     import random
     import sqlite3
 
-    from agentdesk.store.native.source import NativeSource
+    from agentdesk.store.native import NativeSource
     from agentdesk.store.runtime import AgentRuntime
 
     source = NativeSource.open(str(tmp_path / "s.sqlite"))

@@ -99,7 +99,7 @@ def test_the_fixed_path_reads_what_the_list_path_reads(ids: list[str], data: st.
 def _store_with_ids(path: Path, ids: list[str]) -> tuple[object, str]:
     """A native store with one run whose spans carry these ids: span i's parent is span i // 2
     (0 a root), written row by row by SQL as another program would."""
-    from agentdesk.store.native.source import NativeSource
+    from agentdesk.store.native import NativeSource
     from agentdesk.store.runtime import AgentRuntime
 
     source = NativeSource.open(str(path))

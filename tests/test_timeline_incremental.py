@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentdesk.store.analysis.layout.data import TimelineData
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.timeline.strings import Coded
 
 KINDS = ("agent", "model", "tool", "odd_kind")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from agentdesk.store.analysis.layout.data import Before, TimelineData, TokenSeries
 from agentdesk.store.analysis.layout.overview import Overview, grown, overview
 from agentdesk.store.analysis.layout.rows import Rows, subtree_sizes
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 from tests.test_timeline_incremental import _table, live_runs
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from agentdesk.store.analysis.layout.data import TimelineData
 from agentdesk.store.analysis.layout.rows import Rows, RowView, default_collapsed, spans_in, subtree_sizes
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 
 
 def tree(parents: list[int | None]) -> TimelineData:

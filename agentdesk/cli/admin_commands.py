@@ -12,9 +12,9 @@ import json
 
 from agentdesk.cli import output as out
 from agentdesk.cli.opening import EXIT_OK, open_for, positive, say
+from agentdesk.store.changes.maintenance import DEFAULT_KEEP_SECONDS, prune_change_log
 from agentdesk.store.ingest.staging import clean_stale
-from agentdesk.store.persistence.maintenance import DEFAULT_KEEP_SECONDS, prune_change_log
-from agentdesk.store.persistence.postgres.admin import grant_level, list_levels
+from agentdesk.store.levels import grant_level, list_levels
 from agentdesk.store.persistence.postgres.roles import LEVELS
 
 DAY_S = 24 * 3600.0

@@ -23,7 +23,7 @@ from agentdesk.cli.opening import EXIT_BROKEN_CHAIN, EXIT_OK, CommandFailed, ope
 from agentdesk.store.audit import ChainReport, Verdict, keys, verify_store
 from agentdesk.store.audit.export import export_audit
 from agentdesk.store.errors import InvalidInput
-from agentdesk.store.native.source import native_store
+from agentdesk.store.native import native_store
 
 EXIT_CANNOT_CHECK = 7
 

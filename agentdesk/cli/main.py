@@ -54,7 +54,7 @@ from agentdesk.cli.receive import cmd_receive
 from agentdesk.cli.rules_commands import cmd_rules
 from agentdesk.cli.watch import cmd_watch
 from agentdesk.store.errors import InvalidInput, StoreError
-from agentdesk.store.native.source import native_store, size_on_disk
+from agentdesk.store.native import native_store, size_on_disk
 from agentdesk.store.persistence.database import describe_operational_error
 from agentdesk.store.readmodel import Approval, ApprovalStatus, StoreInfo
 from agentdesk.store.sim.player import SimEvent, Simulator

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentdesk.store.errors import InvalidInput
-from agentdesk.store.native.source import native_store
+from agentdesk.store.native import native_store
 from agentdesk.store.persistence.database import Store, default_store_location
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source

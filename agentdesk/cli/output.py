@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agentdesk.store.changes.bus import Change, ChangeOp
+from agentdesk.store.persistence.bus import Change, ChangeOp
 from agentdesk.store.readmodel import Approval
 from agentdesk.store.sim.control import SimEvent
 from agentdesk.store.text.arguments import arguments_hash, byte_length, inspect_cached, short_hash

@@ -18,7 +18,7 @@ from typing import Any
 from agentdesk.cli import output as out
 from agentdesk.cli.opening import EXIT_OK, CommandFailed, open_any, say
 from agentdesk.store.errors import InvalidInput
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.rules import commands as rules
 from agentdesk.store.rules.dryrun import DEFAULT_HISTORY, DryRun, DryRunRow, dry_run, propose_rule
 from agentdesk.store.rules.model import Effect, Rule

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 from agentdesk.cli import output as out
 from agentdesk.cli.opening import EXIT_OK, open_any, say
-from agentdesk.store.changes.bus import Change
-from agentdesk.store.native.source import follow_every_change
+from agentdesk.store.native import follow_every_change
+from agentdesk.store.persistence.bus import Change
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

@@ -14,9 +14,9 @@ from sqlalchemy import select
 
 from agentdesk.client.results import ContextEntry, ModelContext
 from agentdesk.store import readmodel as rm
-from agentdesk.store.native.queries import NativeQueries
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.queries import NativeQueries
 
 CHUNK = 500
 """Bound parameters per IN (...) query: well under SQLite's limit."""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from agentdesk.store.changes.bus import Change, ChangeBus, coalesce
+from agentdesk.store.persistence.bus import Change, ChangeBus, coalesce
 
 DEFAULT_COALESCE_MS = 30
 

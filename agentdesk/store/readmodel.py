@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 # Statuses and kinds are StrEnums, so they compare equal to (and print as) their plain values.
 # `Approval.status` holds an `ApprovalStatus`: only the store's commands set it, so the set is closed.
@@ -306,3 +306,49 @@ class StoreInfo:
     schema_version: str | None
     read_only: bool
     counts: dict[str, int]
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: tuple[T, ...]
+    offset: int
+    total: int
+
+    @property
+    def has_more(self) -> bool:
+        return self.offset + len(self.items) < self.total
+
+
+@dataclass(frozen=True, slots=True)
+class SpanTable:
+    """Columns of a run's spans, without their large texts: what the waterfall needs, fast."""
+
+    ids: list[str]
+    parent_ids: list[str | None]
+    kinds: list[str]
+    names: list[str]
+    statuses: list[str]
+    starts: list[float]
+    ends: list[float | None]
+    input_tokens: list[int]
+    output_tokens: list[int]
+    costs: list[float]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where an entity sits in the tree, from the project down."""
+
+    project_id: str
+    task_id: str | None = None
+    session_id: str | None = None
+    agent_ids: tuple[str, ...] = ()
+    """The agent chain from the top-level agent down to the entity's agent."""
+    run_id: str | None = None
+    span_id: str | None = None

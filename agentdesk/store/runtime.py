@@ -32,8 +32,8 @@ from agentdesk.store.errors import InvalidInput, NotFound
 from agentdesk.store.ids import new_id
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.persistence.uow import UnitOfWork
 from agentdesk.store.rules.apply import apply_rules
+from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import (
     arguments_text,
     canonical_arguments,

@@ -14,14 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.audit import ChainReport
-from agentdesk.store.changes.bus import ChangeBus, EntityKind
 from agentdesk.store.errors import Unsupported
-
-T = TypeVar("T")
+from agentdesk.store.persistence.bus import ChangeBus, EntityKind
+from agentdesk.store.readmodel import Location, Page, SpanTable
 
 
 class Capability(StrEnum):
@@ -34,49 +33,6 @@ class Capability(StrEnum):
     EDIT_ITEM = "edit_item"
     COMPACT = "compact"
     UNDO_COMPACTION = "undo_compaction"
-
-
-@dataclass(frozen=True, slots=True)
-class Page(Generic[T]):
-    items: tuple[T, ...]
-    offset: int
-    total: int
-
-    @property
-    def has_more(self) -> bool:
-        return self.offset + len(self.items) < self.total
-
-
-@dataclass(frozen=True, slots=True)
-class SpanTable:
-    """Columns of a run's spans, without their large texts: what the waterfall needs, fast."""
-
-    ids: list[str]
-    parent_ids: list[str | None]
-    kinds: list[str]
-    names: list[str]
-    statuses: list[str]
-    starts: list[float]
-    ends: list[float | None]
-    input_tokens: list[int]
-    output_tokens: list[int]
-    costs: list[float]
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-
-@dataclass(frozen=True, slots=True)
-class Location:
-    """Where an entity sits in the tree, from the project down."""
-
-    project_id: str
-    task_id: str | None = None
-    session_id: str | None = None
-    agent_ids: tuple[str, ...] = ()
-    """The agent chain from the top-level agent down to the entity's agent."""
-    run_id: str | None = None
-    span_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from agentdesk.store.analysis.align import Change, RunSpans, align, classify
 from agentdesk.store.analysis.run_diff import diff_runs, summary_line
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.sources import open_source
 from tests.sources.fixtures_lensagent import build_lensagent_fixture

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from agentdesk.store.errors import NotFound
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.search import run_search
 from agentdesk.store.search.indexer import drain

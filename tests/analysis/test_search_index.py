@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import open_store
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.search import fts, indexer, run_search, store_search

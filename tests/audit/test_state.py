@@ -9,7 +9,7 @@ import pytest
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.audit import Failure, Verdict
 from agentdesk.store.context import commands as context_commands
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime
 from tests.audit.helpers import rows, sql, verify

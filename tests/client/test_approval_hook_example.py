@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 from agentdesk.store.approvals import commands as approval_commands
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import open_store
 
 EXAMPLE = Path(__file__).parent.parent.parent / "examples" / "approval_hook.py"

@@ -18,7 +18,7 @@ import pytest
 from agentdesk.client import AgentDesk, ApprovalResult, Outcome
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.errors import InvalidInput
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 
 

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import open_store
 
 ROOT = Path(__file__).parent.parent.parent

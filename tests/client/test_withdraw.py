@@ -10,7 +10,7 @@ from sqlalchemy import select
 from agentdesk.gui.approvals.report import left_text
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.errors import AlreadyDecided, NotFound
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.readmodel import ApprovalStatus

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import open_store
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.source import Source

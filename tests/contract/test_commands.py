@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.store.changes.bus import Change
 from agentdesk.store.errors import AlreadyDecided, Conflict, ReadOnlyStore, Unsupported
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.source import Capability, Source, approval_writer, context_writer
 from tests.contract.kinds import Kind
 

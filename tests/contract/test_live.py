@@ -7,7 +7,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from agentdesk.store.changes.bus import ChangeOp, EntityKind
+from agentdesk.store.persistence.bus import ChangeOp, EntityKind
 from agentdesk.store.source import Source
 from tests.contract.kinds import Kind
 from tests.contract.test_reads import walk

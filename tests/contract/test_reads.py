@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.changes.bus import EntityKind
 from agentdesk.store.errors import NotFound
+from agentdesk.store.persistence.bus import EntityKind
 from agentdesk.store.source import Source
 from tests.contract.kinds import Kind
 

@@ -37,7 +37,7 @@ import pytest
 from sqlalchemy import select
 
 from agentdesk.store.approvals.commands import decide
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import open_store
 from agentdesk.store.runtime import AgentRuntime
@@ -266,7 +266,7 @@ def cli_verify(path: Path, environ: dict[str, str]) -> None:
 
 DECIDE_AND_HANG = """
 import sys, time
-from agentdesk.store.persistence import uow
+from agentdesk.store import uow
 from agentdesk.store.approvals.commands import decide
 from agentdesk.store.persistence.database import open_store
 

@@ -16,14 +16,14 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from agentdesk.store.approvals.commands import decide
-from agentdesk.store.changes.bus import Change
 from agentdesk.store.errors import NotFound, StoreUnavailable
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.retry import WRITE_DEADLINE_S
 from agentdesk.store.persistence.sqlite import writer_gate
-from agentdesk.store.persistence.uow import UnitOfWork
 from agentdesk.store.runtime import AgentRuntime
+from agentdesk.store.uow import UnitOfWork
 
 
 def hold_lock(path: Path) -> sqlite3.Connection:

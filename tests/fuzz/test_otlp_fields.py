@@ -21,7 +21,7 @@ from agentdesk.store.errors import StoreError
 from agentdesk.store.ingest.decode import spans_from_json
 from agentdesk.store.ingest.importer import import_files
 from agentdesk.store.ingest.spans import BadRecord
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store, open_store
 

@@ -16,13 +16,13 @@ from PySide6.QtCore import Qt
 from agentdesk.gui.approvals.dialogs import EditArgumentsDialog, ReasonDialog
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.tree.view import ProjectTree
+from agentdesk.model.approval_format import utc_now
 from agentdesk.model.approvals.decided import DecidedApprovalModel
-from agentdesk.model.approvals.format import utc_now
 from agentdesk.model.approvals.pending import AGE, AGENT, EXPIRES, ExpiredRole, PendingApprovalModel
 from agentdesk.model.services import Services
 from agentdesk.model.tree.model import PendingRole
 from agentdesk.store import readmodel as rm
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from tests.gui.conftest import World
 

@@ -28,7 +28,7 @@ from agentdesk.model.context.model import (
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from tests.gui.conftest import World
 
@@ -447,7 +447,7 @@ def test_a_stream_of_changes_cannot_postpone_the_reload_forever(services: Servic
     from PySide6.QtCore import QTimer
 
     from agentdesk.model.context.model import RELOAD_DEBOUNCE_MS
-    from agentdesk.store.changes.bus import Change
+    from agentdesk.store.persistence.bus import Change
 
     model = ContextModel(services)
     with qtbot.waitSignal(model.reloaded, timeout=3000):

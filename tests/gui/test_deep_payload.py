@@ -17,7 +17,7 @@ from PySide6.QtCore import QModelIndex, Qt
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.model.services import Services
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.sources import open_source
 from tests.gui.conftest import World

@@ -23,7 +23,7 @@ SHOTS = os.environ.get("AGENTDESK_SHOTS")
 
 def second_run(world: World) -> str:
     """Another run of the same agent: the same tool, plus one more tool call and different context."""
-    from agentdesk.store.native.source import NativeSource
+    from agentdesk.store.native import NativeSource
     source = NativeSource.open(str(world.path))
     rt = AgentRuntime(source.store)
     run = rt.start_run(world.agent_id, "Investigate failure again")

@@ -20,7 +20,7 @@ from agentdesk.gui.approvals.dialogs import ConfirmHiddenDialog
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.model.approvals.pending import ARGUMENTS, TOOL
 from agentdesk.model.services import Services
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.text.arguments import arguments_hash, byte_length, short_hash

@@ -14,7 +14,7 @@ from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.model.context.tree import preview
 from agentdesk.model.services import Services
 from agentdesk.model.tree.model import ProjectTreeModel
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.text.visible import visible
 from tests.gui.conftest import World

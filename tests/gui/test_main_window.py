@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 
 from agentdesk.gui.window.main_window import CONTEXT_TAB, TIMELINE_TAB, MainWindow
 from agentdesk.model.services import Services
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 
 from .conftest import World
 

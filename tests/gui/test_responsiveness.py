@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QApplication
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.tree.view import ProjectTree
 from agentdesk.model.services import Services
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 
 from .conftest import World
 

@@ -18,7 +18,7 @@ from agentdesk.model.approvals.pending import EXPIRES, TOOL, GoneRole, SettlesRo
 from agentdesk.model.rules.dry_run import ACTUAL, DIFFERS, DiffersRole
 from agentdesk.model.rules.table import EFFECT, HITS
 from agentdesk.model.services import Services
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.rules.commands import list_rules
 from agentdesk.store.runtime import AgentRuntime

@@ -22,10 +22,10 @@ from agentdesk.gui.timeline.tokens import COST_COLOUR, StepCurve, TokensPlot
 from agentdesk.model.services import Services
 from agentdesk.model.timeline.feed import TimelineFeed
 from agentdesk.store.analysis.layout.data import ERROR, TokenSeries
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.runtime import AgentRuntime
-from agentdesk.store.source import SpanTable
 from agentdesk.store.sources import open_source
 from tests.sources.fixtures_vgxness import build_vgxness_fixture
 

@@ -25,9 +25,9 @@ from agentdesk.store.analysis.layout.counts import SpanCounts
 from agentdesk.store.analysis.layout.data import ERROR, TimelineData, TokenSeries, step_samples
 from agentdesk.store.analysis.layout.overview import Overview, overview
 from agentdesk.store.analysis.layout.rows import Rows
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
+from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.runtime import AgentRuntime
-from agentdesk.store.source import SpanTable
 from tests.gui.timeline_helpers import panel_showing
 from tests.test_timeline_incremental import _table, live_runs
 

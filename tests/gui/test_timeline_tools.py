@@ -11,7 +11,7 @@ from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.model.services import Services
 from agentdesk.model.timeline import feed as feed_module
 from agentdesk.store.analysis.layout.data import TimelineData
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 
 from .conftest import World
 

@@ -15,8 +15,8 @@ from agentdesk.gui.tree.view import ProjectTree
 from agentdesk.model.services import Services
 from agentdesk.model.tree.filter import TreeFilterProxy
 from agentdesk.model.tree.model import NAME, EntityRole, PendingRole, ProjectTreeModel, StatusRole
-from agentdesk.store.changes.bus import RESET, Change
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
+from agentdesk.store.persistence.bus import RESET, Change
 from agentdesk.store.runtime import AgentRuntime
 from tests.gui.conftest import World
 from tests.gui.displayed import displayed

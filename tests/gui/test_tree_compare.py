@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QMenu
 from agentdesk.gui.tree.compare_menu import ANY_RUN
 from agentdesk.gui.window.main_window import MainWindow
 from agentdesk.model.services import Services
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
 from tests.gui.conftest import World
 

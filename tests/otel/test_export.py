@@ -15,7 +15,7 @@ from agentdesk.store.approvals.commands import decide
 from agentdesk.store.ingest import ingest_request
 from agentdesk.store.ingest.export import export
 from agentdesk.store.ingest.importer import import_files
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.runtime import AgentRuntime
 from tests.otel.traces import agent_trace, request_of

@@ -6,6 +6,7 @@ import base64
 import gzip
 import json
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -17,7 +18,7 @@ import pytest
 
 from agentdesk.store.audit import verify_chain
 from agentdesk.store.ingest.importer import import_files
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.schema import AuditRow, RunRow, SpanRow
 from tests.otel.traces import agent_trace, otlp_json, request_of
@@ -156,14 +157,14 @@ def test_a_truncated_document_leaves_no_half_trace(tmp_path: Path, store_path: P
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    (b"\x89PNG\r\n\x1a\n" + os.urandom(2000), "is not an OTLP trace file"),
+    (b"\x89PNG\r\n\x1a\n" + random.Random(1).randbytes(2000), "is not an OTLP trace file"),
     (b"", "is empty"),
     (b'{"resourceSpans": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "expected a resourceSpans object"),
     (b'{"junk": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested too deeply"),
     (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "1"}]}]}]}',
      "neither hex nor base64"),
     (b"\x00\x00\x00\x10" + b"\x0a\x05hello", "truncated"),
-    (b"\x7f\xff\xff\xff" + os.urandom(64), "not an OTLP trace file"),
+    (b"\x7f\xff\xff\xff" + random.Random(2).randbytes(64), "not an OTLP trace file"),
     (b"\x0a\xff\xff\xff\xff\x0f", "limit is"),
 ])
 def test_hostile_files_get_one_clear_sentence(tmp_path: Path, store_path: Path, content: bytes,
@@ -318,7 +319,7 @@ def test_an_import_ends_its_transaction_between_traces_when_an_operator_waits(
         tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small traces share a transaction only while nobody waits: a decision waits for one trace at most."""
     import agentdesk.store.ingest.importer as importer
-    from agentdesk.store.persistence.uow import UnitOfWork
+    from agentdesk.store.uow import UnitOfWork
 
     path = tmp_path / "many.jsonl"
     path.write_text("".join(json.dumps(otlp_json(agent_trace(service=f"s{n}"))) + "\n" for n in range(5)))
@@ -347,7 +348,7 @@ def test_an_import_ends_its_transaction_between_traces_when_an_operator_waits(
 def test_an_import_writes_as_a_bulk_writer_that_steps_aside(tmp_path: Path, store: Store,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The import's units are runtime-class: they queue with the agents and yield to a person's write."""
-    from agentdesk.store.persistence.uow import UnitOfWork
+    from agentdesk.store.uow import UnitOfWork
 
     kinds: list[bool] = []
     real_enter = UnitOfWork.__enter__

@@ -16,7 +16,7 @@ from agentdesk.gui.ingest.dialog import ImportDialog, why_not_import
 from agentdesk.model.context.model import ContextModel
 from agentdesk.model.services import Services
 from agentdesk.store.ingest.importer import ImportResult
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.schema import SpanRow
 from agentdesk.store.source import Capability
 from tests.otel.traces import agent_trace, otlp_json

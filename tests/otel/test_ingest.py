@@ -9,7 +9,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from agentdesk.store.audit import verify_chain
 from agentdesk.store.ingest import BadRecord, ingest_json, ingest_request
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.schema import ChangeRow, SpanRow
 from tests.otel.traces import agent_trace, otlp_json, request_of

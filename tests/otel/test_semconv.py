@@ -10,7 +10,7 @@ import pytest
 from agentdesk.store.ingest import ingest_json
 from agentdesk.store.ingest.semconv import classify
 from agentdesk.store.ingest.spans import OtelSpan
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 
 TRACE = "5b8efff798038103d269b633813fc60c"

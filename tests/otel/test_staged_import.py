@@ -15,9 +15,9 @@ from sqlalchemy import func, select
 from agentdesk.store.approvals.commands import decide
 from agentdesk.store.ingest import importer, staging
 from agentdesk.store.ingest.importer import import_files
-from agentdesk.store.native.queries import NativeQueries
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.queries import NativeQueries
 from agentdesk.store.runtime import AgentRuntime
 
 SPANS = 20_001
@@ -140,7 +140,7 @@ def test_cancel_mid_trace_leaves_nothing_visible_and_a_reimport_resumes(tmp_path
     assert 6_000 <= written < SPANS  # part of the trace is stored...
     assert RUN not in visible_runs(store) and events_of(store, RUN) == 0  # ...and nothing of it is seen
     assert NativeQueries(store).projects() == []  # not even the project it created
-    from agentdesk.store.native.source import NativeSource
+    from agentdesk.store.native import NativeSource
     from agentdesk.store.search.store_search import search_store
 
     assert [g.run_id for g in search_store(NativeSource(store), "chat").groups] == []
@@ -198,7 +198,7 @@ def test_a_staged_run_asked_for_by_id_is_as_absent_as_from_the_tree(tmp_path: Pa
         assert staged_run is not None  # stored, only hidden
         agent_id = staged_run.agent_id
         span_id = s.execute(select(sc.SpanRow.id).where(sc.SpanRow.run_id == RUN).limit(1)).scalar_one()
-    from agentdesk.store.changes.bus import EntityKind
+    from agentdesk.store.persistence.bus import EntityKind
 
     for ask in (lambda: q.run(RUN), lambda: q.agent(agent_id), lambda: q.span(span_id),
                 lambda: q.locate(EntityKind.RUN, RUN), lambda: q.locate(EntityKind.SPAN, span_id)):

@@ -20,10 +20,10 @@ from agentdesk.store.approvals.heartbeat import GONE_REASON, beat, dismiss_gone
 from agentdesk.store.audit.verify import verify_store
 from agentdesk.store.context import commands as context_commands
 from agentdesk.store.errors import AlreadyDecided, Conflict, StaleRevision
-from agentdesk.store.native.queries import NativeQueries
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.postgres.engine import libpq_url
+from agentdesk.store.queries import NativeQueries
 from agentdesk.store.rules.commands import add_rule
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.text.arguments import arguments_hash

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from agentdesk.store.changes.bus import Change
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.persistence.database import Store
 from tests.conftest import PgCluster
 
@@ -134,8 +134,8 @@ def test_the_read_a_notify_wakes_is_one_statement_on_the_listener(pg_url: str, p
     """No pooled session per wake-up (it cost five round trips); pruning past the mark still resets."""
     from sqlalchemy import event
 
-    from agentdesk.store.changes.bus import RESET
     from agentdesk.store.changes.watcher import ChangeWatcher
+    from agentdesk.store.persistence.bus import RESET
     from agentdesk.store.persistence.database import open_store
     from agentdesk.store.runtime import AgentRuntime
 

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from agentdesk.store.errors import AlreadyDecided, StoreUnavailable
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.runtime import AgentRuntime
@@ -20,7 +20,7 @@ from agentdesk.store.runtime import AgentRuntime
 OPERATOR = textwrap.dedent("""
     import json, sys
     from agentdesk.store.errors import AlreadyDecided
-    from agentdesk.store.native.source import NativeSource
+    from agentdesk.store.native import NativeSource
     url, me = sys.argv[1], sys.argv[2]
     source = NativeSource.open(url)
     ids = json.loads(sys.stdin.read())  # both processes are open before either gets the list
@@ -121,7 +121,7 @@ EDITOR = textwrap.dedent("""
     import json, sys
     from sqlalchemy import text
     from agentdesk.store.errors import StaleRevision
-    from agentdesk.store.native.source import NativeSource
+    from agentdesk.store.native import NativeSource
     url, me, item, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     source = NativeSource.open(url)
     won = stale = 0

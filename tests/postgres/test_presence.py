@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from agentdesk.store.approvals.presence import LIVE_S, Presence, PresenceUnavailable, presence_for
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.runtime import AgentRuntime

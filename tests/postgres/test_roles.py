@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from agentdesk.cli.main import main
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.runtime import AgentRuntime
@@ -116,7 +116,7 @@ def test_only_admins_prune(pg_store: Store, seeded: str, make_login: MakeLogin,
                            capsys: pytest.CaptureFixture[str]) -> None:
     from sqlalchemy import text
 
-    from agentdesk.store.persistence.maintenance import PruneSchedule
+    from agentdesk.store.changes.maintenance import PruneSchedule
     with pg_store.engine.begin() as conn:  # old enough to prune, so the DELETE really runs
         conn.execute(text("UPDATE change_log SET at = 0"))
     _, operator_url = make_login("operator")

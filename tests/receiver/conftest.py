@@ -67,7 +67,7 @@ def as_protobuf(doc: dict[str, Any], *, compress: bool = False) -> bytes:
 
 
 def stored_parent(store: Store, trace: str, span: str) -> str | None:
-    from agentdesk.store.native.source import NativeSource
+    from agentdesk.store.native import NativeSource
 
     return NativeSource(store).span(span_row_id(trace, span)).parent_span_id
 

@@ -12,7 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from agentdesk.store.ingest.receiver import ReceiverConfig, ReceiverRefused, is_loopback
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from tests.receiver.conftest import Answer, Gate, Start, as_protobuf, document, post, span_json, stored_parent
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agentdesk.store.ingest.receiver import ReceiverConfig, ReceiverThread
 from agentdesk.store.ingest.spans import run_row_id
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import open_store
 from tests.receiver.conftest import document, post, span_json
 

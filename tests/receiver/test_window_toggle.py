@@ -16,7 +16,7 @@ import pytest
 from agentdesk.gui.window.main_window import MainWindow
 from agentdesk.gui.window.receiver_toggle import PORT_KEY
 from agentdesk.model.services import Services
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from tests.gui.conftest import World, build_world
 from tests.receiver.conftest import document, post, span_json
 

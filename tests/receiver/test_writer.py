@@ -15,7 +15,7 @@ from agentdesk.store.ingest import ingest_request
 from agentdesk.store.ingest.receiver_decode import parse_json
 from agentdesk.store.ingest.receiver_writer import IngestWriter, QueueFull, span_count
 from agentdesk.store.ingest.spans import run_row_id
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from tests.receiver.conftest import document, span_json
 

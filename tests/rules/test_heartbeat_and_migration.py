@@ -8,7 +8,7 @@ from pathlib import Path
 from alembic import command
 from sqlalchemy import select
 
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store, alembic_config, head_revision, open_store
 from agentdesk.store.rules.commands import add_rule, list_rules

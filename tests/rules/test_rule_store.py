@@ -13,7 +13,7 @@ from sqlalchemy import select
 from agentdesk.store.approvals.heartbeat import GONE_REASON, beat, dismiss_gone, is_gone
 from agentdesk.store.audit import verify_chain
 from agentdesk.store.errors import AlreadyDecided, InvalidInput, NotFound, StaleRevision
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.rules.commands import add_rule, get_rule, list_rules, remove_rule, update_rule

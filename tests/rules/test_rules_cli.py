@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import agentdesk.cli.main as cli
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.rules.commands import list_rules
 from agentdesk.store.runtime import AgentRuntime

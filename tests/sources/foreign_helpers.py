@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentdesk.store.changes.bus import Change
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.source import Source
 
 ROOT = Path(__file__).resolve().parents[2]

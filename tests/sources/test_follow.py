@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection, create_engine
 
-from agentdesk.store.changes.bus import Change, EntityKind
 from agentdesk.store.changes.polling import PollLoop
+from agentdesk.store.persistence.bus import Change, EntityKind
 from agentdesk.store.sources.follow import AppendOnly, Deletes, Follow, RowEvent, TableFollower, UpdatedInPlace
 from agentdesk.store.sources.follow import follower as follower_module
 from agentdesk.store.sources.sql import Row

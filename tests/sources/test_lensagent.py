@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from agentdesk.store.changes.bus import RESET, Change
 from agentdesk.store.errors import AlreadyDecided, Conflict, InvalidInput, NotFound, ReadOnlyStore, StaleRevision
+from agentdesk.store.persistence.bus import RESET, Change
 from agentdesk.store.source import Capability, Source
 from agentdesk.store.sources import open_source
 from agentdesk.store.sources.foreign import Unsupported

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.store.changes.bus import Change
 from agentdesk.store.errors import AlreadyDecided, NotFound, ReadOnlyStore, StoreUnavailable
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.source import Capability, context_writer, require_context_writer
 from agentdesk.store.sources import open_source
 from agentdesk.store.sources.foreign import Unsupported

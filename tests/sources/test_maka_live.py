@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.store.changes.bus import RESET, Change
+from agentdesk.store.persistence.bus import RESET, Change
 from agentdesk.store.sources import open_source
 from agentdesk.store.sources.follow import follower
 from agentdesk.store.sources.maka import MakaSource

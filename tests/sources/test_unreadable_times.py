@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.model.approvals.format import local_time, short_local_time
+from agentdesk.model.approval_format import local_time, short_local_time
 from agentdesk.model.tree.rows import row_fields
 from agentdesk.store.sources import open_source
 from agentdesk.store.sources.parsing import epoch, ms_time, time_of, time_of_epoch

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import update
 
 from agentdesk.store.errors import InvalidInput, StaleRevision
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime

@@ -21,7 +21,7 @@ from qasync import asyncSlot
 
 from agentdesk.gui.approvals.dialogs import ConfirmHiddenDialog, EditArgumentsDialog, ReasonDialog
 from agentdesk.gui.approvals.report import Batch, sentence
-from agentdesk.model.approvals.format import local_time
+from agentdesk.model.approval_format import local_time
 from agentdesk.model.approvals.pending import PendingApprovalModel
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, 
 
 from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.gui.shared.palette import status_colour
-from agentdesk.model.approvals.format import agent_label, format_left, local_time, project_label
+from agentdesk.model.approval_format import agent_label, format_left, local_time, project_label
 from agentdesk.model.approvals.pending import PendingApprovalModel
 from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.store import readmodel as rm

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from agentdesk.gui.approvals.details import plain_label
 from agentdesk.gui.shared.palette import readable, status_colour
-from agentdesk.model.approvals.format import agent_label
+from agentdesk.model.approval_format import agent_label
 from agentdesk.model.plain import shown_line
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import InvalidInput

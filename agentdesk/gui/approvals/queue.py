@@ -19,15 +19,15 @@ from agentdesk.gui.approvals.details import ApprovalDetails
 from agentdesk.gui.approvals.presence import PresenceLine
 from agentdesk.gui.approvals.report import NoteBanner, ResultLog, left_text
 from agentdesk.gui.approvals.tables import decided_table, pending_table, select_row, selected_rows
+from agentdesk.model.approval_format import Clock, utc_now
 from agentdesk.model.approvals.decided import DecidedApprovalModel
-from agentdesk.model.approvals.format import Clock, utc_now
 from agentdesk.model.approvals.pending import PendingApprovalModel
 from agentdesk.model.approvals.presence import PresenceModel
 from agentdesk.model.plain import tooltip
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.approvals.heartbeat import GONE_AFTER_S, dismiss_gone
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.source import Capability
 
 PENDING_TAB, DECIDED_TAB = 0, 1

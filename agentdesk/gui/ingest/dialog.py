@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from agentdesk.model.services import Services
 from agentdesk.store.ingest.importer import ImportProgress, ImportResult, import_files
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 
 FILE_FILTER = "OpenTelemetry traces (*.json *.jsonl *.ndjson *.pb *.bin *.otlp *.gz);;All files (*)"
 

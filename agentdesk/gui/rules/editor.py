@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from agentdesk.model.approvals.format import local_time, utc_now
+from agentdesk.model.approval_format import local_time, utc_now
 from agentdesk.model.rules.draft import EXPIRY_CHOICES, KINDS, RuleForm, expiry_after
 
 KIND_LABELS = {"shell": "shell commands", "fields": "argument values", "any": "any arguments"}

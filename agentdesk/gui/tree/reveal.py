@@ -15,8 +15,8 @@ from PySide6.QtCore import QModelIndex
 
 from agentdesk.model.services import Services
 from agentdesk.model.tree.model import EntityRole, ProjectTreeModel
-from agentdesk.store.changes.bus import EntityKind
-from agentdesk.store.source import Location
+from agentdesk.store.persistence.bus import EntityKind
+from agentdesk.store.readmodel import Location
 
 Key = tuple[str, str]
 

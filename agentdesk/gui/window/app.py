@@ -13,9 +13,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Protocol
 
-from agentdesk.store.changes.bus import EntityKind
 from agentdesk.store.errors import StoreError
 from agentdesk.store.ingest.spans import split_span_row_id
+from agentdesk.store.persistence.bus import EntityKind
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
 

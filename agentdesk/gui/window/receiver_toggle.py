@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QHBoxLayout, QInputDialog, QLabel, QToolButton, QW
 from agentdesk.model.services import Services
 from agentdesk.model.tree.rows import escaped_tooltip
 from agentdesk.store.ingest.receiver_stats import ReceiverCounters
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 
 if TYPE_CHECKING:
     from agentdesk.store.ingest.receiver import ReceiverThread

@@ -10,7 +10,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject
 
-from agentdesk.model.approvals.format import (
+from agentdesk.model.approval_format import (
     Clock,
     agent_label,
     local_time,

@@ -20,13 +20,13 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
 
-from agentdesk.model.approvals.format import Clock, utc_now
+from agentdesk.model.approval_format import Clock, utc_now
 from agentdesk.model.latest import Latest
 from agentdesk.model.plain import shown_line, shown_tooltip
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
-from agentdesk.store.changes.bus import RESET, Change
 from agentdesk.store.errors import NotFound
+from agentdesk.store.persistence.bus import RESET, Change
 from agentdesk.store.source import Source
 
 Index = QModelIndex | QPersistentModelIndex

@@ -11,7 +11,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont
 
-from agentdesk.model.approvals.format import (
+from agentdesk.model.approval_format import (
     Clock,
     agent_label,
     arguments_preview,

@@ -25,8 +25,8 @@ from agentdesk.model.latest import Latest
 from agentdesk.model.runner import OnDone, OnError
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
-from agentdesk.store.changes.bus import RESET, Change
 from agentdesk.store.ingest.writer import IMPORTED_AGENT_PREFIX
+from agentdesk.store.persistence.bus import RESET, Change
 from agentdesk.store.source import Capability, ContextWriter, Source, require_context_writer
 
 __all__ = ["HEADERS", "KIND", "LOCKED", "PREVIEW", "ROLE", "TOKENS", "VISIBLE", "AddedAfterRole",

@@ -10,7 +10,8 @@ from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.analysis.run_diff import diff_runs
 from agentdesk.store.errors import StoreError
-from agentdesk.store.source import Page, Source
+from agentdesk.store.readmodel import Page
+from agentdesk.store.source import Source
 
 
 def _compute(source: Source, run_a: str, run_b: str) -> DiffRows:

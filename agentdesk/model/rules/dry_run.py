@@ -13,7 +13,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QColor, QFont
 
-from agentdesk.model.approvals.format import local_time, short_local_time, utc_now
+from agentdesk.model.approval_format import local_time, short_local_time, utc_now
 from agentdesk.model.rules.flat_table import FlatTableModel, Index
 from agentdesk.model.text import escaped_tooltip, one_line
 from agentdesk.store.rules.dryrun import DryRun, DryRunRow

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.source import Source
 

@@ -15,12 +15,12 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QFont
 
-from agentdesk.model.approvals.format import Clock, local_time, utc_now
+from agentdesk.model.approval_format import Clock, local_time, utc_now
 from agentdesk.model.rules.flat_table import FlatTableModel, Index
 from agentdesk.model.rules.service import rules_store
 from agentdesk.model.services import Services
 from agentdesk.model.text import escaped_tooltip, one_line
-from agentdesk.store.changes.bus import RESET, Change
+from agentdesk.store.persistence.bus import RESET, Change
 from agentdesk.store.rules.commands import list_rules
 from agentdesk.store.rules.model import Rule, describe_matcher
 

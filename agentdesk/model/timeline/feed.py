@@ -32,8 +32,9 @@ from agentdesk.store import readmodel as rm
 from agentdesk.store.analysis.layout.data import APPEND_AT_MOST, Before, TimelineData, TokenSeries
 from agentdesk.store.analysis.layout.overview import Overview, grown, overview
 from agentdesk.store.analysis.layout.rows import Rows
-from agentdesk.store.changes.bus import RESET, Change
-from agentdesk.store.source import Source, SpanTable
+from agentdesk.store.persistence.bus import RESET, Change
+from agentdesk.store.readmodel import SpanTable
+from agentdesk.store.source import Source
 from agentdesk.store.timeline.read import span_columns
 
 REFRESH_MS = 150

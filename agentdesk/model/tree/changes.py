@@ -17,7 +17,7 @@ from agentdesk.model.tree.host import TreeHost
 from agentdesk.model.tree.nodes import Node, NodeStore
 from agentdesk.model.tree.reads import read_rows
 from agentdesk.model.tree.rows import LEVELS, Key
-from agentdesk.store.changes.bus import RESET, Change, ChangeOp, EntityKind
+from agentdesk.store.persistence.bus import RESET, Change, ChangeOp, EntityKind
 
 
 class TreeChanges:

@@ -19,7 +19,7 @@ from agentdesk.model.tree.edits import TreeEdits
 from agentdesk.model.tree.host import TreeHost
 from agentdesk.model.tree.nodes import Node, NodeStore
 from agentdesk.model.tree.reads import Listing, read_children
-from agentdesk.store.changes.bus import Change
+from agentdesk.store.persistence.bus import Change
 
 
 class TreeLoader:

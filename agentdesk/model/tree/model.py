@@ -25,7 +25,7 @@ from agentdesk.model.tree.edits import TreeEdits
 from agentdesk.model.tree.loading import TreeLoader
 from agentdesk.model.tree.nodes import Node, NodeStore
 from agentdesk.model.tree.rows import HEADERS, INFO, NAME, PENDING, STATUS, Key
-from agentdesk.store.changes.bus import Change
+from agentdesk.store.persistence.bus import Change
 
 __all__ = ["HEADERS", "INFO", "NAME", "PENDING", "STATUS", "EntityRole", "PendingRole", "ProjectTreeModel",
            "StatusRole"]

@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Iterator
 
 from agentdesk.model.tree.rows import LEVELS, NO_FIELDS, Key, RowFields
-from agentdesk.store.changes.bus import Change
+from agentdesk.store.persistence.bus import Change
 
 ROOT_UID = 0
 """The root's uid is the invalid QModelIndex's internal id, so `by_uid` resolves both without a branch."""

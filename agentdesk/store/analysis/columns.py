@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 
 
 def path_columns(table: SpanTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -11,14 +11,13 @@ from typing import Any
 from sqlalchemy import select, text, update
 
 from agentdesk.store import readmodel as rm
+from agentdesk.store.approvals.reads import read_approval
 from agentdesk.store.errors import AlreadyDecided, Expired, InvalidInput, NotFound
-from agentdesk.store.native.convert import ts_opt
-from agentdesk.store.native.queries import NativeQueries
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.convert import ts_opt
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.persistence.server import adopt_server_changes, on_server
-from agentdesk.store.persistence.uow import UnitOfWork, affected
 from agentdesk.store.text.arguments import arguments_hash, check_expected_hash, guard_arguments
+from agentdesk.store.uow import UnitOfWork, adopt_server_changes, affected, on_server
 from agentdesk.store.validation import (
     canonical_arguments,
     check_name,
@@ -64,7 +63,7 @@ def decide(store: Store, approval_id: str, approve: bool, actor: str, reason: st
                 "id": approval_id, "approve": approve, "actor": actor, "reason": reason, "edited": edited,
                 "expected": expected, "origin": store.origin}).one()
             _server_outcome(uow, approval_id, found, expected)
-        return NativeQueries(store).approval(approval_id)
+        return read_approval(store, approval_id)
     with UnitOfWork(store) as uow:
         row = uow.session.get(A, approval_id)
         if row is None:
@@ -90,7 +89,7 @@ def decide(store: Store, approval_id: str, approve: bool, actor: str, reason: st
             "payload_hash": row.payload_hash, "edited_arguments": edited, "edited_hash": edited_hash,
             "shown_arguments_hash": shown_hash})
         uow.record("approval", "update", approval_id, approval_parents(row), row.revision + 1)
-    return NativeQueries(store).approval(approval_id)
+    return read_approval(store, approval_id)
 
 
 def withdraw(store: Store, approval_id: str, actor: str, reason: str | None = None) -> rm.Approval:
@@ -109,7 +108,7 @@ def withdraw(store: Store, approval_id: str, actor: str, reason: str | None = No
             found = uow.session.execute(SERVER_WITHDRAW, {"id": approval_id, "actor": actor, "reason": reason,
                                                           "origin": store.origin}).one()
             _server_outcome(uow, approval_id, found, None)
-        return NativeQueries(store).approval(approval_id)
+        return read_approval(store, approval_id)
     with UnitOfWork(store) as uow:
         row = uow.session.get(A, approval_id)
         if row is None:
@@ -127,7 +126,7 @@ def withdraw(store: Store, approval_id: str, actor: str, reason: str | None = No
         uow.audit(actor, "approval.withdrawn", "approval", approval_id, {
             "reason": reason, "tool": row.tool_name, "payload_hash": row.payload_hash})
         uow.record("approval", "update", approval_id, approval_parents(row), row.revision + 1)
-    return NativeQueries(store).approval(approval_id)
+    return read_approval(store, approval_id)
 
 
 def _server_outcome(uow: UnitOfWork, approval_id: str, found: Any, expected: str | None) -> None:

@@ -27,8 +27,7 @@ from sqlalchemy import select, text, update
 from agentdesk.store.approvals.commands import approval_parents
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.persistence.server import adopt_server_changes, on_server
-from agentdesk.store.persistence.uow import UnitOfWork, affected
+from agentdesk.store.uow import UnitOfWork, adopt_server_changes, affected, on_server
 from agentdesk.store.validation import check_name
 
 HEARTBEAT_INTERVAL_S = 5.0

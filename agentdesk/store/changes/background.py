@@ -11,8 +11,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar, Self
 
-from agentdesk.store.changes.threads import StoppableThread
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.threads import StoppableThread
 
 
 class BackgroundJob(ABC):

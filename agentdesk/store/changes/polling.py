@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from agentdesk.store.changes.threads import StoppableThread
 from agentdesk.store.persistence import sqlite
+from agentdesk.store.persistence.threads import StoppableThread
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from agentdesk.store.changes.bus import RESET, Change, ChangeBus
 from agentdesk.store.changes.polling import LoopWatcher, PollLoop
+from agentdesk.store.persistence.bus import RESET, Change, ChangeBus
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.postgres.listener import NotifyLoop
 from agentdesk.store.persistence.schema import ChangeRow

@@ -19,8 +19,7 @@ from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StaleRevisi
 from agentdesk.store.ids import new_id
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.persistence.server import adopt_server_changes, on_server
-from agentdesk.store.persistence.uow import UnitOfWork, affected
+from agentdesk.store.uow import UnitOfWork, adopt_server_changes, affected, on_server
 from agentdesk.store.validation import (
     check_name,
     check_text,

@@ -37,7 +37,7 @@ from agentdesk.store.ingest.prepare import Prepared, Preparer, fewer_collections
 from agentdesk.store.ingest.spans import BadRecord, run_row_id
 from agentdesk.store.ingest.writer import IngestReport, TraceIndex, TraceWriter, write_trace
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.persistence.uow import UnitOfWork
+from agentdesk.store.uow import UnitOfWork
 
 IMPORT_ACTOR = "import"
 SPANS_PER_TRANSACTION = 20_000

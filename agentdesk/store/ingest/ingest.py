@@ -15,7 +15,7 @@ from agentdesk.store.ingest.prepare import Prepared, prepare_all
 from agentdesk.store.ingest.spans import OtelSpan
 from agentdesk.store.ingest.writer import IngestReport, TraceIndex, write_trace
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.persistence.uow import UnitOfWork
+from agentdesk.store.uow import UnitOfWork
 
 RECEIVER_ACTOR = "otel-receiver"
 

@@ -26,7 +26,7 @@ from sqlalchemy.orm import InstrumentedAttribute
 
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.persistence.uow import UnitOfWork
+from agentdesk.store.uow import UnitOfWork
 
 STALE_S = 600.0
 """A staged trace whose importer wrote nothing for this long is abandoned (cancelled, crashed)."""

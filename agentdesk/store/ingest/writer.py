@@ -31,7 +31,7 @@ from agentdesk.store.ingest.messages import PLAIN
 from agentdesk.store.ingest.prepare import AGENT_KEY, EXTRA_KEYS, ORPHAN_KEY, Prepared, add_keys, digest
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
 from agentdesk.store.persistence import schema as sc
-from agentdesk.store.persistence.uow import UnitOfWork
+from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import estimate_tokens
 
 DEFAULT_PROJECT = "OpenTelemetry"

@@ -23,9 +23,9 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-from agentdesk.store.changes.bus import ChangeBus
 from agentdesk.store.errors import ReadOnlyStore, StoreUnavailable
 from agentdesk.store.persistence import sqlite
+from agentdesk.store.persistence.bus import ChangeBus
 from agentdesk.store.persistence.postgres import engine as pg
 from agentdesk.store.persistence.postgres import roles
 from agentdesk.store.persistence.schema import (
@@ -45,7 +45,7 @@ from agentdesk.store.readmodel import StoreInfo
 if TYPE_CHECKING:
     from alembic.config import Config
 
-MIGRATIONS = Path(__file__).parent / "migrations"
+MIGRATIONS = Path(__file__).parent.parent / "migrations"
 SIGNATURE_TABLES = frozenset({"agentdesk_meta", "audit_log", "change_log", "alembic_version"})
 """Tables only an agentdesk store has together: a file holding them all (and a schema version) is ours."""
 ALEMBIC_TABLE = "alembic_version"
@@ -325,3 +325,13 @@ def _migrate(engine: Engine, url: str, *, upgrade: bool) -> str | None:
 
         command.upgrade(alembic_config(conn), "head")
     return head
+
+
+def own_store(source: object) -> Store | None:
+    """The agentdesk store behind a source, or None for another runtime's database.
+
+    Why here and not an isinstance check on the native source: the search and the timeline read take a faster
+    path on our own schema, and they sit below the native source in the store's layers (pyproject's contracts).
+    """
+    store = getattr(source, "store", None)
+    return store if isinstance(store, Store) else None

@@ -3,7 +3,7 @@
 A writer that finds the store locked does not give up after SQLite's busy timeout:
 it tries again after a jittered, growing pause until its deadline has passed:
 `WRITE_DEADLINE_S` for runtime writes, the store's busy timeout for an operator's
-(store/persistence/uow.py `write_deadline`). 30 s is long enough to outlast anything agentdesk itself holds
+(store/uow.py `write_deadline`). 30 s is long enough to outlast anything agentdesk itself holds
 the lock for (a
 runtime transaction lasts milliseconds, a span batch is bounded to a few, an OTLP
 import commits trace by trace) and an operator's write in another window, yet
@@ -13,7 +13,7 @@ operator is still looking.
 Retrying is safe because only taking the lock is retried: `BEGIN IMMEDIATE`
 either gets the lock (nothing has been read or written yet) or fails having done
 nothing. A failure *after* the body ran is never retried blindly: the unit of work
-first checks whether its commit landed (store/persistence/uow.py), so an ambiguous commit is
+first checks whether its commit landed (store/uow.py), so an ambiguous commit is
 neither lost nor applied twice.
 
 Jitter matters: without it, writers that collided once wake together and collide

@@ -9,12 +9,12 @@ its audit record and the rule's hit count commit together or not at all.
 
 from __future__ import annotations
 
-from agentdesk.store.native.convert import ts
 from agentdesk.store.persistence import schema as sc
-from agentdesk.store.persistence.uow import UnitOfWork
+from agentdesk.store.persistence.convert import ts
 from agentdesk.store.rules.commands import live_rules_for, record_hit
 from agentdesk.store.rules.matching import Call, decide
 from agentdesk.store.rules.model import Effect
+from agentdesk.store.uow import UnitOfWork
 
 
 def rule_actor(rule_id: str) -> str:

@@ -17,11 +17,11 @@ from sqlalchemy import delete, select, text, update
 
 from agentdesk.store.errors import InvalidInput, NotFound, StaleRevision
 from agentdesk.store.ids import new_id
-from agentdesk.store.native.convert import ts, ts_opt
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.convert import ts, ts_opt
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.persistence.uow import UnitOfWork, affected
 from agentdesk.store.rules.model import Effect, Rule, check_effect, editor_order, parse_matcher
+from agentdesk.store.uow import UnitOfWork, affected
 from agentdesk.store.validation import MAX_SHORT_TEXT, check_name, check_text
 
 ADMIN_ROLE = "agentdesk_admin"

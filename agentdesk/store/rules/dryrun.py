@@ -21,8 +21,8 @@ from sqlalchemy import select
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import InvalidInput
-from agentdesk.store.native.convert import ts, ts_opt
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.convert import ts, ts_opt
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.rules.hidden import has_hidden_characters, value_hides_characters
 from agentdesk.store.rules.matching import Call, matches

@@ -24,12 +24,13 @@ from sqlalchemy import Engine, text
 
 from agentdesk.store.errors import NotFound
 from agentdesk.store.ingest.staging import STAGED_SQL
-from agentdesk.store.native.convert import json_dict
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.convert import json_dict
+from agentdesk.store.persistence.database import own_store
+from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.search import fts
 from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.query import Query, fts_phrase, matches_text, parse, words_of
-from agentdesk.store.source import Source, SpanTable
+from agentdesk.store.source import Source
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,10 @@ _INDEXED: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
 
 def indexed_engine(source: Source) -> Engine | None:
     """The SQLite engine of a native store carrying the span index, or None (scan instead)."""
-    if not isinstance(source, NativeSource):
+    store = own_store(source)
+    if store is None:
         return None
-    engine = source.store.engine
+    engine = store.engine
     known = _INDEXED.get(engine)
     if known is None:
         known = _INDEXED[engine] = fts.has_index(engine)
@@ -61,9 +63,9 @@ def search_run(source: Source, run_id: str, query: str) -> SearchResult:
     """The spans of `run_id` that `query` matches; `QueryError` for a bad query, `NotFound` for no run."""
     parsed = parse(query)
     engine = indexed_engine(source)
-    if engine is not None:
-        assert isinstance(source, NativeSource)
-        drain_for_search(source.store, run_id)
+    store = own_store(source)
+    if engine is not None and store is not None:
+        drain_for_search(store, run_id)
         return _search_sql(engine, parsed, run_id)
     source.run(run_id)  # NotFound for an unknown run, like the indexed path
     return _scan(source, parsed, source.span_table(run_id))

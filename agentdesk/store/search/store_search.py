@@ -22,7 +22,7 @@ from sqlalchemy import Engine, text
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
 from agentdesk.store.ingest.staging import STAGED_SQL
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import own_store
 from agentdesk.store.search import fts
 from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.query import Query, matches_text, parse
@@ -83,9 +83,9 @@ def search_store(source: Source, query: str, limit: int = DEFAULT_LIMIT) -> Stor
     """Every match of `query` in the store, grouped by run; `QueryError` for a bad query."""
     parsed = parse(query)
     engine = indexed_engine(source)
-    if engine is not None:
-        assert isinstance(source, NativeSource)
-        drain_for_search(source.store, None)
+    store = own_store(source)
+    if engine is not None and store is not None:
+        drain_for_search(store, None)
         spans, span_total = _spans_sql(engine, parsed, limit)
     else:
         spans, span_total = _spans_scan(source, parsed, limit)

@@ -24,11 +24,12 @@ from sqlalchemy.exc import OperationalError
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.audit import ChainReport
-from agentdesk.store.changes.bus import Change, ChangeBus
 from agentdesk.store.errors import InvalidInput, ReadOnlyStore, StoreUnavailable, Unsupported
 from agentdesk.store.persistence import sqlite
+from agentdesk.store.persistence.bus import Change, ChangeBus
 from agentdesk.store.persistence.database import describe_operational_error
-from agentdesk.store.source import Capability, Location, Page, SourceDescriptor, SpanTable
+from agentdesk.store.readmodel import Location, Page, SpanTable
+from agentdesk.store.source import Capability, SourceDescriptor
 from agentdesk.store.sources import readonly
 from agentdesk.store.sources.follow import Follow, FollowWatcher, TableFollower
 from agentdesk.store.sources.reads import Reads

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.source import Location, Page, SpanTable
+from agentdesk.store.readmodel import Location, Page, SpanTable
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.native import NativeSource
 from agentdesk.store.source import Source
 from agentdesk.store.sources import lensagent, maka, stageflow, vgxness
 from agentdesk.store.sources.schema import Schema

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 
 
 def only(table: SpanTable, span_ids: Sequence[str] | None) -> SpanTable:

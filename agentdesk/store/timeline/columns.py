@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.timeline.id_index import SpanKeys
 from agentdesk.store.timeline.strings import Coded, StringTable, take
 

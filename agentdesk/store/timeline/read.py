@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence.database import Store, own_store
 from agentdesk.store.persistence.sqlite import lenient_text
 from agentdesk.store.source import Source
 from agentdesk.store.timeline.columns import ColumnBuilder, SpanColumns, from_table
@@ -30,8 +30,9 @@ _COLUMNS = ("id, parent_span_id, kind, name, status, started_at, ended_at, input
 def span_columns(source: Source, run_id: str, first: int | None = None) -> SpanColumns:
     """A run's span columns: our schema packed (`packed`), else by rows; other sources through
     `span_table`. `first`: only the earliest that many."""
-    if isinstance(source, NativeSource):
-        return _native(source, run_id, first)
+    store = own_store(source)
+    if store is not None:
+        return _native(store, run_id, first)
     return from_table(source.span_table(run_id))
 
 
@@ -62,8 +63,8 @@ def _bytes_cursor(session: Any) -> tuple[sqlite3.Connection, Any]:
     return raw, factory
 
 
-def _native(source: NativeSource, run_id: str, first: int | None) -> SpanColumns:
-    with source.store.reading() as session:
+def _native(store: Store, run_id: str, first: int | None) -> SpanColumns:
+    with store.reading() as session:
         raw, factory = _bytes_cursor(session)
         cursor = raw.cursor()
         try:

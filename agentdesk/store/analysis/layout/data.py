@@ -18,7 +18,7 @@ from typing import overload
 import numpy as np
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.timeline.columns import SpanColumns, from_table
 from agentdesk.store.timeline.id_index import Keys
 from agentdesk.store.timeline.strings import Coded, Gathered, insert_at, take

@@ -104,7 +104,7 @@ WRITER_LOCK = 0x61677731
 """pg_advisory_xact_lock key ("agw1") every write transaction takes first (see `writer_engine`)."""
 WRITER = "agentdesk_pg_writer"
 RUNTIME_QUEUE = "agentdesk_pg_runtime_queue"
-"""Execution option (store/persistence/uow.py sets it for runtime writes): queue on `RUNTIME_LOCK` before the
+"""Execution option (store/uow.py sets it for runtime writes): queue on `RUNTIME_LOCK` before the
 writer lock.
 
 PostgreSQL grants an advisory lock to the sessions waiting for it in order, so an operator's decision

@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentdesk.store.changes.threads import StoppableThread
 from agentdesk.store.persistence.postgres.engine import CONNECT_TIMEOUT_S, libpq_url
+from agentdesk.store.persistence.threads import StoppableThread
 
 log = logging.getLogger(__name__)
 

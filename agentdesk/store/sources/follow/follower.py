@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from agentdesk.store.changes.bus import Change, ChangeOp, EntityKind
+from agentdesk.store.persistence.bus import Change, ChangeOp, EntityKind
 from agentdesk.store.sources.follow.tables import AppendOnly, Deletes, Follow, RowEvent, Seen, Table, UpdatedInPlace
 from agentdesk.store.sources.sql import Row, marks, one, rows
 

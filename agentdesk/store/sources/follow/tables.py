@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from agentdesk.store.changes.bus import Change, ChangeOp
+from agentdesk.store.persistence.bus import Change, ChangeOp
 from agentdesk.store.sources.sql import Row
 
 

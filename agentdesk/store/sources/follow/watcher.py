@@ -9,9 +9,9 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
-from agentdesk.store.changes.bus import ChangeBus
 from agentdesk.store.changes.polling import LoopWatcher, PollLoop
 from agentdesk.store.changes.watcher import DEFAULT_POLL_INTERVAL_S
+from agentdesk.store.persistence.bus import ChangeBus
 from agentdesk.store.sources.follow.follower import TableFollower
 
 

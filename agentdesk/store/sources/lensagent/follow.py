@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agentdesk.store.changes.bus import Change, ChangeOp, EntityKind
+from agentdesk.store.persistence.bus import Change, ChangeOp, EntityKind
 from agentdesk.store.sources.follow import AppendOnly, Deletes, Follow, RowChanges, RowEvent, UpdatedInPlace
 from agentdesk.store.sources.lensagent.approvals import PENDING_WHERE
 from agentdesk.store.sources.sql import Row

@@ -8,7 +8,7 @@ from sqlalchemy import Connection
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
-from agentdesk.store.source import Location
+from agentdesk.store.readmodel import Location
 from agentdesk.store.sources.lensagent import approvals, spans, tree
 from agentdesk.store.sources.lensagent.layout import Layout
 from agentdesk.store.sources.sql import one

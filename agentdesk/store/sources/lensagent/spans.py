@@ -23,7 +23,7 @@ from sqlalchemy import Connection
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.lensagent import tree
 from agentdesk.store.sources.lensagent import values as v

@@ -16,8 +16,8 @@ from sqlalchemy import Connection
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
-from agentdesk.store.native.queries import roll_up
-from agentdesk.store.source import Page
+from agentdesk.store.queries import roll_up
+from agentdesk.store.readmodel import Page
 from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.lensagent import values as v
 from agentdesk.store.sources.sql import marks, one, parent_chain, rows

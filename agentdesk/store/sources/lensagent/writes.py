@@ -18,9 +18,9 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from agentdesk.store.changes.bus import Change
 from agentdesk.store.errors import AlreadyDecided, Conflict, InvalidInput, NotFound, StaleRevision
 from agentdesk.store.ids import new_id
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.lensagent import approvals, context
 from agentdesk.store.sources.lensagent.layout import Layout

@@ -19,8 +19,8 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.changes.bus import Change
 from agentdesk.store.errors import AlreadyDecided, NotFound, Unsupported
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources import unreadable
 from agentdesk.store.sources.maka import codec

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from agentdesk.store.changes.bus import Change, ChangeOp, EntityKind
+from agentdesk.store.persistence.bus import Change, ChangeOp, EntityKind
 from agentdesk.store.sources.follow import AppendOnly, Deletes, Follow, RowChanges, RowEvent, UpdatedInPlace
 from agentdesk.store.sources.maka import codec
 from agentdesk.store.sources.maka.topology import Topology

@@ -13,7 +13,7 @@ from sqlalchemy import Connection, text
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.maka import codec, spanrows
 from agentdesk.store.sources.maka.spanrows import SpanRow

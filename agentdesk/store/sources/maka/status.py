@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from sqlalchemy import Connection, text
 
 from agentdesk.store.errors import NotFound
-from agentdesk.store.native.queries import roll_up
+from agentdesk.store.queries import roll_up
 from agentdesk.store.sources.maka import codec
 from agentdesk.store.sources.maka.topology import AgentNode, RunNode, Topology
 

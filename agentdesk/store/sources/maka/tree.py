@@ -14,8 +14,8 @@ from sqlalchemy import Connection, text
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
-from agentdesk.store.native.queries import roll_up
-from agentdesk.store.source import Location, Page
+from agentdesk.store.queries import roll_up
+from agentdesk.store.readmodel import Location, Page
 from agentdesk.store.sources import parsing as parse
 from agentdesk.store.sources.maka import codec
 from agentdesk.store.sources.maka.status import (

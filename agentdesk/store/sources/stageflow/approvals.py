@@ -13,8 +13,8 @@ import json
 from sqlalchemy import Connection, text
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.changes.bus import Change
 from agentdesk.store.errors import AlreadyDecided, Expired, NotFound
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.sources import unreadable
 from agentdesk.store.sources.parsing import approval_status, iso_now, json_object, parse_time
 from agentdesk.store.sources.sql import Row, one, rows

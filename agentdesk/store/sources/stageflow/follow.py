@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agentdesk.store.changes.bus import Change, ChangeOp, EntityKind
+from agentdesk.store.persistence.bus import Change, ChangeOp, EntityKind
 from agentdesk.store.sources.follow import AppendOnly, Deletes, Follow, RowEvent, Seen, UpdatedInPlace
 from agentdesk.store.sources.sql import Row
 from agentdesk.store.sources.stageflow.ids import agent_node_id, parents_of, task_id

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.sources.parsing import epoch, json_object, parse_time, time_of
 from agentdesk.store.sources.sql import Row, marks, one, rows
 from agentdesk.store.sources.stageflow.common import SPAN_KINDS, SPAN_STATUSES, agent_session, missing

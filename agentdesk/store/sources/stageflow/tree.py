@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.native.queries import roll_up
-from agentdesk.store.source import Location, Page
+from agentdesk.store.queries import roll_up
+from agentdesk.store.readmodel import Location, Page
 from agentdesk.store.sources.parsing import iso_now, json_object, parse_time, time_of
 from agentdesk.store.sources.sql import Row, marks, one, rows
 from agentdesk.store.sources.stageflow.approvals import approval

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agentdesk.store.changes.bus import Change, ChangeOp, EntityKind
+from agentdesk.store.persistence.bus import Change, ChangeOp, EntityKind
 from agentdesk.store.sources.follow import AppendOnly, Deletes, Follow, RowEvent, UpdatedInPlace
 from agentdesk.store.sources.sql import Row
 from agentdesk.store.sources.vgxness.common import ACTIVE_RUN_STATUSES, agent_projects, parents, session_id, task_id

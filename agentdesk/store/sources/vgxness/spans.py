@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.source import SpanTable
+from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.sources.parsing import json_value, time_of
 from agentdesk.store.sources.sql import Row, marks, one, rows
 from agentdesk.store.sources.vgxness.common import home, missing

@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.native.queries import roll_up
-from agentdesk.store.source import Location, Page
+from agentdesk.store.queries import roll_up
+from agentdesk.store.readmodel import Location, Page
 from agentdesk.store.sources.parsing import json_value, parse_time, strip_suffix, time_of
 from agentdesk.store.sources.sql import Row, one, parent_chain, rows
 from agentdesk.store.sources.vgxness.approvals import approval

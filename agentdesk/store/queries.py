@@ -13,14 +13,15 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from agentdesk.store import readmodel as rm
-from agentdesk.store.changes.bus import EntityKind
+from agentdesk.store.approvals.reads import read_approval
 from agentdesk.store.errors import NotFound
 from agentdesk.store.ingest import readback
 from agentdesk.store.ingest.staging import visible
-from agentdesk.store.native import convert
+from agentdesk.store.persistence import convert
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.bus import EntityKind
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.source import Location, Page, SpanTable
+from agentdesk.store.readmodel import Location, Page, SpanTable
 
 ROLL_UP_ORDER = ("waiting", "running", "failed", "done", "cancelled", "idle", "pending")
 """A parent's status is its most urgent child's: an operator looks where agents wait first."""
@@ -228,13 +229,7 @@ class NativeQueries:
             return [convert.approval(a, agent, proj) for a, agent, proj in rows]
 
     def approval(self, approval_id: str) -> rm.Approval:
-        with self.store.reading() as s:
-            row = s.get(sc.ApprovalRow, approval_id)
-            if row is None:
-                self._missing("approval", approval_id)
-            agent = s.get(sc.AgentRow, row.agent_id)
-            proj = s.get(sc.ProjectRow, row.project_id)
-            return convert.approval(row, agent.name if agent else "", proj.name if proj else "")
+        return read_approval(self.store, approval_id)
 
     def context(self, agent_id: str) -> rm.AgentContext:
         with self.store.reading() as s:

@@ -23,7 +23,7 @@ from agentdesk.store.changes.background import BackgroundJob
 from agentdesk.store.errors import InvalidInput, ReadOnlyStore, StoreError, StoreUnavailable
 from agentdesk.store.persistence.database import Store, describe_operational_error
 from agentdesk.store.persistence.schema import ChangeRow
-from agentdesk.store.persistence.uow import affected
+from agentdesk.store.uow import affected
 
 DEFAULT_KEEP_SECONDS = 24 * 3600.0
 DEFAULT_KEEP_ROWS = 100_000

@@ -33,8 +33,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from agentdesk.store.audit import AuditAppender
-from agentdesk.store.changes.bus import Change
 from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
+from agentdesk.store.persistence.bus import Change
 from agentdesk.store.persistence.database import Store, describe_operational_error
 from agentdesk.store.persistence.postgres.engine import RUNTIME_QUEUE, is_postgres_url
 from agentdesk.store.persistence.retry import (
@@ -249,3 +249,17 @@ def _translate(exc: BaseException | None, url: str) -> None:
         raise StoreUnavailable(describe_operational_error(exc, url)) from exc
     if isinstance(exc, IntegrityError):
         raise InvalidInput(f"The store refused the write: {exc.orig}.") from exc
+
+
+# Writes the server does itself: on PostgreSQL the store's SECURITY DEFINER functions make the change;
+# approvals and context edits share the switch and the adoption of the change-log rows those functions wrote.
+
+def on_server(uow: UnitOfWork) -> bool:
+    """True when the store's own functions do the write (PostgreSQL)."""
+    return uow.store.is_postgres
+
+
+def adopt_server_changes(uow: UnitOfWork, changes: Any) -> None:
+    """The change-log rows a server function wrote (a JSON array), published by the unit of work."""
+    uow.adopt([Change(c["entity"], c["op"], c["id"], dict(c["parents"] or {}), c["revision"], c["seq"],
+                      c["origin"], c["at"]) for c in (changes or [])])

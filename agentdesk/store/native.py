@@ -16,16 +16,16 @@ from sqlalchemy import func, select
 from agentdesk.store import readmodel as rm
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.audit import ChainReport, verify_store
-from agentdesk.store.changes.bus import Change, ChangeBus, Subscriber
+from agentdesk.store.changes.maintenance import PruneSchedule
 from agentdesk.store.changes.watcher import DEFAULT_POLL_INTERVAL_S, ChangeWatcher
 from agentdesk.store.context import commands as context_commands
 from agentdesk.store.errors import StoreUnavailable
 from agentdesk.store.ingest.staging import visible
-from agentdesk.store.native.queries import NativeQueries
 from agentdesk.store.persistence import sqlite
+from agentdesk.store.persistence.bus import Change, ChangeBus, Subscriber
 from agentdesk.store.persistence.database import Store, open_store, to_url
-from agentdesk.store.persistence.maintenance import PruneSchedule
 from agentdesk.store.persistence.schema import RunRow, SpanRow
+from agentdesk.store.queries import NativeQueries
 from agentdesk.store.search.indexer import IndexSchedule
 from agentdesk.store.source import ApprovalWriter, Capability, ContextWriter, Source, SourceDescriptor
 

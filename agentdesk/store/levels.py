@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.postgres import roles
-from agentdesk.store.persistence.uow import UnitOfWork
+from agentdesk.store.uow import UnitOfWork
 
 
 def grant_level(store: Store, login: str, level: str) -> None:
