@@ -27,7 +27,7 @@ def test_the_version_comes_from_the_package() -> None:
 def test_license_and_the_files_packaging_needs_exist() -> None:
     assert "Apache License" in (REPO / "LICENSE").read_text(encoding="utf-8")[:200]
     for name in ("packaging/build.sh", "packaging/agentdesk.spec", "packaging/agentdesk.desktop",
-                 "resources/agentdesk.svg", "constraints.txt"):
+                 "agentdesk/resources/agentdesk.svg", "constraints.txt"):
         assert (REPO / name).is_file(), name
     pins = [line for line in (REPO / "constraints.txt").read_text().splitlines() if line and line[0] != "#"]
     assert pins and all("==" in line for line in pins)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from sqlalchemy import func, select
 
@@ -34,6 +34,9 @@ NATIVE_CAPABILITIES = frozenset(Capability)
 
 class NativeSource(NativeQueries):
     """Reads and commands on one agentdesk store; `watch()` adds other processes' changes to its bus."""
+
+    OWNS_STORE: ClassVar[bool] = True
+    """Lower layers take their fast path on `self.store` (`persistence.database.own_store`)."""
 
     def __init__(self, store: Store) -> None:
         super().__init__(store)

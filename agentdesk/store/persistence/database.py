@@ -328,10 +328,14 @@ def _migrate(engine: Engine, url: str, *, upgrade: bool) -> str | None:
 
 
 def own_store(source: object) -> Store | None:
-    """The agentdesk store behind a source, or None for another runtime's database.
+    """The agentdesk store behind a source, or None for another runtime's database (or a wrapper around one).
 
     Why here and not an isinstance check on the native source: the search and the timeline read take a faster
     path on our own schema, and they sit below the native source in the store's layers (pyproject's contracts).
+    The class must say so (`OWNS_STORE`): an attribute on the type, so a proxy that forwards attribute lookups
+    to a native source is treated like any other source, as an isinstance check would.
     """
+    if not getattr(type(source), "OWNS_STORE", False):
+        return None
     store = getattr(source, "store", None)
     return store if isinstance(store, Store) else None
