@@ -16,22 +16,14 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-import platformdirs
+from agentdesk.store.paths import log_dir
 
 EXIT_UNEXPECTED = 5
 
 
-def state_dir() -> Path:
-    if os.environ.get("AGENTDESK_STATE_DIR"):
-        return Path(os.environ["AGENTDESK_STATE_DIR"])
-    if os.environ.get("AGENTDESK_CONFIG_DIR"):
-        return Path(os.environ["AGENTDESK_CONFIG_DIR"]) / "logs"
-    return Path(platformdirs.user_state_dir("agentdesk", appauthor=False)) / "logs"
-
-
 def save_traceback(exc: BaseException, argv: list[str]) -> Path:
     """Write the full report to a new file and return its path (OSError when it cannot be written)."""
-    folder = state_dir()
+    folder = log_dir()
     folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = folder / f"crash-{stamp}-{os.getpid()}.log"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.native import native_store
-from agentdesk.store.persistence.database import Store, default_store_location
+from agentdesk.store.paths import default_store_location
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
 from agentdesk.store.validation import MAX_ARGUMENTS_BYTES, parse_json_arguments

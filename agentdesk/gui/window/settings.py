@@ -6,16 +6,15 @@ $AGENTDESK_CONFIG_DIR so tests and screenshots never touch the real one.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import platformdirs
 from PySide6.QtCore import QSettings
+
+from agentdesk.store.paths import config_dir
 
 
 def settings_path() -> Path:
-    base = os.environ.get("AGENTDESK_CONFIG_DIR") or platformdirs.user_config_dir("agentdesk", appauthor=False)
-    return Path(base) / "agentdesk.ini"
+    return config_dir() / "agentdesk.ini"
 
 
 def open_settings() -> QSettings:

@@ -8,7 +8,6 @@ sentence an operator can act on.
 from __future__ import annotations
 
 import functools
-import os
 import re
 import sqlite3
 import uuid
@@ -17,13 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import platformdirs
 from sqlalchemy import Engine, func, inspect, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from agentdesk.store.errors import ReadOnlyStore, StoreUnavailable
+from agentdesk.store.paths import default_store_location
 from agentdesk.store.persistence import sqlite
 from agentdesk.store.persistence.bus import ChangeBus
 from agentdesk.store.persistence.postgres import engine as pg
@@ -51,14 +50,6 @@ SIGNATURE_TABLES = frozenset({"agentdesk_meta", "audit_log", "change_log", "alem
 ALEMBIC_TABLE = "alembic_version"
 NEUTRAL_TABLES = frozenset({ALEMBIC_TABLE, "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
 DEFAULT_BUSY_TIMEOUT_S = 5.0
-
-
-def default_store_location() -> str:
-    """$AGENTDESK_STORE, else a file in the user's data directory."""
-    env = os.environ.get("AGENTDESK_STORE")
-    if env:
-        return env
-    return str(Path(platformdirs.user_data_dir("agentdesk", appauthor=False)) / "agentdesk.sqlite")
 
 
 def to_url(location: str) -> str:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from agentdesk.store.native import NativeSource
+from agentdesk.store.paths import default_store_location
 from agentdesk.store.persistence import sqlite
-from agentdesk.store.persistence.database import default_store_location, to_url
+from agentdesk.store.persistence.database import to_url
 from agentdesk.store.source import Source
 from agentdesk.store.sources.detect import detect
 
