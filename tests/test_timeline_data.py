@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -169,16 +168,15 @@ def test_merge_blocks_joins_within_the_gap_only() -> None:
     assert (k.tolist(), a.tolist(), b.tolist()) == ([0, 0, 1], [0, 20, 0], [8, 25, 3])
 
 
-def test_layout_of_100000_spans_is_quick() -> None:
+def test_layout_of_100000_spans_is_whole() -> None:
+    """How fast is bench/timeline_bench.py's question; here: every span laid out below its root."""
     rng = np.random.default_rng(1)
     n = 100_000
     parents: list[str | None] = [None] + [f"s{int(p)}" for p in rng.integers(0, np.arange(1, n) // 10 + 1)]
     starts = np.sort(rng.random(n) * 3600).tolist()
     big = SpanTable([f"s{i}" for i in range(n)], parents, ["model"] * n, ["x"] * n, ["ok"] * n, starts,
                     [s + 1 for s in starts], [1] * n, [1] * n, [0.0] * n)
-    began = time.perf_counter()
     data = TimelineData.from_table(big)
-    assert time.perf_counter() - began < 2.0  # ~0.1 s on a laptop; generous for shared CI
     assert len(data) == n and (data.depth[1:] > 0).all()
 
 

@@ -360,9 +360,7 @@ def test_large_content_is_capped_with_show_all(editor: ContextEditor, world: Wor
     rt = AgentRuntime(editor.services.source.store)
     big = rt.append_context(world.agent_id, world.group_ids[2], "result", "tool", "line\n" * 400_000)
     wait_for(qtbot, editor, lambda c: len(c.items) == 6)
-    started = time.perf_counter()
-    select(editor, big)
-    assert time.perf_counter() - started < 1.0
+    select(editor, big)  # how fast is bench/display_bench.py's question; here: capped, with "Show all"
     assert len(editor.detail.toPlainText()) == DETAIL_CAP
     assert editor.show_all_button.isVisible() or not editor.isVisible()
     assert "2,000,000" in editor.show_all_button.text()
