@@ -23,13 +23,12 @@ from agentdesk.store.rules.commands import live_rules_for, record_hit
 from agentdesk.store.rules.matching import Call, decide
 from agentdesk.store.rules.model import Effect
 
+log = logging.getLogger("agentdesk.audit")
+
 
 def rule_actor(rule_id: str) -> str:
     """How a rule appears as the decider: `decided_by` and the audit actor."""
     return f"rule:{rule_id}"
-
-
-log = logging.getLogger("agentdesk.audit")
 
 
 def refuse_rule(uow: UnitOfWork, rule_id: str, approval_id: str, why: str) -> None:
