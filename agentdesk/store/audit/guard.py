@@ -67,7 +67,14 @@ def _key(session: Session) -> keys.AuditKey | None:
 
 
 def sound(record: Any, key: keys.AuditKey | None) -> bool:
-    """The record's content matches its hash and, from the key's first record on, its HMAC the hash."""
+    """The record's content matches its hash and, from the key's first record on, its HMAC the hash.
+
+    Only the record itself is checked, not its place in the chain (that is `verify`'s walk): a record
+    before the key's first one (an upgraded store) is vouched for by its hash alone. Seqs start at 1:
+    a record squeezed in at 0 or below is never ours.
+    """
+    if type(record.seq) is not int or record.seq < 1:
+        return False
     texts = (record.actor, record.action, record.entity, record.entity_id, record.payload, record.prev_hash,
              record.hash)
     if not all(isinstance(t, str) for t in texts) or not isinstance(record.at, int | float) \
