@@ -303,7 +303,7 @@ def _approval_disagrees(row: Any, want: _Approval | None) -> Disagreement | None
     if row.status != want.status:
         return Disagreement(name, f"Approval {row.id} is {_shown(row.status)} in the table but "
                                   f"{want.status} in the audit log ({where}): its status was changed directly.")
-    if want.status in ("approved", "denied") and row.decided_by != want.decided_by:
+    if row.decided_by != want.decided_by:  # pending and expired: nobody (expiry records its actor, not a decider)
         return Disagreement(name, f"Approval {row.id} says it was decided by {_shown(row.decided_by)}, but the "
                                   f"audit log ({where}) says by {_shown(want.decided_by)}.")
     if want.checks_approved_hash and row.approved_hash != want.approved_hash:
