@@ -90,8 +90,8 @@ def intact_sentence(report: ChainReport, anchor: Path | None) -> str:
     signed = "" if report.keyed_from is None else f", signed from record {report.keyed_from}"
     where = f" in {anchor}" if anchor else ""
     anchored = "" if report.anchored_seq is None else f", anchored{where} up to record {report.anchored_seq:,}"
-    return (f"Audit chain intact: {report.records:,} records verified{signed}{anchored}; approvals and "
-            "context agree with it.")
+    return (f"Audit chain intact: {report.records:,} records verified{signed}{anchored}; approvals, tool calls, "
+            "rules and context agree with it.")
 
 
 def report_json(report: ChainReport) -> dict[str, object]:

@@ -55,7 +55,7 @@ from agentdesk.cli.rules_commands import cmd_rules
 from agentdesk.cli.watch import cmd_watch
 from agentdesk.store.errors import InvalidInput, StoreError
 from agentdesk.store.native import native_store, size_on_disk
-from agentdesk.store.persistence.database import describe_operational_error
+from agentdesk.store.persistence.database import describe_operational_error, make_private_dirs
 from agentdesk.store.readmodel import Approval, ApprovalStatus, StoreInfo
 from agentdesk.store.sim.player import SimEvent, Simulator
 from agentdesk.store.source import Source, SourceDescriptor, require_approval_writer
@@ -89,7 +89,7 @@ def require_parent_folder(location: str, *, create: bool) -> None:
         raise InvalidInput(f"The folder {folder} does not exist; create it first, or run init with --parents.")
     say(f"Creating the folder {folder}.")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(folder)
     except OSError as exc:
         raise CommandFailed(f"Could not create the folder {folder}: {exc.strerror or exc}.", EXIT_UNAVAILABLE) from exc
 

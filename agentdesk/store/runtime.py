@@ -17,6 +17,7 @@ writes only: no model call, no tool, no sleeping, no waiting for a decision
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -28,6 +29,7 @@ from sqlalchemy import String, func, insert, literal, select, update
 
 from agentdesk.store.approvals.commands import approval_parents, expire_overdue
 from agentdesk.store.approvals.heartbeat import HEARTBEAT_INTERVAL_S, Heartbeat
+from agentdesk.store.audit import guard
 from agentdesk.store.errors import InvalidInput, NotFound
 from agentdesk.store.ids import new_id
 from agentdesk.store.persistence import schema as sc
@@ -43,6 +45,8 @@ from agentdesk.store.validation import (
     payload_hash,
 )
 
+log = logging.getLogger("agentdesk.audit")
+
 
 @dataclass(frozen=True, slots=True)
 class Decision:
@@ -52,6 +56,18 @@ class Decision:
     arguments: str
     """The arguments to run with: the operator's edit when there was one."""
     actor: str | None
+
+
+REFUSER = "agentdesk"
+"""Who a refused decision says decided: agentdesk itself, not the operator the row names."""
+
+
+def refused_decision(approval_id: str, refused: guard.Refusal) -> Decision:
+    """A decided row its audit records do not vouch for is acted on as a denial that says why (logged too)."""
+    log.warning("agentdesk: the decision of approval %s was refused: %s", approval_id, refused.sentence)
+    return Decision("denied", f"Refused by agentdesk: the approval's row does not match its audit record, so it "
+                              f"is treated as denied and must not run. {refused.sentence} Run `agentdesk verify`.",
+                    refused.requested_arguments or "{}", REFUSER)
 
 
 class AgentRuntime:
@@ -312,7 +328,9 @@ class AgentRuntime:
             uow.record("approval", "insert", aid, approval_parents(row), 1)
             uow.audit(self.actor, "approval.request", "approval", aid,
                       {"tool": tool_name, "arguments": args, "payload_hash": row.payload_hash,
-                       "expires_at": row.expires_at})
+                       "expires_at": row.expires_at, "created_at": row.created_at, "tool_call_id": cid,
+                       "run_id": run_id, "agent_id": run.agent_id, "span_id": span_id})  # binds the row (state.py)
+            guard.remember_request(aid, uow.audit_head[0] if uow.audit_head else None)
             apply_rules(uow, row)  # a standing rule may decide it right here, in this transaction
         return aid
 
@@ -347,6 +365,9 @@ class AgentRuntime:
                 raise NotFound(f"There is no approval with id {approval_id}.")
             status, expires = row.status, row.expires_at
             decision = Decision(row.status, row.reason, row.edited_arguments or row.arguments, row.decided_by)
+            refused = guard.decision_refusal(s, row) if status != "pending" else None
+        if refused is not None:
+            return refused_decision(approval_id, refused)
         if status != "pending":
             return decision
         if expires is not None and time.time() >= expires:

@@ -219,6 +219,11 @@ class UnitOfWork:
         assert self._audit is not None
         self._audit.append(actor, action, entity, entity_id, payload, at=self.now)
 
+    @property
+    def audit_head(self) -> tuple[int, str] | None:
+        """(seq, hash) of the last audit record this unit appended (None: none, or a server function did)."""
+        return None if self._audit is None else self._audit.head
+
     def _write_change_log(self) -> list[Change]:
         if not self._changes:
             return []

@@ -31,7 +31,7 @@ def test_intact_is_exit_0_with_one_sentence(store_path: Path, world: World,
     last = seqs(store_path)[-1]
     assert (code, err) == (0, "")
     assert out == (f"Audit chain intact: {last} records verified, signed from record 1, anchored up to record "
-                   f"{last}; approvals and context agree with it.\n")
+                   f"{last}; approvals, tool calls, rules and context agree with it.\n")
 
 
 def test_tampered_is_exit_6_naming_the_record(store_path: Path, world: World,

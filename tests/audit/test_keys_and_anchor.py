@@ -165,3 +165,28 @@ def test_copies_of_a_store_each_keep_their_own_anchored_history(store: Store, wo
         assert any(note.startswith("the anchor is behind: no record is anchored") for note in verify(opened).notes)
     finally:
         opened.close()
+
+
+def test_a_lost_key_refuses_the_next_write_instead_of_forking_the_chain(
+        store: Store, world: World, store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: with the key file gone, a new process's write used to make a new key from the next record,
+    and `verify` then called an untouched store tampered. Now the write is refused with one sentence."""
+    from agentdesk.store.audit import chain
+    from agentdesk.store.errors import StoreUnavailable
+
+    sid = _store_id(store)
+    saved = keys.key_path(sid).read_bytes()
+    keys.key_path(sid).unlink()
+    monkeypatch.setattr(chain, "_KEYS", {})  # a new process: nothing loaded yet
+    before = rows(store_path, "SELECT count(*) FROM audit_log")
+    with pytest.raises(StoreUnavailable) as refused:
+        AgentRuntime(store).create_project("would fork the chain")
+    sentence = str(refused.value)
+    assert sentence.startswith(f"Nothing was written: the audit key of store {sid} is missing")
+    assert str(keys.key_path(sid)) in sentence and "\n" not in sentence
+    assert not keys.key_path(sid).exists()
+    assert rows(store_path, "SELECT count(*) FROM audit_log") == before
+    assert rows(store_path, "SELECT count(*) FROM projects WHERE name = 'would fork the chain'") == [(0,)]
+    keys.key_path(sid).write_bytes(saved)  # restored: writes go on, and the store verifies as before
+    AgentRuntime(store).create_project("after the key came back")
+    assert verify(store).verdict == Verdict.INTACT

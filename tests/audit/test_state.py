@@ -117,3 +117,47 @@ def test_a_lock_changed_in_the_table_is_named(store: Store, world: World, store_
     context_commands.set_item_locked(store, item, locked, 1, "alice")
     sql(store_path, "UPDATE context_items SET locked = ? WHERE id = ?", not locked, item)
     assert "its lock was changed directly" in _disagrees(store, f"context item {item}")
+
+
+def test_rules_their_decisions_withdrawals_and_dismissals_leave_state_and_log_in_agreement(
+        store: Store, source: NativeSource, world: World, rt: AgentRuntime) -> None:
+    """No false alarm: every way agentdesk itself writes a rule, a rule decision or a closed approval verifies."""
+    from agentdesk.store.approvals import heartbeat
+    from agentdesk.store.rules import commands as rules
+
+    allow = rules.add_rule(store, "allow", "deploy", {"kind": "fields", "fields": {"env": {"equals": "staging"}}},
+                           "admin", note="staging is fine", expires_at=4_102_444_800.0)
+    deny = rules.add_rule(store, "deny", "deploy", {"kind": "fields", "fields": {"env": {"equals": "prod"}}},
+                          "admin", agent_id=world.agent)
+    by_rule = [rt.request_approval(world.run, "deploy", {"env": env}) for env in ("staging", "prod")]
+    assert [getattr(rt.poll_decision(a), "status", None) for a in by_rule] == ["approved", "denied"]
+    gone = rules.add_rule(store, "ask", "*", {"kind": "any"}, "admin")
+    rules.update_rule(store, allow.id, allow.revision, "admin", note="still fine", enabled=False)
+    rules.update_rule(store, deny.id, deny.revision, "admin", matcher={"kind": "any"})
+    rules.remove_rule(store, gone.id, "admin")
+    withdrawn = rt.request_approval(world.run, "shell", {"cmd": "pwd"})
+    approval_commands.withdraw(store, withdrawn, "agent", "stopped waiting")
+    dismissed = rt.request_approval(world.run, "shell", {"cmd": "whoami"})
+    rt.heartbeat(dismissed, 0.0).tick()
+    assert heartbeat.dismiss_gone(store, "alice", [dismissed], gone_after_s=-1.0) == [dismissed]
+    report = verify(store)
+    assert report.ok, report.reason
+
+
+def test_an_allow_rule_written_into_the_table_is_named(store: Store, world: World, store_path: Path) -> None:
+    sql(store_path, "INSERT INTO approval_rules (id, effect, tool, matcher, note, enabled, revision, created_by, "
+                    "created_at, hit_count) VALUES ('rul_x', 'allow', '*', '{\"kind\":\"any\"}', '', 1, 1, 'a', 0, 0)")
+    assert "has no record in the audit log" in _disagrees(store, "rule rul_x")
+
+
+def test_a_second_decision_for_an_approval_already_decided_is_named(store: Store, source: NativeSource,
+                                                                    world: World) -> None:
+    """The first decision wins: a later contradicting record, even appended with the key, is tampering."""
+    from agentdesk.store.uow import UnitOfWork
+
+    source.decide(world.approval, approve=False, actor="bob", reason="no")
+    with UnitOfWork(store) as uow:
+        uow.audit("alice", "approval.approved", "approval", world.approval, {"reason": None})
+    reason = _disagrees(store, f"approval {world.approval}")
+    assert reason.startswith(f"Approval {world.approval} was decided twice in the audit log")
+    assert "closed it as denied by 'bob'" in reason and "says approved by 'alice'" in reason

@@ -60,18 +60,39 @@ def store_id_of(session: Session, *, create: bool = False) -> str | None:
     return None if found is None else str(found)
 
 
-def signing_key(store_id: str, next_seq: int) -> keys.AuditKey:
-    """The key to sign with: loaded once per process, created on the store's first keyed write."""
+def signing_key(store_id: str, next_seq: int, session: Session | None = None) -> keys.AuditKey:
+    """The key to sign with: loaded once per process, created on the store's first keyed write.
+
+    With `session`, a store whose records are already signed never gets a new key: its key
+    is lost (or kept elsewhere), and a second key would fork the log into two histories
+    that `verify` can no longer tell from tampering (issue 26). The write is refused instead.
+    """
     slot = (str(keys.config_dir()), store_id)
     key = _KEYS.get(slot)
     if key is None:
         try:
-            key = keys.create_key(store_id, keyed_from=next_seq)
+            key = keys.load_key(store_id)
+            if key is None and session is not None:
+                _refuse_second_key(session, store_id)
+            key = key or keys.create_key(store_id, keyed_from=next_seq)
         except keys.KeyUnavailable as exc:
             raise StoreUnavailable(f"Nothing was written: {exc} The audit key signs every record, so a "
                                    "write without it is refused.") from exc
         _KEYS[slot] = key
     return key
+
+
+def _refuse_second_key(session: Session, store_id: str) -> None:
+    """Signed records but no key here: refuse, saying where the key belongs (never make a new one)."""
+    signed = session.execute(select(AuditRow.seq).where(AuditRow.mac.is_not(None)).order_by(AuditRow.seq)
+                             .limit(1)).scalar()
+    if signed is None:
+        return
+    where = str(keys.key_path(store_id)) + (" and the OS keyring" if keys._keyring() is not None else "")
+    raise StoreUnavailable(
+        f"Nothing was written: the audit key of store {store_id} is missing (looked in {where}), but its "
+        f"records from {signed} on are signed with it and a new key would fork the log; restore the key to "
+        f"{keys.key_path(store_id)} from a backup or from the machine that wrote the store.")
 
 
 SERVER_APPEND = text("SELECT seq, hash, anchor_mac FROM agentdesk_audit_append(:at, :actor, :action, :entity, "
@@ -141,7 +162,7 @@ class AuditAppender:
             self._tail = GENESIS if last is None else str(last.hash)
             store_id = store_id_of(self._session, create=True)
             assert store_id is not None
-            self._key = signing_key(store_id, 1 if last is None else int(last.seq) + 1)
+            self._key = signing_key(store_id, 1 if last is None else int(last.seq) + 1, self._session)
             self._where = location_of(self._session)
         body = canonical_json(payload)
         digest = record_hash(self._tail, at, actor, action, entity, entity_id, body)

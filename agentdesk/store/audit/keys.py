@@ -33,6 +33,8 @@ from typing import Any
 
 import platformdirs
 
+from agentdesk.store.persistence.sqlite import make_private_dirs
+
 log = logging.getLogger("agentdesk.audit")
 
 KEYRING_SERVICE = "agentdesk-audit"
@@ -49,7 +51,7 @@ def config_dir() -> Path:
 def audit_dir(create: bool = False) -> Path:
     folder = config_dir() / "audit"
     if create:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(folder)  # the config folder too, where agentdesk makes it: 0700 each
         with contextlib.suppress(OSError):
             os.chmod(folder, 0o700)
     return folder

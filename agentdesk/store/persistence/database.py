@@ -50,6 +50,8 @@ SIGNATURE_TABLES = frozenset({"agentdesk_meta", "audit_log", "change_log", "alem
 ALEMBIC_TABLE = "alembic_version"
 NEUTRAL_TABLES = frozenset({ALEMBIC_TABLE, "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
 DEFAULT_BUSY_TIMEOUT_S = 5.0
+make_private_dirs = sqlite.make_private_dirs
+"""Folders agentdesk makes for a store are owner-only (0700); the CLI's `init --parents` uses it too."""
 
 
 def to_url(location: str) -> str:
@@ -223,7 +225,8 @@ def open_store(location: str | None = None, *, create: bool = True, read_only: b
     if fresh:
         if not create or read_only:
             raise StoreUnavailable(f"There is no store at {path}; run `agentdesk init` to create one.")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        sqlite.make_private_dirs(path.parent)
+        sqlite.create_private_file(path)  # 0600 before SQLite sees it: its -wal and -shm inherit the mode
     else:
         _check_existing_file(path, busy_timeout_s)
     engine = sqlite.create_sqlite_engine(path, read_only=read_only, busy_timeout_s=busy_timeout_s)

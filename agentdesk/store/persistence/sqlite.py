@@ -56,6 +56,50 @@ def path_of(url: str) -> Path | None:
     return Path(url[len(prefix):].split("?", 1)[0])
 
 
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+
+def make_private_dirs(folder: Path) -> None:
+    """Create `folder` and any missing parents, each one agentdesk makes owner-only (0700).
+
+    Folders that already exist keep their mode: we never loosen (or tighten) what someone else made.
+    """
+    missing: list[Path] = []
+    current = folder
+    while not current.exists():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for made in reversed(missing):
+        try:
+            made.mkdir(mode=PRIVATE_DIR)
+        except FileExistsError:
+            continue  # another process made it meanwhile: its mode is its own
+        with suppress(OSError):
+            os.chmod(made, PRIVATE_DIR)  # mkdir's mode is filtered by the umask; this is the mode we mean
+
+
+def create_private_file(path: Path) -> None:
+    """Make the empty store file owner-only (0600) before SQLite opens it.
+
+    SQLite creates a database's `-wal` and `-shm` files with the mode of the database file,
+    so a 0600 store keeps its WAL and index private too; any process that can write the
+    file could otherwise decide its own approvals with `sqlite3`. An existing empty file is
+    only ever tightened to 0600, never loosened.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), PRIVATE_FILE)
+    except FileExistsError:
+        with suppress(OSError):
+            mode = path.stat().st_mode & 0o777
+            if mode & ~PRIVATE_FILE:
+                os.chmod(path, mode & PRIVATE_FILE)
+        return
+    os.close(fd)
+
+
 def looks_like_sqlite(path: Path) -> bool:
     with path.open("rb") as handle:
         return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC

@@ -5,10 +5,17 @@ commits: an allow or deny rule decides the approval right there, so it is never
 visible as pending, can never be decided twice (a person's decision afterwards
 loses the compare-and-set and is told the rule decided it), and the decision,
 its audit record and the rule's hit count commit together or not at all.
+
+A rule decides only when its row is what its audit records say (store/audit/guard.py):
+a rule written or changed in the store file by hand is ignored, the call goes to a
+person, and a `rule.refused` audit record and a logged warning say which rule and why.
 """
 
 from __future__ import annotations
 
+import logging
+
+from agentdesk.store.audit import guard
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.convert import ts
 from agentdesk.store.rules.commands import live_rules_for, record_hit
@@ -16,10 +23,19 @@ from agentdesk.store.rules.matching import Call, decide
 from agentdesk.store.rules.model import Effect
 from agentdesk.store.uow import UnitOfWork
 
+log = logging.getLogger("agentdesk.audit")
+
 
 def rule_actor(rule_id: str) -> str:
     """How a rule appears as the decider: `decided_by` and the audit actor."""
     return f"rule:{rule_id}"
+
+
+def refuse_rule(uow: UnitOfWork, rule_id: str, approval_id: str, why: str) -> None:
+    """A rule row its audit records do not vouch for decides nothing: said in the log and in the audit."""
+    log.warning("agentdesk: rule %s was not applied to approval %s, which goes to a person: %s Run `agentdesk "
+                "verify`.", rule_id, approval_id, why)
+    uow.audit("agentdesk", "rule.refused", "rule", rule_id, {"approval_id": approval_id, "why": why})
 
 
 def call_of(row: sc.ApprovalRow) -> Call:
@@ -32,9 +48,15 @@ def apply_rules(uow: UnitOfWork, row: sc.ApprovalRow) -> str | None:
         rules = live_rules_for(uow.session, row.tool_name, uow.now)
     if not rules:
         return None
-    verdict = decide(rules, call_of(row), ts(uow.now))
-    if verdict is None or verdict.effect == Effect.ASK:
-        return None
+    while True:
+        verdict = decide(rules, call_of(row), ts(uow.now))
+        if verdict is None or verdict.effect == Effect.ASK:
+            return None
+        refused = guard.rule_refusal(uow.session, uow.store.url, verdict.rule.id)
+        if refused is None:
+            break
+        refuse_rule(uow, verdict.rule.id, row.id, refused)  # the call goes to a person; decide without it
+        rules = [r for r in rules if r.id != verdict.rule.id]
     rule = verdict.rule
     status = "approved" if verdict.effect == Effect.ALLOW else "denied"
     reason = f"{verdict.effect} rule {rule.id}" + (f": {rule.note}" if rule.note else "")

@@ -243,7 +243,9 @@ class _Plan:
             self.audit_events.append((row["decided_at"], row["decided_by"] or "agentdesk",
                                       f"approval.{status}",
                                       "approval", row["id"], {"reason": row["reason"],
-                                                              "tool": row["tool_name"]}))
+                                                              "tool": row["tool_name"],
+                                                              "edited_arguments": row["edited_arguments"],
+                                                              "edited_hash": row["edited_hash"]}))
         return str(row["tool_name"])
 
     def _statuses(self) -> None:
