@@ -1,6 +1,6 @@
 """The gate over HTTP: how fast a request is seen, how fast a decision releases the agent, what waiting costs.
 
-Run: .venv/bin/python bench/http_gate_bench.py [--requests 200] [--decisions 100] [--waiters 1000] [--idle-s 30]
+Run: .venv/bin/python bench/http_gate_bench.py [--requests 200] [--decisions 100] [--waiters 1000] [--idle-s 60]
 
 `agentdesk receive` runs in a process of its own on a fresh SQLite store; agents talk to it with
 an agent token through the client library (`AgentDesk.connect(URL)`), and the operator side is
@@ -113,7 +113,7 @@ def measure_visible(store: Store, url: str, token: str, count: int) -> list[floa
                 started = time.perf_counter()
                 approval = rt.request_approval(run.id, "run_shell", f'{{"command": "echo {n}"}}', timeout_s=None)
                 with arrived:
-                    arrived.wait_for(lambda: approval in seen, timeout=10)
+                    arrived.wait_for(lambda a=approval: a in seen, timeout=10)
                 delays.append((seen.get(approval, time.perf_counter() + 10) - started) * 1000)
                 time.sleep(0.005)
     finally:
@@ -132,8 +132,8 @@ def measure_released(store: Store, url: str, token: str, count: int) -> list[flo
         for n in range(count):
             approval = rt.request_approval(run.id, "deploy", f'{{"n": {n}}}', timeout_s=None)
             released: list[float] = []
-            waiter = threading.Thread(target=lambda a=approval: (rt.wait_for_decision(a),
-                                                                 released.append(time.perf_counter())))
+            waiter = threading.Thread(target=lambda a=approval, r=released: (rt.wait_for_decision(a),
+                                                                             r.append(time.perf_counter())))
             waiter.start()
             time.sleep(0.05)  # the long poll is held by now (a bench may pace itself; tests wait on state)
             started = time.perf_counter()
@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--decisions", type=int, default=100)
     parser.add_argument("--waiters", type=int, default=1000)
-    parser.add_argument("--idle-s", type=float, default=30.0)
+    parser.add_argument("--idle-s", type=float, default=60.0,
+                        help="longer than one long poll (50 s), so re-polls are counted")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="agentdesk-gate-bench-") as tmp:
         path = str(Path(tmp) / "bench.sqlite")

@@ -34,8 +34,8 @@ from agentdesk.store.runtime import Decision
 
 URL_ENV, TOKEN_ENV = "AGENTDESK_URL", "AGENTDESK_TOKEN"
 PREFIX = "/agent/v1"
-LONG_POLL_S = 25.0
-"""How long one wait request is held at most (the receiver caps it at 50 s)."""
+LONG_POLL_S = 50.0
+"""How long one wait request is held at most (the receiver caps it at 55 s)."""
 CALL_TIMEOUT_S = 60.0
 RECONNECT_S = 60.0
 FIRST_PAUSE_S, MAX_PAUSE_S = 0.05, 1.0

@@ -209,3 +209,22 @@ def test_the_url_and_token_come_from_the_environment(token: str, served: str, mo
     monkeypatch.setenv("AGENTDESK_TOKEN", token)
     with AgentDesk.connect() as desk:
         assert desk.actor == "refund-bot" and desk.store is None
+
+
+def test_a_token_revoked_from_another_process_is_refused(store: Store, token: str,
+                                                         receiver: ReceiverProcess) -> None:
+    from agentdesk.store.agents.refusals import Unauthorized
+
+    with AgentDesk.connect(receiver.url, token=token) as desk:
+        desk.register(project="p", agent="a")  # the token is verified (and cached) by the receiver
+        assert main(["--store", str(store.url if store.is_postgres else store.path), "agent-token", "revoke",
+                     "refund-bot"]) == 0
+
+        def refused() -> bool:
+            try:
+                desk.register(project="p", agent="b")
+            except Unauthorized:
+                return True
+            return False
+
+        assert eventually(refused, timeout_s=10, what="the revoked token to be refused")

@@ -38,6 +38,11 @@ class Ownership:
             if len(self._owners) > CACHE_SIZE:
                 self._owners.popitem(last=False)
 
+    def cached_owns(self, name: str, entity: str, entity_id: str) -> bool:
+        """True only when the cache says `name` owns it (a miss is not a refusal: read with `owns`)."""
+        with self._lock:
+            return self._owners.get((entity, entity_id)) == name
+
     def owner(self, entity: str, entity_id: str) -> str | None:
         """The actor of the entity's creation record; None when it has none (another writer made it)."""
         key = (entity, entity_id)

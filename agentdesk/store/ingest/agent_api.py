@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,9 +40,12 @@ from agentdesk.store.persistence.database import Store
 log = logging.getLogger(__name__)
 
 PREFIX = "/agent/v1"
-MAX_WAIT_S = 50.0
+MAX_WAIT_S = 55.0
 """The longest one long poll is held; the client asks again (below common proxies' 60 s idle cut)."""
 DEFAULT_WAIT_S = 25.0
+TOKEN_CACHE_S = 60.0
+"""A verified token is trusted this long without a query; any token created or revoked (heard on the
+change bus: at once in this process, within the watcher's poll from another) empties the cache."""
 WORKERS = 4
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -74,8 +78,11 @@ class AgentApi:
         self.store = store
         self.ownership = Ownership(store)
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="agentdesk-agent-api")
-        self.waits = DecisionWaits(store, self._pool, watch=watch)
+        self.waits = DecisionWaits(store, self._pool, watch=watch, on_tokens_changed=self._forget_tokens)
         self._stamped: dict[str, float] = {}
+        self._verified: dict[str, tuple[AgentIdentity, float]] = {}
+        self._token_epoch = 0
+        self._token_lock = threading.Lock()
         self._stopping = False
 
     def add_routes(self, app: web.Application) -> None:
@@ -156,7 +163,7 @@ class AgentApi:
         given = request.headers.get("Authorization", "")
         scheme, _, value = given.partition(" ")
         presented = value.strip() if scheme.lower() == "bearer" else None
-        identity = await self._in_pool(tokens.verify, self.store, presented) if presented else None
+        identity = await self._verify(presented) if presented else None
         if identity is None:
             raise Unauthorized("A valid agent token is required (Authorization: Bearer <token from "
                                "`agentdesk agent-token create NAME`>).")
@@ -166,11 +173,32 @@ class AgentApi:
             asyncio.get_running_loop().run_in_executor(self._pool, _stamp, self.store, identity.token_id, now)
         return identity
 
+    async def _verify(self, presented: str) -> AgentIdentity | None:
+        now = time.monotonic()
+        with self._token_lock:
+            cached, epoch = self._verified.get(presented), self._token_epoch
+        if cached is not None and now - cached[1] < TOKEN_CACHE_S:
+            return cached[0]
+        identity = await self._in_pool(tokens.verify, self.store, presented)
+        with self._token_lock:
+            if identity is not None and epoch == self._token_epoch:  # no token changed while it was read
+                if len(self._verified) > 10_000:
+                    self._verified.clear()
+                self._verified[presented] = (identity, now)
+        return identity
+
+    def _forget_tokens(self) -> None:
+        """A token was created or revoked (any thread): the next request of every agent is checked again."""
+        with self._token_lock:
+            self._token_epoch += 1
+            self._verified.clear()
+
     async def _wait(self, request: web.Request) -> web.StreamResponse:
         try:
             service, body = await self._admit(request, WAIT)
             approval_id = request.match_info["id"]
-            await self._in_pool(service.own_approval, approval_id)
+            if not self.ownership.cached_owns(service.identity.name, "approval", approval_id):
+                await self._in_pool(service.own_approval, approval_id)
             timeout = body.get("timeout_s", DEFAULT_WAIT_S)
             if isinstance(timeout, bool) or not 0 <= timeout <= MAX_WAIT_S:
                 raise InvalidInput(f"timeout_s must be from 0 to {MAX_WAIT_S:g} seconds.")

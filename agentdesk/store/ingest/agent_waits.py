@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -34,6 +34,10 @@ from agentdesk.store.runtime import Decision
 log = logging.getLogger(__name__)
 
 EXPIRY_SLACK_S = 0.02
+KNOWN_PENDING_S = 120.0
+"""A re-poll of an approval this process read as pending, and has heard nothing of since, is not read
+again for this long: an agent's next long poll then costs no query (the change bus would have said)."""
+MAX_KNOWN = 100_000
 
 
 class ShuttingDown(Exception):
@@ -73,8 +77,12 @@ def _read(store: Store, ids: Sequence[str]) -> dict[str, State]:
 
 class DecisionWaits:
     def __init__(self, store: Store, pool: Executor, *, heartbeat_s: float = HEARTBEAT_INTERVAL_S,
-                 watch: bool = True) -> None:
+                 watch: bool = True, on_tokens_changed: Callable[[], object] | None = None) -> None:
         self.store = store
+        self._on_tokens_changed = on_tokens_changed
+        self._known: dict[str, tuple[float | None, float]] = {}
+        """Approvals read as pending: (expires_at, when read, monotonic); dropped when any change of one is heard."""
+        self._epoch = 0
         self._pool = pool
         self.heartbeat_s = heartbeat_s
         self._watch = watch
@@ -127,11 +135,20 @@ class DecisionWaits:
         future: asyncio.Future[Decision] = loop.create_future()
         self._waiting.setdefault(approval_id, set()).add(future)  # before the read: no decision slips between
         try:
-            state = (await loop.run_in_executor(self._pool, read_states, self.store, [approval_id])).get(approval_id)
-            if state is None or state.decision is not None:
-                return None if state is None else state.decision
-            if state.expires_at is not None and approval_id not in self._timers:
-                delay = max(0.0, state.expires_at - time.time()) + EXPIRY_SLACK_S
+            known = self._known.get(approval_id)
+            if known is not None and time.monotonic() - known[1] < KNOWN_PENDING_S:
+                expires_at = known[0]
+            else:
+                epoch = self._epoch
+                states = await loop.run_in_executor(self._pool, read_states, self.store, [approval_id])
+                state = states.get(approval_id)
+                if state is None or state.decision is not None:
+                    return None if state is None else state.decision
+                expires_at = state.expires_at
+                if self._epoch == epoch:  # nothing heard meanwhile that this read might predate
+                    self._remember(approval_id, expires_at)
+            if expires_at is not None and approval_id not in self._timers:
+                delay = max(0.0, expires_at - time.time()) + EXPIRY_SLACK_S
                 self._timers[approval_id] = loop.call_later(delay, self._wake, {approval_id})
             try:
                 return await asyncio.wait_for(asyncio.shield(future), timeout_s)
@@ -147,10 +164,20 @@ class DecisionWaits:
                     if timer is not None:
                         timer.cancel()
 
+    def _remember(self, approval_id: str, expires_at: float | None) -> None:
+        """After a read found it pending, and no approval change was woken on since the read was sent: a
+        change the read predates is heard later, and its `_wake` drops the entry again."""
+        if len(self._known) >= MAX_KNOWN:
+            self._known.clear()
+        self._known[approval_id] = (expires_at, time.monotonic())
+
     # -- waking ----------------------------------------------------------------------------
     def _heard(self, batch: Sequence[Change]) -> None:
         """A bus callback, on whatever thread committed or watched: hand the approval ids to the loop."""
         ids: set[str] | None = set()
+        if self._on_tokens_changed is not None and any(
+                c.op == RESET or c.entity == EntityKind.AGENT_TOKEN for c in batch):
+            self._on_tokens_changed()  # a token made or revoked: forget every verified one, at once
         for change in batch:
             if change.op == RESET:
                 ids = None
@@ -163,6 +190,12 @@ class DecisionWaits:
                 self._loop.call_soon_threadsafe(self._wake, ids)
 
     def _wake(self, ids: set[str] | None) -> None:
+        self._epoch += 1
+        if ids is None:
+            self._known.clear()
+        else:
+            for approval_id in ids:
+                self._known.pop(approval_id, None)
         wanted = set(self._waiting) if ids is None else {i for i in ids if i in self._waiting}
         if not wanted:
             return
