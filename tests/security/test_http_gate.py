@@ -4,7 +4,8 @@ Without a valid token nothing is read or written (401). With one, an agent can d
 level's work on what it registered itself: every operator action (decide, rules, context edits,
 the audit log, tokens) is refused, as is any other agent's approval, run or context (403/404).
 Each refusal is checked to have written nothing: every table's row count, the change log and the
-audit log stay as they were, and the victim approval stays pending and unbeaten.
+audit log stay as they were, and the victim approval stays pending and unbeaten. On SQLite and on
+PostgreSQL (tests/conftest.py: PG_MODULES).
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    store = open_store(str(tmp_path / "agentdesk.sqlite"), create=True)
+def world(store_path: Path) -> Iterator[World]:
+    store = open_store(str(store_path), create=True)
     alice = tokens.create(store, "alice-bot", "operator")[1]
     mallory = tokens.create(store, "mallory-bot", "operator")[1]
     revoked = tokens.create(store, "old-bot", "operator")[1]
