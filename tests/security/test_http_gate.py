@@ -284,3 +284,26 @@ def test_an_oversize_body_is_413(world: World) -> None:
     big = json.dumps({"group_id": world.group_id, "content": "x" * (6 * 1024 * 1024)}).encode()
     status, _ = call(world, "POST", f"/agent/v1/agents/{world.agent_id}/context", raw=big, token=world.alice)
     assert status == 413 and footprint(world.store) == before
+
+
+def test_an_agent_gates_inside_a_received_trace_but_cannot_rewrite_its_spans(world: World) -> None:
+    from tests.receiver.conftest import document, span_json
+
+    trace, root = "ab" * 16, "cd" * 8
+    raw = json.dumps(document(span_json(trace, root, name="invoke_agent janitor"))).encode()
+    status, _ = call(world, "POST", "/v1/traces", raw=raw)
+    assert status == 200
+    run_id = f"otr_{trace}"
+    otel_span = f"o{trace}{root}"
+    before = footprint(world.store)
+    status, answer = call(world, "POST", f"/agent/v1/spans/{otel_span}/finish", {"status": "error", "error": "x"},
+                          token=world.mallory)
+    assert status == 403 and "OpenTelemetry" in answer["error"]
+    assert footprint(world.store) == before
+    status, answer = call(world, "POST", f"/agent/v1/runs/{run_id}/approvals",
+                          {"tool": "delete_files", "arguments": {"paths": ["a"]}, "span_id": otel_span},
+                          token=world.mallory)
+    assert status == 200, answer
+    theirs = answer["approval_id"]
+    assert call(world, "GET", f"/agent/v1/approvals/{theirs}", token=world.mallory)[0] == 200
+    assert call(world, "GET", f"/agent/v1/approvals/{theirs}", token=world.alice)[0] == 403

@@ -37,6 +37,8 @@ SPAN_ENDINGS = {s.value for s in SpanStatus} - {SpanStatus.RUNNING.value}
 AGENT_ITEM_KINDS = {k.value for k in ItemKind} - {ItemKind.COMPACTION.value}
 """A compaction is an operator's summary: an agent appends messages, tool calls and results only."""
 MAX_EXPIRES_IN_S = 30 * 24 * 3600.0
+RUNTIME_SPAN_PREFIX = "spn_"
+"""Spans started through the runtime API (store/ids.py); OpenTelemetry spans have other ids."""
 MAX_BUDGET = 100_000_000
 
 
@@ -170,7 +172,10 @@ class AgentService:
         return {"span_id": span_id}
 
     def finish_span(self, span_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        self._span_run(span_id)
+        run = self._span_run(span_id)
+        if run.id.startswith(TRACE_RUN_PREFIX) and not span_id.startswith(RUNTIME_SPAN_PREFIX):
+            raise Forbidden(f"The span {span_id} came from OpenTelemetry: an agent token ends only the spans "
+                            "it started.")
         for key in ("input_tokens", "output_tokens"):
             _check_range(key, body.get(key, 0), 0, 10**12)
         cost = body.get("cost_usd", 0.0)
