@@ -258,7 +258,7 @@ class HttpRuntime:
                                             hold + 15.0, True)
             except Unreachable:
                 status, answer = 0, {}
-            if status == 0 or status in RETRY_STATUSES:
+            if status == 0 or status >= 500:  # waiting twice changes nothing: ride out any server trouble
                 pause = backoff.next()
                 time.sleep(pause if left is None else max(0.0, min(pause, left)))
                 continue
@@ -290,7 +290,7 @@ class HttpRuntime:
                         answer = await response.json(content_type=None)
                 except (aiohttp.ClientError, TimeoutError, ValueError):
                     status, answer = 0, {}
-                if status == 0 or status in RETRY_STATUSES:
+                if status == 0 or status >= 500:
                     pause = backoff.next()
                     await asyncio.sleep(pause if left is None else max(0.0, min(pause, left)))
                     continue

@@ -208,6 +208,11 @@ class AgentApi:
                 raise StoreUnavailable("The receiver is stopping; reconnect and wait again.") from None
         except StoreError as exc:
             return refusal(exc)
+        except Exception as exc:  # e.g. the worker threads already shut down: the client waits on elsewhere
+            if self._stopping:
+                return refusal(StoreUnavailable("The receiver is stopping; reconnect and wait again."))
+            log.error("agent API: waiting on %s failed", request.path, exc_info=exc)
+            return refusal(StoreError(f"The wait failed inside agentdesk: {type(exc).__name__}."))
         return web.json_response(decision_json(decision))
 
     async def _unknown(self, request: web.Request) -> web.StreamResponse:
