@@ -101,11 +101,11 @@ class AgentService:
         session_id = body.get("session_id")
         if session_id is not None:
             self._own("session", session_id)
-        budget = body.get("context_budget", 128_000)
+        budget = body.get("context_budget") or 128_000
         _check_range("context_budget", budget, 1, MAX_BUDGET)
         registered = register(self.rt, project=body["project"], agent=body["agent"],
-                              model=body.get("model", "unknown"), session=body.get("session"),
-                              task=body.get("task", "default"), session_id=session_id, context_budget=budget)
+                              model=body.get("model") or "unknown", session=body.get("session"),
+                              task=body.get("task") or "default", session_id=session_id, context_budget=budget)
         if session_id is None:
             self._note("session", registered.session_id)
         self._note("agent", registered.agent_id)
@@ -121,7 +121,7 @@ class AgentService:
 
     def sub_agent(self, agent_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         parent = self.attach(agent_id)
-        budget = body.get("context_budget", 128_000)
+        budget = body.get("context_budget") or 128_000
         _check_range("context_budget", budget, 1, MAX_BUDGET)
         child = self.rt.create_agent(parent["session_id"], check_name("agent name", body["name"]),
                                      check_name("model", body["model"]), agent_id, budget)
