@@ -5,6 +5,7 @@ receiver restart while it waits."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -228,3 +229,29 @@ def test_a_token_revoked_from_another_process_is_refused(store: Store, token: st
             return False
 
         assert eventually(refused, timeout_s=10, what="the revoked token to be refused")
+
+
+def test_the_receiver_beats_for_a_held_wait_and_stops_when_it_ends(store: Store, token: str) -> None:
+    thread = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
+    thread.receiver.agent_api.waits.heartbeat_s = 0.1  # the default is HEARTBEAT_INTERVAL_S (5 s)
+    host, port = thread.start()
+    try:
+        with AgentDesk.connect(f"http://{host}:{port}", token=token) as desk:
+            run = desk.register(project="p", agent="a").start_run("r")
+            approval = desk.runtime.request_approval(run.id, "deploy", '{"env": "prod"}')
+            waiting = threading.Thread(target=desk.runtime.wait_for_decision, args=(approval, 1.0), daemon=True)
+            waiting.start()
+
+            def beat() -> float | None:
+                with store.reading() as s:
+                    return s.execute(select(sc.ApprovalRow.requester_heartbeat_at)
+                                     .where(sc.ApprovalRow.id == approval)).scalar()
+
+            first = eventually(beat, what="a heartbeat while the wait is held")
+            eventually(lambda: (beat() or 0) > first, what="a second heartbeat")
+            waiting.join(10)
+            assert not waiting.is_alive()
+            assert eventually(lambda: thread.receiver.agent_api.waits.held == 0, what="the wait to end")
+            assert NativeSource(store).approval(approval).status == "pending"  # beating decides nothing
+    finally:
+        thread.stop()

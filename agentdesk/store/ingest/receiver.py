@@ -8,6 +8,9 @@ be read, 401 without the bearer token when one is set, 413 over the body limit,
 415 for other content types, and 503 with Retry-After when the writer is
 behind, which exporters retry: spans are refused, never accepted and dropped.
 
+The same port serves the agent API (`/agent/v1/...`, store/ingest/agent_api.py): the gate over HTTP,
+for agents holding an agent token instead of the store.
+
 It listens on loopback unless told otherwise; another address needs both
 `allow_remote` and a token, since anyone who can reach the port could write
 into the store. aiohttp serves on whatever asyncio loop starts it;
