@@ -255,3 +255,20 @@ def test_the_receiver_beats_for_a_held_wait_and_stops_when_it_ends(store: Store,
             assert NativeSource(store).approval(approval).status == "pending"  # beating decides nothing
     finally:
         thread.stop()
+
+
+def test_a_killed_agent_is_no_longer_beaten_for(store: Store, token: str) -> None:
+    thread = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
+    waits = thread.receiver.agent_api.waits
+    waits.heartbeat_s = 0.1
+    host, port = thread.start()
+    agent = requesting(f"http://{host}:{port}", token)
+    try:
+        approval = pending(store)
+        eventually(lambda: waits.held == 1, what="the agent's wait to be held")
+        agent.kill()  # SIGKILL: no withdraw, the connection just closes
+        eventually(lambda: waits.held == 0, what="the dead agent's wait to end")
+        assert NativeSource(store).approval(approval.id).status == "pending"  # the queue will show it gone
+    finally:
+        agent.kill()
+        thread.stop()

@@ -34,7 +34,7 @@ from agentdesk.store.agents.service import AgentService, decision_json
 from agentdesk.store.agents.tokens import AgentIdentity
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StoreError, StoreUnavailable
 from agentdesk.store.ingest import agent_json as aj
-from agentdesk.store.ingest.agent_waits import DecisionWaits, ShuttingDown
+from agentdesk.store.ingest.agent_waits import DecisionWaits, Gone, ShuttingDown
 from agentdesk.store.persistence.database import Store
 
 log = logging.getLogger(__name__)
@@ -203,9 +203,11 @@ class AgentApi:
             if isinstance(timeout, bool) or not 0 <= timeout <= MAX_WAIT_S:
                 raise InvalidInput(f"timeout_s must be from 0 to {MAX_WAIT_S:g} seconds.")
             try:
-                decision = await self.waits.wait(approval_id, float(timeout))
+                decision = await self.waits.wait(approval_id, float(timeout), lambda: connected(request))
             except ShuttingDown:
                 raise StoreUnavailable("The receiver is stopping; reconnect and wait again.") from None
+            except Gone:
+                raise StoreUnavailable("The waiting agent disconnected.") from None
         except StoreError as exc:
             return refusal(exc)
         except Exception as exc:  # e.g. the worker threads already shut down: the client waits on elsewhere
@@ -223,6 +225,11 @@ class AgentApi:
         return refusal(NotFound(f"There is no agent endpoint {request.method} {request.path}: an agent token "
                                 "can register, run, write spans and context, and ask for approvals; deciding, "
                                 "rules, context edits and the audit log are an operator's, never served here."))
+
+
+def connected(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is not None and not transport.is_closing()
 
 
 class BodyError(InvalidInput):

@@ -44,6 +44,10 @@ class ShuttingDown(Exception):
     """The receiver is stopping: the waiter should reconnect (to the next one) and wait again."""
 
 
+class Gone(Exception):
+    """The agent's connection closed while it waited (it was killed, or gave up): stop beating for it."""
+
+
 @dataclass(frozen=True, slots=True)
 class State:
     decision: Decision | None
@@ -88,6 +92,8 @@ class DecisionWaits:
         self._watch = watch
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: dict[str, set[asyncio.Future[Decision]]] = {}
+        self._alive: dict[asyncio.Future[Decision], Callable[[], bool]] = {}
+        """Whether each waiter's connection is still open: a dead agent's request is not beaten for."""
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._due: set[str] = set()
         self._checker: asyncio.Task[None] | None = None
@@ -129,11 +135,18 @@ class DecisionWaits:
             await asyncio.get_running_loop().run_in_executor(None, watcher.stop)
 
     # -- one wait --------------------------------------------------------------------------
-    async def wait(self, approval_id: str, timeout_s: float) -> Decision | None:
-        """The decision, or None when `timeout_s` passed first (the caller asks again)."""
+    async def wait(self, approval_id: str, timeout_s: float,
+                   alive: Callable[[], bool] | None = None) -> Decision | None:
+        """The decision, or None when `timeout_s` passed first (the caller asks again).
+
+        `alive` says whether the waiting agent is still connected; once it is not, the wait ends
+        (`Gone`) at the next heartbeat round instead of being beaten for until `timeout_s`.
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Decision] = loop.create_future()
         self._waiting.setdefault(approval_id, set()).add(future)  # before the read: no decision slips between
+        if alive is not None:
+            self._alive[future] = alive
         try:
             known = self._known.get(approval_id)
             if known is not None and time.monotonic() - known[1] < KNOWN_PENDING_S:
@@ -155,6 +168,7 @@ class DecisionWaits:
             except TimeoutError:
                 return None
         finally:
+            self._alive.pop(future, None)
             futures = self._waiting.get(approval_id)
             if futures is not None:
                 futures.discard(future)
@@ -222,11 +236,22 @@ class DecisionWaits:
                         self.wakeups += 1
                         future.set_result(state.decision)
 
+    def _any_alive(self, futures: set[asyncio.Future[Decision]]) -> bool:
+        """True when some waiter of an approval is still connected; the others' waits end here."""
+        found = False
+        for future in list(futures):
+            alive = self._alive.get(future)
+            if alive is None or alive():
+                found = True
+            elif not future.done():
+                future.set_exception(Gone())
+        return found
+
     async def _beat_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.heartbeat_s)
-            ids = list(self._waiting)
+            ids = [approval_id for approval_id, futures in self._waiting.items() if self._any_alive(futures)]
             if not ids:
                 continue
             try:
