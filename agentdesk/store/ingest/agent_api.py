@@ -168,15 +168,17 @@ class AgentApi:
             raise Unauthorized("A valid agent token is required (Authorization: Bearer <token from "
                                "`agentdesk agent-token create NAME`>).")
         now = time.time()
-        if now - self._stamped.get(identity.token_id, 0.0) >= tokens.STAMP_EVERY_S:
+        if now - self._stamped.get(identity.token_id, 0.0) >= tokens.STAMP_EVERY_S and not self._stopping:
             self._stamped[identity.token_id] = now
             asyncio.get_running_loop().run_in_executor(self._pool, _stamp, self.store, identity.token_id, now)
         return identity
 
     async def _verify(self, presented: str) -> AgentIdentity | None:
+        """The token's identity: from the cache (keyed by the token's hash) or one indexed read."""
         now = time.monotonic()
+        key = tokens.hash_token(presented)
         with self._token_lock:
-            cached, epoch = self._verified.get(presented), self._token_epoch
+            cached, epoch = self._verified.get(key), self._token_epoch
         if cached is not None and now - cached[1] < TOKEN_CACHE_S:
             return cached[0]
         identity = await self._in_pool(tokens.verify, self.store, presented)
@@ -184,7 +186,7 @@ class AgentApi:
             if identity is not None and epoch == self._token_epoch:  # no token changed while it was read
                 if len(self._verified) > 10_000:
                     self._verified.clear()
-                self._verified[presented] = (identity, now)
+                self._verified[key] = (identity, now)
         return identity
 
     def _forget_tokens(self) -> None:
