@@ -8,9 +8,11 @@ loop) until someone approves, edits-and-approves or denies in the window or with
 `agentdesk approve/deny`, and hands the framework the arguments to run with.
 
 `MiniAgent` below is a stand-in for the framework so the example runs on its
-own; the guard is the part to copy. Run it, then decide in another terminal:
+own; the guard is the part to copy. Run it with the receiver's address and an agent token
+(`agentdesk agent-token create refund-agent`, then `agentdesk receive`), then decide in another terminal:
 
-    python examples/approval_hook.py              # waits on "refund" (amount over 100)
+    AGENTDESK_URL=http://127.0.0.1:4318 AGENTDESK_TOKEN=adt_... python examples/approval_hook.py
+                                                  # waits on "refund" (amount over 100)
     agentdesk approvals
     agentdesk approve apr_... --actor you --args '{"order": "A-17", "amount": 80}'
 """
@@ -103,6 +105,7 @@ PLAN = [("lookup_order", {"order": "A-17"}), ("refund", {"order": "A-17", "amoun
 
 
 async def main_async(store: str | None = None) -> list[dict[str, Any]]:
+    """`store`: a URL (default $AGENTDESK_URL, with $AGENTDESK_TOKEN) or, in tests, a store path."""
     with AgentDesk.connect(store, actor="refund-agent") as desk:
         agent = desk.register(project="refund-agent", agent="refunder", model="scripted-model")
         with agent.run("refunds for today") as run:

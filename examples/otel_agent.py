@@ -1,9 +1,11 @@
 """A plain Python agent loop: OpenTelemetry spans to agentdesk's receiver, a dangerous tool gated by an operator.
 
-Run it (three terminals, one store):
+Run it (three terminals, one store; the agent gets a URL and a token, never the store):
 
-    agentdesk receive                                   # OTLP/HTTP on 127.0.0.1:4318
-    OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 python examples/otel_agent.py
+    agentdesk agent-token create cleanup-agent          # prints the token once
+    agentdesk receive                                   # OTLP/HTTP and the agent API on 127.0.0.1:4318
+    OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 AGENTDESK_URL=http://127.0.0.1:4318 \
+        AGENTDESK_TOKEN=adt_... python examples/otel_agent.py
     agentdesk approvals                                 # or decide in the window's queue
     agentdesk approve apr_... --actor you --args '{"paths": ["old-1.log"]}'
 
@@ -133,7 +135,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="cleanup-agent-"))
     for name in ("old-1.log", "old-2.log", "keep.txt"):
         (workdir / name).write_text("x")
-    with AgentDesk.connect(actor=SERVICE) as desk:  # the store: $AGENTDESK_STORE, else the user's default
+    with AgentDesk.connect(actor=SERVICE) as desk:  # $AGENTDESK_URL + $AGENTDESK_TOKEN (a store only in tests)
         try:
             answer = agent_loop(tracer, Gate(desk, provider), workdir)
         except NotFound as exc:  # no receiver: nothing of the trace reached the store

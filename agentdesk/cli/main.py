@@ -36,6 +36,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from agentdesk.cli import crash
 from agentdesk.cli import output as out
 from agentdesk.cli.admin_commands import cmd_admin
+from agentdesk.cli.agent_token_commands import cmd_agent_token
 from agentdesk.cli.analysis_commands import cmd_critical_path, cmd_diff, cmd_search
 from agentdesk.cli.audit_commands import cmd_audit, cmd_verify
 from agentdesk.cli.display import display_problem
@@ -310,7 +311,7 @@ HANDLERS: dict[str, Handler] = {
     "init": cmd_init, "simulate": cmd_simulate, "watch": cmd_watch, "approvals": cmd_approvals,
     "approve": cmd_decide, "deny": cmd_decide, "info": cmd_info, "verify": cmd_verify, "demo": cmd_demo,
     "gui": cmd_gui, "rules": cmd_rules, "receive": cmd_receive, "import": cmd_import, "export": cmd_export,
-    "admin": cmd_admin,
+    "admin": cmd_admin, "agent-token": cmd_agent_token,
     "search": cmd_search, "critical-path": cmd_critical_path, "diff": cmd_diff,
     "audit": cmd_audit,
 }

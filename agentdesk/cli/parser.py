@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from agentdesk import __version__
 from agentdesk.cli.admin_commands import add_admin_parser
+from agentdesk.cli.agent_token_commands import add_agent_token_parser
 from agentdesk.cli.analysis_commands import add_analysis_parsers
 from agentdesk.cli.audit_commands import audit_options, verify_options
 from agentdesk.cli.opening import positive
@@ -87,6 +88,8 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true",
                    help="keep the demo's store when the window closes (it is removed otherwise)")
     add_admin_parser(command("admin", "a team store's upkeep: PostgreSQL roles, change-log pruning"), common)
+    add_agent_token_parser(command("agent-token", "agent identities for the receiver's agent API: create "
+                                                  "(printed once), list, revoke"), common)
     add_rules_parser(command("rules", "standing approval rules: list, add, remove, test (dry run)"), common)
     receive_options(command("receive", "an OTLP/HTTP receiver: live spans from any OpenTelemetry exporter "
                                        "into the store (Ctrl-C stops)"))

@@ -95,6 +95,8 @@ def cmd_receive(args: argparse.Namespace) -> int:
         host, port = receiver.start()
         say(f"Receiving OTLP/HTTP on http://{host}:{port}/v1/traces into {store.display_name}; Ctrl-C stops.")
         say(f"Point agents at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{port}")
+        say(f"Gate agents through it: AGENTDESK_URL=http://{host}:{port} AGENTDESK_TOKEN=<agentdesk agent-token "
+            "create NAME>")
         _report_until_stopped(receiver, args.every, args.duration)
     finally:
         receiver.stop()

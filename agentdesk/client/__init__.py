@@ -2,6 +2,7 @@
 
     from agentdesk.client import AgentDesk
 
+    # AGENTDESK_URL=http://127.0.0.1:4318 AGENTDESK_TOKEN=adt_... (`agentdesk agent-token create NAME`)
     with AgentDesk.connect() as desk:
         agent = desk.register(project="billing", agent="refunder", model="gpt-4.1")
         with agent.run("refund order 1042") as run:
@@ -9,6 +10,8 @@
             if result.approved:
                 issue_refund(**result.arguments)   # the operator may have edited them
 
+An agent is given the receiver's URL and an agent token, never the store (client/http.py);
+`AgentDesk.connect(PATH)` opens a store directly for tests and simulations (client/local.py).
 No Qt is imported (an import-linter contract keeps it so). Everything here is
 stable: names and fields are only ever added. See docs/integrations.md.
 """

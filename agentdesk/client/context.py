@@ -1,50 +1,39 @@
-"""Reading an agent's context back the way the operator left it.
+"""Reading an agent's context back the way the operator left it (store/context/readback.py does the work).
 
-The operator may have hidden turn groups, locked items, edited content or
-replaced a run of items by a compaction summary since the agent wrote them.
-What the agent sends to its model next must be exactly that: visible items only,
-each at its current content, summaries in the place of what they cover.
+Locally the store is read directly; over HTTP the agent API sends the same `ContextView` as
+JSON (`from_wire`). Either way the agent gets a `ModelContext`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
-from sqlalchemy import select
+from collections.abc import Mapping
+from typing import Any
 
 from agentdesk.client.results import ContextEntry, ModelContext
 from agentdesk.store import readmodel as rm
-from agentdesk.store.persistence import schema as sc
+from agentdesk.store.context.readback import ContextView, context_view
+from agentdesk.store.context.readback import from_snapshot as view_of_snapshot
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.queries import NativeQueries
-
-CHUNK = 500
-"""Bound parameters per IN (...) query: well under SQLite's limit."""
 
 
 def model_context(store: Store, agent_id: str) -> ModelContext:
-    snapshot = NativeQueries(store).context(agent_id)
-    written = first_contents(store, [i.id for i in snapshot.items if i.effective_visible and i.revision > 1])
-    return from_snapshot(snapshot, written)
-
-
-def first_contents(store: Store, item_ids: Sequence[str]) -> dict[str, str]:
-    """What the agent itself wrote (revision 1): a revision also moves on a toggle, so compare contents."""
-    R = sc.ContextItemRevisionRow
-    found: dict[str, str] = {}
-    with store.reading() as s:
-        for n in range(0, len(item_ids), CHUNK):
-            rows = s.execute(select(R.item_id, R.content)
-                             .where(R.revision == 1, R.item_id.in_(item_ids[n:n + CHUNK]))).all()
-            found.update((item_id, content) for item_id, content in rows)
-    return found
+    return from_view(context_view(store, agent_id))
 
 
 def from_snapshot(snapshot: rm.AgentContext, written: Mapping[str, str]) -> ModelContext:
-    """Pure, so the rules are testable without a store: hidden and covered items are left out."""
-    shown = [i for i in snapshot.items if i.effective_visible]
-    entries = tuple(ContextEntry(i.id, i.kind, i.role, i.content, i.locked,
-                                 i.id in written and written[i.id] != i.content, i.token_estimate)
-                    for i in shown)
-    return ModelContext(snapshot.agent_id, snapshot.context_revision, snapshot.budget, entries,
-                        len(snapshot.items) - len(shown))
+    return from_view(view_of_snapshot(snapshot, written))
+
+
+def from_view(view: ContextView) -> ModelContext:
+    entries = tuple(ContextEntry(e.item_id, e.kind, e.role, e.content, e.locked, e.edited, e.tokens)
+                    for e in view.entries)
+    return ModelContext(view.agent_id, view.revision, view.budget, entries, view.hidden)
+
+
+def from_wire(data: Mapping[str, Any]) -> ModelContext:
+    """The agent API's JSON form of a `ContextView`."""
+    entries = tuple(ContextEntry(str(e["item_id"]), str(e["kind"]), e.get("role"), str(e["content"]),
+                                 bool(e["locked"]), bool(e["edited"]), int(e["tokens"]))
+                    for e in data["entries"])
+    return ModelContext(str(data["agent_id"]), int(data["revision"]), int(data["budget"]), entries,
+                        int(data["hidden"]))

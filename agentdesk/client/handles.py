@@ -1,7 +1,8 @@
 """Handles an agent holds: its registration, its runs, and the spans inside them.
 
-Each method is one runtime call (one transaction, audited, on the change bus),
-so an operator's window follows the agent live. Spans nest by themselves: the
+Each method is one call of the backend (client/backend.py: the agent API over HTTP, or a local
+runtime): one transaction, audited, on the change bus, so an operator's window follows the
+agent live. Spans nest by themselves: the
 span opened last in this thread or asyncio task is the parent of the next one.
 """
 
@@ -14,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentdesk.client import gate
-from agentdesk.client.context import model_context
+from agentdesk.client.backend import Backend
 from agentdesk.client.results import ApprovalResult, ModelContext
-from agentdesk.store.runtime import AgentRuntime
 
 _current_span: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("agentdesk_span",
                                                                                       default=None)
@@ -116,7 +116,7 @@ class Run:
 class Agent:
     """A registered agent: it owns a context window and starts runs."""
 
-    def __init__(self, runtime: AgentRuntime, agent_id: str, session_id: str, project_id: str, name: str) -> None:
+    def __init__(self, runtime: Backend, agent_id: str, session_id: str, project_id: str, name: str) -> None:
         self.runtime = runtime
         self.id = agent_id
         self.session_id = session_id
@@ -157,8 +157,8 @@ class Agent:
 
     def context(self) -> ModelContext:
         """The context to send next, with the operator's hiding, locks, edits and compactions applied."""
-        return model_context(self.runtime.store, self.id)
+        return self.runtime.model_context(self.id)
 
     def finish(self, status: str = "done") -> None:
         """Close the session (done, failed or cancelled) when the agent's work is over."""
-        self.runtime.set_session_status(self.session_id, status)
+        self.runtime.finish_session(self.id, self.session_id, status)

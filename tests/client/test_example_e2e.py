@@ -1,6 +1,7 @@
 """examples/otel_agent.py end to end, every part in its own process.
 
-The receiver (`agentdesk receive`) takes the example's spans; the example blocks on
+The receiver (`agentdesk receive`) takes the example's spans and serves the agent API the example
+is gated through (it holds a URL and an agent token, never the store); the example blocks on
 its dangerous tool; the approval shows up in `agentdesk approvals`; `agentdesk
 approve --args` from yet another process releases it with edited arguments, and
 the example deletes only what the operator left in.
@@ -47,6 +48,9 @@ def wait_for_pending(store: Path, timeout_s: float = 60) -> dict[str, object]:
 def test_example_agent_is_gated_by_an_operator_in_another_process(tmp_path: Path) -> None:
     store = tmp_path / "agentdesk.sqlite"
     assert cli(store, "init").returncode == 0
+    made = cli(store, "agent-token", "create", "cleanup-agent")
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.splitlines()[1]
     receiver = subprocess.Popen([sys.executable, "-m", "agentdesk.cli", "--store", str(store), "receive",
                                  "--port", "0", "--every", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env(), cwd=ROOT)
@@ -57,7 +61,9 @@ def test_example_agent_is_gated_by_an_operator_in_another_process(tmp_path: Path
         assert found
         agent = subprocess.Popen([sys.executable, str(ROOT / "examples" / "otel_agent.py")],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                                 env=env(AGENTDESK_STORE=str(store), OTEL_BSP_SCHEDULE_DELAY="100",
+                                 env=env(AGENTDESK_STORE="/nonexistent/agentdesk.sqlite",  # URL + token only
+                                         AGENTDESK_URL=f"http://{found.group(1)}", AGENTDESK_TOKEN=token,
+                                         OTEL_BSP_SCHEDULE_DELAY="100",
                                          OTEL_EXPORTER_OTLP_ENDPOINT=f"http://{found.group(1)}"))
         approval = wait_for_pending(store)
         assert approval["tool"] == "delete_files"

@@ -101,3 +101,41 @@ def test_a_read_only_store_cannot_receive(world: World, qtbot: Any) -> None:
     finally:
         services.close()
         services.source.close()
+
+
+def test_the_windows_receiver_serves_the_agent_api(services: Services, qtbot: Any) -> None:
+    import threading
+
+    from agentdesk.client import AgentDesk
+    from agentdesk.store.agents import tokens
+    from agentdesk.store.approvals import commands as approval_commands
+
+    store = services.source.store
+    token = tokens.create(store, "window-bot", "tester")[1]
+    window = make_window(services, qtbot)
+    port = free_port()
+    window.settings.setValue(PORT_KEY, port)
+    window.receiver.button.click()
+    qtbot.waitUntil(lambda: window.receiver.is_on, timeout=5000)
+    results: list[str] = []
+
+    def agent() -> None:
+        try:
+            desk = AgentDesk.connect(f"http://127.0.0.1:{port}", token=token)
+            with desk, desk.register(project="p", agent="a").run("r") as run:
+                results.append(run.request_approval("deploy", {"env": "prod"}).outcome.value)
+        except Exception as exc:  # said in the assertion below rather than lost in a thread
+            results.append(f"{type(exc).__name__}: {exc}")
+
+    thread = threading.Thread(target=agent, daemon=True)
+    thread.start()
+    def asked() -> list[str]:
+        return [a.id for a in services.source.approvals("pending") if a.tool_name == "deploy"]
+
+    qtbot.waitUntil(lambda: bool(asked()) or bool(results), timeout=10000)
+    assert results == []
+    approval_commands.decide(store, asked()[0], True, "tester")  # what the window's Approve does
+    qtbot.waitUntil(lambda: results == ["approved"], timeout=10000)
+    thread.join(10)
+    window.receiver.action.trigger()
+    qtbot.waitUntil(lambda: not window.receiver.is_on and window.receiver.button.isEnabled(), timeout=10000)

@@ -113,3 +113,25 @@ def dismiss_gone(store: Store, actor: str, approval_ids: list[str] | None = None
                 "requester_heartbeat_at": row.requester_heartbeat_at})
             uow.record("approval", "update", row.id, approval_parents(row), row.revision + 1)
     return dismissed
+
+
+def beat_many(store: Store, approval_ids: list[str], chunk: int = 500) -> int:
+    """One beat for many waiting requesters in one transaction (the agent API beats for every held wait).
+
+    One UPDATE ... RETURNING per chunk (SQLite 3.35+, PostgreSQL) finds and beats the still pending ones.
+    """
+    A = sc.ApprovalRow
+    beaten = 0
+    with UnitOfWork(store, runtime=True) as uow:
+        for n in range(0, len(approval_ids), chunk):
+            rows = uow.session.execute(
+                update(A).where(A.id.in_(approval_ids[n:n + chunk]), A.status == "pending")
+                .values(requester_heartbeat_at=uow.now)
+                .returning(A.id, A.project_id, A.task_id, A.session_id, A.agent_id, A.run_id, A.revision)
+                .execution_options(synchronize_session=False)).all()
+            for r in rows:
+                uow.record("approval", "heartbeat", r.id, {"project": r.project_id, "task": r.task_id,
+                                                            "session": r.session_id, "agent": r.agent_id,
+                                                            "run": r.run_id}, r.revision)
+            beaten += len(rows)
+    return beaten

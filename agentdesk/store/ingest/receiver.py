@@ -8,6 +8,9 @@ be read, 401 without the bearer token when one is set, 413 over the body limit,
 415 for other content types, and 503 with Retry-After when the writer is
 behind, which exporters retry: spans are refused, never accepted and dropped.
 
+The same port serves the agent API (`/agent/v1/...`, store/ingest/agent_api.py): the gate over HTTP,
+for agents holding an agent token instead of the store.
+
 It listens on loopback unless told otherwise; another address needs both
 `allow_remote` and a token, since anyone who can reach the port could write
 into the store. aiohttp serves on whatever asyncio loop starts it;
@@ -33,6 +36,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
+from agentdesk.store.ingest.agent_api import AgentApi
 from agentdesk.store.ingest.prepare import helper_pool
 from agentdesk.store.ingest.receiver_decode import PROTOBUF_TYPES, BodyRefused, check_media, decode_prepared, media_type
 from agentdesk.store.ingest.receiver_stats import ReceiverStats
@@ -120,12 +124,15 @@ class Receiver:
                                     max_wait_s=self.config.max_wait_s)
         self._decoders = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentdesk-otlp-decode")
         self._mapper = helper_pool() if self.config.helper else None
+        self.agent_api = AgentApi(store)
+        """The gate over HTTP on the same port (`/agent/v1/...`, agent tokens): store/ingest/agent_api.py."""
         self._runner: web.AppRunner | None = None
         self.address: tuple[str, int] | None = None
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.config.max_body_bytes)
         app.router.add_post("/v1/traces", self._traces)
+        self.agent_api.add_routes(app)
         return app
 
     @property
@@ -134,6 +141,7 @@ class Receiver:
 
     async def start(self) -> tuple[str, int]:
         self._writer.start()
+        self.agent_api.start(asyncio.get_running_loop())
         self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=5.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port)
@@ -150,7 +158,11 @@ class Receiver:
         return self.address
 
     async def stop(self) -> None:
-        """Stop listening, let requests in flight get their answers, then stop the writer."""
+        """Stop listening, let requests in flight get their answers, then stop the writer.
+
+        Agents held waiting for a decision are answered 503 first: their clients reconnect (to this
+        receiver started again, or another on the port) and wait on."""
+        await self.agent_api.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

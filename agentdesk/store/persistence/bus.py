@@ -44,6 +44,8 @@ class EntityKind(StrEnum):
     """Many spans of one run at once (an import or a receiver batch); the id is the run's: views reload it once."""
     RULE = "rule"
     """A standing approval rule (store/rules)."""
+    AGENT_TOKEN = "agent_token"
+    """An agent's bearer token for the HTTP gate was created or revoked (store/agents/tokens.py)."""
 
 
 class ChangeOp(StrEnum):

@@ -1,0 +1,89 @@
+"""The client on a store it opens itself: tests, the simulator and back-compat.
+
+An agent that opens the store can also decide in it: give real agents a URL and a token
+instead (client/http.py, docs/integrations.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentdesk.client.context import model_context
+from agentdesk.client.results import ModelContext
+from agentdesk.store.agents.registry import Registered, register
+from agentdesk.store.approvals import commands as approval_commands
+from agentdesk.store.approvals.heartbeat import Heartbeat
+from agentdesk.store.errors import Conflict, NotFound
+from agentdesk.store.persistence import schema as sc
+from agentdesk.store.runtime import AgentRuntime, Decision
+
+POLL_S = 0.1
+"""How often a waiting agent looks at the store: a decision reaches it in about this long."""
+
+
+class LocalRuntime(AgentRuntime):
+    """`AgentRuntime` plus what the client's handles need around it."""
+
+    def register(self, *, project: str, agent: str, model: str, session: str | None, task: str,
+                 session_id: str | None, context_budget: int) -> Registered:
+        return register(self, project=project, agent=agent, model=model, session=session, task=task,
+                        session_id=session_id, context_budget=context_budget)
+
+    def attach(self, agent_id: str) -> Registered:
+        with self.store.reading() as s:
+            row = s.get(sc.AgentRow, agent_id)
+            if row is None:
+                raise NotFound(f"There is no agent with id {agent_id}.")
+            return Registered(row.id, row.session_id, row.project_id, row.name)
+
+    def find_run(self, run_id: str) -> Registered | None:
+        with self.store.reading() as s:
+            run = s.get(sc.RunRow, run_id)
+            agent = s.get(sc.AgentRow, run.agent_id) if run is not None else None
+            if run is None or agent is None:
+                return None
+            return Registered(agent.id, run.session_id, run.project_id, agent.name)
+
+    def model_context(self, agent_id: str) -> ModelContext:
+        return model_context(self.store, agent_id)
+
+    def statuses(self, run_id: str, session_id: str) -> tuple[str, str]:
+        with self.store.reading() as s:
+            run, session = s.get(sc.RunRow, run_id), s.get(sc.SessionRow, session_id)
+            return (run.status if run is not None else "running",
+                    session.status if session is not None else "running")
+
+    def finish_session(self, agent_id: str, session_id: str, status: str) -> None:
+        self.set_session_status(session_id, status)
+
+    def set_statuses(self, run_id: str, session_id: str, run_status: str, session_status: str) -> None:
+        self.set_run_status(run_id, run_status)
+        self.set_session_status(session_id, session_status)
+
+    async def await_decision(self, approval_id: str, timeout_s: float | None = None) -> Decision:
+        loop = asyncio.get_running_loop()
+        give_up = None if timeout_s is None else loop.time() + timeout_s
+        heartbeat = Heartbeat(self.store, approval_id)
+
+        def look() -> Decision | None:
+            heartbeat.tick()
+            return self.poll_decision(approval_id)
+
+        while True:
+            decision = await asyncio.to_thread(look)
+            if decision is not None:
+                return decision
+            if give_up is not None and loop.time() >= give_up:
+                return Decision("pending", None, "", None)
+            await asyncio.sleep(POLL_S)
+
+    def withdraw_request(self, approval_id: str, why: str) -> Decision | None:
+        try:
+            approval_commands.withdraw(self.store, approval_id, self.actor, why)
+        except Conflict:
+            return self.poll_decision(approval_id)
+        return Decision("withdrawn", why, "", self.actor)
+
+    def close(self) -> None:
+        self.store.close()
+

@@ -1,0 +1,1 @@
+"""Agent identities for the HTTP gate: bearer tokens (tokens.py) and who owns what (ownership.py)."""
