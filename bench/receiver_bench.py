@@ -38,10 +38,10 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from agentdesk.store.ingest.receiver import ReceiverConfig, ReceiverThread
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.bus import Change
 from agentdesk.store.persistence.database import Store, open_store
+from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
 
 HERE = Path(__file__).parent
 THROUGHPUT_TARGET = 5_000.0

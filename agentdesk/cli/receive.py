@@ -21,8 +21,8 @@ from agentdesk.cli import output as out
 from agentdesk.cli.opening import EXIT_OK, open_for, positive, say
 
 if TYPE_CHECKING:  # agentdesk.store.ingest (protobuf, aiohttp) loads only when `receive` runs
-    from agentdesk.store.ingest.receiver import ReceiverConfig, ReceiverThread
     from agentdesk.store.ingest.receiver_stats import ReceiverCounters
+    from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
 
 TOKEN_ENV = "AGENTDESK_RECEIVER_TOKEN"
 
@@ -56,7 +56,7 @@ def receive_options(p: argparse.ArgumentParser) -> None:
 
 
 def config_of(args: argparse.Namespace) -> ReceiverConfig:
-    from agentdesk.store.ingest.receiver import ReceiverConfig  # aiohttp is loaded by this command only
+    from agentdesk.store.server.receiver import ReceiverConfig  # aiohttp is loaded by this command only
 
     config = ReceiverConfig(host=args.host, port=args.port, token=args.token or os.environ.get(TOKEN_ENV) or None,
                             allow_remote=args.allow_remote, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
@@ -83,7 +83,7 @@ def interrupt(signum: int, frame: object) -> None:
 
 def cmd_receive(args: argparse.Namespace) -> int:
     config = config_of(args)
-    from agentdesk.store.ingest.receiver import ReceiverThread
+    from agentdesk.store.server.receiver import ReceiverThread
 
     store = open_for(args, "receive OpenTelemetry spans", write=True, create=True)
     receiver = ReceiverThread(store, config)

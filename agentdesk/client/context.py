@@ -1,4 +1,4 @@
-"""Reading an agent's context back the way the operator left it (store/context/readback.py does the work).
+"""Reading an agent's context back the way the operator left it (store/agents/context_view.py does the work).
 
 Locally the store is read directly; over HTTP the agent API sends the same `ContextView` as
 JSON (`from_wire`). Either way the agent gets a `ModelContext`.
@@ -11,8 +11,8 @@ from typing import Any
 
 from agentdesk.client.results import ContextEntry, ModelContext
 from agentdesk.store import readmodel as rm
-from agentdesk.store.context.readback import ContextView, context_view
-from agentdesk.store.context.readback import from_snapshot as view_of_snapshot
+from agentdesk.store.agents.context_view import ContextView, context_view
+from agentdesk.store.agents.context_view import from_snapshot as view_of_snapshot
 from agentdesk.store.persistence.database import Store
 
 

@@ -18,11 +18,11 @@ from agentdesk.store.agents import tokens
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.context import commands as context_commands
 from agentdesk.store.errors import NotFound
-from agentdesk.store.ingest.receiver import ReceiverConfig, ReceiverThread
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.readmodel import Approval
+from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
 from tests.client.gate_processes import ReceiverProcess, eventually, requesting
 
 

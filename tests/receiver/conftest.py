@@ -14,10 +14,10 @@ import aiohttp
 import pytest
 
 from agentdesk.store.ingest.ingest import ingest_payload
-from agentdesk.store.ingest.receiver import ReceiverConfig, ReceiverThread
 from agentdesk.store.ingest.receiver_decode import parse_json
 from agentdesk.store.ingest.spans import span_row_id
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
 
 
 @dataclass

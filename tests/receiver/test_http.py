@@ -10,10 +10,10 @@ import pytest
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from agentdesk.store.ingest.receiver import ReceiverConfig, ReceiverRefused, is_loopback
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.server.receiver import ReceiverConfig, ReceiverRefused, is_loopback
 from tests.receiver.conftest import Answer, Gate, Start, as_protobuf, document, post, span_json, stored_parent
 
 T1, T2 = "11" * 16, "22" * 16

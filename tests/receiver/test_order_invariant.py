@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentdesk.store.ingest.receiver import ReceiverConfig, ReceiverThread
 from agentdesk.store.ingest.spans import run_row_id
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import open_store
+from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
 from tests.receiver.conftest import document, post, span_json
 
 TRACE = "7e" * 16

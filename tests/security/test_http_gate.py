@@ -22,9 +22,9 @@ from sqlalchemy import func, select
 
 from agentdesk.client import AgentDesk
 from agentdesk.store.agents import tokens
-from agentdesk.store.ingest.receiver import ReceiverConfig, ReceiverThread
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store, open_store
+from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
 
 
 @dataclass

@@ -22,7 +22,7 @@ from agentdesk.store.ingest.receiver_stats import ReceiverCounters
 from agentdesk.store.native import NativeSource
 
 if TYPE_CHECKING:
-    from agentdesk.store.ingest.receiver import ReceiverThread
+    from agentdesk.store.server.receiver import ReceiverThread
 
 DEFAULT_PORT = 4318
 PORT_KEY = "receiver/port"
@@ -111,7 +111,7 @@ class ReceiverToggle(QWidget):
 
     def _start(self, port: int) -> ReceiverThread:
         """On a runner thread: bind (or fail to) without the GUI waiting."""
-        from agentdesk.store.ingest.receiver import ReceiverConfig, ReceiverThread  # aiohttp only when used
+        from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread  # aiohttp only when used
 
         source = self._services.source
         assert isinstance(source, NativeSource)

@@ -16,13 +16,13 @@ from typing import Any
 
 from sqlalchemy import select
 
+from agentdesk.store.agents.context_view import context_view
 from agentdesk.store.agents.ownership import TRACE_RUN_PREFIX, Ownership
 from agentdesk.store.agents.refusals import Forbidden
 from agentdesk.store.agents.registry import register
 from agentdesk.store.agents.tokens import AgentIdentity
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.approvals.heartbeat import beat
-from agentdesk.store.context.readback import context_view
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store

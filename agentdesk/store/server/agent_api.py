@@ -5,7 +5,7 @@ valid one the answer is 401 and nothing is read or written. A token is an *agent
 routes below are all there is (store/agents/service.py, each checking that the agent, run or
 approval is the token's own: 403 otherwise), and anything else under `/agent/` is 404, so no
 decision, rule, context edit or audit record can be made through this port. Bodies are strict
-JSON (store/ingest/agent_json.py). Waiting for a decision is a long poll (store/ingest/agent_waits.py)
+JSON (store/server/agent_json.py). Waiting for a decision is a long poll (store/server/agent_waits.py)
 answered within moments of the decision, or `{"status": "pending"}` after `timeout_s` (the client
 asks again, reconnecting with back-off if the receiver restarted).
 
@@ -33,9 +33,9 @@ from agentdesk.store.agents.refusals import Forbidden, Unauthorized
 from agentdesk.store.agents.service import AgentService, decision_json
 from agentdesk.store.agents.tokens import AgentIdentity
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StoreError, StoreUnavailable
-from agentdesk.store.ingest import agent_json as aj
-from agentdesk.store.ingest.agent_waits import DecisionWaits, Gone, ShuttingDown
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.server import agent_json as aj
+from agentdesk.store.server.agent_waits import DecisionWaits, Gone, ShuttingDown
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ be read, 401 without the bearer token when one is set, 413 over the body limit,
 415 for other content types, and 503 with Retry-After when the writer is
 behind, which exporters retry: spans are refused, never accepted and dropped.
 
-The same port serves the agent API (`/agent/v1/...`, store/ingest/agent_api.py): the gate over HTTP,
+The same port serves the agent API (`/agent/v1/...`, store/server/agent_api.py): the gate over HTTP,
 for agents holding an agent token instead of the store.
 
 It listens on loopback unless told otherwise; another address needs both
@@ -36,12 +36,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
-from agentdesk.store.ingest.agent_api import AgentApi
 from agentdesk.store.ingest.prepare import helper_pool
 from agentdesk.store.ingest.receiver_decode import PROTOBUF_TYPES, BodyRefused, check_media, decode_prepared, media_type
 from agentdesk.store.ingest.receiver_stats import ReceiverStats
 from agentdesk.store.ingest.receiver_writer import Ingest, IngestWriter, QueueFull
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.server.agent_api import AgentApi
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class Receiver:
         self._decoders = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentdesk-otlp-decode")
         self._mapper = helper_pool() if self.config.helper else None
         self.agent_api = AgentApi(store)
-        """The gate over HTTP on the same port (`/agent/v1/...`, agent tokens): store/ingest/agent_api.py."""
+        """The gate over HTTP on the same port (`/agent/v1/...`, agent tokens): store/server/agent_api.py."""
         self._runner: web.AppRunner | None = None
         self.address: tuple[str, int] | None = None
 
