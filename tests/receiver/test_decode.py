@@ -66,7 +66,7 @@ def test_gzip_bodies_are_decompressed() -> None:
     (b"{}", None, None, 415, "(none)"),
     (b"{}", "application/json", "br", 415, "Content-Encoding br"),
     (b"\x1f\x8b\x08garbage", "application/json", "gzip", 400, "not valid gzip"),
-    (gzip.compress(b"{}")[:-6], "application/json", "gzip", 400, "truncated"),
+    (gzip.compress(b"{}", mtime=0)[:-6], "application/json", "gzip", 400, "truncated"),
 ])
 def test_bad_bodies_get_one_clear_refusal(body: bytes, ctype: str | None, encoding: str | None, status: int,
                                           words: str) -> None:
