@@ -34,6 +34,7 @@ from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.uow import UnitOfWork
 from agentdesk.store.rules.apply import apply_rules
+from agentdesk.store.rules.prepare import prepare_request
 from agentdesk.store.validation import (
     arguments_text,
     canonical_arguments,
@@ -294,6 +295,7 @@ class AgentRuntime:
         """
         text = arguments if isinstance(arguments, str) else arguments_text(arguments)
         args = canonical_arguments(parse_json_arguments(text))
+        prepared = prepare_request(self.store, tool_name, args)  # parsed here, never under the write lock
         aid, cid = new_id("apr"), new_id("tcl")
         with self._unit() as uow:
             run = self._get(uow, sc.RunRow, run_id)
@@ -313,7 +315,7 @@ class AgentRuntime:
             uow.audit(self.actor, "approval.request", "approval", aid,
                       {"tool": tool_name, "arguments": args, "payload_hash": row.payload_hash,
                        "expires_at": row.expires_at})
-            apply_rules(uow, row)  # a standing rule may decide it right here, in this transaction
+            apply_rules(uow, row, prepared)  # a standing rule may decide it right here, in this transaction
         return aid
 
     def wait_for_decision(self, approval_id: str, timeout_s: float | None = None,
