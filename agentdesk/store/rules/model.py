@@ -102,10 +102,25 @@ def editor_order(rules: list[Rule]) -> list[Rule]:
                                         -(r.created_at.timestamp() if r.created_at else 0.0), r.id))
 
 
+ANY_ARGUMENTS = "(any arguments: every call of the tool)"
+
+
+def covers_every_call(matcher: dict[str, Any]) -> bool:
+    """A matcher with no condition: the rule decides every call of its tool, whatever the arguments."""
+    return matcher.get("kind") == "any"
+
+
+def every_call_warning(effect: str, tool: str) -> str:
+    """What a rule with no matcher does, in one sentence (the CLI and the window say it before saving)."""
+    verb = {"allow": "allow", "deny": "deny", "ask": "ask a person about"}.get(str(effect), str(effect))
+    what = "every call of every tool" if tool == ANY_TOOL else f"every call of {tool}"
+    return f"This rule has no matcher: it would {verb} {what}, whatever its arguments."
+
+
 def describe_matcher(matcher: dict[str, Any]) -> str:
     kind = matcher.get("kind")
     if kind == "any":
-        return "(any arguments)"
+        return ANY_ARGUMENTS
     parts = []
     if kind == "shell":
         parts.append(" | ".join(" ".join(p) for p in matcher.get("commands", [])))
