@@ -57,8 +57,15 @@ def unreadable(why: str) -> CommandView:
     return CommandView(None, why, (), readable=False)
 
 
-def analyse(value: Any, budget_s: float = PARSE_BUDGET_S) -> CommandView:
-    """The view rules take of a command argument (a string, or an argv list)."""
+def clear_cache() -> None:
+    _CACHE.clear()
+
+
+def analyse(value: Any, budget_s: float | None = None) -> CommandView:
+    """The view rules take of a command argument (a string, or an argv list), within `budget_s` of CPU
+    time (default `PARSE_BUDGET_S`)."""
+    if budget_s is None:
+        budget_s = PARSE_BUDGET_S
     if isinstance(value, str):
         if len(value) > MAX_COMMAND_CHARS:
             return unreadable(f"the command is longer than {MAX_COMMAND_CHARS:,} characters")

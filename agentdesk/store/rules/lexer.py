@@ -291,6 +291,8 @@ def strict_commands(text: str, budget: Budget) -> list[StrictCommand]:
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "ash", "busybox", "rbash"})
 SCRIPT_RUNNERS = SHELLS | {"eval", "su", "ssh", "env", "watch", "runuser", "script", "flock", "sudo", "doas"}
 """Commands some of whose arguments may be a script: every literal argument is scanned as one."""
+STDIN_READERS = SHELLS | {"source", ".", "eval", "xargs", "parallel", "ssh"}
+"""With one of these in a text, every literal word holding a space anywhere in it is scanned as a script."""
 WRAPPERS = frozenset({"env", "sudo", "doas", "exec", "nohup", "time", "command", "builtin", "nice", "ionice",
                       "timeout", "stdbuf", "xargs", "setsid", "chroot", "strace", "ltrace", "watch", "unbuffer",
                       "find", "parallel", "su", "ssh", "runuser", "chrt", "taskset", "flock", "nsenter", "unshare",
@@ -486,6 +488,9 @@ class _Scanner:
             return
         value = None if word.dynamic else "".join(word.chars)
         frame.word = _Word()
+        if value in ("{", "}") and not frame.target:  # `f() { rm -rf ~; }`: a group opens a new command
+            self.end_candidate(frame)
+            return
         if frame.target:
             target, frame.target = frame.target, ""
             if target == "<<<" and value is not None:
@@ -597,9 +602,18 @@ def deny_candidates(text: str, budget: Budget, depth: int = 0) -> list[Words]:
         for words in _variants(found):
             out.extend(argv_candidates(words, budget, depth))
     if depth < MAX_DEPTH:
-        for script in scanner.scripts:
+        scripts = scanner.scripts
+        if any(_name(normalised(found)) in STDIN_READERS for found in scanner.found):
+            # `echo 'rm -rf ~' | bash`: a shell reading its input may run any word the text holds
+            scripts = scripts + [w for found in scanner.found for w in found if w is not None and " " in w]
+        for script in scripts:
             out.extend(deny_candidates(script, budget, depth + 1))
     return out
+
+
+def _name(words: list[str | None]) -> str | None:
+    head = words[0] if words else None
+    return head.rsplit("/", 1)[-1] if head is not None else None
 
 
 def _variants(words: list[str | None]) -> list[list[str | None]]:
