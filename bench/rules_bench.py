@@ -29,8 +29,8 @@ from pathlib import Path
 from sqlalchemy import insert
 
 from agentdesk.store.ids import new_id
-from agentdesk.store.persistence import schema as sc
 from agentdesk.store.native.source import NativeSource
+from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import open_store
 from agentdesk.store.rules.command import analyse, clear_cache
 from agentdesk.store.rules.commands import add_rule
