@@ -113,7 +113,8 @@ class _Strict:
                 i += 1
             elif c == "\n":
                 self.end_word()
-                self.separate("\n", need=self.need and not self.words)
+                if not (self.need and not self.words and not self.closed):  # else still waiting for a command
+                    self.separate("\n", need=False)
                 i += 1
             elif c == "'":
                 end = text.find("'", i + 1)
@@ -168,7 +169,8 @@ class _Strict:
                 self.append(c, quoted=False)
                 i += 1
             else:
-                raise Refused(f"it has the character {c!r} outside quotes")
+                shown = c if c.isascii() and c.isprintable() else f"U+{ord(c):04X}"
+                raise Refused(f"it has the character {shown} outside quotes")
         self.end_word()
         if self.stack:
             raise Refused("a subshell or brace group is never closed")
