@@ -11,7 +11,7 @@ Run: .venv/bin/python bench/rules_bench.py [--approvals 10000]
    `<(ls `, 7,800 characters of it, 8,000 characters of words, 1,000 characters of `ls a && …`) with the 20
    rules: how long the call takes and how long the analysis took (it runs before the write transaction),
    and how long an operator's decision takes while an agent thread sends such commands back to back.
-   Targets: each analysis ≤ 25 ms (the CPU budget is 20 ms); the operator's decision p99 ≤ 100 ms.
+   Targets: each analysis ≤ 25 ms of CPU time (the budget is 20 ms); the operator's decision p99 ≤ 100 ms.
 Exits non-zero when a target is missed.
 """
 
@@ -76,15 +76,17 @@ def hostile(rt: AgentRuntime, run: str) -> bool:
     failed = False
     for label, command in HOSTILE.items():
         clear_cache()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         view = analyse(command)
-        parse_ms = (time.perf_counter() - start) * 1000
+        wall_ms = (time.perf_counter() - start) * 1000
+        parse_ms = (time.thread_time() - cpu) * 1000
         clear_cache()
         start = time.perf_counter()
         aid = rt.request_approval(run, "run_shell", {"command": command, "cwd": "/w"})
         call_ms = (time.perf_counter() - start) * 1000
         status = NativeSource(rt.store).approval(aid).status
-        print(f"{label}: analysis {parse_ms:.1f} ms ({'unreadable' if not view.readable else 'read'}: "
+        print(f"{label}: analysis {parse_ms:.1f} ms CPU, {wall_ms:.1f} ms wall "
+              f"({'unreadable' if not view.readable else 'read'}: "
               f"{view.why_not or 'plain'}), request_approval {call_ms:.1f} ms, {status}")
         failed |= parse_ms > 25.0 or status != "pending"
     source = NativeSource(rt.store)

@@ -18,6 +18,7 @@ so no parse ever runs while the store's write lock is held.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +59,8 @@ def unreadable(why: str) -> CommandView:
 
 
 def clear_cache() -> None:
-    _CACHE.clear()
+    with _CACHE_LOCK:
+        _CACHE.clear()
 
 
 def analyse(value: Any, budget_s: float | None = None) -> CommandView:
@@ -74,10 +76,11 @@ def analyse(value: Any, budget_s: float | None = None) -> CommandView:
             return cached
         load_parser()
         view = _script(value, Budget.of(budget_s))
-        if view.readable:
-            if len(_CACHE) >= CACHE_SIZE:
-                _CACHE.pop(next(iter(_CACHE)))
-            _CACHE[value] = view
+        if view.readable:  # an over-budget result is not kept: the next request tries again
+            with _CACHE_LOCK:
+                if len(_CACHE) >= CACHE_SIZE:
+                    _CACHE.pop(next(iter(_CACHE)))
+                _CACHE[value] = view
         return view
     if not isinstance(value, list) or not value or not all(isinstance(w, str) for w in value):
         return CommandView(None, "the command is not a string or a list of strings", ())
@@ -98,6 +101,7 @@ def analyse(value: Any, budget_s: float | None = None) -> CommandView:
 
 
 _CACHE: dict[str, CommandView] = {}
+_CACHE_LOCK = threading.Lock()
 
 
 def _script(text: str, budget: Budget) -> CommandView:
