@@ -61,7 +61,7 @@ FIXED = [
     "ls \x1b[2K", "l\u0455", "ls\u2024sh",
     # broken syntax
     "", " ", "\t", "ls '", "ls \"", "ls (", "ls )", "ls \\", "ls &&", "&& ls", "; ls", "ls | | ls",
-    "{ ls }", "(ls", "ls)",
+    "{ ls }", "(ls", "ls)", "a='x[$(touch /tmp/PWNED)]'; ((a)) && ls", "((ls))",
     # git and npm variants the exact rules do not cover
     "git -c core.fsmonitor='touch /tmp/PWNED' status", "git -C /elsewhere status", "GIT_DIR=/x git status",
     "npm test --script-shell=/tmp/evil", "npm  test -- $(touch /tmp/PWNED)",

@@ -37,9 +37,9 @@ def denied(text: str) -> list[tuple[str | None, ...]]:
     ("time ls", "reserved word"), ("ls {a,b}", "brace expansion"), ("ls a(b)", "( inside"), ("ls \\\nid", "backslash"),
     ("ls 'x", "never closed"), ("ls \"x", "never closed"), ("ls\r", "U+000D"), ("ls\x00", "NUL"),
     ("ls \uff04(id)", "U+FF04"), ("ls\u00a0x", "U+00A0"), ("ls ^x", "character ^"),
-    ("(" * 40 + "ls" + ")" * 40, "nested too deeply"),
+    ("( " * 40 + "ls" + ")" * 40, "nested too deeply"),
     ("ls &&", "no command after"), ("&& ls", "no command before"), ("{ ls }", "does not close"), ("(ls) x", "follows"),
-    ("", "no command"), ("ls;;", ";;"),
+    ("", "no command"), ("ls;;", ";;"), ("a='x[$(id)]'; ((a))", "arithmetic"), ("((ls))", "arithmetic"),
 ])
 def test_the_strict_lexer_refuses_with_a_reason(text: str, reason: str) -> None:
     with pytest.raises(Refused, match=None) as caught:

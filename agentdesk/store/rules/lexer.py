@@ -136,6 +136,8 @@ class _Strict:
             elif c == "(":
                 if self.word is not None or self.words or self.closed:
                     raise Refused("it uses ( inside a command")
+                if text.startswith("((", i):  # an arithmetic command evaluates variables as expressions
+                    raise Refused("it has an arithmetic command (( … ))")
                 self.open("(")
                 i += 1
             elif c == ")":
