@@ -93,8 +93,13 @@ no `rm` (it sees one word, `ls\u00a0rm` or `\u00a0rm`): those are not in the lis
 DENIED_ENCODED = ["{rm,-rf,~}", "ls; {rm,-rf,~}", "ls; r{m,x} -rf ~", "$'\\x72\\x6d' -rf ~", "ls; $'rm' -rf ~",
                   ["bash", "-c", "{rm,-rf,~}"], ["sh", "-c", "$'\\x72\\x6d' -rf ~"], "ls; \\rm -rf ~",
                   "ls; /bin/rm -rf ~", "ls; r\\\nm -rf ~", "ls; sudo -u root rm -rf ~", "X=1 rm -rf ~",
-                  ">/dev/null rm -rf ~", "ls; \"r\"'m' -rf ~", "ls; rm${IFS}-rf${IFS}~", "ls; $CMD -rf ~",
+                  ">/dev/null rm -rf ~", "ls; \"r\"'m' -rf ~", "ls; rm${IFS}-rf${IFS}~", "ls; rm$IFS-rf$IFS~",
                   "echo 'rm -rf ~' | bash", "ls; find / -exec rm -rf {} +"]
+
+MAYBE_DENIED = ["ls; $CMD -rf ~", "ls; `which rm` -rf ~", "ls; r$X -rf ~", "ls; \"$(echo rm)\" -rf ~",
+                ["sh", "-c", "$0 -rf ~"]]
+"""The command is only known at run time: it may be `rm`. A deny rule for `rm *` does not deny these
+outright; it asks a person (an ask beats every allow)."""
 
 BENIGN: list[Any] = [
     "ls", "ls -la", "ls *.py", "ls ~", "ls ~/src", "ls 'a b'", "ls \"a b\"", "ls a\\ b", "ls -la /tmp", "git status",

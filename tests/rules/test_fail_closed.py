@@ -24,7 +24,7 @@ from agentdesk.store.rules.model import Effect, Rule, parse_matcher
 from agentdesk.store.rules.shell import command_of
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import World, dump
-from tests.rules.hostile_commands import BENIGN, DENIED, DENIED_ENCODED, hostile
+from tests.rules.hostile_commands import BENIGN, DENIED, DENIED_ENCODED, MAYBE_DENIED, hostile
 
 SHELL = "run_shell"
 PATTERNS = [[["git", "status"]], [["ls", "*"]], [["npm", "test"]], [["git", "status"], ["ls", "*"], ["npm", "test"]]]
@@ -90,6 +90,9 @@ def test_a_deny_rule_catches_what_it_names_inside_every_disguise(store: Store, r
     assert len(DENIED) >= 40
     missed = [c for c in DENIED + DENIED_ENCODED if outcome(rt, world.run, c) != "denied"]
     assert missed == []
+    not_asked = [c for c in MAYBE_DENIED if outcome(rt, world.run, c) != "pending"]
+    assert not_asked == []
+    assert outcome(rt, world.run, "$CMD -la") == "pending"  # an allow for `ls *` does not cover it either
 
 
 def naive_allows(command: Any, patterns: list[list[str]]) -> bool:
@@ -252,3 +255,21 @@ def test_a_rule_written_between_the_parse_and_the_transaction_does_not_match(
     assert outcome(rt, world.run, "ls -la") == "pending"
     monkeypatch.undo()
     assert outcome(rt, world.run, "ls -la") == "approved"
+
+
+def test_a_deny_that_rests_on_a_run_time_word_asks_a_person(store: Store, rt: AgentRuntime, world: World) -> None:
+    from datetime import UTC, datetime
+
+    from agentdesk.store.rules.dryrun import dry_run, would_settle
+    from agentdesk.store.rules.matching import decide
+
+    now = datetime.now(UTC)
+    assert decide([DENY_RM], call("$CMD -rf ~"), now).effect == Effect.ASK  # type: ignore[union-attr]
+    assert decide([DENY_RM], call("/bin/rm -rf ~"), now).effect == Effect.DENY  # type: ignore[union-attr]
+    assert decide([DENY_RM, ALLOW_RULES[1]], call("ls $(x)"), now) is None  # neither: a person decides
+    assert decide([DENY_RM, ALLOW_RULES[1]], call("ls; $(x) -rf ~"), now).effect == Effect.ASK  # type: ignore[union-attr]
+    maybe = rt.request_approval(world.run, SHELL, {"command": "$CMD -rf ~"})
+    surely = rt.request_approval(world.run, SHELL, {"command": "ls; rm -rf ~"})
+    result = dry_run(store, DENY_RM)
+    assert {r.approval_id: r.outcome for r in result.pending} == {maybe: "would-ask", surely: "would-deny"}
+    assert would_settle(DENY_RM, NativeSource(store).approvals("pending")) == {surely}

@@ -246,7 +246,8 @@ class RulesPanel(QWidget):
             return
         self.dry_model.show(result)
         self.summary.setText(summary_text(result))
-        settles = set() if draft.effect == Effect.ASK else {r.approval_id for r in result.pending}
+        settles = set() if draft.effect == Effect.ASK else \
+            {r.approval_id for r in result.pending if r.outcome != "would-ask"}  # a maybe-deny only asks
         self.draft_settles.emit(settles, str(draft.effect))
 
     def _dry_failed(self, seq: int, exc: BaseException) -> None:

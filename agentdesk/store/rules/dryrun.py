@@ -25,7 +25,7 @@ from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.rules.command import analyse
 from agentdesk.store.rules.hidden import has_hidden_characters, value_hides_characters
-from agentdesk.store.rules.matching import Call, matches
+from agentdesk.store.rules.matching import NO, YES, Call, effective_effect, match_level
 from agentdesk.store.rules.model import Effect, Rule, is_shell_tool, parse_matcher
 from agentdesk.store.rules.shell import command_of
 from agentdesk.store.text.jsonsafe import DuplicateKey, loads
@@ -116,11 +116,13 @@ def dry_run(store: Store, draft: Rule, limit: int = DEFAULT_HISTORY) -> DryRun:
 
 def _row(draft: Rule, row: Any) -> DryRunRow | None:
     aid, tool, arguments, created, project, agent, session, status, decided_by, by_rule = row
-    if not matches(draft, Call(tool, arguments, project, agent, session)):
+    level = match_level(draft, Call(tool, arguments, project, agent, session))
+    if level == NO:
         return None
-    return DryRunRow(aid, tool, arguments[:ARGUMENTS_PREVIEW], ts(created), agent, OUTCOME[draft.effect], status,
+    effect = effective_effect(draft, level)  # a deny that rests on a run-time word asks
+    return DryRunRow(aid, tool, arguments[:ARGUMENTS_PREVIEW], ts(created), agent, OUTCOME[effect], status,
                      decided_by,
-                     status != "pending" and differs(draft.effect, status, by_rule))
+                     status != "pending" and differs(effect, status, by_rule))
 
 
 def would_settle(draft: Rule, approvals: list[rm.Approval]) -> set[str]:
@@ -128,7 +130,7 @@ def would_settle(draft: Rule, approvals: list[rm.Approval]) -> set[str]:
     if draft.effect == Effect.ASK:
         return set()
     return {a.id for a in approvals
-            if matches(draft, Call(a.tool_name, a.arguments, a.project_id, a.agent_id, a.session_id))}
+            if match_level(draft, Call(a.tool_name, a.arguments, a.project_id, a.agent_id, a.session_id)) == YES}
 
 
 def propose_rule(approval: rm.Approval, effect: Effect | None = None) -> Rule:

@@ -305,6 +305,7 @@ WRAPPERS = frozenset({"env", "sudo", "doas", "exec", "nohup", "time", "command",
 LEADING = frozenset({"!", "{", "}", "(", ")", "if", "then", "else", "elif", "fi", "do", "done", "while", "until",
                      "time", "coproc", "function", "case", "esac", "select", "[[", "]]"})
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+IFS = re.compile(r"\$(\{IFS\}|IFS(?![A-Za-z0-9_]))")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#?$!-]")
 MAX_DEPTH = 3
 MAX_SUFFIXES = 64
@@ -440,6 +441,11 @@ class _Scanner:
         """`$…` at `i`: a substitution opens a new frame; an ANSI-C string is decoded; the rest is dynamic."""
         quoted = frames[-1].closer == '"'
         word = frames[-1].word
+        if not quoted:
+            split = IFS.match(text, i)
+            if split is not None:  # `rm${IFS}-rf${IFS}~`: unquoted, the default IFS splits it into words
+                self.end_word(frames[-1])
+                return split.end()
         following = text[i + 1:i + 2]
         if following in ("(", "{", "["):
             word.dynamic = word.started = True

@@ -81,6 +81,11 @@ def in_scope(rule: Rule, call: Call) -> bool:
             and rule.session_id in (None, call.session_id))
 
 
+NO, MAYBE, YES = 0, 1, 2
+"""How a rule matches: not at all; only through a word known at run time (`$CMD -rf ~` against a deny
+for `rm *`: it may be `rm`); or for certain."""
+
+
 def matches(rule: Rule, call: Call, prepared: Prepared | None = None) -> bool:
     """Would this rule apply to this call (ignoring whether it is enabled or expired)?
 
@@ -88,43 +93,53 @@ def matches(rule: Rule, call: Call, prepared: Prepared | None = None) -> bool:
     (a rule written meanwhile names it) and no shell rule on it matches. Without it, fields are
     analysed here (dry runs, the window).
     """
+    return match_level(rule, call, prepared) != NO
+
+
+def effective_effect(rule: Rule, level: int) -> Effect:
+    """A deny rule that matches only through a word known at run time asks a person instead."""
+    return Effect.ASK if rule.effect == Effect.DENY and level == MAYBE else rule.effect
+
+
+def match_level(rule: Rule, call: Call, prepared: Prepared | None = None) -> int:
+    """`matches`, saying whether the match is certain (YES) or rests on a run-time word (MAYBE)."""
     if not in_scope(rule, call):
-        return False
+        return NO
     args, hidden = _decoded(call.arguments)
     allow = rule.effect == Effect.ALLOW
     if args is None or (allow and hidden):
-        return False
+        return NO
     matcher = rule.matcher
     kind = matcher.get("kind")
     if kind == "any":
-        return True
+        return YES
     fields: dict[str, dict[str, Any]] = matcher.get("fields") or {}
     named = set(fields)
     if kind == "shell":
         named.add(matcher["field"])
     if allow and not set(args) <= named:
-        return False
+        return NO
     if not all(name in args and _field_ok(op, args[name]) for name, op in fields.items()):
-        return False
+        return NO
     if kind == "shell":
         field = matcher["field"]
         if field not in args:
-            return False
+            return NO
         if prepared is None:
             view = analyse(args[field])
         else:
             view = prepared.get(field) or unreadable("the command was not analysed before the request")
-        return _shell_ok(matcher["commands"], view, allow)
-    return kind == "fields"
+        return _shell_level(matcher["commands"], view, allow)
+    return YES if kind == "fields" else NO
 
 
-def _shell_ok(patterns: Sequence[Sequence[str]], view: CommandView, allow: bool) -> bool:
+def _shell_level(patterns: Sequence[Sequence[str]], view: CommandView, allow: bool) -> int:
     if not view.readable:
-        return False
+        return NO
     if allow:
-        return view.allow is not None and bool(view.allow) and all(
-            any(_argv_ok(p, words) for p in patterns) for words in view.allow)
-    return any(any(_deny_argv_ok(p, words) for p in patterns) for words in view.deny)
+        return YES if view.allow is not None and bool(view.allow) and all(
+            any(_argv_ok(p, words) for p in patterns) for words in view.allow) else NO
+    return max((_deny_level(p, words) for words in view.deny for p in patterns), default=NO)
 
 
 def _argv_ok(pattern: Sequence[str], words: Words) -> bool:
@@ -135,20 +150,20 @@ def _argv_ok(pattern: Sequence[str], words: Words) -> bool:
     return len(words) == len(pattern) and all(w == p for w, p in zip(words, pattern, strict=True))
 
 
-def _deny_argv_ok(pattern: Sequence[str], words: Words) -> bool:
-    """Deny and ask: as `_argv_ok`, but a word known only at run time matches any pattern word, and a
-    command given by path (`/bin/rm`) matches a pattern naming it bare (`rm`)."""
+def _deny_level(pattern: Sequence[str], words: Words) -> int:
+    """Deny and ask: as `_argv_ok`, but a word known only at run time may be any pattern word (MAYBE), and
+    a command given by path (`/bin/rm`) matches a pattern naming it bare (`rm`)."""
     open_ended = bool(pattern) and pattern[-1] == "*"
     fixed = pattern[:-1] if open_ended else pattern
     if len(words) < len(fixed) or (not open_ended and len(words) != len(fixed)):
-        return False
+        return NO
+    level = YES
     for n, (word, want) in enumerate(zip(words, fixed, strict=False)):
-        if word is None or word == want:
-            continue
-        if n == 0 and "/" not in want and word.rsplit("/", 1)[-1] == want:
-            continue
-        return False
-    return True
+        if word is None:
+            level = MAYBE
+        elif word != want and not (n == 0 and "/" not in want and word.rsplit("/", 1)[-1] == want):
+            return NO
+    return level
 
 
 def _field_ok(op: dict[str, Any], value: Any) -> bool:
@@ -187,16 +202,19 @@ class Verdict:
 
 
 def decide(rules: Iterable[Rule], call: Call, now: datetime, prepared: Prepared | None = None) -> Verdict | None:
-    """The rule that decides this call: deny beats ask beats allow, then the more specific rule."""
-    best: Rule | None = None
+    """The rule that decides this call: deny beats ask beats allow, then the more specific rule.
+
+    A deny rule that matches only through a word known at run time counts as ask: a person decides.
+    """
+    best: tuple[tuple[int, tuple[int, ...], str], Verdict] | None = None
     for rule in rules:
-        if not rule.is_live(now) or not matches(rule, call, prepared):
+        if not rule.is_live(now):
             continue
-        if best is None or _ranks_above(rule, best):
-            best = rule
-    return None if best is None else Verdict(best.effect, best)
-
-
-def _ranks_above(a: Rule, b: Rule) -> bool:
-    return (PRECEDENCE[a.effect], tuple(-x for x in specificity(a)), a.id) < \
-           (PRECEDENCE[b.effect], tuple(-x for x in specificity(b)), b.id)
+        level = match_level(rule, call, prepared)
+        if level == NO:
+            continue
+        effect = effective_effect(rule, level)
+        key = (PRECEDENCE[effect], tuple(-x for x in specificity(rule)), rule.id)
+        if best is None or key < best[0]:
+            best = (key, Verdict(effect, rule))
+    return None if best is None else best[1]
