@@ -23,7 +23,7 @@ from agentdesk.store.native.source import NativeSource
 from agentdesk.store.rules import commands as rules
 from agentdesk.store.rules.dryrun import DEFAULT_HISTORY, DryRun, DryRunRow, dry_run, propose_rule
 from agentdesk.store.rules.model import Effect, Rule, covers_every_call, every_call_warning, parse_matcher
-from agentdesk.store.text.jsonsafe import TooDeep, loads_limited
+from agentdesk.store.text.jsonsafe import DuplicateKey, TooDeep, loads_limited
 from agentdesk.store.validation import MAX_ARGUMENTS_DEPTH
 
 RULE_HEADERS = ["ID", "EFFECT", "TOOL", "MATCHES", "SCOPE", "ON", "EXPIRES", "HITS", "LAST HIT", "NOTE"]
@@ -159,9 +159,11 @@ def _confirm_every_call(args: argparse.Namespace, effect: str, tool: str, matche
 def _matcher(args: argparse.Namespace) -> dict[str, Any] | str:
     if args.matcher is not None:
         try:  # refused here, before the store parses it recursively
-            loads_limited(str(args.matcher), MAX_ARGUMENTS_DEPTH)
+            loads_limited(str(args.matcher), MAX_ARGUMENTS_DEPTH, unique_keys=True)
         except TooDeep as exc:
             raise InvalidInput(f"The --matcher JSON is too deep: {exc}.") from exc
+        except DuplicateKey as exc:
+            raise InvalidInput(f"The --matcher JSON is ambiguous: {exc}.") from exc
         except ValueError:
             pass  # not JSON: the store says so in its own words
         return str(args.matcher)
@@ -182,9 +184,11 @@ def _matcher(args: argparse.Namespace) -> dict[str, Any] | str:
             fields[name] = {"any": True}
             continue
         try:
-            fields[name] = {"equals": loads_limited(value, MAX_ARGUMENTS_DEPTH)}
+            fields[name] = {"equals": loads_limited(value, MAX_ARGUMENTS_DEPTH, unique_keys=True)}
         except TooDeep as exc:
             raise InvalidInput(f"The value of --field {name} is too deep: {exc}.") from exc
+        except DuplicateKey as exc:
+            raise InvalidInput(f"The value of --field {name} is ambiguous: {exc}.") from exc
         except ValueError:
             fields[name] = {"equals": value}
     return {"kind": "shell", "field": "command", "commands": commands, "fields": fields}

@@ -145,3 +145,19 @@ def test_a_rule_with_a_matcher_needs_no_confirmation(capsys: pytest.CaptureFixtu
     code, text, err = run(capsys, "--store", str(store_path), "rules", "add", "--tool", "run_shell", "--command",
                           "npm test", "--actor", "x")
     assert code == 0 and "every call" not in text, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["--matcher", '{"kind": "shell", "kind": "any"}'],
+    ["--command", "npm test", "--field", 'env={"X": "1", "X": "2"}'],
+])
+def test_a_rule_whose_json_repeats_a_key_is_refused(capsys: pytest.CaptureFixture[str], store: Store,
+                                                    store_path: Path, argv: list[str]) -> None:
+    before = dump(store_path)
+    code, _, err = run(capsys, "--store", str(store_path), "rules", "add", "--tool", "run_shell", *argv,
+                       "--actor", "x")
+    assert code == 2 and "ambiguous" in err and "appears twice" in err and err.count("\n") == 1, err
+    assert dump(store_path) == before
+    from agentdesk.model.rules.draft import RuleForm
+    with pytest.raises(InvalidInput, match="ambiguous"):
+        RuleForm(tool="run_shell", commands="npm test", fields='{"cwd": {"any": true}, "cwd": {"any": true}}').rule()

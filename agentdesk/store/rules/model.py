@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from agentdesk.store.errors import InvalidInput
+from agentdesk.store.text.jsonsafe import DuplicateKey, loads
 
 SHELL_TOOLS = frozenset({"bash", "sh", "shell", "zsh", "run_shell", "shell_exec", "exec", "execute_command",
                          "run_command", "run_terminal_cmd", "terminal", "local_shell", "command"})
@@ -141,7 +142,9 @@ def parse_matcher(tool: str, matcher: dict[str, Any] | str) -> dict[str, Any]:
     """Validate a matcher (a dict or its JSON) and return it normalised; one clear sentence when bad."""
     if isinstance(matcher, str):
         try:
-            matcher = json.loads(matcher)
+            matcher = loads(matcher, unique_keys=True)
+        except DuplicateKey as exc:
+            raise InvalidInput(f"The rule's matcher is ambiguous: {exc}.") from exc
         except ValueError as exc:
             raise InvalidInput(f"The rule's matcher is not valid JSON: {exc}.") from exc
     if not isinstance(matcher, dict):
