@@ -63,6 +63,7 @@ def test_the_deny_scan_finds_commands_wherever_bash_would_run_them() -> None:
         "bash <<< 'rm i'": ("rm", "i"), "echo 'rm j' | sh": ("rm", "j"), "f() { rm k; }": ("rm", "k"),
         "for x in 1; do rm l; done": ("rm", "l"), "ls <(rm m)": ("rm", "m"), "echo $((x[$(rm n)]))": ("rm", "n"),
         "find . -exec rm o {} +": ("rm", "o", "{}", "+"), "eval 'rm p'": ("rm", "p"),
+        "rm q 2>&1 >/dev/null": ("rm", "q"), "2>/dev/null rm r": ("rm", "r"),
     }
     for text, want in cases.items():
         assert want in denied(text), (text, denied(text))

@@ -402,7 +402,10 @@ class _Scanner:
                 word.dynamic = word.started = True
                 frames.append(_Frame(")"))
                 return i + 2
-            self.end_word(frame)
+            if word.started and not word.dynamic and "".join(word.chars).isdigit():
+                frame.word = _Word()  # the fd number of `2>&1`, not an argument
+            else:
+                self.end_word(frame)
             j = i
             while j < len(text) and text[j] in "<>&|-":
                 j += 1
