@@ -11,6 +11,7 @@ in `--json`, like everywhere else.
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 from datetime import UTC, datetime
 from typing import Any
@@ -21,8 +22,8 @@ from agentdesk.store.errors import InvalidInput
 from agentdesk.store.native import NativeSource
 from agentdesk.store.rules import commands as rules
 from agentdesk.store.rules.dryrun import DEFAULT_HISTORY, DryRun, DryRunRow, dry_run, propose_rule
-from agentdesk.store.rules.model import Effect, Rule
-from agentdesk.store.text.jsonsafe import TooDeep, loads_limited
+from agentdesk.store.rules.model import Effect, Rule, covers_every_call, every_call_warning, parse_matcher
+from agentdesk.store.text.jsonsafe import DuplicateKey, TooDeep, loads_limited
 from agentdesk.store.validation import MAX_ARGUMENTS_DEPTH
 
 RULE_HEADERS = ["ID", "EFFECT", "TOOL", "MATCHES", "SCOPE", "ON", "EXPIRES", "HITS", "LAST HIT", "NOTE"]
@@ -48,7 +49,11 @@ def add_rules_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser
                           "equal (NAME=* for any value)")
     for scope in ("project", "agent", "session"):
         add.add_argument(f"--{scope}", metavar="ID", help=f"only for this {scope}")
-    add.add_argument("--expires-in", type=float, metavar="SECONDS", help="the rule stops applying after this")
+    add.add_argument("--any-arguments", action="store_true",
+                     help="confirm a rule with no matcher: it decides every call of the tool, whatever its "
+                          "arguments")
+    add.add_argument("--expires-in", type=float, metavar="SECONDS",
+                     help=f"the rule stops applying after this (at most {MAX_EXPIRES_IN:,.0f}: 100 years)")
     add.add_argument("--note", default="", help="a note for the other operators, shown with the rule")
     add.add_argument("--disabled", action="store_true", help="save it switched off")
     add.add_argument("--actor", required=True, help="your name, recorded in the audit log")
@@ -93,7 +98,21 @@ def _list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+MAX_EXPIRES_IN = 100 * 365.25 * 86_400
+
+
+def _expires_in(value: float | None) -> float | None:
+    """`--expires-in`, checked before the store is opened: inf, nan, 1e308 or ≤ 0 write nothing."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or not 0 < value <= MAX_EXPIRES_IN:
+        raise InvalidInput(f"--expires-in must be a number of seconds above 0 and at most {MAX_EXPIRES_IN:,.0f} "
+                           f"(100 years), not {value}.")
+    return value
+
+
 def _add(args: argparse.Namespace) -> int:
+    expires_in = _expires_in(args.expires_in)
     source = _native(args, write=True)
     matcher: dict[str, Any] | str
     try:
@@ -111,9 +130,8 @@ def _add(args: argparse.Namespace) -> int:
         scope = {"project_id": args.project or scope.get("project_id"),
                  "agent_id": args.agent or scope.get("agent_id"),
                  "session_id": args.session or scope.get("session_id")}
-        expires = None if args.expires_in is None else datetime.now(UTC).timestamp() + args.expires_in
-        if args.expires_in is not None and args.expires_in <= 0:
-            raise InvalidInput("--expires-in must be a positive number of seconds.")
+        expires = None if expires_in is None else datetime.now(UTC).timestamp() + expires_in
+        _confirm_every_call(args, effect, tool, matcher)
         rule = rules.add_rule(source.store, effect, tool, matcher, args.actor, expires_at=expires, note=note,
                               enabled=not args.disabled, **scope)
     finally:
@@ -122,15 +140,30 @@ def _add(args: argparse.Namespace) -> int:
         say(_dumps(rule_json(rule)))
     else:
         say(f"Saved rule {rule.id}: {out.clean(rule.describe())}.")
+        if covers_every_call(rule.matcher):
+            say(every_call_warning(str(rule.effect), out.clean(rule.tool)).replace("would ", "will "))
     return EXIT_OK
+
+
+def _confirm_every_call(args: argparse.Namespace, effect: str, tool: str, matcher: dict[str, Any] | str) -> None:
+    """A rule with no matcher decides every call of its tool: only with --any-arguments (else exit 2)."""
+    try:
+        normal = parse_matcher(tool, matcher)
+    except InvalidInput:
+        return  # the store says what is wrong with it
+    if covers_every_call(normal) and not args.any_arguments:
+        raise InvalidInput(f"{every_call_warning(effect, tool)} Add --any-arguments if you mean that, or say "
+                           "what it covers with --command, --field or --matcher.")
 
 
 def _matcher(args: argparse.Namespace) -> dict[str, Any] | str:
     if args.matcher is not None:
         try:  # refused here, before the store parses it recursively
-            loads_limited(str(args.matcher), MAX_ARGUMENTS_DEPTH)
+            loads_limited(str(args.matcher), MAX_ARGUMENTS_DEPTH, unique_keys=True)
         except TooDeep as exc:
             raise InvalidInput(f"The --matcher JSON is too deep: {exc}.") from exc
+        except DuplicateKey as exc:
+            raise InvalidInput(f"The --matcher JSON is ambiguous: {exc}.") from exc
         except ValueError:
             pass  # not JSON: the store says so in its own words
         return str(args.matcher)
@@ -151,9 +184,11 @@ def _matcher(args: argparse.Namespace) -> dict[str, Any] | str:
             fields[name] = {"any": True}
             continue
         try:
-            fields[name] = {"equals": loads_limited(value, MAX_ARGUMENTS_DEPTH)}
+            fields[name] = {"equals": loads_limited(value, MAX_ARGUMENTS_DEPTH, unique_keys=True)}
         except TooDeep as exc:
             raise InvalidInput(f"The value of --field {name} is too deep: {exc}.") from exc
+        except DuplicateKey as exc:
+            raise InvalidInput(f"The value of --field {name} is ambiguous: {exc}.") from exc
         except ValueError:
             fields[name] = {"equals": value}
     return {"kind": "shell", "field": "command", "commands": commands, "fields": fields}

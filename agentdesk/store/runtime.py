@@ -35,6 +35,7 @@ from agentdesk.store.ids import new_id
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.rules.apply import apply_rules
+from agentdesk.store.rules.prepare import prepare_request
 from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import (
     arguments_text,
@@ -310,6 +311,7 @@ class AgentRuntime:
         """
         text = arguments if isinstance(arguments, str) else arguments_text(arguments)
         args = canonical_arguments(parse_json_arguments(text))
+        prepared = prepare_request(self.store, tool_name, args)  # parsed here, never under the write lock
         aid, cid = new_id("apr"), new_id("tcl")
         with self._unit() as uow:
             run = self._get(uow, sc.RunRow, run_id)
@@ -331,7 +333,7 @@ class AgentRuntime:
                        "expires_at": row.expires_at, "created_at": row.created_at, "tool_call_id": cid,
                        "run_id": run_id, "agent_id": run.agent_id, "span_id": span_id})  # binds the row (state.py)
             guard.remember_request(aid, uow.audit_head[0] if uow.audit_head else None)
-            apply_rules(uow, row)  # a standing rule may decide it right here, in this transaction
+            apply_rules(uow, row, prepared)  # a standing rule may decide it right here, in this transaction
         return aid
 
     def wait_for_decision(self, approval_id: str, timeout_s: float | None = None,

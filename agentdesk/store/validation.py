@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from agentdesk.store.errors import InvalidInput
-from agentdesk.store.text.jsonsafe import depth_of, loads
+from agentdesk.store.text.jsonsafe import DuplicateKey, depth_of, loads
 
 MAX_ARGUMENTS_BYTES = 1_000_000
 MAX_ARGUMENTS_DEPTH = 64
@@ -19,12 +19,19 @@ MAX_SHORT_TEXT = 2_000
 
 
 def parse_json_arguments(text: str) -> Any:
-    """Validate edited tool arguments: JSON, an object, and of a sane size."""
+    """Validate tool arguments: JSON, an object, of a sane size, and no object repeating a key.
+
+    A repeated key (`{"command": "rm -rf ~", "command": "git status"}`) is refused: Python keeps the
+    last value, other runtimes the first, so a decision on one could run the other.
+    """
     size = len(text.encode())
     if size > MAX_ARGUMENTS_BYTES:
         raise InvalidInput(f"The arguments are {size:,} bytes; the limit is {MAX_ARGUMENTS_BYTES:,} bytes.")
     try:
-        value = loads(text)
+        value = loads(text, unique_keys=True)
+    except DuplicateKey as exc:
+        raise InvalidInput(f"The arguments repeat the key {json.dumps(exc.key, ensure_ascii=True)} in one "
+                           "object; a runtime could act on either value, so they are refused.") from exc
     except ValueError as exc:
         raise InvalidInput(f"The arguments are not valid JSON: {exc}.") from exc
     if not isinstance(value, dict):
@@ -54,8 +61,8 @@ def canonical_arguments(value: Any) -> str:
 def payload_hash(tool_name: str, arguments: str) -> str:
     """sha256 over tool name and canonical arguments: what an approval is an approval *of*."""
     try:
-        canon = canonical_arguments(json.loads(arguments))
-    except ValueError:
+        canon = canonical_arguments(loads(arguments, unique_keys=True))
+    except ValueError:  # not JSON, or a repeated key: hash the text itself, never one reading of it
         canon = arguments
     return "sha256:" + hashlib.sha256(f"{tool_name}\n{canon}".encode()).hexdigest()
 

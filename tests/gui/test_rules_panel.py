@@ -193,3 +193,34 @@ def test_disabling_greys_the_rule_and_a_stale_edit_is_refused(services: Services
     panel.save()  # the editor still holds revision 2
     qtbot.waitUntil(lambda: "changed since you loaded it" in panel.message.text(), timeout=5000)
     assert list_rules(runtime.store)[0].note == "changed elsewhere"
+
+
+def test_a_rule_with_no_matcher_says_it_covers_every_call_and_asks_first(services: Services, qtbot: Any,
+                                                                         runtime: AgentRuntime) -> None:
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QMessageBox
+
+    panel = make_panel(services, qtbot)
+    editor = panel.editor
+    editor.tool.setText("read_file")
+    assert not editor.every_call.isVisible()
+    editor.kind.setCurrentIndex(editor.kind.findData("any"))
+    assert editor.every_call.isVisible()
+    assert "it would allow every call of read_file, whatever its arguments" in editor.every_call.text()
+    seen: list[str] = []
+
+    def answer(button: QMessageBox.StandardButton) -> None:
+        box = panel.every_call_box
+        assert box is not None
+        seen.append(box.text())
+        box.button(button).click()
+
+    QTimer.singleShot(0, lambda: answer(QMessageBox.StandardButton.Cancel))
+    panel.save()
+    assert "every call of read_file" in seen[0] and "without asking anyone" in seen[0]
+    assert "Not saved" in panel.message.text() and list_rules(runtime.store) == []
+    QTimer.singleShot(0, lambda: answer(QMessageBox.StandardButton.Save))
+    panel.save()
+    qtbot.waitUntil(lambda: panel.rules_model.rowCount() == 1, timeout=5000)
+    assert list_rules(runtime.store)[0].matcher == {"kind": "any"} and len(seen) == 2
+    assert "every call" in panel.rules_model.index(0, 2).data()

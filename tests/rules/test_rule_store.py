@@ -126,8 +126,11 @@ def test_the_narrowest_proposed_rule_matches_its_approval_only(store: Store, rt:
     with pytest.raises(InvalidInput, match="hidden characters"):
         propose_rule(source.approval(hidden))
     variable = rt.request_approval(world.run, "run_shell", {"command": "npm test $X", "cwd": "/w"})
-    with pytest.raises(InvalidInput, match="run time"):
+    with pytest.raises(InvalidInput, match="expands a parameter"):
         propose_rule(source.approval(variable))
+    glob = rt.request_approval(world.run, "run_shell", {"command": "npm test *.js", "cwd": "/w"})
+    with pytest.raises(InvalidInput, match="run time"):
+        propose_rule(source.approval(glob))
 
 
 def test_dry_run_marks_where_the_rule_differs_from_the_person(store: Store, rt: AgentRuntime, world: World,

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from agentdesk.model.approval_format import local_time, utc_now
 from agentdesk.model.rules.draft import EXPIRY_CHOICES, KINDS, RuleForm, expiry_after
+from agentdesk.store.rules.model import every_call_warning
 
 KIND_LABELS = {"shell": "shell commands", "fields": "argument values", "any": "any arguments"}
 COMMANDS_HINT = ("One command per line, e.g.  npm test   or   git status *\n"
@@ -69,6 +70,12 @@ class RuleEditor(QWidget):
         self.enabled.setChecked(True)
         self.note = QLineEdit(self)
         self.note.setPlaceholderText("why this rule exists")
+        self.every_call = QLabel("", self)
+        """Shown while the rule has no matcher: it would decide every call of the tool."""
+        self.every_call.setTextFormat(Qt.TextFormat.PlainText)
+        self.every_call.setWordWrap(True)
+        self.every_call.setStyleSheet("color: #b35900; font-weight: bold;")
+        self.every_call.hide()
         self._fill_expiry(None)
         self._layout()
         for signal in (self.effect.currentIndexChanged, self.kind.currentIndexChanged, self.tool.textEdited,
@@ -76,6 +83,8 @@ class RuleEditor(QWidget):
                        self.project.textEdited, self.agent.textEdited, self.session.textEdited):
             signal.connect(self.edited)
         self.kind.currentIndexChanged.connect(self._kind_changed)
+        self.effect.currentIndexChanged.connect(self._warn_every_call)
+        self.tool.textChanged.connect(self._warn_every_call)
         self._kind_changed()
 
     def _layout(self) -> None:
@@ -87,6 +96,7 @@ class RuleEditor(QWidget):
         top.addWidget(self.kind)
         top.addStretch(1)
         form.addRow("Rule", top)
+        form.addRow(self.every_call)
         form.addRow("Tool", self.tool)
         commands = QHBoxLayout()
         commands.addWidget(self.commands, 1)
@@ -108,6 +118,14 @@ class RuleEditor(QWidget):
         self.commands.setEnabled(self.kind.currentData() == "shell")
         self.command_field.setEnabled(self.kind.currentData() == "shell")
         self.fields.setEnabled(self.kind.currentData() != "any")
+        self._warn_every_call()
+
+    def _warn_every_call(self, *_args: object) -> None:
+        every = self.kind.currentData() == "any"
+        if every:
+            tool = self.tool.text().strip() or "the tool"
+            self.every_call.setText("⚠ " + every_call_warning(self.effect.currentText(), tool))
+        self.every_call.setVisible(every)
 
     def _fill_expiry(self, kept: datetime | None) -> None:
         self._kept_expiry = kept
@@ -146,3 +164,8 @@ class RuleEditor(QWidget):
     @property
     def rule_id(self) -> str:
         return self._editing.rule_id
+
+    @property
+    def loaded_kind(self) -> str:
+        """The matcher kind of the rule as loaded (before the operator's edits)."""
+        return self._editing.kind

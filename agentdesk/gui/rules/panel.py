@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMessageBox,
     QPushButton,
     QSplitter,
     QTableView,
@@ -37,7 +38,7 @@ from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import StoreError
 from agentdesk.store.rules import commands as rule_commands
 from agentdesk.store.rules.dryrun import DryRun, dry_run, propose_rule
-from agentdesk.store.rules.model import Effect, Rule
+from agentdesk.store.rules.model import Effect, Rule, covers_every_call, every_call_warning
 
 DRY_RUN_DELAY_MS = 400
 CurrentApproval = Callable[[], "rm.Approval | None"]
@@ -245,7 +246,8 @@ class RulesPanel(QWidget):
             return
         self.dry_model.show(result)
         self.summary.setText(summary_text(result))
-        settles = set() if draft.effect == Effect.ASK else {r.approval_id for r in result.pending}
+        settles = set() if draft.effect == Effect.ASK else \
+            {r.approval_id for r in result.pending if r.outcome != "would-ask"}  # a maybe-deny only asks
         self.draft_settles.emit(settles, str(draft.effect))
 
     def _dry_failed(self, seq: int, exc: BaseException) -> None:
@@ -263,6 +265,11 @@ class RulesPanel(QWidget):
         except StoreError as exc:
             self.message.setText(str(exc))
             return
+        already = bool(form.rule_id) and self.editor.loaded_kind == "any"  # confirmed when it became so
+        if covers_every_call(draft.matcher) and not already and not self.confirm_every_call(
+                every_call_warning(str(draft.effect), draft.tool or "the tool")):
+            self.message.setText("Not saved: the rule has no matcher. Name the commands or arguments it covers.")
+            return
         actor = self._services.actor
         if form.rule_id:
             job: Callable[[], Rule] = lambda: rule_commands.update_rule(  # noqa: E731
@@ -275,6 +282,23 @@ class RulesPanel(QWidget):
                 agent_id=draft.agent_id, session_id=draft.session_id, expires_at=draft.expires_at,
                 note=draft.note, enabled=draft.enabled)
         self._run(job, lambda rule: f"Saved rule {rule.id} (revision {rule.revision}).", select=True)
+
+    def confirm_every_call(self, warning: str) -> bool:
+        """Ask before saving a rule with no matcher; No is the default button."""
+        box = QMessageBox(QMessageBox.Icon.Warning, "Save a rule for every call?",
+                          f"{warning}\n\nNo argument is checked: any agent may make such a call and the rule "
+                          "decides it without asking anyone. Save it anyway?",
+                          QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Cancel, self)
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        self.every_call_box = box
+        try:
+            return box.exec() == QMessageBox.StandardButton.Save
+        finally:
+            self.every_call_box = None
+
+    every_call_box: QMessageBox | None = None
+    """The confirmation while it is open (tests answer it)."""
 
     def toggle_selected(self) -> None:
         rule = self.selected_rule()

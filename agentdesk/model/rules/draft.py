@@ -15,6 +15,7 @@ from typing import Any
 
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.rules.model import Effect, Rule, parse_matcher
+from agentdesk.store.text.jsonsafe import DuplicateKey, loads
 
 KINDS = ("shell", "fields", "any")
 EXPIRY_CHOICES: tuple[tuple[str, float | None], ...] = (
@@ -76,7 +77,9 @@ def _fields(text: str) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = loads(text, unique_keys=True)
+    except DuplicateKey as exc:
+        raise InvalidInput(f"The other-arguments conditions are ambiguous: {exc}.") from exc
     except ValueError as exc:
         raise InvalidInput(f"The other-arguments conditions are not valid JSON: {exc}.") from exc
     if not isinstance(value, dict):

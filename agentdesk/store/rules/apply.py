@@ -19,7 +19,7 @@ from agentdesk.store.audit import guard
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.convert import ts
 from agentdesk.store.rules.commands import live_rules_for, record_hit
-from agentdesk.store.rules.matching import Call, decide
+from agentdesk.store.rules.matching import Call, Prepared, decide
 from agentdesk.store.rules.model import Effect
 from agentdesk.store.uow import UnitOfWork
 
@@ -42,14 +42,19 @@ def call_of(row: sc.ApprovalRow) -> Call:
     return Call(row.tool_name, row.arguments, row.project_id, row.agent_id, row.session_id)
 
 
-def apply_rules(uow: UnitOfWork, row: sc.ApprovalRow) -> str | None:
-    """Decide the just-inserted pending `row` by rule; returns the deciding rule's id, or None."""
+def apply_rules(uow: UnitOfWork, row: sc.ApprovalRow, prepared: Prepared | None = None) -> str | None:
+    """Decide the just-inserted pending `row` by rule; returns the deciding rule's id, or None.
+
+    `prepared` is the call's command arguments analysed before the transaction (`prepare.prepare_request`):
+    nothing is parsed here while the write lock is held. Without it (older callers), nothing is either:
+    an empty view set means no shell rule matches and a person decides.
+    """
     with uow.session.no_autoflush:  # the row's decision goes into its INSERT: operators may not UPDATE it on PG
         rules = live_rules_for(uow.session, row.tool_name, uow.now)
     if not rules:
         return None
     while True:
-        verdict = decide(rules, call_of(row), ts(uow.now))
+        verdict = decide(rules, call_of(row), ts(uow.now), {} if prepared is None else prepared)
         if verdict is None or verdict.effect == Effect.ASK:
             return None
         refused = guard.rule_refusal(uow.session, uow.store.url, verdict.rule.id)

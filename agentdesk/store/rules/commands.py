@@ -10,7 +10,8 @@ a race against the agents it is deciding for.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+import math
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import delete, select, text, update
@@ -49,10 +50,27 @@ UNSET: Any = object()
 """Marks an `update_rule` argument the caller did not pass (None is a real value: "no expiry")."""
 
 
+LATEST_EXPIRY = datetime(9999, 12, 30, tzinfo=UTC)
+"""The latest expiry a rule may have (a day short of datetime's end, so any time zone can show it)."""
+LATEST_EPOCH = LATEST_EXPIRY.timestamp()
+
+
+def expiry_of(value: float | None) -> datetime | None:
+    """A stored expiry as a time, whatever the row holds: past the end of time is the end of time, and
+    -inf, NaN or before 1970 is 1970 (expired). Reading rules never raises on a row written by hand."""
+    if value is None:
+        return None
+    if value != value or value < 0:  # NaN, or before 1970
+        return datetime.fromtimestamp(0, UTC)
+    if value > LATEST_EPOCH:
+        return LATEST_EXPIRY
+    return ts(value)
+
+
 def to_rule(row: Any) -> Rule:
     """A rule value from an ORM `RuleRow` or a Core row of the same columns."""
     return Rule(row.id, Effect(row.effect), row.tool, json.loads(row.matcher), row.project_id, row.agent_id,
-                row.session_id, ts_opt(row.expires_at), row.note, bool(row.enabled), row.revision,
+                row.session_id, expiry_of(row.expires_at), row.note, bool(row.enabled), row.revision,
                 row.created_by, ts(row.created_at), row.hit_count, ts_opt(row.last_hit_at))
 
 
@@ -77,9 +95,13 @@ def _check_scope(value: str | None, label: str) -> str | None:
 
 
 def _epoch(value: datetime | float | None) -> float | None:
-    if value is None or isinstance(value, float | int):
-        return None if value is None else float(value)
-    return value.timestamp()
+    """An expiry to store: None (never) or a finite time between 1970 and `LATEST_EXPIRY`."""
+    if value is None:
+        return None
+    epoch = float(value) if isinstance(value, float | int) else value.timestamp()
+    if not math.isfinite(epoch) or not 0 <= epoch <= LATEST_EPOCH:
+        raise InvalidInput(f"A rule's expiry must be a time between 1970 and {LATEST_EXPIRY.year}, not {value}.")
+    return epoch
 
 
 def add_rule(store: Store, effect: str, tool: str, matcher: dict[str, Any] | str, actor: str, *,
@@ -90,12 +112,13 @@ def add_rule(store: Store, effect: str, tool: str, matcher: dict[str, Any] | str
     tool = _check_tool(tool)
     normal = parse_matcher(tool, matcher)
     note = check_text("note", note.strip(), MAX_SHORT_TEXT)
+    expires = _epoch(expires_at)  # refused here, before the transaction: nothing is written
     rid = new_id("rul")
     with UnitOfWork(store) as uow:
         require_admin(uow)
         row = sc.RuleRow(id=rid, effect=kind.value, tool=tool, matcher=json.dumps(normal, sort_keys=True),
                          project_id=_check_scope(project_id, "project"), agent_id=_check_scope(agent_id, "agent"),
-                         session_id=_check_scope(session_id, "session"), expires_at=_epoch(expires_at),
+                         session_id=_check_scope(session_id, "session"), expires_at=expires,
                          note=note, enabled=enabled, revision=1, created_by=actor, created_at=uow.now,
                          hit_count=0, last_hit_at=None)
         uow.session.add(row)

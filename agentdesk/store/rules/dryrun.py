@@ -12,7 +12,6 @@ tool, agent, session and project, and exactly its arguments.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,10 +23,12 @@ from agentdesk.store.errors import InvalidInput
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.convert import ts, ts_opt
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.rules.command import analyse
 from agentdesk.store.rules.hidden import has_hidden_characters, value_hides_characters
-from agentdesk.store.rules.matching import Call, matches
+from agentdesk.store.rules.matching import NO, YES, Call, effective_effect, match_level
 from agentdesk.store.rules.model import Effect, Rule, is_shell_tool, parse_matcher
 from agentdesk.store.rules.shell import command_of
+from agentdesk.store.text.jsonsafe import DuplicateKey, loads
 
 DEFAULT_HISTORY = 10_000
 ARGUMENTS_PREVIEW = 2_000
@@ -115,11 +116,13 @@ def dry_run(store: Store, draft: Rule, limit: int = DEFAULT_HISTORY) -> DryRun:
 
 def _row(draft: Rule, row: Any) -> DryRunRow | None:
     aid, tool, arguments, created, project, agent, session, status, decided_by, by_rule = row
-    if not matches(draft, Call(tool, arguments, project, agent, session)):
+    level = match_level(draft, Call(tool, arguments, project, agent, session))
+    if level == NO:
         return None
-    return DryRunRow(aid, tool, arguments[:ARGUMENTS_PREVIEW], ts(created), agent, OUTCOME[draft.effect], status,
+    effect = effective_effect(draft, level)  # a deny that rests on a run-time word asks
+    return DryRunRow(aid, tool, arguments[:ARGUMENTS_PREVIEW], ts(created), agent, OUTCOME[effect], status,
                      decided_by,
-                     status != "pending" and differs(draft.effect, status, by_rule))
+                     status != "pending" and differs(effect, status, by_rule))
 
 
 def would_settle(draft: Rule, approvals: list[rm.Approval]) -> set[str]:
@@ -127,7 +130,7 @@ def would_settle(draft: Rule, approvals: list[rm.Approval]) -> set[str]:
     if draft.effect == Effect.ASK:
         return set()
     return {a.id for a in approvals
-            if matches(draft, Call(a.tool_name, a.arguments, a.project_id, a.agent_id, a.session_id))}
+            if match_level(draft, Call(a.tool_name, a.arguments, a.project_id, a.agent_id, a.session_id)) == YES}
 
 
 def propose_rule(approval: rm.Approval, effect: Effect | None = None) -> Rule:
@@ -135,7 +138,9 @@ def propose_rule(approval: rm.Approval, effect: Effect | None = None) -> Rule:
     if effect is None:
         effect = Effect.DENY if approval.status == rm.ApprovalStatus.DENIED else Effect.ALLOW
     try:
-        args = json.loads(approval.arguments)
+        args = loads(approval.arguments, unique_keys=True)
+    except DuplicateKey as exc:
+        raise InvalidInput(f"This approval's arguments repeat a key ({exc}); no rule can match them.") from None
     except ValueError:
         raise InvalidInput("This approval's arguments are not JSON; no rule can match them.") from None
     if not isinstance(args, dict):
@@ -153,21 +158,29 @@ def _narrowest(tool: str, args: dict[str, Any], effect: Effect) -> dict[str, Any
     if not is_shell_tool(tool) or command_field is None:
         return {"kind": "fields", "fields": {k: {"equals": v} for k, v in args.items()}} if args else \
             {"kind": "any"}
-    parsed = command_of(args[command_field])
-    if effect == Effect.ALLOW and not (parsed.parsed and parsed.plain and parsed.commands):
-        why = parsed.error or "it uses loops, conditionals or redirects"
-        raise InvalidInput(f"The command cannot be vouched for by an allow rule ({why}).")
+    if effect == Effect.ALLOW:
+        commands = _vouched(args[command_field])
+    else:
+        commands = [c.words for c in command_of(args[command_field]).commands]
     patterns: list[list[str]] = []
-    for command in parsed.commands:
-        words = list(command.words)
+    for words in commands:
         if None in words:
-            if effect == Effect.ALLOW:
-                raise InvalidInput("The command expands variables or substitutions at run time; an allow "
-                                   "rule cannot know what it runs.")
-            words = [*words[:words.index(None)], "*"]
-        if words and words[0] != "*" and words not in patterns:
+            words = (*words[:words.index(None)], "*")
+        if words and words[0] != "*" and list(words) not in patterns:
             patterns.append([str(w) for w in words])
     if not patterns:
         raise InvalidInput("The command has no simple command a rule could name.")
     others = {k: {"equals": v} for k, v in args.items() if k != command_field}
     return {"kind": "shell", "field": command_field, "commands": patterns, "fields": others}
+
+
+def _vouched(command: Any) -> list[tuple[str | None, ...]]:
+    """The simple commands an allow rule may name: only what both shell parsers agree is plain words."""
+    view = analyse(command)
+    if not view.vouchable or view.allow is None:
+        raise InvalidInput(f"No allow rule is proposed for this command: {view.why_not or 'it cannot be parsed'}"
+                           "; a person decides each such call.")
+    if any(None in words for words in view.allow):
+        raise InvalidInput("No allow rule is proposed for this command: it has words only known at run time "
+                           "(globs); a person decides each such call.")
+    return list(view.allow)

@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from agentdesk.store.errors import InvalidInput
+from agentdesk.store.text.jsonsafe import DuplicateKey, loads
 
 SHELL_TOOLS = frozenset({"bash", "sh", "shell", "zsh", "run_shell", "shell_exec", "exec", "execute_command",
                          "run_command", "run_terminal_cmd", "terminal", "local_shell", "command"})
@@ -102,10 +103,25 @@ def editor_order(rules: list[Rule]) -> list[Rule]:
                                         -(r.created_at.timestamp() if r.created_at else 0.0), r.id))
 
 
+ANY_ARGUMENTS = "(any arguments: every call of the tool)"
+
+
+def covers_every_call(matcher: dict[str, Any]) -> bool:
+    """A matcher with no condition: the rule decides every call of its tool, whatever the arguments."""
+    return matcher.get("kind") == "any"
+
+
+def every_call_warning(effect: str, tool: str) -> str:
+    """What a rule with no matcher does, in one sentence (the CLI and the window say it before saving)."""
+    verb = {"allow": "allow", "deny": "deny", "ask": "ask a person about"}.get(str(effect), str(effect))
+    what = "every call of every tool" if tool == ANY_TOOL else f"every call of {tool}"
+    return f"This rule has no matcher: it would {verb} {what}, whatever its arguments."
+
+
 def describe_matcher(matcher: dict[str, Any]) -> str:
     kind = matcher.get("kind")
     if kind == "any":
-        return "(any arguments)"
+        return ANY_ARGUMENTS
     parts = []
     if kind == "shell":
         parts.append(" | ".join(" ".join(p) for p in matcher.get("commands", [])))
@@ -126,7 +142,9 @@ def parse_matcher(tool: str, matcher: dict[str, Any] | str) -> dict[str, Any]:
     """Validate a matcher (a dict or its JSON) and return it normalised; one clear sentence when bad."""
     if isinstance(matcher, str):
         try:
-            matcher = json.loads(matcher)
+            matcher = loads(matcher, unique_keys=True)
+        except DuplicateKey as exc:
+            raise InvalidInput(f"The rule's matcher is ambiguous: {exc}.") from exc
         except ValueError as exc:
             raise InvalidInput(f"The rule's matcher is not valid JSON: {exc}.") from exc
     if not isinstance(matcher, dict):

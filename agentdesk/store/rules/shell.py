@@ -50,6 +50,11 @@ class Parsed:
         return self.error is None
 
 
+def load_parser() -> None:
+    """Import bashlex now (~0.25 s the first time), outside any parse-time budget."""
+    import bashlex  # type: ignore[import-untyped]  # noqa: F401
+
+
 def simple_commands(script: str) -> Parsed:
     """Parse `script` and list every simple command it would run."""
     if len(script) > MAX_COMMAND_CHARS:

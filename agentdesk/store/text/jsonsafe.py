@@ -23,17 +23,40 @@ class NotJson(ValueError):
     """The text is not one JSON value."""
 
 
-def loads(text: str) -> Any:
-    """`json.loads`, falling back to the iterative parser when the nesting is too deep to recurse."""
+class DuplicateKey(NotJson):
+    """An object names the same key twice: one reader takes the first value, another the last."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {json.dumps(key, ensure_ascii=True)} appears twice in one object")
+        self.key = key
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in value:
+            raise DuplicateKey(key)
+        value[key] = item
+    return value
+
+
+def loads(text: str, *, unique_keys: bool = False) -> Any:
+    """`json.loads`, falling back to the iterative parser when the nesting is too deep to recurse.
+
+    With `unique_keys`, an object that repeats a key raises `DuplicateKey` (what is parsed for a
+    decision must mean one thing to every reader).
+    """
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique) if unique_keys else json.loads(text)
     except RecursionError:
-        return loads_iterative(text)
+        return loads_iterative(text, unique_keys=unique_keys)
+    except DuplicateKey:
+        raise
     except ValueError as exc:
         raise NotJson(str(exc)) from exc
 
 
-def loads_iterative(text: str) -> Any:
+def loads_iterative(text: str, *, unique_keys: bool = False) -> Any:
     """Parse one JSON value with an explicit stack (containers are filled as they close)."""
     stack: list[tuple[list[Any] | dict[str, Any], str | None]] = []
     pos = SPACE.match(text, 0).end()  # type: ignore[union-attr]
@@ -60,6 +83,8 @@ def loads_iterative(text: str) -> Any:
             if isinstance(container, list):
                 container.append(value)
             else:
+                if unique_keys and key in container:
+                    raise DuplicateKey(key)  # type: ignore[arg-type]
                 container[key] = value  # type: ignore[index]
             pos = SPACE.match(text, pos).end()  # type: ignore[union-attr]
             closer = "]" if isinstance(container, list) else "}"
@@ -182,9 +207,9 @@ class TooDeep(NotJson):
     """Valid JSON nested past the caller's limit (a value to refuse as input, not to display)."""
 
 
-def loads_limited(text: str, max_depth: int) -> Any:
+def loads_limited(text: str, max_depth: int, *, unique_keys: bool = False) -> Any:
     """JSON input to accept: parsed without recursing, refused (`TooDeep`) when nested past `max_depth`."""
-    value = loads(text)
+    value = loads(text, unique_keys=unique_keys)
     depth = depth_of(value)
     if depth > max_depth:
         raise TooDeep(f"it is nested {depth:,} levels deep; the limit is {max_depth}")
