@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from agentdesk.cli import output as out
 from agentdesk.cli.opening import EXIT_OK, CommandFailed, open_for, say
+from agentdesk.cli.outfile import output_file
 from agentdesk.store.ingest.export import FORMATS, export
 from agentdesk.store.ingest.importer import ImportProgress, check_paths, import_files
 
@@ -36,7 +37,12 @@ def export_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--project", metavar="NAME_OR_ID", help="export every run of this project instead")
     p.add_argument("--format", choices=FORMATS, default="otlp-json",
                    help="otlp-json (one document, default) or otlp-jsonl (one line per resource)")
-    p.add_argument("-o", "--output", metavar="FILE", type=Path, help="write here (default: stdout)")
+    p.add_argument("-o", "--output", metavar="FILE", type=Path,
+                   help="write here (default: stdout); a device or named pipe is written to as a stream, a "
+                        "regular file is replaced whole, a folder or a link to a file is refused")
+    p.add_argument("--raw", action="store_true",
+                   help="on a terminal, write hidden characters (bidi, zero-width, C1…) as they are instead of "
+                        "as JSON escapes")
 
 
 class _Bars:
@@ -99,13 +105,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     store = open_for(args, "export runs", write=False)
     try:
         if args.output is not None:
-            tmp = args.output.with_name(args.output.name + ".part")
-            with tmp.open("w", encoding="utf-8") as handle:
+            with output_file(args.output) as handle:
                 spans = export(store, handle, run_id=args.run_id, project=args.project, fmt=args.format)
-            tmp.replace(args.output)
             print(f"Exported {spans:,} spans to {out.clean(str(args.output))}.", file=sys.stderr)
         else:
-            export(store, sys.stdout, run_id=args.run_id, project=args.project, fmt=args.format)
+            terminal = sys.stdout.isatty() and not args.raw
+            export(store, out.TerminalJson(sys.stdout) if terminal else sys.stdout,  # type: ignore[arg-type]
+                   run_id=args.run_id, project=args.project, fmt=args.format)
     finally:
         store.close()
     return EXIT_OK

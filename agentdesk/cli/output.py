@@ -17,7 +17,7 @@ from agentdesk.store.sim.control import SimEvent
 from agentdesk.store.text.arguments import arguments_hash, byte_length, inspect_cached, short_hash
 from agentdesk.store.text.jsonsafe import depth_of, loads
 from agentdesk.store.text.times import UNREADABLE_TIME_TEXT, is_unreadable
-from agentdesk.store.text.visible import visible
+from agentdesk.store.text.visible import is_hidden, visible
 
 RAW = False
 """`--raw`: print agent text byte for byte. The only way to; everything else goes through `visible`."""
@@ -178,3 +178,34 @@ def sim_event_line(event: SimEvent) -> str:
     if event.detail:
         parts.append(clean(event.detail, 70))
     return "  ".join(parts)
+
+
+class _JsonEscapes(dict[int, "int | str"]):
+    """A `str.translate` table: every hidden character (bidi, C1, DEL, zero-width, tag, U+2028/2029) as
+    its JSON escape; line feeds stay (they are the document's own layout, never inside a JSON string)."""
+
+    def __missing__(self, code: int) -> int | str:
+        char = chr(code)
+        value: int | str = code
+        if char != "\n" and is_hidden(char):
+            value = json.dumps(char)[1:-1]  # "\u202e", or a surrogate pair's two escapes
+        if len(self) < 200_000:
+            self[code] = value
+        return value
+
+
+_ESCAPES = _JsonEscapes()
+
+
+class TerminalJson:
+    """JSON text for a terminal: each hidden character written as its `\\uXXXX` escape, so the document
+    still parses to the same value and nothing in it can steer the terminal (`--raw` writes it as is)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return int(self.stream.write(text.translate(_ESCAPES)))
+
+    def flush(self) -> None:
+        self.stream.flush()

@@ -46,9 +46,9 @@ def receive_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", help=f"require this bearer token (default ${TOKEN_ENV}, which other users "
                                    "cannot read in the process list)")
     p.add_argument("--project", metavar="NAME", help="project for spans whose resource names none")
-    p.add_argument("--max-body-mb", type=positive(float), default=20.0, metavar="MB",
+    p.add_argument("--max-body-mb", type=positive(float, most=4096), default=20.0, metavar="MB",
                    help="body limit, compressed or not (default 20)")
-    p.add_argument("--queue", type=positive(int), default=16, metavar="N",
+    p.add_argument("--queue", type=positive(int, most=100_000), default=16, metavar="N",
                    help="requests waiting for the store before new ones get 503 (default 16)")
     p.add_argument("--every", type=positive(float), default=2.0, metavar="SECONDS",
                    help="print the counters at most this often (default 2)")
