@@ -20,6 +20,7 @@ from agentdesk.store.audit import ChainReport, Verdict, keys, verify_store
 from agentdesk.store.audit.export import export_audit
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.native import native_store
+from agentdesk.store.validation import require_regular_file
 
 EXIT_CANNOT_CHECK = 7
 
@@ -41,6 +42,7 @@ def _anchor_file(path: Path | None) -> Path | None:
     """The `--anchor` file, refused in one sentence when it is missing or holds no anchor line."""
     if path is None:
         return None
+    require_regular_file(path, "The anchor file")  # a FIFO would block the open, /dev/zero never end
     try:
         anchor = keys.read_anchor(path)
     except OSError as exc:

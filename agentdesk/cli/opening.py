@@ -21,7 +21,7 @@ from agentdesk.store.persistence.database import Store, default_store_location
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
 from agentdesk.store.text.jsonsafe import SURROGATE_ESCAPE, lone_surrogate_in, undecodable
-from agentdesk.store.validation import MAX_ARGUMENTS_BYTES, parse_json_arguments
+from agentdesk.store.validation import MAX_ARGUMENTS_BYTES, parse_json_arguments, require_regular_file
 
 EXIT_OK, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_BROKEN_CHAIN = 0, 1, 5, 6
 
@@ -107,6 +107,7 @@ def read_arguments(value: str) -> str:
         text = bounded_text(sys.stdin.buffer.read(MAX_ARGUMENTS_BYTES + 1), "on standard input", None)
     elif value.startswith("@"):
         name = value[1:]
+        require_regular_file(name, "The arguments file")  # a FIFO would block the open
         try:
             with Path(name).open("rb") as handle:
                 size = os.fstat(handle.fileno()).st_size if Path(name).is_file() else None

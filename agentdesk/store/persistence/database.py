@@ -41,6 +41,7 @@ from agentdesk.store.persistence.schema import (
 )
 from agentdesk.store.persistence.schema_check import check_schema
 from agentdesk.store.readmodel import StoreInfo
+from agentdesk.store.validation import require_regular_file
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -228,6 +229,7 @@ def open_store(location: str | None = None, *, create: bool = True, read_only: b
     path = sqlite.path_of(url)
     if path is None:
         raise StoreUnavailable(f"{url} is not a store location agentdesk can open.")
+    require_regular_file(path, "The store", StoreUnavailable)
     fresh = not path.exists() or path.stat().st_size == 0
     if fresh:
         if not create or read_only:
