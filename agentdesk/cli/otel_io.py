@@ -15,9 +15,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agentdesk.cli import output as out
-from agentdesk.cli.opening import EXIT_OK, CommandFailed, open_for, say
+from agentdesk.cli.opening import EXIT_OK, CommandFailed, open_for, positive, say
 from agentdesk.cli.outfile import output_file
 from agentdesk.store.ingest.export import FORMATS, export
+from agentdesk.store.ingest.formats import MAX_DECOMPRESSED_BYTES, MAX_STRING_CHARS, ImportLimits
 from agentdesk.store.ingest.importer import ImportProgress, check_paths, import_files
 
 EXIT_INVALID = 2
@@ -30,6 +31,13 @@ def import_options(p: argparse.ArgumentParser) -> None:
                    help="project for traces whose resource names none (no openinference.project.name or "
                         "service.name)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--max-string-mb", type=positive(float, most=64), default=MAX_STRING_CHARS / 1e6, metavar="MB",
+                   help="cut any one string (a name, an attribute) longer than this, keeping a marker with its "
+                        "length (default 1)")
+    p.add_argument("--max-decompressed-mb", type=positive(float, most=2**30), metavar="MB",
+                   default=MAX_DECOMPRESSED_BYTES / 2**20,
+                   help=f"refuse a compressed file that decompresses to more than this (default "
+                        f"{MAX_DECOMPRESSED_BYTES // 2**20:,})")
 
 
 def export_options(p: argparse.ArgumentParser) -> None:
@@ -83,8 +91,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     store = open_for(args, "import traces", write=True, create=True)
     bars = _Bars(enabled=not args.quiet)
     try:
+        limits = ImportLimits(max_string_chars=max(1, int(args.max_string_mb * 1e6)),
+                              max_decompressed_bytes=int(args.max_decompressed_mb * 2**20))
         result = import_files(store, args.files, default_project=args.project, progress=bars,
-                              cancel=threading.Event())
+                              cancel=threading.Event(), limits=limits)
     finally:
         bars.close()
         store.close()
@@ -94,6 +104,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     say(out.clean(f"Imported {r.spans_written:,} spans in {traces} ({r.duplicates:,} already there, "
                   f"{r.completed:,} completed, {r.orphans_pending:,} waiting for a parent) in "
                   f"{result.seconds:.1f} s ({rate:,.0f} spans/s)."))
+    if result.strings_cut:
+        say(f"{result.strings_cut:,} string{' was' if result.strings_cut == 1 else 's were'} longer than "
+            f"{args.max_string_mb:g} MB (--max-string-mb) and kept cut, with a marker giving the whole length.")
     if result.error is not None:
         kept = (f"the {r.traces:,} whole traces read before it were kept" if r.traces
                 else "nothing was imported")
