@@ -189,9 +189,12 @@ class Store:
     def info(self) -> StoreInfo:
         counts: dict[str, int] = {}
         with self.reading() as session:
+            audit = inspect(session.connection()).has_table(AuditRow.__tablename__)  # gone: `verify` says so
             for label, row in (("projects", ProjectRow), ("tasks", TaskRow), ("sessions", SessionRow),
                                ("agents", AgentRow), ("runs", RunRow), ("spans", SpanRow),
                                ("approvals", ApprovalRow), ("audit records", AuditRow)):
+                if row is AuditRow and not audit:
+                    continue
                 query = select(func.count()).select_from(row)
                 if row in (ProjectRow, TaskRow, SessionRow, AgentRow, RunRow):  # not a half-imported trace
                     query = query.where(row.id.not_in(select(ImportStagingRow.entity_id)))
@@ -241,7 +244,8 @@ def open_store(location: str | None = None, *, create: bool = True, read_only: b
         _build_beside(path, busy_timeout_s)  # an empty database: a store whose creation was killed, finished now
     engine = sqlite.create_sqlite_engine(path, read_only=read_only, busy_timeout_s=busy_timeout_s)
     try:
-        version = check_schema(engine, url, _migrate(engine, url, upgrade=not read_only), head_revision())
+        version = check_schema(engine, url, _migrate(engine, url, upgrade=not read_only), head_revision(),
+                               audit_optional=read_only)
     except OperationalError as exc:
         engine.dispose()
         raise StoreUnavailable(describe_operational_error(exc, url)) from exc
@@ -292,7 +296,8 @@ def _check_existing_file(path: Path, busy_timeout_s: float) -> bool:
     except sqlite3.DatabaseError as exc:
         raise StoreUnavailable(f"{path} is not a readable SQLite database ({exc}).") from exc
     meaningful = tables - NEUTRAL_TABLES
-    if meaningful and (version is None or not tables >= SIGNATURE_TABLES):
+    # a store that lost only its audit table is still ours: `check_schema` says so, as tampering (exit 6)
+    if meaningful and (version is None or not tables >= SIGNATURE_TABLES - {"audit_log"}):
         shown = ", ".join(sorted(meaningful)[:6]) + (", ..." if len(meaningful) > 6 else "")
         raise StoreUnavailable(
             f"{path} is a SQLite database of another schema (tables: {shown}), not an agentdesk store.")
