@@ -15,6 +15,7 @@ not be used".
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -88,10 +89,15 @@ def output_file(path: Path) -> Iterator[TextIO]:
     without an error, and nothing of it is left when the block raises."""
     how = plan(path)
     if how == "stream":
-        try:
-            handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed below; a device is not truncated
+        try:  # non-blocking: a named pipe nobody reads is refused at once instead of waiting for ever
+            fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
         except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                raise OutputRefused(f"The output {path} is a named pipe nobody is reading; start its reader "
+                                    "first.") from None
             raise _failed(path, exc) from None
+        os.set_blocking(fd, True)
+        handle = open(fd, "w", encoding="utf-8")  # noqa: SIM115 - closed below; a device is not truncated
         try:
             yield handle
             handle.flush()

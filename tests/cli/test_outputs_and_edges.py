@@ -15,7 +15,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -72,11 +71,14 @@ def test_a_fifo_is_streamed_to_and_stays_a_fifo(name: str, closed_store: tuple[P
     store, run_id = closed_store
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
-    reader.start()
-    code, _, err = run(capsys, *command(name, store, run_id, fifo))
-    reader.join(60)
+    code, _, err = run(capsys, *command(name, store, run_id, fifo))  # nobody reads it yet
+    assert code == 2 and "nobody is reading" in err, err
+    reading = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, there before the writer opens
+    try:
+        code, _, err = run(capsys, *command(name, store, run_id, fifo))  # a few KB: the pipe's buffer holds it
+        got = [os.read(reading, 1 << 20)]
+    finally:
+        os.close(reading)
     assert code == 0, err
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and got and got[0].strip()
 
