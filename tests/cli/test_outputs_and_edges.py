@@ -195,3 +195,34 @@ def test_a_store_that_lost_its_audit_table_is_tampered_not_another_schema(
                        "--actor", "a")
     assert code == 6 and "lost its audit table" in err, err
     assert run(capsys, "--store", str(store), "info")[0] == 0
+
+
+def without_dac_override() -> None:
+    """Root minus CAP_DAC_OVERRIDE, so file modes bind the child (tests run as root here)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if os.geteuid() == 0 and libc.prctl(24, 1, 0, 0, 0) != 0:  # PR_CAPBSET_DROP, CAP_DAC_OVERRIDE
+        raise OSError(ctypes.get_errno(), "prctl failed")
+
+
+@pytest.mark.sqlite_only
+def test_the_window_opens_a_store_it_cannot_write_read_only(closed_store: tuple[Path, str], tmp_path: Path) -> None:
+    """What a read-only mount does, made with modes: the window opens the store read-only, as the CLI reads it."""
+    store, run_id = closed_store
+    for leftover in store.parent.glob(store.name + "-*"):
+        leftover.unlink()
+    store.chmod(0o444)
+    store.parent.chmod(0o555)
+    shot = tmp_path.parent / f"{tmp_path.name}-shot.png"
+    env = dict(os.environ, PYTHONPATH=str(REPO), QT_QPA_PLATFORM="offscreen",
+               AGENTDESK_STATE_DIR=str(tmp_path.parent / f"{tmp_path.name}-state"))
+    try:
+        result = subprocess.run([sys.executable, "-m", "agentdesk.cli", "--store", str(store), "gui", "--screenshot",
+                                 str(shot), "--view", "timeline", "--select", run_id], env=env, cwd=REPO,
+                                capture_output=True, text=True, timeout=180, preexec_fn=without_dac_override)
+    finally:
+        store.parent.chmod(0o755)
+        store.chmod(0o644)
+    assert result.returncode == 0, result.stderr
+    assert shot.stat().st_size > 0
