@@ -107,7 +107,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             if args.output is None:
                 result = export_audit(session, sys.stdout)
             else:
-                with output_file(Path(args.output)) as handle:
+                with output_file(Path(args.output), protect=store.path) as handle:
                     result = export_audit(session, handle)
     finally:
         source.close()

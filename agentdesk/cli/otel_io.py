@@ -118,7 +118,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     store = open_for(args, "export runs", write=False)
     try:
         if args.output is not None:
-            with output_file(args.output) as handle:
+            with output_file(args.output, protect=store.path) as handle:
                 spans = export(store, handle, run_id=args.run_id, project=args.project, fmt=args.format)
             print(f"Exported {spans:,} spans to {out.clean(str(args.output))}.", file=sys.stderr)
         else:

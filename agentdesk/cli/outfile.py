@@ -83,10 +83,22 @@ def _failed(path: Path, exc: OSError) -> OutputRefused:
     return OutputRefused(f"The output {path} could not be written: {exc.strerror or exc}.")
 
 
+def _same_file(path: Path, other: Path) -> bool:
+    try:
+        a, b = os.stat(path), os.stat(other)
+    except (OSError, ValueError):
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 @contextlib.contextmanager
-def output_file(path: Path) -> Iterator[TextIO]:
+def output_file(path: Path, *, protect: Path | None = None) -> Iterator[TextIO]:
     """A text stream for `path` as the module's rules say; the file is in place when the block ends
-    without an error, and nothing of it is left when the block raises."""
+    without an error, and nothing of it is left when the block raises. `protect`: the store being read,
+    which (nor its WAL) is never the output."""
+    if protect is not None and any(_same_file(path, protect.with_name(protect.name + suffix))
+                                   for suffix in ("", "-wal", "-shm", "-journal")):
+        raise OutputRefused(f"The output {path} is the store itself ({protect}); name another file.")
     how = plan(path)
     if how == "stream":
         try:  # non-blocking: a named pipe nobody reads is refused at once instead of waiting for ever

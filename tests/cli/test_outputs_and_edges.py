@@ -226,3 +226,14 @@ def test_the_window_opens_a_store_it_cannot_write_read_only(closed_store: tuple[
         store.chmod(0o644)
     assert result.returncode == 0, result.stderr
     assert shot.stat().st_size > 0
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_the_store_itself_is_never_the_output(name: str, closed_store: tuple[Path, str],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    store, run_id = closed_store
+    before = store.read_bytes()
+    code, _, err = run(capsys, *command(name, store, run_id, store))
+    assert code == 2 and "is the store itself" in err, err
+    assert store.read_bytes() == before
