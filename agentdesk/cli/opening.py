@@ -36,10 +36,20 @@ def location_of(args: argparse.Namespace) -> str:
     return str(args.store or default_store_location())
 
 
+def checked_location(args: argparse.Namespace) -> str:
+    """`location_of`, refused in one sentence when it is not text (a `$AGENTDESK_STORE` of bytes that are not
+    UTF-8: SQLite could not be handed the name)."""
+    location = location_of(args)
+    if (at := undecodable(location)) is not None:
+        raise InvalidInput(f"The store location {location!a} is not UTF-8 text (character {at + 1}); set "
+                           "$AGENTDESK_STORE or --store to a UTF-8 path.")
+    return location
+
+
 def open_any(args: argparse.Namespace, *, write: bool = False, create: bool = False) -> Source:
     """The database at `--store` as a `Source`: readers open read-only and never create; writers open
     read-write, creating an agentdesk store only if asked."""
-    return open_source(location_of(args), allow_writes=args.allow_writes, create=create, read_only=not write,
+    return open_source(checked_location(args), allow_writes=args.allow_writes, create=create, read_only=not write,
                        busy_timeout_s=args.busy_timeout)
 
 
