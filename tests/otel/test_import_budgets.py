@@ -129,3 +129,13 @@ def test_a_surrogate_pair_is_a_character_and_imports(store: Store, tmp_path: Pat
     assert "\\ud83d" in path.read_text()
     result = import_files(store, [path], helper=False)
     assert result.error is None and result.report.spans_written == 1
+
+
+def test_a_fifo_handed_to_the_importer_is_refused_not_waited_on(store: Store, tmp_path: Path) -> None:
+    """The window's File → Import calls the importer directly, past the command line's own check."""
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    result = import_files(store, [fifo], helper=False)
+    assert result.error is not None and "named pipe" in str(result.error)

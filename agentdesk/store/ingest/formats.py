@@ -28,6 +28,7 @@ from agentdesk.store.ingest import values as v
 from agentdesk.store.ingest.decode import span_from_json, spans_from_proto
 from agentdesk.store.ingest.spans import BadRecord, OtelSpan
 from agentdesk.store.text.jsonsafe import SURROGATE_ESCAPE, lone_surrogate_in, truncated
+from agentdesk.store.validation import special_kind
 
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 """The largest line, proto record or single span accepted: a bound on memory, not on file size."""
@@ -136,6 +137,8 @@ class TraceFile:
     def __init__(self, path: Path, limits: ImportLimits | None = None) -> None:
         self.path = path
         self.limits = limits or ImportLimits()
+        if (kind := special_kind(path)) is not None:  # a FIFO would block the open, /dev/zero never end
+            raise BadRecord(str(path), f"is {kind}, not a file that can be imported")
         self.size = path.stat().st_size
         self._raw = cast(io.BufferedReader, path.open("rb", buffering=_CHUNK))
         self.compressed = self._raw.peek(2)[:2] == b"\x1f\x8b"
