@@ -50,6 +50,7 @@ from agentdesk.cli.opening import (
     say,
 )
 from agentdesk.cli.otel_io import cmd_export, cmd_import
+from agentdesk.cli.outfile import check_picture_output
 from agentdesk.cli.parser import Handler, parse
 from agentdesk.cli.receive import cmd_receive
 from agentdesk.cli.rules_commands import cmd_rules
@@ -243,6 +244,8 @@ def require_display(screenshot: str | None = None) -> None:
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
+    if args.screenshot:
+        check_picture_output(Path(args.screenshot))  # a folder, a link to a file, a pipe nobody reads: refused
     require_display(args.screenshot)
     return start_window(checked_location(args), screenshot=args.screenshot, view=args.view, select=args.select,
                         allow_writes=args.allow_writes, theme=args.theme)

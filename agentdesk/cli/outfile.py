@@ -79,6 +79,23 @@ def plan(path: Path) -> str:
                         + (" inside it." if stat.S_ISDIR(link.st_mode) else " instead."))
 
 
+def check_picture_output(path: Path) -> None:
+    """For outputs written by a library that opens the path itself (a screenshot saved by Qt): the same
+    refusals, before it starts, and a named pipe only with a reader (Qt's open would wait for one)."""
+    if not path.parent.exists():
+        return  # the screenshot makes its folder
+    if plan(path) != "stream" or not stat.S_ISFIFO(os.stat(path).st_mode):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OutputRefused(f"The output {path} is a named pipe nobody is reading; start its reader "
+                                "first.") from None
+        raise _failed(path, exc) from None
+    os.close(fd)
+
+
 def _failed(path: Path, exc: OSError) -> OutputRefused:
     return OutputRefused(f"The output {path} could not be written: {exc.strerror or exc}.")
 
@@ -108,7 +125,8 @@ def output_file(path: Path, *, protect: Path | None = None) -> Iterator[TextIO]:
                 raise OutputRefused(f"The output {path} is a named pipe nobody is reading; start its reader "
                                     "first.") from None
             raise _failed(path, exc) from None
-        os.set_blocking(fd, True)
+        if hasattr(os, "set_blocking"):  # Unix; elsewhere the open was blocking already
+            os.set_blocking(fd, True)
         handle = open(fd, "w", encoding="utf-8")  # noqa: SIM115 - closed below; a device is not truncated
         try:
             yield handle

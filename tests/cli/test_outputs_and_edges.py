@@ -237,3 +237,18 @@ def test_the_store_itself_is_never_the_output(name: str, closed_store: tuple[Pat
     code, _, err = run(capsys, *command(name, store, run_id, store))
     assert code == 2 and "is the store itself" in err, err
     assert store.read_bytes() == before
+
+
+@pytest.mark.parametrize("kind", ["folder", "link to a file", "named pipe nobody reads"])
+def test_a_screenshot_path_is_checked_before_the_window_starts(kind: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "shot.png"
+    if kind == "folder":
+        output.mkdir()
+    elif kind == "link to a file":
+        (tmp_path / "precious.png").write_bytes(b"keep")
+        output.symlink_to(tmp_path / "precious.png")
+    else:
+        os.mkfifo(output)
+    code, _, err = run(capsys, "--store", str(tmp_path / "absent.sqlite"), "gui", "--screenshot", str(output))
+    assert code == 2 and f"The output {output}" in err, err
