@@ -186,3 +186,16 @@ def test_more_slow_connections_than_the_file_limit_leave_valid_requests_answered
         proc.terminate()
         _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("data", [
+    b"HELLO\r\n\r\n",
+    b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 20_000 + b"\r\n\r\n",
+    b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+    b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+])
+def test_what_the_http_parser_refuses_is_a_4xx_with_a_status_body(start_receiver: Start, data: bytes) -> None:
+    _, url = start_receiver(limits=LIMITS)
+    status, body = exchange(port_of(url), data)
+    assert 400 <= status < 500, body
+    assert json.loads(body)["message"].startswith("The request cannot be read")

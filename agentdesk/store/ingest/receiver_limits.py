@@ -13,8 +13,9 @@ descriptors, after which nobody is answered. What this module adds, outside aioh
   process never runs out of descriptors;
 - **client errors as client errors**: a Content-Encoding the receiver does not take is 415 (aiohttp's own
   parser would answer a bare 400 for `br`), a body that does not decode as its Content-Encoding says is 400,
-  an Authorization header with bytes that are not text is compared as bytes (401, never 500), each with the
-  OTLP `Status` body.
+  an Authorization header with bytes that are not text is compared as bytes (401, never 500), and what
+  aiohttp's HTTP parser refuses (a request line or a header it cannot read) keeps its 4xx but gets the body
+  too: each answer carries the OTLP `Status` body.
 
 `ConnectionGuard` holds the counts and timers; `GuardedSite` listens through it; `guard.middleware` tells it
 when a request is being handled; `read_body` reads a body within its deadline.
@@ -35,7 +36,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from aiohttp.web_protocol import RequestPayloadError
+from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
 from agentdesk.store.ingest.receiver_decode import ENCODINGS, BodyRefused
 
@@ -189,6 +190,8 @@ class _Guarded(asyncio.Protocol):
             return
         self.guard.opened(self.client, self, transport)
         self.inner = self._make_inner()
+        if type(self.inner) is RequestHandler:  # aiohttp's own answers to what its parser refuses: OTLP Status
+            self.inner.__class__ = _StatusErrors
         self.inner.connection_made(transport)
         self.waiting()
 
@@ -287,6 +290,30 @@ class _Guarded(asyncio.Protocol):
     def resume_writing(self) -> None:
         if self.inner is not None:
             self.inner.resume_writing()
+
+
+GRPC_CODES = {400: 3, 401: 16, 404: 5, 405: 12, 408: 4, 413: 8, 414: 3, 415: 3, 431: 3}
+"""google.rpc.Code for the answers aiohttp gives itself (INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, …)."""
+
+
+class _StatusErrors(RequestHandler):
+    """aiohttp's request handler, answering what its HTTP parser refuses (a request line or header it cannot
+    read, a header too long) with the OTLP `Status` body instead of plain text; same status, same close."""
+
+    __slots__ = ()
+
+    def handle_error(self, request: Any, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        if request.writer.output_size > 0:  # an answer is under way: the connection is broken, as aiohttp says
+            raise ConnectionError("Response is sent already, cannot send another response with the error message")
+        if status >= 500:
+            self.log_exception("Error handling request from %s", request.remote, exc_info=exc)
+        text = " ".join(str(message or getattr(exc, "message", "") or exc or "").split())[:300]
+        response = web.Response(status=status, content_type="application/json",
+                                text=json.dumps({"code": GRPC_CODES.get(status, 13 if status >= 500 else 3),
+                                                 "message": f"The request cannot be read: {text}"}))
+        response.force_close()
+        return response
 
 
 class GuardedSite(web.BaseSite):
