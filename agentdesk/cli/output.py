@@ -16,7 +16,7 @@ from agentdesk.store.readmodel import Approval
 from agentdesk.store.sim.control import SimEvent
 from agentdesk.store.text.arguments import arguments_hash, byte_length, inspect_cached, short_hash
 from agentdesk.store.text.jsonsafe import depth_of, loads
-from agentdesk.store.text.times import UNREADABLE_TIME_TEXT, is_unreadable
+from agentdesk.store.text.times import UNREADABLE_TIME_TEXT, is_unreadable, readable_seconds
 from agentdesk.store.text.visible import is_hidden, visible
 
 RAW = False
@@ -70,8 +70,10 @@ def iso(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
-def iso_epoch(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+def iso_epoch(seconds: float) -> str | None:
+    """ISO-8601 UTC of a Unix time; None (JSON null) for one no date can hold (a damaged row's ±1e300)."""
+    readable = readable_seconds(seconds)
+    return None if readable is None else datetime.fromtimestamp(readable, UTC).isoformat(timespec="milliseconds")
 
 
 def span_of(seconds: float) -> str:
@@ -153,7 +155,8 @@ def change_json(change: Change) -> str:
 
 
 def change_line(change: Change) -> str:
-    when = datetime.fromtimestamp(change.at, UTC).strftime("%H:%M:%S.%f")[:-3] if change.at else "--:--:--"
+    readable = readable_seconds(change.at) if change.at else None
+    when = datetime.fromtimestamp(readable, UTC).strftime("%H:%M:%S.%f")[:-3] if readable is not None else "--:--:--"
     rev = f"rev={change.revision}" if change.revision is not None else ""
     parents = " ".join(f"{clean(k)}={clean(v)}" for k, v in change.parents.items())
     entity, op = clean(change.entity), clean(change.op)

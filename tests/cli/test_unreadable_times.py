@@ -42,6 +42,7 @@ def damaged(store: Store, store_path: Path, rt: AgentRuntime, world: World) -> t
         conn.execute("UPDATE spans SET ended_at = ? WHERE id = ?", (bad, spans[-1 - n]))
     conn.execute("UPDATE runs SET started_at = ?, ended_at = ? WHERE id = ?", (-1e300, 9.2e18, other))
     conn.execute("UPDATE approvals SET created_at = ?", ("yesterday",))
+    conn.execute("UPDATE change_log SET at = ? WHERE seq = (SELECT min(seq) FROM change_log)", (1e300,))
     conn.commit()
     conn.close()
     return store_path, world.run, other
@@ -58,6 +59,7 @@ def test_every_reading_command_shows_unreadable_times(damaged: tuple[Path, str, 
         ("diff", run, other), ("diff", run, other, "--json"),
         ("search", "step"), ("search", "step", "--run", run), ("search", "kind:tool", "--run", run, "--json"),
         ("approvals", "--status", "all"), ("approvals", "--status", "all", "--json"), ("info",),
+        ("watch", "--since", "0", "--timeout", "0.1"), ("watch", "--since", "0", "--timeout", "0.1", "--json"),
     ]
     failed = []
     for argv in commands:
