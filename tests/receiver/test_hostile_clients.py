@@ -199,3 +199,15 @@ def test_what_the_http_parser_refuses_is_a_4xx_with_a_status_body(start_receiver
     status, body = exchange(port_of(url), data)
     assert 400 <= status < 500, body
     assert json.loads(body)["message"].startswith("The request cannot be read")
+
+
+def test_the_token_is_checked_before_the_body_is_read(start_receiver: Start) -> None:
+    """Headers promising a large body, a wrong token, no body at all: 401 at once, not a wait for the body."""
+    _, url = start_receiver(limits=ReceiverLimits(body_timeout_s=60), token="right")
+    head = (b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer wrong\r\nContent-Length: 10000000\r\n\r\n")
+    with connect(port_of(url), "127.0.0.2") as sock:
+        sock.settimeout(30)  # far below the body's 60 s: an answer now can only come from the header check
+        sock.sendall(head)
+        status, body = answer(sock)
+    assert status == 401 and json.loads(body)["code"] == 16
