@@ -89,3 +89,13 @@ def test_a_half_made_store_from_before_is_finished_by_init(tmp_path: Path) -> No
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode(errors="replace")
     assert state_of(store) == "whole"
+
+
+def test_inits_racing_on_one_path_all_succeed_on_one_whole_store(tmp_path: Path) -> None:
+    store = tmp_path / "agentdesk.sqlite"
+    procs = [init(store, tmp_path) for _ in range(3)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode(errors="replace")
+    assert state_of(store) == "whole"
+    assert not [p for p in tmp_path.iterdir() if ".init-" in p.name]
