@@ -18,6 +18,7 @@ import contextlib
 import errno
 import os
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
@@ -141,12 +142,15 @@ def output_file(path: Path, *, protect: Path | None = None) -> Iterator[TextIO]:
 
 
 def _replace(path: Path) -> Iterator[TextIO]:
-    folder = path.parent
     try:
-        fd = os.open(folder / f".{path.name}.{os.getpid()}.part", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     except OSError as exc:
         raise _failed(path, exc) from None
-    temp = folder / f".{path.name}.{os.getpid()}.part"
+    temp = Path(name)
+    umask = os.umask(0)
+    os.umask(umask)
+    with contextlib.suppress(OSError):
+        os.chmod(temp, 0o666 & ~umask)  # what a new file would get; an existing file's mode is kept below
     done = False
     try:
         with open(fd, "w", encoding="utf-8") as handle:
