@@ -81,6 +81,14 @@ def status_body(code: int, message: str) -> bytes:
     return json.dumps({"code": code, "message": message}).encode()
 
 
+def status_response(status: int, message: str) -> web.Response:
+    response = web.Response(status=status, content_type="application/json",
+                            text=json.dumps({"code": GRPC_CODES.get(status, 3), "message": message}))
+    if status == 405:
+        response.headers["Allow"] = "POST"
+    return response
+
+
 def raw_answer(status: int, reason: str, code: int, message: str, *, retry_after: int | None = None) -> bytes:
     """A whole HTTP/1.1 answer that closes the connection, for the moments aiohttp has no request yet."""
     body = status_body(code, message)
@@ -136,6 +144,10 @@ class ConnectionGuard:
         transport = request.transport
         self.handling(transport)
         try:
+            refused = getattr(request.match_info, "http_exception", None)
+            if isinstance(refused, web.HTTPException):  # the router's own 404/405: no route owns the answer
+                return status_response(refused.status, f"{request.method} {request.path[:200]} is not served "
+                                                       f"here ({refused.reason}); POST /v1/traces.")
             response = await handler(request)
             if response.status == 408:  # the rest of the body may still come: this connection is done
                 response.force_close()
