@@ -31,7 +31,8 @@ def add_admin_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     listing.add_argument("--json", action="store_true", help="one JSON list of logins and levels")
     prune = sub.add_parser("prune", parents=[common], help="delete change-log rows every watcher has read, and "
                            "imports abandoned mid-trace")
-    prune.add_argument("--keep-days", type=positive(float), default=DEFAULT_KEEP_SECONDS / DAY_S, metavar="N",
+    prune.add_argument("--keep-days", type=positive(float, most=36_500), metavar="N",
+                       default=DEFAULT_KEEP_SECONDS / DAY_S,
                        help=f"keep this many days of changes (default {DEFAULT_KEEP_SECONDS / DAY_S:g}); the newest "
                             "change always stays")
 

@@ -9,21 +9,18 @@ no anchor to compare with). docs/audit.md says what each check can and cannot se
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
 
 from agentdesk.cli import output as out
 from agentdesk.cli.opening import EXIT_BROKEN_CHAIN, EXIT_OK, CommandFailed, open_any, say
+from agentdesk.cli.outfile import output_file
 from agentdesk.store.audit import ChainReport, Verdict, keys, verify_store
 from agentdesk.store.audit.export import export_audit
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.native import native_store
+from agentdesk.store.validation import require_regular_file
 
 EXIT_CANNOT_CHECK = 7
 
@@ -45,6 +42,7 @@ def _anchor_file(path: Path | None) -> Path | None:
     """The `--anchor` file, refused in one sentence when it is missing or holds no anchor line."""
     if path is None:
         return None
+    require_regular_file(path, "The anchor file")  # a FIFO would block the open, /dev/zero never end
     try:
         anchor = keys.read_anchor(path)
     except OSError as exc:
@@ -109,7 +107,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
             if args.output is None:
                 result = export_audit(session, sys.stdout)
             else:
-                result = _export_to(Path(args.output), lambda handle: export_audit(session, handle))
+                with output_file(Path(args.output), protect=store.path) as handle:
+                    result = export_audit(session, handle)
     finally:
         source.close()
     report, count = result
@@ -117,22 +116,3 @@ def cmd_audit(args: argparse.Namespace) -> int:
         verdict = out.clean(report.reason) if report.reason else f"verify: {report.verdict}."
         say(f"Audit log exported to {args.output} ({count:,} records). {verdict}")
     return EXIT_OK
-
-
-def _export_to(path: Path, write: Callable[[TextIO], tuple[ChainReport, int]]) -> tuple[ChainReport, int]:
-    """Write next to `path` and rename into place: an interrupted export never leaves half a file."""
-    try:
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    except OSError as exc:
-        raise InvalidInput(f"Cannot write {path}: {exc.strerror or exc}.") from exc
-    try:
-        with open(fd, "w", encoding="utf-8") as handle:
-            result = write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    return result

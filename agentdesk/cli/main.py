@@ -44,12 +44,14 @@ from agentdesk.cli.opening import (
     EXIT_OK,
     EXIT_UNAVAILABLE,
     CommandFailed,
+    checked_location,
     location_of,
     open_any,
     read_arguments,
     say,
 )
 from agentdesk.cli.otel_io import cmd_export, cmd_import
+from agentdesk.cli.outfile import check_picture_output
 from agentdesk.cli.parser import Handler, parse
 from agentdesk.cli.receive import cmd_receive
 from agentdesk.cli.rules_commands import cmd_rules
@@ -68,7 +70,7 @@ from agentdesk.store.text.arguments import arguments_hash, inspect_cached, short
 def cmd_init(args: argparse.Namespace) -> int:
     # The default location is the app's own data folder, made on first use; a folder the user named is not.
     chosen = args.store is not None or bool(os.environ.get("AGENTDESK_STORE"))
-    require_parent_folder(location_of(args), create=args.parents or not chosen)
+    require_parent_folder(checked_location(args), create=args.parents or not chosen)
     source = open_any(args, write=True, create=True)
     try:
         native_store(source, "be initialised")
@@ -243,8 +245,10 @@ def require_display(screenshot: str | None = None) -> None:
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
+    if args.screenshot:
+        check_picture_output(Path(args.screenshot))  # a folder, a link to a file, a pipe nobody reads: refused
     require_display(args.screenshot)
-    return start_window(location_of(args), screenshot=args.screenshot, view=args.view, select=args.select,
+    return start_window(checked_location(args), screenshot=args.screenshot, view=args.view, select=args.select,
                         allow_writes=args.allow_writes, theme=args.theme)
 
 

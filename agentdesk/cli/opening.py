@@ -9,6 +9,7 @@ read-only unless `--allow-writes`.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -20,7 +21,8 @@ from agentdesk.store.paths import default_store_location
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
-from agentdesk.store.validation import MAX_ARGUMENTS_BYTES, parse_json_arguments
+from agentdesk.store.text.jsonsafe import SURROGATE_ESCAPE, lone_surrogate_in, undecodable
+from agentdesk.store.validation import MAX_ARGUMENTS_BYTES, parse_json_arguments, require_regular_file
 
 EXIT_OK, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_BROKEN_CHAIN = 0, 1, 5, 6
 
@@ -35,10 +37,20 @@ def location_of(args: argparse.Namespace) -> str:
     return str(args.store or default_store_location())
 
 
+def checked_location(args: argparse.Namespace) -> str:
+    """`location_of`, refused in one sentence when it is not text (a `$AGENTDESK_STORE` of bytes that are not
+    UTF-8: SQLite could not be handed the name)."""
+    location = location_of(args)
+    if (at := undecodable(location)) is not None:
+        raise InvalidInput(f"The store location {location!a} is not UTF-8 text (character {at + 1}); set "
+                           "$AGENTDESK_STORE or --store to a UTF-8 path.")
+    return location
+
+
 def open_any(args: argparse.Namespace, *, write: bool = False, create: bool = False) -> Source:
     """The database at `--store` as a `Source`: readers open read-only and never create; writers open
     read-write, creating an agentdesk store only if asked."""
-    return open_source(location_of(args), allow_writes=args.allow_writes, create=create, read_only=not write,
+    return open_source(checked_location(args), allow_writes=args.allow_writes, create=create, read_only=not write,
                        busy_timeout_s=args.busy_timeout)
 
 
@@ -53,17 +65,43 @@ def open_for(args: argparse.Namespace, purpose: str, *, write: bool = False, cre
         raise
 
 
-def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
-    """An argparse type for options that must be a number above zero (counts, sizes, seconds)."""
+LARGEST_COUNT = 1_000_000_000
+"""The default bound on a count or a limit: SQLite's integers end at 2**63, and nothing here needs more."""
+LARGEST_SECONDS = 1_000_000_000.0
+"""The default bound on a duration (about 31 years): beyond it, deadlines and timestamps overflow."""
+
+
+def positive(kind: type[int] | type[float], most: float | None = None) -> Callable[[str], float]:
+    """An argparse type for options that must be a finite number above zero and at most `most`
+    (counts, sizes, seconds): NaN, infinities and 10**20 are usage errors, never a hang or an overflow."""
+    return number(kind, least=None, most=most)
+
+
+def number(kind: type[int] | type[float], *, least: float | None = None,
+           most: float | None = None) -> Callable[[str], float]:
+    """An argparse type for a finite number in [least, most] (above zero when `least` is None)."""
+    top = most if most is not None else (LARGEST_COUNT if kind is int else LARGEST_SECONDS)
+
     def parse(text: str) -> float:
+        shown = text if len(text) <= 40 else text[:39] + "…"
         try:
-            value = kind(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not a number: {text}") from exc
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+            value = kind(text.strip())
+        except (ValueError, OverflowError) as exc:
+            raise argparse.ArgumentTypeError(f"not a {'whole ' if kind is int else ''}number: {shown}") from exc
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, not {shown}")
+        if least is None and value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, not {shown}")
+        if least is not None and value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {_figure(least)}, not {shown}")
+        if value > top:
+            raise argparse.ArgumentTypeError(f"must be at most {_figure(top)}, not {shown}")
         return value
     return parse
+
+
+def _figure(value: float) -> str:
+    return f"{int(value):,}" if value == int(value) and abs(value) < 1e16 else f"{value:g}"
 
 
 def say(text: str) -> None:
@@ -80,6 +118,7 @@ def read_arguments(value: str) -> str:
         text = bounded_text(sys.stdin.buffer.read(MAX_ARGUMENTS_BYTES + 1), "on standard input", None)
     elif value.startswith("@"):
         name = value[1:]
+        require_regular_file(name, "The arguments file")  # a FIFO would block the open
         try:
             with Path(name).open("rb") as handle:
                 size = os.fstat(handle.fileno()).st_size if Path(name).is_file() else None
@@ -88,7 +127,11 @@ def read_arguments(value: str) -> str:
             raise InvalidInput(f"Cannot read the arguments file {name}: {exc.strerror or exc}.") from exc
     else:
         text = value
-    parse_json_arguments(text)  # refuse bad JSON or an oversize payload before touching the store
+    if (at := undecodable(text)) is not None:
+        raise InvalidInput(f"The arguments are not UTF-8 text (character {at + 1} is not).")
+    value = parse_json_arguments(text)  # refuse bad JSON or an oversize payload before touching the store
+    if SURROGATE_ESCAPE.search(text) and (bad := lone_surrogate_in(value)) is not None:
+        raise InvalidInput(f"The arguments hold a lone UTF-16 surrogate escape, which is no character: {bad}.")
     return text
 
 

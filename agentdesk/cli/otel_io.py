@@ -15,8 +15,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agentdesk.cli import output as out
-from agentdesk.cli.opening import EXIT_OK, CommandFailed, open_for, say
+from agentdesk.cli.opening import EXIT_OK, CommandFailed, open_for, positive, say
+from agentdesk.cli.outfile import output_file
 from agentdesk.store.ingest.export import FORMATS, export
+from agentdesk.store.ingest.formats import MAX_DECOMPRESSED_BYTES, MAX_STRING_CHARS, ImportLimits
 from agentdesk.store.ingest.importer import ImportProgress, check_paths, import_files
 
 EXIT_INVALID = 2
@@ -29,6 +31,13 @@ def import_options(p: argparse.ArgumentParser) -> None:
                    help="project for traces whose resource names none (no openinference.project.name or "
                         "service.name)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--max-string-mb", type=positive(float, most=64), default=MAX_STRING_CHARS / 1e6, metavar="MB",
+                   help="cut any one string (a name, an attribute) longer than this, keeping a marker with its "
+                        "length (default 1)")
+    p.add_argument("--max-decompressed-mb", type=positive(float, most=2**30), metavar="MB",
+                   default=MAX_DECOMPRESSED_BYTES / 2**20,
+                   help=f"refuse a compressed file that decompresses to more than this (default "
+                        f"{MAX_DECOMPRESSED_BYTES // 2**20:,})")
 
 
 def export_options(p: argparse.ArgumentParser) -> None:
@@ -36,7 +45,12 @@ def export_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--project", metavar="NAME_OR_ID", help="export every run of this project instead")
     p.add_argument("--format", choices=FORMATS, default="otlp-json",
                    help="otlp-json (one document, default) or otlp-jsonl (one line per resource)")
-    p.add_argument("-o", "--output", metavar="FILE", type=Path, help="write here (default: stdout)")
+    p.add_argument("-o", "--output", metavar="FILE", type=Path,
+                   help="write here (default: stdout); a device or named pipe is written to as a stream, a "
+                        "regular file is replaced whole, a folder or a link to a file is refused")
+    p.add_argument("--raw", action="store_true",
+                   help="on a terminal, write hidden characters (bidi, zero-width, C1…) as they are instead of "
+                        "as JSON escapes")
 
 
 class _Bars:
@@ -77,8 +91,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     store = open_for(args, "import traces", write=True, create=True)
     bars = _Bars(enabled=not args.quiet)
     try:
+        limits = ImportLimits(max_string_chars=max(1, int(args.max_string_mb * 1e6)),
+                              max_decompressed_bytes=int(args.max_decompressed_mb * 2**20))
         result = import_files(store, args.files, default_project=args.project, progress=bars,
-                              cancel=threading.Event())
+                              cancel=threading.Event(), limits=limits)
     finally:
         bars.close()
         store.close()
@@ -88,6 +104,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     say(out.clean(f"Imported {r.spans_written:,} spans in {traces} ({r.duplicates:,} already there, "
                   f"{r.completed:,} completed, {r.orphans_pending:,} waiting for a parent) in "
                   f"{result.seconds:.1f} s ({rate:,.0f} spans/s)."))
+    if result.strings_cut:
+        say(f"{result.strings_cut:,} string{' was' if result.strings_cut == 1 else 's were'} longer than "
+            f"{args.max_string_mb:g} MB (--max-string-mb) and kept cut, with a marker giving the whole length.")
     if result.error is not None:
         kept = (f"the {r.traces:,} whole traces read before it were kept" if r.traces
                 else "nothing was imported")
@@ -99,13 +118,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     store = open_for(args, "export runs", write=False)
     try:
         if args.output is not None:
-            tmp = args.output.with_name(args.output.name + ".part")
-            with tmp.open("w", encoding="utf-8") as handle:
+            with output_file(args.output, protect=store.path) as handle:
                 spans = export(store, handle, run_id=args.run_id, project=args.project, fmt=args.format)
-            tmp.replace(args.output)
             print(f"Exported {spans:,} spans to {out.clean(str(args.output))}.", file=sys.stderr)
         else:
-            export(store, sys.stdout, run_id=args.run_id, project=args.project, fmt=args.format)
+            terminal = sys.stdout.isatty() and not args.raw
+            export(store, out.TerminalJson(sys.stdout) if terminal else sys.stdout,  # type: ignore[arg-type]
+                   run_id=args.run_id, project=args.project, fmt=args.format)
     finally:
         store.close()
     return EXIT_OK

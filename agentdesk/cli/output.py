@@ -16,8 +16,8 @@ from agentdesk.store.readmodel import Approval
 from agentdesk.store.sim.control import SimEvent
 from agentdesk.store.text.arguments import arguments_hash, byte_length, inspect_cached, short_hash
 from agentdesk.store.text.jsonsafe import depth_of, loads
-from agentdesk.store.text.times import UNREADABLE_TIME_TEXT, is_unreadable
-from agentdesk.store.text.visible import visible
+from agentdesk.store.text.times import UNREADABLE_TIME_TEXT, is_unreadable, readable_seconds
+from agentdesk.store.text.visible import is_hidden, visible
 
 RAW = False
 """`--raw`: print agent text byte for byte. The only way to; everything else goes through `visible`."""
@@ -70,8 +70,10 @@ def iso(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
-def iso_epoch(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+def iso_epoch(seconds: float) -> str | None:
+    """ISO-8601 UTC of a Unix time; None (JSON null) for one no date can hold (a damaged row's ±1e300)."""
+    readable = readable_seconds(seconds)
+    return None if readable is None else datetime.fromtimestamp(readable, UTC).isoformat(timespec="milliseconds")
 
 
 def span_of(seconds: float) -> str:
@@ -153,7 +155,8 @@ def change_json(change: Change) -> str:
 
 
 def change_line(change: Change) -> str:
-    when = datetime.fromtimestamp(change.at, UTC).strftime("%H:%M:%S.%f")[:-3] if change.at else "--:--:--"
+    readable = readable_seconds(change.at) if change.at else None
+    when = datetime.fromtimestamp(readable, UTC).strftime("%H:%M:%S.%f")[:-3] if readable is not None else "--:--:--"
     rev = f"rev={change.revision}" if change.revision is not None else ""
     parents = " ".join(f"{clean(k)}={clean(v)}" for k, v in change.parents.items())
     entity, op = clean(change.entity), clean(change.op)
@@ -178,3 +181,34 @@ def sim_event_line(event: SimEvent) -> str:
     if event.detail:
         parts.append(clean(event.detail, 70))
     return "  ".join(parts)
+
+
+class _JsonEscapes(dict[int, "int | str"]):
+    """A `str.translate` table: every hidden character (bidi, C1, DEL, zero-width, tag, U+2028/2029) as
+    its JSON escape; line feeds stay (they are the document's own layout, never inside a JSON string)."""
+
+    def __missing__(self, code: int) -> int | str:
+        char = chr(code)
+        value: int | str = code
+        if char != "\n" and is_hidden(char):
+            value = json.dumps(char)[1:-1]  # "\u202e", or a surrogate pair's two escapes
+        if len(self) < 200_000:
+            self[code] = value
+        return value
+
+
+_ESCAPES = _JsonEscapes()
+
+
+class TerminalJson:
+    """JSON text for a terminal: each hidden character written as its `\\uXXXX` escape, so the document
+    still parses to the same value and nothing in it can steer the terminal (`--raw` writes it as is)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return int(self.stream.write(text.translate(_ESCAPES)))
+
+    def flush(self) -> None:
+        self.stream.flush()

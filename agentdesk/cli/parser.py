@@ -15,16 +15,19 @@ from agentdesk.cli.admin_commands import add_admin_parser
 from agentdesk.cli.agent_token_commands import add_agent_token_parser
 from agentdesk.cli.analysis_commands import add_analysis_parsers
 from agentdesk.cli.audit_commands import audit_options, verify_options
-from agentdesk.cli.opening import positive
+from agentdesk.cli.opening import number, positive
 from agentdesk.cli.otel_io import export_options, import_options
 from agentdesk.cli.receive import receive_options
 from agentdesk.cli.rules_commands import add_rules_parser
 from agentdesk.cli.usage import Parser
+from agentdesk.store.text.jsonsafe import undecodable
 
 STATUSES = ("pending", "approved", "denied", "expired", "withdrawn", "all")
 VIEWS = ("window", "tree", "timeline", "context", "approvals", "rules")
 THEMES = ("system", "light", "dark")
 DEFAULT_BUSY_TIMEOUT_S = 5.0
+MAX_BUSY_TIMEOUT_S = 86_400.0
+"""A day: SQLite counts its busy timeout in milliseconds in a 32-bit integer."""
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -34,7 +37,8 @@ def common_options() -> Parser:
     common.add_argument("--store", default=argparse.SUPPRESS, metavar="PATH_OR_URL",
                         help="store file or database URL (default: $AGENTDESK_STORE, else the user "
                              "data folder)")
-    common.add_argument("--busy-timeout", type=positive(float), default=argparse.SUPPRESS, metavar="SECONDS",
+    common.add_argument("--busy-timeout", type=positive(float, most=MAX_BUSY_TIMEOUT_S),
+                        default=argparse.SUPPRESS, metavar="SECONDS",
                         help=f"how long to wait for another writer's lock (default "
                              f"{DEFAULT_BUSY_TIMEOUT_S:g})")
     common.add_argument("--allow-writes", action="store_true", default=argparse.SUPPRESS,
@@ -64,7 +68,7 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     raw_option(p)
     p.add_argument("--count", type=positive(int), help="stop after printing this many changes")
     p.add_argument("--timeout", type=positive(float), metavar="SECONDS", help="stop after this long")
-    p.add_argument("--since", type=int, metavar="SEQ",
+    p.add_argument("--since", type=number(int, least=0, most=2**63 - 1), metavar="SEQ",
                    help="first replay the changes after this sequence number")
     p = command("approvals", "list approvals (newest first; pending ones oldest first)")
     p.add_argument("--status", choices=STATUSES, default="pending",
@@ -129,14 +133,15 @@ def decision_options(p: argparse.ArgumentParser, *, reason_required: bool) -> No
 
 
 def sim_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--agents", type=positive(int), default=3, help="how many agents work at once (default 3)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--agents", type=positive(int, most=10_000), default=3,
+                   help="how many agents work at once (default 3)")
+    p.add_argument("--seed", type=number(int, least=-(2**63), most=2**63 - 1), default=0,
                    help="the same seed plays the same agents, tools and arguments (default 0)")
     p.add_argument("--duration", type=positive(float), metavar="SECONDS",
                    help="stop after this long (default: until Ctrl-C)")
     p.add_argument("--approval-timeout", type=positive(float), default=120.0, metavar="SECONDS",
                    help="how long an agent waits for a human before giving up (default 120)")
-    p.add_argument("--speed", type=positive(float), default=1.0,
+    p.add_argument("--speed", type=positive(float, most=1e6), default=1.0,
                    help="simulated work runs this many times faster (approval deadlines stay real)")
 
 
@@ -150,8 +155,44 @@ def approval_id(text: str) -> str:
 
 def parse(argv: list[str] | None, handlers: dict[str, Handler]) -> argparse.Namespace:
     """Parse, then fill the global options' defaults (SUPPRESS lets either position set them)."""
-    args = build_parser(handlers).parse_args(argv)
+    parser = build_parser(handlers)
+    args = parser.parse_args(argv)
+    refuse_undecodable(parser, args)
     args.store = getattr(args, "store", None)
     args.busy_timeout = getattr(args, "busy_timeout", DEFAULT_BUSY_TIMEOUT_S)
     args.allow_writes = getattr(args, "allow_writes", False)
     return args
+
+
+def refuse_undecodable(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Text arguments that are not UTF-8 (argv's bytes kept by surrogateescape) are a usage error, one
+    sentence, before anything is opened; file names (`Path` values) may be any bytes the system allows."""
+    for dest, value in vars(args).items():
+        texts = value if isinstance(value, list) else [value]
+        for text in texts:
+            if not isinstance(text, str) or (at := undecodable(text)) is None:
+                continue
+            where, flag = _owner(parser, args, dest) or (parser, dest)
+            code = ord(text[at])
+            what = f"the byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+            where.error(f"argument {flag}: is not UTF-8 text ({what} at character {at + 1}); give it as "
+                        "UTF-8")
+
+
+def _owner(parser: argparse.ArgumentParser, args: argparse.Namespace,
+           dest: str) -> tuple[argparse.ArgumentParser, str] | None:
+    """The (sub)parser that defines `dest` along the commands chosen, and the option's long name. A command
+    whose own dest was overwritten (`rules add --command` writes `command`) is searched through all."""
+    found = None
+    for action in parser._actions:
+        if action.dest == dest and not isinstance(action, argparse._SubParsersAction):
+            found = (parser, action.option_strings[-1] if action.option_strings else action.dest)
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest or "", None)
+            subs = ([action.choices[chosen]] if isinstance(chosen, str) and chosen in action.choices
+                    else list(action.choices.values()))
+            for sub in subs:
+                deeper = _owner(sub, args, dest)
+                if deeper is not None:
+                    return deeper
+    return found

@@ -46,21 +46,30 @@ def receive_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", help=f"require this bearer token (default ${TOKEN_ENV}, which other users "
                                    "cannot read in the process list)")
     p.add_argument("--project", metavar="NAME", help="project for spans whose resource names none")
-    p.add_argument("--max-body-mb", type=positive(float), default=20.0, metavar="MB",
+    p.add_argument("--max-body-mb", type=positive(float, most=4096), default=20.0, metavar="MB",
                    help="body limit, compressed or not (default 20)")
-    p.add_argument("--queue", type=positive(int), default=16, metavar="N",
+    p.add_argument("--queue", type=positive(int, most=100_000), default=16, metavar="N",
                    help="requests waiting for the store before new ones get 503 (default 16)")
     p.add_argument("--every", type=positive(float), default=2.0, metavar="SECONDS",
                    help="print the counters at most this often (default 2)")
     p.add_argument("--duration", type=positive(float), metavar="SECONDS", help="stop after this long")
+    p.add_argument("--header-timeout", type=positive(float, most=3600), default=10.0, metavar="SECONDS",
+                   help="close a connection that has not sent a request's headers this long after opening or "
+                        "after its last answer (default 10)")
+    p.add_argument("--body-timeout", type=positive(float, most=3600), default=10.0, metavar="SECONDS",
+                   help="answer 408 to a body that has not arrived this long after its headers, plus 1 s per "
+                        "MiB it declares (default 10)")
 
 
 def config_of(args: argparse.Namespace) -> ReceiverConfig:
+    from agentdesk.store.ingest.receiver_limits import ReceiverLimits
     from agentdesk.store.server.receiver import ReceiverConfig  # aiohttp is loaded by this command only
 
     config = ReceiverConfig(host=args.host, port=args.port, token=args.token or os.environ.get(TOKEN_ENV) or None,
                             allow_remote=args.allow_remote, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                            max_queued=int(args.queue), default_project=args.project)
+                            max_queued=int(args.queue), default_project=args.project,
+                            limits=ReceiverLimits(header_timeout_s=args.header_timeout,
+                                                  body_timeout_s=args.body_timeout))
     config.check()  # refuse a remote address without the flag and a token before opening anything
     return config
 

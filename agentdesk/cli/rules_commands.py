@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentdesk.cli import output as out
-from agentdesk.cli.opening import EXIT_OK, CommandFailed, open_any, say
+from agentdesk.cli.opening import EXIT_OK, CommandFailed, number, open_any, positive, say
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.native import NativeSource
 from agentdesk.store.rules import commands as rules
@@ -26,6 +26,7 @@ from agentdesk.store.rules.model import Effect, Rule, covers_every_call, every_c
 from agentdesk.store.text.jsonsafe import DuplicateKey, TooDeep, loads_limited
 from agentdesk.store.validation import MAX_ARGUMENTS_DEPTH
 
+"""A century: past it a deadline is no longer a date the store can hold."""
 RULE_HEADERS = ["ID", "EFFECT", "TOOL", "MATCHES", "SCOPE", "ON", "EXPIRES", "HITS", "LAST HIT", "NOTE"]
 DRY_HEADERS = ["APPROVAL", "WHEN", "TOOL", "WOULD", "ACTUAL", "DECIDED BY", "", "ARGUMENTS"]
 
@@ -52,7 +53,7 @@ def add_rules_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     add.add_argument("--any-arguments", action="store_true",
                      help="confirm a rule with no matcher: it decides every call of the tool, whatever its "
                           "arguments")
-    add.add_argument("--expires-in", type=float, metavar="SECONDS",
+    add.add_argument("--expires-in", type=positive(float, most=MAX_EXPIRES_IN), metavar="SECONDS",
                      help=f"the rule stops applying after this (at most {MAX_EXPIRES_IN:,.0f}: 100 years)")
     add.add_argument("--note", default="", help="a note for the other operators, shown with the rule")
     add.add_argument("--disabled", action="store_true", help="save it switched off")
@@ -61,10 +62,11 @@ def add_rules_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     remove = sub.add_parser("remove", parents=[common], help="delete a rule (approvals it decided keep its id)")
     remove.add_argument("id", help="the rule's id (`agentdesk rules list` shows them)")
     remove.add_argument("--actor", required=True, help="your name, recorded in the audit log")
-    remove.add_argument("--revision", type=int, help="only if the rule is still at this revision")
+    remove.add_argument("--revision", type=number(int, least=0, most=2**63 - 1),
+                        help="only if the rule is still at this revision")
     test = sub.add_parser("test", parents=[common], help="dry run: what the rule would have decided")
     test.add_argument("id", help="the rule's id (`agentdesk rules list` shows them)")
-    test.add_argument("--limit", type=int, default=DEFAULT_HISTORY, help="past approvals to replay")
+    test.add_argument("--limit", type=positive(int), default=DEFAULT_HISTORY, help="past approvals to replay")
     test.add_argument("--json", action="store_true", help="the dry run's result as JSON")
 
 

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
+from agentdesk.store.text.visible import visible
+
 INVALID_CHOICE = re.compile(
     r"argument (?P<arg>[^:]+): invalid choice: '(?P<value>.*)' \(choose from (?P<choices>.*)\)$")
 UNRECOGNIZED = re.compile(r"unrecognized arguments: (?P<args>.*)$")
@@ -72,7 +74,8 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: {self.sentence(message)}\n")
+        # the sentence may quote what was typed: shown as the terminal shows any untrusted text
+        self.exit(2, f"{self.prog}: {' '.join(visible(self.sentence(message)).split())}\n")
 
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                    namespace: argparse.Namespace | None = None) -> argparse.Namespace:

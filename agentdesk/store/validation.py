@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
-from agentdesk.store.errors import InvalidInput
+from agentdesk.store.errors import InvalidInput, StoreError
 from agentdesk.store.text.jsonsafe import DuplicateKey, depth_of, loads
 
 MAX_ARGUMENTS_BYTES = 1_000_000
@@ -85,3 +88,27 @@ def check_name(label: str, text: str | None, *, required: bool = True) -> str:
 def estimate_tokens(text: str) -> int:
     """About four characters a token: close enough for budgets, with no tokenizer to ship."""
     return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+SPECIAL_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+                 (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def special_kind(path: Path | str) -> str | None:
+    """What `path` is when it is not a regular file ("a named pipe", "a character device", …); None for a
+    regular file or nothing at all. Asked before opening: opening a FIFO blocks until a writer comes, and
+    reading /dev/zero never ends."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for test, kind in SPECIAL_KINDS if test(mode)), "a special file")
+
+
+def require_regular_file(path: Path | str, what: str, error: type[StoreError] = InvalidInput) -> None:
+    """Refuse (one sentence naming `what`) a path that exists and is not a regular file, before opening it."""
+    kind = special_kind(path)
+    if kind is not None:
+        raise error(f"{what} {path} is {kind}, not a regular file.")

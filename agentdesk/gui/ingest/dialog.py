@@ -133,8 +133,10 @@ class ImportDialog(QDialog):
         else:
             self.phase.setText("Import finished.")
         self.bar.setValue(1000)
+        cut = (f" · {result.strings_cut:,} string{'s' if result.strings_cut != 1 else ''} over "
+               f"{result.limits.max_string_chars:,} characters kept cut" if result.strings_cut else "")
         self.detail.setText(f"{r.spans_written:,} spans in {r.traces:,} traces written, {r.duplicates:,} already "
-                            f"there, {r.orphans_pending:,} waiting for a parent · {result.seconds:,.1f} s")
+                            f"there, {r.orphans_pending:,} waiting for a parent · {result.seconds:,.1f} s{cut}")
         self._closeable()
         self.finished_import.emit(result)
 

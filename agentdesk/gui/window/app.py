@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from agentdesk.store.errors import StoreError
 from agentdesk.store.ingest.spans import split_span_row_id
+from agentdesk.store.persistence import sqlite
 from agentdesk.store.persistence.bus import EntityKind
+from agentdesk.store.persistence.database import to_url
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
 
@@ -79,7 +81,7 @@ def _open(location: str, *, allow_writes: bool, ask: bool) -> Source:
     """Other runtimes' databases open read-only unless writes were asked for *and* confirmed here."""
     from agentdesk.gui.window.write_consent import ask_for_writes, writes_confirmed
 
-    source = open_source(location)
+    source = open_source(location, read_only=cannot_write(location))
     descriptor = source.descriptor
     if descriptor.kind == "agentdesk" or not allow_writes:
         return source
@@ -87,6 +89,15 @@ def _open(location: str, *, allow_writes: bool, ask: bool) -> Source:
         source.close()
         return open_source(location, allow_writes=True)
     return source
+
+
+def cannot_write(location: str) -> bool:
+    """An existing store file this process cannot write (a read-only mount, a file or folder without write
+    permission) opens read-only, as the command line reads it, instead of failing to open at all."""
+    path = sqlite.path_of(to_url(location))
+    if path is None or not path.is_file():
+        return False
+    return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
 
 
 def _quit_on_signals(app: QApplication) -> None:

@@ -27,6 +27,7 @@ from agentdesk.store.ingest.writer import EXTRA_KEYS, original_name
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.text.jsonsafe import bounded, loads
+from agentdesk.store.text.times import readable_seconds
 
 FORMATS = ("otlp-json", "otlp-jsonl")
 CHUNK = 1000
@@ -48,7 +49,9 @@ def span_hex(row_id: str) -> str:
 
 
 def _ns(seconds: float | None) -> str:
-    return "0" if seconds is None else str(round(seconds * 1e9))
+    """OTLP nanoseconds; a stored time that is no time (±1e300, 9.2e18, text) is written as 0, unknown."""
+    readable = readable_seconds(seconds)
+    return "0" if readable is None else str(round(readable * 1e9))
 
 
 def runs_of(store: Store, run_id: str | None, project: str | None) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +27,100 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, TracesData
 from agentdesk.store.ingest import values as v
 from agentdesk.store.ingest.decode import span_from_json, spans_from_proto
 from agentdesk.store.ingest.spans import BadRecord, OtelSpan
+from agentdesk.store.text.jsonsafe import SURROGATE_ESCAPE, lone_surrogate_in, truncated
+from agentdesk.store.validation import special_kind
 
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 """The largest line, proto record or single span accepted: a bound on memory, not on file size."""
+MAX_STRING_CHARS = 1_000_000
+"""The default limit on one string (a span name, an attribute value): the rest is cut, with a marker saying how
+long the whole was (`--max-string-mb`)."""
+MAX_DECOMPRESSED_BYTES = 4 * 1024**3
+"""The default limit on what one compressed file may decompress to (`--max-decompressed-mb`)."""
 SPANS_PER_RECORD = 2000
 """A large JSON document is handed on in groups of this many spans."""
 _CHUNK = 1 << 20
+_BLANK = re.compile(r"[ \t\r\n]*")
+
+
+@dataclass(frozen=True, slots=True)
+class ImportLimits:
+    """What one file may cost: the longest string kept whole and the most bytes a compressed file may
+    decompress to (a 61 KB gzip can hold a 60 MB name, a 2 MB one 2 GiB of spaces)."""
+
+    max_string_chars: int = MAX_STRING_CHARS
+    max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES
+
+
+def cut_strings(value: Any, limit: int) -> tuple[Any, int]:
+    """`value` with every string (and key) longer than `limit` cut to it, followed by a marker saying how long
+    the whole was; and how many were cut. Iterative: any nesting."""
+    if isinstance(value, str):
+        return (truncated(value, limit), 1) if len(value) > limit else (value, 0)
+    cut = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in list(node):
+                item = node[key]
+                if isinstance(key, str) and len(key) > limit:
+                    del node[key]
+                    key = truncated(key, limit)
+                    node[key] = item
+                    cut += 1
+                if isinstance(item, str):
+                    if len(item) > limit:
+                        node[key] = truncated(item, limit)
+                        cut += 1
+                elif isinstance(item, dict | list):
+                    stack.append(item)
+        elif isinstance(node, list):
+            for n, item in enumerate(node):
+                if isinstance(item, str):
+                    if len(item) > limit:
+                        node[n] = truncated(item, limit)
+                        cut += 1
+                elif isinstance(item, dict | list):
+                    stack.append(item)
+    return value, cut
+
+
+def _cut_span(span: OtelSpan, limit: int) -> int:
+    """`cut_strings` over one decoded span's texts."""
+    cut = 0
+    for name in ("name", "status_message", "attributes", "events", "links", "resource"):
+        value, n = cut_strings(getattr(span, name), limit)
+        if n:
+            setattr(span, name, value)
+            cut += n
+    return cut
+
+
+class _Budget:
+    """A decompressing stream that stops (`BadRecord`) once it has given more than its budget of bytes."""
+
+    def __init__(self, stream: gzip.GzipFile, budget: int, path: Path) -> None:
+        self.stream, self.budget, self.path, self.given = stream, budget, path, 0
+
+    def _count(self, data: bytes) -> bytes:
+        self.given += len(data)
+        if self.given > self.budget:
+            raise BadRecord(str(self.path), f"decompresses to more than {self.budget / 2**20:,.0f} MiB, the limit "
+                            "for one file (--max-decompressed-mb)")
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        return self._count(self.stream.read(size))
+
+    def peek(self, size: int = 0) -> bytes:
+        return self.stream.peek(size)
+
+    def tell(self) -> int:
+        return self.stream.tell()
+
+    def close(self) -> None:
+        self.stream.close()
 
 
 @dataclass(slots=True)
@@ -45,19 +134,26 @@ class Record:
 class TraceFile:
     """One input file: `format` after detection, `records()` to stream it, `position` for progress."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, limits: ImportLimits | None = None) -> None:
         self.path = path
+        self.limits = limits or ImportLimits()
+        if (kind := special_kind(path)) is not None:  # a FIFO would block the open, /dev/zero never end
+            raise BadRecord(str(path), f"is {kind}, not a file that can be imported")
         self.size = path.stat().st_size
         self._raw = cast(io.BufferedReader, path.open("rb", buffering=_CHUNK))
         self.compressed = self._raw.peek(2)[:2] == b"\x1f\x8b"
-        self._stream: io.BufferedReader | gzip.GzipFile = (
-            gzip.GzipFile(fileobj=self._raw, mode="rb") if self.compressed else self._raw)
+        self._stream: io.BufferedReader | _Budget = (
+            _Budget(gzip.GzipFile(fileobj=self._raw, mode="rb"), self.limits.max_decompressed_bytes, path)
+            if self.compressed else self._raw)
+        self.strings_cut = 0
+        """Strings longer than `limits.max_string_chars`, cut (the summary names them)."""
         self._buffered = self._stream
         self.format = self._detect()
         self.document = 0
         """The top-level document being read: a `BadRecord` belongs to it."""
         self.current_traces: set[str] = set()
         """Traces with spans decoded from the current document (yielded or not): what an error taints."""
+        self._last_size = 0
 
     @property
     def position(self) -> int:
@@ -88,10 +184,18 @@ class TraceFile:
 
     def records(self) -> Iterator[Record]:
         if self.format == "protobuf":
-            return self._proto()
+            return self._capped(self._proto())
         if self.format == "protobuf-records":
-            return self._proto_records()
+            return self._capped(self._proto_records())
         return self._json()
+
+    def _capped(self, records: Iterator[Record]) -> Iterator[Record]:
+        """Protobuf records with their long strings cut (a record no longer than the limit has none)."""
+        limit = self.limits.max_string_chars
+        for record in records:
+            if self._last_size > limit:
+                self.strings_cut += sum(_cut_span(span, limit) for span in record.spans)
+            yield record
 
     # -- JSON: one document, or JSON Lines (a document per line), both streamed -------------------
     def _json(self) -> Iterator[Record]:
@@ -112,6 +216,7 @@ class TraceFile:
                 raise BadRecord(where, f"is not an ExportTraceServiceRequest (unexpected field tag {tag})")
             size = self._varint() or 0
             data = self._read_exact(size, where)
+            self._last_size = size
             try:
                 message = ResourceSpans.FromString(data)
             except DecodeError as exc:
@@ -133,6 +238,7 @@ class TraceFile:
             if len(prefix) < 4:
                 raise BadRecord(where, "the file ends inside a record's length prefix (truncated)")
             data = self._read_exact(int.from_bytes(prefix, "big"), where)
+            self._last_size = len(data)
             try:
                 message = TracesData.FromString(data)
             except DecodeError as exc:
@@ -194,6 +300,7 @@ class _JsonDocument:
         self.dropped_chars = 0
         self.pending: list[OtelSpan] = []
         self._tail = b""
+        self._bytes_decoded = 0
 
     # -- low level -------------------------------------------------------------------------
     def where(self, pos: int | None = None) -> str:
@@ -222,17 +329,29 @@ class _JsonDocument:
             self.dropped_chars += self.pos
             self.buf = self.buf[self.pos:]
             self.pos = 0
-        self.buf += data[:cut].decode("utf-8", errors="replace")
+        try:
+            text = data[:cut].decode("utf-8")
+        except UnicodeDecodeError as exc:  # the receiver refuses these bytes too: one rule for both
+            at = self._bytes_decoded + exc.start
+            raise BadRecord(f"{self.file.path}, byte {at:,}" if not self.file.compressed else
+                            f"{self.file.path}, byte {at:,} of its decompressed text",
+                            f"is not UTF-8 text (the byte 0x{data[exc.start]:02x}); OTLP/JSON is UTF-8") from None
+        self._bytes_decoded += cut
+        self.buf += text
         return True
 
     def peek(self) -> str | None:
+        blank = 0
         while True:
-            buf, pos = self.buf, self.pos
-            while pos < len(buf) and buf[pos] in " \t\r\n":
-                pos += 1
+            buf, start = self.buf, self.pos
+            pos = _BLANK.match(buf, start).end()  # type: ignore[union-attr]
             self.pos = pos
             if pos < len(buf):
                 return buf[pos]
+            blank += pos - start
+            if blank > MAX_RECORD_BYTES:  # a tail of nothing but blank space stops here, not at its end
+                raise self.fail(f"holds more than {MAX_RECORD_BYTES // 2**20} MiB of nothing but blank space "
+                                "(not a trace file?)")
             if not self.fill():
                 return None
 
@@ -261,7 +380,13 @@ class _JsonDocument:
                 raise self.fail(f"is not valid JSON ({exc.msg}; the file may be truncated)", exc.pos) from None
             if end == len(self.buf) and not self.eof and self.fill():
                 continue  # a number may go on past the buffer
-            self.pos = end
+            start, self.pos = self.pos, end
+            if SURROGATE_ESCAPE.search(self.buf, start, end) and (bad := lone_surrogate_in(value)) is not None:
+                raise self.fail(f"holds a lone UTF-16 surrogate escape, which is no character ({bad}); the "
+                                "receiver refuses it too", start)
+            if end - start > self.file.limits.max_string_chars:
+                value, cut = cut_strings(value, self.file.limits.max_string_chars)
+                self.file.strings_cut += cut
             return value
 
     def key(self) -> str | None:
@@ -306,6 +431,7 @@ class _JsonDocument:
                     self.value()
             if self.pending:
                 yield self._flush()
+            self.file.current_traces = set()  # whole: nothing after it (a bad line, a blank tail) taints it
 
     def _resource_spans(self, r: int) -> Iterator[Record]:
         self.expect("{", "a resourceSpans object")

@@ -32,7 +32,7 @@ from pathlib import Path
 from agentdesk.store.errors import InvalidInput, StoreError
 from agentdesk.store.ids import new_id
 from agentdesk.store.ingest import staging
-from agentdesk.store.ingest.formats import TraceFile
+from agentdesk.store.ingest.formats import ImportLimits, TraceFile
 from agentdesk.store.ingest.prepare import Prepared, Preparer, fewer_collections
 from agentdesk.store.ingest.spans import BadRecord, run_row_id
 from agentdesk.store.ingest.writer import IngestReport, TraceIndex, TraceWriter, write_trace
@@ -86,6 +86,9 @@ class ImportResult:
     cancelled: bool = False
     error: BadRecord | None = None
     formats: list[str] = field(default_factory=list)
+    strings_cut: int = 0
+    """Strings longer than the limit (`ImportLimits.max_string_chars`), kept cut with a marker."""
+    limits: ImportLimits = field(default_factory=ImportLimits)
 
 
 class ImportCancelled(StoreError):
@@ -224,7 +227,7 @@ class _Staging:
 
 def import_files(store: Store, paths: Sequence[Path], *, default_project: str | None = None,
                  progress: ProgressFn | None = None, cancel: threading.Event | None = None,
-                 actor: str = IMPORT_ACTOR, helper: bool = True) -> ImportResult:
+                 actor: str = IMPORT_ACTOR, helper: bool = True, limits: ImportLimits | None = None) -> ImportResult:
     """Import OTLP files; returns what was written. Raises only for an unusable store.
 
     A bad record is reported in `result.error` (after publishing the whole traces read
@@ -235,22 +238,24 @@ def import_files(store: Store, paths: Sequence[Path], *, default_project: str | 
     thresholds = gc.get_threshold()
     fewer_collections()
     try:
-        return _import(store, paths, default_project, progress, cancel, actor, helper, began)
+        return _import(store, paths, default_project, progress, cancel, actor, helper, began,
+                       limits or ImportLimits())
     finally:
         gc.set_threshold(*thresholds)
 
 
 def _import(store: Store, paths: Sequence[Path], default_project: str | None, progress: ProgressFn | None,
-            cancel: threading.Event | None, actor: str, helper: bool, began: float) -> ImportResult:
+            cancel: threading.Event | None, actor: str, helper: bool, began: float,
+            limits: ImportLimits) -> ImportResult:
     total_bytes = sum(p.stat().st_size for p in paths)
     spill = _Staging(MEMORY_SPANS)
     preparer = Preparer(helper=helper)
-    result = ImportResult(IngestReport(), [str(p) for p in paths], 0, 0.0)
+    result = ImportResult(IngestReport(), [str(p) for p in paths], 0, 0.0, limits=limits)
     done_bytes = decoded = 0
     try:
         try:
             for path in paths:
-                trace_file = TraceFile(path)
+                trace_file = TraceFile(path, limits)
                 try:
                     for record in trace_file.records():
                         decoded += len(record.spans)
@@ -272,6 +277,7 @@ def _import(store: Store, paths: Sequence[Path], default_project: str | None, pr
                     spill.drop(trace_file.current_traces)  # no trace the bad document touched is published
                     raise
                 finally:
+                    result.strings_cut += trace_file.strings_cut
                     trace_file.close()
                 done_bytes += path.stat().st_size
                 if result.cancelled:
@@ -435,7 +441,8 @@ def _audit(store: Store, result: ImportResult, actor: str) -> None:
             "files": result.files, "spans_read": result.spans_read, "spans_written": report.spans_written,
             "duplicates": report.duplicates, "completed": report.completed, "traces": report.traces,
             "orphans_pending": report.orphans_pending, "cancelled": result.cancelled,
-            "error": str(result.error) if result.error else None, "runs": report.run_ids[:100]})
+            "error": str(result.error) if result.error else None, "runs": report.run_ids[:100],
+            "strings_cut": result.strings_cut})
 
 
 def check_paths(paths: Sequence[Path]) -> None:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.text.jsonsafe import DISPLAY_CHARS, loads_bounded, truncated
+from agentdesk.store.text.times import moment
 
 
 def ts(value: float) -> datetime:
-    return datetime.fromtimestamp(value, UTC)
+    """A stored Unix time; one no datetime can hold (±1e300, 9.2e18, a word) is `UNREADABLE_TIME`, shown as
+    "unreadable time", as the foreign readers do."""
+    return moment(value)
 
 
 def ts_opt(value: float | None) -> datetime | None:

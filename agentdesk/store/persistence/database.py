@@ -7,7 +7,9 @@ sentence an operator can act on.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import re
 import sqlite3
 import uuid
@@ -40,6 +42,7 @@ from agentdesk.store.persistence.schema import (
 )
 from agentdesk.store.persistence.schema_check import check_schema
 from agentdesk.store.readmodel import StoreInfo
+from agentdesk.store.validation import require_regular_file
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -180,9 +183,12 @@ class Store:
     def info(self) -> StoreInfo:
         counts: dict[str, int] = {}
         with self.reading() as session:
+            audit = inspect(session.connection()).has_table(AuditRow.__tablename__)  # gone: `verify` says so
             for label, row in (("projects", ProjectRow), ("tasks", TaskRow), ("sessions", SessionRow),
                                ("agents", AgentRow), ("runs", RunRow), ("spans", SpanRow),
                                ("approvals", ApprovalRow), ("audit records", AuditRow)):
+                if row is AuditRow and not audit:
+                    continue
                 query = select(func.count()).select_from(row)
                 if row in (ProjectRow, TaskRow, SessionRow, AgentRow, RunRow):  # not a half-imported trace
                     query = query.where(row.id.not_in(select(ImportStagingRow.entity_id)))
@@ -221,17 +227,19 @@ def open_store(location: str | None = None, *, create: bool = True, read_only: b
     path = sqlite.path_of(url)
     if path is None:
         raise StoreUnavailable(f"{url} is not a store location agentdesk can open.")
+    require_regular_file(path, "The store", StoreUnavailable)
     fresh = not path.exists() or path.stat().st_size == 0
     if fresh:
         if not create or read_only:
             raise StoreUnavailable(f"There is no store at {path}; run `agentdesk init` to create one.")
         sqlite.make_private_dirs(path.parent)
-        sqlite.create_private_file(path)  # 0600 before SQLite sees it: its -wal and -shm inherit the mode
-    else:
-        _check_existing_file(path, busy_timeout_s)
+        _build_beside(path, busy_timeout_s)
+    elif not _check_existing_file(path, busy_timeout_s) and create and not read_only:
+        _build_beside(path, busy_timeout_s)  # an empty database: a store whose creation was killed, finished now
     engine = sqlite.create_sqlite_engine(path, read_only=read_only, busy_timeout_s=busy_timeout_s)
     try:
-        version = check_schema(engine, url, _migrate(engine, url, upgrade=not read_only), head_revision())
+        version = check_schema(engine, url, _migrate(engine, url, upgrade=not read_only), head_revision(),
+                               audit_optional=read_only)
     except OperationalError as exc:
         engine.dispose()
         raise StoreUnavailable(describe_operational_error(exc, url)) from exc
@@ -261,8 +269,9 @@ def _open_server_store(url: str, *, create: bool, read_only: bool, busy_timeout_
     return store
 
 
-def _check_existing_file(path: Path, busy_timeout_s: float) -> None:
-    """Refuse, before anything is written, a file that is not an agentdesk store we can use.
+def _check_existing_file(path: Path, busy_timeout_s: float) -> bool:
+    """Refuse, before anything is written, a file that is not an agentdesk store we can use; False when it
+    is a SQLite database with no tables at all (nothing to lose: a creation that was killed half-way).
 
     Everything here runs on a read-only probe: even switching the journal mode to
     WAL (which the writable engine does on connect) would change a refused file.
@@ -281,11 +290,130 @@ def _check_existing_file(path: Path, busy_timeout_s: float) -> None:
     except sqlite3.DatabaseError as exc:
         raise StoreUnavailable(f"{path} is not a readable SQLite database ({exc}).") from exc
     meaningful = tables - NEUTRAL_TABLES
-    if meaningful and (version is None or not tables >= SIGNATURE_TABLES):
+    # a store that lost only its audit table is still ours: `check_schema` says so, as tampering (exit 6)
+    if meaningful and (version is None or not tables >= SIGNATURE_TABLES - {"audit_log"}):
         shown = ", ".join(sorted(meaningful)[:6]) + (", ..." if len(meaningful) > 6 else "")
         raise StoreUnavailable(
             f"{path} is a SQLite database of another schema (tables: {shown}), not an agentdesk store.")
     _refuse_unknown_revision(version, str(path))
+    return bool(tables - NEUTRAL_TABLES) or version is not None
+
+
+BUILD_MARK = ".init-"
+"""A store being created is built as `.NAME.init-PID-RANDOM` beside NAME, then renamed into place."""
+
+
+def _build_beside(path: Path, busy_timeout_s: float) -> None:
+    """Create a whole store at `path` atomically: build it under a temporary name in the same folder (schema,
+    migrations, everything in the main file), then put it in place with one rename. A kill at any moment
+    leaves either no store at `path` or a whole one; the temporary files of a killed build are removed by the
+    next one. When another process put a store there meanwhile, that one is kept and this build discarded."""
+    _remove_abandoned_builds(path)
+    temp = path.with_name(f".{path.name}{BUILD_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        sqlite.create_private_file(temp)  # 0600 before SQLite sees it: its -wal and -shm inherit the mode
+        engine = sqlite.create_sqlite_engine(temp, read_only=False, busy_timeout_s=busy_timeout_s)
+        try:
+            _migrate(engine, f"sqlite:///{temp}", upgrade=True)
+            with engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        except OperationalError as exc:
+            raise StoreUnavailable(describe_operational_error(exc, f"sqlite:///{path}")) from exc
+        finally:
+            engine.dispose()
+        with open(temp, "rb+") as handle:  # the main file holds everything now (the WAL was checkpointed)
+            os.fsync(handle.fileno())
+        _publish(temp, path)
+    finally:
+        for leftover in (temp, *_companions(temp)):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def _companions(path: Path) -> tuple[Path, ...]:
+    return tuple(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))
+
+
+def _publish(temp: Path, path: Path) -> None:
+    """Rename the finished build onto `path` if that is still absent or empty (under a lock on the folder,
+    so two creators cannot both replace it); a stale WAL beside an empty file belongs to no store and goes."""
+    try:
+        folder_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:  # a folder cannot be opened on this system (Windows): the rename is still atomic
+        folder_fd = -1
+    try:
+        with _folder_lock(folder_fd):
+            try:
+                current = path.stat().st_size
+            except FileNotFoundError:
+                current = 0
+            if current == 0 or not _has_tables(path):
+                for stale in _companions(path):
+                    with contextlib.suppress(FileNotFoundError):
+                        stale.unlink()
+                os.replace(temp, path)
+            with contextlib.suppress(OSError):
+                os.fsync(folder_fd)
+    finally:
+        if folder_fd >= 0:
+            os.close(folder_fd)
+
+
+def _has_tables(path: Path) -> bool:
+    """Whether an existing file holds any table (a file that is not SQLite counts as holding something)."""
+    try:
+        if not sqlite.looks_like_sqlite(path):
+            return True
+        conn = sqlite.open_probe(path, 1.0)
+        try:
+            return bool(set(sqlite.table_names(conn)) - NEUTRAL_TABLES)
+        finally:
+            conn.close()
+    except (OSError, sqlite3.DatabaseError):
+        return True
+
+
+@contextmanager
+def _folder_lock(fd: int) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; the rename is still atomic
+        fd = -1
+    if fd < 0:
+        yield
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _remove_abandoned_builds(path: Path) -> None:
+    """The temporary files of builds whose process is gone (killed during `init`)."""
+    prefix = f".{path.name}{BUILD_MARK}"
+    try:
+        names = [p for p in path.parent.iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return
+    for leftover in names:
+        pid = leftover.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            leftover.unlink()
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _refuse_unknown_revision(version: str | None, name: str) -> None:

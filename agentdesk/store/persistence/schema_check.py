@@ -12,18 +12,35 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, inspect
 
-from agentdesk.store.errors import StoreUnavailable
+from agentdesk.store.errors import AuditChainBroken, StoreUnavailable
 from agentdesk.store.persistence.schema import Base
 
+AUDIT_TABLE = "audit_log"
 
-def check_schema(engine: Engine, name: str, version: str | None, head: str) -> str | None:
-    """`version`, after refusing a store at `head` whose tables or columns are not all there."""
+
+def check_schema(engine: Engine, name: str, version: str | None, head: str, *,
+                 audit_optional: bool = False) -> str | None:
+    """`version`, after refusing a store at `head` whose tables or columns are not all there.
+
+    A store whose only loss is its audit table had its audit log removed: that is tampering (exit 6) for
+    anything that would write to it; read-only (`audit_optional`) it opens, so `verify` can say what the
+    anchor saw and the rest can still be read."""
     if version is None or version != head:
         return version
     name = name.removeprefix("sqlite:///")
     inspector = inspect(engine)
     present = set(inspector.get_table_names())
+    lost = {t.name for t in Base.metadata.sorted_tables} - present
+    if lost == {AUDIT_TABLE}:
+        if audit_optional:
+            present.add(AUDIT_TABLE)
+        else:
+            raise AuditChainBroken(
+                f"The store {name} has lost its audit table ({AUDIT_TABLE}): its audit log was removed. Nothing "
+                "was changed; `agentdesk verify` says what the anchor saw.")
     for table in Base.metadata.sorted_tables:
+        if table.name == AUDIT_TABLE and lost == {AUDIT_TABLE}:
+            continue
         if table.name not in present:
             raise StoreUnavailable(
                 f"The store {name} is damaged: its {table.name} table is missing although its schema stamp "

@@ -31,6 +31,7 @@ from agentdesk.store.search import fts
 from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.query import Query, fts_phrase, matches_text, parse, words_of
 from agentdesk.store.source import Source
+from agentdesk.store.text.times import seconds_column
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,10 @@ def _by_start(rows: Sequence[Any]) -> tuple[list[str], int]:
     """Ids ordered by start time, in numpy (SQLite's ORDER BY on a big match set is a slow sort)."""
     if not rows:
         return [], 0
-    starts = np.fromiter((row[1] for row in rows), dtype=np.float64, count=len(rows))
+    try:
+        starts = np.fromiter((row[1] for row in rows), dtype=np.float64, count=len(rows))
+    except (TypeError, ValueError):  # a word where a time belongs: it sorts as an unreadable time
+        starts = np.array(seconds_column(row[1] for row in rows), dtype=np.float64)
     order = np.argsort(starts, kind="stable").tolist()
     return [rows[i][0] for i in order], len(rows)
 

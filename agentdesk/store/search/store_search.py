@@ -37,6 +37,7 @@ from agentdesk.store.search.run_search import (
     search_run,
 )
 from agentdesk.store.source import Source
+from agentdesk.store.text.times import UNREADABLE_SECONDS, readable_seconds
 
 DEFAULT_LIMIT = 500
 """Hits listed per kind (spans, approvals, context items); the counts say how many matched in all."""
@@ -128,10 +129,17 @@ def _spans_sql(engine: Engine, q: Query, limit: int) -> tuple[list[Hit], int]:
         dirty = [] if match is None else [
             row for row in conn.execute(text(dirty_rows(tests, ", s.run_id")), params)
             if dirty_matches(q, row)]
-    hits = [Hit(HitKind.SPAN, r[0], r[1], r[0], r[2], r[3]) for r in rows]
-    hits += [Hit(HitKind.SPAN, r[0], r[7], r[0], r[3] or "", r[1]) for r in dirty[: max(0, limit - len(hits))]]
+    hits = [Hit(HitKind.SPAN, r[0], r[1], r[0], r[2], _started(r[3])) for r in rows]
+    hits += [Hit(HitKind.SPAN, r[0], r[7], r[0], r[3] or "", _started(r[1]))
+             for r in dirty[: max(0, limit - len(hits))]]
     hits.sort(key=lambda h: (h.run_id, h.started))
     return hits, int(total) + len(dirty)
+
+
+def _started(value: object) -> float:
+    """A stored start as seconds; an unreadable one (text, ±1e300) sorts as the foreign readers' epoch."""
+    seconds = readable_seconds(value)
+    return UNREADABLE_SECONDS if seconds is None else seconds
 
 
 def every_run(source: Source) -> Iterator[rm.Run]:

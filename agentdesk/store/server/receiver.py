@@ -20,13 +20,12 @@ into the store. aiohttp serves on whatever asyncio loop starts it;
 from __future__ import annotations
 
 import asyncio
-import hmac
 import ipaddress
 import json
 import logging
 import threading
 from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -38,6 +37,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
 from agentdesk.store.ingest.prepare import helper_pool
 from agentdesk.store.ingest.receiver_decode import PROTOBUF_TYPES, BodyRefused, check_media, decode_prepared, media_type
+from agentdesk.store.ingest.receiver_limits import (
+    ConnectionGuard,
+    GuardedSite,
+    ReceiverLimits,
+    bearer_matches,
+    read_body,
+)
 from agentdesk.store.ingest.receiver_stats import ReceiverStats
 from agentdesk.store.ingest.receiver_writer import Ingest, IngestWriter, QueueFull
 from agentdesk.store.persistence.database import Store
@@ -48,7 +54,7 @@ log = logging.getLogger(__name__)
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 4318
 DEFAULT_MAX_BODY = 20 * 1024 * 1024
 """20 MiB, the Collector's default; an exporter's batch of 512 spans is far below it."""
-GRPC_CODES = {400: 3, 401: 16, 413: 8, 415: 3, 500: 13, 503: 14}
+GRPC_CODES = {400: 3, 401: 16, 408: 4, 413: 8, 415: 3, 500: 13, 503: 14}
 """google.rpc.Code for each HTTP answer: INVALID_ARGUMENT, UNAUTHENTICATED, RESOURCE_EXHAUSTED, ..."""
 
 
@@ -87,6 +93,8 @@ class ReceiverConfig:
     """Refuse (503) when the work already queued would keep a request waiting longer than this."""
     retry_after_s: int = 1
     default_project: str | None = None
+    limits: ReceiverLimits = field(default_factory=ReceiverLimits)
+    """Timeouts and connection caps against slow or greedy clients (`receiver_limits`)."""
     helper: bool = True
     """Decode and map requests in a helper process (False: in threads of this process)."""
     """Project for spans whose resource names none (no service.name, no openinference.project.name)."""
@@ -128,9 +136,10 @@ class Receiver:
         """The gate over HTTP on the same port (`/agent/v1/...`, agent tokens): store/server/agent_api.py."""
         self._runner: web.AppRunner | None = None
         self.address: tuple[str, int] | None = None
+        self.guard = ConnectionGuard(self.config.limits, retry_after_s=self.config.retry_after_s)
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.config.max_body_bytes)
+        app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[self.guard.middleware])
         app.router.add_post("/v1/traces", self._traces)
         self.agent_api.add_routes(app)
         return app
@@ -144,7 +153,7 @@ class Receiver:
         self.agent_api.start(asyncio.get_running_loop())
         self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=5.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.host, self.config.port)
+        site = GuardedSite(self._runner, self.config.host, self.config.port, self.guard)
         try:
             await site.start()
         except OSError as exc:
@@ -182,7 +191,7 @@ class Receiver:
             if (request.content_length or 0) > self.config.max_body_bytes:
                 raise BodyRefused(413, self._too_large())
             try:
-                body = await request.read()
+                body = await read_body(request, self.config.limits)
             except web.HTTPRequestEntityTooLarge:
                 raise BodyRefused(413, self._too_large()) from None
             # aiohttp has already inflated a gzip body, holding it to client_max_size as it went,
@@ -236,9 +245,7 @@ class Receiver:
         token = self.config.token
         if not token:
             return
-        given = request.headers.get("Authorization", "")
-        scheme, _, value = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+        if not bearer_matches(request.headers.get("Authorization", ""), token):
             raise BodyRefused(401, "A valid bearer token is required (Authorization: Bearer ...).")
 
     def _too_large(self) -> str:

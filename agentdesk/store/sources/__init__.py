@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from agentdesk.store.errors import StoreUnavailable
 from agentdesk.store.native import NativeSource
 from agentdesk.store.paths import default_store_location
 from agentdesk.store.persistence import sqlite
 from agentdesk.store.persistence.database import to_url
 from agentdesk.store.source import Source
 from agentdesk.store.sources.detect import detect
+from agentdesk.store.validation import require_regular_file
 
 
 def open_source(location: str | None = None, *, allow_writes: bool = False, create: bool = False,
@@ -21,6 +23,8 @@ def open_source(location: str | None = None, *, allow_writes: bool = False, crea
 
     url = to_url(location or default_store_location())
     path = sqlite.path_of(url)
+    if path is not None:
+        require_regular_file(path, "The store", StoreUnavailable)
     if path is None or not path.exists() or path.stat().st_size == 0:
         return NativeSource.open(location, create=create, read_only=read_only, busy_timeout_s=busy_timeout_s)
     found = detect(path, busy_timeout_s)

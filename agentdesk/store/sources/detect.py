@@ -51,6 +51,8 @@ def detect(path: Path, busy_timeout_s: float = 5.0) -> Detected:
     from agentdesk.store.sources.registry import RUNTIMES  # the registry imports every runtime
 
     schema = read_schema(path, busy_timeout_s)
+    if not schema.tables - {"sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}:
+        return Detected("agentdesk", None, schema.tables)  # an empty database: a store whose creation was killed
     for runtime in RUNTIMES:
         try:
             version = runtime.recognise(schema)

@@ -214,3 +214,39 @@ def loads_limited(text: str, max_depth: int, *, unique_keys: bool = False) -> An
     if depth > max_depth:
         raise TooDeep(f"it is nested {depth:,} levels deep; the limit is {max_depth}")
     return value
+
+
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A JSON escape of a UTF-16 surrogate: a pair is a character, a lone one is no text at all."""
+
+
+def undecodable(text: str) -> int | None:
+    """Where `text` stops being Unicode text: the index of its first lone surrogate (a `\\ud800` JSON escape
+    decoded, or a byte that was not UTF-8 kept by surrogateescape), or None when it is all text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def lone_surrogate_in(value: Any) -> str | None:
+    """The first string (key or value) of a decoded JSON value holding a lone surrogate, shown escaped, or
+    None. Iterative; cheap for the common case (one encode of the whole value's text)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return None
+    except (UnicodeEncodeError, RecursionError, ValueError, TypeError):
+        pass
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if undecodable(node) is not None:
+                return node.encode("utf-8", "backslashreplace").decode("ascii")[:80]
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None

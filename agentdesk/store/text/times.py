@@ -41,3 +41,39 @@ def shown_time(moment: datetime | None, fmt: str, *, local: bool = True, empty: 
     shown = moment.astimezone() if local else moment.astimezone(UTC)
     text = time.strftime(fmt.replace("%f", f"{shown.microsecond:06d}"), shown.timetuple())
     return text
+
+
+EARLIEST_S = -62_135_596_800.0 + 86_400
+"""2 January of the year 1, in Unix seconds: a day inside what `datetime` holds, whatever the local zone."""
+LATEST_S = 253_402_300_799.0 - 86_400
+"""30 December 9999, likewise."""
+UNREADABLE_SECONDS = 0.0
+"""An unreadable time where seconds are needed (span columns): the epoch, as the foreign readers give it."""
+
+
+def readable_seconds(value: object) -> float | None:
+    """A stored time in Unix seconds when it is one a datetime can hold, else None: ±1e300, 9.2e18, NaN,
+    a word or a blob where a number belongs."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    seconds = float(value)
+    return seconds if EARLIEST_S <= seconds <= LATEST_S else None  # NaN fails both comparisons
+
+
+def moment(value: object) -> datetime:
+    """The datetime of a stored Unix time, `UNREADABLE_TIME` when it cannot be one."""
+    seconds = readable_seconds(value)
+    return UNREADABLE_TIME if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
+def seconds_column(values: object, *, open_ends: bool = False) -> list[float | None]:
+    """Stored times as seconds, each unreadable one `UNREADABLE_SECONDS`; with `open_ends` a NULL stays None
+    (an open span)."""
+    out: list[float | None] = []
+    for value in values:  # type: ignore[attr-defined]
+        if value is None and open_ends:
+            out.append(None)
+            continue
+        seconds = readable_seconds(value)
+        out.append(UNREADABLE_SECONDS if seconds is None else seconds)
+    return out

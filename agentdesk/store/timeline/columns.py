@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from agentdesk.store.readmodel import SpanTable
+from agentdesk.store.text.times import EARLIEST_S, LATEST_S, seconds_column
 from agentdesk.store.timeline.id_index import SpanKeys
 from agentdesk.store.timeline.strings import Coded, StringTable, take
 
@@ -72,8 +73,13 @@ class ColumnBuilder:
         self.parent_ids.extend(cols[1])
         self.kinds, self.names, self.statuses = (
             coded + values for coded, values in zip((self.kinds, self.names, self.statuses), cols[2:5], strict=True))
-        for out, values, dtype in zip(self.numbers, cols[5:], _DTYPES, strict=True):
-            array = np.array(values, dtype=np.float64)  # None becomes NaN: an open end, or a missing count
+        for n, (out, values, dtype) in enumerate(zip(self.numbers, cols[5:], _DTYPES, strict=True)):
+            if n < 2:  # times: each unreadable one (±1e300, 9.2e18, text) the epoch, as foreign readers give it
+                values = _times(values, open_ends=n == 1)
+            try:
+                array = np.array(values, dtype=np.float64)  # None becomes NaN: an open end, or a missing count
+            except (TypeError, ValueError):  # a word where a count belongs: no count
+                array = np.array([v if isinstance(v, int | float) else None for v in values], dtype=np.float64)
             out.append(array if dtype is np.float64 else np.nan_to_num(array, copy=False).astype(dtype))
 
     def columns(self, total: int | None = None) -> SpanColumns:
@@ -82,6 +88,18 @@ class ColumnBuilder:
             for parts, dtype in zip(self.numbers, _DTYPES, strict=True))
         return SpanColumns(self.ids, self.parent_ids, self.kinds, self.names, self.statuses, start, end,
                            input_tokens, output_tokens, cost, total=len(self.ids) if total is None else total)
+
+
+def _times(values: Sequence[Any], *, open_ends: bool) -> Sequence[Any]:
+    """The time column as it is when every value is a readable time (checked in C), else mended."""
+    try:
+        array = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return seconds_column(values, open_ends=open_ends)
+    known = array[~np.isnan(array)] if open_ends else array
+    if bool(((known >= EARLIEST_S) & (known <= LATEST_S)).all()):
+        return values
+    return seconds_column(values, open_ends=open_ends)
 
 
 def from_table(table: SpanTable) -> SpanColumns:
