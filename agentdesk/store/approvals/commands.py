@@ -16,6 +16,7 @@ from agentdesk.store.native.convert import ts_opt
 from agentdesk.store.native.queries import NativeQueries
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.postgres.roles import require
 from agentdesk.store.persistence.server import adopt_server_changes, on_server
 from agentdesk.store.persistence.uow import UnitOfWork, affected
 from agentdesk.store.text.arguments import arguments_hash, check_expected_hash, guard_arguments
@@ -59,6 +60,7 @@ def decide(store: Store, approval_id: str, approve: bool, actor: str, reason: st
     A = sc.ApprovalRow
     status = "approved" if approve else "denied"
     if store.is_postgres:
+        require(store.login, "operator", "deciding")
         with UnitOfWork(store) as uow:
             found = uow.session.execute(SERVER_DECIDE, {
                 "id": approval_id, "approve": approve, "actor": actor, "reason": reason, "edited": edited,

@@ -34,12 +34,19 @@ from agentdesk.store.validation import check_name
 HEARTBEAT_INTERVAL_S = 5.0
 GONE_AFTER_S = 3 * HEARTBEAT_INTERVAL_S
 GONE_REASON = "requester gone"
+SERVER_BEAT = text("SELECT agentdesk_beat(:id, :origin)")
 SERVER_DISMISS = text("SELECT * FROM agentdesk_dismiss_gone(:actor, :ids, :after, :reason, :origin)")
 
 
 def beat(store: Store, approval_id: str) -> bool:
     """Say the requester still waits; False once the approval is no longer pending (or is gone)."""
     A = sc.ApprovalRow
+    if store.is_postgres:  # the requester's own beat, through the server (an agent login may update no approval)
+        with UnitOfWork(store) as uow:
+            change = uow.session.execute(SERVER_BEAT, {"id": approval_id, "origin": store.origin}).scalar()
+            if change is not None:
+                adopt_server_changes(uow, [change])
+        return change is not None
     with UnitOfWork(store) as uow:
         won = affected(uow.session.execute(
             update(A).where(A.id == approval_id, A.status == "pending")

@@ -64,6 +64,10 @@ class ChangeWatcher(LoopWatcher):
         self.bus = bus or store.bus
         self.poll_interval_s = poll_interval_s
         self.include_own = include_own
+        login = getattr(store, "login", None)
+        self._own = frozenset({store.origin} | ({f"{login.name}/{store.origin}"} if login is not None else set()))
+        """The origins this process's own writes are logged under: on PostgreSQL the server logs the login before
+        ours (migration 0012), so another login passing our origin is not skipped (it cannot hide a change)."""
         self.high_water = 0
         self.last_change_at: float | None = None
         self.resets = 0
@@ -163,7 +167,7 @@ class ChangeWatcher(LoopWatcher):
         """Advance the high-water mark over `rows` (seq order), keeping the changes this watcher reports."""
         for seq, at, origin, entity, op, entity_id, parents, revision in rows:
             self.high_water = seq
-            if origin != self.store.origin or self.include_own:
+            if origin not in self._own or self.include_own:
                 into.append(Change(entity, op, entity_id, json.loads(parents), revision, seq, origin, at))
 
     def _lost_track(self, lowest: int, highest: int) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-
 SEQ = BigInteger().with_variant(Integer(), "sqlite")
 """The audit's and the change log's seq: bigint on PostgreSQL (migration 0012); SQLite's INTEGER is 64-bit and
 must stay spelled INTEGER for its rowid alias."""

@@ -190,7 +190,8 @@ HELPERS = [
     CREATE FUNCTION public.agentdesk_require_writer(doing text) RETURNS void LANGUAGE plpgsql STABLE {SAFE} AS $$
     BEGIN
         IF NOT public.agentdesk_is_owner() AND NOT pg_has_role(session_user, 'agentdesk_operator', 'MEMBER')
-           AND NOT pg_has_role(session_user, 'agentdesk_agent', 'MEMBER') THEN
+           AND NOT pg_has_role(session_user, 'agentdesk_agent', 'MEMBER')
+           AND NOT coalesce((SELECT r.rolcreaterole FROM pg_roles r WHERE r.rolname = session_user), false) THEN
             PERFORM public.agentdesk_refuse(doing, 'agent or operator');
         END IF;
     END $$
@@ -287,9 +288,11 @@ CHANGES = [
     END $$
     """,
     "REVOKE ALL ON FUNCTION public.agentdesk_log_changes(text, json) FROM PUBLIC",
-    "GRANT EXECUTE ON FUNCTION public.agentdesk_log_changes(text, json) TO agentdesk_agent, agentdesk_operator",
+    # Every group may call them; they refuse a viewer themselves, in one sentence (a login with CREATEROLE
+    # writes the audit record of a role grant).
+    f"GRANT EXECUTE ON FUNCTION public.agentdesk_log_changes(text, json) TO {GROUPS}",
     "REVOKE ALL ON FUNCTION public.agentdesk_writer_turn(boolean) FROM PUBLIC",
-    "GRANT EXECUTE ON FUNCTION public.agentdesk_writer_turn(boolean) TO agentdesk_agent, agentdesk_operator",
+    f"GRANT EXECUTE ON FUNCTION public.agentdesk_writer_turn(boolean) TO {GROUPS}",
 ]
 
 AUDIT = [
@@ -552,8 +555,16 @@ DOING = {
     "agentdesk_decide": "deciding", "agentdesk_dismiss_gone": "dismissing requests",
     "agentdesk_set_item_locked": "locking context", "agentdesk_edit_item": "editing context",
     "agentdesk_set_group_visibility": "showing or hiding context", "agentdesk_compact": "compacting context",
-    "agentdesk_undo_compaction": "undoing a compaction", "agentdesk_audit_head": "anchoring the audit",
+    "agentdesk_undo_compaction": "undoing a compaction",
 }
+
+CALLER_HELPERS = ("agentdesk_is_owner()", "agentdesk_is_owner(name)", "agentdesk_level()",
+                  "agentdesk_refuse(text, text)", "agentdesk_require(text, text)", "agentdesk_origin(text)",
+                  "agentdesk_approval_inserted()", "agentdesk_approval_updated()", "agentdesk_context_appended()",
+                  "agentdesk_rule_changed()")
+INTERNAL = (*CALLER_HELPERS, "agentdesk_require_writer(text)", "agentdesk_require_requester(text, text)",
+            "agentdesk_audit_needs(text, text, text)", "agentdesk_rule_audited()")
+"""Functions nobody calls by name: REVOKEd from PUBLIC (the caller helpers then granted to the groups)."""
 
 DOWNGRADE = [
     "DROP TRIGGER IF EXISTS approval_rules_audited ON public.approval_rules",
@@ -652,21 +663,16 @@ def upgrade() -> None:
             pairs.append(("public.agentdesk_require('operator');",
                           f"public.agentdesk_require('operator', '{DOING[name]}');"))
         _patch(bind, name, pairs)
-    _patch(bind, "agentdesk_audit_head", [("public.agentdesk_require('operator');",
-                                           "public.agentdesk_require('operator', 'anchoring the audit');")])
-    for function in ("agentdesk_withdraw(text, text, text, text)", "agentdesk_expire_overdue(text, text)"):
+    # The head's anchor MAC signs only what the table holds: every writer anchors what its functions appended.
+    _patch(bind, "agentdesk_audit_head", [("PERFORM public.agentdesk_require('operator');",
+                                           "PERFORM public.agentdesk_require_writer('anchoring the audit');")])
+    for function in ("agentdesk_withdraw(text, text, text, text)", "agentdesk_expire_overdue(text, text)",
+                     "agentdesk_audit_head()"):
         _run(bind, f"GRANT EXECUTE ON FUNCTION public.{function} TO agentdesk_agent")
-    for internal_function in ("agentdesk_is_owner()", "agentdesk_is_owner(name)", "agentdesk_level()",
-                              "agentdesk_refuse(text, text)", "agentdesk_require(text, text)", "agentdesk_require_writer(text)",
-                              "agentdesk_require_requester(text, text)", "agentdesk_origin(text)",
-                              "agentdesk_audit_needs(text, text, text)", "agentdesk_approval_inserted()",
-                              "agentdesk_approval_updated()", "agentdesk_context_appended()",
-                              "agentdesk_rule_changed()", "agentdesk_rule_audited()"):
+    for internal_function in INTERNAL:
         _run(bind, f"REVOKE ALL ON FUNCTION public.{internal_function} FROM PUBLIC")
     # the triggers' and checks' helpers run as the caller: every group needs them (they reveal nothing)
-    for helper in ("agentdesk_is_owner()", "agentdesk_is_owner(name)", "agentdesk_level()", "agentdesk_refuse(text, text)",
-                   "agentdesk_require(text, text)", "agentdesk_origin(text)", "agentdesk_approval_inserted()",
-                   "agentdesk_approval_updated()", "agentdesk_context_appended()", "agentdesk_rule_changed()"):
+    for helper in CALLER_HELPERS:
         _run(bind, f"GRANT EXECUTE ON FUNCTION public.{helper} TO {GROUPS}")
 
 
@@ -684,8 +690,8 @@ def downgrade() -> None:
                 pairs.append((f"public.agentdesk_require('operator', '{DOING[name]}');",
                               "public.agentdesk_require('operator');"))
             _patch(bind, name, pairs)
-        _patch(bind, "agentdesk_audit_head", [("public.agentdesk_require('operator', 'anchoring the audit');",
-                                               "public.agentdesk_require('operator');")])
+        _patch(bind, "agentdesk_audit_head", [("PERFORM public.agentdesk_require_writer('anchoring the audit');",
+                                               "PERFORM public.agentdesk_require('operator');")])
         [(_, internal)] = _functions(bind, "p.proname = 'agentdesk_audit_write'")
         appender = internal.replace("FUNCTION public.agentdesk_audit_write(", "FUNCTION public.agentdesk_audit_append(")
         appender = appender.replace("IF false THEN",
