@@ -205,6 +205,11 @@ class Approval:
     """The standing rule that decided it, if a rule did."""
     requester_heartbeat_at: datetime | None = None
     """Last "still waiting" from the requester; None for requesters (and foreign systems) that never beat."""
+    decided_login: str | None = None
+    """PostgreSQL: the database login that decided it, recorded by the server (who decided); `decided_by` is the
+    name typed beside it, a display label. None on SQLite (one user) and for foreign systems."""
+    requested_login: str | None = None
+    """PostgreSQL: the database login that requested it, recorded by the server."""
 
     def is_expired(self, now: datetime) -> bool:
         return self.expires_at is not None and now >= self.expires_at

@@ -37,6 +37,7 @@ from agentdesk.store.changes.bus import Change
 from agentdesk.store.errors import InvalidInput, PermissionRefused, StoreError, StoreUnavailable
 from agentdesk.store.persistence.database import Store, describe_operational_error
 from agentdesk.store.persistence.postgres.engine import RUNTIME_QUEUE, is_postgres_url
+from agentdesk.store.persistence.postgres.engine import busy_timeout_of as pg_busy_timeout_of
 from agentdesk.store.persistence.postgres.roles import refusal_from
 from agentdesk.store.persistence.retry import (
     MAX_PAUSE_S,
@@ -65,7 +66,7 @@ def write_deadline(store: Store, runtime: bool) -> float:
     anyway; the busy timeout they opened the store with (5 s, `--busy-timeout`) says how long they
     are willing to wait behind anything else before hearing why.
     """
-    busy = busy_timeout_of(store.engine)
+    busy = busy_timeout_of(store.engine) if is_sqlite_url(store.url) else pg_busy_timeout_of(store.engine)
     if busy is None:
         return WRITE_DEADLINE_S
     return max(WRITE_DEADLINE_S, busy) if runtime else busy

@@ -9,6 +9,7 @@ one sentence naming the server, never the password.
 from __future__ import annotations
 
 import importlib.util
+import weakref
 from typing import Any
 from urllib.parse import unquote
 
@@ -117,6 +118,14 @@ SECURITY DEFINER function, which agents and operators may call and viewers may n
 advisory locks it replaces, a viewer cannot take it and stall every writer."""
 
 
+_busy_timeouts: weakref.WeakKeyDictionary[Engine, float] = weakref.WeakKeyDictionary()
+
+
+def busy_timeout_of(engine: Engine) -> float | None:
+    """The busy timeout a server store was opened with: how long a person's write waits for the writers' turn."""
+    return _busy_timeouts.get(engine)
+
+
 def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
     """Write transactions take the writers' turn up front, as SQLite's BEGIN IMMEDIATE does.
 
@@ -127,6 +136,7 @@ def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
     like a locked SQLite file does.
     """
     timeout_ms = int(busy_timeout_s * 1000)
+    _busy_timeouts[engine] = busy_timeout_s
 
     @event.listens_for(engine, "begin")
     def _take_writer_turn(conn: Any) -> None:

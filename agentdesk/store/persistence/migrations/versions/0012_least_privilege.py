@@ -90,8 +90,10 @@ PRIVILEGES = [
     f"REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON ALL TABLES IN SCHEMA public FROM PUBLIC, "
     f"{GROUPS}",
     "ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE INSERT, UPDATE, DELETE ON TABLES FROM agentdesk_operator",
-    # Presence (0009) stays each login's own row (row-level security), looking being reading.
-    "GRANT SELECT, INSERT, UPDATE, DELETE ON public.presence TO agentdesk_viewer",
+    # Presence (0009) stays each login's own row (row-level security), looking being reading; column grants and
+    # leaving through agentdesk_presence_leave (below), so no viewer may LOCK the table.
+    "GRANT SELECT, INSERT, UPDATE (approval_id, seen_at) ON public.presence TO agentdesk_viewer",
+    "GRANT SELECT ON public.presence TO agentdesk_agent",
     # Agent tokens (0011): an operator makes and revokes them; the agent gate reads them and stamps their use.
     "GRANT INSERT, UPDATE (revoked_at) ON public.agent_tokens TO agentdesk_operator",
     "GRANT SELECT, UPDATE (last_used_at) ON public.agent_tokens TO agentdesk_agent",
@@ -221,6 +223,17 @@ HELPERS = [
         SELECT session_user || '/' || CASE WHEN given ~ '^[0-9a-f]{{32}}$' THEN given ELSE 'sql' END
     $$
     """,
+]
+
+PRESENCE = [
+    f"""
+    CREATE FUNCTION public.agentdesk_presence_leave() RETURNS void
+    LANGUAGE sql VOLATILE SECURITY DEFINER {SAFE} AS $$
+        DELETE FROM public.presence p WHERE p.login = session_user
+    $$
+    """,
+    "REVOKE ALL ON FUNCTION public.agentdesk_presence_leave() FROM PUBLIC",
+    f"GRANT EXECUTE ON FUNCTION public.agentdesk_presence_leave() TO {GROUPS}",
 ]
 
 QUEUE = [
@@ -418,12 +431,12 @@ APPROVALS = [
         IF public.agentdesk_is_owner(current_user) THEN
             RETURN NEW;
         END IF;
-        IF TG_TABLE_NAME = 'context_items' AND (NEW.compaction_id IS NOT NULL OR NEW.summary_of IS NOT NULL
-                                                OR NEW.removed) THEN
-            PERFORM public.agentdesk_refuse('covering or removing context', 'operator (through the functions)');
-        END IF;
-        IF TG_TABLE_NAME = 'context_item_revisions' AND EXISTS (
-                SELECT 1 FROM public.context_item_revisions r WHERE r.item_id = NEW.item_id) THEN
+        -- NEW's fields are read only under the table that has them (PL/pgSQL does not short-circuit AND)
+        IF TG_TABLE_NAME = 'context_items' THEN
+            IF NEW.compaction_id IS NOT NULL OR NEW.summary_of IS NOT NULL OR NEW.removed THEN
+                PERFORM public.agentdesk_refuse('covering or removing context', 'operator (through the functions)');
+            END IF;
+        ELSIF EXISTS (SELECT 1 FROM public.context_item_revisions r WHERE r.item_id = NEW.item_id) THEN
             PERFORM public.agentdesk_refuse('revising a context item', 'operator (through agentdesk_edit_item)');
         END IF;
         RETURN NEW;
@@ -581,6 +594,8 @@ DOWNGRADE = [
     "DROP FUNCTION IF EXISTS public.agentdesk_approval_updated()",
     "DROP FUNCTION IF EXISTS public.agentdesk_approval_inserted()",
     "DROP FUNCTION IF EXISTS public.agentdesk_log_changes(text, json)",
+    "DROP FUNCTION IF EXISTS public.agentdesk_presence_leave()",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON public.presence TO agentdesk_viewer",
     # 0005's and 0008's grants, as they were
     "GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO agentdesk_operator",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO agentdesk_operator",
@@ -636,7 +651,7 @@ def upgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name != "postgresql":
         return
-    for statement in [*ROLE, *WIDTHS, *PRIVILEGES, *HELPERS, *QUEUE, *CHANGES]:
+    for statement in [*ROLE, *WIDTHS, *PRIVILEGES, *HELPERS, *PRESENCE, *QUEUE, *CHANGES]:
         _run(bind, statement)
     # The audit: 0008's appender becomes the internal agentdesk_audit_write (no check: its callers checked);
     # agentdesk_audit_append checks what the caller may record, then calls it.
