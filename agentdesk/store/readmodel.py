@@ -214,6 +214,16 @@ class Approval:
     def is_expired(self, now: datetime) -> bool:
         return self.expires_at is not None and now >= self.expires_at
 
+    @property
+    def decider(self) -> str | None:
+        """Who decided, as shown: the signed login, with the typed name beside it when it says something else
+        ("bob (typed: alice)"); just the typed name where there are no logins (SQLite, foreign systems)."""
+        if self.decided_login is None:
+            return self.decided_by
+        if self.decided_by is None or self.decided_by == self.decided_login:
+            return self.decided_login
+        return f"{self.decided_login} (typed: {self.decided_by})"
+
 
 @dataclass(frozen=True, slots=True)
 class ContextGroup:

@@ -522,17 +522,29 @@ def test_no_login_can_make_another_window_skip_a_change(bench: Bench) -> None:
         victim.close()
 
 
-def test_the_decider_is_the_signed_login(bench: Bench) -> None:
+def test_the_decider_is_the_signed_login(bench: Bench, capsys: pytest.CaptureFixture[str]) -> None:
     rt = AgentRuntime(open_store(bench.logins["agent"][1]))
     approval = rt.request_approval(bench.run, "run_shell", {"command": "ls"}, timeout_s=None)
     rt.store.close()
     operator = open_store(bench.logins["operator"][1])
+    login = bench.logins["operator"][0]
     try:
-        decided = approvals.decide(operator, approval, True, "alice (typed)")
-        assert (decided.decided_by, decided.decided_login) == ("alice (typed)", bench.logins["operator"][0])
+        decided = approvals.decide(operator, approval, True, "alice")
+        assert (decided.decided_by, decided.decided_login) == ("alice", login)
         assert decided.requested_login == bench.logins["agent"][0]
+        assert decided.decider == f"{login} (typed: alice)"
     finally:
         operator.close()
+    capsys.readouterr()
+    assert main(["--store", bench.url, "approvals", "--status", "approved", "--json"]) == 0
+    shown = {a["id"]: a for a in json.loads(capsys.readouterr().out)}[approval]
+    assert (shown["decided_login"], shown["decided_by"]) == (login, "alice")
+    assert main(["--store", bench.url, "approvals", "--status", "approved"]) == 0
+    assert f"{login} (typed: al" in capsys.readouterr().out  # the list clips long names
+    assert main(["--store", bench.url, "audit", "export"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    mine = [r for r in records if r.get("entity_id") == approval and r.get("action") == "approval.approved"]
+    assert [r["db_login"] for r in mine] == [login]
 
 
 @pytest.mark.parametrize("level", ["viewer", "agent"])
