@@ -47,6 +47,7 @@ VICTIM_ORIGIN = "0123456789abcdef0123456789abcdef"
 """Another window's origin, as anyone can read it in `change_log.origin`."""
 
 PG_ONLY_TABLES = {"presence": ("login", "approval_id", "seen_at"), "agentdesk_writer_queue": ("id", "what"),
+                  "agentdesk_runtime_queue": ("id", "what"),
                   "agentdesk_audit_key": ("id", "inner_pad", "outer_pad", "keyed_from", "created_at"),
                   "alembic_version": ("version_num",)}
 TABLES = {t.name: tuple(c.name for c in t.columns) for t in sc.Base.metadata.sorted_tables} | PG_ONLY_TABLES
@@ -474,8 +475,11 @@ def test_an_agent_holding_its_turn_delays_a_decision_by_at_most_the_busy_timeout
 def test_a_viewer_cannot_take_the_writers_turn_at_all(bench: Bench) -> None:
     outcome, detail = attempt(bench.conns["viewer"], "SELECT agentdesk_writer_turn(false)")
     assert outcome == "refused" and detail.endswith("is a viewer; writing needs agent or operator")
-    outcome, detail = attempt(bench.conns["viewer"], "SELECT 1 FROM agentdesk_writer_queue FOR UPDATE")
-    assert outcome == "refused"
+    for level in LEVELS:
+        for sql in ("SELECT 1 FROM agentdesk_writer_queue FOR UPDATE", "SELECT 1 FROM agentdesk_runtime_queue "
+                    "FOR UPDATE", "LOCK TABLE agentdesk_writer_queue IN ACCESS SHARE MODE"):
+            outcome, detail = attempt(bench.conns[level], sql)
+            assert outcome == "refused", f"{level}: {sql}"
 
 
 def test_notify_on_the_bus_channel_is_harmless(bench: Bench) -> None:

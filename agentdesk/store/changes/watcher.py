@@ -49,6 +49,13 @@ MAX_CATCH_UP = 50_000
 """Further behind than this, reloading is cheaper for subscribers than replaying: publish a reset."""
 
 
+def logged_origin(store: Store) -> str:
+    """The origin this process's changes carry in the change log: on PostgreSQL `login/origin`, as the server
+    logs it (migration 0012); elsewhere the store's origin."""
+    login = getattr(store, "login", None)
+    return store.origin if login is None else f"{login.name}/{store.origin}"
+
+
 class ChangeWatcher(LoopWatcher):
     """Background thread publishing foreign changes on `store.bus`.
 
@@ -64,8 +71,7 @@ class ChangeWatcher(LoopWatcher):
         self.bus = bus or store.bus
         self.poll_interval_s = poll_interval_s
         self.include_own = include_own
-        login = getattr(store, "login", None)
-        self._own = frozenset({store.origin} | ({f"{login.name}/{store.origin}"} if login is not None else set()))
+        self._own = frozenset({store.origin, logged_origin(store)})
         """The origins this process's own writes are logged under: on PostgreSQL the server logs the login before
         ours (migration 0012), so another login passing our origin is not skipped (it cannot hide a change)."""
         self.high_water = 0

@@ -109,13 +109,14 @@ WRITER = "agentdesk_pg_writer"
 RUNTIME_QUEUE = "agentdesk_pg_runtime_queue"
 """Execution option (store/persistence/uow.py sets it for runtime writes): queue among runtime writers first.
 
-A runtime writer's turn (`agentdesk_writer_turn(true)`, migration 0012) locks the runtime row of
-`agentdesk_writer_queue` before the writers' row, so at most one runtime writer waits beside the operators:
+A runtime writer's turn (`agentdesk_writer_turn(true)`, migration 0012) locks the row of
+`agentdesk_runtime_queue` before the writers' lock, so at most one runtime writer waits beside the operators:
 a decision waits for the transaction in progress and at most one more, never for the whole queue."""
 TURN_SQL = "SELECT public.agentdesk_writer_turn({runtime})"
-"""The writers' queue is a row lock on a table no login may lock itself (no grant), taken only through this
-SECURITY DEFINER function, which agents and operators may call and viewers may not: unlike the public
-advisory locks it replaces, a viewer cannot take it and stall every writer."""
+"""The writers' queue is an EXCLUSIVE lock on a table no login may lock itself (no grant), taken only through
+this SECURITY DEFINER function, which agents and operators may call and viewers may not: unlike the public
+advisory locks it replaces, a viewer cannot take it and stall every writer. A table lock is granted in queue
+order, as the advisory lock was."""
 
 
 _busy_timeouts: weakref.WeakKeyDictionary[Engine, float] = weakref.WeakKeyDictionary()

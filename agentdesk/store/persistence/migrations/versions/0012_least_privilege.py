@@ -26,8 +26,8 @@ PostgreSQL only (the rest is a no-op on SQLite, whose single user owns the file)
   are bigint, and no group (nor PUBLIC) may draw or set any sequence.
 - The origin of a change is `session_user || '/' || <the caller's origin if it is one of ours, else
   'sql'>`: one login cannot make another login's window skip a change.
-- The writers' queue is a row lock on `agentdesk_writer_queue` (no grant to anyone; taken only in
-  `agentdesk_writer_turn` and the functions), not a public advisory lock any login could hold.
+- The writers' queue is an EXCLUSIVE lock on `agentdesk_writer_queue` (no grant to anyone; taken only in
+  `agentdesk_writer_turn`), not a public advisory lock any login could hold.
   Every function that took `pg_advisory_xact_lock(WRITER_LOCK)` is recreated taking the turn instead.
 
 The SQL is written out here, not imported, so the revision stays what it was when later code changes.
@@ -237,25 +237,35 @@ PRESENCE = [
 ]
 
 QUEUE = [
-    # Row 1: every writer; row 2: runtime writers queue there first, so a decision waits for at most the
-    # transaction in progress and one runtime write. No grant to anyone: only the functions below lock it.
+    # The writers' turn: an EXCLUSIVE lock on a table nobody but the owner may lock (no grant to anyone), taken
+    # only in agentdesk_writer_turn. A table lock is a queue PostgreSQL grants in order (a row lock is not: a
+    # newcomer that finds the row free at the moment it was released takes it ahead of those waiting).
+    # Runtime writers first queue among themselves on the one row of agentdesk_runtime_queue, so a decision
+    # waits for the transaction in progress and at most one runtime write.
     """
     CREATE TABLE public.agentdesk_writer_queue (
-        id int PRIMARY KEY CHECK (id IN (1, 2)),
+        id int PRIMARY KEY CHECK (id = 1),
         what text NOT NULL
     )
     """,
-    "INSERT INTO public.agentdesk_writer_queue VALUES (1, 'writers'), (2, 'runtime writers, before row 1')",
-    f"REVOKE ALL ON public.agentdesk_writer_queue FROM PUBLIC, {GROUPS}",
+    """
+    CREATE TABLE public.agentdesk_runtime_queue (
+        id int PRIMARY KEY CHECK (id = 1),
+        what text NOT NULL
+    )
+    """,
+    "INSERT INTO public.agentdesk_writer_queue VALUES (1, 'writers: the turn is an EXCLUSIVE lock on this table')",
+    "INSERT INTO public.agentdesk_runtime_queue VALUES (1, 'runtime writers: a row lock on this row first')",
+    f"REVOKE ALL ON public.agentdesk_writer_queue, public.agentdesk_runtime_queue FROM PUBLIC, {GROUPS}",
     f"""
     CREATE FUNCTION public.agentdesk_writer_turn(runtime boolean) RETURNS void
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER {SAFE} AS $$
     BEGIN
         PERFORM public.agentdesk_require_writer('writing');
         IF runtime THEN
-            PERFORM 1 FROM public.agentdesk_writer_queue q WHERE q.id = 2 FOR UPDATE;
+            PERFORM 1 FROM public.agentdesk_runtime_queue q WHERE q.id = 1 FOR UPDATE;
         END IF;
-        PERFORM 1 FROM public.agentdesk_writer_queue q WHERE q.id = 1 FOR UPDATE;
+        LOCK TABLE public.agentdesk_writer_queue IN EXCLUSIVE MODE;
     END $$
     """,
 ]
@@ -746,7 +756,7 @@ def downgrade() -> None:
                          "agentdesk_require(text, text)", "agentdesk_refuse(text, text)", "agentdesk_origin(text)",
                          "agentdesk_level()", "agentdesk_is_owner()", "agentdesk_is_owner(name)"):
             _run(bind, f"DROP FUNCTION IF EXISTS public.{function}")
-        _run(bind, "DROP TABLE IF EXISTS public.agentdesk_writer_queue")
+        _run(bind, "DROP TABLE IF EXISTS public.agentdesk_writer_queue, public.agentdesk_runtime_queue")
         _run(bind, "ALTER TABLE public.change_log ALTER COLUMN origin TYPE varchar(64) USING left(origin, 64)")
         # seq columns stay bigint: narrowing could fail on a store past 2^31, and nothing needs them narrow
     with op.batch_alter_table('approvals', schema=None) as batch_op:
