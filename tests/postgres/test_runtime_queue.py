@@ -2,8 +2,8 @@
 
 The writers' queue is an EXCLUSIVE lock on `agentdesk_writer_queue` (migration 0012), granted in queue
 order; runtime writes first queue among themselves on the row of `agentdesk_runtime_queue`, so at most
-one of them waits for the writers' lock beside the operator. Commit order is read from the change log's seq (taken under the
-lock), not from thread timing.
+one of them waits for the writers' lock beside the operator. Commit order is read from the change
+log's seq (taken under the lock), not from thread timing.
 """
 
 from __future__ import annotations
