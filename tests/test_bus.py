@@ -54,8 +54,9 @@ class Recorder:
 
 def run_writer(path: Path, body: str) -> None:
     """Run `body` in another Python process with `rt` (an AgentRuntime on the store) in scope."""
-    script = "from store.database import open_store\nfrom store.runtime import AgentRuntime\n" \
-             f"rt = AgentRuntime(open_store({str(path)!r}), actor='other')\n" + textwrap.dedent(body)
+    script = ("from agentdesk.store.persistence.database import open_store\n"
+              "from agentdesk.store.runtime import AgentRuntime\n"
+              f"rt = AgentRuntime(open_store({str(path)!r}), actor='other')\n" + textwrap.dedent(body))
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
 
 
