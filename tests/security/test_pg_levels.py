@@ -633,3 +633,20 @@ def test_the_queue_is_not_a_thread_race(bench: Bench) -> None:
     with bench.owner.reading() as session:
         report = verify_store(session)
     assert report.ok, report.reason
+
+
+def test_the_simulator_runs_as_an_agent_login(bench: Bench) -> None:
+    """The simulator (like the receiver and the client library) connects as agent: nothing it does is refused."""
+    from agentdesk.store.sim.player import Simulator
+
+    store = open_store(bench.logins["agent"][1])
+    try:
+        sim = Simulator(store, agents=2, seed=3, speed=300, approval_rate=1.0, approval_timeout_s=0.3).start()
+        give_up = time.monotonic() + 20
+        while time.monotonic() < give_up and sum(e.kind == "approval_decided" for e in sim.events) < 2:
+            time.sleep(0.05)
+        sim.stop()
+        assert sim.failures == [], sim.failures
+        assert sum(e.kind == "approval_decided" for e in sim.events) >= 2  # expiries: nobody decided
+    finally:
+        store.close()
