@@ -650,3 +650,30 @@ def test_the_simulator_runs_as_an_agent_login(bench: Bench) -> None:
         assert sum(e.kind == "approval_decided" for e in sim.events) >= 2  # expiries: nobody decided
     finally:
         store.close()
+
+
+def test_the_otlp_ingest_runs_as_an_agent_login(bench: Bench, tmp_path: Any) -> None:
+    """The receiver's writes as an agent: orphans placed when their parent arrives (a delete through
+    agentdesk_runtime_delete), a trace completed later, a staged file import flipped."""
+    from agentdesk.store.ingest.importer import import_files
+    from agentdesk.store.ingest.ingest import ingest_json
+    from tests.otel.traces import agent_trace, otlp_json
+
+    store = open_store(bench.logins["agent"][1])
+    try:
+        doc = otlp_json(agent_trace(service="as-agent", conversation="conv-agent"))
+        spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        children = [s for s in spans if "parentSpanId" in s]
+        root = [s for s in spans if "parentSpanId" not in s]
+        for part in (children, root):
+            ingest_json(store, {"resourceSpans": [{**doc["resourceSpans"][0], "scopeSpans": [
+                {"scope": {"name": "x"}, "spans": part}]}]})
+        path = tmp_path / "trace.json"
+        path.write_text(json.dumps(otlp_json(agent_trace(service="imported", conversation="conv-file"))))
+        import_files(store, [path])
+    finally:
+        store.close()
+    with bench.owner.reading() as s:
+        staged = s.execute(select(sc.ImportStagingRow.entity_id)).all()
+        orphans = s.execute(select(sc.OtelOrphanRow.span_id)).all()
+    assert staged == [] and orphans == []
