@@ -297,6 +297,7 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
         # trigger functions: PostgreSQL refuses to call them at all
         **{f: [("as a function", f"SELECT {f}()")] for f in (
             "agentdesk_approval_inserted", "agentdesk_approval_updated", "agentdesk_context_appended",
+            "agentdesk_context_rehomed",
             "agentdesk_rule_changed", "agentdesk_rule_audited", "agentdesk_audit_login",
             "agentdesk_notify_changes", "agentdesk_presence_notify")},
     }
@@ -409,6 +410,22 @@ def test_an_agent_inserts_only_pending_requests_under_its_own_login(bench: Bench
     assert outcome == "through" and got == (bench.logins["agent"][0], None, 1)
     outcome, got = attempt(conn, copy.format(extra="", hash="'sha256:00'", values=""))
     assert outcome == "through" and "payload hash" in str(got)  # a made-up hash is refused too
+
+
+def test_an_agent_moves_only_context_nobody_has_touched(bench: Bench) -> None:
+    operator = open_store(bench.logins["operator"][1])
+    try:
+        from agentdesk.store.context import commands as context_commands
+        rt = AgentRuntime(open_store(bench.logins["agent"][1]))
+        item = rt.append_context(bench.agent_id, bench.group, "message", "user", "edit me")
+        rt.store.close()
+        move = f"UPDATE context_items SET agent_id = agent_id WHERE id = '{item}'"
+        assert attempt(bench.conns["agent"], move)[0] == "through"  # untouched: the OTLP re-home may move it
+        context_commands.set_item_locked(operator, item, True, 1, "bob")
+        outcome, detail = attempt(bench.conns["agent"], move)
+        assert outcome == "refused" and "moving a context item an operator has changed" in detail
+    finally:
+        operator.close()
 
 
 def test_a_rule_change_without_its_audit_record_is_refused_at_commit(bench: Bench) -> None:

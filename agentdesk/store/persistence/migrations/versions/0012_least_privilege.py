@@ -460,6 +460,26 @@ APPROVALS = [
     CREATE TRIGGER context_item_revisions_appended BEFORE INSERT ON public.context_item_revisions
         FOR EACH ROW EXECUTE FUNCTION public.agentdesk_context_appended()
     """,
+    # An agent re-homes an item to the real agent when a trace arrives (UPDATE agent_id, its only grant), but
+    # only an item nobody has touched since it was appended: an operator's edit, lock, hide or compaction stays.
+    f"""
+    CREATE FUNCTION public.agentdesk_context_rehomed() RETURNS trigger LANGUAGE plpgsql {SAFE} AS $$
+    BEGIN
+        IF public.agentdesk_is_owner(current_user) THEN
+            RETURN NEW;
+        END IF;
+        IF OLD.revision <> 1 OR OLD.locked OR NOT OLD.visible OR OLD.removed OR OLD.compaction_id IS NOT NULL
+           OR OLD.summary_of IS NOT NULL THEN
+            PERFORM public.agentdesk_refuse('moving a context item an operator has changed',
+                                            'operator (through the functions)');
+        END IF;
+        RETURN NEW;
+    END $$
+    """,
+    """
+    CREATE TRIGGER context_items_rehomed BEFORE UPDATE ON public.context_items
+        FOR EACH ROW EXECUTE FUNCTION public.agentdesk_context_rehomed()
+    """,
     # The requester's heartbeat (its own requests only), logged like the Python path logs it.
     f"""
     CREATE FUNCTION public.agentdesk_beat(approval_id text, origin text) RETURNS json
@@ -584,7 +604,7 @@ DOING = {
 CALLER_HELPERS = ("agentdesk_is_owner()", "agentdesk_is_owner(name)", "agentdesk_level()",
                   "agentdesk_refuse(text, text)", "agentdesk_require(text, text)", "agentdesk_origin(text)",
                   "agentdesk_approval_inserted()", "agentdesk_approval_updated()", "agentdesk_context_appended()",
-                  "agentdesk_rule_changed()")
+                  "agentdesk_context_rehomed()", "agentdesk_rule_changed()")
 INTERNAL = (*CALLER_HELPERS, "agentdesk_require_writer(text)", "agentdesk_require_requester(text, text)",
             "agentdesk_audit_needs(text, text, text)", "agentdesk_rule_audited()")
 """Functions nobody calls by name: REVOKEd from PUBLIC (the caller helpers then granted to the groups)."""
@@ -598,6 +618,8 @@ DOWNGRADE = [
     "DROP FUNCTION IF EXISTS public.agentdesk_beat(text, text)",
     "DROP TRIGGER IF EXISTS context_item_revisions_appended ON public.context_item_revisions",
     "DROP TRIGGER IF EXISTS context_items_appended ON public.context_items",
+    "DROP TRIGGER IF EXISTS context_items_rehomed ON public.context_items",
+    "DROP FUNCTION IF EXISTS public.agentdesk_context_rehomed()",
     "DROP FUNCTION IF EXISTS public.agentdesk_context_appended()",
     "DROP TRIGGER IF EXISTS approvals_decided ON public.approvals",
     "DROP TRIGGER IF EXISTS approvals_requested ON public.approvals",
