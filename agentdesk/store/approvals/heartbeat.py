@@ -27,6 +27,7 @@ from sqlalchemy import select, text, update
 from agentdesk.store.approvals.commands import approval_parents
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.postgres.roles import require
 from agentdesk.store.persistence.server import adopt_server_changes, on_server
 from agentdesk.store.persistence.uow import UnitOfWork, affected
 from agentdesk.store.validation import check_name
@@ -91,6 +92,7 @@ def dismiss_gone(store: Store, actor: str, approval_ids: list[str] | None = None
     that beats again in the meantime keeps its approval. Returns the dismissed ids.
     """
     actor = check_name("actor name", actor)
+    require(store.login, "operator", "dismissing requests")
     A = sc.ApprovalRow
     with UnitOfWork(store) as uow:
         if on_server(uow):  # PostgreSQL: the same compare-and-set, audit and change log, in agentdesk_dismiss_gone
