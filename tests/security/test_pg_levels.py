@@ -694,3 +694,17 @@ def test_the_otlp_ingest_runs_as_an_agent_login(bench: Bench, tmp_path: Any) -> 
         staged = s.execute(select(sc.ImportStagingRow.entity_id)).all()
         orphans = s.execute(select(sc.OtelOrphanRow.span_id)).all()
     assert staged == [] and orphans == []
+
+
+@pytest.mark.parametrize("level", ["viewer", "agent"])
+def test_a_refused_context_edit_is_one_sentence(bench: Bench, level: str) -> None:
+    from agentdesk.store.context import commands as context_commands
+
+    login, url = bench.logins[level]
+    article = "an agent" if level == "agent" else "a viewer"
+    store = open_store(url)
+    try:
+        with pytest.raises(PermissionRefused, match=f"^{login} is {article}; editing context needs operator.$"):
+            context_commands.edit_item(store, bench.item, "rm -rf ~", 1, "mallory")
+    finally:
+        store.close()
