@@ -24,10 +24,10 @@ LEVELS = ("agent", "viewer", "operator", "admin")
 """Display order. `agent` is beside the others, not below them: it writes what a runtime writes (which no
 viewer, operator or admin may write directly) and may not decide; viewer < operator < admin as before."""
 GROUP = {level: f"agentdesk_{level}" for level in LEVELS}
+"""`agentdesk_admin` is the same name `store/rules/commands.py` checks (ADMIN_ROLE) before a rule edit."""
 RANKED = ("viewer", "operator", "admin")
 """The levels that include each other (an admin is an operator is a viewer)."""
 ARTICLE = {"agent": "an agent", "viewer": "a viewer", "operator": "an operator", "admin": "an admin"}
-"""`agentdesk_admin` is the same name `store/rules/commands.py` checks (ADMIN_ROLE) before a rule edit."""
 
 LEVEL_SQL = text(
     "SELECT session_user::text, r.rolsuper, pg_has_role(session_user, 'agentdesk_admin', 'MEMBER'), "
