@@ -708,3 +708,22 @@ def test_a_refused_context_edit_is_one_sentence(bench: Bench, level: str) -> Non
             context_commands.edit_item(store, bench.item, "rm -rf ~", 1, "mallory")
     finally:
         store.close()
+
+
+def test_granting_the_agent_level_bounds_an_idle_transaction(bench: Bench, pg_cluster: PgCluster) -> None:
+    name = f"rt_granted_{uuid.uuid4().hex[:6]}"
+    with pg_cluster.admin() as admin:  # type: ignore[attr-defined]
+        admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'secret'")
+    try:
+        assert main(["--store", bench.url, "admin", "role", "grant", name, "agent"]) == 0
+        scheme, rest = bench.url.split("://", 1)
+        url = f"{scheme}://{name}:secret@{rest.split('@', 1)[1]}"
+        with psycopg.connect(libpq_url(url)) as conn:
+            assert conn.execute("SHOW idle_in_transaction_session_timeout").fetchone() == ("10s",)
+    finally:
+        with pg_cluster.admin() as admin:  # type: ignore[attr-defined]
+            admin.execute(f"DROP OWNED BY {name}")
+            admin.execute(f"ALTER ROLE {name} RESET ALL")
+            for db in admin.execute("SELECT datname FROM pg_database WHERE NOT datistemplate").fetchall():
+                admin.execute(f'ALTER ROLE {name} IN DATABASE "{db[0]}" RESET ALL')
+            admin.execute(f"DROP ROLE {name}")

@@ -137,12 +137,21 @@ def grant(conn: Connection, login: str, level: str) -> None:
             if other != level:
                 conn.execute(text(f"REVOKE {GROUP[other]} FROM {quoted}"))
         conn.execute(text(f"GRANT {GROUP[level]} TO {quoted}"))
+        if level == "agent":  # a stuck runtime cannot hold the writers' turn for long (a hostile one may SET it)
+            database = conn.dialect.identifier_preparer.quote(str(conn.execute(text("SELECT current_database()"))
+                                                                  .scalar()))
+            conn.execute(text(f"ALTER ROLE {quoted} IN DATABASE {database} SET idle_in_transaction_session_timeout "
+                              f"= '{AGENT_IDLE_IN_TRANSACTION}'"))
     except DBAPIError as exc:
         if "permission denied" in str(exc.orig).lower() or "must have admin option" in str(exc.orig).lower():
             raise PermissionRefused(NO_CREATEROLE) from exc
         raise
 
 
+AGENT_IDLE_IN_TRANSACTION = "10s"
+"""An agent login's sessions in this database end a transaction left idle this long (`admin role grant … agent`):
+a runtime that hangs inside a write stops delaying people's writes after it. A session setting, so it bounds a
+stuck runtime, not a hostile one (docs/postgres.md, threat model)."""
 GRANTS_ROLES = text("SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = session_user")
 NO_CREATEROLE = "Only a PostgreSQL superuser or a role with CREATEROLE may grant agentdesk levels."
 

@@ -350,6 +350,9 @@ AUDIT = [
             END IF;
             RETURN 'admin';
         END IF;
+        IF action IN ('agent_token.create', 'agent_token.revoke') AND entity = 'agent_token' THEN
+            RETURN CASE WHEN lvl IN ('operator', 'admin') THEN NULL ELSE 'operator' END;
+        END IF;
         IF (action IN ('rule.create', 'rule.update', 'rule.remove') AND entity = 'rule')
            OR action = 'changelog.prune' THEN
             RETURN CASE WHEN lvl = 'admin' THEN NULL ELSE 'admin' END;
