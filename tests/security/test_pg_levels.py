@@ -308,15 +308,17 @@ CASES = [(f, case) for f, calls in hostile_calls(Bench("", None, {}, {}, *[""] *
 
 
 def state(conn: psycopg.Connection[Any], b: Bench) -> dict[str, Any]:
-    """What an attack would want to change, read in the attacker's own transaction."""
+    """What an attack would want to change, read in the attacker's own transaction. An agent sees only its own
+    approvals (row-level security), but every audit record and change row: a decision on an approval it cannot
+    see still shows as a record under its login (the functions always append one)."""
     row = conn.execute(
-        "SELECT (SELECT json_object_agg(id, json_build_array(status, decided_by, decided_login, edited_arguments)) "
-        "        FROM approvals), "
+        "SELECT (SELECT coalesce(json_object_agg(id, json_build_array(status, decided_by, decided_login, "
+        "        edited_arguments)), '{}') FROM approvals), "
         "(SELECT count(*) FROM audit_log WHERE entity = 'approval' AND action <> 'approval.request'), "
         "(SELECT coalesce(json_agg(json_build_array(seq, origin) ORDER BY seq), '[]') FROM change_log "
         " WHERE seq > %s), "
-        "(SELECT coalesce(json_agg(a.action ORDER BY a.seq), '[]') FROM audit_log a WHERE a.db_login = session_user "
-        " AND a.xmin = pg_current_xact_id()::xid), "
+        "(SELECT coalesce(json_agg(json_build_array(a.action, a.entity_id) ORDER BY a.seq), '[]') FROM audit_log a "
+        " WHERE a.db_login = session_user AND a.xmin = pg_current_xact_id()::xid), "
         "(SELECT json_agg(json_build_array(id, content, locked, visible, compaction_id)) FROM context_items), "
         "(SELECT count(*) FROM agents)", (b.baseline_seq,)).fetchone()
     assert row is not None
@@ -328,17 +330,20 @@ def harm(who: str, login: str, before: dict[str, Any], after: dict[str, Any], b:
     """What the attempt changed that `who` (a level, or "other agent") may not change (empty: harmless)."""
     found = []
     level = who.split()[-1]
-    if after["approvals"][b.denied] != before["approvals"][b.denied]:
-        found.append(f"the denied approval became {after['approvals'][b.denied]}")
+    if after["approvals"].get(b.denied) != before["approvals"].get(b.denied):
+        found.append(f"the denied approval became {after['approvals'].get(b.denied)}")
     own = {"agent": b.pending, "other agent": b.others}.get(who)
+    records = [(action, entity_id) for action, entity_id in after["my_records"]]
     if level not in ("operator", "admin"):
         for approval in (b.pending, b.others):
             may = {"pending", "withdrawn"} if approval == own else {"pending"}
-            if after["approvals"][approval][0] not in may:
-                found.append(f"{'its own' if approval == own else 'an'} approval became {after['approvals'][approval]}")
+            now = after["approvals"].get(approval)
+            if now is not None and now[0] not in may:
+                found.append(f"{'its own' if approval == own else 'an'} approval became {now}")
         if after["context"] != before["context"]:
             found.append("the context changed")
-        decisions = [a for a in after["my_records"] if a in ("approval.approved", "approval.denied")]
+        decisions = [r for r in records if r[0] in ("approval.approved", "approval.denied", "approval.expired")
+                     or (r[0] == "approval.withdrawn" and r[1] != own)]
         if decisions:
             found.append(f"decision records appended: {decisions}")
     if after["agents"] != before["agents"]:
@@ -348,7 +353,7 @@ def harm(who: str, login: str, before: dict[str, Any], after: dict[str, Any], b:
             found.append(f"a change row logged under someone else's origin: {origin}")
         if seq > b.baseline_seq + 10_000:
             found.append(f"a change row with seq {seq}")
-    forged = [a for a in after["my_records"] if (a.startswith("rule.") and level != "admin") or a == "approval.request"]
+    forged = [r for r in records if (r[0].startswith("rule.") and level != "admin") or r[0] == "approval.request"]
     if forged:
         found.append(f"records appended by hand: {forged}")
     return found
@@ -380,14 +385,19 @@ def test_function_attempt(bench: Bench, level: str, function: str, case: str) ->
 @pytest.mark.parametrize("level", [*LEVELS, "other agent"])
 def test_the_denied_approval_cannot_be_deleted_and_inserted_back_as_approved(bench: Bench, level: str) -> None:
     conn = bench.conns[level]
-    columns = ("id, tool_call_id, project_id, task_id, session_id, agent_id, run_id, span_id, tool_name, arguments, "
-               "payload_hash, created_at, expires_at, context_revision, requester_heartbeat_at")
+    with bench.owner.engine.connect() as owner:  # the row as it is, for a hand-built copy (an agent may not see it)
+        row = owner.exec_driver_sql(
+            "SELECT project_id, task_id, session_id, agent_id, run_id, tool_name, arguments, payload_hash, created_at "
+            "FROM approvals WHERE id = %(id)s", {"id": bench.denied}).one()
+    values = ", ".join(f"'{v}'" if isinstance(v, str) else repr(v) for v in row)
     steps = [
         f"DELETE FROM approvals WHERE id = '{bench.denied}'",
-        f"INSERT INTO approvals ({columns}, status, decided_at, decided_by, revision) SELECT "
-        f"'{bench.denied}_2', NULL, project_id, task_id, session_id, agent_id, run_id, span_id, tool_name, "
-        f"arguments, payload_hash, created_at, expires_at, context_revision, NULL, 'approved', 1, 'alice', 2 "
-        f"FROM approvals WHERE id = '{bench.denied}'",
+        "INSERT INTO approvals (id, project_id, task_id, session_id, agent_id, run_id, tool_name, arguments, "
+        f"payload_hash, created_at, status, decided_at, decided_by, revision) VALUES ('{bench.denied}_2', {values}, "
+        "'approved', 1, 'alice', 2)",
+        f"INSERT INTO approvals (id, project_id, task_id, session_id, agent_id, run_id, tool_name, arguments, "
+        f"payload_hash, created_at, status, decided_at, decided_by, revision) VALUES ('{bench.denied}', {values}, "
+        "'approved', 1, 'alice', 2) ON CONFLICT (id) DO NOTHING",
         f"UPDATE approvals SET status = 'approved', decided_by = 'alice' WHERE id = '{bench.denied}'",
         "SELECT * FROM agentdesk_audit_append('1764648000.5', 'alice', 'approval.approved', 'approval', "
         f"'{bench.denied}', '{{}}')",
@@ -571,18 +581,22 @@ def test_the_decider_is_the_signed_login(bench: Bench, capsys: pytest.CaptureFix
 @pytest.mark.parametrize("level", ["viewer", "agent"])
 def test_a_refused_decision_is_one_sentence_and_exit_2(bench: Bench, level: str,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's first finding: an agent approving its own call, by the CLI or `decide` from its own process."""
     login, url = bench.logins[level]
-    assert main(["--store", url, "approve", bench.others, "--actor", "mallory"]) == 2
+    approval = bench.pending if level == "agent" else bench.others  # the agent's own request
+    assert main(["--store", url, "approve", approval, "--actor", "alice"]) == 2
     err = capsys.readouterr().err
     article = "an agent" if level == "agent" else "a viewer"
     assert f"{login} is {article}; deciding needs operator." in err and "Traceback" not in err
     store = open_store(url)
     try:
         with pytest.raises(PermissionRefused, match=f"^{login} is {article}; deciding needs operator.$"):
-            approvals.decide(store, bench.others, True, "mallory")
+            approvals.decide(store, approval, True, "alice")
+        with pytest.raises(PermissionRefused):
+            NativeSource(store).decide(approval, approve=True, actor="alice")
     finally:
         store.close()
-    assert NativeSource(bench.owner).approval(bench.others).status == "pending"
+    assert NativeSource(bench.owner).approval(approval).status == "pending"
 
 
 def test_an_agent_withdraws_and_beats_only_its_own(bench: Bench) -> None:
@@ -727,3 +741,13 @@ def test_granting_the_agent_level_bounds_an_idle_transaction(bench: Bench, pg_cl
             for db in admin.execute("SELECT datname FROM pg_database WHERE NOT datistemplate").fetchall():
                 admin.execute(f'ALTER ROLE {name} IN DATABASE "{db[0]}" RESET ALL')
             admin.execute(f"DROP ROLE {name}")
+
+
+def test_an_agent_reads_its_own_requests_and_decisions_only(bench: Bench) -> None:
+    seen = {level: {r[0] for r in bench.conns[level].execute("SELECT id FROM approvals").fetchall()}
+            for level in ("agent", "other agent", "viewer")}
+    for conn in bench.conns.values():
+        conn.rollback()
+    assert {bench.pending, bench.denied} <= seen["agent"] and bench.others not in seen["agent"]
+    assert seen["other agent"] & {bench.pending, bench.denied} == set() and bench.others in seen["other agent"]
+    assert {bench.pending, bench.denied, bench.others} <= seen["viewer"]

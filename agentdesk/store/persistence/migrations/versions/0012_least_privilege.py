@@ -540,6 +540,18 @@ APPROVALS = [
     "GRANT EXECUTE ON FUNCTION public.agentdesk_runtime_delete(text, text, text[]) TO agentdesk_agent",
 ]
 
+OWN_DECISIONS = [
+    # An agent reads its own requests and their decisions, not other agents': row-level security on approvals.
+    # Everyone in agentdesk_viewer (viewers, operators, admins) reads every row; the owner is not bound by it,
+    # so agentdesk's SECURITY DEFINER functions see every row too.
+    "ALTER TABLE public.approvals ENABLE ROW LEVEL SECURITY",
+    "CREATE POLICY approvals_read ON public.approvals FOR SELECT "
+    "USING (requested_login = session_user OR pg_has_role(session_user, 'agentdesk_viewer', 'MEMBER'))",
+    "CREATE POLICY approvals_request ON public.approvals FOR INSERT WITH CHECK (true)",
+    "CREATE POLICY approvals_rehome ON public.approvals FOR UPDATE USING (requested_login = session_user) "
+    "WITH CHECK (requested_login = session_user)",
+]
+
 RULES = [
     # A rule change (anything but the hit count) is an admin's and bumps the revision by exactly one.
     f"""
@@ -624,6 +636,10 @@ DOWNGRADE = [
     "DROP TRIGGER IF EXISTS context_items_rehomed ON public.context_items",
     "DROP FUNCTION IF EXISTS public.agentdesk_context_rehomed()",
     "DROP FUNCTION IF EXISTS public.agentdesk_context_appended()",
+    "DROP POLICY IF EXISTS approvals_read ON public.approvals",
+    "DROP POLICY IF EXISTS approvals_request ON public.approvals",
+    "DROP POLICY IF EXISTS approvals_rehome ON public.approvals",
+    "ALTER TABLE public.approvals DISABLE ROW LEVEL SECURITY",
     "DROP TRIGGER IF EXISTS approvals_decided ON public.approvals",
     "DROP TRIGGER IF EXISTS approvals_requested ON public.approvals",
     "DROP FUNCTION IF EXISTS public.agentdesk_approval_updated()",
@@ -697,7 +713,7 @@ def upgrade() -> None:
     _run(bind, internal.replace(OLD_LOCK, NEW_LOCK))
     _run(bind, "REVOKE ALL ON FUNCTION public.agentdesk_audit_write(text, text, text, text, text, text) "
                f"FROM PUBLIC, {GROUPS}")
-    for statement in [*AUDIT, _audit_wrapper(), *APPROVALS, *RULES]:
+    for statement in [*AUDIT, _audit_wrapper(), *APPROVALS, *OWN_DECISIONS, *RULES]:
         _run(bind, statement)
     _run(bind, "GRANT EXECUTE ON FUNCTION public.agentdesk_audit_append(text, text, text, text, text, text) "
                "TO agentdesk_agent")
