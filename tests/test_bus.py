@@ -14,7 +14,7 @@ import pytest
 
 from agentdesk.store.changes import watcher as watcher_module
 from agentdesk.store.changes.maintenance import prune_change_log
-from agentdesk.store.changes.watcher import ChangeWatcher
+from agentdesk.store.changes.watcher import ChangeWatcher, logged_origin
 from agentdesk.store.errors import StaleRevision
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.bus import RESET, Change, ChangeBus, ChangeOp, EntityKind, coalesce
@@ -114,7 +114,7 @@ def test_one_transaction_is_one_batch_with_ascending_seqs(source: NativeSource, 
     seqs = [c.seq for c in batch]
     assert seqs == sorted(seqs) and None not in seqs
     assert source.bus.last_seq == seqs[-1]
-    assert batch[0].parent("agent") == world.agent and batch[0].origin == source.store.origin
+    assert batch[0].parent("agent") == world.agent and batch[0].origin == logged_origin(source.store)
 
 
 def test_a_failing_subscriber_does_not_stop_the_others(store: Store) -> None:

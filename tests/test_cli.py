@@ -31,7 +31,8 @@ from tests.conftest import World, dump
 REPO = Path(__file__).resolve().parents[1]
 APPROVAL_KEYS = {"id", "status", "tool", "arguments", "agent_id", "agent", "project_id", "project", "run_id",
                  "span_id", "created_at", "expires_at", "decided_at", "decided_by", "reason",
-                 "edited_arguments", "payload_hash", "edited_hash", "arguments_bytes", "arguments_hash", "hidden"}
+                 "edited_arguments", "payload_hash", "edited_hash", "arguments_bytes", "arguments_hash", "hidden",
+                 "decided_login", "requested_login"}
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -132,7 +133,8 @@ def test_approve_with_edited_arguments_then_conflict(store_path: Path, world: Wo
     code, out, err = run(capsys, "--store", str(store_path), "approve", world.approval, "--actor", "alice",
                          "--reason", "looks fine", "--args", '{"cmd": "ls -la"}')
     assert (code, err) == (0, "")
-    assert out.strip() == f"Approved {world.approval} (shell) as alice with edited arguments: looks fine."
+    who = "alice" if store.login is None else f"{store.login.name} (typed: alice)"  # PostgreSQL: the signed login
+    assert out.strip() == f"Approved {world.approval} (shell) as {who} with edited arguments: looks fine."
     decided = NativeSource(store).approval(world.approval)
     assert (decided.status, decided.decided_by, decided.edited_arguments) == ("approved", "alice",
                                                                              '{"cmd":"ls -la"}')

@@ -24,9 +24,10 @@ def add_admin_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     sub = p.add_subparsers(dest="admin_command", required=True, metavar="ACTION")
     role = sub.add_parser("role", parents=[common], help="PostgreSQL logins and their agentdesk level")
     roles = role.add_subparsers(dest="role_command", required=True, metavar="ACTION")
-    grant = roles.add_parser("grant", parents=[common], help="make a login a viewer, operator or admin")
+    grant = roles.add_parser("grant", parents=[common], help="make a login an agent, viewer, operator or admin")
     grant.add_argument("login", help="an existing PostgreSQL login (CREATE ROLE name LOGIN PASSWORD ...)")
-    grant.add_argument("level", choices=LEVELS, help="viewer (read), operator (decide, edit), admin (rules, upkeep)")
+    grant.add_argument("level", choices=LEVELS,
+                       help="agent (a runtime's writes), viewer (read), operator (decide, edit), admin (rules, upkeep)")
     listing = roles.add_parser("list", parents=[common], help="every login with an agentdesk level")
     listing.add_argument("--json", action="store_true", help="one JSON list of logins and levels")
     prune = sub.add_parser("prune", parents=[common], help="delete change-log rows every watcher has read, and "

@@ -182,7 +182,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
     verb = "Approved" if approve else "Denied"
     extra = " with edited arguments" if result.edited_arguments else ""
     why = f": {out.clean(result.reason)}" if result.reason else ""
-    say(f"{verb} {result.id} ({out.clean(result.tool_name)}) as {out.clean(result.decided_by)}{extra}{why}.")
+    say(f"{verb} {result.id} ({out.clean(result.tool_name)}) as {out.clean(result.decider)}{extra}{why}.")
     return EXIT_OK
 
 

@@ -114,7 +114,8 @@ def approval_json(approval: Approval, now: datetime) -> dict[str, Any]:
         "project_id": approval.project_id, "project": approval.project_name, "run_id": approval.run_id,
         "span_id": approval.span_id, "created_at": iso(approval.created_at),
         "expires_at": iso(approval.expires_at), "decided_at": iso(approval.decided_at),
-        "decided_by": approval.decided_by, "reason": approval.reason,
+        "decided_by": approval.decided_by, "decided_login": approval.decided_login,
+        "requested_login": approval.requested_login, "reason": approval.reason,
         "edited_arguments": parsed(approval.edited_arguments), "payload_hash": approval.payload_hash,
         "edited_hash": approval.edited_hash, "arguments_bytes": byte_length(approval.arguments),
         "arguments_hash": arguments_hash(approval.arguments),
@@ -134,7 +135,7 @@ def approval_cells(approval: Approval, now: datetime) -> list[str]:
             clean(approval.project_name, 28),
             UNREADABLE_TIME_TEXT if is_unreadable(approval.created_at) else
             span_of((now - approval.created_at).total_seconds()), expires,
-            status, clean(approval.decided_by or "-", 20), short_hash(arguments_hash(approval.arguments))]
+            status, clean(approval.decider or "-", 40), short_hash(arguments_hash(approval.arguments))]
 
 
 APPROVAL_HEADERS = ["ID", "TOOL", "AGENT", "PROJECT", "AGE", "EXPIRES IN", "STATUS", "DECIDED BY", "ARGS HASH"]

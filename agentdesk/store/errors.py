@@ -51,6 +51,13 @@ class Unsupported(StoreError):
     exit_code = 2
 
 
+class PermissionRefused(StoreError):
+    """The database login's level does not allow this write (PostgreSQL): one sentence naming the level needed,
+    such as "carol is a viewer; deciding needs operator". Nothing was written."""
+
+    exit_code = 2
+
+
 class NotFound(StoreError):
     exit_code = 4
 

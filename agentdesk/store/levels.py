@@ -13,6 +13,8 @@ def grant_level(store: Store, login: str, level: str) -> None:
     The audit's actor is the database's `session_user`, not a name the caller claims.
     """
     roles.require_postgres(store.engine.dialect.name)
+    with store.engine.connect() as probe:  # before the unit of work, whose writer's turn a viewer may not take
+        roles.require_createrole(probe)
     with UnitOfWork(store) as uow:
         conn = uow.session.connection()
         roles.grant(conn, login, level)

@@ -230,6 +230,14 @@ class NativeQueries:
             rows = s.execute(query.order_by(order, A.id).limit(limit)).all()
             return [convert.approval(a, agent, proj) for a, agent, proj in rows]
 
+    def span_decisions(self, span_id: str, limit: int = 20) -> list[rm.Approval]:
+        """The approvals asked from this span, newest first (the span details show who decided them)."""
+        A = sc.ApprovalRow
+        with self.store.reading() as s:
+            rows = s.execute(select(A).where(A.span_id == span_id).order_by(A.created_at.desc(), A.id)
+                             .limit(limit)).scalars().all()
+            return [convert.approval(a) for a in rows]
+
     def approval(self, approval_id: str) -> rm.Approval:
         return read_approval(self.store, approval_id)
 

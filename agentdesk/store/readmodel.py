@@ -205,9 +205,24 @@ class Approval:
     """The standing rule that decided it, if a rule did."""
     requester_heartbeat_at: datetime | None = None
     """Last "still waiting" from the requester; None for requesters (and foreign systems) that never beat."""
+    decided_login: str | None = None
+    """PostgreSQL: the database login that decided it, recorded by the server (who decided); `decided_by` is the
+    name typed beside it, a display label. None on SQLite (one user) and for foreign systems."""
+    requested_login: str | None = None
+    """PostgreSQL: the database login that requested it, recorded by the server."""
 
     def is_expired(self, now: datetime) -> bool:
         return self.expires_at is not None and now >= self.expires_at
+
+    @property
+    def decider(self) -> str | None:
+        """Who decided, as shown: the signed login, with the typed name beside it when it says something else
+        ("bob (typed: alice)"); just the typed name where there are no logins (SQLite, foreign systems)."""
+        if self.decided_login is None:
+            return self.decided_by
+        if self.decided_by is None or self.decided_by == self.decided_login:
+            return self.decided_login
+        return f"{self.decided_login} (typed: {self.decided_by})"
 
 
 @dataclass(frozen=True, slots=True)

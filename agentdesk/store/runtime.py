@@ -328,13 +328,23 @@ class AgentRuntime:
                 context_revision=agent.context_revision, revision=1)
             uow.session.add(row)
             uow.record("approval", "insert", aid, approval_parents(row), 1)
+            uow.session.flush()  # on PostgreSQL the server checks the request record against the row it names
             uow.audit(self.actor, "approval.request", "approval", aid,
                       {"tool": tool_name, "arguments": args, "payload_hash": row.payload_hash,
                        "expires_at": row.expires_at, "created_at": row.created_at, "tool_call_id": cid,
                        "run_id": run_id, "agent_id": run.agent_id, "span_id": span_id})  # binds the row (state.py)
             guard.remember_request(aid, uow.audit_head[0] if uow.audit_head else None)
-            apply_rules(uow, row, prepared)  # a standing rule may decide it right here, in this transaction
+            if self._decides_by_rule():
+                apply_rules(uow, row, prepared)  # a standing rule may decide it right here, in this transaction
         return aid
+
+    def _decides_by_rule(self) -> bool:
+        """Whether this process may apply standing rules itself: on SQLite (one user) and as the PostgreSQL store's
+        owner. An agent login may not: a rule's verdict reached in the agent's own process would be the agent
+        deciding for itself, so the server refuses any approval it records as decided (migration 0012) and the
+        request waits for a person."""
+        login = self.store.login
+        return login is None or login.owner
 
     def wait_for_decision(self, approval_id: str, timeout_s: float | None = None,
                           poll_s: float = 0.1, heartbeat_s: float = HEARTBEAT_INTERVAL_S) -> Decision:

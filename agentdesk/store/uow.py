@@ -28,15 +28,17 @@ from contextlib import AbstractContextManager, ExitStack, nullcontext
 from types import TracebackType
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, insert, select
+from sqlalchemy import CursorResult, insert, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from agentdesk.store.audit import AuditAppender
-from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
+from agentdesk.store.errors import InvalidInput, PermissionRefused, StoreError, StoreUnavailable
 from agentdesk.store.persistence.bus import Change
 from agentdesk.store.persistence.database import Store, describe_operational_error
 from agentdesk.store.persistence.postgres.engine import RUNTIME_QUEUE, is_postgres_url
+from agentdesk.store.persistence.postgres.engine import busy_timeout_of as pg_busy_timeout_of
+from agentdesk.store.persistence.postgres.roles import refusal_from
 from agentdesk.store.persistence.retry import (
     MAX_PAUSE_S,
     PRIORITY_MAX_PAUSE_S,
@@ -64,7 +66,7 @@ def write_deadline(store: Store, runtime: bool) -> float:
     anyway; the busy timeout they opened the store with (5 s, `--busy-timeout`) says how long they
     are willing to wait behind anything else before hearing why.
     """
-    busy = busy_timeout_of(store.engine)
+    busy = busy_timeout_of(store.engine) if is_sqlite_url(store.url) else pg_busy_timeout_of(store.engine)
     if busy is None:
         return WRITE_DEADLINE_S
     return max(WRITE_DEADLINE_S, busy) if runtime else busy
@@ -132,7 +134,11 @@ class UnitOfWork:
                 session.begin()
                 session.connection(execution_options={BUSY_SLICE_MS: slice_ms, RUNTIME_QUEUE: self.runtime})
                 return session
-            except OperationalError as exc:
+            except DBAPIError as exc:
+                if not isinstance(exc, OperationalError):
+                    session.close()
+                    _refused(exc, self.store)  # a login that may not write at all (a viewer): one sentence
+                    raise
                 session.close()
                 if not is_lock_error(exc):
                     raise StoreUnavailable(describe_operational_error(exc, self.store.url)) from exc
@@ -167,6 +173,8 @@ class UnitOfWork:
                 session.rollback()
                 self._changes.clear()
                 self._adopted.clear()
+                if isinstance(exc, DBAPIError):
+                    _refused(exc, self.store)
                 _translate(exc, self.store.url)
                 return
             published = self._adopted + self._write_change_log()
@@ -181,6 +189,10 @@ class UnitOfWork:
         except OperationalError as error:
             session.rollback()
             raise StoreUnavailable(describe_operational_error(error, self.store.url)) from error
+        except DBAPIError as error:  # refused at commit (a deferred check: a rule changed without its audit record)
+            session.rollback()
+            _refused(error, self.store)
+            raise
         except IntegrityError as error:
             session.rollback()
             raise InvalidInput(f"The store refused the write: {error.orig}.") from error
@@ -229,11 +241,27 @@ class UnitOfWork:
             return []
         rows = [dict(at=c.at, origin=c.origin, entity=c.entity, op=c.op, entity_id=c.id,
                      parents=json.dumps(c.parents), revision=c.revision) for c in self._changes]
+        if self.store.is_postgres:
+            # Only the server writes the change log (migration 0012): it draws the seqs and logs the origin it
+            # knows (this login's, then ours), so no login can forge a seq or another window's origin.
+            logged = self.session.execute(LOG_CHANGES, {"origin": self.store.origin, "changes": json.dumps(
+                [{k: v for k, v in row.items() if k != "origin"} for row in rows])}).all()
+            return [Change(c.entity, c.op, c.id, c.parents, c.revision, seq, origin, c.at)
+                    for c, (seq, origin) in zip(self._changes, logged, strict=True)]
         seqs = self.session.execute(
             insert(ChangeRow).returning(ChangeRow.seq, sort_by_parameter_order=True), rows
         ).scalars().all()
         return [Change(c.entity, c.op, c.id, c.parents, c.revision, seq, c.origin, c.at)
                 for c, seq in zip(self._changes, seqs, strict=True)]
+
+
+LOG_CHANGES = text("SELECT seq, origin FROM agentdesk_log_changes(:origin, CAST(:changes AS json))")
+
+
+def _refused(exc: DBAPIError, store: Store) -> None:
+    """A write the server refused for want of privilege (SQLSTATE 42501) becomes one sentence, exit 2."""
+    if getattr(exc.orig, "sqlstate", None) == "42501":
+        raise PermissionRefused(refusal_from(str(exc.orig), store.login)) from exc
 
 
 def guard(condition: bool, error: StoreError) -> None:

@@ -52,7 +52,8 @@ def test_no_login_writes_a_decision_or_an_audit_record_by_hand(pg_store: Store, 
     _, viewer = make_login("viewer")
     _, operator = make_login("operator")
     _, admin = make_login("admin")
-    for url in (viewer, operator, admin):
+    _, agent = make_login("agent")
+    for url in (viewer, operator, admin, agent):
         assert refused(url, f"UPDATE approvals SET status = 'approved', decided_by = 'alice' WHERE id = '{approval}'")
         assert refused(url, f"UPDATE approvals SET approved_hash = 'x' WHERE id = '{approval}'")
         assert refused(url, "INSERT INTO audit_log (at, actor, action, entity, entity_id, payload, prev_hash, "
@@ -96,9 +97,10 @@ def test_an_operator_deciding_by_hand_gets_exactly_what_agentdesk_does(pg_store:
 def test_an_operator_through_agentdesk_decides_withdraws_expires_and_dismisses(
         pg_store: Store, make_login: MakeLogin) -> None:
     _, operator_url = make_login("operator")
-    operator = open_store(operator_url)
+    _, agent_url = make_login("agent")
+    operator, agent = open_store(operator_url), open_store(agent_url)
     try:
-        rt, run = run_of(operator)  # the runtime connects as an operator too
+        rt, run = run_of(agent)  # the runtime connects as an agent
         decided, withdrawn, overdue, gone = (rt.request_approval(run, "shell", {"cmd": str(n)},
                                                                  timeout_s=0.01 if n == 2 else 300) for n in range(4))
         approval_commands.decide(operator, decided, True, "bob")
@@ -106,18 +108,21 @@ def test_an_operator_through_agentdesk_decides_withdraws_expires_and_dismisses(
             approval_commands.decide(operator, decided, False, "eve", reason="late")
         with pytest.raises(StaleRevision):
             approval_commands.decide(operator, withdrawn, True, "bob", expected_arguments_hash="0" * 12)
-        assert approval_commands.withdraw(operator, withdrawn, "agent", "stopped").status == "withdrawn"
+        assert approval_commands.withdraw(agent, withdrawn, "agent", "stopped").status == "withdrawn"
         time.sleep(0.05)
-        assert approval_commands.expire_overdue(operator) == [overdue]
-        with operator.engine.begin() as conn:  # the requester beat once, long ago
+        assert approval_commands.expire_overdue(agent) == [overdue]  # by the server's clock: the runtime may
+        with pg_store.engine.begin() as conn:  # the requester beat once, long ago (the owner's hand)
             conn.execute(text("UPDATE approvals SET requester_heartbeat_at = 1 WHERE id = :id"), {"id": gone})
         assert dismiss_gone(operator, "carol") == [gone]
         assert NativeSource(operator).approval(gone).reason == GONE_REASON
-        add_rule(pg_store, "allow", "shell", {"kind": "any"}, "admin")  # a rule decides in the request's own INSERT
-        ruled = rt.request_approval(run, "shell", {"cmd": "rule"})
-        assert NativeSource(operator).approval(ruled).status == "approved"
+        add_rule(pg_store, "allow", "shell", {"kind": "any"}, "admin")
+        ruled = rt.request_approval(run, "shell", {"cmd": "rule"})  # an agent login's process never decides
+        assert NativeSource(operator).approval(ruled).status == "pending"
+        owned = AgentRuntime(pg_store).request_approval(run, "shell", {"cmd": "rule"})  # the owner's runtime does
+        assert NativeSource(operator).approval(owned).status == "approved"
     finally:
         operator.close()
+        agent.close()
     intact(pg_store)
 
 

@@ -169,3 +169,33 @@ def test_the_read_a_notify_wakes_is_one_statement_on_the_listener(pg_url: str, p
     finally:
         watcher.stop()
         other.close()
+
+
+def test_a_window_heals_after_a_huge_seq_is_written_and_deleted_by_the_owner(pg_url: str, pg_store: Store) -> None:
+    """Only the owner can write the change log by hand now (migration 0012); if it writes a huge seq and deletes
+    it again, open windows follow the log again within about a second instead of going silent."""
+    import psycopg
+
+    from agentdesk.store.persistence.database import open_store
+    from agentdesk.store.persistence.postgres.engine import libpq_url
+    from agentdesk.store.runtime import AgentRuntime
+
+    source = NativeSource(pg_store)
+    recorder = Recorder()
+    source.bus.subscribe(recorder)
+    watcher = source.watch(poll_interval_s=0.05)
+    writer = open_store(pg_url)
+    try:
+        with psycopg.connect(libpq_url(pg_url), autocommit=True) as conn:
+            conn.execute("INSERT INTO change_log (seq, at, origin, entity, op, entity_id, parents) "
+                         "VALUES (2147483000, 0, 'x', 'project', 'update', 'prj_x', '{}')")
+            wait_until(lambda: watcher.high_water == 2147483000, timeout=10)
+            conn.execute("DELETE FROM change_log WHERE seq = 2147483000")
+        rt = AgentRuntime(writer)
+        rt.create_project("after the jump")  # its notification names a seq below the mark: a check read resets
+        wait_until(lambda: watcher.high_water < 2147483000, timeout=10)
+        pid = rt.create_project("seen")
+        wait_until(lambda: any(c.id == pid for c in recorder.changes), timeout=10)
+    finally:
+        writer.close()
+        source.close()

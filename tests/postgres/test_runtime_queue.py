@@ -1,8 +1,9 @@
 """On PostgreSQL an operator's decision queues ahead of all but one waiting runtime write.
 
-The server grants an advisory lock in queue order; runtime writes first queue among themselves on
-`RUNTIME_LOCK`, so at most one of them waits for the writer lock beside the operator. Commit order
-is read from the change log's seq (taken under the lock), not from thread timing.
+The writers' queue is an EXCLUSIVE lock on `agentdesk_writer_queue` (migration 0012), granted in queue
+order; runtime writes first queue among themselves on the row of `agentdesk_runtime_queue`, so at most
+one of them waits for the writers' lock beside the operator. Commit order is read from the change
+log's seq (taken under the lock), not from thread timing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sqlalchemy import select
 from agentdesk.store.approvals.commands import decide
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store, open_store
-from agentdesk.store.persistence.postgres.engine import RUNTIME_LOCK, WRITER_LOCK, libpq_url
+from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import PgCluster
 
@@ -33,10 +34,11 @@ def pg_store(pg_cluster: PgCluster) -> Iterator[tuple[Store, str]]:
     pg_cluster.drop(url)
 
 
-def waiting(conn: object, key: int) -> int:
-    """Sessions waiting (not granted) for the advisory lock `key`."""
+def waiting(conn: object) -> int:
+    """Sessions of this database waiting for a lock (here: a turn in the writers' queue)."""
     row = conn.execute(  # type: ignore[attr-defined]
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND NOT granted", (key,)).fetchone()
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    ).fetchone()
     return int(row[0])
 
 
@@ -58,7 +60,7 @@ def test_a_decision_waits_for_at_most_one_queued_runtime_write(pg_store: tuple[S
     approval = rt.request_approval(run, "shell", {"command": "ls"}, timeout_s=None)
     holder = psycopg.connect(libpq_url(url))
     probe = psycopg.connect(libpq_url(url), autocommit=True)
-    holder.execute(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")  # another writer, mid-transaction
+    holder.execute("SELECT agentdesk_writer_turn(false)")  # another writer, mid-transaction
     errors: list[BaseException] = []
 
     def runtime_write(n: int) -> None:
@@ -77,7 +79,7 @@ def test_a_decision_waits_for_at_most_one_queued_runtime_write(pg_store: tuple[S
     try:
         for t in threads:
             t.start()
-        queued = lambda: waiting(probe, WRITER_LOCK) + waiting(probe, RUNTIME_LOCK)  # noqa: E731
+        queued = lambda: waiting(probe)  # noqa: E731
         wait_for(lambda: queued() == RUNTIMES, "the runtime writes to queue")
         decider = threading.Thread(target=operator)
         decider.start()

@@ -117,21 +117,24 @@ def test_a_record_a_superuser_altered_is_found(pg_store: Store, pg_url: str) -> 
 def test_logins_reach_the_audit_only_through_the_function(pg_store: Store, make_login: MakeLogin) -> None:
     seed(pg_store)
     viewer_name, viewer = make_login("viewer")
-    operator_name, operator = make_login("operator")
+    _, operator = make_login("operator")
     forged = ("INSERT INTO audit_log (at, actor, action, entity, entity_id, payload, prev_hash, hash) "
               "VALUES (1, 'x', 'x', 'x', 'x', '{}', 'x', 'x')")
-    append = "SELECT * FROM agentdesk_audit_append('1764648000.5', 'me', 'note', 'store', 'x', '{}')"
-    for url in (viewer, operator):
+    agent_name, agent = make_login("agent")
+    append = "SELECT * FROM agentdesk_audit_append('1764648000.5', 'me', 'run.note', 'run', 'x', '{}')"
+    for url in (viewer, operator, agent):
         assert refused(url, forged)
         assert refused(url, "SELECT * FROM agentdesk_audit_key")
         assert refused(url, "UPDATE audit_log SET mac = NULL")
     assert refused(viewer, append)
-    with psycopg.connect(libpq_url(operator)) as conn:
+    assert refused(operator, append)  # an operator's records come only from the functions it calls (0012)
+    assert refused(agent, "SELECT * FROM agentdesk_audit_append('1764648000.5', 'me', 'note', 'store', 'x', '{}')")
+    with psycopg.connect(libpq_url(agent)) as conn:  # an agent appends a runtime's records
         seq = conn.execute(append).fetchone()[0]
         row = conn.execute("SELECT actor, db_login FROM audit_log WHERE seq = %s", (seq,)).fetchone()
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="as Python prints it"):
-            conn.execute("SELECT * FROM agentdesk_audit_append('1764648000.50', 'me', 'n', 's', 'x', '{}')")
-    assert row == ("me", operator_name)
+            conn.execute("SELECT * FROM agentdesk_audit_append('1764648000.50', 'me', 'run.n', 'run', 'x', '{}')")
+    assert row == ("me", agent_name)
     viewing = open_store(viewer, read_only=True)
     try:
         report = verify(viewing)  # a viewer's login on another machine checks every MAC through the server

@@ -61,7 +61,7 @@ def meta_text(approval: rm.Approval, seconds_left: float | None) -> str:
     if approval.status == rm.ApprovalStatus.PENDING:
         return (f"{deadline_text(approval, seconds_left)} · requested {local_time(approval.created_at)}"
                 f" · {shown_line(approval.id)}")
-    who = shown_line(approval.decided_by or "the runtime", 80)
+    who = shown_line(approval.decider or "the runtime", 120)
     reason = f" — reason: {shown_line(approval.reason, 500)}" if approval.reason else ""
     status = str(approval.status).capitalize()
     return f"{status} by {who} at {local_time(approval.decided_at)} · {shown_line(approval.id)}{reason}"

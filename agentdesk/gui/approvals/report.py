@@ -37,7 +37,7 @@ def left_text(approval_id: str, approval: rm.Approval | None) -> str:
         return f"{named(approval)} expired"
     if approval.status == rm.ApprovalStatus.WITHDRAWN:
         return f"{named(approval)} was withdrawn by the agent"
-    return f"{named(approval)} was {approval.status} by {shown_line(approval.decided_by or 'the runtime', 80)}"
+    return f"{named(approval)} was {approval.status} by {shown_line(approval.decider or 'the runtime', 120)}"
 
 
 def sentence(text: str) -> str:

@@ -66,17 +66,27 @@ class SpanView:
     input_text: str
     output_text: str
     sent: tuple[rm.SentItem, ...]
+    decisions: str = ""
+    """Who decided the approvals asked from this span (the signed login, the typed name beside it)."""
+
+
+def decisions_text(approvals: list[rm.Approval]) -> str:
+    """"approved by bob (typed: alice)", one per approval asked from the span; plain text, one line."""
+    shown = [f"{a.status} by {a.decider}" if a.decider else str(a.status) for a in approvals]
+    return shown_line("; ".join(shown), 300)
 
 
 def load_span_view(source: Source, span_id: str) -> SpanView:
     span = source.span(span_id)
     sent = tuple(source.sent_context(span_id)) if span.kind == "model" else ()
+    finder = getattr(source, "span_decisions", None)  # the native store's; foreign sources have none
+    decisions = decisions_text(finder(span_id)) if callable(finder) else ""
     try:
         attributes = (json.dumps(span.attributes, indent=2, ensure_ascii=False, default=str)
                       if span.attributes else "")
     except RecursionError:
         attributes = repr(span.attributes)[:1_000_000]
-    return SpanView(span, attributes, pretty(span.input_text), pretty(span.output_text), sent)
+    return SpanView(span, attributes, pretty(span.input_text), pretty(span.output_text), sent, decisions)
 
 
 class TextBlock(QWidget):
@@ -173,7 +183,7 @@ class SpanDetails(QWidget):
         self.subtitle = _label()
         self.error = _label()
         self.error.setStyleSheet(f"color: {ERROR_COLOUR}; font-weight: bold;")
-        self.facts = {name: _label() for name in ("Duration", "Started", "Tokens", "Cost", "Id")}
+        self.facts = {name: _label() for name in ("Duration", "Started", "Tokens", "Cost", "Decided", "Id")}
         form = QFormLayout()
         for name, label in self.facts.items():
             form.addRow(name, label)
@@ -228,6 +238,7 @@ class SpanDetails(QWidget):
         self.error.setText(f"✖ Failed: {one_line(error, 300)}" if failed else "")
         self.error.setVisible(failed)
         self._facts(span)
+        self.facts["Decided"].setText(view.decisions or "—")
         self.output.set_text(view.output_text)
         self.input.set_text(view.input_text)
         self.error_text.set_text(span.error or "")

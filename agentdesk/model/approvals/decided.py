@@ -41,7 +41,7 @@ def read_decided(source: Source, limit: int) -> list[rm.Approval]:
 
 def actor_label(approval: rm.Approval) -> str:
     """An expiry is the runtime's doing; a decision whose source kept no name stays blank rather than guessed."""
-    return approval.decided_by or ("runtime" if approval.status == rm.ApprovalStatus.EXPIRED else "")
+    return approval.decider or ("runtime" if approval.status == rm.ApprovalStatus.EXPIRED else "")
 
 
 class DecidedApprovalModel(ApprovalTableModel):

@@ -16,6 +16,7 @@ from agentdesk.store.errors import AlreadyDecided, Expired, InvalidInput, NotFou
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.convert import ts_opt
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.postgres.roles import require
 from agentdesk.store.text.arguments import arguments_hash, check_expected_hash, guard_arguments
 from agentdesk.store.uow import UnitOfWork, adopt_server_changes, affected, on_server
 from agentdesk.store.validation import (
@@ -58,6 +59,7 @@ def decide(store: Store, approval_id: str, approve: bool, actor: str, reason: st
     A = sc.ApprovalRow
     status = "approved" if approve else "denied"
     if store.is_postgres:
+        require(store.login, "operator", "deciding")
         with UnitOfWork(store) as uow:
             found = uow.session.execute(SERVER_DECIDE, {
                 "id": approval_id, "approve": approve, "actor": actor, "reason": reason, "edited": edited,

@@ -27,18 +27,26 @@ from sqlalchemy import select, text, update
 from agentdesk.store.approvals.commands import approval_parents
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.postgres.roles import require
 from agentdesk.store.uow import UnitOfWork, adopt_server_changes, affected, on_server
 from agentdesk.store.validation import check_name
 
 HEARTBEAT_INTERVAL_S = 5.0
 GONE_AFTER_S = 3 * HEARTBEAT_INTERVAL_S
 GONE_REASON = "requester gone"
+SERVER_BEAT = text("SELECT agentdesk_beat(:id, :origin)")
 SERVER_DISMISS = text("SELECT * FROM agentdesk_dismiss_gone(:actor, :ids, :after, :reason, :origin)")
 
 
 def beat(store: Store, approval_id: str) -> bool:
     """Say the requester still waits; False once the approval is no longer pending (or is gone)."""
     A = sc.ApprovalRow
+    if store.is_postgres:  # the requester's own beat, through the server (an agent login may update no approval)
+        with UnitOfWork(store) as uow:
+            change = uow.session.execute(SERVER_BEAT, {"id": approval_id, "origin": store.origin}).scalar()
+            if change is not None:
+                adopt_server_changes(uow, [change])
+        return change is not None
     with UnitOfWork(store) as uow:
         won = affected(uow.session.execute(
             update(A).where(A.id == approval_id, A.status == "pending")
@@ -83,6 +91,7 @@ def dismiss_gone(store: Store, actor: str, approval_ids: list[str] | None = None
     that beats again in the meantime keeps its approval. Returns the dismissed ids.
     """
     actor = check_name("actor name", actor)
+    require(store.login, "operator", "dismissing requests")
     A = sc.ApprovalRow
     with UnitOfWork(store) as uow:
         if on_server(uow):  # PostgreSQL: the same compare-and-set, audit and change log, in agentdesk_dismiss_gone

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from sqlalchemy import select
+from sqlalchemy import literal_column, select
 from sqlalchemy.orm import Session
 
 from agentdesk.store.audit import keys
@@ -40,6 +40,8 @@ def _line(value: dict[str, Any]) -> str:
 
 def _records(session: Session) -> Iterator[dict[str, Any]]:
     columns = _columns(session)
+    if session.get_bind().dialect.name == "postgresql":  # the login the server signed each record for (0005)
+        columns = [*columns, literal_column("db_login").label("db_login")]
     last: int | None = None
     while True:
         query = select(*columns).order_by(AuditRow.seq).limit(BATCH)

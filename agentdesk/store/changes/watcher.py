@@ -49,6 +49,13 @@ MAX_CATCH_UP = 50_000
 """Further behind than this, reloading is cheaper for subscribers than replaying: publish a reset."""
 
 
+def logged_origin(store: Store) -> str:
+    """The origin this process's changes carry in the change log: on PostgreSQL `login/origin`, as the server
+    logs it (migration 0012); elsewhere the store's origin."""
+    login = getattr(store, "login", None)
+    return store.origin if login is None else f"{login.name}/{store.origin}"
+
+
 class ChangeWatcher(LoopWatcher):
     """Background thread publishing foreign changes on `store.bus`.
 
@@ -64,6 +71,9 @@ class ChangeWatcher(LoopWatcher):
         self.bus = bus or store.bus
         self.poll_interval_s = poll_interval_s
         self.include_own = include_own
+        self._own = frozenset({store.origin, logged_origin(store)})
+        """The origins this process's own writes are logged under: on PostgreSQL the server logs the login before
+        ours (migration 0012), so another login passing our origin is not skipped (it cannot hide a change)."""
         self.high_water = 0
         self.last_change_at: float | None = None
         self.resets = 0
@@ -163,7 +173,7 @@ class ChangeWatcher(LoopWatcher):
         """Advance the high-water mark over `rows` (seq order), keeping the changes this watcher reports."""
         for seq, at, origin, entity, op, entity_id, parents, revision in rows:
             self.high_water = seq
-            if origin != self.store.origin or self.include_own:
+            if origin not in self._own or self.include_own:
                 into.append(Change(entity, op, entity_id, json.loads(parents), revision, seq, origin, at))
 
     def _lost_track(self, lowest: int, highest: int) -> bool:

@@ -19,6 +19,7 @@ from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StaleRevisi
 from agentdesk.store.ids import new_id
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.postgres.roles import require
 from agentdesk.store.uow import UnitOfWork, adopt_server_changes, affected, on_server
 from agentdesk.store.validation import (
     check_name,
@@ -68,6 +69,7 @@ def set_group_visibility(store: Store, group_id: str, visible: bool, expected_re
     """Show or hide a whole turn group: a tool call and its result always go together."""
     actor = check_name("actor name", actor)
     G, Item = sc.ContextGroupRow, sc.ContextItemRow
+    require(store.login, "operator", "showing or hiding context")  # one sentence before anything waits (PostgreSQL)
     with UnitOfWork(store) as uow:
         if on_server(uow):
             _context_outcome(uow, "group", group_id, expected_revision, uow.session.execute(SERVER_VISIBILITY, {
@@ -138,6 +140,7 @@ def _touch_group(uow: UnitOfWork, group_id: str) -> None:
 
 def set_item_locked(store: Store, item_id: str, locked: bool, expected_revision: int, actor: str) -> None:
     actor = check_name("actor name", actor)
+    require(store.login, "operator", "locking context")  # one sentence before anything waits (PostgreSQL)
     with UnitOfWork(store) as uow:
         if on_server(uow):
             _context_outcome(uow, "item", item_id, expected_revision, uow.session.execute(SERVER_LOCK, {
@@ -157,6 +160,7 @@ def set_item_locked(store: Store, item_id: str, locked: bool, expected_revision:
 def edit_item(store: Store, item_id: str, content: str, expected_revision: int, actor: str) -> None:
     actor = check_name("actor name", actor)
     check_text("item content", content)
+    require(store.login, "operator", "editing context")  # one sentence before anything waits (PostgreSQL)
     with UnitOfWork(store) as uow:
         if on_server(uow):
             _context_outcome(uow, "item", item_id, expected_revision, uow.session.execute(SERVER_EDIT, {
@@ -188,6 +192,7 @@ def compact(store: Store, agent_id: str, item_ids: Sequence[str], summary: str, 
     if not item_ids:
         raise InvalidInput("Choose at least one item to compact.")
     Item = sc.ContextItemRow
+    require(store.login, "operator", "compacting context")  # one sentence before anything waits (PostgreSQL)
     with UnitOfWork(store) as uow:
         if on_server(uow):
             comp_id = new_id("cmp")
@@ -280,6 +285,7 @@ def undo_compaction(store: Store, compaction_id: str, actor: str) -> None:
     """Bring back exactly the items a compaction covered and retire its summary."""
     actor = check_name("actor name", actor)
     C, Item = sc.CompactionRow, sc.ContextItemRow
+    require(store.login, "operator", "undoing a compaction")  # one sentence before anything waits (PostgreSQL)
     with UnitOfWork(store) as uow:
         if on_server(uow):
             found = uow.session.execute(SERVER_UNCOMPACT, {"id": compaction_id, "actor": actor,

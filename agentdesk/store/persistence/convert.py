@@ -70,7 +70,8 @@ def approval(row: sc.ApprovalRow, agent_name: str = "", project_name: str = "") 
                        rm.ApprovalStatus(row.status),
                        ts(row.created_at), ts_opt(row.expires_at), ts_opt(row.decided_at), row.decided_by,
                        row.reason, row.edited_arguments, row.edited_hash, agent_name, project_name,
-                       row.context_revision, row.decided_by_rule, ts_opt(row.requester_heartbeat_at))
+                       row.context_revision, row.decided_by_rule, ts_opt(row.requester_heartbeat_at),
+                       row.decided_login, row.requested_login)
 
 
 def group(row: sc.ContextGroupRow) -> rm.ContextGroup:

@@ -9,8 +9,12 @@ approvals, status roll-ups) one indexed GROUP BY instead of a chain of joins.
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+SEQ = BigInteger().with_variant(Integer(), "sqlite")
+"""The audit's and the change log's seq: bigint on PostgreSQL (migration 0012); SQLite's INTEGER is 64-bit and
+must stay spelled INTEGER for its rowid alias."""
 
 
 class Base(DeclarativeBase):
@@ -153,6 +157,11 @@ class ApprovalRow(Base):
     """Last time the requester said it is still waiting (None: a requester that never beats)."""
     approved_hash: Mapped[str | None] = mapped_column(String(80))
     """The hash of the arguments the operator saw and approved."""
+    requested_login: Mapped[str | None] = mapped_column(Text)
+    """PostgreSQL: the database login that requested it, set by the server (migration 0012); SQLite: None."""
+    decided_login: Mapped[str | None] = mapped_column(Text)
+    """PostgreSQL: the database login whose transaction decided it, set by the server; `decided_by` is the
+    name typed beside it (a display label). SQLite (one user, no logins): None."""
 
 
 class RuleRow(Base):
@@ -236,7 +245,7 @@ class AuditRow(Base):
     """Append-only, hash-chained: each record's hash covers its content and the previous hash."""
 
     __tablename__ = "audit_log"
-    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    seq: Mapped[int] = mapped_column(SEQ, primary_key=True, autoincrement=True)
     at: Mapped[float] = mapped_column(Float)
     actor: Mapped[str] = mapped_column(Text)
     action: Mapped[str] = mapped_column(String(64))
@@ -253,7 +262,7 @@ class ChangeRow(Base):
     """Cross-process change feed: watchers in other processes read rows past their high-water mark."""
 
     __tablename__ = "change_log"
-    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    seq: Mapped[int] = mapped_column(SEQ, primary_key=True, autoincrement=True)
     at: Mapped[float] = mapped_column(Float)
     origin: Mapped[str] = mapped_column(String(64))
     entity: Mapped[str] = mapped_column(String(32))

@@ -9,6 +9,7 @@ one sentence naming the server, never the password.
 from __future__ import annotations
 
 import importlib.util
+import weakref
 from typing import Any
 from urllib.parse import unquote
 
@@ -101,22 +102,33 @@ MIGRATION_LOCK = 0x61676D31
 """pg_advisory_xact_lock key ("agm1") serialising concurrent migrations of one server store."""
 
 WRITER_LOCK = 0x61677731
-"""pg_advisory_xact_lock key ("agw1") every write transaction takes first (see `writer_engine`)."""
+"""The advisory key writers took before migration 0012 (kept for the red-team tests: holding it stalls nobody now)."""
+RUNTIME_LOCK = 0x61677271
+"""The advisory key runtime writers queued on before migration 0012 (likewise only for tests)."""
 WRITER = "agentdesk_pg_writer"
 RUNTIME_QUEUE = "agentdesk_pg_runtime_queue"
-"""Execution option (store/uow.py sets it for runtime writes): queue on `RUNTIME_LOCK` before the
-writer lock.
+"""Execution option (store/uow.py sets it for runtime writes): queue among runtime writers first.
 
-PostgreSQL grants an advisory lock to the sessions waiting for it in order, so an operator's decision
-queued behind N runtime writers waited for all N. Runtime writers first queue among themselves on a
-second lock, so at most one of them waits for the writer lock at any time: a decision waits for the
-transaction in progress and at most one more, never for the whole queue (and nobody polls)."""
-RUNTIME_LOCK = 0x61677271
-"""pg_advisory_xact_lock key ("agrq") runtime write transactions take before `WRITER_LOCK`."""
+A runtime writer's turn (`agentdesk_writer_turn(true)`, migration 0012) locks the row of
+`agentdesk_runtime_queue` before the writers' lock, so at most one runtime writer waits beside the operators:
+a decision waits for the transaction in progress and at most one more, never for the whole queue."""
+TURN_SQL = "SELECT public.agentdesk_writer_turn({runtime})"
+"""The writers' queue is an EXCLUSIVE lock on a table no login may lock itself (no grant), taken only through
+this SECURITY DEFINER function, which agents and operators may call and viewers may not: unlike the public
+advisory locks it replaces, a viewer cannot take it and stall every writer. A table lock is granted in queue
+order, as the advisory lock was."""
+
+
+_busy_timeouts: weakref.WeakKeyDictionary[Engine, float] = weakref.WeakKeyDictionary()
+
+
+def busy_timeout_of(engine: Engine) -> float | None:
+    """The busy timeout a server store was opened with: how long a person's write waits for the writers' turn."""
+    return _busy_timeouts.get(engine)
 
 
 def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
-    """Write transactions take one transaction-scoped advisory lock up front, as SQLite's BEGIN IMMEDIATE does.
+    """Write transactions take the writers' turn up front, as SQLite's BEGIN IMMEDIATE does.
 
     Why serialise writers on a server: the audit chain appends to the newest record and
     the change log is read past a high-water mark; with two writers interleaved, one
@@ -125,14 +137,14 @@ def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
     like a locked SQLite file does.
     """
     timeout_ms = int(busy_timeout_s * 1000)
+    _busy_timeouts[engine] = busy_timeout_s
 
     @event.listens_for(engine, "begin")
-    def _take_writer_lock(conn: Any) -> None:
+    def _take_writer_turn(conn: Any) -> None:
         options = conn.get_execution_options()
         if options.get(WRITER, False):
             conn.exec_driver_sql(f"SET LOCAL lock_timeout = {timeout_ms}")
-            if options.get(RUNTIME_QUEUE, False):  # a runtime write: one at a time waits beside the operators
-                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({RUNTIME_LOCK})")
-            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
+            runtime = "true" if options.get(RUNTIME_QUEUE, False) else "false"
+            conn.exec_driver_sql(TURN_SQL.format(runtime=runtime))
 
     return engine.execution_options(**{WRITER: True})

@@ -33,6 +33,8 @@ CHANNEL = "agentdesk_changes"
 IDLE_WAKE_S = 0.5
 FIRST_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 5.0
+BEHIND_CHECK_S = 1.0
+"""At most this often, a notification naming a seq below the mark wakes a read anyway (see `_wait_and_read`)."""
 
 
 class NotifyLoop:
@@ -59,6 +61,7 @@ class NotifyLoop:
         self._thread = StoppableThread(name)
         self._conn: Any = None
         self._last_read = 0.0
+        self._last_behind_check = 0.0
         self._reader: int | None = None
         """The thread id of a `read()` this loop is making: `query` runs on the listener's connection only there."""
 
@@ -117,14 +120,25 @@ class NotifyLoop:
                 self._thread.wait(self.next_wait())
 
     def _wait_and_read(self) -> None:
-        """Block up to IDLE_WAKE_S for notifications; read once if any names a seq not read yet."""
-        news = False
+        """Block up to IDLE_WAKE_S for notifications; read once if any names a seq not read yet.
+
+        A notification below the mark is usually a commit already read; but when the log went backwards
+        (a row with a huge seq was written by hand and deleted again), every new commit names a seq below
+        the mark and would never be read: so such a notification also wakes a read, at most once per
+        `BEHIND_CHECK_S`, whose bounds check resets the reader onto the log as it is (it heals, not goes silent).
+        """
+        news = behind = False
         # stop_after=1 ends the wait at the first packet but still yields every notification in it:
         # breaking out of the generator instead would drop the rest of the packet, and with it the wake-up
         # for the newest commits when the first one named a seq already read (the last changes of a
         # stream then waited for the next commit).
         for notify in self._conn.notifies(timeout=IDLE_WAKE_S, stop_after=1):
-            news = news or _seq(notify.payload) > self._seen()
+            seq, seen = _seq(notify.payload), self._seen()
+            news = news or seq > seen
+            behind = behind or seq < seen
+        if not news and behind and time.monotonic() - self._last_behind_check >= BEHIND_CHECK_S:
+            self._last_behind_check = time.monotonic()
+            news = True
         if news:
             # Coalesce: at most one read per min_interval_s, so a burst of commits costs subscribers
             # one batch per interval. The first change after a quiet spell is read at once.
