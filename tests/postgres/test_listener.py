@@ -7,13 +7,14 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.bus import Change
-from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.database import Store, open_store
 from tests.conftest import PgCluster
 
 WRITER = textwrap.dedent("""
@@ -64,12 +65,26 @@ def wait_until(condition: object, timeout: float = 60.0) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.slow
-def test_a_server_restart_mid_stream_loses_and_repeats_nothing(pg_cluster: PgCluster, pg_url: str,
-                                                               pg_store: Store) -> None:
-    if pg_cluster.root is None or pg_cluster.bin_dir is None:
-        pytest.fail("the restart test needs the server's folder (export AGENTDESK_TEST_PG_DIR)")
+@pytest.fixture
+def own_server(pg_cluster: PgCluster) -> Iterator[tuple[Path, Path, str]]:
+    """A server of this test's own (bin dir, folder, URL): restarting the session's server would cut off every
+    other test running beside this one (pytest-xdist)."""
     from tests.postgres import server
+    bin_dir = pg_cluster.bin_dir or server.find_bin_dir()
+    if bin_dir is None:
+        pytest.fail("the restart test needs PostgreSQL's binaries (pg_ctl) to run a server of its own")
+    root, url = server.start(bin_dir)
+    try:
+        yield bin_dir, root, url
+    finally:
+        server.stop(bin_dir, root)
+
+
+@pytest.mark.slow
+def test_a_server_restart_mid_stream_loses_and_repeats_nothing(own_server: tuple[Path, Path, str]) -> None:
+    from tests.postgres import server
+    bin_dir, root, pg_url = own_server
+    pg_store = open_store(pg_url)
     source = NativeSource(pg_store)
     recorder = Recorder()
     source.bus.subscribe(recorder)
@@ -86,7 +101,7 @@ def test_a_server_restart_mid_stream_loses_and_repeats_nothing(pg_cluster: PgClu
 
     sampler = threading.Thread(target=sample)
     sampler.start()
-    server.pg_ctl(pg_cluster.bin_dir, pg_cluster.root, "restart")
+    server.pg_ctl(bin_dir, root, "restart")
     # A fast restart can be over before the listener notices its connection is gone: wait for the
     # reconnect itself, not only for a healthy state (which it also shows before noticing).
     wait_until(lambda: watcher._loop.reconnects >= 1  # type: ignore[attr-defined]
@@ -104,6 +119,7 @@ def test_a_server_restart_mid_stream_loses_and_repeats_nothing(pg_cluster: PgClu
     assert watcher.healthy and not watcher.reconnecting
     assert watcher._loop.reconnects >= 1  # type: ignore[attr-defined]
     source.close()
+    pg_store.close()
 
 
 @pytest.mark.slow
