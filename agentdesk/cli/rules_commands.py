@@ -53,7 +53,7 @@ def add_rules_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     add.add_argument("--any-arguments", action="store_true",
                      help="confirm a rule with no matcher: it decides every call of the tool, whatever its "
                           "arguments")
-    add.add_argument("--expires-in", type=positive(float, most=MAX_EXPIRES_IN), metavar="SECONDS",
+    add.add_argument("--expires-in", type=float, metavar="SECONDS",
                      help=f"the rule stops applying after this (at most {MAX_EXPIRES_IN:,.0f}: 100 years)")
     add.add_argument("--note", default="", help="a note for the other operators, shown with the rule")
     add.add_argument("--disabled", action="store_true", help="save it switched off")

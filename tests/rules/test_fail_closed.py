@@ -251,9 +251,9 @@ def test_a_rule_written_between_the_parse_and_the_transaction_does_not_match(
         add_rule(store, "allow", SHELL, {"kind": "shell", "field": "command", "commands": [["ls", "*"]]}, "op")
         return views
 
-    monkeypatch.setattr("agentdesk.store.runtime.prepare_request", then_a_rule_appears)
-    assert outcome(rt, world.run, "ls -la") == "pending"
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:  # not the fixture's: undoing that would undo the config folder
+        patch.setattr("agentdesk.store.runtime.prepare_request", then_a_rule_appears)
+        assert outcome(rt, world.run, "ls -la") == "pending"
     assert outcome(rt, world.run, "ls -la") == "approved"
 
 
