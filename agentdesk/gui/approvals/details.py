@@ -247,7 +247,7 @@ class ApprovalDetails(QWidget):
         """Characters that fit the pane's width (fractional advances and the document margin counted)."""
         advance = max(1.0, self.arguments.fontMetrics().horizontalAdvance("M" * 100) / 100)
         room = self.arguments.viewport().width() - 2 * self.arguments.document().documentMargin() - 4
-        return max(40, int(room / advance) - 1)
+        return max(16, int(room / advance) - 1)  # a floor wider than the pane would run text off its edge
 
     def _render(self) -> None:
         self.loader.stop()

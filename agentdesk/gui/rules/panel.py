@@ -17,7 +17,6 @@ from typing import Any
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QHBoxLayout,
     QHeaderView,
     QLabel,
     QPushButton,
@@ -28,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from agentdesk.gui.rules.editor import RuleEditor
+from agentdesk.gui.shared.flow import flow_of
 from agentdesk.model.rules.draft import RuleForm, form_of
 from agentdesk.model.rules.dry_run import DryRunModel
 from agentdesk.model.rules.service import rules_store, why_no_rules
@@ -119,20 +119,14 @@ class RulesPanel(QWidget):
         box = QVBoxLayout(left)
         box.setContentsMargins(0, 0, 0, 0)
         box.addWidget(self.table, 1)
-        buttons = QHBoxLayout()
-        for button in (self.new_button, self.propose_button, self.toggle_button, self.remove_button):
-            buttons.addWidget(button)
-        buttons.addStretch(1)
-        box.addLayout(buttons)
+        # wrapped, not cut: in a narrow window "From selected approval" read "rom selected approva"
+        box.addLayout(flow_of(self.new_button, self.propose_button, self.toggle_button, self.remove_button))
         right = QWidget(self)
         form = QVBoxLayout(right)
         form.setContentsMargins(0, 0, 0, 0)
         form.addWidget(self.editor)
-        actions = QHBoxLayout()
-        actions.addWidget(self.dry_button)
-        actions.addWidget(self.save_button)
-        actions.addWidget(self.message, 1)
-        form.addLayout(actions)
+        form.addLayout(flow_of(self.dry_button, self.save_button))
+        form.addWidget(self.message)
         form.addStretch(1)
         top = QSplitter(Qt.Orientation.Horizontal, self)
         top.addWidget(left)

@@ -14,7 +14,6 @@ from PySide6.QtCore import QEvent, QObject, QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QCursor, QKeyEvent, QPalette
 from PySide6.QtWidgets import (
     QFrame,
-    QHBoxLayout,
     QLabel,
     QScrollArea,
     QSplitter,
@@ -24,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from agentdesk.gui.shared.flow import HeightForWidth
 from agentdesk.gui.timeline.axes import MIN_LABEL_LANE_PX, LaneAxis, waterfall_plot
 from agentdesk.gui.timeline.details import SpanDetails
 from agentdesk.gui.timeline.drawing import colour_axes, header_text, legend, set_background, span_tooltip
@@ -102,6 +102,7 @@ class TimelinePanel(QWidget):
     def _build(self) -> None:
         self.header = QLabel(textFormat=Qt.TextFormat.PlainText)
         self.header.setWordWrap(True)
+        HeightForWidth(self.header)
         self.lanes = LaneAxis(lambda: self.item.data, lambda: self.rows)
         self.lanes.toggled.connect(self.toggle_row)
         self.plot = waterfall_plot(self.lanes, RIGHT_AXIS_WIDTH)
@@ -164,10 +165,7 @@ class TimelinePanel(QWidget):
         top = QVBoxLayout()
         top.setSpacing(2)
         top.addWidget(self.header)
-        key = QHBoxLayout()
-        key.addWidget(legend())
-        key.addStretch(1)
-        top.addLayout(key)
+        top.addWidget(legend())
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)

@@ -34,8 +34,9 @@ from agentdesk.resources import ICON, resource_path
 from agentdesk.store import readmodel as rm
 
 TIMELINE_TAB, CONTEXT_TAB, RULES_TAB = 0, 1, 2
-TREE_MIN_WIDTH, QUEUE_MIN_WIDTH, CENTRE_MIN_WIDTH = 240, 300, 640
-"""The docks give way before the timeline does: below 640 px its axis labels, legend and detail tabs clip."""
+TREE_MIN_WIDTH, QUEUE_MIN_WIDTH, CENTRE_MIN_WIDTH = 200, 280, 460
+"""Together (with the dock separators) under 1024 px, so the window fits a 1024 px screen; the centre
+keeps room for the timeline's axis labels, legend and detail tabs."""
 CENTRE_PREFERRED_WIDTH = 800
 """What the docks leave the centre at the first show when the screen allows (1366 px: tree 254, queue 312)."""
 
@@ -47,9 +48,12 @@ def fitting_size(wanted: QSize, available: QSize) -> QSize:
 
 
 def scrolling(widget: QWidget) -> QScrollArea:
+    """Scrolls up and down only: sideways, the content follows the dock's width (its text and buttons
+    wrap), so nothing sits hidden past the right edge behind a scroll bar nobody looks at."""
     area = QScrollArea()
     area.setWidget(widget)
     area.setWidgetResizable(True)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
     area.setFrameShape(QFrame.Shape.NoFrame)
     return area
 
@@ -84,7 +88,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.rules, "Rules")
         self.setCentralWidget(self.tabs)
         self.tree_dock = self._dock("Projects", "tree_dock", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
-        # The queue's button rows want ~450 px; in a scroll area the dock can give way on a 1366 px screen.
+        # In a (vertical) scroll area the dock can give way on a 768 px high screen.
         self.queue_dock = self._dock("Approvals", "queue_dock", scrolling(self.queue),
                                      Qt.DockWidgetArea.RightDockWidgetArea)
         self.tree_dock.setMinimumWidth(TREE_MIN_WIDTH)
