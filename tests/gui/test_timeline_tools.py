@@ -57,7 +57,7 @@ def test_key_p_highlights_the_critical_path_lists_it_and_names_it_in_the_header(
     on_path = {panel.data.ids[lane] for lane in panel.path.lanes.tolist()}
     assert panel.data.ids[0] in on_path  # the root agent spans the run
     assert panel.item.path_lanes is not None and set(panel.item.path_lanes.tolist()) == set(panel.path.lanes.tolist())
-    assert "critical path: " in panel.header.text() and "% in model calls" in panel.header.text()
+    assert "critical path: " in panel.header.text() and " % in agent steps" in panel.header.text()  # as the CLI says
     assert panel.side.currentWidget() is panel.path_panel
     assert panel.path_panel.isVisible() and panel.path_panel.table.topLevelItemCount() == len(panel.path)
     assert len(panel.minimap.path) == len(panel.path)

@@ -308,9 +308,9 @@ class TimelinePanel(QWidget):
         self._show_header()
 
     def _compute_path(self) -> None:
-        if self.data is None:
+        if self.data is None or self.run_id is None:
             return
-        self._path_latest.submit(path_of, self.data, on_done=self._path_ready,
+        self._path_latest.submit(path_of, self.services.source, self.run_id, self.data, on_done=self._path_ready,
                                  on_error=lambda exc: self._show_header(f"Could not find the critical path: {exc}"))
 
     def _path_ready(self, path: PathLanes) -> None:
