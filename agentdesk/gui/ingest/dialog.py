@@ -57,6 +57,8 @@ class ImportDialog(QDialog):
 
     finished_import = Signal(object)
     """The `ImportResult` (or the exception) once the import has ended."""
+    failed = Signal(str)
+    """The import stopped on an error: one sentence naming the files, for the window's message bar."""
 
     def __init__(self, services: Services, paths: list[Path], parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -128,6 +130,7 @@ class ImportDialog(QDialog):
         r = result.report
         if result.error is not None:
             self.phase.setText(f"Stopped at a bad record: {result.error}.")
+            self.failed.emit(f"The import of {self._named()} stopped at a bad record: {result.error}.")
         elif result.cancelled:
             self.phase.setText("Cancelled. Only whole traces were kept.")
         else:
@@ -140,8 +143,15 @@ class ImportDialog(QDialog):
 
     def _failed(self, exc: BaseException) -> None:
         self.phase.setText(f"The import failed: {exc}")
+        self.failed.emit(f"The import of {self._named()} failed: {exc}")
         self._closeable()
         self.finished_import.emit(exc)
+
+    def _named(self) -> str:
+        names = [str(p) for p in self.paths]
+        if len(names) == 1:
+            return names[0]
+        return f"{len(names)} files ({', '.join(names[:3])}{', …' if len(names) > 3 else ''})"
 
     def _closeable(self) -> None:
         self.buttons.setStandardButtons(QDialogButtonBox.StandardButton.Close)

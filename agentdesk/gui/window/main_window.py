@@ -12,7 +12,16 @@ import hashlib
 
 from PySide6.QtCore import QByteArray, QSize, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QIcon, QKeySequence, QShowEvent
-from PySide6.QtWidgets import QDockWidget, QFrame, QInputDialog, QMainWindow, QScrollArea, QTabWidget, QWidget
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFrame,
+    QInputDialog,
+    QMainWindow,
+    QScrollArea,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.context.editor import ContextEditor
@@ -23,6 +32,7 @@ from agentdesk.gui.search.dialog import SearchDialog
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.tree.view import ProjectTree
 from agentdesk.gui.window.file_menu import StoreMenu
+from agentdesk.gui.window.message_bar import MessageBar
 from agentdesk.gui.window.notify import TrayNotifier
 from agentdesk.gui.window.receiver_toggle import ReceiverToggle
 from agentdesk.gui.window.settings import open_settings, read_str
@@ -86,7 +96,14 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.timeline, "Timeline")
         self.tabs.addTab(self.context_editor, "Context")
         self.tabs.addTab(self.rules, "Rules")
-        self.setCentralWidget(self.tabs)
+        self.message_bar = MessageBar(self)
+        centre = QWidget(self)
+        column = QVBoxLayout(centre)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(2)
+        column.addWidget(self.message_bar)
+        column.addWidget(self.tabs, 1)
+        self.setCentralWidget(centre)
         self.tree_dock = self._dock("Projects", "tree_dock", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
         # In a (vertical) scroll area the dock can give way on a 768 px high screen.
         self.queue_dock = self._dock("Approvals", "queue_dock", scrolling(self.queue),
@@ -146,7 +163,8 @@ class MainWindow(QMainWindow):
 
     def _actions(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
-        self.store_menu = StoreMenu(self, file_menu, self.settings, self.services.source.descriptor.location)
+        self.store_menu = StoreMenu(self, file_menu, self.settings, self.services.source.descriptor.location,
+                                    self.services.runner, self.report_error)
         importing = QAction("Import OpenTelemetry traces…", self)
         importing.setShortcut(QKeySequence("Ctrl+I"))
         refusal = why_not_import(self.services)
@@ -187,6 +205,11 @@ class MainWindow(QMainWindow):
         view.addAction(self.receiver.action)
         view.addAction(self.receiver.port_action)
 
+    def report_error(self, text: str) -> None:
+        """A failure the operator must see: in the message bar until dismissed, and in the status bar."""
+        self.message_bar.show_error(text)
+        self.status.showMessage(shown_line(text, 300), 15_000)
+
     def quit(self) -> None:
         """File → Quit (Ctrl+Q): close the window (which saves the layout), then end the event loop."""
         if self.close():
@@ -221,6 +244,8 @@ class MainWindow(QMainWindow):
     def import_traces(self) -> None:
         """File → Import…; the dialog is kept until the next import so its job can report back."""
         self._import_dialog = import_into_window(self.services, self)
+        if self._import_dialog is not None:
+            self._import_dialog.failed.connect(self.report_error)
 
     # -- navigation -----------------------------------------------------------------------
     def _focus(self, dock: QDockWidget, widget: QWidget) -> None:
