@@ -184,7 +184,7 @@ class TimelinePanel(QWidget):
         self.item.set_matches(None)
         self.minimap.set_marks(np.zeros(0), np.zeros((0, 2)))
         self.path_panel.show_path(None)
-        self._follow = True
+        self._follow, self._pinned = True, False
         self._tick_timer.stop()
         self.item.set_data(None, 0.0)
         self.item.set_overview(None)
@@ -248,9 +248,54 @@ class TimelinePanel(QWidget):
         """Every sub-tree expanded (key *), or the default folding again (key /)."""
         self.feed.expand_all(expanded)
 
+    @property
+    def following(self) -> bool:
+        """Whether a live run's growth moves the view (fitted or pinned to now)."""
+        return self._follow or self._pinned
+
+    def follow_now(self) -> None:
+        """Key End: follow the run again. Zoomed in, the time window keeps its width and ends at now (and
+        the last lanes come into view); zoomed out, the whole run is fitted."""
+        if self.data is None or not len(self.data):
+            self.fit()
+            return
+        (left, right), _ = self.view.viewRange()
+        x0, x1 = self._run_span()
+        if right - left >= (x1 - x0) * 0.98:
+            self.fit()
+            return
+        self._follow, self._pinned = False, True
+        self._pin(tail=True)
+
+    def _run_span(self) -> tuple[float, float]:
+        """The run's time range in view terms: its first start to its last end, or now while it runs."""
+        assert self.data is not None
+        x0, x1 = self.data.extent(self.item.now)
+        if self.feed.live or not self.data.complete:
+            x1 = max(x1, self.feed.now())
+        return x0, x1
+
+    def _pin(self, *, tail: bool = False) -> None:
+        """Slide the time window so that it ends at the run's end (now); show the newest lanes when the
+        last lane was already in view (or `tail`)."""
+        if self.data is None or not len(self.data):
+            return
+        self._update_limits()
+        (left, right), (top, bottom) = self.view.viewRange()
+        _, x1 = self._run_span()
+        width = right - left
+        shown = self.item.data if self.item.data is not None else self.data
+        rows = float(len(shown))
+        lanes = bottom - top
+        at_bottom = tail or bottom >= self._pinned_rows - 0.5
+        self._pinned_rows = rows
+        if at_bottom and rows > bottom:
+            top, bottom = max(0.0, rows - lanes + 1), max(rows + 1, lanes)
+        self.view.setRange(xRange=(x1 - width * 0.98, x1 + width * 0.02), yRange=(top, bottom), padding=0)
+
     def fit(self) -> None:
         """Show the whole run: every lane, from its start to its end (or now)."""
-        self._follow = True
+        self._follow, self._pinned = True, False
         if self.data is None or not len(self.data):
             return
         self._update_limits()
@@ -264,12 +309,12 @@ class TimelinePanel(QWidget):
 
     def show_window(self, start_s: float, end_s: float, first_lane: float, last_lane: float) -> None:
         """Show a time window (seconds since run start) and a lane range; a live run stops being followed."""
-        self._follow = False
+        self._follow = self._pinned = False
         self.view.setRange(xRange=(start_s, end_s), yRange=(first_lane, last_lane), padding=0)
 
     def zoom(self, factor: float) -> None:
         """Zoom both axes around the view's centre (factor < 1 zooms in)."""
-        self._follow = False
+        self._follow = self._pinned = False
         self.view.scaleBy((factor, factor))
 
     def reveal(self, lane: int) -> None:
@@ -278,16 +323,17 @@ class TimelinePanel(QWidget):
         if data is None or row < 0:
             return
         rows_shown = len(self.item.data) if self.item.data is not None else len(data)
-        self._follow = False
         (left, right), (top, bottom) = self.view.viewRange()
         lane_px = self.view.height() / max(bottom - top, 1e-9)
         count = (bottom - top) if lane_px >= MIN_LABEL_LANE_PX else self.view.height() / 20
         if lane_px < MIN_LABEL_LANE_PX or not top <= row <= bottom - 1:
+            self._follow = self._pinned = False  # the view moves to the span: stop following the run
             top = min(max(0.0, row + 0.5 - count / 2), max(0.0, rows_shown - count))
             self.view.setYRange(top, top + count, padding=0)
         start, end = float(data.start[lane]), float(data.ends(self.item.now)[lane])
         px_per_s = self.view.width() / max(right - left, 1e-12)
         if start < left or end > right or (end - start) * px_per_s < 8:
+            self._follow = self._pinned = False
             pad = max((end - start) * 0.5, 1e-3)
             self.view.setXRange(start - pad, end + pad, padding=0)
 
@@ -401,7 +447,7 @@ class TimelinePanel(QWidget):
         self.minimap.set_window(*self.view.viewRange()[0])
 
     def _minimap_moved(self, start: float, end: float) -> None:
-        self._follow = False
+        self._follow = self._pinned = False
         self.view.setXRange(start, end, padding=0)
 
     # -- following the feed -----------------------------------------------------------------
@@ -423,7 +469,7 @@ class TimelinePanel(QWidget):
         self.tokens.set_series(self.feed.tokens, until=now, redraw=False)  # drawn once, after the fit
         self.item.select(self._row(data.lane_of.get(self.selected_id, -1)) if self.selected_id else -1)
         following = first or self._follow
-        if not following:  # `fit` sets them first thing
+        if not following and not self._pinned:  # `fit` and `_pin` set them first thing
             self._update_limits()
         self.lanes.update()
         if self.path_on and (self.path is None or self.path.data is not data or changed_ids is None or changed_ids):
@@ -434,6 +480,8 @@ class TimelinePanel(QWidget):
         self._show_header()
         if following:
             self.fit()
+        elif self._pinned:
+            self._pin()
         self.tokens.refresh()
         if self.item.live:
             self._tick_timer.start()
@@ -460,6 +508,8 @@ class TimelinePanel(QWidget):
         self._update_limits()
         if self._follow:
             self.fit()
+        elif self._pinned:
+            self._pin()
 
     def _keep_lane_height(self, *args: object) -> None:
         """A resized waterfall keeps its rows as tall as they were and shows more or fewer of them.
@@ -490,7 +540,15 @@ class TimelinePanel(QWidget):
         self.view.setLimits(xMin=x0 - pad, xMax=x1 + pad, yMin=-1, yMax=lanes, minXRange=1e-6, minYRange=2)
 
     def _stop_following(self, *args: object) -> None:
-        self._follow = False
+        """The operator moved the view (drag, wheel): following stops, unless the view still ends at the
+        run's end, where it stays pinned to now (a zoom into the last seconds keeps scrolling)."""
+        self._follow = self._pinned = False
+        if self.data is None or not len(self.data) or not (self.feed.live or not self.data.complete):
+            return
+        (left, right), (_, bottom) = self.view.viewRange()
+        if right >= self._run_span()[1] - (right - left) * 0.01:
+            self._pinned = True
+            self._pinned_rows = bottom
 
     # -- mouse and keys ---------------------------------------------------------------------
     def _lane_at(self, scene_pos: QPointF) -> int:
@@ -556,7 +614,7 @@ class TimelinePanel(QWidget):
             if key in (Qt.Key.Key_Asterisk, Qt.Key.Key_Slash):
                 self.expand_all(key == Qt.Key.Key_Asterisk)
                 return True
-            action = {Qt.Key.Key_F: self.fit, Qt.Key.Key_Plus: lambda: self.zoom(0.5),
+            action = {Qt.Key.Key_F: self.fit, Qt.Key.Key_End: self.follow_now, Qt.Key.Key_Plus: lambda: self.zoom(0.5),
                       Qt.Key.Key_Equal: lambda: self.zoom(0.5), Qt.Key.Key_Minus: lambda: self.zoom(2.0)
                       }.get(Qt.Key(event.key()))
             if action is not None and not event.modifiers() & Qt.KeyboardModifier.ControlModifier:
