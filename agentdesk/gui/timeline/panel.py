@@ -548,7 +548,7 @@ class TimelinePanel(QWidget):
         (left, right), (_, bottom) = self.view.viewRange()
         if right >= self._run_span()[1] - (right - left) * 0.01:
             self._pinned = True
-            self._pinned_rows = bottom
+            self._pinned_rows = float(bottom)
 
     # -- mouse and keys ---------------------------------------------------------------------
     def _lane_at(self, scene_pos: QPointF) -> int:
