@@ -66,6 +66,11 @@ class TimelinePanel(QWidget):
         self._path_latest = Latest(services.runner)
         self._find_latest = Latest(services.runner)
         self._follow = True
+        """Fitted: a live run's new spans and its growing end keep the whole run in view."""
+        self._pinned = False
+        """Pinned to now (End, or a zoom that kept the end in view): the time window keeps its width and
+        slides with the run's end; the lanes follow new spans when the last one was in view."""
+        self._pinned_rows = 0.0
         self._last_tip = -1
         self.counts = SpanCounts()
         self._build()
