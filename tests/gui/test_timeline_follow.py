@@ -96,10 +96,12 @@ def test_a_fitted_view_follows_panning_stops_it_and_end_resumes(
 
 def test_selecting_a_span_in_view_keeps_following(services: Services, world: World, runtime: AgentRuntime,
                                                    qtbot: Any) -> None:
-    """The demo selects the first approval's span: it is in view, so the run is still followed."""
+    """The demo selects the first approval's span (open, so it reaches now): it is in view and wide enough
+    to see, so the run is still followed."""
     panel = panel_showing(services, world.run_id, qtbot)
     qtbot.waitUntil(lambda: in_view(panel), timeout=WAIT_MS)
-    panel.select_span(world.tool_span_id)
+    assert panel.data is not None
+    panel.select_span(panel.data.ids[0])  # the open root span
     assert panel.following
     grow(runtime, world, panel, qtbot, 10)
     qtbot.waitUntil(lambda: in_view(panel), timeout=WAIT_MS)
