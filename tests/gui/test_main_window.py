@@ -111,3 +111,32 @@ def test_an_explicit_selection_wins_over_the_remembered_or_busiest_run(
     qtbot.wait(100)  # a late default selection would land in here
     assert window.tree.current_selection() == ("run", quiet)
     assert window.timeline.run_id == quiet
+
+
+@pytest.mark.parametrize(("width", "height"), [(1366, 768), (1600, 972)])
+def test_span_details_get_room_and_keep_the_size_the_operator_gave_them(
+        services: Services, world: World, qtbot: Any, width: int, height: int) -> None:
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.resize(width, height)
+    window.show()
+    window.show_in_timeline(world.run_id, world.model_span_id)
+    details = window.timeline.details
+    qtbot.waitUntil(lambda: details.view is not None and details.output.edit.toPlainText() != "")
+    lines = details.output.edit.viewport().height() / details.output.edit.fontMetrics().lineSpacing()
+    assert lines >= 8, f"the output shows only {lines:.1f} lines"
+
+    splitter = window.timeline.splitter
+    total = sum(splitter.sizes())
+    splitter.moveSplitter(int(total * 0.3), 1)  # the operator drags the details up to 70 %
+    share = window.timeline.split_shares()
+    assert share and list(share.values())[0] == pytest.approx(0.7, abs=0.05)
+    window.close()
+
+    again = MainWindow(services)
+    qtbot.addWidget(again)
+    again.resize(width, height)
+    again.show()
+    again.restore_state(restore_selection=False)
+    sizes = again.timeline.splitter.sizes()
+    assert sizes[1] / sum(sizes) == pytest.approx(list(share.values())[0], abs=0.05)

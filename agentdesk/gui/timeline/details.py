@@ -14,7 +14,6 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import (
-    QFormLayout,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -27,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from agentdesk.gui.shared.flow import FlowLayout, HeightForWidth
 from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.gui.shared.palette import ERROR_COLOUR, status_colour
 from agentdesk.gui.timeline.drawing import format_duration, one_line
@@ -174,9 +174,22 @@ class SpanDetails(QWidget):
         self.error = _label()
         self.error.setStyleSheet(f"color: {ERROR_COLOUR}; font-weight: bold;")
         self.facts = {name: _label() for name in ("Duration", "Started", "Tokens", "Cost", "Id")}
-        form = QFormLayout()
+        # The facts side by side, wrapping when narrow: as a form of five rows they took the height the
+        # output and the model's context need.
+        facts = QWidget()
+        flow = FlowLayout(facts, spacing=14)
         for name, label in self.facts.items():
-            form.addRow(name, label)
+            label.setWordWrap(False)
+            pair = QWidget(facts)
+            row = QHBoxLayout(pair)
+            row.setContentsMargins(0, 0, 0, 0)
+            row.setSpacing(6)
+            heading = QLabel(name, pair)
+            heading.setEnabled(False)  # the palette's muted text: the value reads first
+            row.addWidget(heading)
+            row.addWidget(label)
+            flow.addWidget(pair)
+        HeightForWidth(facts)
         self.output = TextBlock("No output.")
         self.input = TextBlock("No input.")
         self.error_text = TextBlock("No error.")
@@ -188,10 +201,12 @@ class SpanDetails(QWidget):
             (self.attributes, "Attributes"), (self.sent, "Model saw"))
         for page, name in pages:
             self.tabs.addTab(page, name)
+        # the texts get at least ten lines; the scroll area around the pane scrolls the rest into view
+        self.tabs.setMinimumHeight(self.fontMetrics().lineSpacing() * 10 + self.tabs.tabBar().sizeHint().height())
         layout = QVBoxLayout(self)
         for label in (self.title, self.subtitle, self.error):
             layout.addWidget(label)
-        layout.addLayout(form)
+        layout.addWidget(facts)
         layout.addWidget(self.tabs, 1)
 
     def clear(self, message: str = "Click a span to see its details.") -> None:

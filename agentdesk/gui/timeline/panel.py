@@ -46,6 +46,8 @@ NARROW_PX = 1000
 COMPACT_PX = 1000
 """Narrower than this, the lane labels get a narrower column as well (names elide, indents show depth)."""
 LABELS_PX, COMPACT_LABELS_PX = 190, 130
+DETAILS_SHARE = {True: 0.45, False: 0.25}
+"""The span details' default share of the timeline: under the plots (True) and beside them (False)."""
 TICK_MS = 200
 FIT_LANE_PX = 24
 class TimelinePanel(QWidget):
@@ -165,6 +167,9 @@ class TimelinePanel(QWidget):
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([1000, 300])
+        self._split_shares: dict[str, float] = {}
+        """The details pane's share of the splitter, per orientation, as the operator last dragged it."""
+        self.splitter.splitterMoved.connect(self._remember_split)
         # Title and figures on one full-width line, the colour key under it: side by side, a long
         # run title was squeezed into a one-word-wide column.
         top = QVBoxLayout()
@@ -645,9 +650,33 @@ class TimelinePanel(QWidget):
         orientation = Qt.Orientation.Vertical if width < NARROW_PX else Qt.Orientation.Horizontal
         if self.splitter.orientation() != orientation:
             self.splitter.setOrientation(orientation)
-            vertical = orientation == Qt.Orientation.Vertical
-            total = max(self.height() - 90, 200) if vertical else width
-            self.splitter.setSizes([int(total * (0.7 if vertical else 0.77)), int(total * (0.3 if vertical else 0.23))])
+            self._apply_split()
+
+    def _orientation_key(self) -> str:
+        return "vertical" if self.splitter.orientation() == Qt.Orientation.Vertical else "horizontal"
+
+    def _apply_split(self) -> None:
+        """The details' share as last dragged in this orientation, else the default: under the plots, close
+        to half the height (the output and what a model saw need lines); beside them, a quarter."""
+        vertical = self.splitter.orientation() == Qt.Orientation.Vertical
+        total = max(self.height() - 90, 200) if vertical else max(self.width(), 200)
+        share = self._split_shares.get(self._orientation_key(), DETAILS_SHARE[vertical])
+        self.splitter.setSizes([int(total * (1 - share)), int(total * share)])
+
+    def _remember_split(self, *_args: object) -> None:
+        sizes = self.splitter.sizes()
+        if sum(sizes) > 0:
+            self._split_shares[self._orientation_key()] = round(sizes[1] / sum(sizes), 3)
+
+    def split_shares(self) -> dict[str, float]:
+        """The details pane's size as dragged, per orientation (what the window keeps in its settings)."""
+        return dict(self._split_shares)
+
+    def restore_split_shares(self, shares: dict[str, float]) -> None:
+        self._split_shares = {k: min(0.9, max(0.1, float(v))) for k, v in shares.items()
+                              if k in ("vertical", "horizontal") and isinstance(v, (int, float))}
+        if self._orientation_key() in self._split_shares:
+            self._apply_split()
 
     # -- looks ------------------------------------------------------------------------------
     def changeEvent(self, event: QEvent) -> None:

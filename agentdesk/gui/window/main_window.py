@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import json
 
 from PySide6.QtCore import QByteArray, QSize, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QIcon, QKeySequence, QShowEvent
@@ -344,6 +345,12 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)
         if isinstance(state, QByteArray):
             self.restoreState(state)
+        try:
+            shares = json.loads(read_str(self.settings, "timeline/details_share", "{}"))
+        except ValueError:
+            shares = {}
+        if isinstance(shares, dict):
+            self.timeline.restore_split_shares(shares)
         if not restore_selection:
             return
         entity = read_str(self.settings, self._selection_key("entity"))
@@ -380,6 +387,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
+        self.settings.setValue("timeline/details_share", json.dumps(self.timeline.split_shares()))
         self.settings.sync()
         self.context_editor.shutdown()
         self.receiver.shutdown()
