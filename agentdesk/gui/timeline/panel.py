@@ -45,7 +45,7 @@ NARROW_PX = 1000
 """Narrower than this (a 1366 px screen with the docks open), the details go under the plots."""
 COMPACT_PX = 1000
 """Narrower than this, the lane labels get a narrower column as well (names elide, indents show depth)."""
-LABELS_PX, COMPACT_LABELS_PX = 190, 130
+LABELS_PX, COMPACT_LABELS_PX, LABELS_MAX_PX = 190, 130, 360
 DETAILS_SHARE = {True: 0.45, False: 0.25}
 """The span details' default share of the timeline: under the plots (True) and beside them (False)."""
 TICK_MS = 200
@@ -73,6 +73,8 @@ class TimelinePanel(QWidget):
         """Pinned to now (End, or a zoom that kept the end in view): the time window keeps its width and
         slides with the run's end; the lanes follow new spans when the last one was in view."""
         self._pinned_rows = 0.0
+        self._wanted_labels: tuple[tuple[int, int], int] = ((0, 0), 0)
+        """(layout id, lanes measured) and the width the lane names want."""
         self._last_tip = -1
         self.counts = SpanCounts()
         self._build()
@@ -486,6 +488,7 @@ class TimelinePanel(QWidget):
             self._compute_path()
         if self.matches is not None and self.matches.data is not data:
             self.find_spans(self.matches.query, keep_place=True)
+        self._fit_layout(self.width())  # lane names sized to this run's
         self.counts.changed(data, None if first else changed_ids)  # a layout changed in place is the same object
         self._show_header()
         if following:
@@ -562,8 +565,14 @@ class TimelinePanel(QWidget):
 
     # -- mouse and keys ---------------------------------------------------------------------
     def _lane_at(self, scene_pos: QPointF) -> int:
+        """The lane under a point of the waterfall, or of its label (the label's whole row counts)."""
         shown = self.item.data
-        if self.data is None or shown is None or not self.view.sceneBoundingRect().contains(scene_pos):
+        if self.data is None or shown is None:
+            return -1
+        if self.lanes.sceneBoundingRect().contains(scene_pos):
+            row = self.lanes.row_at(self.lanes.mapFromScene(scene_pos).y())
+            return self._lane(row) if row >= 0 else -1
+        if not self.view.sceneBoundingRect().contains(scene_pos):
             return -1
         point = self.view.mapSceneToView(scene_pos)
         px_w, px_h = self.view.viewPixelSize()
@@ -643,7 +652,7 @@ class TimelinePanel(QWidget):
 
     def _fit_layout(self, width: int) -> None:
         """Keep the waterfall wide enough to read: narrower labels, then the details under the plots."""
-        labels = COMPACT_LABELS_PX if width < COMPACT_PX else LABELS_PX
+        labels = self._label_width(width)
         if int(self.lanes.width()) != labels:
             self.lanes.setWidth(labels)
             self.tokens.getPlotItem().getAxis("left").setWidth(labels)  # both plot areas start at one x
@@ -651,6 +660,19 @@ class TimelinePanel(QWidget):
         if self.splitter.orientation() != orientation:
             self.splitter.setOrientation(orientation)
             self._apply_split()
+
+    def _label_width(self, width: int) -> int:
+        """As wide as the names shown need, between the compact width and a quarter of the panel (at most
+        LABELS_MAX_PX): short names leave the bars the room, long agent names are read whole."""
+        floor = COMPACT_LABELS_PX if width < COMPACT_PX else LABELS_PX
+        data = self.data
+        if data is None or not len(data):
+            return floor
+        key = (id(data), min(len(data), 2_000))
+        if self._wanted_labels[0] != key:
+            self._wanted_labels = (key, self.lanes.wanted_width(data))
+        ceiling = max(floor, min(LABELS_MAX_PX, width // 4))
+        return max(COMPACT_LABELS_PX, min(ceiling, self._wanted_labels[1]))
 
     def _orientation_key(self) -> str:
         return "vertical" if self.splitter.orientation() == Qt.Orientation.Vertical else "horizontal"
