@@ -115,14 +115,15 @@ class ApprovalQueue(QWidget):
         self._connect_selection()
         self._connect_models()
         self._connect_flow()
-        actions = ((self.approve_button, "A", self.approve_selected),
-                   (self.deny_button, "D", self.deny_selected),
-                   (self.edit_button, "E", self.edit_selected),
-                   (self.timeline_button, "T", self.show_selected_in_timeline),
-                   (self.context_button, "C", self.show_selected_context))
-        for button, key, slot in actions:
+        actions = ((self.approve_button, "A", self.approve_selected, "Approve the selected approvals"),
+                   (self.deny_button, "D", self.deny_selected, "Deny the selected approvals (asks for a reason)"),
+                   (self.edit_button, "E", self.edit_selected, "Edit the arguments, then approve them"),
+                   (self.timeline_button, "T", self.show_selected_in_timeline, "Show the approval in the timeline"),
+                   (self.context_button, "C", self.show_selected_context, "Show the agent's context"))
+        for button, key, slot, does in actions:
             button.clicked.connect(slot)
             shortcut = QShortcut(QKeySequence(key), self, context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
+            shortcut.setWhatsThis(f"Approvals: {does}")  # the F1 sheet reads it
             shortcut.activated.connect(slot)
         self.setFocusProxy(self.pending_table)
         self._count_changed()

@@ -116,8 +116,12 @@ class ImportDialog(QDialog):
         self.detail.setText(f"{p.spans_done:,} of {p.spans_total:,} spans · {p.traces_done:,} of "
                             f"{p.traces_total:,} traces · {rate:,.0f} spans/s{eta}")
 
+    def reject(self) -> None:
+        """Esc, the title bar's close: Cancel while the import runs (only whole traces are kept), Close after."""
+        self._cancel()
+
     def _cancel(self) -> None:
-        if self.outcome is not None:
+        if self.outcome is not None or self.buttons.standardButtons() & QDialogButtonBox.StandardButton.Close:
             self.accept()
             return
         self.cancel_event.set()

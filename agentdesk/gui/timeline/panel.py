@@ -564,6 +564,18 @@ class TimelinePanel(QWidget):
             self._pinned_rows = float(bottom)
 
     # -- mouse and keys ---------------------------------------------------------------------
+    key_help: tuple[tuple[str, str, str], ...] = (
+        ("Timeline", "F", "Fit the whole run (and follow it while it grows)"),
+        ("Timeline", "End", "Follow the run's end (now), keeping the zoom; panning stops following"),
+        ("Timeline", "+ or = / -", "Zoom in / out (the wheel zooms, a drag pans)"),
+        ("Timeline", "P", "Critical path: highlight and list the spans that set the run's end (again: hide)"),
+        ("Timeline", "Ctrl+F", "Find spans (words, kind:, status:, dur>2s, key:value)"),
+        ("Timeline", "F3 / Shift+F3", "Next / previous match"),
+        ("Timeline", "Left / Right", "Collapse / expand the selected span's sub-tree"),
+        ("Timeline", "* / /", "Expand every sub-tree / back to the default folding"),
+    )
+    """The keys the waterfall handles itself (`eventFilter`), for the F1 sheet; a test presses each one."""
+
     def _lane_at(self, scene_pos: QPointF) -> int:
         """The lane under a point of the waterfall, or of its label (the label's whole row counts)."""
         shown = self.item.data

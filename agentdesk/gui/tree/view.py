@@ -114,6 +114,7 @@ class ProjectTree(QWidget):
         self.filter_bar.left.connect(self.view.setFocus)
         find = QShortcut(QKeySequence.StandardKey.Find, self,
                          context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        find.setWhatsThis("Tree: Filter the tree by name")
         find.activated.connect(self.filter_bar.focus)
         self.view.selectionModel().currentChanged.connect(self._on_current)
         self.view.verticalScrollBar().valueChanged.connect(self._fetch_visible_tail)

@@ -315,7 +315,8 @@ class MainWindow(QMainWindow):
         self.settings.setValue(self._selection_key("id"), entity_id)
 
     def show_shortcuts(self) -> None:
-        ShortcutsDialog(self).open()
+        self._shortcuts_dialog = ShortcutsDialog(self)
+        self._shortcuts_dialog.open()
 
     # -- operator name and layout ---------------------------------------------------------
     def ask_operator_name(self) -> None:

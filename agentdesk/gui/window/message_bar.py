@@ -36,6 +36,7 @@ class MessageBar(QFrame):
         row.addWidget(self.label, 1)
         row.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
         escape = QShortcut(QKeySequence(Qt.Key.Key_Escape), self, context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        escape.setWhatsThis("Message bar: Dismiss the message (when the bar has focus)")
         escape.activated.connect(self.dismiss)
         self.messages: list[str] = []
         """Everything shown since the last dismissal, oldest first."""
