@@ -66,8 +66,8 @@ def test_a_300_character_argument_is_readable_and_every_button_reachable(
     qtbot.waitUntil(lambda: "seg" in details.arguments.toPlainText())
     qtbot.waitUntil(lambda: not details._rewrap.isActive() and details._width == details._chars_wide())
 
-    area = window.queue_dock.widget()
-    assert isinstance(area, QScrollArea)
+    area = window.queue_scroll
+    assert isinstance(area, QScrollArea) and not window.queue_fold.folded
     room = area.viewport().rect()
     edit = details.arguments
     assert room.contains(rect_in(edit.viewport(), area.viewport())), "the arguments box is cut off by the dock"

@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from agentdesk.gui.window.main_window import CONTEXT_TAB, TIMELINE_TAB, MainWindow
 from agentdesk.model.services import Services
 from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
 
 from .conftest import World
 
@@ -140,3 +141,38 @@ def test_span_details_get_room_and_keep_the_size_the_operator_gave_them(
     again.restore_state(restore_selection=False)
     sizes = again.timeline.splitter.sizes()
     assert sizes[1] / sum(sizes) == pytest.approx(share, abs=0.05)
+
+
+def test_the_queue_folds_to_a_strip_while_nothing_is_pending_and_opens_for_a_new_approval(
+        services: Services, world: World, qtbot: Any) -> None:
+    source = NativeSource.open(str(world.path))
+    for approval_id in world.approval_ids:
+        source.decide(approval_id, False, "bob", "not now")
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitUntil(lambda: window.queue_fold.folded)
+    qtbot.waitUntil(lambda: window.queue_dock.width() <= 40)  # the timeline gets the width
+    assert "none pending" in window.queue_fold.strip.text()
+
+    rt = AgentRuntime(source.store)
+    rt.request_approval(world.run_id, "run_shell", {"cmd": "ls"}, timeout_s=600)
+    qtbot.waitUntil(lambda: not window.queue_fold.folded, timeout=3000)
+    qtbot.waitUntil(lambda: window.queue_dock.width() >= 280)
+    source.close()
+
+
+def test_a_click_on_the_strip_opens_the_queue(services: Services, world: World, qtbot: Any) -> None:
+    source = NativeSource.open(str(world.path))
+    for approval_id in world.approval_ids:
+        source.decide(approval_id, True, "bob")
+    source.close()
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitUntil(lambda: window.queue_fold.folded)
+    qtbot.mouseClick(window.queue_fold.strip, Qt.MouseButton.LeftButton)
+    assert not window.queue_fold.folded
+    qtbot.waitUntil(lambda: window.queue_dock.width() >= 280)

@@ -18,9 +18,11 @@ from typing import cast
 
 from PySide6.QtCore import (
     QAbstractProxyModel,
+    QEvent,
     QIdentityProxyModel,
     QItemSelectionModel,
     QModelIndex,
+    QObject,
     QPersistentModelIndex,
     QPoint,
     Qt,
@@ -39,6 +41,8 @@ from agentdesk.model.tree.filter import TreeFilterProxy
 from agentdesk.model.tree.model import INFO, NAME, PENDING, STATUS, EntityRole, ProjectTreeModel
 
 Index = QModelIndex | QPersistentModelIndex
+NAME_ROOM_PX = 170
+"""Names keep at least this much: the Status and Info columns give way before they do."""
 REVEAL_PAGE = 2_000
 REVEAL_MAX_RUNS = 20_000
 """Revealing a run pages through its agent's runs newest first; older runs than this are not searched."""
@@ -93,11 +97,16 @@ class ProjectTree(QWidget):
         self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         header = self.view.header()
-        # Names matter most: they get a fixed generous width; Info takes what is left (and scrolls).
-        header.setStretchLastSection(True)
-        for column, width in ((NAME, 230), (STATUS, 88), (PENDING, 58), (INFO, 160)):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
-            header.resizeSection(column, width)
+        # Names matter most: they take what the status, pending and info columns (each as wide as its
+        # contents) leave; in a narrow dock Info gives way (its facts are in every row's tooltip), so no
+        # column hides past the edge behind a scroll bar (`_fit_columns`).
+        header.setStretchLastSection(False)
+        header.setMinimumSectionSize(24)
+        header.setSectionResizeMode(NAME, QHeaderView.ResizeMode.Stretch)
+        for column in (STATUS, PENDING, INFO):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.view.viewport().installEventFilter(self)
         self.message = QLabel(self)
         self.message.setTextFormat(Qt.TextFormat.PlainText)
         self.message.setWordWrap(True)
@@ -224,6 +233,22 @@ class ProjectTree(QWidget):
         else:
             self._show(self.plain_proxy)
             self.filter_proxy.setSourceModel(None)  # type: ignore[arg-type]  # nullptr: detached
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.view.viewport() and event.type() == QEvent.Type.Resize:
+            self._fit_columns()
+        return super().eventFilter(watched, event)
+
+    def _fit_columns(self) -> None:
+        """Names keep at least NAME_ROOM_PX: in a narrow dock Info gives way first, then Status (the
+        name's icon shows the status too); both are in every row's tooltip."""
+        header, view = self.view.header(), self.view
+        room = view.viewport().width() - header.sectionSize(PENDING)
+        for column in (STATUS, INFO):
+            wanted = max(header.sectionSizeHint(column), view.sizeHintForColumn(column))
+            fits = room - wanted >= NAME_ROOM_PX
+            header.setSectionHidden(column, not fits)
+            room -= wanted if fits else 0
 
     def _show(self, proxy: QAbstractProxyModel) -> None:
         """Point the view at another proxy. `setModel` resets the header and makes a new selection

@@ -32,6 +32,7 @@ from agentdesk.gui.rules.panel import RulesPanel
 from agentdesk.gui.search.dialog import SearchDialog
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.tree.view import ProjectTree
+from agentdesk.gui.window.dock_strip import FoldingDock
 from agentdesk.gui.window.file_menu import StoreMenu
 from agentdesk.gui.window.message_bar import MessageBar
 from agentdesk.gui.window.notify import TrayNotifier
@@ -107,8 +108,11 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(centre)
         self.tree_dock = self._dock("Projects", "tree_dock", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
         # In a (vertical) scroll area the dock can give way on a 768 px high screen.
-        self.queue_dock = self._dock("Approvals", "queue_dock", scrolling(self.queue),
+        self.queue_scroll = scrolling(self.queue)
+        self.queue_dock = self._dock("Approvals", "queue_dock", self.queue_scroll,
                                      Qt.DockWidgetArea.RightDockWidgetArea)
+        self.queue_fold = FoldingDock(self, self.queue_dock, self.queue_scroll, QUEUE_MIN_WIDTH)
+        self.queue_fold.strip.clicked.connect(lambda: self._focus(self.queue_dock, self.queue))
         self.tree_dock.setMinimumWidth(TREE_MIN_WIDTH)
         self.queue_dock.setMinimumWidth(QUEUE_MIN_WIDTH)
         self._docks_sized = False
@@ -155,6 +159,7 @@ class MainWindow(QMainWindow):
         self.tree.agent_selected.connect(self.context_editor.show_agent)
         self.tree.selection_changed.connect(self._remember_selection)
         self.queue.pending_count_changed.connect(self._on_pending)
+        self.queue.pending_model.loaded.connect(lambda: self._fold_queue(self.queue.pending_model.rowCount()))
         self.queue.pending_count_changed.connect(self.notifier.pending_changed)
         self.rules.draft_settles.connect(self.queue.pending_model.set_settles)
         self.tabs.currentChanged.connect(self._on_tab)
@@ -250,6 +255,8 @@ class MainWindow(QMainWindow):
 
     # -- navigation -----------------------------------------------------------------------
     def _focus(self, dock: QDockWidget, widget: QWidget) -> None:
+        if dock is self.queue_dock:
+            self.queue_fold.unfold()  # asked for by hand: it stays open while nothing is pending
         dock.show()
         dock.raise_()
         widget.setFocus()
@@ -292,6 +299,7 @@ class MainWindow(QMainWindow):
 
     def _on_pending(self, count: int) -> None:
         self.queue_dock.setWindowTitle(f"Approvals ({count} pending)")
+        self._fold_queue(count)
         model = self.queue.pending_model
         waiting = {a.agent_id for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
                    and not model.is_expired(a)}
@@ -299,6 +307,18 @@ class MainWindow(QMainWindow):
         if self.follow_first_approval and waiting:
             self.follow_first_approval = False
             self._show_first_approval()
+
+    def _fold_queue(self, count: int) -> None:
+        """Nothing pending: the queue folds to a strip and the timeline gets its width (unless it is
+        docked at the top or bottom, floating, or showing a decided approval); anything pending opens it."""
+        if count:
+            self.queue_fold.unfold()
+            return
+        area = self.dockWidgetArea(self.queue_dock)
+        side = area in (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea)
+        if side and not self.queue_dock.isFloating() and self.queue.current_approval() is None \
+                and self.queue.pending_model.is_loaded:
+            self.queue_fold.fold("Approvals · none pending")
 
     def _show_first_approval(self) -> None:
         """The demo's first approval: its run in the timeline and the approval selected in the queue, so the
