@@ -48,6 +48,7 @@ from agentdesk.cli.opening import (
     read_arguments,
     say,
 )
+from agentdesk.cli.otel_io import EXIT_INVALID as EXIT_INVALID_OUTPUT
 from agentdesk.cli.otel_io import cmd_export, cmd_import
 from agentdesk.cli.parser import Handler, parse
 from agentdesk.cli.receive import cmd_receive
@@ -242,9 +243,23 @@ def require_display(screenshot: str | None = None) -> None:
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
+    if args.screenshot:
+        check_screenshot_path(args.screenshot)
     require_display(args.screenshot)
+    options: dict[str, Any] = {"size": args.size} if args.size else {}
     return start_window(location_of(args), screenshot=args.screenshot, view=args.view, select=args.select,
-                        allow_writes=args.allow_writes, theme=args.theme)
+                        allow_writes=args.allow_writes, theme=args.theme, **options)
+
+
+def check_screenshot_path(path: str) -> None:
+    """Refuse a screenshot path that cannot be written, naming it (not the store), before Qt starts; a
+    missing folder is not created."""
+    target = Path(path)
+    if target.is_dir():
+        raise CommandFailed(f"Could not write the screenshot to {path}: it is a folder.", EXIT_INVALID_OUTPUT)
+    if not target.parent.is_dir():
+        raise CommandFailed(f"Could not write the screenshot to {path}: there is no folder {target.parent}.",
+                            EXIT_INVALID_OUTPUT)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

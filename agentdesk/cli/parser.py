@@ -99,8 +99,22 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     p.add_argument("--view", choices=VIEWS, default="window",
                    help="with --screenshot: the whole window (default) or one view")
     p.add_argument("--select", metavar="ID", help="select this entity (any id) at start")
+    p.add_argument("--size", metavar="WxH", type=window_size, default=None,
+                   help="with --screenshot: the window's size in pixels (default 1920x1080)")
     theme_option(p)
     return parser
+
+
+def window_size(text: str) -> tuple[int, int]:
+    """`1366x768` as (1366, 768): from 640x480 to 7680x4320."""
+    width, _, height = text.lower().partition("x")
+    try:
+        size = int(width), int(height)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 1366x768") from None
+    if not (640 <= size[0] <= 7680 and 480 <= size[1] <= 4320):
+        raise argparse.ArgumentTypeError(f"{text} is outside 640x480 … 7680x4320")
+    return size
 
 
 def theme_option(p: argparse.ArgumentParser) -> None:
