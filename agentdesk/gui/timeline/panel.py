@@ -41,12 +41,13 @@ from agentdesk.store.analysis.layout.data import TimelineData
 from agentdesk.store.analysis.layout.rows import Rows
 from agentdesk.store.analysis.layout.tools import Matches, PathLanes, find, path_of
 
-NARROW_PX = 1000
-"""Narrower than this (a 1366 px screen with the docks open), the details go under the plots."""
+NARROW_PX = 1300
+"""Narrower than this (up to a 1920 px screen with the docks open), the details go under the plots: beside
+them they were a column too narrow for their tabs and the output's lines."""
 COMPACT_PX = 1000
 """Narrower than this, the lane labels get a narrower column as well (names elide, indents show depth)."""
 LABELS_PX, COMPACT_LABELS_PX, LABELS_MAX_PX = 190, 130, 360
-DETAILS_SHARE = {True: 0.45, False: 0.25}
+DETAILS_SHARE = {True: 0.45, False: 0.3}
 """The span details' default share of the timeline: under the plots (True) and beside them (False)."""
 TICK_MS = 200
 FIT_LANE_PX = 24

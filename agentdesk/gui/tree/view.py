@@ -41,6 +41,7 @@ from agentdesk.model.tree.filter import TreeFilterProxy
 from agentdesk.model.tree.model import INFO, NAME, PENDING, STATUS, EntityRole, ProjectTreeModel
 
 Index = QModelIndex | QPersistentModelIndex
+COLUMN_PX = {STATUS: 96, PENDING: 64, INFO: 190}
 NAME_ROOM_PX = 170
 """Names keep at least this much: the Status and Info columns give way before they do."""
 REVEAL_PAGE = 2_000
@@ -103,8 +104,9 @@ class ProjectTree(QWidget):
         header.setStretchLastSection(False)
         header.setMinimumSectionSize(24)
         header.setSectionResizeMode(NAME, QHeaderView.ResizeMode.Stretch)
-        for column in (STATUS, PENDING, INFO):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        for column, width in COLUMN_PX.items():  # fixed: rows loading later never squeeze the names
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
+            header.resizeSection(column, width)
         self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.view.viewport().installEventFilter(self)
         self.message = QLabel(self)
@@ -242,10 +244,10 @@ class ProjectTree(QWidget):
     def _fit_columns(self) -> None:
         """Names keep at least NAME_ROOM_PX: in a narrow dock Info gives way first, then Status (the
         name's icon shows the status too); both are in every row's tooltip."""
-        header, view = self.view.header(), self.view
-        room = view.viewport().width() - header.sectionSize(PENDING)
+        header = self.view.header()
+        room = self.view.viewport().width() - header.sectionSize(PENDING)
         for column in (STATUS, INFO):
-            wanted = max(header.sectionSizeHint(column), view.sizeHintForColumn(column))
+            wanted = COLUMN_PX[column]  # not sectionSize: a hidden section measures 0
             fits = room - wanted >= NAME_ROOM_PX
             header.setSectionHidden(column, not fits)
             room -= wanted if fits else 0

@@ -391,9 +391,12 @@ class MainWindow(QMainWindow):
         return f"selection/{store}/{field}"
 
     def select(self, entity: str, entity_id: str) -> None:
-        """Select anything by id: tree rows, a span (its run, then the span) or an approval."""
+        """Select anything by id: tree rows, a span (its run, then the span) or an approval (in the queue,
+        with its run and span in the timeline)."""
         if entity == "approval":
             self.queue.select_approval(entity_id)
+            self.services.runner.submit(self.services.source.approval, entity_id,
+                                        on_done=lambda a: self.show_in_timeline(a.run_id, a.span_id or ""))
         self.tree.select_entity(entity, entity_id)
         if entity == "span":
             self.timeline.select_span(entity_id)
