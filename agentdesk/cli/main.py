@@ -95,10 +95,18 @@ def require_parent_folder(location: str, *, create: bool) -> None:
         raise CommandFailed(f"Could not create the folder {folder}: {exc.strerror or exc}.", EXIT_UNAVAILABLE) from exc
 
 
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+"""Stopped by Ctrl-C (SIGINT) or by SIGTERM: 128 + the signal's number, as shells report it."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be, so both stop the same way; only the exit code differs."""
+
+
 def interrupt(signum: int, frame: object) -> None:
     """SIGTERM (`kill`, `timeout`, a service manager) stops the simulation as cleanly as Ctrl-C does,
     so no run is left looking live forever."""
-    raise KeyboardInterrupt
+    raise Terminated
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -119,10 +127,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     say(f"Simulating {args.agents} agents (seed {args.seed}) in {store.display_name}; Ctrl-C stops.")
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, interrupt) if in_main_thread else None
+    stopped_by: int | None = None
     try:
         sim.run()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         sim.stop()
+        stopped_by = EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -134,7 +144,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         first = sim.failures[0]
         raise CommandFailed(f"The simulation hit {len(sim.failures)} store errors; the first: {first}",
                             EXIT_UNAVAILABLE)
-    return EXIT_OK
+    return EXIT_OK if stopped_by is None else stopped_by
 
 
 def cmd_approvals(args: argparse.Namespace) -> int:
