@@ -230,6 +230,7 @@ class ApprovalQueue(QWidget):
             self.flow.edit(self.flow.decidable(self.selected_pending()))
 
     def _decisions_finished(self, summary: str, next_id: str) -> None:
+        self.log.finish(summary)
         self._update_actions()
         row = self.pending_model.row_of(next_id) if next_id else -1
         if row >= 0:

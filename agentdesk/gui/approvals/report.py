@@ -84,7 +84,8 @@ class Batch:
 
     def won_line(self, approval: rm.Approval, decided: rm.Approval) -> str:
         self.won += 1
-        return f"✔ {named(approval)} {decided.status}"
+        mark = "✔" if decided.status == rm.ApprovalStatus.APPROVED else "⊘"  # a denial is no tick
+        return f"{mark} {named(approval)} {decided.status}"
 
     def lost_line(self, approval: rm.Approval, exc: BaseException) -> str:
         """Counts a decision the store refused, and says why."""
@@ -144,6 +145,12 @@ class ResultLog(QWidget):
         box.setContentsMargins(0, 0, 0, 0)
         box.addWidget(self.summary)
         box.addWidget(self.lines)
+
+    def finish(self, summary: str) -> None:
+        """A batch ended: its summary joins the log as a line (newest first), so later news (decisions
+        made elsewhere, expiries) is never listed under a stale "Denied 1"."""
+        self.summary.setText("")
+        self.add(f"Σ {sentence(summary)}")
 
     def add(self, line: str) -> None:
         self.lines.insertItem(0, line)

@@ -30,6 +30,7 @@ from agentdesk.model.diff.loader import DiffLoader
 from agentdesk.model.diff.rows import DiffRows
 from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
+from agentdesk.model.text import plural
 from agentdesk.store import readmodel as rm
 from agentdesk.store.analysis.align import Change
 from agentdesk.store.analysis.run_diff import Totals
@@ -160,7 +161,7 @@ class DiffWindow(QWidget):
         for run in runs:
             when = shown_time(run.started_at, "%Y-%m-%d %H:%M", local=False)
             self.run_b_box.addItem(f"{shown_line(run.title, 60)} · {when} · {run.status}", run.id)
-        self.message.setText(f"{len(runs)} other runs of this agent; or type any run id." if runs else
+        self.message.setText(f"{plural(len(runs), 'other run')} of this agent; or type any run id." if runs else
                              "This agent has no other run: type any run id.")
 
     def _chosen_b(self) -> str:

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from agentdesk.model.services import Services
+from agentdesk.model.text import plural
 from agentdesk.store.ingest.importer import ImportProgress, ImportResult, import_files
 from agentdesk.store.native import NativeSource
 
@@ -140,8 +141,9 @@ class ImportDialog(QDialog):
         else:
             self.phase.setText("Import finished.")
         self.bar.setValue(1000)
-        self.detail.setText(f"{r.spans_written:,} spans in {r.traces:,} traces written, {r.duplicates:,} already "
-                            f"there, {r.orphans_pending:,} waiting for a parent · {result.seconds:,.1f} s")
+        self.detail.setText(f"{plural(r.spans_written, 'span')} in {plural(r.traces, 'trace')} written, "
+                            f"{r.duplicates:,} already there, {r.orphans_pending:,} waiting for a parent · "
+                            f"{result.seconds:,.1f} s")
         self._closeable()
         self.finished_import.emit(result)
 
