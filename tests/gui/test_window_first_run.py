@@ -149,3 +149,16 @@ def test_without_the_demo_flag_the_timeline_stays_empty(services: Services, worl
     window = make_window(services, qtbot)
     qtbot.waitUntil(lambda: window.queue_dock.windowTitle() == "Approvals (3 pending)")
     assert window.timeline.run_id is None
+
+
+def test_the_first_run_name_question_leaves_the_window_usable(services: Services, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    window.ensure_operator_name()
+    dialog = window._name_dialog
+    qtbot.waitUntil(dialog.isVisible)
+    assert not dialog.isModal() and QApplication.activeModalWidget() is None
+    window.tabs.setCurrentIndex(2)  # the views answer while the question waits
+    assert window.tabs.currentIndex() == 2
+    dialog.setTextValue("alice")
+    dialog.accept()
+    assert services.actor == "alice"

@@ -345,7 +345,9 @@ class MainWindow(QMainWindow):
         dialog.setLabelText("Your name is recorded with every approval, denial and edit:")
         dialog.setTextValue(self.services.actor if self.services.actor != "operator" else getpass.getuser())
         dialog.textValueSelected.connect(self._set_operator_name)
-        dialog.open()
+        dialog.setWindowModality(Qt.WindowModality.NonModal)  # the window stays usable while it is asked
+        dialog.show()
+        self._name_dialog = dialog
 
     def _set_operator_name(self, name: str) -> None:
         name = name.strip()
