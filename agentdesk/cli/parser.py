@@ -14,6 +14,7 @@ from agentdesk import __version__
 from agentdesk.cli.admin_commands import add_admin_parser
 from agentdesk.cli.analysis_commands import add_analysis_parsers
 from agentdesk.cli.audit_commands import audit_options, verify_options
+from agentdesk.cli.install import version_line
 from agentdesk.cli.opening import positive
 from agentdesk.cli.otel_io import export_options, import_options
 from agentdesk.cli.receive import receive_options
@@ -46,8 +47,9 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     """`handlers` maps each command name to the function that runs it."""
     common = common_options()
     parser = Parser(prog="agentdesk", parents=[common], description="Inspect and control LLM agent runs.")
-    parser.add_argument("--version", action="version", version=f"agentdesk {__version__}",
-                        help="print the version and exit")
+    parser.add_argument("--version", action="version", version=version_line(__version__),
+                        help="print the version, the kind of install (bundle, pipx, checkout, virtualenv) "
+                             "and where it is, and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
