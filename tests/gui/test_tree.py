@@ -485,3 +485,17 @@ def test_no_column_hides_past_the_edge_and_names_keep_their_room(world: World, t
                                 if not header.isSectionHidden(c)) <= viewport.width())
     assert header.sectionSize(NAME) >= min(NAME_ROOM_PX, viewport.width() - header.sectionSize(2))
     assert header.isSectionHidden(INFO) == (width < 600)  # Info gives way only when the names need it
+
+
+def test_star_expands_everything_below_as_the_levels_load(world: World, tree: ProjectTree, qtbot: Any) -> None:
+    """Qt's own * opens only loaded rows (one level a press in a lazy tree); one press opens them all."""
+    qtbot.waitUntil(lambda: tree.model.find("project", world.project_id).isValid())
+    project = tree.proxy.mapFromSource(tree.model.find("project", world.project_id))
+    tree.view.setCurrentIndex(project)
+    tree.view.setFocus()
+    qtbot.keyClick(tree.view, Qt.Key.Key_Asterisk)
+    wanted = {f"project:{world.project_id}", f"task:{world.task_id}", f"session:{world.session_id}",
+              f"agent:{world.agent_id}"}
+    qtbot.waitUntil(lambda: wanted <= set(tree.expanded_ids()), timeout=5000)
+    run = tree.proxy.mapFromSource(tree.model.find("run", world.run_id))
+    assert run.isValid() and tree.view.visualRect(run).isValid()  # the run under the agent is in view
