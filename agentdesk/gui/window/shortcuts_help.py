@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 Row = tuple[str, str, str]
 BUILT_IN: tuple[Row, ...] = (
-    ("Tree", "Arrows, Enter, *", "Move, expand/collapse, expand everything loaded below"),
+    ("Tree", "Arrows, Enter, *", "Move, expand/collapse, expand everything below (as it loads)"),
     ("Dialogs", "Esc", "Close a dialog or secondary window (Cancel while an import runs)"),
 )
 """Keys Qt's own widgets handle (no action or shortcut object to read them from)."""
