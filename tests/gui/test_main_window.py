@@ -121,7 +121,11 @@ def test_span_details_get_room_and_keep_the_size_the_operator_gave_them(
     qtbot.addWidget(window)
     window.resize(width, height)
     window.show()
-    window.show_in_timeline(world.run_id, world.model_span_id)
+    window.show_in_timeline(world.run_id, "")
+    qtbot.waitUntil(lambda: window.timeline.data is not None)
+    sizes = window.timeline.splitter.sizes()  # nothing selected: the details fold to their one line
+    assert sizes[1] <= 90 and sizes[0] > 4 * sizes[1]
+    window.timeline.select_span(world.model_span_id)
     details = window.timeline.details
     qtbot.waitUntil(lambda: details.view is not None and details.output.edit.toPlainText() != "")
     lines = details.output.edit.viewport().height() / details.output.edit.fontMetrics().lineSpacing()
@@ -139,8 +143,10 @@ def test_span_details_get_room_and_keep_the_size_the_operator_gave_them(
     again.resize(width, height)
     again.show()
     again.restore_state(restore_selection=False)
-    sizes = again.timeline.splitter.sizes()
-    assert sizes[1] / sum(sizes) == pytest.approx(share, abs=0.05)
+    again.show_in_timeline(world.run_id, world.model_span_id)  # a span shown: the details open as dragged
+    qtbot.waitUntil(lambda: again.timeline.details.view is not None)
+    qtbot.waitUntil(lambda: again.timeline.splitter.sizes()[1] / sum(again.timeline.splitter.sizes())
+                    == pytest.approx(share, abs=0.05))
 
 
 def test_the_queue_folds_to_a_strip_while_nothing_is_pending_and_opens_for_a_new_approval(

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -159,6 +159,9 @@ class SentList(QWidget):
 class SpanDetails(QWidget):
     """The details pane; `show_span(id)` loads through the store runner, `set_view` shows a loaded span."""
 
+    filled = Signal(bool)
+    """Whether a span is shown (False: only the "click a span" line, the pane can fold to it)."""
+
     def __init__(self, services: Services | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.services = services
@@ -208,6 +211,7 @@ class SpanDetails(QWidget):
             layout.addWidget(label)
         layout.addWidget(facts)
         layout.addWidget(self.tabs, 1)
+        self.facts_row = facts
 
     def clear(self, message: str = "Click a span to see its details.") -> None:
         self.span_id, self.view = None, None
@@ -220,6 +224,13 @@ class SpanDetails(QWidget):
         self.sent.set_items((), None)
         self.tabs.setTabEnabled(ERROR_TAB, False)
         self.tabs.setTabEnabled(SENT_TAB, False)
+        self._fill(False)
+
+    def _fill(self, shown: bool) -> None:
+        """Facts and texts only with a span: empty, the pane is one line and folds to it."""
+        self.facts_row.setVisible(shown)
+        self.tabs.setVisible(shown)
+        self.filled.emit(shown)
 
     def show_span(self, span_id: str | None) -> None:
         """Load and show a span (None clears); a newer request supersedes an older one."""
@@ -235,6 +246,7 @@ class SpanDetails(QWidget):
     def set_view(self, view: SpanView) -> None:
         span = view.span
         self.span_id, self.view = span.id, view
+        self._fill(True)
         self.title.setText(one_line(span.name, 300))
         self.subtitle.setText(shown_line(f"{span.kind} · {span.status}", 200))
         self.subtitle.setStyleSheet(f"color: {status_colour(span.status).name()};")

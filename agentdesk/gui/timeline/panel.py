@@ -173,6 +173,8 @@ class TimelinePanel(QWidget):
         self._split_shares: dict[str, float] = {}
         """The details pane's share of the splitter, per orientation, as the operator last dragged it."""
         self.splitter.splitterMoved.connect(self._remember_split)
+        self._details_filled = False
+        self.details.filled.connect(self._details_fill_changed)
         # Title and figures on one full-width line, the colour key under it: side by side, a long
         # run title was squeezed into a one-word-wide column.
         top = QVBoxLayout()
@@ -690,15 +692,27 @@ class TimelinePanel(QWidget):
     def _orientation_key(self) -> str:
         return "vertical" if self.splitter.orientation() == Qt.Orientation.Vertical else "horizontal"
 
+    def _details_fill_changed(self, filled: bool) -> None:
+        if filled != self._details_filled:
+            self._details_filled = filled
+            self._apply_split()
+
     def _apply_split(self) -> None:
         """The details' share as last dragged in this orientation, else the default: under the plots, close
-        to half the height (the output and what a model saw need lines); beside them, a quarter."""
+        to half the height (the output and what a model saw need lines); beside them, a quarter. With no
+        span selected, under the plots, the details fold to their one line and the waterfall gets the room."""
         vertical = self.splitter.orientation() == Qt.Orientation.Vertical
         total = max(self.height() - 90, 200) if vertical else max(self.width(), 200)
+        if vertical and not self._details_filled:
+            folded = self.details.title.sizeHint().height() + self.side.tabBar().sizeHint().height() + 24
+            self.splitter.setSizes([max(total - folded, 1), folded])
+            return
         share = self._split_shares.get(self._orientation_key(), DETAILS_SHARE[vertical])
         self.splitter.setSizes([int(total * (1 - share)), int(total * share)])
 
     def _remember_split(self, *_args: object) -> None:
+        if not self._details_filled and self.splitter.orientation() == Qt.Orientation.Vertical:
+            return  # a drag of the folded pane says nothing about the room a span's details want
         sizes = self.splitter.sizes()
         if sum(sizes) > 0:
             self._split_shares[self._orientation_key()] = round(sizes[1] / sum(sizes), 3)
