@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import signal
 import sqlite3
@@ -54,7 +55,7 @@ from agentdesk.cli.parser import Handler, parse
 from agentdesk.cli.receive import cmd_receive
 from agentdesk.cli.rules_commands import cmd_rules
 from agentdesk.cli.watch import cmd_watch
-from agentdesk.store.errors import InvalidInput, StoreError
+from agentdesk.store.errors import InvalidInput, NoStore, StoreError
 from agentdesk.store.native import native_store, size_on_disk
 from agentdesk.store.persistence.database import describe_operational_error
 from agentdesk.store.readmodel import Approval, ApprovalStatus, StoreInfo
@@ -358,6 +359,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except CommandFailed as exc:
         return fail(str(exc), exc.code)
+    except NoStore as exc:
+        given = f" --store {shlex.quote(args.store)}" if getattr(args, "store", None) else ""
+        return fail(f"There is no store at {exc.path}; run `agentdesk{given} init` to create one.", exc.exit_code)
     except StoreError as exc:
         return fail(str(exc), exc.exit_code)
     except DBAPIError as exc:

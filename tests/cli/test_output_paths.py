@@ -53,3 +53,10 @@ def test_a_failed_export_leaves_nothing_half_written(store: Path, tmp_path: Path
     code = main(["--store", str(store), "export", "run_0000000000000000", "-o", str(target)])
     assert code == 4  # no such run
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("run.json")]  # nor its .part
+
+
+def test_the_init_hint_names_the_store_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "my store.sqlite"
+    code = main(["--store", str(missing), "info"])
+    err = capsys.readouterr().err
+    assert code == 5 and f"run `agentdesk --store '{missing}' init`" in err
