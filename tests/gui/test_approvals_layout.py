@@ -50,12 +50,14 @@ def line_extents(edit: QPlainTextEdit) -> list[tuple[float, float]]:
     return extents
 
 
+@pytest.mark.parametrize("tool", ["write_file", "mcp__" + "x" * 150])
 @pytest.mark.parametrize("width", [1024, 1366, 1920])
 def test_a_300_character_argument_is_readable_and_every_button_reachable(
-        world: World, services: Services, qtbot: Any, width: int) -> None:
+        world: World, services: Services, qtbot: Any, width: int, tool: str) -> None:
+    """Also with a tool name far wider than the pane in one word: the title must not widen the pane."""
     source = NativeSource.open(str(world.path))
     approval_id = AgentRuntime(source.store).request_approval(
-        world.run_id, "write_file", {"amount": LONG}, span_id=world.tool_span_id, timeout_s=900)
+        world.run_id, tool, {"amount": LONG}, span_id=world.tool_span_id, timeout_s=900)
     source.close()
     window = MainWindow(services)
     qtbot.addWidget(window)
@@ -78,6 +80,9 @@ def test_a_300_character_argument_is_readable_and_every_button_reachable(
     shown = re.sub(r"[\s↪]", "", edit.toPlainText())
     assert LONG in shown or details.show_all_button.isVisible()
 
+    assert window.queue.width() <= room.width()  # nothing in the pane is wider than the dock
+    for label in (details.title, details.meta, details.digest):
+        assert rect_in(label, area.viewport()).right() <= room.right()
     for button in (window.queue.approve_button, window.queue.deny_button, window.queue.edit_button,
                    window.queue.timeline_button, window.queue.context_button):
         place = rect_in(button, area.viewport())
