@@ -154,7 +154,7 @@ class ApprovalDetails(QWidget):
         bold.setBold(True)
         self.title.setFont(bold)
         self.meta = WrapAnywhereLabel("", self)
-        self.banner = plain_label(self)
+        self.banner = WrapAnywhereLabel("", self)
         self.banner.setAutoFillBackground(True)
         self.banner.setContentsMargins(6, 4, 6, 4)
         self.banner.hide()

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QLabel, QListWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QListWidget, QVBoxLayout, QWidget
 
-from agentdesk.gui.approvals.details import plain_label
 from agentdesk.gui.shared.palette import readable, status_colour
+from agentdesk.gui.shared.wrap_label import WrapAnywhereLabel
 from agentdesk.model.plain import shown_line
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import AlreadyDecided, Expired
@@ -100,13 +100,11 @@ class Batch:
         return f"✖ {named(approval)}: {shown_line(str(exc), 400)}"
 
 
-class NoteBanner(QLabel):
+class NoteBanner(WrapAnywhereLabel):
     """A plain-text banner in the warning colour that hides itself after `NOTE_MS`."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setTextFormat(Qt.TextFormat.PlainText)
-        self.setWordWrap(True)
+        super().__init__("", parent)  # names a tool: one long word breaks instead of widening the queue
         self.setAutoFillBackground(True)
         self.setContentsMargins(6, 3, 6, 3)
         self.hide()
@@ -136,7 +134,7 @@ class ResultLog(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.summary = plain_label(self)
+        self.summary = WrapAnywhereLabel("", self)
         self.lines = QListWidget(self)
         self.lines.setMaximumHeight(72)
         self.lines.setFocusPolicy(Qt.FocusPolicy.NoFocus)

@@ -108,6 +108,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(centre)
         self.tree_dock = self._dock("Projects", "tree_dock", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
         # In a (vertical) scroll area the dock can give way on a 768 px high screen.
+        self.queue.setMinimumWidth(QUEUE_MIN_WIDTH // 2)  # explicit: no content can make it wider than the dock
         self.queue_scroll = scrolling(self.queue)
         self.queue_dock = self._dock("Approvals", "queue_dock", self.queue_scroll,
                                      Qt.DockWidgetArea.RightDockWidgetArea)
