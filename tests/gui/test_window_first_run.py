@@ -162,3 +162,14 @@ def test_the_first_run_name_question_leaves_the_window_usable(services: Services
     dialog.setTextValue("alice")
     dialog.accept()
     assert services.actor == "alice"
+
+
+def test_a_failed_store_call_stays_in_the_message_bar(services: Services, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+
+    def broken() -> None:
+        raise OSError("disk I/O error")
+
+    services.runner.submit(broken)
+    qtbot.waitUntil(window.message_bar.isVisible)
+    assert "disk I/O error" in window.message_bar.label.text()

@@ -167,6 +167,8 @@ class MainWindow(QMainWindow):
         self.queue.show_in_timeline.connect(self.show_in_timeline)
         self.queue.show_context.connect(self.show_context)
         self.context_editor.conflict.connect(lambda text: self.status.showMessage(shown_line(text, 600), 10_000))
+        # a store call that failed with nobody to answer it: kept in the message bar, not 8 s in the status bar
+        self.services.runner.error.connect(lambda text: self.message_bar.show_error(f"A store call failed: {text}"))
 
     def _actions(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
