@@ -497,5 +497,5 @@ def test_star_expands_everything_below_as_the_levels_load(world: World, tree: Pr
     wanted = {f"project:{world.project_id}", f"task:{world.task_id}", f"session:{world.session_id}",
               f"agent:{world.agent_id}"}
     qtbot.waitUntil(lambda: wanted <= set(tree.expanded_ids()), timeout=5000)
-    run = tree.proxy.mapFromSource(tree.model.find("run", world.run_id))
-    assert run.isValid() and tree.view.visualRect(run).isValid()  # the run under the agent is in view
+    qtbot.waitUntil(lambda: tree.view.visualRect(tree.proxy.mapFromSource(
+        tree.model.find("run", world.run_id))).isValid(), timeout=5000)  # the run under the agent is in view
