@@ -193,3 +193,17 @@ def test_disabling_greys_the_rule_and_a_stale_edit_is_refused(services: Services
     panel.save()  # the editor still holds revision 2
     qtbot.waitUntil(lambda: "changed since you loaded it" in panel.message.text(), timeout=5000)
     assert list_rules(runtime.store)[0].note == "changed elsewhere"
+
+
+@pytest.mark.parametrize("width", [480, 1200])
+def test_the_editor_fields_and_buttons_are_readable_at_any_width(services: Services, qtbot: Any,
+                                                                 width: int) -> None:
+    panel = make_panel(services, qtbot)
+    panel.resize(width, 700)
+    qtbot.waitUntil(lambda: panel.width() == width)
+    editor = panel.editor
+    for field in (editor.tool, editor.fields, editor.note):
+        assert field.width() >= 150, f"a field is {field.width()} px wide at {width} px"
+    for button in (panel.new_button, panel.propose_button, panel.dry_button, panel.save_button):
+        assert button.width() >= button.sizeHint().width()  # "From selected approval" whole
+        assert button.mapTo(panel, button.rect().topRight()).x() <= panel.width()

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -66,6 +67,10 @@ def summary_text(result: DryRun) -> str:
     return (f"Over {s['examined']:,} past approvals{more} this rule would have decided {s['matched']:,}: "
             f"{s['would_allow']:,} allowed, {s['would_deny']:,} denied, {s['would_ask']:,} asked — "
             f"{s['differs']:,} differ from what happened (highlighted).{settle}")
+
+
+NARROW_PX = 900
+"""Narrower than this, the rule editor sits under the rules list instead of beside it."""
 
 
 class RulesPanel(QWidget):
@@ -128,7 +133,7 @@ class RulesPanel(QWidget):
         form.addLayout(flow_of(self.dry_button, self.save_button))
         form.addWidget(self.message)
         form.addStretch(1)
-        top = QSplitter(Qt.Orientation.Horizontal, self)
+        top = self.top = QSplitter(Qt.Orientation.Horizontal, self)
         top.addWidget(left)
         top.addWidget(right)
         top.setStretchFactor(0, 3)
@@ -148,6 +153,14 @@ class RulesPanel(QWidget):
         layout.addWidget(self.banner)
         layout.addWidget(split, 1)
         return layout
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """Narrow (a 1024 px screen with the docks open), the editor goes under the rules list: beside it,
+        its fields were a few letters wide."""
+        super().resizeEvent(event)
+        wanted = Qt.Orientation.Vertical if self.width() < NARROW_PX else Qt.Orientation.Horizontal
+        if self.top.orientation() != wanted:
+            self.top.setOrientation(wanted)
 
     def _connect(self) -> None:
         self.table.selectionModel().currentRowChanged.connect(self._on_current)
