@@ -58,13 +58,28 @@ def compact_some(source: NativeSource) -> str:
     return busiest.id
 
 
-def shoot(store: Path, out: Path, view: str, theme: str = "light", select: str | None = None) -> None:
+SIZES = ((1024, 768), (1366, 768), (1920, 1080), (2560, 1440))
+"""The window at the screens people have: each size in light and dark (window-WxH-THEME.png)."""
+
+
+def shoot(store: Path, out: Path, view: str, theme: str = "light", select: str | None = None,
+          size: tuple[int, int] = (1920, 1080)) -> None:
     args = [sys.executable, "-m", "agentdesk.cli", "--store", str(store), "gui", "--screenshot", str(out),
-            "--view", view, "--theme", theme]
+            "--view", view, "--theme", theme, "--size", f"{size[0]}x{size[1]}"]
     if select:
         args += ["--select", select]
     subprocess.run(args, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     print(out)
+
+
+def pending_approval(store: Path) -> str | None:
+    """The pending approval with the longest arguments: what the queue must show unclipped."""
+    import sqlite3
+
+    with sqlite3.connect(store) as conn:
+        row = conn.execute("SELECT id FROM approvals WHERE status = 'pending' ORDER BY length(arguments) DESC"
+                           ).fetchone()
+    return row[0] if row else None
 
 
 def error_span(store: Path) -> str | None:
@@ -85,10 +100,17 @@ def main() -> None:
     store = work / "agentdesk.sqlite"
     compacted_agent = play(store)
     span = error_span(store)
+    approval = pending_approval(store)
     shoot(store, out / "window-light.png", "window", "light", span)
     shoot(store, out / "window-dark.png", "window", "dark", span)
-    for view in ("tree", "timeline", "approvals"):
+    for width, height in SIZES:
+        for theme in ("light", "dark"):
+            shoot(store, out / f"window-{width}x{height}-{theme}.png", "window", theme, approval or span,
+                  (width, height))
+    for view in ("tree", "timeline"):
         shoot(store, out / f"{view}.png", view, "light", span)
+    shoot(store, out / "approvals.png", "approvals", "light", approval or span, (1366, 768))
+    shoot(store, out / "rules.png", "rules", "light", approval or span, (1366, 768))
     shoot(store, out / "context.png", "context", "light", compacted_agent)
     for kind in ("lensagent", "stageflow", "vgxness", "maka"):
         fixture = work / f"{kind}.sqlite"

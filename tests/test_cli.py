@@ -178,7 +178,7 @@ def test_watch_stops_at_its_timeout_when_nothing_happens(store_path: Path, world
 
 def test_watch_follows_another_process_and_stops_on_ctrl_c(store_path: Path, store: Store,
                                                            world: World) -> None:
-    """A second process prints our commits as they land; Ctrl-C ends it with exit 0."""
+    """A second process prints our commits as they land; Ctrl-C ends it with exit 130 (README)."""
     with store.reading() as session:
         start = int(session.execute(text("SELECT max(seq) FROM change_log")).scalar_one())
     proc = subprocess.Popen([sys.executable, "-m", "agentdesk.cli", "--store", str(store_path), "watch", "--json",
@@ -193,7 +193,7 @@ def test_watch_follows_another_process_and_stops_on_ctrl_c(store_path: Path, sto
         assert [(c["entity"], c["id"]) for c in seen] == [("project", pid), ("task", tid)]
         assert seen[1]["parents"] == {"project": pid} and seen[1]["seq"] == start + 2
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 0
+        assert proc.wait(timeout=10) == 130
         assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
     finally:
         proc.kill()
@@ -239,7 +239,7 @@ def test_simulate_stops_cleanly_on_ctrl_c_or_sigterm(tmp_path: Path, stop_signal
         out, err = proc.communicate(timeout=20)
     finally:
         proc.kill()
-    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert proc.returncode == 128 + stop_signal and "Traceback" not in err, err  # 130 Ctrl-C, 143 SIGTERM
     assert "Simulation over:" in out
     conn = sqlite3.connect(path)
     try:

@@ -106,7 +106,21 @@ def test_a_blank_actor_is_refused_in_plain_english(store_path: Path, store: Stor
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     code, text, _ = run(capsys, "--version")
-    assert code == 0 and text.strip() == f"agentdesk {__version__}"
+    assert code == 0 and text.startswith(f"agentdesk {__version__} (checkout: ")  # the tests run from source
+
+
+@pytest.mark.parametrize(("package", "frozen", "prefix", "base", "kind"), [
+    ("/opt/agentdesk/_internal/agentdesk", True, "/x", "/x", "bundle"),
+    ("/home/u/.local/share/pipx/venvs/agentdesk/lib/python3.12/site-packages/agentdesk", False,
+     "/home/u/.local/share/pipx/venvs/agentdesk", "/usr", "pipx"),
+    ("/srv/venv/lib/python3.12/site-packages/agentdesk", False, "/srv/venv", "/usr", "virtualenv"),
+    ("/usr/lib/python3/dist-packages/agentdesk", False, "/usr", "/usr", "system"),
+    ("/work/agentdesk/agentdesk", False, "/srv/venv", "/usr", "checkout"),
+])
+def test_version_names_the_install(package: str, frozen: bool, prefix: str, base: str, kind: str) -> None:
+    from agentdesk.cli.install import install_kind
+
+    assert install_kind(Path(package), frozen=frozen, prefix=prefix, base_prefix=base)[0] == kind
 
 
 def walk(parser: argparse.ArgumentParser, path: str = "agentdesk") -> list[tuple[str, argparse.Action]]:

@@ -109,18 +109,10 @@ def cmd_critical_path(args: argparse.Namespace) -> int:
 
 
 def _critical_path(source: Source, args: argparse.Namespace) -> int:
-    from agentdesk.store.analysis.columns import path_columns
-    from agentdesk.store.analysis.critical_path import critical_path, summarise
+    from agentdesk.store.analysis.run_path import run_path
 
-    source.run(args.run)  # NotFound (exit 4) for an unknown run
-    table = source.span_table(args.run)
-    start, _, _ = columns = path_columns(table)
-    path = critical_path(*columns)
-    summary = summarise(path, table.kinds)
-    shares = path.share().tolist()
-    rows = [{"span_id": table.ids[i], "name": table.names[i], "kind": table.kinds[i],
-             "start_s": round(float(start[i]), 6), "self_s": round(t, 6), "share": round(share, 6)}
-            for i, t, share in zip(path.indices.tolist(), path.self_time.tolist(), shares, strict=True)]
+    found = run_path(source, args.run)  # NotFound (exit 4) for an unknown run; the window shows the same
+    path, summary, rows = found.path, found.summary, found.rows()
     if args.json:
         say(out.json_text({"run_id": args.run, "spans": len(path), "total_s": path.total,
                            "duration_s": path.duration, "summary": summary.describe(),

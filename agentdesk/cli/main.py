@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import signal
 import sqlite3
@@ -50,13 +51,14 @@ from agentdesk.cli.opening import (
     read_arguments,
     say,
 )
+from agentdesk.cli.otel_io import EXIT_INVALID as EXIT_INVALID_OUTPUT
 from agentdesk.cli.otel_io import cmd_export, cmd_import
 from agentdesk.cli.outfile import check_picture_output
 from agentdesk.cli.parser import Handler, parse
 from agentdesk.cli.receive import cmd_receive
 from agentdesk.cli.rules_commands import cmd_rules
 from agentdesk.cli.watch import cmd_watch
-from agentdesk.store.errors import InvalidInput, StoreError
+from agentdesk.store.errors import InvalidInput, NoStore, StoreError
 from agentdesk.store.native import native_store, size_on_disk
 from agentdesk.store.persistence.database import describe_operational_error, make_private_dirs
 from agentdesk.store.readmodel import Approval, ApprovalStatus, StoreInfo
@@ -97,10 +99,18 @@ def require_parent_folder(location: str, *, create: bool) -> None:
         raise CommandFailed(f"Could not create the folder {folder}: {exc.strerror or exc}.", EXIT_UNAVAILABLE) from exc
 
 
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+"""Stopped by Ctrl-C (SIGINT) or by SIGTERM: 128 + the signal's number, as shells report it."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be, so both stop the same way; only the exit code differs."""
+
+
 def interrupt(signum: int, frame: object) -> None:
     """SIGTERM (`kill`, `timeout`, a service manager) stops the simulation as cleanly as Ctrl-C does,
     so no run is left looking live forever."""
-    raise KeyboardInterrupt
+    raise Terminated
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -121,10 +131,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     say(f"Simulating {args.agents} agents (seed {args.seed}) in {store.display_name}; Ctrl-C stops.")
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, interrupt) if in_main_thread else None
+    stopped_by: int | None = None
     try:
         sim.run()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         sim.stop()
+        stopped_by = EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -136,7 +148,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         first = sim.failures[0]
         raise CommandFailed(f"The simulation hit {len(sim.failures)} store errors; the first: {first}",
                             EXIT_UNAVAILABLE)
-    return EXIT_OK
+    return EXIT_OK if stopped_by is None else stopped_by
 
 
 def cmd_approvals(args: argparse.Namespace) -> int:
@@ -246,10 +258,23 @@ def require_display(screenshot: str | None = None) -> None:
 
 def cmd_gui(args: argparse.Namespace) -> int:
     if args.screenshot:
-        check_picture_output(Path(args.screenshot))  # a folder, a link to a file, a pipe nobody reads: refused
+        check_screenshot_path(args.screenshot)  # a folder, or a folder that is not there: refused
+        check_picture_output(Path(args.screenshot))  # a pipe nobody reads: refused
     require_display(args.screenshot)
+    options: dict[str, Any] = {"size": args.size} if args.size else {}
     return start_window(checked_location(args), screenshot=args.screenshot, view=args.view, select=args.select,
-                        allow_writes=args.allow_writes, theme=args.theme)
+                        allow_writes=args.allow_writes, theme=args.theme, **options)
+
+
+def check_screenshot_path(path: str) -> None:
+    """Refuse a screenshot path that cannot be written, naming it (not the store), before Qt starts; a
+    missing folder is not created."""
+    target = Path(path)
+    if target.is_dir():
+        raise CommandFailed(f"Could not write the screenshot to {path}: it is a folder.", EXIT_INVALID_OUTPUT)
+    if not target.parent.is_dir():
+        raise CommandFailed(f"Could not write the screenshot to {path}: there is no folder {target.parent}.",
+                            EXIT_INVALID_OUTPUT)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -338,6 +363,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except CommandFailed as exc:
         return fail(str(exc), exc.code)
+    except NoStore as exc:
+        given = f" --store {shlex.quote(args.store)}" if getattr(args, "store", None) else ""
+        return fail(f"There is no store at {exc.path}; run `agentdesk{given} init` to create one.", exc.exit_code)
     except StoreError as exc:
         return fail(str(exc), exc.exit_code)
     except DBAPIError as exc:

@@ -15,6 +15,7 @@ from agentdesk.cli.admin_commands import add_admin_parser
 from agentdesk.cli.agent_token_commands import add_agent_token_parser
 from agentdesk.cli.analysis_commands import add_analysis_parsers
 from agentdesk.cli.audit_commands import audit_options, verify_options
+from agentdesk.cli.install import version_line
 from agentdesk.cli.opening import number, positive
 from agentdesk.cli.otel_io import export_options, import_options
 from agentdesk.cli.receive import receive_options
@@ -51,8 +52,9 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     """`handlers` maps each command name to the function that runs it."""
     common = common_options()
     parser = Parser(prog="agentdesk", parents=[common], description="Inspect and control LLM agent runs.")
-    parser.add_argument("--version", action="version", version=f"agentdesk {__version__}",
-                        help="print the version and exit")
+    parser.add_argument("--version", action="version", version=version_line(__version__),
+                        help="print the version, the kind of install (bundle, pipx, checkout, virtualenv) "
+                             "and where it is, and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
@@ -106,8 +108,22 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     p.add_argument("--view", choices=VIEWS, default="window",
                    help="with --screenshot: the whole window (default) or one view")
     p.add_argument("--select", metavar="ID", help="select this entity (any id) at start")
+    p.add_argument("--size", metavar="WxH", type=window_size, default=None,
+                   help="with --screenshot: the window's size in pixels (default 1920x1080)")
     theme_option(p)
     return parser
+
+
+def window_size(text: str) -> tuple[int, int]:
+    """`1366x768` as (1366, 768): from 640x480 to 7680x4320."""
+    width, _, height = text.lower().partition("x")
+    try:
+        size = int(width), int(height)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 1366x768") from None
+    if not (640 <= size[0] <= 7680 and 480 <= size[1] <= 4320):
+        raise argparse.ArgumentTypeError(f"{text} is outside 640x480 … 7680x4320")
+    return size
 
 
 def theme_option(p: argparse.ArgumentParser) -> None:

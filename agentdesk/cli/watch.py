@@ -16,6 +16,9 @@ from agentdesk.cli.opening import EXIT_OK, open_any, say
 from agentdesk.store.native import follow_every_change
 from agentdesk.store.persistence.bus import Change
 
+EXIT_INTERRUPTED = 130
+"""Ctrl-C: 128 + SIGINT, as shells report it."""
+
 
 def cmd_watch(args: argparse.Namespace) -> int:
     source = open_any(args)
@@ -40,7 +43,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         stops.append(follow_every_change(source, show, args.since))
         done.wait(args.timeout)
     except KeyboardInterrupt:
-        pass
+        return EXIT_INTERRUPTED  # Ctrl-C: 130, as the README promises (the finally still cleans up)
     finally:
         for stop in stops:
             stop()

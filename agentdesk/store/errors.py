@@ -68,6 +68,14 @@ class StoreUnavailable(StoreError):
     exit_code = 5
 
 
+class NoStore(StoreUnavailable):
+    """Nothing at the location: the message says how to create it (the CLI adds the `--store` it was given)."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(f"There is no store at {path}; run `agentdesk init` to create one.")
+        self.path = path
+
+
 class ReadOnlyStore(StoreUnavailable):
     """A write was attempted on a store opened read-only."""
 

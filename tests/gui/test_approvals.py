@@ -160,6 +160,8 @@ def test_deny_asks_for_a_reason(world: World, queue: ApprovalQueue, qtbot: Any) 
     with qtbot.waitSignal(queue.decisions_reported, timeout=3000) as report:
         dialog.deny_button.click()
     assert report.args == ["denied 1"]
+    lines = [queue.results.item(n).text() for n in range(queue.results.count())]
+    assert lines == ["Σ Denied 1", f"⊘ {world.approval_ids[2]} (send_email) denied"]  # no tick for a denial
     approval = stored(world, world.approval_ids[2])
     assert approval.status == "denied" and approval.reason == "Never email <script>"
 
@@ -210,8 +212,9 @@ def test_multi_approve_reports_each_decision(world: World, qtbot: Any) -> None:
         with qtbot.waitSignal(queue.decisions_reported, timeout=3000) as report:
             queue.approve_button.click()
         assert report.args == ["approved 2, 1 already denied by bob"]
-        assert queue.result_line.text() == "Approved 2, 1 already denied by bob"
-        lines = sorted(queue.results.item(n).text() for n in range(queue.results.count()))
+        assert queue.result_line.text() == ""  # the summary joined the log: later news is never under it
+        assert queue.results.item(0).text() == "Σ Approved 2, 1 already denied by bob"
+        lines = sorted(queue.results.item(n).text() for n in range(1, queue.results.count()))
         assert len(lines) == 3 and sum(line.startswith("✔") for line in lines) == 2
         assert f"✖ {world.approval_ids[1]} (write_file) was already denied by bob" in lines
         qtbot.waitUntil(lambda: queue.pending_model.rowCount() == 0)

@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from agentdesk.gui.window.main_window import CONTEXT_TAB, TIMELINE_TAB, MainWindow
 from agentdesk.model.services import Services
 from agentdesk.store.native import NativeSource
+from agentdesk.store.runtime import AgentRuntime
 
 from .conftest import World
 
@@ -111,3 +112,73 @@ def test_an_explicit_selection_wins_over_the_remembered_or_busiest_run(
     qtbot.wait(100)  # a late default selection would land in here
     assert window.tree.current_selection() == ("run", quiet)
     assert window.timeline.run_id == quiet
+
+
+@pytest.mark.parametrize(("width", "height"), [(1366, 768), (1600, 972)])
+def test_span_details_get_room_and_keep_the_size_the_operator_gave_them(
+        services: Services, world: World, qtbot: Any, width: int, height: int) -> None:
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.resize(width, height)
+    window.show()
+    window.show_in_timeline(world.run_id, "")
+    qtbot.waitUntil(lambda: window.timeline.data is not None)
+    sizes = window.timeline.splitter.sizes()  # nothing selected: the details fold to their one line
+    assert sizes[1] <= 90 and sizes[0] > 4 * sizes[1]
+    window.timeline.select_span(world.model_span_id)
+    details = window.timeline.details
+    qtbot.waitUntil(lambda: details.view is not None and details.output.edit.toPlainText() != "")
+    lines = details.output.edit.viewport().height() / details.output.edit.fontMetrics().lineSpacing()
+    assert lines >= 8, f"the output shows only {lines:.1f} lines"
+
+    splitter = window.timeline.splitter
+    total = sum(splitter.sizes())
+    splitter.moveSplitter(int(total * 0.3), 1)  # the operator drags the details up to 70 %
+    [share] = window.timeline.split_shares().values()
+    assert share == pytest.approx(0.7, abs=0.05)
+    window.close()
+
+    again = MainWindow(services)
+    qtbot.addWidget(again)
+    again.resize(width, height)
+    again.show()
+    again.restore_state(restore_selection=False)
+    again.show_in_timeline(world.run_id, world.model_span_id)  # a span shown: the details open as dragged
+    qtbot.waitUntil(lambda: again.timeline.details.view is not None)
+    qtbot.waitUntil(lambda: again.timeline.splitter.sizes()[1] / sum(again.timeline.splitter.sizes())
+                    == pytest.approx(share, abs=0.05))
+
+
+def test_the_queue_folds_to_a_strip_while_nothing_is_pending_and_opens_for_a_new_approval(
+        services: Services, world: World, qtbot: Any) -> None:
+    source = NativeSource.open(str(world.path))
+    for approval_id in world.approval_ids:
+        source.decide(approval_id, False, "bob", "not now")
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitUntil(lambda: window.queue_fold.folded)
+    qtbot.waitUntil(lambda: window.queue_dock.width() <= 40)  # the timeline gets the width
+    assert "none pending" in window.queue_fold.strip.text()
+
+    rt = AgentRuntime(source.store)
+    rt.request_approval(world.run_id, "run_shell", {"cmd": "ls"}, timeout_s=600)
+    qtbot.waitUntil(lambda: not window.queue_fold.folded, timeout=3000)
+    qtbot.waitUntil(lambda: window.queue_dock.width() >= 280)
+    source.close()
+
+
+def test_a_click_on_the_strip_opens_the_queue(services: Services, world: World, qtbot: Any) -> None:
+    source = NativeSource.open(str(world.path))
+    for approval_id in world.approval_ids:
+        source.decide(approval_id, True, "bob")
+    source.close()
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitUntil(lambda: window.queue_fold.folded)
+    qtbot.mouseClick(window.queue_fold.strip, Qt.MouseButton.LeftButton)
+    assert not window.queue_fold.folded
+    qtbot.waitUntil(lambda: window.queue_dock.width() >= 280)

@@ -224,3 +224,17 @@ def test_a_rule_with_no_matcher_says_it_covers_every_call_and_asks_first(service
     qtbot.waitUntil(lambda: panel.rules_model.rowCount() == 1, timeout=5000)
     assert list_rules(runtime.store)[0].matcher == {"kind": "any"} and len(seen) == 2
     assert "every call" in panel.rules_model.index(0, 2).data()
+
+
+@pytest.mark.parametrize("width", [480, 1200])
+def test_the_editor_fields_and_buttons_are_readable_at_any_width(services: Services, qtbot: Any,
+                                                                 width: int) -> None:
+    panel = make_panel(services, qtbot)
+    panel.resize(width, 700)
+    qtbot.waitUntil(lambda: panel.width() == width)
+    editor = panel.editor
+    for field in (editor.tool, editor.fields, editor.note):
+        assert field.width() >= 150, f"a field is {field.width()} px wide at {width} px"
+    for button in (panel.new_button, panel.propose_button, panel.dry_button, panel.save_button):
+        assert button.width() >= button.sizeHint().width()  # "From selected approval" whole
+        assert button.mapTo(panel, button.rect().topRight()).x() <= panel.width()

@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import pytest
+from PySide6.QtWidgets import QWidget
 from qasync import asyncSlot
 
 from agentdesk.model.runner import StoreRunner
@@ -59,3 +60,20 @@ def test_after_shutdown_the_coroutine_is_cancelled(qasync_loop: Any) -> None:
     runner.shutdown()
     with pytest.raises(asyncio.CancelledError):
         runner.run(lambda: 1).send(None)
+
+
+def test_a_decision_in_flight_when_the_window_closes_ends_quietly(qtbot: Any, qasync_loop: Any, world: Any,
+                                                                  services: Any) -> None:
+    """The runner shut down under an awaiting decision: the coroutine returns, no CancelledError traceback."""
+    from agentdesk.gui.approvals.decisions import DecisionFlow
+    from agentdesk.gui.approvals.report import Batch
+    from agentdesk.model.approvals.pending import PendingApprovalModel
+
+    pending = PendingApprovalModel(services)
+    holder = QWidget()
+    flow = DecisionFlow(services, pending, holder)
+    approval = services.source.approval(world.approval_ids[0])
+    services.runner.shutdown()
+    task = flow.record(Batch("Approved", 1, None), [approval], True, None, None)
+    qtbot.waitUntil(task.done)
+    assert not task.cancelled() and task.exception() is None

@@ -449,7 +449,7 @@ def test_a_shorter_window_keeps_rows_readable(panel: TimelinePanel, world: World
     visible range stayed in data units, and a 13-row run said "zoom in to read their names")."""
     from agentdesk.gui.timeline.axes import MIN_LABEL_LANE_PX
 
-    panel.resize(1200, 1000)
+    panel.resize(1400, 1000)  # wide enough for the details beside the plots
     shown(panel, qtbot, world.run_id, 5)
     qtbot.waitUntil(lambda: panel.view.height() > 600)
     panel.fit()
@@ -457,7 +457,7 @@ def test_a_shorter_window_keeps_rows_readable(panel: TimelinePanel, world: World
         panel._stop_following()  # as after the operator panned
     top, bottom = panel.view.viewRange()[1]
     before_px = panel.view.height() / (bottom - top)
-    panel.resize(1200, 420)
+    panel.resize(1400, 420)
     qtbot.waitUntil(lambda: panel.view.height() < 300)
     top, bottom = panel.view.viewRange()[1]
     lane_px = panel.view.height() / (bottom - top)

@@ -225,3 +225,12 @@ def test_a_level_or_upright_line_is_filled_as_the_pixels_drawLine_sets() -> None
             p.end()
             images.append(out)
         assert images[0] == images[1], (x0, y0, x1, y1)
+
+
+def test_an_empty_run_shows_no_negative_tokens_or_cost(qtbot) -> None:  # type: ignore[no-untyped-def]
+    plot = TokensPlot(100)
+    qtbot.addWidget(plot)
+    plot.resize(600, 160)
+    plot.show()
+    plot.set_series(None)
+    assert plot.getPlotItem().vb.viewRange()[1][0] >= 0 and plot.cost_view.viewRange()[1][0] >= 0

@@ -420,7 +420,8 @@ def test_the_filter_proxy_is_shown_only_while_filtering(world: World, tree: Proj
     shows the model through an identity proxy, and swapping keeps widths, selection and expansion."""
     with qtbot.waitSignal(tree.run_selected, timeout=3000):
         tree.select_entity("run", world.run_id)
-    tree.view.header().resizeSection(NAME, 300)
+    header = tree.view.header()
+    widths = [header.sectionSize(c) for c in range(header.count())]  # Name stretches; the rest fit contents
     expanded = tree.expanded_ids()
     heard: list[tuple[str, str]] = []
     tree.selection_changed.connect(lambda *key: heard.append(key))
@@ -429,7 +430,7 @@ def test_the_filter_proxy_is_shown_only_while_filtering(world: World, tree: Proj
     assert tree.proxy is tree.filter_proxy and tree.current_selection() == ("run", world.run_id)
     tree.filter_edit.setText("")
     assert tree.proxy is tree.plain_proxy and tree.filter_proxy.sourceModel() is None
-    assert tree.view.header().sectionSize(NAME) == 300
+    assert [tree.view.header().sectionSize(c) for c in range(header.count())] == widths
     assert tree.current_selection() == ("run", world.run_id) and tree.expanded_ids() == expanded
     assert not heard  # the same row all along
     tree.view.setCurrentIndex(tree.proxy.mapFromSource(tree.model.find("task", world.task_id)))
@@ -464,3 +465,33 @@ def test_a_reset_keeps_expansion_and_selection(world: World, services: Services,
         services.source.bus.publish([Change("*", RESET, "*")])
     assert tree.current_selection() == ("run", world.run_id)
     qtbot.waitUntil(lambda: tree.expanded_ids() == expanded, timeout=3000)
+
+
+@pytest.mark.parametrize("width", [240, 320, 600])
+def test_no_column_hides_past_the_edge_and_names_keep_their_room(world: World, tree: ProjectTree, qtbot: Any,
+                                                                 width: int) -> None:
+    from agentdesk.gui.tree.view import NAME_ROOM_PX
+    from agentdesk.model.tree.model import INFO
+
+    with qtbot.waitSignal(tree.run_selected, timeout=3000):
+        tree.select_entity("run", world.run_id)
+    tree.resize(width, 400)
+    header, viewport = tree.view.header(), tree.view.viewport()
+    qtbot.waitUntil(lambda: sum(header.sectionSize(c) for c in range(header.count())
+                                if not header.isSectionHidden(c)) <= viewport.width())
+    assert header.sectionSize(NAME) >= min(NAME_ROOM_PX, viewport.width() - header.sectionSize(2))
+    assert header.isSectionHidden(INFO) == (width < 600)  # Info gives way only when the names need it
+
+
+def test_star_expands_everything_below_as_the_levels_load(world: World, tree: ProjectTree, qtbot: Any) -> None:
+    """Qt's own * opens only loaded rows (one level a press in a lazy tree); one press opens them all."""
+    qtbot.waitUntil(lambda: tree.model.find("project", world.project_id).isValid())
+    project = tree.proxy.mapFromSource(tree.model.find("project", world.project_id))
+    tree.view.setCurrentIndex(project)
+    tree.view.setFocus()
+    qtbot.keyClick(tree.view, Qt.Key.Key_Asterisk)
+    wanted = {f"project:{world.project_id}", f"task:{world.task_id}", f"session:{world.session_id}",
+              f"agent:{world.agent_id}"}
+    qtbot.waitUntil(lambda: wanted <= set(tree.expanded_ids()), timeout=5000)
+    qtbot.waitUntil(lambda: tree.view.visualRect(tree.proxy.mapFromSource(
+        tree.model.find("run", world.run_id))).isValid(), timeout=5000)  # the run under the agent is in view

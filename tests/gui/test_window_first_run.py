@@ -11,10 +11,12 @@ from PySide6.QtCore import QSize
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication
 
+from agentdesk.gui.ingest.dialog import ImportDialog
 from agentdesk.gui.window import file_menu
 from agentdesk.gui.window.main_window import CENTRE_MIN_WIDTH, MainWindow, fitting_size
 from agentdesk.gui.window.settings import open_settings
 from agentdesk.model.services import Services
+from agentdesk.store.native import NativeSource
 
 from .conftest import World
 
@@ -57,7 +59,9 @@ def test_recent_stores_are_remembered_newest_first_and_open_a_new_window(
                         staticmethod(lambda program, args: started.append((program, list(args))) or True))
     window = make_window(services, qtbot)
     other = str(tmp_path / "other.sqlite")
+    NativeSource.open(other).close()
     window.store_menu.open(other)
+    qtbot.waitUntil(lambda: bool(started))
     assert started and started[-1][1][-3:] == ["gui", "--store", other]
     assert window.store_menu.recent[:2] == [other, services.source.descriptor.location]
     recent_texts = [a.text() for a in window.store_menu.recent_menu.actions()]
@@ -65,6 +69,35 @@ def test_recent_stores_are_remembered_newest_first_and_open_a_new_window(
     settings = open_settings()
     assert file_menu.remember(settings, "third")[:3] == ["third", other, services.source.descriptor.location]
     assert len(file_menu.remember(settings, "x")) <= file_menu.MAX_RECENT
+
+
+@pytest.mark.parametrize("content", [b"not a database", None])
+def test_opening_a_bad_store_says_so_in_the_window_and_is_not_remembered(
+        services: Services, qtbot: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, content: bytes | None) -> None:
+    started: list[object] = []
+    monkeypatch.setattr(file_menu.QProcess, "startDetached", staticmethod(lambda *args: started.append(args)))
+    window = make_window(services, qtbot)
+    bad = tmp_path / "bad.sqlite"
+    if content is not None:
+        bad.write_bytes(content)
+    window.store_menu.open(str(bad))
+    qtbot.waitUntil(window.message_bar.isVisible)
+    assert str(bad) in window.message_bar.label.text() and str(bad) in window.status.currentMessage()
+    assert started == [] and str(bad) not in window.store_menu.recent
+    assert str(bad) not in [a.text() for a in window.store_menu.recent_menu.actions()]
+    window.message_bar.close_button.click()
+    assert not window.message_bar.isVisible()
+
+
+def test_a_failed_import_shows_in_the_window_naming_the_file(services: Services, qtbot: Any,
+                                                             tmp_path: Path) -> None:
+    window = make_window(services, qtbot)
+    missing = tmp_path / "gone" / "traces.json"
+    dialog = ImportDialog(services, [missing], window)
+    dialog.failed.connect(window.report_error)
+    dialog.start()
+    qtbot.waitUntil(window.message_bar.isVisible)
+    assert str(missing) in window.message_bar.label.text()
 
 
 @pytest.mark.parametrize(("screen", "expected"), [(QSize(1366, 768), QSize(1229, 691)),
@@ -116,3 +149,27 @@ def test_without_the_demo_flag_the_timeline_stays_empty(services: Services, worl
     window = make_window(services, qtbot)
     qtbot.waitUntil(lambda: window.queue_dock.windowTitle() == "Approvals (3 pending)")
     assert window.timeline.run_id is None
+
+
+def test_the_first_run_name_question_leaves_the_window_usable(services: Services, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    window.ensure_operator_name()
+    dialog = window._name_dialog
+    qtbot.waitUntil(dialog.isVisible)
+    assert not dialog.isModal() and QApplication.activeModalWidget() is None
+    window.tabs.setCurrentIndex(2)  # the views answer while the question waits
+    assert window.tabs.currentIndex() == 2
+    dialog.setTextValue("alice")
+    dialog.accept()
+    assert services.actor == "alice"
+
+
+def test_a_failed_store_call_stays_in_the_message_bar(services: Services, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+
+    def broken() -> None:
+        raise OSError("disk I/O error")
+
+    services.runner.submit(broken)
+    qtbot.waitUntil(window.message_bar.isVisible)
+    assert "disk I/O error" in window.message_bar.label.text()

@@ -158,6 +158,8 @@ class DecisionFlow(QObject):
         try:
             decided = await self._services.runner.run(partial(decide, expected_arguments_hash=shown), source,
                                                       approval.id, approve, actor, reason, edited)
+        except asyncio.CancelledError:  # the window closed (the runner shut down): nobody left to tell
+            return
         except Exception as exc:  # a store refusal (conflict, expired, stale) is a result line, not a crash
             self._not_decided(batch, approval, exc)
             return

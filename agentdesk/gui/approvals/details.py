@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, 
 
 from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.gui.shared.palette import status_colour
+from agentdesk.gui.shared.wrap_label import WrapAnywhereLabel
 from agentdesk.model.approval_format import agent_label, format_left, local_time, project_label
 from agentdesk.model.approvals.pending import PendingApprovalModel
 from agentdesk.model.plain import shown_line, tooltip
@@ -147,12 +148,13 @@ class ApprovalDetails(QWidget):
         self._width = 0
         self._all = False
         """The operator asked for everything ("Show all"): a re-wrap keeps showing everything."""
-        self.title = plain_label(self)
+        # agent text that may hold one very long word: it breaks inside the word rather than widen the pane
+        self.title = WrapAnywhereLabel("", self)
         bold = QFont(self.title.font())
         bold.setBold(True)
         self.title.setFont(bold)
-        self.meta = plain_label(self)
-        self.banner = plain_label(self)
+        self.meta = WrapAnywhereLabel("", self)
+        self.banner = WrapAnywhereLabel("", self)
         self.banner.setAutoFillBackground(True)
         self.banner.setContentsMargins(6, 4, 6, 4)
         self.banner.hide()
@@ -247,7 +249,7 @@ class ApprovalDetails(QWidget):
         """Characters that fit the pane's width (fractional advances and the document margin counted)."""
         advance = max(1.0, self.arguments.fontMetrics().horizontalAdvance("M" * 100) / 100)
         room = self.arguments.viewport().width() - 2 * self.arguments.document().documentMargin() - 4
-        return max(40, int(room / advance) - 1)
+        return max(16, int(room / advance) - 1)  # a floor wider than the pane would run text off its edge
 
     def _render(self) -> None:
         self.loader.stop()

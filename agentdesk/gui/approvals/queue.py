@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QHBoxLayout, QPushButton, QSplitter, QTableView, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QPushButton, QSplitter, QTableView, QTabWidget, QVBoxLayout, QWidget
 
 from agentdesk.gui.approvals.decisions import DecisionFlow, Dialog
 from agentdesk.gui.approvals.details import ApprovalDetails
 from agentdesk.gui.approvals.presence import PresenceLine
 from agentdesk.gui.approvals.report import NoteBanner, ResultLog, left_text
 from agentdesk.gui.approvals.tables import decided_table, pending_table, select_row, selected_rows
+from agentdesk.gui.shared.flow import flow_of
 from agentdesk.model.approval_format import Clock, utc_now
 from agentdesk.model.approvals.decided import DecidedApprovalModel
 from agentdesk.model.approvals.pending import PendingApprovalModel
@@ -36,14 +37,6 @@ DENY_TIP = "Deny the selected approvals, with a reason (D)"
 EDIT_TIP = "Edit the arguments, then approve them (E)"
 DISMISS_GONE_TIP = ("Deny every pending approval whose agent stopped waiting (no heartbeat for "
                     f"{GONE_AFTER_S:g} s), with the reason \"requester gone\"")
-
-
-def row_of_buttons(*buttons: QPushButton) -> QHBoxLayout:
-    row = QHBoxLayout()
-    for button in buttons:
-        row.addWidget(button)
-    row.addStretch(1)
-    return row
 
 
 class ApprovalQueue(QWidget):
@@ -103,8 +96,9 @@ class ApprovalQueue(QWidget):
         box.setContentsMargins(0, 0, 0, 0)
         box.addWidget(self.details, 1)
         box.addWidget(self.presence_line)
-        box.addLayout(row_of_buttons(self.approve_button, self.deny_button, self.edit_button))
-        box.addLayout(row_of_buttons(self.timeline_button, self.context_button, self.dismiss_gone_button))
+        # The buttons wrap onto more lines in a narrow dock instead of running off its edge.
+        box.addLayout(flow_of(self.approve_button, self.deny_button, self.edit_button))
+        box.addLayout(flow_of(self.timeline_button, self.context_button, self.dismiss_gone_button))
         box.addWidget(self.log)
         splitter = QSplitter(Qt.Orientation.Vertical, self)
         splitter.addWidget(self.tabs)
@@ -121,14 +115,15 @@ class ApprovalQueue(QWidget):
         self._connect_selection()
         self._connect_models()
         self._connect_flow()
-        actions = ((self.approve_button, "A", self.approve_selected),
-                   (self.deny_button, "D", self.deny_selected),
-                   (self.edit_button, "E", self.edit_selected),
-                   (self.timeline_button, "T", self.show_selected_in_timeline),
-                   (self.context_button, "C", self.show_selected_context))
-        for button, key, slot in actions:
+        actions = ((self.approve_button, "A", self.approve_selected, "Approve the selected approvals"),
+                   (self.deny_button, "D", self.deny_selected, "Deny the selected approvals (asks for a reason)"),
+                   (self.edit_button, "E", self.edit_selected, "Edit the arguments, then approve them"),
+                   (self.timeline_button, "T", self.show_selected_in_timeline, "Show the approval in the timeline"),
+                   (self.context_button, "C", self.show_selected_context, "Show the agent's context"))
+        for button, key, slot, does in actions:
             button.clicked.connect(slot)
             shortcut = QShortcut(QKeySequence(key), self, context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
+            shortcut.setWhatsThis(f"Approvals: {does}")  # the F1 sheet reads it
             shortcut.activated.connect(slot)
         self.setFocusProxy(self.pending_table)
         self._count_changed()
@@ -235,6 +230,7 @@ class ApprovalQueue(QWidget):
             self.flow.edit(self.flow.decidable(self.selected_pending()))
 
     def _decisions_finished(self, summary: str, next_id: str) -> None:
+        self.log.finish(summary)
         self._update_actions()
         row = self.pending_model.row_of(next_id) if next_id else -1
         if row >= 0:

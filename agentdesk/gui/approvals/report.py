@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QLabel, QListWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QListWidget, QVBoxLayout, QWidget
 
-from agentdesk.gui.approvals.details import plain_label
 from agentdesk.gui.shared.palette import readable, status_colour
+from agentdesk.gui.shared.wrap_label import WrapAnywhereLabel
 from agentdesk.model.plain import shown_line
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import AlreadyDecided, Expired
@@ -84,7 +84,8 @@ class Batch:
 
     def won_line(self, approval: rm.Approval, decided: rm.Approval) -> str:
         self.won += 1
-        return f"✔ {named(approval)} {decided.status}"
+        mark = "✔" if decided.status == rm.ApprovalStatus.APPROVED else "⊘"  # a denial is no tick
+        return f"{mark} {named(approval)} {decided.status}"
 
     def lost_line(self, approval: rm.Approval, exc: BaseException) -> str:
         """Counts a decision the store refused, and says why."""
@@ -99,13 +100,11 @@ class Batch:
         return f"✖ {named(approval)}: {shown_line(str(exc), 400)}"
 
 
-class NoteBanner(QLabel):
+class NoteBanner(WrapAnywhereLabel):
     """A plain-text banner in the warning colour that hides itself after `NOTE_MS`."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setTextFormat(Qt.TextFormat.PlainText)
-        self.setWordWrap(True)
+        super().__init__("", parent)  # names a tool: one long word breaks instead of widening the queue
         self.setAutoFillBackground(True)
         self.setContentsMargins(6, 3, 6, 3)
         self.hide()
@@ -135,7 +134,7 @@ class ResultLog(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.summary = plain_label(self)
+        self.summary = WrapAnywhereLabel("", self)
         self.lines = QListWidget(self)
         self.lines.setMaximumHeight(72)
         self.lines.setFocusPolicy(Qt.FocusPolicy.NoFocus)
@@ -144,6 +143,12 @@ class ResultLog(QWidget):
         box.setContentsMargins(0, 0, 0, 0)
         box.addWidget(self.summary)
         box.addWidget(self.lines)
+
+    def finish(self, summary: str) -> None:
+        """A batch ended: its summary joins the log as a line (newest first), so later news (decisions
+        made elsewhere, expiries) is never listed under a stale "Denied 1"."""
+        self.summary.setText("")
+        self.add(f"Σ {sentence(summary)}")
 
     def add(self, line: str) -> None:
         self.lines.insertItem(0, line)

@@ -61,6 +61,7 @@ def _action(owner: QWidget, text: str, keys: list[str], slot: Callable[[], objec
     action = QAction(text, owner)
     action.setShortcuts([QKeySequence(k) for k in keys])
     action.setShortcutContext(context)
+    action.setProperty("keys_where", "Context")  # the F1 sheet groups it
     action.triggered.connect(lambda: slot())  # not `slot` itself: `triggered` would pass `checked` along
     on.addAction(action)
     return action

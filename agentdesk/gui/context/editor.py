@@ -18,6 +18,7 @@ from agentdesk.gui.context.commands import ContextCommands
 from agentdesk.gui.context.detail import DETAIL_CAP, DetailPane
 from agentdesk.gui.context.view import ContextTreeView
 from agentdesk.gui.context.widgets import CompactDialog, EditItemDialog, MessageBar, TokenGauge, plain_label
+from agentdesk.gui.shared.flow import HeightForWidth
 from agentdesk.model.context.model import LOCKED, VISIBLE, ContextModel, ItemRow
 from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.model.services import Services
@@ -69,17 +70,22 @@ class ContextEditor(QWidget):
 
     def _build_head(self) -> QHBoxLayout:
         """Whose context and how full it is, on the line above the tools that change it."""
-        self.identity = plain_label(wrap=False)
+        # Both wrap (a long agent or model name takes a second line, never cut at a letter); the gauge keeps
+        # its width at the right.
+        self.identity = plain_label(wrap=True)
         bold = self.identity.font()
         bold.setBold(True)
         self.identity.setFont(bold)
-        self.summary = plain_label(wrap=False)
+        self.summary = plain_label(wrap=True)
+        for label in (self.identity, self.summary):
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            HeightForWidth(label)
         self.gauge = TokenGauge()
         head = QHBoxLayout()
         head.setSpacing(12)
-        head.addWidget(self.identity)
-        head.addWidget(self.summary, 1)
-        head.addWidget(self.gauge)
+        head.addWidget(self.identity, 2)
+        head.addWidget(self.summary, 3)
+        head.addWidget(self.gauge, 0, Qt.AlignmentFlag.AlignTop)
         return head
 
     def _build_body(self) -> QWidget:

@@ -8,7 +8,8 @@ items one call sent and the other did not. Agent text is plain text through
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -29,6 +30,7 @@ from agentdesk.model.diff.loader import DiffLoader
 from agentdesk.model.diff.rows import DiffRows
 from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
+from agentdesk.model.text import plural
 from agentdesk.store import readmodel as rm
 from agentdesk.store.analysis.align import Change
 from agentdesk.store.analysis.run_diff import Totals
@@ -57,7 +59,7 @@ class DiffWindow(QWidget):
     def __init__(self, services: Services, parent: QWidget | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Window)
         self.setWindowTitle("Compare runs")
-        self.resize(1300, 820)
+        self.resize(self._first_size())
         self.loader = DiffLoader(services, self)
         self.loader.loaded.connect(self._show)
         self.loader.failed.connect(self._failed)
@@ -79,12 +81,16 @@ class DiffWindow(QWidget):
         self.run_b_edit.returnPressed.connect(self._compare_clicked)
         self.swap_button = QPushButton("Swap A ↔ B", self)
         self.swap_button.clicked.connect(self._swap)
+        self.close_button = QPushButton("Close", self)
+        self.close_button.setToolTip("Close this window (Esc)")
+        self.close_button.clicked.connect(self.close)
         picker = QHBoxLayout()
         picker.addWidget(self.run_a_label, 1)
         picker.addWidget(_plain("Compare with:"))
         picker.addWidget(self.run_b_box, 2)
         picker.addWidget(self.compare_button)
         picker.addWidget(self.swap_button)
+        picker.addWidget(self.close_button)
 
         self.message = _plain("Pick a run to compare with.")
         self.totals = QGridLayout()
@@ -113,6 +119,24 @@ class DiffWindow(QWidget):
         layout.addWidget(self.counts)
         layout.addWidget(splitter, 1)
 
+    key_help: tuple[tuple[str, str, str], ...] = (("Compare runs", "Esc", "Close the window"),)
+    """Keys this window handles itself (`keyPressEvent`), for the F1 sheet."""
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        """Esc closes the window, from any of its fields (they pass Esc on)."""
+        if event.key() == Qt.Key.Key_Escape:
+            self.close()
+            return
+        super().keyPressEvent(event)
+
+    def _first_size(self) -> QSize:
+        """1300 x 820 where the screen has room; else 90 % of it (a 1366 x 768 screen shows it whole)."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is None:
+            return QSize(1300, 820)
+        room = screen.availableGeometry().size()
+        return QSize(min(1300, int(room.width() * 0.9)), min(820, int(room.height() * 0.9)))
+
     # -- picking ------------------------------------------------------------------------------
     def start_from(self, run_a: str) -> None:
         """Show run A and offer its agent's other runs as B."""
@@ -137,7 +161,7 @@ class DiffWindow(QWidget):
         for run in runs:
             when = shown_time(run.started_at, "%Y-%m-%d %H:%M", local=False)
             self.run_b_box.addItem(f"{shown_line(run.title, 60)} · {when} · {run.status}", run.id)
-        self.message.setText(f"{len(runs)} other runs of this agent; or type any run id." if runs else
+        self.message.setText(f"{plural(len(runs), 'other run')} of this agent; or type any run id." if runs else
                              "This agent has no other run: type any run id.")
 
     def _chosen_b(self) -> str:

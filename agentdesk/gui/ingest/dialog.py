@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from agentdesk.model.services import Services
+from agentdesk.model.text import plural
 from agentdesk.store.ingest.importer import ImportProgress, ImportResult, import_files
 from agentdesk.store.native import NativeSource
 
@@ -57,6 +58,8 @@ class ImportDialog(QDialog):
 
     finished_import = Signal(object)
     """The `ImportResult` (or the exception) once the import has ended."""
+    failed = Signal(str)
+    """The import stopped on an error: one sentence naming the files, for the window's message bar."""
 
     def __init__(self, services: Services, paths: list[Path], parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -114,8 +117,12 @@ class ImportDialog(QDialog):
         self.detail.setText(f"{p.spans_done:,} of {p.spans_total:,} spans · {p.traces_done:,} of "
                             f"{p.traces_total:,} traces · {rate:,.0f} spans/s{eta}")
 
+    def reject(self) -> None:
+        """Esc, the title bar's close: Cancel while the import runs (only whole traces are kept), Close after."""
+        self._cancel()
+
     def _cancel(self) -> None:
-        if self.outcome is not None:
+        if self.outcome is not None or self.buttons.standardButtons() & QDialogButtonBox.StandardButton.Close:
             self.accept()
             return
         self.cancel_event.set()
@@ -128,6 +135,7 @@ class ImportDialog(QDialog):
         r = result.report
         if result.error is not None:
             self.phase.setText(f"Stopped at a bad record: {result.error}.")
+            self.failed.emit(f"The import of {self._named()} stopped at a bad record: {result.error}.")
         elif result.cancelled:
             self.phase.setText("Cancelled. Only whole traces were kept.")
         else:
@@ -135,15 +143,23 @@ class ImportDialog(QDialog):
         self.bar.setValue(1000)
         cut = (f" · {result.strings_cut:,} string{'s' if result.strings_cut != 1 else ''} over "
                f"{result.limits.max_string_chars:,} characters kept cut" if result.strings_cut else "")
-        self.detail.setText(f"{r.spans_written:,} spans in {r.traces:,} traces written, {r.duplicates:,} already "
-                            f"there, {r.orphans_pending:,} waiting for a parent · {result.seconds:,.1f} s{cut}")
+        self.detail.setText(f"{plural(r.spans_written, 'span')} in {plural(r.traces, 'trace')} written, "
+                            f"{r.duplicates:,} already there, {r.orphans_pending:,} waiting for a parent · "
+                            f"{result.seconds:,.1f} s{cut}")
         self._closeable()
         self.finished_import.emit(result)
 
     def _failed(self, exc: BaseException) -> None:
         self.phase.setText(f"The import failed: {exc}")
+        self.failed.emit(f"The import of {self._named()} failed: {exc}")
         self._closeable()
         self.finished_import.emit(exc)
+
+    def _named(self) -> str:
+        names = [str(p) for p in self.paths]
+        if len(names) == 1:
+            return names[0]
+        return f"{len(names)} files ({', '.join(names[:3])}{', …' if len(names) > 3 else ''})"
 
     def _closeable(self) -> None:
         self.buttons.setStandardButtons(QDialogButtonBox.StandardButton.Close)

@@ -90,6 +90,7 @@ class RuleEditor(QWidget):
     def _layout(self) -> None:
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # narrow: labels above their fields
         form.addRow(self.heading)
         top = QHBoxLayout()
         top.addWidget(self.effect)

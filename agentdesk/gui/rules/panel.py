@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QHBoxLayout,
     QHeaderView,
     QLabel,
     QMessageBox,
@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from agentdesk.gui.rules.editor import RuleEditor
+from agentdesk.gui.shared.flow import flow_of
 from agentdesk.model.rules.draft import RuleForm, form_of
 from agentdesk.model.rules.dry_run import DryRunModel
 from agentdesk.model.rules.service import rules_store, why_no_rules
@@ -67,6 +68,10 @@ def summary_text(result: DryRun) -> str:
     return (f"Over {s['examined']:,} past approvals{more} this rule would have decided {s['matched']:,}: "
             f"{s['would_allow']:,} allowed, {s['would_deny']:,} denied, {s['would_ask']:,} asked — "
             f"{s['differs']:,} differ from what happened (highlighted).{settle}")
+
+
+NARROW_PX = 900
+"""Narrower than this, the rule editor sits under the rules list instead of beside it."""
 
 
 class RulesPanel(QWidget):
@@ -120,22 +125,16 @@ class RulesPanel(QWidget):
         box = QVBoxLayout(left)
         box.setContentsMargins(0, 0, 0, 0)
         box.addWidget(self.table, 1)
-        buttons = QHBoxLayout()
-        for button in (self.new_button, self.propose_button, self.toggle_button, self.remove_button):
-            buttons.addWidget(button)
-        buttons.addStretch(1)
-        box.addLayout(buttons)
+        # wrapped, not cut: in a narrow window "From selected approval" read "rom selected approva"
+        box.addLayout(flow_of(self.new_button, self.propose_button, self.toggle_button, self.remove_button))
         right = QWidget(self)
         form = QVBoxLayout(right)
         form.setContentsMargins(0, 0, 0, 0)
         form.addWidget(self.editor)
-        actions = QHBoxLayout()
-        actions.addWidget(self.dry_button)
-        actions.addWidget(self.save_button)
-        actions.addWidget(self.message, 1)
-        form.addLayout(actions)
+        form.addLayout(flow_of(self.dry_button, self.save_button))
+        form.addWidget(self.message)
         form.addStretch(1)
-        top = QSplitter(Qt.Orientation.Horizontal, self)
+        top = self.top = QSplitter(Qt.Orientation.Horizontal, self)
         top.addWidget(left)
         top.addWidget(right)
         top.setStretchFactor(0, 3)
@@ -155,6 +154,14 @@ class RulesPanel(QWidget):
         layout.addWidget(self.banner)
         layout.addWidget(split, 1)
         return layout
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """Narrow (a 1024 px screen with the docks open), the editor goes under the rules list: beside it,
+        its fields were a few letters wide."""
+        super().resizeEvent(event)
+        wanted = Qt.Orientation.Vertical if self.width() < NARROW_PX else Qt.Orientation.Horizontal
+        if self.top.orientation() != wanted:
+            self.top.setOrientation(wanted)
 
     def _connect(self) -> None:
         self.table.selectionModel().currentRowChanged.connect(self._on_current)

@@ -379,6 +379,19 @@ class LaneAxis(pg.AxisItem):
         self.setStyle(showValues=False)
         self.enableAutoSIPrefix(False)  # else every vertical pan sets the (empty) axis label's HTML again
 
+    def wanted_width(self, data: TimelineData, sample: int = 2_000) -> int:
+        """Pixels the labels of the first `sample` lanes need whole: indent, fold mark, kind box, status
+        mark and name (the panel clamps it; a longer name elides and shows whole on hover)."""
+        n = min(len(data), sample)
+        if n == 0:
+            return 0
+        metrics = QFontMetrics(self.font())
+        names = data.names[0:n]
+        depths = np.minimum(data.depth[:n], MAX_INDENT_LEVELS).tolist()
+        widest = max(d * INDENT_PX + metrics.horizontalAdvance("● " + one_line(name))
+                     for d, name in zip(depths, names, strict=True))
+        return int(4 + DISCLOSURE_PX + 10 + 4 + widest + 8)
+
     def paint(self, p: QPainter, *args: object) -> None:
         try:
             data, view = self._data(), self.linkedView()
@@ -559,11 +572,13 @@ class LaneAxis(pg.AxisItem):
         return self.mapRectFromParent(self.geometry()).left() + 4 + min(depth, MAX_INDENT_LEVELS) * INDENT_PX
 
     def mouseClickEvent(self, event: Any) -> None:
-        """A click on a disclosure mark (or anywhere on a foldable row's label) folds or unfolds it."""
+        """A click on a disclosure mark folds or unfolds its row; anywhere else on a label, the panel
+        selects the row's span (as a click on its bar does)."""
         rows = self._rows()
         row = self.row_at(event.pos().y())
+        on_mark = event.pos().x() < self.disclosure_x(row) + DISCLOSURE_PX + 4
         if event.button() == Qt.MouseButton.LeftButton and rows is not None and 0 <= row < len(rows) \
-                and rows.has_children[row]:
+                and rows.has_children[row] and on_mark:
             event.accept()
             self.toggled.emit(row)
             return

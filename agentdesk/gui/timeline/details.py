@@ -11,10 +11,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import (
-    QFormLayout,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -27,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from agentdesk.gui.shared.flow import FlowLayout, HeightForWidth
 from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.gui.shared.palette import ERROR_COLOUR, status_colour
 from agentdesk.gui.timeline.drawing import format_duration, one_line
@@ -169,6 +169,9 @@ class SentList(QWidget):
 class SpanDetails(QWidget):
     """The details pane; `show_span(id)` loads through the store runner, `set_view` shows a loaded span."""
 
+    filled = Signal(bool)
+    """Whether a span is shown (False: only the "click a span" line, the pane can fold to it)."""
+
     def __init__(self, services: Services | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.services = services
@@ -184,9 +187,22 @@ class SpanDetails(QWidget):
         self.error = _label()
         self.error.setStyleSheet(f"color: {ERROR_COLOUR}; font-weight: bold;")
         self.facts = {name: _label() for name in ("Duration", "Started", "Tokens", "Cost", "Decided", "Id")}
-        form = QFormLayout()
+        # The facts side by side, wrapping when narrow: as a form of five rows they took the height the
+        # output and the model's context need.
+        facts = QWidget()
+        flow = FlowLayout(facts, spacing=14)
         for name, label in self.facts.items():
-            form.addRow(name, label)
+            label.setWordWrap(False)
+            pair = QWidget(facts)
+            row = QHBoxLayout(pair)
+            row.setContentsMargins(0, 0, 0, 0)
+            row.setSpacing(6)
+            heading = QLabel(name, pair)
+            heading.setEnabled(False)  # the palette's muted text: the value reads first
+            row.addWidget(heading)
+            row.addWidget(label)
+            flow.addWidget(pair)
+        HeightForWidth(facts)
         self.output = TextBlock("No output.")
         self.input = TextBlock("No input.")
         self.error_text = TextBlock("No error.")
@@ -198,11 +214,14 @@ class SpanDetails(QWidget):
             (self.attributes, "Attributes"), (self.sent, "Model saw"))
         for page, name in pages:
             self.tabs.addTab(page, name)
+        # the texts get at least ten lines; the scroll area around the pane scrolls the rest into view
+        self.tabs.setMinimumHeight(self.fontMetrics().lineSpacing() * 10 + self.tabs.tabBar().sizeHint().height())
         layout = QVBoxLayout(self)
         for label in (self.title, self.subtitle, self.error):
             layout.addWidget(label)
-        layout.addLayout(form)
+        layout.addWidget(facts)
         layout.addWidget(self.tabs, 1)
+        self.facts_row = facts
 
     def clear(self, message: str = "Click a span to see its details.") -> None:
         self.span_id, self.view = None, None
@@ -215,6 +234,13 @@ class SpanDetails(QWidget):
         self.sent.set_items((), None)
         self.tabs.setTabEnabled(ERROR_TAB, False)
         self.tabs.setTabEnabled(SENT_TAB, False)
+        self._fill(False)
+
+    def _fill(self, shown: bool) -> None:
+        """Facts and texts only with a span: empty, the pane is one line and folds to it."""
+        self.facts_row.setVisible(shown)
+        self.tabs.setVisible(shown)
+        self.filled.emit(shown)
 
     def show_span(self, span_id: str | None) -> None:
         """Load and show a span (None clears); a newer request supersedes an older one."""
@@ -230,6 +256,7 @@ class SpanDetails(QWidget):
     def set_view(self, view: SpanView) -> None:
         span = view.span
         self.span_id, self.view = span.id, view
+        self._fill(True)
         self.title.setText(one_line(span.name, 300))
         self.subtitle.setText(shown_line(f"{span.kind} · {span.status}", 200))
         self.subtitle.setStyleSheet(f"color: {status_colour(span.status).name()};")

@@ -13,6 +13,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen, QStaticTe
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsTextItem, QGraphicsView, QHBoxLayout, QLabel, QWidget
 from shiboken6 import Shiboken
 
+from agentdesk.gui.shared.flow import FlowLayout, HeightForWidth
 from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND_COLOURS
 from agentdesk.model.plain import shown_line, shown_tooltip
 from agentdesk.store import readmodel as rm
@@ -263,18 +264,20 @@ def header_text(run: rm.Run, data: TimelineData, counts: tuple[int, int] | None 
 
 def legend() -> QWidget:
     """Kind colours, error and running marks, so the waterfall reads without a manual."""
-    box = QWidget()
-    row = QHBoxLayout(box)
-    row.setContentsMargins(0, 0, 0, 0)
-    row.setSpacing(3)  # swatch to its name; 10 px between entries: the key fits the 1366 px window
     entries = [(kind.replace("_", " "), colour) for kind, colour in SPAN_KIND_COLOURS.items()]
     entries += [("failed", ERROR_COLOUR), ("running", RUNNING_COLOUR)]
-    for n, (name, colour) in enumerate(entries):
-        if n:
-            row.addSpacing(7)
+    box = QWidget()
+    flow = FlowLayout(box, spacing=10)  # a narrow timeline wraps the key instead of cutting names off
+    for name, colour in entries:
+        entry = QWidget(box)
+        row = QHBoxLayout(entry)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(3)  # swatch to its name
         swatch = QLabel("■", textFormat=Qt.TextFormat.PlainText)
         swatch.setStyleSheet(f"color: {colour};")
         row.addWidget(swatch)
         row.addWidget(QLabel(name, textFormat=Qt.TextFormat.PlainText))
+        flow.addWidget(entry)
+    HeightForWidth(box)
     return box
 

@@ -92,6 +92,11 @@ class FindBar(QWidget):
         self.count.setText(text)
         self.count.setToolTip(text)
 
+    key_help: tuple[tuple[str, str, str], ...] = (
+        ("Timeline", "Esc (in the find bar)", "Close the find bar"),
+    )
+    """Keys the find bar handles itself (`eventFilter`), for the F1 sheet."""
+
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.edit and event.type() == QEvent.Type.KeyPress:
             assert isinstance(event, QKeyEvent)

@@ -14,7 +14,6 @@ from PySide6.QtCore import QEvent, QObject, QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QCursor, QKeyEvent, QPalette
 from PySide6.QtWidgets import (
     QFrame,
-    QHBoxLayout,
     QLabel,
     QScrollArea,
     QSplitter,
@@ -24,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from agentdesk.gui.shared.flow import HeightForWidth
 from agentdesk.gui.timeline.axes import MIN_LABEL_LANE_PX, LaneAxis, waterfall_plot
 from agentdesk.gui.timeline.details import SpanDetails
 from agentdesk.gui.timeline.drawing import colour_axes, header_text, legend, set_background, span_tooltip
@@ -41,11 +41,14 @@ from agentdesk.store.analysis.layout.data import TimelineData
 from agentdesk.store.analysis.layout.rows import Rows
 from agentdesk.store.analysis.layout.tools import Matches, PathLanes, find, path_of
 
-NARROW_PX = 1000
-"""Narrower than this (a 1366 px screen with the docks open), the details go under the plots."""
+NARROW_PX = 1300
+"""Narrower than this (up to a 1920 px screen with the docks open), the details go under the plots: beside
+them they were a column too narrow for their tabs and the output's lines."""
 COMPACT_PX = 1000
 """Narrower than this, the lane labels get a narrower column as well (names elide, indents show depth)."""
-LABELS_PX, COMPACT_LABELS_PX = 190, 130
+LABELS_PX, COMPACT_LABELS_PX, LABELS_MAX_PX = 190, 130, 360
+DETAILS_SHARE = {True: 0.45, False: 0.3}
+"""The span details' default share of the timeline: under the plots (True) and beside them (False)."""
 TICK_MS = 200
 FIT_LANE_PX = 24
 class TimelinePanel(QWidget):
@@ -66,6 +69,13 @@ class TimelinePanel(QWidget):
         self._path_latest = Latest(services.runner)
         self._find_latest = Latest(services.runner)
         self._follow = True
+        """Fitted: a live run's new spans and its growing end keep the whole run in view."""
+        self._pinned = False
+        """Pinned to now (End, or a zoom that kept the end in view): the time window keeps its width and
+        slides with the run's end; the lanes follow new spans when the last one was in view."""
+        self._pinned_rows = 0.0
+        self._wanted_labels: tuple[tuple[int, int], int] = ((0, 0), 0)
+        """(layout id, lanes measured) and the width the lane names want."""
         self._last_tip = -1
         self.counts = SpanCounts()
         self._build()
@@ -102,6 +112,7 @@ class TimelinePanel(QWidget):
     def _build(self) -> None:
         self.header = QLabel(textFormat=Qt.TextFormat.PlainText)
         self.header.setWordWrap(True)
+        HeightForWidth(self.header)
         self.lanes = LaneAxis(lambda: self.item.data, lambda: self.rows)
         self.lanes.toggled.connect(self.toggle_row)
         self.plot = waterfall_plot(self.lanes, RIGHT_AXIS_WIDTH)
@@ -159,15 +170,17 @@ class TimelinePanel(QWidget):
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([1000, 300])
+        self._split_shares: dict[str, float] = {}
+        """The details pane's share of the splitter, per orientation, as the operator last dragged it."""
+        self.splitter.splitterMoved.connect(self._remember_split)
+        self._details_filled = False
+        self.details.filled.connect(self._details_fill_changed)
         # Title and figures on one full-width line, the colour key under it: side by side, a long
         # run title was squeezed into a one-word-wide column.
         top = QVBoxLayout()
         top.setSpacing(2)
         top.addWidget(self.header)
-        key = QHBoxLayout()
-        key.addWidget(legend())
-        key.addStretch(1)
-        top.addLayout(key)
+        top.addWidget(legend())
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
@@ -186,7 +199,7 @@ class TimelinePanel(QWidget):
         self.item.set_matches(None)
         self.minimap.set_marks(np.zeros(0), np.zeros((0, 2)))
         self.path_panel.show_path(None)
-        self._follow = True
+        self._follow, self._pinned = True, False
         self._tick_timer.stop()
         self.item.set_data(None, 0.0)
         self.item.set_overview(None)
@@ -250,9 +263,54 @@ class TimelinePanel(QWidget):
         """Every sub-tree expanded (key *), or the default folding again (key /)."""
         self.feed.expand_all(expanded)
 
+    @property
+    def following(self) -> bool:
+        """Whether a live run's growth moves the view (fitted or pinned to now)."""
+        return self._follow or self._pinned
+
+    def follow_now(self) -> None:
+        """Key End: follow the run again. Zoomed in, the time window keeps its width and ends at now (and
+        the last lanes come into view); zoomed out, the whole run is fitted."""
+        if self.data is None or not len(self.data):
+            self.fit()
+            return
+        (left, right), _ = self.view.viewRange()
+        x0, x1 = self._run_span()
+        if right - left >= (x1 - x0) * 0.98:
+            self.fit()
+            return
+        self._follow, self._pinned = False, True
+        self._pin(tail=True)
+
+    def _run_span(self) -> tuple[float, float]:
+        """The run's time range in view terms: its first start to its last end, or now while it runs."""
+        assert self.data is not None
+        x0, x1 = self.data.extent(self.item.now)
+        if self.feed.live or not self.data.complete:
+            x1 = max(x1, self.feed.now())
+        return x0, x1
+
+    def _pin(self, *, tail: bool = False) -> None:
+        """Slide the time window so that it ends at the run's end (now); show the newest lanes when the
+        last lane was already in view (or `tail`)."""
+        if self.data is None or not len(self.data):
+            return
+        self._update_limits()
+        (left, right), (top, bottom) = self.view.viewRange()
+        _, x1 = self._run_span()
+        width = right - left
+        shown = self.item.data if self.item.data is not None else self.data
+        rows = float(len(shown))
+        lanes = bottom - top
+        at_bottom = tail or bottom >= self._pinned_rows - 0.5
+        self._pinned_rows = rows
+        if at_bottom and rows > bottom:
+            top, bottom = max(0.0, rows - lanes + 1), max(rows + 1, lanes)
+        self.view.setRange(xRange=(x1 - width * 0.98, x1 + width * 0.02), yRange=(top, bottom), padding=0)
+
     def fit(self) -> None:
         """Show the whole run: every lane, from its start to its end (or now)."""
-        self._follow = True
+        self._follow, self._pinned = True, False
         if self.data is None or not len(self.data):
             return
         self._update_limits()
@@ -266,12 +324,12 @@ class TimelinePanel(QWidget):
 
     def show_window(self, start_s: float, end_s: float, first_lane: float, last_lane: float) -> None:
         """Show a time window (seconds since run start) and a lane range; a live run stops being followed."""
-        self._follow = False
+        self._follow = self._pinned = False
         self.view.setRange(xRange=(start_s, end_s), yRange=(first_lane, last_lane), padding=0)
 
     def zoom(self, factor: float) -> None:
         """Zoom both axes around the view's centre (factor < 1 zooms in)."""
-        self._follow = False
+        self._follow = self._pinned = False
         self.view.scaleBy((factor, factor))
 
     def reveal(self, lane: int) -> None:
@@ -280,16 +338,17 @@ class TimelinePanel(QWidget):
         if data is None or row < 0:
             return
         rows_shown = len(self.item.data) if self.item.data is not None else len(data)
-        self._follow = False
         (left, right), (top, bottom) = self.view.viewRange()
         lane_px = self.view.height() / max(bottom - top, 1e-9)
         count = (bottom - top) if lane_px >= MIN_LABEL_LANE_PX else self.view.height() / 20
         if lane_px < MIN_LABEL_LANE_PX or not top <= row <= bottom - 1:
+            self._follow = self._pinned = False  # the view moves to the span: stop following the run
             top = min(max(0.0, row + 0.5 - count / 2), max(0.0, rows_shown - count))
             self.view.setYRange(top, top + count, padding=0)
         start, end = float(data.start[lane]), float(data.ends(self.item.now)[lane])
         px_per_s = self.view.width() / max(right - left, 1e-12)
         if start < left or end > right or (end - start) * px_per_s < 8:
+            self._follow = self._pinned = False
             pad = max((end - start) * 0.5, 1e-3)
             self.view.setXRange(start - pad, end + pad, padding=0)
 
@@ -310,9 +369,9 @@ class TimelinePanel(QWidget):
         self._show_header()
 
     def _compute_path(self) -> None:
-        if self.data is None:
+        if self.data is None or self.run_id is None:
             return
-        self._path_latest.submit(path_of, self.data, on_done=self._path_ready,
+        self._path_latest.submit(path_of, self.services.source, self.run_id, self.data, on_done=self._path_ready,
                                  on_error=lambda exc: self._show_header(f"Could not find the critical path: {exc}"))
 
     def _path_ready(self, path: PathLanes) -> None:
@@ -403,7 +462,7 @@ class TimelinePanel(QWidget):
         self.minimap.set_window(*self.view.viewRange()[0])
 
     def _minimap_moved(self, start: float, end: float) -> None:
-        self._follow = False
+        self._follow = self._pinned = False
         self.view.setXRange(start, end, padding=0)
 
     # -- following the feed -----------------------------------------------------------------
@@ -425,17 +484,20 @@ class TimelinePanel(QWidget):
         self.tokens.set_series(self.feed.tokens, until=now, redraw=False)  # drawn once, after the fit
         self.item.select(self._row(data.lane_of.get(self.selected_id, -1)) if self.selected_id else -1)
         following = first or self._follow
-        if not following:  # `fit` sets them first thing
+        if not following and not self._pinned:  # `fit` and `_pin` set them first thing
             self._update_limits()
         self.lanes.update()
         if self.path_on and (self.path is None or self.path.data is not data or changed_ids is None or changed_ids):
             self._compute_path()
         if self.matches is not None and self.matches.data is not data:
             self.find_spans(self.matches.query, keep_place=True)
+        self._fit_layout(self.width())  # lane names sized to this run's
         self.counts.changed(data, None if first else changed_ids)  # a layout changed in place is the same object
         self._show_header()
         if following:
             self.fit()
+        elif self._pinned:
+            self._pin()
         self.tokens.refresh()
         if self.item.live:
             self._tick_timer.start()
@@ -462,6 +524,8 @@ class TimelinePanel(QWidget):
         self._update_limits()
         if self._follow:
             self.fit()
+        elif self._pinned:
+            self._pin()
 
     def _keep_lane_height(self, *args: object) -> None:
         """A resized waterfall keeps its rows as tall as they were and shows more or fewer of them.
@@ -492,12 +556,38 @@ class TimelinePanel(QWidget):
         self.view.setLimits(xMin=x0 - pad, xMax=x1 + pad, yMin=-1, yMax=lanes, minXRange=1e-6, minYRange=2)
 
     def _stop_following(self, *args: object) -> None:
-        self._follow = False
+        """The operator moved the view (drag, wheel): following stops, unless the view still ends at the
+        run's end, where it stays pinned to now (a zoom into the last seconds keeps scrolling)."""
+        self._follow = self._pinned = False
+        if self.data is None or not len(self.data) or not (self.feed.live or not self.data.complete):
+            return
+        (left, right), (_, bottom) = self.view.viewRange()
+        if right >= self._run_span()[1] - (right - left) * 0.01:
+            self._pinned = True
+            self._pinned_rows = float(bottom)
 
     # -- mouse and keys ---------------------------------------------------------------------
+    key_help: tuple[tuple[str, str, str], ...] = (
+        ("Timeline", "F", "Fit the whole run (and follow it while it grows)"),
+        ("Timeline", "End", "Follow the run's end (now), keeping the zoom; panning stops following"),
+        ("Timeline", "+ or = / -", "Zoom in / out (the wheel zooms, a drag pans)"),
+        ("Timeline", "P", "Critical path: highlight and list the spans that set the run's end (again: hide)"),
+        ("Timeline", "Ctrl+F", "Find spans (words, kind:, status:, dur>2s, key:value)"),
+        ("Timeline", "F3 / Shift+F3", "Next / previous match"),
+        ("Timeline", "Left / Right", "Collapse / expand the selected span's sub-tree"),
+        ("Timeline", "* / /", "Expand every sub-tree / back to the default folding"),
+    )
+    """The keys the waterfall handles itself (`eventFilter`), for the F1 sheet; a test presses each one."""
+
     def _lane_at(self, scene_pos: QPointF) -> int:
+        """The lane under a point of the waterfall, or of its label (the label's whole row counts)."""
         shown = self.item.data
-        if self.data is None or shown is None or not self.view.sceneBoundingRect().contains(scene_pos):
+        if self.data is None or shown is None:
+            return -1
+        if self.lanes.sceneBoundingRect().contains(scene_pos):
+            row = self.lanes.row_at(self.lanes.mapFromScene(scene_pos).y())
+            return self._lane(row) if row >= 0 else -1
+        if not self.view.sceneBoundingRect().contains(scene_pos):
             return -1
         point = self.view.mapSceneToView(scene_pos)
         px_w, px_h = self.view.viewPixelSize()
@@ -558,7 +648,7 @@ class TimelinePanel(QWidget):
             if key in (Qt.Key.Key_Asterisk, Qt.Key.Key_Slash):
                 self.expand_all(key == Qt.Key.Key_Asterisk)
                 return True
-            action = {Qt.Key.Key_F: self.fit, Qt.Key.Key_Plus: lambda: self.zoom(0.5),
+            action = {Qt.Key.Key_F: self.fit, Qt.Key.Key_End: self.follow_now, Qt.Key.Key_Plus: lambda: self.zoom(0.5),
                       Qt.Key.Key_Equal: lambda: self.zoom(0.5), Qt.Key.Key_Minus: lambda: self.zoom(2.0)
                       }.get(Qt.Key(event.key()))
             if action is not None and not event.modifiers() & Qt.KeyboardModifier.ControlModifier:
@@ -577,16 +667,65 @@ class TimelinePanel(QWidget):
 
     def _fit_layout(self, width: int) -> None:
         """Keep the waterfall wide enough to read: narrower labels, then the details under the plots."""
-        labels = COMPACT_LABELS_PX if width < COMPACT_PX else LABELS_PX
+        labels = self._label_width(width)
         if int(self.lanes.width()) != labels:
             self.lanes.setWidth(labels)
             self.tokens.getPlotItem().getAxis("left").setWidth(labels)  # both plot areas start at one x
         orientation = Qt.Orientation.Vertical if width < NARROW_PX else Qt.Orientation.Horizontal
         if self.splitter.orientation() != orientation:
             self.splitter.setOrientation(orientation)
-            vertical = orientation == Qt.Orientation.Vertical
-            total = max(self.height() - 90, 200) if vertical else width
-            self.splitter.setSizes([int(total * (0.7 if vertical else 0.77)), int(total * (0.3 if vertical else 0.23))])
+            self._apply_split()
+
+    def _label_width(self, width: int) -> int:
+        """As wide as the names shown need, between the compact width and a quarter of the panel (at most
+        LABELS_MAX_PX): short names leave the bars the room, long agent names are read whole."""
+        floor = COMPACT_LABELS_PX if width < COMPACT_PX else LABELS_PX
+        data = self.data
+        if data is None or not len(data):
+            return floor
+        key = (id(data), min(len(data), 2_000))
+        if self._wanted_labels[0] != key:
+            self._wanted_labels = (key, self.lanes.wanted_width(data))
+        ceiling = max(floor, min(LABELS_MAX_PX, width // 4))
+        return max(COMPACT_LABELS_PX, min(ceiling, self._wanted_labels[1]))
+
+    def _orientation_key(self) -> str:
+        return "vertical" if self.splitter.orientation() == Qt.Orientation.Vertical else "horizontal"
+
+    def _details_fill_changed(self, filled: bool) -> None:
+        if filled != self._details_filled:
+            self._details_filled = filled
+            self._apply_split()
+
+    def _apply_split(self) -> None:
+        """The details' share as last dragged in this orientation, else the default: under the plots, close
+        to half the height (the output and what a model saw need lines); beside them, a quarter. With no
+        span selected, under the plots, the details fold to their one line and the waterfall gets the room."""
+        vertical = self.splitter.orientation() == Qt.Orientation.Vertical
+        total = max(self.height() - 90, 200) if vertical else max(self.width(), 200)
+        if vertical and not self._details_filled:
+            folded = self.details.title.sizeHint().height() + self.side.tabBar().sizeHint().height() + 24
+            self.splitter.setSizes([max(total - folded, 1), folded])
+            return
+        share = self._split_shares.get(self._orientation_key(), DETAILS_SHARE[vertical])
+        self.splitter.setSizes([int(total * (1 - share)), int(total * share)])
+
+    def _remember_split(self, *_args: object) -> None:
+        if not self._details_filled and self.splitter.orientation() == Qt.Orientation.Vertical:
+            return  # a drag of the folded pane says nothing about the room a span's details want
+        sizes = self.splitter.sizes()
+        if sum(sizes) > 0:
+            self._split_shares[self._orientation_key()] = round(sizes[1] / sum(sizes), 3)
+
+    def split_shares(self) -> dict[str, float]:
+        """The details pane's size as dragged, per orientation (what the window keeps in its settings)."""
+        return dict(self._split_shares)
+
+    def restore_split_shares(self, shares: dict[str, float]) -> None:
+        self._split_shares = {k: min(0.9, max(0.1, float(v))) for k, v in shares.items()
+                              if k in ("vertical", "horizontal") and isinstance(v, (int, float))}
+        if self._orientation_key() in self._split_shares:
+            self._apply_split()
 
     # -- looks ------------------------------------------------------------------------------
     def changeEvent(self, event: QEvent) -> None:

@@ -64,9 +64,9 @@ class PathPanel(QWidget):
             item.setTextAlignment(3, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             items.append(item)
         self.table.addTopLevelItems(items)
-        shown = "" if len(items) == len(path) else f" (the {len(items):,} biggest listed)"
-        self.title.setText(f"Critical path: {len(path):,} spans{shown}, {format_duration(path.total)} of the "
-                           f"run's time; {path.model_share * 100:.0f} % in model calls. P hides it.")
+        shown = "" if len(items) == path.described.spans else f" (the {len(items):,} listed)"
+        self.title.setText(f"{path.summary().capitalize()}{shown}; {format_duration(path.total)} of the run's time. "
+                           "P hides it.")
 
     def _clicked(self, item: QTreeWidgetItem, _column: int = 0) -> None:
         lane = item.data(0, LANE_ROLE)

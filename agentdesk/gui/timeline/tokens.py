@@ -147,6 +147,10 @@ class StepCurve(pg.GraphicsObject):
             p.restore()
 
 
+EMPTY_RANGES = ((0.0, 1.0), (0.0, 1e-4))
+"""The y ranges (tokens, cost) while nothing has been used."""
+
+
 class TokensPlot(pg.PlotWidget):
     def __init__(self, left_axis_width: int, parent: QWidget | None = None) -> None:
         super().__init__(parent, axisItems={"left": CompactAxis("left"), "right": CompactAxis("right")})
@@ -270,6 +274,7 @@ class TokensPlot(pg.PlotWidget):
         if series is None or self._length() < 2:
             for curve in curves:
                 curve.setData(np.zeros(0), np.zeros(0))
+            self._fit_y()
             return
         vb = self.getPlotItem().vb
         x0, x1 = vb.viewRange()[0]
@@ -292,6 +297,10 @@ class TokensPlot(pg.PlotWidget):
         """
         series = self.series
         if series is None or self._length() < 2:
+            if self._y_ranges != EMPTY_RANGES:  # nothing used yet: zero at the bottom, never negative tokens
+                self.getPlotItem().vb.setYRange(*EMPTY_RANGES[0], padding=0)
+                self.cost_view.setYRange(*EMPTY_RANGES[1], padding=0)
+                self._y_ranges = EMPTY_RANGES
             return
         x0, x1 = self.getPlotItem().vb.viewRange()[0]
         last, self._last_x = self._last_x, (x0, x1)

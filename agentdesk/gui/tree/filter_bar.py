@@ -48,6 +48,7 @@ class TreeFilterBar(QWidget):
         self.filter_edit.returnPressed.connect(self.left)
         clear = QShortcut(QKeySequence(Qt.Key.Key_Escape), self.filter_edit,
                           context=Qt.ShortcutContext.WidgetShortcut)
+        clear.setWhatsThis("Tree: In the filter box, clear the filter (again: back to the tree)")
         clear.activated.connect(self._escape)
 
     def focus(self) -> None:

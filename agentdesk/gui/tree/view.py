@@ -18,15 +18,17 @@ from typing import cast
 
 from PySide6.QtCore import (
     QAbstractProxyModel,
+    QEvent,
     QIdentityProxyModel,
     QItemSelectionModel,
     QModelIndex,
+    QObject,
     QPersistentModelIndex,
     QPoint,
     Qt,
     Signal,
 )
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtGui import QKeyEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QMenu, QTreeView, QVBoxLayout, QWidget
 
 from agentdesk.gui.tree.compare_menu import run_menu
@@ -39,6 +41,11 @@ from agentdesk.model.tree.filter import TreeFilterProxy
 from agentdesk.model.tree.model import INFO, NAME, PENDING, STATUS, EntityRole, ProjectTreeModel
 
 Index = QModelIndex | QPersistentModelIndex
+COLUMN_PX = {STATUS: 96, PENDING: 64, INFO: 190}
+NAME_ROOM_PX = 170
+"""Names keep at least this much: the Status and Info columns give way before they do."""
+EXPAND_BELOW_MAX = 500
+"""Rows key * opens at most."""
 REVEAL_PAGE = 2_000
 REVEAL_MAX_RUNS = 20_000
 """Revealing a run pages through its agent's runs newest first; older runs than this are not searched."""
@@ -65,6 +72,9 @@ class ProjectTree(QWidget):
         self._revealer = Revealer(services, self.model, expand=self._expand, select=self._select,
                                   message=self.show_message)
         self._to_expand: set[tuple[str, str]] = set()
+        self._expanding_below: set[tuple[str, str]] = set()
+        """Rows key * opened: their children open as they load."""
+        self._expand_below_budget = 0
         self._unfiltered_expansion: list[str] = []
         self._quiet = False
         self._last_key: tuple[str, str] | None = None
@@ -93,11 +103,18 @@ class ProjectTree(QWidget):
         self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         header = self.view.header()
-        # Names matter most: they get a fixed generous width; Info takes what is left (and scrolls).
-        header.setStretchLastSection(True)
-        for column, width in ((NAME, 230), (STATUS, 88), (PENDING, 58), (INFO, 160)):
+        # Names matter most: they take what the status, pending and info columns (each as wide as its
+        # contents) leave; in a narrow dock Info gives way (its facts are in every row's tooltip), so no
+        # column hides past the edge behind a scroll bar (`_fit_columns`).
+        header.setStretchLastSection(False)
+        header.setMinimumSectionSize(24)
+        header.setSectionResizeMode(NAME, QHeaderView.ResizeMode.Stretch)
+        for column, width in COLUMN_PX.items():  # fixed: rows loading later never squeeze the names
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
             header.resizeSection(column, width)
+        self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.view.viewport().installEventFilter(self)
+        self.view.installEventFilter(self)
         self.message = QLabel(self)
         self.message.setTextFormat(Qt.TextFormat.PlainText)
         self.message.setWordWrap(True)
@@ -114,6 +131,7 @@ class ProjectTree(QWidget):
         self.filter_bar.left.connect(self.view.setFocus)
         find = QShortcut(QKeySequence.StandardKey.Find, self,
                          context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        find.setWhatsThis("Tree: Filter the tree by name")
         find.activated.connect(self.filter_bar.focus)
         self.view.selectionModel().currentChanged.connect(self._on_current)
         self.view.verticalScrollBar().valueChanged.connect(self._fetch_visible_tail)
@@ -224,6 +242,46 @@ class ProjectTree(QWidget):
             self._show(self.plain_proxy)
             self.filter_proxy.setSourceModel(None)  # type: ignore[arg-type]  # nullptr: detached
 
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.view.viewport() and event.type() == QEvent.Type.Resize:
+            self._fit_columns()
+        if watched is self.view and event.type() == QEvent.Type.KeyPress \
+                and isinstance(event, QKeyEvent) and event.key() == Qt.Key.Key_Asterisk:
+            self.expand_below(self.proxy.mapToSource(self.view.currentIndex()))
+            return True
+        return super().eventFilter(watched, event)
+
+    def expand_below(self, source_index: QModelIndex) -> None:
+        """Key *: everything under a row, however deep, as its levels load (Qt's own * opens only what is
+        loaded already: one level a press here). At most EXPAND_BELOW_MAX rows, so a big project stays
+        usable."""
+        if not source_index.isValid():
+            return
+        self._expand_below_budget = EXPAND_BELOW_MAX
+        self._expanding_below.clear()
+        self._expand_subtree(source_index)
+
+    def _expand_subtree(self, source_index: QModelIndex) -> None:
+        key = source_index.data(EntityRole)
+        if not isinstance(key, tuple) or self._expand_below_budget <= 0 or not self.model.hasChildren(source_index):
+            return
+        self._expand_below_budget -= 1
+        self._expanding_below.add(key)
+        self._expand(source_index)
+        for row in range(self.model.rowCount(source_index)):
+            self._expand_subtree(self.model.index(row, 0, source_index))
+
+    def _fit_columns(self) -> None:
+        """Names keep at least NAME_ROOM_PX: in a narrow dock Info gives way first, then Status (the
+        name's icon shows the status too); both are in every row's tooltip."""
+        header = self.view.header()
+        room = self.view.viewport().width() - header.sectionSize(PENDING)
+        for column in (STATUS, INFO):
+            wanted = COLUMN_PX[column]  # not sectionSize: a hidden section measures 0
+            fits = room - wanted >= NAME_ROOM_PX
+            header.setSectionHidden(column, not fits)
+            room -= wanted if fits else 0
+
     def _show(self, proxy: QAbstractProxyModel) -> None:
         """Point the view at another proxy. `setModel` resets the header and makes a new selection
         model: keep the column widths, and listen to the new selection model only."""
@@ -257,9 +315,13 @@ class ProjectTree(QWidget):
         if index.isValid():
             self.view.expand(index)
 
-    def _on_children_loaded(self, _entity: str, _entity_id: str) -> None:
+    def _on_children_loaded(self, entity: str, entity_id: str) -> None:
         self._revealer.step()
         self._expand_pending()
+        if (entity, entity_id) in self._expanding_below:  # key *: the level that just loaded opens too
+            parent = self.model.find(entity, entity_id)
+            for row in range(self.model.rowCount(parent)):
+                self._expand_subtree(self.model.index(row, 0, parent))
 
     def _before_reset(self) -> None:
         """A reset (feed gap) reloads everything: keep what the operator had open and selected."""

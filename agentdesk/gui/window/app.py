@@ -55,7 +55,8 @@ def resolve_entity(source: Source, entity_id: str) -> str:
 
 
 def run_gui(location: str, *, screenshot: str | None = None, view: str = "window", select: str | None = None,
-            simulator: Stoppable | None = None, allow_writes: bool = False, theme: str = "system") -> int:
+            simulator: Stoppable | None = None, allow_writes: bool = False, theme: str = "system",
+            size: tuple[int, int] = (1920, 1080)) -> int:
     if screenshot and not os.environ.get("QT_QPA_PLATFORM") and not os.environ.get("DISPLAY"):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     from PySide6.QtWidgets import QApplication
@@ -70,7 +71,7 @@ def run_gui(location: str, *, screenshot: str | None = None, view: str = "window
         print(f"agentdesk: {exc}", file=sys.stderr)
         return exc.exit_code
     try:
-        return _run(app, source, screenshot, view, select, theme, follow=simulator is not None)
+        return _run(app, source, screenshot, view, select, theme, follow=simulator is not None, size=size)
     finally:
         if simulator is not None:
             simulator.stop()
@@ -132,12 +133,12 @@ def _quit_after_first_paint(app: QApplication, window: QWidget) -> None:
 
 
 def _run(app: QApplication, source: Source, screenshot: str | None, view: str, select: str | None,
-         theme: str, *, follow: bool = False) -> int:
+         theme: str, *, follow: bool = False, size: tuple[int, int] = (1920, 1080)) -> int:
     import qasync
 
     from agentdesk.gui.shared.theme import apply_theme
     from agentdesk.gui.window.main_window import MainWindow
-    from agentdesk.gui.window.screenshot import capture, settle
+    from agentdesk.gui.window.screenshot import ScreenshotError, capture, settle
     from agentdesk.model.services import Services
 
     apply_theme(app, theme if screenshot or theme != "system" else "system")
@@ -150,14 +151,18 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
     gc.freeze()
     try:
         if screenshot:
-            window.resize(1920, 1080)
+            window.resize(*size)
             window.show()
             if select:
                 window.select(resolve_entity(source, select), select)
             elif showcase := source.showcase_run():
                 window.select("run", showcase)
             settle(window)
-            capture(window, view, screenshot)
+            try:
+                capture(window, view, screenshot)
+            except ScreenshotError as exc:
+                print(f"agentdesk: {exc}", file=sys.stderr)
+                return 2
             print(screenshot)
             return 0
         if os.environ.get("AGENTDESK_QUIT_AFTER_FIRST_PAINT"):

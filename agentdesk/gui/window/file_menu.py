@@ -2,13 +2,17 @@
 
 Everything in a window (views, models, the watcher, the receiver) is bound to one
 source, so another store gets its own process, started the way this one was (the
-bundle's executable, or this Python with `-m agentdesk.cli`). The stores opened
-last are remembered in the settings file, newest first.
+bundle's executable, or this Python with `-m agentdesk.cli`). The store is
+opened once on the runner first: a file that is no store fails here, in this
+window's message bar, instead of in a process that only a terminal would hear, and
+it is not remembered. The stores opened last are remembered in the settings
+file, newest first.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QProcess, QSettings
@@ -16,6 +20,8 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 
 from agentdesk.model.plain import shown_line
+from agentdesk.model.runner import StoreRunner
+from agentdesk.store.sources import open_source
 
 RECENT_KEY = "recent/stores"
 MAX_RECENT = 8
@@ -32,6 +38,11 @@ def remember(settings: QSettings, location: str) -> list[str]:
     return recent
 
 
+def can_open(location: str) -> None:
+    """Open and close the store (raises `StoreError` saying why it cannot be used)."""
+    open_source(location).close()
+
+
 def window_command(location: str) -> tuple[str, list[str]]:
     """How to start `agentdesk gui --store LOCATION` from inside this process, bundled or not."""
     if getattr(sys, "frozen", False):
@@ -42,8 +53,11 @@ def window_command(location: str) -> tuple[str, list[str]]:
 class StoreMenu:
     """The store entries at the top of the File menu."""
 
-    def __init__(self, parent: QWidget, menu: QMenu, settings: QSettings, current: str) -> None:
+    def __init__(self, parent: QWidget, menu: QMenu, settings: QSettings, current: str, runner: StoreRunner,
+                 report: Callable[[str], None]) -> None:
         self._parent = parent
+        self._runner = runner
+        self._report = report
         self._settings = settings
         self._current = current
         self.recent = remember(settings, current)
@@ -75,6 +89,11 @@ class StoreMenu:
         dialog.open()
 
     def open(self, location: str) -> None:
+        """Check the store on the runner, then open it in a new window (or say why not, here)."""
+        self._runner.submit(can_open, location, on_done=lambda _none: self._start(location),
+                            on_error=lambda exc: self._report(f"Could not open the store {location}: {exc}"))
+
+    def _start(self, location: str) -> None:
         program, arguments = window_command(location)
         self.recent = remember(self._settings, location)
         self._fill_recent()

@@ -9,10 +9,20 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import json
 
 from PySide6.QtCore import QByteArray, QSize, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QIcon, QKeySequence, QShowEvent
-from PySide6.QtWidgets import QDockWidget, QFrame, QInputDialog, QMainWindow, QScrollArea, QTabWidget, QWidget
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFrame,
+    QInputDialog,
+    QMainWindow,
+    QScrollArea,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.context.editor import ContextEditor
@@ -22,7 +32,9 @@ from agentdesk.gui.rules.panel import RulesPanel
 from agentdesk.gui.search.dialog import SearchDialog
 from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.tree.view import ProjectTree
+from agentdesk.gui.window.dock_strip import FoldingDock
 from agentdesk.gui.window.file_menu import StoreMenu
+from agentdesk.gui.window.message_bar import MessageBar
 from agentdesk.gui.window.notify import TrayNotifier
 from agentdesk.gui.window.receiver_toggle import ReceiverToggle
 from agentdesk.gui.window.settings import open_settings, read_str
@@ -34,8 +46,9 @@ from agentdesk.resources import ICON, resource_path
 from agentdesk.store import readmodel as rm
 
 TIMELINE_TAB, CONTEXT_TAB, RULES_TAB = 0, 1, 2
-TREE_MIN_WIDTH, QUEUE_MIN_WIDTH, CENTRE_MIN_WIDTH = 240, 300, 640
-"""The docks give way before the timeline does: below 640 px its axis labels, legend and detail tabs clip."""
+TREE_MIN_WIDTH, QUEUE_MIN_WIDTH, CENTRE_MIN_WIDTH = 200, 280, 460
+"""Together (with the dock separators) under 1024 px, so the window fits a 1024 px screen; the centre
+keeps room for the timeline's axis labels, legend and detail tabs."""
 CENTRE_PREFERRED_WIDTH = 800
 """What the docks leave the centre at the first show when the screen allows (1366 px: tree 254, queue 312)."""
 
@@ -47,9 +60,12 @@ def fitting_size(wanted: QSize, available: QSize) -> QSize:
 
 
 def scrolling(widget: QWidget) -> QScrollArea:
+    """Scrolls up and down only: sideways, the content follows the dock's width (its text and buttons
+    wrap), so nothing sits hidden past the right edge behind a scroll bar nobody looks at."""
     area = QScrollArea()
     area.setWidget(widget)
     area.setWidgetResizable(True)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
     area.setFrameShape(QFrame.Shape.NoFrame)
     return area
 
@@ -82,11 +98,22 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.timeline, "Timeline")
         self.tabs.addTab(self.context_editor, "Context")
         self.tabs.addTab(self.rules, "Rules")
-        self.setCentralWidget(self.tabs)
+        self.message_bar = MessageBar(self)
+        centre = QWidget(self)
+        column = QVBoxLayout(centre)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(2)
+        column.addWidget(self.message_bar)
+        column.addWidget(self.tabs, 1)
+        self.setCentralWidget(centre)
         self.tree_dock = self._dock("Projects", "tree_dock", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
-        # The queue's button rows want ~450 px; in a scroll area the dock can give way on a 1366 px screen.
-        self.queue_dock = self._dock("Approvals", "queue_dock", scrolling(self.queue),
+        # In a (vertical) scroll area the dock can give way on a 768 px high screen.
+        self.queue.setMinimumWidth(QUEUE_MIN_WIDTH // 2)  # explicit: no content can make it wider than the dock
+        self.queue_scroll = scrolling(self.queue)
+        self.queue_dock = self._dock("Approvals", "queue_dock", self.queue_scroll,
                                      Qt.DockWidgetArea.RightDockWidgetArea)
+        self.queue_fold = FoldingDock(self, self.queue_dock, self.queue_scroll, QUEUE_MIN_WIDTH)
+        self.queue_fold.strip.clicked.connect(lambda: self._focus(self.queue_dock, self.queue))
         self.tree_dock.setMinimumWidth(TREE_MIN_WIDTH)
         self.queue_dock.setMinimumWidth(QUEUE_MIN_WIDTH)
         self._docks_sized = False
@@ -133,16 +160,20 @@ class MainWindow(QMainWindow):
         self.tree.agent_selected.connect(self.context_editor.show_agent)
         self.tree.selection_changed.connect(self._remember_selection)
         self.queue.pending_count_changed.connect(self._on_pending)
+        self.queue.pending_model.loaded.connect(lambda: self._fold_queue(self.queue.pending_model.rowCount()))
         self.queue.pending_count_changed.connect(self.notifier.pending_changed)
         self.rules.draft_settles.connect(self.queue.pending_model.set_settles)
         self.tabs.currentChanged.connect(self._on_tab)
         self.queue.show_in_timeline.connect(self.show_in_timeline)
         self.queue.show_context.connect(self.show_context)
         self.context_editor.conflict.connect(lambda text: self.status.showMessage(shown_line(text, 600), 10_000))
+        # a store call that failed with nobody to answer it: kept in the message bar, not 8 s in the status bar
+        self.services.runner.error.connect(lambda text: self.message_bar.show_error(f"A store call failed: {text}"))
 
     def _actions(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
-        self.store_menu = StoreMenu(self, file_menu, self.settings, self.services.source.descriptor.location)
+        self.store_menu = StoreMenu(self, file_menu, self.settings, self.services.source.descriptor.location,
+                                    self.services.runner, self.report_error)
         importing = QAction("Import OpenTelemetry traces…", self)
         importing.setShortcut(QKeySequence("Ctrl+I"))
         refusal = why_not_import(self.services)
@@ -183,6 +214,11 @@ class MainWindow(QMainWindow):
         view.addAction(self.receiver.action)
         view.addAction(self.receiver.port_action)
 
+    def report_error(self, text: str) -> None:
+        """A failure the operator must see: in the message bar until dismissed, and in the status bar."""
+        self.message_bar.show_error(text)
+        self.status.showMessage(shown_line(text, 300), 15_000)
+
     def quit(self) -> None:
         """File → Quit (Ctrl+Q): close the window (which saves the layout), then end the event loop."""
         if self.close():
@@ -217,9 +253,13 @@ class MainWindow(QMainWindow):
     def import_traces(self) -> None:
         """File → Import…; the dialog is kept until the next import so its job can report back."""
         self._import_dialog = import_into_window(self.services, self)
+        if self._import_dialog is not None:
+            self._import_dialog.failed.connect(self.report_error)
 
     # -- navigation -----------------------------------------------------------------------
     def _focus(self, dock: QDockWidget, widget: QWidget) -> None:
+        if dock is self.queue_dock:
+            self.queue_fold.unfold()  # asked for by hand: it stays open while nothing is pending
         dock.show()
         dock.raise_()
         widget.setFocus()
@@ -262,6 +302,7 @@ class MainWindow(QMainWindow):
 
     def _on_pending(self, count: int) -> None:
         self.queue_dock.setWindowTitle(f"Approvals ({count} pending)")
+        self._fold_queue(count)
         model = self.queue.pending_model
         waiting = {a.agent_id for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
                    and not model.is_expired(a)}
@@ -269,6 +310,18 @@ class MainWindow(QMainWindow):
         if self.follow_first_approval and waiting:
             self.follow_first_approval = False
             self._show_first_approval()
+
+    def _fold_queue(self, count: int) -> None:
+        """Nothing pending: the queue folds to a strip and the timeline gets its width (unless it is
+        docked at the top or bottom, floating, or showing a decided approval); anything pending opens it."""
+        if count:
+            self.queue_fold.unfold()
+            return
+        area = self.dockWidgetArea(self.queue_dock)
+        side = area in (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea)
+        if side and not self.queue_dock.isFloating() and self.queue.current_approval() is None \
+                and self.queue.pending_model.is_loaded:
+            self.queue_fold.fold("Approvals · none pending")
 
     def _show_first_approval(self) -> None:
         """The demo's first approval: its run in the timeline and the approval selected in the queue, so the
@@ -285,7 +338,8 @@ class MainWindow(QMainWindow):
         self.settings.setValue(self._selection_key("id"), entity_id)
 
     def show_shortcuts(self) -> None:
-        ShortcutsDialog(self).open()
+        self._shortcuts_dialog = ShortcutsDialog(self)
+        self._shortcuts_dialog.open()
 
     # -- operator name and layout ---------------------------------------------------------
     def ask_operator_name(self) -> None:
@@ -294,7 +348,9 @@ class MainWindow(QMainWindow):
         dialog.setLabelText("Your name is recorded with every approval, denial and edit:")
         dialog.setTextValue(self.services.actor if self.services.actor != "operator" else getpass.getuser())
         dialog.textValueSelected.connect(self._set_operator_name)
-        dialog.open()
+        dialog.setWindowModality(Qt.WindowModality.NonModal)  # the window stays usable while it is asked
+        dialog.show()
+        self._name_dialog = dialog
 
     def _set_operator_name(self, name: str) -> None:
         name = name.strip()
@@ -315,6 +371,12 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)
         if isinstance(state, QByteArray):
             self.restoreState(state)
+        try:
+            shares = json.loads(read_str(self.settings, "timeline/details_share", "{}"))
+        except ValueError:
+            shares = {}
+        if isinstance(shares, dict):
+            self.timeline.restore_split_shares(shares)
         if not restore_selection:
             return
         entity = read_str(self.settings, self._selection_key("entity"))
@@ -334,9 +396,12 @@ class MainWindow(QMainWindow):
         return f"selection/{store}/{field}"
 
     def select(self, entity: str, entity_id: str) -> None:
-        """Select anything by id: tree rows, a span (its run, then the span) or an approval."""
+        """Select anything by id: tree rows, a span (its run, then the span) or an approval (in the queue,
+        with its run and span in the timeline)."""
         if entity == "approval":
             self.queue.select_approval(entity_id)
+            self.services.runner.submit(self.services.source.approval, entity_id,
+                                        on_done=lambda a: self.show_in_timeline(a.run_id, a.span_id or ""))
         self.tree.select_entity(entity, entity_id)
         if entity == "span":
             self.timeline.select_span(entity_id)
@@ -351,6 +416,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
+        self.settings.setValue("timeline/details_share", json.dumps(self.timeline.split_shares()))
         self.settings.sync()
         self.context_editor.shutdown()
         self.receiver.shutdown()

@@ -44,6 +44,11 @@ def capture(window: MainWindow, view: str, path: str) -> None:
     settle(window, min_s=0.3, quiet_s=0.3)
     target: QWidget = {"window": window, "tree": window.tree, "timeline": window.timeline,
                        "context": window.context_editor, "approvals": window.queue, "rules": window.rules}[view]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if not Path(path).parent.is_dir():  # never created here: a mistyped folder must not appear
+        raise ScreenshotError(f"Could not write the screenshot to {path}: there is no folder {Path(path).parent}.")
     if not target.grab().save(path):
-        raise OSError(f"Could not write the screenshot to {path}.")
+        raise ScreenshotError(f"Could not write the screenshot to {path}.")
+
+
+class ScreenshotError(Exception):
+    """The PNG could not be written: the message names the output, not the store."""

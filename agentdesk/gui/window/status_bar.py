@@ -7,6 +7,7 @@ import time
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
+from agentdesk.gui.shared.elided import ElidedLabel
 from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.model.services import Services
 
@@ -31,7 +32,7 @@ class StoreStatusBar(QStatusBar):
     def __init__(self, services: Services, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._services = services
-        self.store_label = _label(self)
+        self.store_label = ElidedLabel(parent=self, min_chars=16)  # a long path must not widen the window
         self.live_label = _label(self)
         self.last_change_label = _label(self)
         self.pending_label = _label(self)
@@ -42,7 +43,8 @@ class StoreStatusBar(QStatusBar):
         source = services.source.descriptor
         mode = "read-only" if source.read_only else "read-write"
         self.store_label.setText(shown_line(f"{source.kind} store · {source.location} · {mode}"))
-        self.store_label.setToolTip(tooltip(source.notes or source.location))
+        if source.notes:
+            self.store_label.setToolTip(tooltip(f"{source.location}\n{source.notes}"))
         services.runner.busy_changed.connect(self._on_busy)
         services.runner.error.connect(lambda text: self.showMessage(shown_line(text, 600), 8000))
         self._timer = QTimer(self)

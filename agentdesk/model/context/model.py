@@ -8,6 +8,7 @@ completion) reloads. The row cache and the diff that applies each reload live in
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -234,6 +235,8 @@ class ContextModel(ContextRows):
         basis = self.context_revision
         try:
             result = await self._services.runner.run(run_command, self._services.source, capability, command)
+        except asyncio.CancelledError:  # the window closed (the runner shut down): no reload, no report
+            return
         except Exception as exc:  # a stale revision, a lock, a read-only source: reported, then reloaded
             self.schedule_reload()
             if on_error is not None:

@@ -23,7 +23,7 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-from agentdesk.store.errors import ReadOnlyStore, StoreUnavailable
+from agentdesk.store.errors import NoStore, ReadOnlyStore, StoreUnavailable
 from agentdesk.store.paths import default_store_location
 from agentdesk.store.persistence import sqlite
 from agentdesk.store.persistence.bus import ChangeBus
@@ -231,7 +231,7 @@ def open_store(location: str | None = None, *, create: bool = True, read_only: b
     fresh = not path.exists() or path.stat().st_size == 0
     if fresh:
         if not create or read_only:
-            raise StoreUnavailable(f"There is no store at {path}; run `agentdesk init` to create one.")
+            raise NoStore(path)
         sqlite.make_private_dirs(path.parent)
         _build_beside(path, busy_timeout_s)
     elif not _check_existing_file(path, busy_timeout_s) and create and not read_only:

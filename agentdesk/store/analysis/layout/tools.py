@@ -12,15 +12,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agentdesk.store.analysis.critical_path import critical_path
-from agentdesk.store.analysis.layout.data import KIND_CODES, TimelineData
+from agentdesk.store.analysis.critical_path import PathSummary
+from agentdesk.store.analysis.layout.data import TimelineData
+from agentdesk.store.analysis.run_path import run_path
 from agentdesk.store.search.run_search import search_run
 from agentdesk.store.source import Source
 
 
 @dataclass(frozen=True, slots=True)
 class PathLanes:
-    """The critical path of one layout: lanes in chronological order with their self time."""
+    """The run's critical path (`run_path`, what `agentdesk critical-path` prints) as lanes of one layout,
+    in chronological order with their self time."""
 
     data: TimelineData
     lanes: np.ndarray
@@ -28,16 +30,17 @@ class PathLanes:
     share: np.ndarray
     """Each span's self time as a fraction of the run's duration."""
     total: float
-    model_share: float
-    """Fraction of the path's time spent in model calls."""
+    described: PathSummary
+    """Spans, seconds by kind and the dominant kind: the CLI's numbers."""
 
     def __len__(self) -> int:
+        """Lanes drawn: fewer than `described.spans` only while the layout lags a growing run."""
         return len(self.lanes)
 
     def summary(self) -> str:
-        """For the run header: "critical path: 41 spans, 78 % in model calls"."""
-        spans = f"{len(self):,} span{'' if len(self) == 1 else 's'}"
-        return f"critical path: {spans}, {self.model_share * 100:.0f} % in model calls"
+        """For the run header, word for word the CLI's first line: "critical path: 8 spans, 83 % in approval
+        gates"."""
+        return self.described.describe()
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +54,17 @@ class Matches:
     """Matches in the run (some may not be laid out yet while a live run grows)."""
 
 
-def path_of(data: TimelineData) -> PathLanes:
-    """The critical path over the layout's own arrays (times since run start, parents as lanes)."""
-    path = critical_path(data.start, data.end, data.parent)
-    lanes = np.asarray(path.indices, dtype=np.int64)
-    self_time = np.asarray(path.self_time, dtype=np.float64)
-    total = float(path.total)
-    model = float(self_time[data.kind[lanes] == KIND_CODES["model"]].sum()) if len(lanes) else 0.0
-    return PathLanes(data, lanes, self_time, np.asarray(path.share(), dtype=np.float64), total,
-                     model / total if total > 0 else 0.0)
+def path_of(source: Source, run_id: str, data: TimelineData) -> PathLanes:
+    """The run's critical path computed once, as the CLI does (`run_path`), then placed on the layout's
+    lanes. A span the layout does not hold yet (a live run grows) is counted but not drawn."""
+    found = run_path(source, run_id)
+    ids = found.table.ids
+    lanes = np.fromiter((data.lane_of.get(ids[i]) for i in found.path.indices.tolist()), np.int64,
+                        len(found.path))
+    drawn = lanes >= 0
+    return PathLanes(data, lanes[drawn], np.asarray(found.path.self_time, dtype=np.float64)[drawn],
+                     np.asarray(found.path.share(), dtype=np.float64)[drawn], float(found.path.total),
+                     found.summary)
 
 
 def find(source: Source, run_id: str, query: str, data: TimelineData) -> Matches:
