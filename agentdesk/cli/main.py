@@ -258,22 +258,20 @@ def require_display(screenshot: str | None = None) -> None:
 
 def cmd_gui(args: argparse.Namespace) -> int:
     if args.screenshot:
-        check_screenshot_path(args.screenshot)  # a folder, or a folder that is not there: refused
-        check_picture_output(Path(args.screenshot))  # a pipe nobody reads: refused
+        check_picture_output(Path(args.screenshot))  # a folder, a link, a pipe nobody reads: refused
+        check_screenshot_folder(args.screenshot)  # and no folder is made for it
     require_display(args.screenshot)
     options: dict[str, Any] = {"size": args.size} if args.size else {}
     return start_window(checked_location(args), screenshot=args.screenshot, view=args.view, select=args.select,
                         allow_writes=args.allow_writes, theme=args.theme, **options)
 
 
-def check_screenshot_path(path: str) -> None:
-    """Refuse a screenshot path that cannot be written, naming it (not the store), before Qt starts; a
-    missing folder is not created."""
-    target = Path(path)
-    if target.is_dir():
-        raise CommandFailed(f"Could not write the screenshot to {path}: it is a folder.", EXIT_INVALID_OUTPUT)
-    if not target.parent.is_dir():
-        raise CommandFailed(f"Could not write the screenshot to {path}: there is no folder {target.parent}.",
+def check_screenshot_folder(path: str) -> None:
+    """Refuse a screenshot whose folder is not there, naming the output (not the store), before Qt starts:
+    agentdesk makes no folder it was not asked for (as root it made `/nonexistent/dir`)."""
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise CommandFailed(f"The output {path} cannot be written: its folder {folder} does not exist.",
                             EXIT_INVALID_OUTPUT)
 
 

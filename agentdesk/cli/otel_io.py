@@ -10,14 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO, TypeVar
+from typing import TypeVar
 
 from tqdm import tqdm
 
 from agentdesk.cli import output as out
-from agentdesk.cli.opening import EXIT_FAILED, EXIT_OK, CommandFailed, open_for, positive, say
+from agentdesk.cli.opening import EXIT_OK, CommandFailed, open_for, positive, say
 from agentdesk.cli.outfile import output_file
 from agentdesk.store.ingest.export import FORMATS, export
 from agentdesk.store.ingest.formats import MAX_DECOMPRESSED_BYTES, MAX_STRING_CHARS, ImportLimits
@@ -25,31 +24,6 @@ from agentdesk.store.ingest.importer import ImportProgress, check_paths, import_
 
 EXIT_INVALID = 2
 T = TypeVar("T")
-
-
-def check_output(path: Path, what: str) -> None:
-    """Refuse, naming the output (never the store), a path that cannot be written: before any work."""
-    if path.is_dir():
-        raise CommandFailed(f"Could not write {what} to {path}: it is a folder.", EXIT_INVALID)
-    if not path.parent.is_dir():
-        raise CommandFailed(f"Could not write {what} to {path}: there is no folder {path.parent}.", EXIT_INVALID)
-
-
-def write_atomically(path: Path, what: str, write: Callable[[TextIO], T]) -> T:
-    """Write through `PATH.part`, renamed over PATH only when complete: a failure (a bad run id, a full
-    disk, Ctrl-C) leaves nothing half-written, and an error about the file names the file."""
-    part = path.with_name(path.name + ".part")
-    try:
-        with part.open("w", encoding="utf-8") as handle:
-            result = write(handle)
-        part.replace(path)
-    except OSError as exc:
-        part.unlink(missing_ok=True)
-        raise CommandFailed(f"Could not write {what} to {path}: {exc.strerror or exc}.", EXIT_FAILED) from exc
-    except BaseException:
-        part.unlink(missing_ok=True)
-        raise
-    return result
 
 
 def import_options(p: argparse.ArgumentParser) -> None:
@@ -143,8 +117,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    if args.output is not None:
-        check_output(args.output, "the export")
     store = open_for(args, "export runs", write=False)
     try:
         if args.output is not None:
