@@ -258,8 +258,6 @@ class _Walk:
         if lacking and not anchored:
             self._signed_by(seq, None)
             return None
-        if anchored and self.runs and self.runs[-1][0] is None and self.runs[-1][2] == self.last_seq:
-            seq = self.runs[-1][1]  # a run of unverifiable records ending in one this machine anchored: re-hashed
         hint = "" if anchored or lacking else (
             " (if another machine wrote it with a key of its own, import that key there with "
             "`agentdesk audit key export` and here with `agentdesk audit key import FILE`)")
@@ -467,7 +465,7 @@ def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | Non
                 return failed
             last_seq = int(row.seq)
     report = walk.finish()
-    if report.verdict == Verdict.TAMPERED:
+    if report.verdict == Verdict.TAMPERED or report.failure == Failure.UNKNOWN_KEY:
         return report
     if key is None and server is None and report.records:
         return _no_key(report, session, store_id)
