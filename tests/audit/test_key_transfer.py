@@ -256,3 +256,24 @@ def test_older_anchor_lines_still_verify_and_say_so(store: Store, store_path: Pa
     assert report["older_anchor_lines"] == len(old) and report["anchored_seq"] == seqs(store_path)[-1]
     sql(store_path, "DELETE FROM audit_log WHERE seq = ?", seqs(store_path)[-1])
     assert verify(store).failure == Failure.RECORDS_MISSING_AFTER  # the older lines still anchor
+
+
+def test_a_backed_up_key_file_restores_the_key_then_verify_passes(
+        store: Store, store_path: Path, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/audit.md "Backups": the key file itself (not only an export) is accepted by import."""
+    sid = _sid(store)
+    backup = tmp_path / "backup.key"
+    backup.write_bytes(keys.key_path(sid).read_bytes())
+    keys.key_path(sid).unlink()
+    monkeypatch.setattr(chain, "_KEYS", {})  # a new process
+    assert run(capsys, "--store", str(store_path), "verify")[0] == 7
+    code, out, _ = run(capsys, "--store", str(store_path), "audit", "key", "export")
+    assert code == 2
+    code, out, err = run(capsys, "--store", str(store_path), "audit", "key", "import", str(backup))
+    assert (code, err) == (0, "") and f"into {keys.key_path(sid)}" in out
+    code, out, _ = run(capsys, "--store", str(store_path), "verify")
+    assert code == 0 and out.startswith("Audit chain intact:")
+    AgentRuntime(store).create_project("after the restore")
+    code, out, _ = run(capsys, "--store", str(store_path), "audit", "key", "export")  # to stdout
+    assert code == 0 and json.loads(out)["keys"][0]["secret"] == json.loads(backup.read_text())["secret"]
