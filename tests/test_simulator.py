@@ -277,6 +277,8 @@ def _without_identity(line: str) -> str:
     """Each store has its own id and audit key (docs/audit.md): equal data, different id and MACs."""
     if line.startswith('INSERT INTO "agentdesk_meta" VALUES(\'store_id\''):
         return "store_id"
+    if line.startswith('INSERT INTO "agentdesk_meta" VALUES(\'audit_key.'):  # the key's fingerprint
+        return "audit_key"
     if line.startswith('INSERT INTO "audit_log"'):
         return line.rsplit(",", 1)[0]
     return line

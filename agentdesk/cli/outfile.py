@@ -110,10 +110,11 @@ def _same_file(path: Path, other: Path) -> bool:
 
 
 @contextlib.contextmanager
-def output_file(path: Path, *, protect: Path | None = None) -> Iterator[TextIO]:
+def output_file(path: Path, *, protect: Path | None = None, private: bool = False) -> Iterator[TextIO]:
     """A text stream for `path` as the module's rules say; the file is in place when the block ends
     without an error, and nothing of it is left when the block raises. `protect`: the store being read,
-    which (nor its WAL) is never the output."""
+    which (nor its WAL) is never the output. `private`: a regular file is written `0600` whatever the
+    umask or an existing file's mode (an exported audit key)."""
     if protect is not None and any(_same_file(path, protect.with_name(protect.name + suffix))
                                    for suffix in ("", "-wal", "-shm", "-journal")):
         raise OutputRefused(f"The output {path} is the store itself ({protect}); name another file.")
@@ -138,10 +139,10 @@ def output_file(path: Path, *, protect: Path | None = None) -> Iterator[TextIO]:
             with contextlib.suppress(OSError):
                 handle.close()
         return
-    yield from _replace(path)
+    yield from _replace(path, private)
 
 
-def _replace(path: Path) -> Iterator[TextIO]:
+def _replace(path: Path, private: bool = False) -> Iterator[TextIO]:
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     except OSError as exc:
@@ -150,7 +151,8 @@ def _replace(path: Path) -> Iterator[TextIO]:
     umask = os.umask(0)
     os.umask(umask)
     with contextlib.suppress(OSError):
-        os.chmod(temp, 0o666 & ~umask)  # what a new file would get; an existing file's mode is kept below
+        os.chmod(temp, 0o600 if private else 0o666 & ~umask)  # what a new file would get; an existing
+        # file's mode is kept below (never for a private one)
     done = False
     try:
         with open(fd, "w", encoding="utf-8") as handle:
@@ -165,8 +167,9 @@ def _replace(path: Path) -> Iterator[TextIO]:
             if not stat.S_ISREG(before.st_mode):  # something else appeared there meanwhile: leave it be
                 raise OutputRefused(f"The output {path} became {_kind(before.st_mode)} while it was written; "
                                     "nothing was replaced.")
-            with contextlib.suppress(OSError):
-                os.chmod(temp, stat.S_IMODE(before.st_mode))
+            if not private:
+                with contextlib.suppress(OSError):
+                    os.chmod(temp, stat.S_IMODE(before.st_mode))
         try:
             os.replace(temp, path)
         except OSError as exc:

@@ -103,6 +103,7 @@ TEMPLATES: list[list[str]] = [
     ["simulate", "--seed", N, "--approval-timeout", N, "--speed", N, "--speed", "50", "--agents", "1",
      "--duration", "0.2"],
     ["verify", "--anchor", P], ["verify", "--json"], ["audit", "export", "-o", P],
+    ["audit", "key", "export", "-o", P], ["audit", "key", "import", P], ["audit", "key", "import", "--sign", P],
     ["rules", "add", "--tool", T, "--command", T, "--actor", T, "--expires-in", N, "--note", T],
     ["rules", "add", "--tool", "x", "--matcher", T, "--actor", "a"],
     ["rules", "add", "--tool", "x", "--command", "ls", "--field", T, "--actor", "a"],

@@ -6,8 +6,13 @@ a moment) instead of a fixed sleep, with an upper bound.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
+import tempfile
 import time
 from pathlib import Path
+from typing import Protocol
 
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -46,9 +51,52 @@ def capture(window: MainWindow, view: str, path: str) -> None:
                        "context": window.context_editor, "approvals": window.queue, "rules": window.rules}[view]
     if not Path(path).parent.is_dir():  # never created here: a mistyped folder must not appear
         raise ScreenshotError(f"Could not write the screenshot to {path}: there is no folder {Path(path).parent}.")
-    if not target.grab().save(path):
-        raise ScreenshotError(f"Could not write the screenshot to {path}.")
+    try:
+        save_picture(target.grab(), Path(path))
+    except OSError as exc:
+        reason = f"Could not write the screenshot to {path}: {exc.strerror}." if exc.errno else str(exc)
+        raise ScreenshotError(reason) from exc
 
 
 class ScreenshotError(Exception):
     """The PNG could not be written: the message names the output, not the store."""
+
+
+class Picture(Protocol):
+    def save(self, path: str, fmt: str, /) -> bool: ...  # QPixmap.save, QImage.save
+
+
+def save_picture(picture: Picture, path: Path) -> None:
+    """Write `picture` as a PNG at `path`: beside it first, then renamed into place once whole.
+
+    A failed or interrupted write leaves `path` as it was (absent, or the previous screenshot) and no
+    temporary behind. A device or named pipe (`/dev/stdout`; the CLI refused anything else that is not a
+    regular file) cannot be renamed over and is written directly, as a stream. Raises OSError.
+    """
+    try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        special = False
+    if special:
+        if not picture.save(str(path), "PNG"):
+            raise OSError(f"Could not write the screenshot to {path}.")
+        return
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part.png", dir=path.parent)
+    os.close(fd)
+    temp = Path(name)
+    try:
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)  # a screenshot replaced keeps its mode
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask  # what a new file would get
+        os.chmod(temp, mode)
+        if not picture.save(str(temp), "PNG"):
+            raise OSError(f"Could not write the screenshot to {path}.")
+        with open(temp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temp.unlink()

@@ -74,12 +74,45 @@ def signing_key(store_id: str, next_seq: int, session: Session | None = None) ->
             key = keys.load_key(store_id)
             if key is None and session is not None:
                 _refuse_second_key(session, store_id)
+                key = keys.create_key(store_id, keyed_from=next_seq)
+                register_key(session, key.fingerprint, key.keyed_from)
             key = key or keys.create_key(store_id, keyed_from=next_seq)
         except keys.KeyUnavailable as exc:
             raise StoreUnavailable(f"Nothing was written: {exc} The audit key signs every record, so a "
                                    "write without it is refused.") from exc
         _KEYS[slot] = key
     return key
+
+
+KEY_META_PREFIX = "audit_key."
+
+
+def register_key(session: Session, fingerprint: str, keyed_from: int) -> None:
+    """Say in the store that a key with this fingerprint signs it from `keyed_from` on (in the same transaction).
+
+    `verify` on a machine that does not hold that key then reports the records it cannot check as signed
+    by another machine's key (exit 7) instead of re-hashed (exit 6): two config folders that made a key
+    each before either had signed (issue 26). A registration is not proof (whoever can write the file can
+    add one); records this machine anchored are always checked with its own keys (docs/audit.md).
+    """
+    name = f"{KEY_META_PREFIX}{fingerprint}"
+    if session.get(MetaRow, name) is None:
+        session.add(MetaRow(key=name, value=json.dumps({"keyed_from": keyed_from})))
+        session.flush()
+
+
+def registered_keys(session: Session) -> dict[str, int]:
+    """fingerprint -> keyed_from, for every key the store says signs it (see `register_key`)."""
+    found: dict[str, int] = {}
+    for name, value in session.execute(select(MetaRow.key, MetaRow.value)
+                                       .where(MetaRow.key.startswith(KEY_META_PREFIX, autoescape=True))):
+        try:
+            keyed_from = json.loads(value).get("keyed_from")
+        except (ValueError, TypeError, AttributeError):
+            continue
+        if type(keyed_from) is int:
+            found[str(name)[len(KEY_META_PREFIX):]] = keyed_from
+    return found
 
 
 def _refuse_second_key(session: Session, store_id: str) -> None:
@@ -91,8 +124,9 @@ def _refuse_second_key(session: Session, store_id: str) -> None:
     where = str(keys.key_path(store_id)) + (" and the OS keyring" if keys._keyring() is not None else "")
     raise StoreUnavailable(
         f"Nothing was written: the audit key of store {store_id} is missing (looked in {where}), but its "
-        f"records from {signed} on are signed with it and a new key would fork the log; restore the key to "
-        f"{keys.key_path(store_id)} from a backup or from the machine that wrote the store.")
+        f"records from {signed} on are signed with it and a new key would fork the log; restore it with "
+        f"`agentdesk audit key import FILE` (a file `agentdesk audit key export` wrote on the machine that wrote "
+        f"the store, or a backup of {keys.key_path(store_id)}).")
 
 
 SERVER_APPEND = text("SELECT seq, hash, anchor_mac FROM agentdesk_audit_append(:at, :actor, :action, :entity, "

@@ -66,7 +66,7 @@ def export_audit(session: Session, out: TextIO) -> tuple[ChainReport, int]:
     head = session.execute(select(AuditRow.seq, AuditRow.hash).order_by(AuditRow.seq.desc()).limit(1)).first()
     out.write(_line({
         "type": "header", "format": FORMAT, "version": 1, "store_id": store_id, "location": location_of(session),
-        "exported_at": time.time(), "keyed_from": key.keyed_from if key else None,
+        "exported_at": time.time(), "keyed_from": key.first_keyed if key else None,
         "head": None if head is None else {"seq": head.seq, "hash": head.hash},
         "verify": {"verdict": str(report.verdict), "records": report.records, "reason": report.reason,
                    "notes": list(report.notes)}}))

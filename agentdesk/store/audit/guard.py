@@ -84,9 +84,12 @@ def sound(record: Any, key: keys.AuditKey | None) -> bool:
                                record.entity_id, record.payload)
     if digest != record.hash:
         return False
-    if key is None or int(record.seq) < key.keyed_from:
+    if key is None or (int(record.seq) < key.first_keyed and record.mac is None):
         return True
-    return isinstance(record.mac, str) and keys.same(record.mac, key.mac(record.hash))
+    if not isinstance(record.mac, str):
+        return False
+    signer = key.signer(record.hash, record.mac)  # any key this machine holds for the store (issue 26)
+    return signer is not None and int(record.seq) >= signer.keyed_from
 
 
 # -- rules -------------------------------------------------------------------------------------

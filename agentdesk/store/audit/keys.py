@@ -8,9 +8,12 @@ keyring library is importable and no `$AGENTDESK_CONFIG_DIR` is set (tests and C
 set it), the key goes into the OS keyring instead; the anchor is always a file.
 
 Files, per store (named by the store's id in `agentdesk_meta.store_id`):
-  <config>/audit/<store_id>.key            {"store_id", "secret", "keyed_from", "created_at"}
-  <config>/audit/<store_id>.anchor.jsonl   one line per audited commit: {"type": "anchor", "seq",
-                                           "hash", "at", "location", "mac"}
+  <config>/audit/<store_id>.key            {"store_id", "secret", "keyed_from", "created_at", "also"}
+                                           (`also`: keys imported beside the signing one, each
+                                           {"secret", "keyed_from", "created_at"}, issue 26)
+  <config>/audit/<store_id>.anchor.jsonl   one line per audited commit: {"type": "anchor", "v": 2, "seq",
+                                           "hash", "at", "location", "mac"} (the MAC covers the location
+                                           from "v": 2 on; older lines, without "v", cover seq and hash)
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import json
 import logging
 import os
 import secrets
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -72,6 +76,31 @@ def _safe(store_id: str) -> str:
     return "h" + hashlib.sha256(store_id.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
+def record_mac(secret: bytes, record_hash: str) -> str:
+    return hmac.new(secret, b"agentdesk-audit-record:" + record_hash.encode(), hashlib.sha256).hexdigest()
+
+
+def fingerprint(secret: bytes) -> str:
+    """A key's short public name (8 hex digits), shown by `verify` and `audit key`; it reveals nothing of it."""
+    return hashlib.sha256(b"agentdesk-audit-key-id:" + secret).hexdigest()[:8]
+
+
+@dataclass(frozen=True, slots=True)
+class KnownKey:
+    """One key a store's records may be signed with: the signing key, or one imported beside it."""
+
+    secret: bytes
+    keyed_from: int
+    created_at: float | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.secret)
+
+    def mac(self, record_hash: str) -> str:
+        return record_mac(self.secret, record_hash)
+
+
 @dataclass(frozen=True, slots=True)
 class AuditKey:
     store_id: str
@@ -80,13 +109,66 @@ class AuditKey:
     """The first record seq signed with this key: records before it predate keying."""
     where: str
     """Where it is kept: a file path, or "the OS keyring"."""
+    also: tuple[KnownKey, ...] = ()
+    """Other keys of this store this machine holds (imported beside the signing key: a store written
+    from two config folders that each made a key, issue 26). They verify records; they never sign."""
+    created_at: float | None = None
 
     def mac(self, record_hash: str) -> str:
-        return hmac.new(self.secret, b"agentdesk-audit-record:" + record_hash.encode(), hashlib.sha256).hexdigest()
+        return record_mac(self.secret, record_hash)
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.secret)
+
+    @property
+    def known(self) -> tuple[KnownKey, ...]:
+        """Every key held for the store, the signing key first."""
+        return (KnownKey(self.secret, self.keyed_from, self.created_at), *self.also)
+
+    @property
+    def first_keyed(self) -> int:
+        """The first record any held key signs: records before it predate keying."""
+        return min(k.keyed_from for k in self.known)
+
+    def signer(self, record_hash: str, mac: str) -> KnownKey | None:
+        """The held key whose HMAC of `record_hash` is `mac`, None when none is."""
+        for known in self.known:
+            if same(mac, known.mac(record_hash)):
+                return known
+        return None
 
     def anchor_mac(self, seq: int, record_hash: str) -> str:
-        body = f"agentdesk-audit-anchor:{self.store_id}:{seq}:{record_hash}".encode()
-        return hmac.new(self.secret, body, hashlib.sha256).hexdigest()
+        """The older anchor line MAC (no "v"): seq and hash only. Kept for export heads and reading old lines."""
+        return _anchor_mac_v1(self.secret, self.store_id, seq, record_hash)
+
+    def anchor_mac_v2(self, seq: int, record_hash: str, location: str) -> str:
+        return _anchor_mac_v2(self.secret, self.store_id, seq, record_hash, location)
+
+    def line_ok(self, entry: AnchorEntry) -> bool:
+        """Whether an anchor line's MAC verifies under one of the held keys, in the line's own format."""
+        if entry.mac is None:
+            return True
+        for known in self.known:
+            if entry.version >= 2:
+                if entry.location is not None and same(entry.mac, _anchor_mac_v2(
+                        known.secret, self.store_id, entry.seq, entry.hash, entry.location)):
+                    return True
+            elif same(entry.mac, _anchor_mac_v1(known.secret, self.store_id, entry.seq, entry.hash)):
+                return True
+        return False
+
+
+def _anchor_mac_v1(secret: bytes, store_id: str, seq: int, record_hash: str) -> str:
+    body = f"agentdesk-audit-anchor:{store_id}:{seq}:{record_hash}".encode("utf-8", "surrogatepass")
+    return hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def _anchor_mac_v2(secret: bytes, store_id: str, seq: int, record_hash: str, location: str) -> str:
+    """From anchor format 2 on the line's location is covered too: moving a line to another location (so
+    `verify` of this store skips it) breaks its MAC (issue 26, item 10)."""
+    body = json.dumps(["agentdesk-audit-anchor", 2, store_id, seq, record_hash, location], ensure_ascii=True)
+    return hmac.new(secret, body.encode(), hashlib.sha256).hexdigest()
 
 
 def same(a: str, b: str) -> bool:
@@ -112,9 +194,72 @@ def _keyring() -> Any | None:
 def _parse_key(text: str, store_id: str, where: str) -> AuditKey:
     try:
         data = json.loads(text)
-        return AuditKey(store_id, bytes.fromhex(data["secret"]), int(data["keyed_from"]), where)
-    except (ValueError, KeyError, TypeError) as exc:
+        also = tuple(_known(item) for item in data.get("also") or ())
+        main = _known(data)
+        return AuditKey(store_id, main.secret, main.keyed_from, where, also, main.created_at)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise KeyUnavailable(f"The audit key {where} is unreadable ({exc}).") from exc
+
+
+def _known(data: Any) -> KnownKey:
+    """One key from its JSON form; raises ValueError/KeyError/TypeError when it is not one."""
+    secret = bytes.fromhex(data["secret"])
+    if len(secret) < 16:
+        raise ValueError("a key of fewer than 16 bytes")
+    keyed_from = data["keyed_from"]
+    if type(keyed_from) is not int or keyed_from < 1:
+        raise ValueError(f"keyed_from {keyed_from!r} is not a record number")
+    created = data.get("created_at")
+    return KnownKey(secret, keyed_from, float(created) if isinstance(created, int | float) else None)
+
+
+def _key_json(known: KnownKey) -> dict[str, Any]:
+    return {"secret": known.secret.hex(), "keyed_from": known.keyed_from, "created_at": known.created_at}
+
+
+def key_text(key: AuditKey) -> str:
+    """The key file's content: the signing key, and the keys held beside it."""
+    main = {"store_id": key.store_id, **_key_json(key.known[0])}
+    if key.also:
+        main["also"] = [_key_json(k) for k in key.also]
+    return json.dumps(main)
+
+
+def save_key(key: AuditKey) -> AuditKey:
+    """Write `key` (and the keys beside it) where the store's key is kept, replacing it whole.
+
+    The OS keyring when `key.where` says so (or no key is held yet and a keyring is usable), else the
+    key file, written beside and renamed into place `0600` in the `0700` audit folder, so a failed write
+    leaves the old key file as it was. Raises KeyUnavailable.
+    """
+    text = key_text(key)
+    ring = _keyring()
+    if ring is not None and key.where in ("", "the OS keyring"):
+        try:
+            ring.set_password(KEYRING_SERVICE, key.store_id, text)
+            return _parse_key(text, key.store_id, "the OS keyring")
+        except Exception:  # no usable keyring backend: use the file
+            log.info("No usable OS keyring; the audit key goes into %s.", key_path(key.store_id))
+    path = key_path(key.store_id)
+    temp = None
+    try:
+        audit_dir(create=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        temp = Path(name)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+        temp = None
+    except OSError as exc:
+        raise KeyUnavailable(f"The audit key {path} cannot be written: {exc.strerror or exc}.") from exc
+    finally:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+    return _parse_key(text, key.store_id, str(path))
 
 
 def load_key(store_id: str) -> AuditKey | None:
@@ -178,13 +323,20 @@ class AnchorEntry:
     at: float | None
     mac: str | None
     location: str | None = None
+    version: int = 1
+    """2: the MAC covers the location too; 1: an older line, whose MAC covers seq and hash only."""
 
 
 def anchor_line(key: AuditKey, seq: int, record_hash: str, location: str, mac: str | None = None) -> str:
-    """`mac`: the line's MAC when the server signed it (PostgreSQL, migration 0008), else the key's."""
-    return json.dumps({"type": "anchor", "seq": seq, "hash": record_hash, "at": time.time(),
-                       "location": location, "mac": mac or key.anchor_mac(seq, record_hash)},
-                      ensure_ascii=True, sort_keys=True) + "\n"
+    """`mac`: the line's MAC when the server signed it (PostgreSQL, migration 0008: the older format,
+    which the server computes), else the key's over seq, hash and location (format 2)."""
+    line: dict[str, Any] = {"type": "anchor", "seq": seq, "hash": record_hash, "at": time.time(),
+                            "location": location}
+    if mac:
+        line["mac"] = mac
+    else:
+        line["v"], line["mac"] = 2, key.anchor_mac_v2(seq, record_hash, location)
+    return json.dumps(line, ensure_ascii=True, sort_keys=True) + "\n"
 
 
 def append_anchor(key: AuditKey, seq: int, record_hash: str, location: str, mac: str | None = None, *,
@@ -321,6 +473,8 @@ class Anchor:
     unreadable_lines: int
     forged_lines: int
     """Lines whose MAC does not verify under the key (0 when the key is not at hand)."""
+    older_lines: int = 0
+    """Lines used for this location in the older format, whose MAC does not cover their location."""
 
     @property
     def max_seq(self) -> int:
@@ -338,7 +492,7 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
     """
     heads: dict[int, str] = {}
     pending: list[AnchorEntry] = []  # with check_lines (PostgreSQL: the server checks MACs), checked at once
-    bad = forged = 0
+    bad = forged = older = 0
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed below; bounded lines, read as a stream
     except FileNotFoundError:
@@ -351,12 +505,16 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
             if entry is None:
                 bad += 1
                 continue
-            if entry is SKIP or (location is not None and entry.location not in (None, location)):
+            if entry is SKIP:
                 continue
-            if key is not None and entry.mac is not None and not same(entry.mac,
-                                                                       key.anchor_mac(entry.seq, entry.hash)):
+            # The MAC before the location: a format-2 line whose location was edited (so that this store's
+            # check would skip it) is forged, not another location's line.
+            if key is not None and not key.line_ok(entry):
                 forged += 1
                 continue
+            if location is not None and entry.location not in (None, location):
+                continue
+            older += location is not None and entry.version < 2 and entry.mac is not None
             if check_lines is not None:
                 pending.append(entry)
                 continue
@@ -367,7 +525,7 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
                 forged += 1
                 continue
             heads.setdefault(entry.seq, entry.hash)
-    return Anchor(heads, str(path), bad, forged)
+    return Anchor(heads, str(path), bad, forged, older)
 
 
 def _bounded_lines(handle: Any) -> Iterator[bytes]:
@@ -398,11 +556,11 @@ def _entry(raw: bytes) -> AnchorEntry | None:
     if data.get("type") != "anchor":
         return SKIP
     seq, digest, at, mac = data.get("seq"), data.get("hash"), data.get("at"), data.get("mac")
-    where = data.get("location")
-    if type(seq) is not int or not isinstance(digest, str):
+    where, version = data.get("location"), data.get("v", 1)
+    if type(seq) is not int or not isinstance(digest, str) or version not in (1, 2) or type(version) is not int:
         return None
     return AnchorEntry(seq, digest, at if isinstance(at, int | float) else None,
-                       mac if isinstance(mac, str) else None, where if isinstance(where, str) else None)
+                       mac if isinstance(mac, str) else None, where if isinstance(where, str) else None, version)
 
 
 def stores_anchored_at(location: str) -> list[str]:

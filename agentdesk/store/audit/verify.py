@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.types import BigInteger, Text
 
 from agentdesk.store.audit import keys
-from agentdesk.store.audit.chain import GENESIS, location_of, record_hash, server_signs, store_id_of
+from agentdesk.store.audit.chain import GENESIS, location_of, record_hash, registered_keys, server_signs, store_id_of
 from agentdesk.store.persistence.schema import AuditRow
 
 TEXT_COLUMNS = ("actor", "action", "entity", "entity_id", "payload", "prev_hash", "hash")
@@ -46,6 +46,7 @@ class Failure(StrEnum):
     ANCHOR_FORGED = "anchor forged"
     STATE_DISAGREES = "state disagrees"
     NO_KEY = "no key"
+    UNKNOWN_KEY = "signed by a key this machine lacks"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,11 @@ class ChainReport:
     anchored_seq: int | None = None
     row: str | None = None
     """For a state disagreement: the table row (e.g. "approval apr_…") that disagrees."""
+    signers: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = ()
+    """Each held key that signed records (its fingerprint) and the runs of records it signed, in order."""
+    last_seq: int | None = None
+    older_anchor_lines: int = 0
+    """Anchor lines used in the older format, whose MAC does not cover their location."""
 
     @property
     def ok(self) -> bool:
@@ -143,12 +149,32 @@ class _Walk:
     notes: list[str] = field(default_factory=list)
     present: set[int] = field(default_factory=set)
     """Anchored seqs found in the table."""
+    registered: dict[str, int] = field(default_factory=dict)
+    """Keys the store says sign it (fingerprint -> first record), `chain.register_key`."""
+    runs: list[list[Any]] = field(default_factory=list)
+    """[fingerprint or None (a key this machine lacks), first seq, last seq], in seq order."""
 
     def fail(self, seq: int | None, failure: Failure, sentence: str,
              verdict: Verdict = Verdict.TAMPERED) -> ChainReport:
-        keyed_from = self.server.keyed_from if self.server else self.key.keyed_from if self.key else None
+        keyed_from = self.server.keyed_from if self.server else self.key.first_keyed if self.key else None
+        signers: dict[str, list[tuple[int, int]]] = {}
+        for fp, first, last in self.runs:
+            if fp is not None:
+                signers.setdefault(fp, []).append((first, last))
         return ChainReport(self.records, seq, sentence, verdict, failure, tuple(self.notes), keyed_from,
-                           self.anchor.max_seq if self.anchor else None)
+                           self.anchor.max_seq if self.anchor else None,
+                           signers=tuple((fp, tuple(r)) for fp, r in signers.items()), last_seq=self.last_seq,
+                           older_anchor_lines=self.anchor.older_lines if self.anchor else 0)
+
+    def _signed_by(self, seq: int, fingerprint: str | None) -> None:
+        if self.runs and self.runs[-1][0] == fingerprint and self.runs[-1][2] == self.last_seq:
+            self.runs[-1][2] = seq
+        else:
+            self.runs.append([fingerprint, seq, seq])
+
+    @property
+    def unknown(self) -> list[tuple[int, int]]:
+        return [(first, last) for fp, first, last in self.runs if fp is None]
 
     def step(self, row: Any) -> ChainReport | None:
         seq = int(row.seq)
@@ -201,22 +227,43 @@ class _Walk:
         if self.key is None:
             self.unverifiable_macs += mac is not None
             return None
-        if mac is None and seq < self.key.keyed_from:
+        first = self.key.first_keyed
+        if mac is None and seq < first:
             return None
-        if seq < self.key.keyed_from:
-            return self.fail(seq, Failure.RECORD_MISSING,
-                             f"Record {seq} was renumbered: it is signed, but records before "
-                             f"{self.key.keyed_from} predate the audit key (record missing at its old number).")
         if mac is None:
             return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
                              f"Record {seq} was re-hashed without the key: it carries no HMAC although every "
-                             f"record from {self.key.keyed_from} on is signed.")
-        if not keys.same(mac, self.key.mac(row.hash)):
-            return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
-                             f"Record {seq} was re-hashed without the key: its hash matches its content but "
-                             "its HMAC does not.")
+                             f"record from {first} on is signed.")
+        signer = self.key.signer(row.hash, mac)
+        if signer is not None and seq < signer.keyed_from:
+            return self.fail(seq, Failure.RECORD_MISSING,
+                             f"Record {seq} was renumbered: it is signed, but records before "
+                             f"{signer.keyed_from} predate the audit key (record missing at its old number).")
+        if signer is None:
+            return self._unknown_mac(seq)
+        self._signed_by(seq, signer.fingerprint)
         self.signed += 1
         return None
+
+    def _unknown_mac(self, seq: int) -> ChainReport | None:
+        """A MAC no held key made: another machine's key the store names, or a record re-hashed without the key.
+
+        It is another machine's only when the store registers a key this machine lacks that signs from
+        this record or before, and this machine did not anchor the record (what it anchored it signed
+        itself). Then the record is "cannot check" (exit 7), named with the others at the end.
+        """
+        held = {k.fingerprint for k in self.key.known} if self.key else set()
+        lacking = [first for fp, first in self.registered.items() if fp not in held and first <= seq]
+        anchored = self.anchor is not None and seq in self.anchor.heads
+        if lacking and not anchored:
+            self._signed_by(seq, None)
+            return None
+        hint = "" if anchored or lacking else (
+            " (if another machine wrote it with a key of its own, import that key there with "
+            "`agentdesk audit key export` and here with `agentdesk audit key import FILE`)")
+        return self.fail(seq, Failure.REHASHED_WITHOUT_KEY,
+                         f"Record {seq} was re-hashed without the key: its hash matches its content but "
+                         f"its HMAC does not{hint}.")
 
     def _check_server_mac(self, seq: int, mac: str | None) -> ChainReport | None:
         if mac is None:
@@ -269,17 +316,32 @@ class _Walk:
                              "HMAC that does not verify under the store's key"
                              f"{' (the server checked them)' if self.server is not None else ''}.")
         self._add_notes(last)
+        if self.unknown:
+            return self._lacking_key()
         if self.unverifiable_macs:
             return self.fail(None, Failure.NO_KEY, "", Verdict.CANNOT_CHECK)
         return self.fail(None, Failure.NO_KEY, "", Verdict.INTACT)
+
+    def _lacking_key(self) -> ChainReport:
+        runs = self.unknown
+        count = sum(last - first + 1 for first, last in runs)
+        held = ", ".join(k.fingerprint for k in self.key.known) if self.key else "none"
+        named = ranges_text(runs)
+        return self.fail(runs[0][0], Failure.UNKNOWN_KEY, (
+            f"{'Record' if count == 1 else 'Records'} {named} {'is' if count == 1 else 'are'} signed by a key "
+            f"this machine does not hold (it holds {held}), so {'its signature' if count == 1 else 'their signatures'}"
+            f" cannot be checked: export that key on the machine that wrote {'it' if count == 1 else 'them'} "
+            "(`agentdesk audit key export`) and import it here (`agentdesk audit key import FILE`), unless "
+            f"{'it was' if count == 1 else 'they were'} re-hashed without the key; the hash chain of "
+            f"{self.records:,} records holds."), Verdict.CANNOT_CHECK)
 
     def _add_notes(self, last: int) -> None:
         key, anchor = self.key, self.anchor
         if self.server is not None and self.first_seq is not None and self.first_seq < self.server.keyed_from:
             self.notes.append(f"records before {self.server.keyed_from} predate the server's audit key and are "
                               "checked with this machine's key where it has one")
-        elif key is not None and self.first_seq is not None and self.first_seq < key.keyed_from:
-            self.notes.append(f"records before {key.keyed_from} predate the audit key and are protected by "
+        elif key is not None and self.first_seq is not None and self.first_seq < key.first_keyed:
+            self.notes.append(f"records before {key.first_keyed} predate the audit key and are protected by "
                               "the hash chain only")
         if anchor is not None and anchor.unreadable_lines:
             self.notes.append(f"{anchor.unreadable_lines} unreadable lines in the anchor were skipped")
@@ -288,6 +350,21 @@ class _Walk:
                 f"records after {anchor.max_seq} are not anchored"
             self.notes.append(f"the anchor is behind: {since} (an anchor write failed after its commit, or "
                               "they were written on another machine); truncation past it cannot be seen")
+
+
+DASH = "\u2013"
+
+
+def ranges_text(runs: list[tuple[int, int]] | tuple[tuple[int, int], ...], open_from: int | None = None) -> str:
+    """"1-21, 30 and 34-40" (with an en dash); a run reaching `open_from` (the last record) is written open:
+    "22-" (the words `verify` uses for a store signed by two keys)."""
+    parts = []
+    for first, last in runs:
+        if open_from is not None and last == open_from and first != last:
+            parts.append(f"{first}{DASH}")
+        else:
+            parts.append(str(first) if first == last else f"{first}{DASH}{last}")
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _kind(value: object) -> str:
@@ -352,7 +429,7 @@ def _server_lines(server: ServerKey, session: Session, key: keys.AuditKey | None
     def check(entries: list[keys.AnchorEntry]) -> list[bool]:
         by_server = server.anchor_lines_ok(session, entries)
         return [ok if e.seq >= server.keyed_from or key is None or e.mac is None
-                else keys.same(e.mac, key.anchor_mac(e.seq, e.hash)) for e, ok in zip(entries, by_server, strict=True)]
+                else key.line_ok(e) for e, ok in zip(entries, by_server, strict=True)]
 
     return check
 
@@ -367,6 +444,8 @@ def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | Non
     server = ServerKey.of(session)
     store_id, key, anchor, notes = _anchor_first(session, anchor_file, use_anchor, server)
     walk = _Walk(key, anchor, server, notes=notes)
+    if key is not None and server is None:
+        walk.registered = registered_keys(session)
     columns = _columns(session)
     if server is not None:  # PostgreSQL's db_login (0005): the server's record MACs cover it (0008)
         columns.append(literal_column("db_login"))
@@ -386,7 +465,7 @@ def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | Non
                 return failed
             last_seq = int(row.seq)
     report = walk.finish()
-    if report.verdict == Verdict.TAMPERED:
+    if report.verdict == Verdict.TAMPERED or report.failure == Failure.UNKNOWN_KEY:
         return report
     if key is None and server is None and report.records:
         return _no_key(report, session, store_id)

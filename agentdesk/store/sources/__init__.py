@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentdesk.store.errors import StoreUnavailable
+from agentdesk.store.errors import InvalidInput, StoreUnavailable
 from agentdesk.store.native import NativeSource
 from agentdesk.store.paths import default_store_location
 from agentdesk.store.persistence import sqlite
@@ -21,6 +21,8 @@ def open_source(location: str | None = None, *, allow_writes: bool = False, crea
     """
     from agentdesk.store.sources.registry import runtime  # imports every runtime package
 
+    if location is not None and "\x00" in location:  # resolve() and open() would raise ValueError on it
+        raise InvalidInput(f"The store location {location!r} holds a NUL character, which no path or URL can hold.")
     url = to_url(location or default_store_location())
     path = sqlite.path_of(url)
     if path is not None:
