@@ -33,16 +33,19 @@ def verify_options(p: argparse.ArgumentParser) -> None:
                         "this machine's")
 
 
-def audit_options(p: argparse.ArgumentParser) -> None:
+def audit_options(p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    """`common`: the options every command takes (--store …), also after `audit export` and `audit key …`."""
     sub = p.add_subparsers(dest="audit_command", required=True, metavar="SUBCOMMAND")
-    export = sub.add_parser("export", help="the audit log with its anchor, as JSON Lines, for an auditor")
+    export = sub.add_parser("export", parents=[common],
+                            help="the audit log with its anchor, as JSON Lines, for an auditor")
     export.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
     key = sub.add_parser("key", help="move the store's audit key to another machine or account")
     key_sub = key.add_subparsers(dest="key_command", required=True, metavar="SUBCOMMAND")
-    key_export = key_sub.add_parser("export", help="the store's audit key(s) as a file (0600) for another machine")
+    key_export = key_sub.add_parser("export", parents=[common],
+                                    help="the store's audit key(s) as a file (0600) for another machine")
     key_export.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
     key_import = key_sub.add_parser(
-        "import", help="add an exported audit key beside the ones this machine holds for the store")
+        "import", parents=[common], help="add an exported audit key beside the ones this machine holds for the store")
     key_import.add_argument("file", metavar="FILE", type=Path, help="a file `audit key export` wrote, or a key file")
     key_import.add_argument("--sign", action="store_true",
                             help="sign this store's new records with the imported key from now on (the key "

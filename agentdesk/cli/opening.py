@@ -34,6 +34,11 @@ class CommandFailed(Exception):
 
 
 def location_of(args: argparse.Namespace) -> str:
+    """`--store`, else `$AGENTDESK_STORE`, else the default; an empty `--store ''` is a mistake, not a wish for
+    the default (a shell variable that was never set), so it is refused in one sentence."""
+    if args.store is not None and not str(args.store).strip():
+        raise InvalidInput("--store is empty; give a store path or URL, or leave --store out for the default "
+                           f"({default_store_location()}).")
     return str(args.store or default_store_location())
 
 

@@ -87,7 +87,7 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
         "--json", action="store_true", help="one JSON object with stable keys")
     verify_options(command("verify", "check the audit log (chain, signatures, anchor) and the state it "
                                      "describes; exit 6 when tampered, 7 when it cannot be checked"))
-    audit_options(command("audit", "the audit log: export it with its anchor for an auditor"))
+    audit_options(command("audit", "the audit log: export it with its anchor for an auditor"), common)
     p = command("demo", "a throwaway store with simulated agents working, in the window")
     sim_options(p)
     theme_option(p)

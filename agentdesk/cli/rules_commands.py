@@ -20,6 +20,7 @@ from agentdesk.cli import output as out
 from agentdesk.cli.opening import EXIT_OK, CommandFailed, number, open_any, positive, say
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.native import NativeSource
+from agentdesk.store.persistence.bus import EntityKind
 from agentdesk.store.rules import commands as rules
 from agentdesk.store.rules.dryrun import DEFAULT_HISTORY, DryRun, DryRunRow, dry_run, propose_rule
 from agentdesk.store.rules.model import Effect, Rule, covers_every_call, every_call_warning, parse_matcher
@@ -132,6 +133,10 @@ def _add(args: argparse.Namespace) -> int:
         scope = {"project_id": args.project or scope.get("project_id"),
                  "agent_id": args.agent or scope.get("agent_id"),
                  "session_id": args.session or scope.get("session_id")}
+        for key, kind in (("project_id", EntityKind.PROJECT), ("agent_id", EntityKind.AGENT),
+                          ("session_id", EntityKind.SESSION)):
+            if scope[key] is not None:
+                source.locate(kind, scope[key])  # NotFound (exit 4) names a scope that is not in the store
         expires = None if expires_in is None else datetime.now(UTC).timestamp() + expires_in
         _confirm_every_call(args, effect, tool, matcher)
         rule = rules.add_rule(source.store, effect, tool, matcher, args.actor, expires_at=expires, note=note,
