@@ -103,6 +103,9 @@ class Bench:
     agent_id: str
     run: str
     baseline_seq: int
+    span: str = ""
+    """Written by the `agent` login, like `run`, `group`, `item` and `tool_call`."""
+    tool_call: str = ""
 
 
 def _login(cluster: PgCluster, url: str, level: str) -> tuple[str, str]:
@@ -132,10 +135,13 @@ def bench(pg_cluster: PgCluster) -> Iterator[Bench]:
                                                                      timeout_s=None)
         group = rt.new_turn_group(agent_id)
         item = rt.append_context(agent_id, group, "message", "user", "hello")
+        span = rt.start_span(run, "tool", "shell")
         with owner.reading() as s:
             baseline = int(s.execute(select(sc.ChangeRow.seq).order_by(sc.ChangeRow.seq.desc()).limit(1)).scalar_one())
+            tool_call = s.execute(select(sc.ApprovalRow.tool_call_id).where(sc.ApprovalRow.id == pending)).scalar_one()
         conns = {level: psycopg.connect(libpq_url(logins[level][1])) for level in (*LEVELS, "other agent")}
-        yield Bench(url, owner, logins, conns, pending, others, denied, item, group, agent_id, run, baseline)
+        yield Bench(url, owner, logins, conns, pending, others, denied, item, group, agent_id, run, baseline, span,
+                    tool_call)
     finally:
         for conn in locals().get("conns", {}).values():
             conn.close()
@@ -299,7 +305,8 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
             "agentdesk_approval_inserted", "agentdesk_approval_updated", "agentdesk_context_appended",
             "agentdesk_context_rehomed",
             "agentdesk_rule_changed", "agentdesk_rule_audited", "agentdesk_audit_login",
-            "agentdesk_notify_changes", "agentdesk_presence_notify")},
+            "agentdesk_notify_changes", "agentdesk_presence_notify", "agentdesk_row_written",
+            "agentdesk_row_owned")},
     }
 
 
@@ -436,6 +443,66 @@ def test_an_agent_moves_only_context_nobody_has_touched(bench: Bench) -> None:
         assert outcome == "refused" and "moving a context item an operator has changed" in detail
     finally:
         operator.close()
+
+
+OWNED_ROWS = {"run": ("runs", "status = 'failed'", "run"), "span": ("spans", "status = 'failed'", "span"),
+              "tool call": ("tool_calls", "status = 'approved'", "tool_call"),
+              "context group": ("context_groups", "kind = 'summary'", "group"),
+              "context item": ("context_items", "agent_id = agent_id", "item")}
+"""What a second agent would change in the first agent's rows (migration 0013: each row records its writer)."""
+
+
+@pytest.mark.parametrize("what", list(OWNED_ROWS))
+def test_another_agent_cannot_update_the_first_agents_row(bench: Bench, what: str) -> None:
+    table, change, field = OWNED_ROWS[what]
+    sql = f"UPDATE {table} SET {change} WHERE id = %s"
+    row = getattr(bench, field)
+    outcome, detail = attempt(bench.conns["other agent"], sql, (row,))
+    assert outcome == "refused", f"a second agent updated the first agent's {what}: {detail}"
+    assert f"is an agent that did not write {table.rstrip('s')} {row}" in detail
+    # the writer itself may (its runtime ends its run, finishes its span, sets its tool call's status)
+    outcome, detail = attempt(bench.conns["agent"], sql, (row,),
+                              then=lambda c: c.execute(f"SELECT written_login FROM {table} WHERE id = %s",
+                                                       (row,)).fetchone())
+    assert (outcome, detail) == ("through", (bench.logins["agent"][0],))
+
+
+@pytest.mark.parametrize("what", list(OWNED_ROWS))
+def test_the_writer_of_a_row_cannot_be_forged(bench: Bench, what: str) -> None:
+    """Not by an INSERT naming another login (a trigger sets it), not by an UPDATE (no grant, and a trigger)."""
+    table, _, field = OWNED_ROWS[what]
+    row = getattr(bench, field)
+    victim = bench.logins["agent"][0]
+    forged = (f"INSERT INTO {table} SELECT (json_populate_record(NULL::{table}, (row_to_json(t)::jsonb "
+              f"|| jsonb_build_object('id', t.id || '_forged', 'written_login', %s::text, 'ordinal', 999999))::json)).* "
+              f"FROM {table} t WHERE t.id = %s")
+    outcome, got = attempt(bench.conns["other agent"], forged, (victim, row),
+                           then=lambda c: c.execute(f"SELECT written_login FROM {table} WHERE id = %s",
+                                                    (row + "_forged",)).fetchone())
+    assert (outcome, got) == ("through", (bench.logins["other agent"][0],)), "a row was written under another login"
+    for level in ("agent", "other agent"):
+        outcome, detail = attempt(bench.conns[level], f"UPDATE {table} SET written_login = %s WHERE id = %s",
+                                  (bench.logins["other agent"][0], row))
+        assert outcome == "refused", f"{level} rewrote who wrote the {what}: {detail}"
+
+
+def test_the_runtime_writes_and_ends_its_own_rows_as_an_agent_login(bench: Bench) -> None:
+    """The ordinary path under ownership: an agent's runtime updates what it wrote, not another agent's."""
+    mine = AgentRuntime(open_store(bench.logins["agent"][1]))
+    theirs = AgentRuntime(open_store(bench.logins["other agent"][1]))
+    try:
+        span = mine.start_span(bench.run, "llm", "call")
+        mine.finish_span(span, "ok", "done")
+        with pytest.raises(PermissionRefused, match="did not write span"):
+            theirs.finish_span(span, "error", "hijacked")
+        with pytest.raises(PermissionRefused, match="did not write run"):
+            theirs.set_run_status(bench.run, "failed", "hijacked")
+        with bench.owner.reading() as s:
+            status = s.execute(select(sc.SpanRow.status).where(sc.SpanRow.id == span)).scalar_one()
+        assert status == "ok"
+    finally:
+        mine.store.close()
+        theirs.store.close()
 
 
 def test_a_rule_change_without_its_audit_record_is_refused_at_commit(bench: Bench) -> None:
