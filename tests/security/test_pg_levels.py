@@ -546,11 +546,63 @@ def test_the_old_writer_advisory_keys_stall_nobody(bench: Bench, level: str) -> 
         holder.close()
 
 
-def test_an_agent_holding_its_turn_delays_a_decision_by_at_most_the_busy_timeout(bench: Bench) -> None:
+HOLDS = {
+    "the runtime turn and a span": ["SELECT agentdesk_writer_turn(true)",
+                                    "INSERT INTO spans (id, run_id, kind, name, status, started_at, input_tokens, "
+                                    "output_tokens, cost_usd, attributes) VALUES ('spn_held', '{run}', 'tool', 'x', "
+                                    "'running', 1, 0, 0, 0, '{{}}')"],
+    "the turn as a person takes it": ["SELECT agentdesk_writer_turn(false)"],
+    "an audit record": ["SELECT * FROM agentdesk_audit_append('1764648000.5', 'x', 'run.done', 'run', '{run}', "
+                        "'{{}}')"],
+    "change-log rows": ["SELECT * FROM agentdesk_log_changes(NULL, '[{{\"at\": 1, \"entity\": \"run\", "
+                        "\"op\": \"update\", \"entity_id\": \"{run}\", \"revision\": 1}}]')"],
+    "the turn and a row lock on its own request": ["SELECT agentdesk_writer_turn(false)",
+                                                   "SELECT 1 FROM approvals WHERE id = '{own}' FOR UPDATE"],
+}
+"""What an agent login takes inside a transaction it then leaves open (migration 0013 ends it for a person)."""
+
+
+@pytest.mark.parametrize("hold", list(HOLDS))
+def test_an_agent_holding_the_writers_turn_cannot_make_a_decision_wait(bench: Bench, hold: str) -> None:
+    """An agent opens a transaction, takes what it may take and sits idle: a person's decision on another request
+    commits at once (its turn ends the agent's session after a 500 ms grace, rolling it back whole), and a window
+    watching the store hears of it."""
+    rt = AgentRuntime(open_store(bench.logins["agent"][1]))
+    own = rt.request_approval(bench.run, "run_shell", {"command": "ls"}, timeout_s=None)
+    other = AgentRuntime(open_store(bench.logins["other agent"][1]))
+    approval = other.request_approval(bench.run, "run_shell", {"command": "ls -la"}, timeout_s=None)
+    window = open_store(bench.logins["viewer"][1])
+    heard = threading.Event()
+    window.bus.subscribe(lambda changes: heard.set() if any(c.id == approval for c in changes) else None)
+    watcher = ChangeWatcher(window).start()
+    holder = held(bench.logins["agent"][1], *(sql.format(run=bench.run, own=own) for sql in HOLDS[hold]))
+    operator = open_store(bench.logins["operator"][1], busy_timeout_s=5.0)
+    try:
+        started = time.monotonic()
+        decided = approvals.decide(operator, approval, True, "bob")
+        took = time.monotonic() - started
+        assert decided.status == "approved"
+        assert took < 2.5, f"the decision waited {took:.1f} s behind an idle agent transaction"
+        assert heard.wait(10), "the window did not hear of the decision"
+        with pytest.raises(psycopg.OperationalError):  # the agent's session was ended: its transaction rolled back
+            holder.execute("SELECT 1")
+        with bench.owner.reading() as s:
+            assert s.execute(select(sc.SpanRow.id).where(sc.SpanRow.id == "spn_held")).first() is None
+        assert approvals.decide(operator, own, False, "bob", reason="no").status == "denied"  # its row lock went
+    finally:
+        watcher.stop()
+        operator.close()
+        holder.close()
+        window.close()
+        rt.store.close()
+        other.store.close()
+
+
+def test_a_person_holding_the_turn_is_waited_for_up_to_the_busy_timeout(bench: Bench) -> None:
+    """Only agent-level sessions are ended: another person's transaction is waited for, as before."""
     rt = AgentRuntime(open_store(bench.logins["agent"][1]))
     approval = rt.request_approval(bench.run, "run_shell", {"command": "ls"}, timeout_s=None)
-    holder = held(bench.logins["agent"][1], "SELECT agentdesk_writer_turn(false)",
-                  f"SELECT 1 FROM approvals WHERE id = '{approval}' FOR UPDATE")
+    holder = held(bench.logins["admin"][1], "SELECT agentdesk_writer_turn(false)")
     operator = open_store(bench.logins["operator"][1], busy_timeout_s=1.0)
     try:
         started = time.monotonic()
@@ -558,6 +610,7 @@ def test_an_agent_holding_its_turn_delays_a_decision_by_at_most_the_busy_timeout
             approvals.decide(operator, approval, True, "bob")
         assert time.monotonic() - started < 3.0, "the decision waited past the busy timeout"
         assert NativeSource(operator).approval(approval).status == "pending"  # nothing half-written
+        holder.execute("SELECT 1")  # still there
         holder.rollback()
         assert approvals.decide(operator, approval, True, "bob").status == "approved"
     finally:
