@@ -457,9 +457,15 @@ def test_another_agent_cannot_update_the_first_agents_row(bench: Bench, what: st
     table, change, field = OWNED_ROWS[what]
     sql = f"UPDATE {table} SET {change} WHERE id = %s"
     row = getattr(bench, field)
-    outcome, detail = attempt(bench.conns["other agent"], sql, (row,))
-    assert outcome == "refused", f"a second agent updated the first agent's {what}: {detail}"
-    assert f"is an agent that did not write {table.rstrip('s')} {row}" in detail
+    # row-level security: the first agent's row is not there for the second agent's UPDATE, nor for its row
+    # locks (a person's function updating it never waits for the second agent)
+    outcome, detail = attempt(bench.conns["other agent"], sql + " RETURNING id", (row,),
+                              then=lambda c: c.execute(f"SELECT id FROM {table} WHERE id = %s FOR SHARE",
+                                                       (row,)).fetchall())
+    assert (outcome, detail) == ("through", []), f"a second agent updated or locked the first agent's {what}"
+    assert bench.conns["other agent"].execute(sql + " RETURNING id", (row,)).fetchall() == [], \
+        f"a second agent updated the first agent's {what}"
+    bench.conns["other agent"].rollback()
     # the writer itself may (its runtime ends its run, finishes its span, sets its tool call's status)
     outcome, detail = attempt(bench.conns["agent"], sql, (row,),
                               then=lambda c: c.execute(f"SELECT written_login FROM {table} WHERE id = %s",
@@ -474,7 +480,7 @@ def test_the_writer_of_a_row_cannot_be_forged(bench: Bench, what: str) -> None:
     row = getattr(bench, field)
     victim = bench.logins["agent"][0]
     forged = (f"INSERT INTO {table} SELECT (json_populate_record(NULL::{table}, (row_to_json(t)::jsonb "
-              f"|| jsonb_build_object('id', t.id || '_forged', 'written_login', %s::text, 'ordinal', 999999))::json)).* "
+              "|| jsonb_build_object('id', t.id || '_forged', 'written_login', %s::text, 'ordinal', 999999))::json)).* "
               f"FROM {table} t WHERE t.id = %s")
     outcome, got = attempt(bench.conns["other agent"], forged, (victim, row),
                            then=lambda c: c.execute(f"SELECT written_login FROM {table} WHERE id = %s",
@@ -493,9 +499,9 @@ def test_the_runtime_writes_and_ends_its_own_rows_as_an_agent_login(bench: Bench
     try:
         span = mine.start_span(bench.run, "llm", "call")
         mine.finish_span(span, "ok", "done")
-        with pytest.raises(PermissionRefused, match="did not write span"):
+        with pytest.raises(PermissionRefused, match="did not write this span"):
             theirs.finish_span(span, "error", "hijacked")
-        with pytest.raises(PermissionRefused, match="did not write run"):
+        with pytest.raises(PermissionRefused, match="did not write this run"):
             theirs.set_run_status(bench.run, "failed", "hijacked")
         with bench.owner.reading() as s:
             status = s.execute(select(sc.SpanRow.status).where(sc.SpanRow.id == span)).scalar_one()
@@ -558,6 +564,9 @@ HOLDS = {
                         "\"op\": \"update\", \"entity_id\": \"{run}\", \"revision\": 1}}]')"],
     "the turn and a row lock on its own request": ["SELECT agentdesk_writer_turn(false)",
                                                    "SELECT 1 FROM approvals WHERE id = '{own}' FOR UPDATE"],
+    "row locks on every tool call, agent and context row": [
+        f"SELECT count(*) FROM (SELECT 1 FROM {table} FOR SHARE) t" for table in (
+            "tool_calls", "agents", "runs", "spans", "context_groups", "context_items", "approvals")],
 }
 """What an agent login takes inside a transaction it then leaves open (migration 0013 ends it for a person)."""
 
@@ -584,11 +593,15 @@ def test_an_agent_holding_the_writers_turn_cannot_make_a_decision_wait(bench: Be
         assert decided.status == "approved"
         assert took < 2.5, f"the decision waited {took:.1f} s behind an idle agent transaction"
         assert heard.wait(10), "the window did not hear of the decision"
-        with pytest.raises(psycopg.OperationalError):  # the agent's session was ended: its transaction rolled back
+        if "turn" in hold or "record" in hold or "change-log" in hold:  # it held the queue: its session was ended
+            with pytest.raises(psycopg.OperationalError):
+                holder.execute("SELECT 1")
+        else:  # it could lock only rows it wrote itself (row-level security): nobody had to end it
             holder.execute("SELECT 1")
+            holder.rollback()
         with bench.owner.reading() as s:
             assert s.execute(select(sc.SpanRow.id).where(sc.SpanRow.id == "spn_held")).first() is None
-        assert approvals.decide(operator, own, False, "bob", reason="no").status == "denied"  # its row lock went
+        assert approvals.decide(operator, own, False, "bob", reason="no").status == "denied"  # no lock left
     finally:
         watcher.stop()
         operator.close()

@@ -1,4 +1,4 @@
-"""agent ownership: an agent updates only the runtime rows its own login wrote; a person's turn ends an agent that holds it
+"""agent ownership: an agent updates only the runtime rows it wrote; a person's turn ends an agent holding it
 
 Revision ID: 0013_agent_ownership
 Revises: 0012_least_privilege
@@ -35,7 +35,7 @@ branch_labels = None
 depends_on = None
 
 SAFE = "SET search_path = pg_catalog, pg_temp"
-OWNED = ("runs", "spans", "tool_calls", "context_groups", "context_items")
+OWNED = ("agents", "runs", "spans", "tool_calls", "context_groups", "context_items")
 TURN_GRACE_MS = 500
 """How long a person waits for the writers' turn behind an agent-level holder before ending its session."""
 
@@ -73,6 +73,15 @@ OWNERSHIP = [
         CREATE TRIGGER {table}_owned BEFORE UPDATE ON public.{table}
             FOR EACH ROW EXECUTE FUNCTION public.agentdesk_row_owned()
         """,
+        # Row-level security makes another login's rows invisible to an agent's UPDATE and to its row locks
+        # (SELECT ... FOR UPDATE / FOR SHARE apply the UPDATE policy): an agent cannot hold a row a person's
+        # function updates (a decision sets its tool call's status, a context edit bumps the agent) unless it
+        # wrote that row. Everyone reads every row, as before; the owner (so the functions) is not bound.
+        f"ALTER TABLE public.{table} ENABLE ROW LEVEL SECURITY",
+        f"CREATE POLICY {table}_read ON public.{table} FOR SELECT USING (true)",
+        f"CREATE POLICY {table}_append ON public.{table} FOR INSERT TO agentdesk_agent WITH CHECK (true)",
+        f"CREATE POLICY {table}_own ON public.{table} FOR UPDATE TO agentdesk_agent "
+        "USING (written_login = session_user) WITH CHECK (true)",
     )),
     "REVOKE ALL ON FUNCTION public.agentdesk_row_written(), public.agentdesk_row_owned() FROM PUBLIC",
 ]
@@ -172,6 +181,9 @@ def downgrade() -> None:
         return
     _run(bind, TURN_0012)
     for table in OWNED:
+        for policy in ("read", "append", "own"):
+            _run(bind, f"DROP POLICY IF EXISTS {table}_{policy} ON public.{table}")
+        _run(bind, f"ALTER TABLE public.{table} DISABLE ROW LEVEL SECURITY")
         _run(bind, f"DROP TRIGGER IF EXISTS {table}_owned ON public.{table}")
         _run(bind, f"DROP TRIGGER IF EXISTS {table}_written ON public.{table}")
         _run(bind, f"ALTER TABLE public.{table} DROP COLUMN IF EXISTS written_login")
