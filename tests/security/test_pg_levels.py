@@ -611,6 +611,49 @@ def test_an_agent_holding_the_writers_turn_cannot_make_a_decision_wait(bench: Be
         other.store.close()
 
 
+def test_many_agent_sessions_cannot_queue_ahead_of_a_person(bench: Bench) -> None:
+    """One agent session holds the turn, eight more ask for it (as a person would, `false`) and will sit idle once
+    they have it: a decision still commits after one or two graces, not one per session (an agent login always
+    queues among runtime writers first, so at most one of its sessions waits in the writers' queue)."""
+    other = AgentRuntime(open_store(bench.logins["other agent"][1]))
+    approval = other.request_approval(bench.run, "run_shell", {"command": "ls -l"}, timeout_s=None)
+    url = libpq_url(bench.logins["agent"][1])
+    holder = held(bench.logins["agent"][1], "SELECT agentdesk_writer_turn(false)")
+    waiting = [psycopg.connect(url) for _ in range(8)]
+
+    def take_turn(conn: psycopg.Connection[Any]) -> None:
+        try:
+            conn.execute("SELECT agentdesk_writer_turn(false)")
+        except psycopg.Error:
+            pass  # ended
+
+    threads = [threading.Thread(target=take_turn, args=(conn,)) for conn in waiting]
+    pids = [conn.info.backend_pid for conn in waiting]
+    operator = open_store(bench.logins["operator"][1], busy_timeout_s=5.0)
+    with psycopg.connect(libpq_url(bench.url), autocommit=True) as watch:
+        try:
+            for thread in threads:
+                thread.start()
+            give_up = time.monotonic() + 10
+            while watch.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s) AND wait_event_type = "
+                                "'Lock'", (pids,)).fetchone() != (8,):
+                assert time.monotonic() < give_up, "the agent's sessions never queued"
+                time.sleep(0.01)
+            started = time.monotonic()
+            assert approvals.decide(operator, approval, True, "bob").status == "approved"
+            took = time.monotonic() - started
+            assert took < 2.5, f"the decision waited {took:.1f} s behind eight queued agent sessions"
+        finally:
+            watch.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,))
+            for thread in threads:
+                thread.join(10)
+            for conn in waiting:
+                conn.close()
+            holder.close()
+            operator.close()
+            other.store.close()
+
+
 def test_a_person_holding_the_turn_is_waited_for_up_to_the_busy_timeout(bench: Bench) -> None:
     """Only agent-level sessions are ended: another person's transaction is waited for, as before."""
     rt = AgentRuntime(open_store(bench.logins["agent"][1]))

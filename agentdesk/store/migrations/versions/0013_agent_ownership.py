@@ -20,7 +20,9 @@ PostgreSQL only (a no-op on SQLite, whose single user owns the file and has no l
   holds the queue longer while a person waits is stuck or hostile, and every runtime write is a
   compare-and-set on ids chosen before the transaction, so trying it again is safe. Ending a session needs the
   owner to be a superuser or a member of `pg_signal_backend`; without it the person waits the busy timeout, as
-  before, and fails in one sentence.
+  before, and fails in one sentence. An agent login always queues among runtime writers first (the row of
+  `agentdesk_runtime_queue`), whatever it passes, so however many sessions it opens, at most one of them waits
+  in the writers' queue ahead of a person.
 
 The SQL is written out here, not imported, so the revision stays what it was when later code changes.
 """
@@ -87,8 +89,8 @@ OWNERSHIP = [
 ]
 
 TURN = [
-    # A person's turn ends the agent-level sessions that hold the queue past the grace. Runtime writers (and
-    # agents calling it with false) queue as before.
+    # A person's turn ends the agent-level sessions that hold the queue past the grace. Runtime writers queue as
+    # before; an agent login queues as a runtime writer whatever it passes.
     f"""
     CREATE OR REPLACE FUNCTION public.agentdesk_writer_turn(runtime boolean) RETURNS void
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER {SAFE} AS $$
@@ -100,10 +102,10 @@ TURN = [
         holder record;
     BEGIN
         PERFORM public.agentdesk_require_writer('writing');
-        IF runtime THEN
-            PERFORM 1 FROM public.agentdesk_runtime_queue q WHERE q.id = 1 FOR UPDATE;
-        END IF;
         IF runtime OR public.agentdesk_level() = 'agent' THEN
+            -- an agent always queues among runtime writers first, so at most one agent-level session waits in
+            -- the writers' queue ahead of a person, however many sessions it opens
+            PERFORM 1 FROM public.agentdesk_runtime_queue q WHERE q.id = 1 FOR UPDATE;
             LOCK TABLE public.agentdesk_writer_queue IN EXCLUSIVE MODE;
             RETURN;
         END IF;
