@@ -17,6 +17,7 @@ A failing test's id names the attempt that got through: `test_table_attempt[oper
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -622,10 +623,8 @@ def test_many_agent_sessions_cannot_queue_ahead_of_a_person(bench: Bench) -> Non
     waiting = [psycopg.connect(url) for _ in range(8)]
 
     def take_turn(conn: psycopg.Connection[Any]) -> None:
-        try:
+        with contextlib.suppress(psycopg.Error):  # ended
             conn.execute("SELECT agentdesk_writer_turn(false)")
-        except psycopg.Error:
-            pass  # ended
 
     threads = [threading.Thread(target=take_turn, args=(conn,)) for conn in waiting]
     pids = [conn.info.backend_pid for conn in waiting]
