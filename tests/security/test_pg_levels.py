@@ -266,6 +266,11 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
             ("close by hand", f"SELECT agentdesk_close_approval(a, 1, 'approved', 'alice', '{approved}', '{{}}', "
                               f"'{v}') FROM approvals a WHERE a.id = '{b.denied}'")],
         "agentdesk_writer_turn": [("take the turn", "SELECT agentdesk_writer_turn(true)")],
+        "agentdesk_end_agents_holding": [
+            ("end every reader", "SELECT agentdesk_end_agents_holding('approvals'::regclass, "
+                                 "ARRAY['AccessShareLock', 'RowShareLock', 'RowExclusiveLock'])")],
+        "agentdesk_lock_tokens": [("lock every token", "SELECT agentdesk_lock_tokens(ARRAY(SELECT id FROM "
+                                                       "agent_tokens))")],
         "agentdesk_runtime_delete": [
             ("delete a used agent", f"SELECT agentdesk_runtime_delete('placeholder agent', NULL, "
                                     f"ARRAY['{b.agent_id}'])"),
@@ -651,6 +656,27 @@ def test_many_agent_sessions_cannot_queue_ahead_of_a_person(bench: Bench) -> Non
             holder.close()
             operator.close()
             other.store.close()
+
+
+def test_an_agent_holding_every_token_row_cannot_stall_a_revoke(bench: Bench) -> None:
+    """The gate may stamp any token's use, so an agent login may lock every token row (FOR UPDATE needs only its
+    `last_used_at` grant) and sit: revoking its own token then commits at once (migration 0013)."""
+    from agentdesk.store.agents import tokens
+
+    made, _ = tokens.create(bench.owner, f"held-{uuid.uuid4().hex[:6]}", "alice")
+    holder = held(bench.logins["agent"][1], "SELECT count(*) FROM (SELECT 1 FROM agent_tokens FOR UPDATE) t")
+    operator = open_store(bench.logins["operator"][1], busy_timeout_s=5.0)
+    try:
+        started = time.monotonic()
+        assert [t.id for t in tokens.revoke(operator, made.id, "bob")] == [made.id]
+        took = time.monotonic() - started
+        assert took < 2.5, f"the revoke waited {took:.1f} s behind an idle agent transaction"
+        with pytest.raises(psycopg.OperationalError):
+            holder.execute("SELECT 1")
+        assert not {t.id: t for t in tokens.list_tokens(bench.owner)}[made.id].active
+    finally:
+        operator.close()
+        holder.close()
 
 
 def test_a_person_holding_the_turn_is_waited_for_up_to_the_busy_timeout(bench: Bench) -> None:

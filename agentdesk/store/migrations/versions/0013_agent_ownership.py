@@ -89,6 +89,37 @@ OWNERSHIP = [
 ]
 
 TURN = [
+    # Ends the agent-level sessions (not the caller's) holding a lock of one of `modes` on `rel`: called by a
+    # person's write after it waited the grace for that lock. Internal (no EXECUTE for anyone).
+    f"""
+    CREATE FUNCTION public.agentdesk_end_agents_holding(rel regclass, modes text[]) RETURNS int
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER {SAFE} AS $$
+    DECLARE
+        holder record;
+        ended int := 0;
+    BEGIN
+        FOR holder IN
+            SELECT DISTINCT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+            WHERE l.locktype = 'relation' AND l.relation = rel AND l.mode = ANY (modes)
+              AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+              AND l.granted AND l.pid <> pg_backend_pid()
+              AND pg_has_role(a.usename, 'agentdesk_agent', 'MEMBER')
+              AND NOT pg_has_role(a.usename, 'agentdesk_operator', 'MEMBER')
+              AND NOT public.agentdesk_is_owner(a.usename)
+        LOOP
+            BEGIN
+                IF pg_terminate_backend(holder.pid) THEN
+                    ended := ended + 1;
+                    RAISE LOG 'agentdesk: ended agent session % that held % while a person waited', holder.pid, rel;
+                END IF;
+            EXCEPTION WHEN insufficient_privilege THEN
+                NULL;  -- the owner may not end sessions (no pg_signal_backend): the person waits its busy timeout
+            END;
+        END LOOP;
+        RETURN ended;
+    END $$
+    """,
+    "REVOKE ALL ON FUNCTION public.agentdesk_end_agents_holding(regclass, text[]) FROM PUBLIC",
     # A person's turn ends the agent-level sessions that hold the queue past the grace. Runtime writers queue as
     # before; an agent login queues as a runtime writer whatever it passes.
     f"""
@@ -99,7 +130,6 @@ TURN = [
         budget_ms float8;
         waited_ms float8;
         started timestamptz := clock_timestamp();
-        holder record;
     BEGIN
         PERFORM public.agentdesk_require_writer('writing');
         IF runtime OR public.agentdesk_level() = 'agent' THEN
@@ -125,26 +155,49 @@ TURN = [
                     RAISE;  -- the busy timeout: nothing written, "locked by another writer"
                 END IF;
             END;
-            FOR holder IN
-                SELECT DISTINCT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-                WHERE l.locktype = 'relation' AND l.relation = 'public.agentdesk_writer_queue'::regclass
-                  AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-                  AND l.granted AND l.pid <> pg_backend_pid()
-                  AND pg_has_role(a.usename, 'agentdesk_agent', 'MEMBER')
-                  AND NOT pg_has_role(a.usename, 'agentdesk_operator', 'MEMBER')
-                  AND NOT public.agentdesk_is_owner(a.usename)
-            LOOP
-                BEGIN
-                    PERFORM pg_terminate_backend(holder.pid);
-                    RAISE LOG 'agentdesk: ended agent session % that held the writers'' turn while a person waited',
-                        holder.pid;
-                EXCEPTION WHEN insufficient_privilege THEN
-                    NULL;  -- the owner may not end sessions (no pg_signal_backend): wait out the busy timeout
-                END;
-            END LOOP;
+            PERFORM public.agentdesk_end_agents_holding('public.agentdesk_writer_queue'::regclass,
+                                                        ARRAY['ExclusiveLock']);
         END LOOP;
     END $$
     """,
+]
+
+TOKENS = [
+    # An operator's revoke locks the token rows first, ending after the grace the agent-level sessions that could
+    # hold them (an agent may stamp `last_used_at`, so it may lock every token row: FOR UPDATE needs only that).
+    f"""
+    CREATE FUNCTION public.agentdesk_lock_tokens(ids text[]) RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER {SAFE} AS $$
+    #variable_conflict use_variable
+    DECLARE
+        budget text := current_setting('lock_timeout');
+        budget_ms float8;
+        waited_ms float8;
+        started timestamptz := clock_timestamp();
+    BEGIN
+        PERFORM public.agentdesk_require('operator', 'revoking an agent token');
+        SELECT s.setting::float8 INTO budget_ms FROM pg_settings s WHERE s.name = 'lock_timeout';
+        LOOP
+            waited_ms := extract(epoch FROM clock_timestamp() - started) * 1000;
+            BEGIN
+                PERFORM set_config('lock_timeout', greatest(1, CASE WHEN budget_ms > 0
+                    THEN least({TURN_GRACE_MS}, budget_ms / 2, budget_ms - waited_ms)
+                    ELSE {TURN_GRACE_MS} END)::int::text, true);
+                PERFORM 1 FROM public.agent_tokens t WHERE t.id = ANY (ids) ORDER BY t.id FOR UPDATE;
+                PERFORM set_config('lock_timeout', budget, true);
+                RETURN;
+            EXCEPTION WHEN lock_not_available THEN
+                IF budget_ms > 0 AND extract(epoch FROM clock_timestamp() - started) * 1000 >= budget_ms THEN
+                    RAISE;
+                END IF;
+            END;
+            PERFORM public.agentdesk_end_agents_holding('public.agent_tokens'::regclass,
+                                                        ARRAY['RowShareLock', 'RowExclusiveLock']);
+        END LOOP;
+    END $$
+    """,
+    "REVOKE ALL ON FUNCTION public.agentdesk_lock_tokens(text[]) FROM PUBLIC",
+    "GRANT EXECUTE ON FUNCTION public.agentdesk_lock_tokens(text[]) TO agentdesk_operator",
 ]
 
 TURN_0012 = f"""
@@ -173,7 +226,7 @@ def upgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name != "postgresql":
         return
-    for statement in [*OWNERSHIP, *TURN]:
+    for statement in [*OWNERSHIP, *TURN, *TOKENS]:
         _run(bind, statement)
 
 
@@ -182,6 +235,8 @@ def downgrade() -> None:
     if bind.dialect.name != "postgresql":
         return
     _run(bind, TURN_0012)
+    _run(bind, "DROP FUNCTION IF EXISTS public.agentdesk_lock_tokens(text[])")
+    _run(bind, "DROP FUNCTION IF EXISTS public.agentdesk_end_agents_holding(regclass, text[])")
     for table in OWNED:
         for policy in ("read", "append", "own"):
             _run(bind, f"DROP POLICY IF EXISTS {table}_{policy} ON public.{table}")
