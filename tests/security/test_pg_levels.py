@@ -479,6 +479,20 @@ def test_another_agent_cannot_update_the_first_agents_row(bench: Bench, what: st
     assert (outcome, detail) == ("through", (bench.logins["agent"][0],))
 
 
+def test_the_writer_check_holds_without_the_policy(bench: Bench) -> None:
+    """Defence in depth: with row-level security switched off on `runs`, the trigger still refuses the update."""
+    with bench.owner.engine.begin() as conn:
+        conn.exec_driver_sql("SET LOCAL lock_timeout = '5s'")
+        conn.exec_driver_sql("ALTER TABLE runs DISABLE ROW LEVEL SECURITY")
+    try:
+        outcome, detail = attempt(bench.conns["other agent"], "UPDATE runs SET status = 'failed' WHERE id = %s",
+                                  (bench.run,))
+        assert outcome == "refused" and f"is an agent that did not write run {bench.run}" in detail, detail
+    finally:
+        with bench.owner.engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE runs ENABLE ROW LEVEL SECURITY")
+
+
 @pytest.mark.parametrize("what", list(OWNED_ROWS))
 def test_the_writer_of_a_row_cannot_be_forged(bench: Bench, what: str) -> None:
     """Not by an INSERT naming another login (a trigger sets it), not by an UPDATE (no grant, and a trigger)."""

@@ -55,14 +55,15 @@ OWNERSHIP = [
     CREATE FUNCTION public.agentdesk_row_owned() RETURNS trigger LANGUAGE plpgsql {SAFE} AS $$
     BEGIN
         NEW.written_login := OLD.written_login;
+        IF OLD.written_login IS NOT DISTINCT FROM session_user THEN
+            RETURN NEW;  -- the writer itself (the common case, checked first: the level costs role lookups)
+        END IF;
         IF public.agentdesk_is_owner(current_user) OR public.agentdesk_level() <> 'agent' THEN
             RETURN NEW;
         END IF;
-        IF OLD.written_login IS DISTINCT FROM session_user THEN
-            RAISE EXCEPTION '% is an agent that did not write % %; changing it needs its own agent login or operator',
-                session_user, rtrim(TG_TABLE_NAME, 's'), OLD.id USING ERRCODE = 'insufficient_privilege';
-        END IF;
-        RETURN NEW;
+        -- row-level security already hides such rows from an agent's UPDATE; this holds if a policy is ever dropped
+        RAISE EXCEPTION '% is an agent that did not write % %; changing it needs its own agent login or operator',
+            session_user, rtrim(TG_TABLE_NAME, 's'), OLD.id USING ERRCODE = 'insufficient_privilege';
     END $$
     """,
     *(statement for table in OWNED for statement in (
