@@ -9,8 +9,13 @@ agent for "not its own"), one transaction per attempt, rolled back. The attempts
 - every agentdesk function, with hostile arguments: whatever it answers, the state afterwards (read in
   the same transaction, before the rollback) is one the level may produce (`harm`);
 - the "delete the denied approval and insert it back as approved" attack, by hand and through the audit;
-- holding the old writer advisory keys (viewer, agent), holding the writers' turn (agent): a decision
-  is not stalled beyond the busy timeout; NOTIFY on the bus channel; origin spoofing.
+- holding the old writer advisory keys (viewer, agent): nobody waits; an agent holding the writers' turn
+  (five ways, and eight sessions queued for it) or every token row, idle in its transaction: a person's
+  decision or revoke commits at once (its session is ended after a 500 ms grace, migration 0013) and a
+  window hears of it; a person holding the turn is waited for up to the busy timeout;
+- a second agent updating, locking or forging the writer of the first agent's run, span, tool call, context
+  group and item (migration 0013: each row records its writer; row-level security and a trigger);
+- NOTIFY on the bus channel; origin spoofing.
 
 A failing test's id names the attempt that got through: `test_table_attempt[operator-approvals-DELETE]`.
 """
