@@ -23,6 +23,9 @@ PostgreSQL only (a no-op on SQLite, whose single user owns the file and has no l
   before, and fails in one sentence. An agent login always queues among runtime writers first (the row of
   `agentdesk_runtime_queue`), whatever it passes, so however many sessions it opens, at most one of them waits
   in the writers' queue ahead of a person.
+- `agent-token revoke` locks the token rows first through `agentdesk_lock_tokens` (operators), which ends the
+  agent-level sessions holding row locks on `agent_tokens` after the same grace (an agent may stamp any
+  token's `last_used_at`, so it may lock every token row).
 
 The SQL is written out here, not imported, so the revision stays what it was when later code changes.
 """
