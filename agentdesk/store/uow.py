@@ -22,6 +22,7 @@ before the transaction, so trying again never applies twice.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, ExitStack, nullcontext
@@ -31,6 +32,7 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, insert, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
 
 from agentdesk.store.audit import AuditAppender
 from agentdesk.store.errors import InvalidInput, PermissionRefused, StoreError, StoreUnavailable
@@ -175,6 +177,8 @@ class UnitOfWork:
                 self._adopted.clear()
                 if isinstance(exc, DBAPIError):
                     _refused(exc, self.store)
+                if isinstance(exc, StaleDataError):
+                    _not_its_row(exc, self.store)
                 _translate(exc, self.store.url)
                 return
             published = self._adopted + self._write_change_log()
@@ -196,6 +200,10 @@ class UnitOfWork:
         except IntegrityError as error:
             session.rollback()
             raise InvalidInput(f"The store refused the write: {error.orig}.") from error
+        except StaleDataError as error:
+            session.rollback()
+            _not_its_row(error, self.store)
+            raise
         finally:
             session.close()
             self._release_queue()
@@ -262,6 +270,18 @@ def _refused(exc: DBAPIError, store: Store) -> None:
     """A write the server refused for want of privilege (SQLSTATE 42501) becomes one sentence, exit 2."""
     if getattr(exc.orig, "sqlstate", None) == "42501":
         raise PermissionRefused(refusal_from(str(exc.orig), store.login)) from exc
+
+
+def _not_its_row(exc: StaleDataError, store: Store) -> None:
+    """An agent login's UPDATE matched none of the rows it named (PostgreSQL, migration 0013): row-level security
+    hides the rows another login wrote from an agent's writes. One sentence instead of the ORM's error."""
+    login = store.login
+    if not store.is_postgres or login is None or login.level != "agent" or login.owner:
+        return
+    found = re.search(r"on table '([a-z_]+)'", str(exc))
+    what = (found.group(1) if found else "row").rstrip("s").replace("_", " ")
+    raise PermissionRefused(f"{login.name} is an agent that did not write this {what}; "
+                            "changing it needs its own agent login or operator.") from exc
 
 
 def guard(condition: bool, error: StoreError) -> None:

@@ -9,14 +9,20 @@ agent for "not its own"), one transaction per attempt, rolled back. The attempts
 - every agentdesk function, with hostile arguments: whatever it answers, the state afterwards (read in
   the same transaction, before the rollback) is one the level may produce (`harm`);
 - the "delete the denied approval and insert it back as approved" attack, by hand and through the audit;
-- holding the old writer advisory keys (viewer, agent), holding the writers' turn (agent): a decision
-  is not stalled beyond the busy timeout; NOTIFY on the bus channel; origin spoofing.
+- holding the old writer advisory keys (viewer, agent): nobody waits; an agent holding the writers' turn
+  (five ways, and eight sessions queued for it) or every token row, idle in its transaction: a person's
+  decision or revoke commits at once (its session is ended after a 500 ms grace, migration 0013) and a
+  window hears of it; a person holding the turn is waited for up to the busy timeout;
+- a second agent updating, locking or forging the writer of the first agent's run, span, tool call, context
+  group and item (migration 0013: each row records its writer; row-level security and a trigger);
+- NOTIFY on the bus channel; origin spoofing.
 
 A failing test's id names the attempt that got through: `test_table_attempt[operator-approvals-DELETE]`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -103,6 +109,9 @@ class Bench:
     agent_id: str
     run: str
     baseline_seq: int
+    span: str = ""
+    """Written by the `agent` login, like `run`, `group`, `item` and `tool_call`."""
+    tool_call: str = ""
 
 
 def _login(cluster: PgCluster, url: str, level: str) -> tuple[str, str]:
@@ -132,10 +141,13 @@ def bench(pg_cluster: PgCluster) -> Iterator[Bench]:
                                                                      timeout_s=None)
         group = rt.new_turn_group(agent_id)
         item = rt.append_context(agent_id, group, "message", "user", "hello")
+        span = rt.start_span(run, "tool", "shell")
         with owner.reading() as s:
             baseline = int(s.execute(select(sc.ChangeRow.seq).order_by(sc.ChangeRow.seq.desc()).limit(1)).scalar_one())
+            tool_call = s.execute(select(sc.ApprovalRow.tool_call_id).where(sc.ApprovalRow.id == pending)).scalar_one()
         conns = {level: psycopg.connect(libpq_url(logins[level][1])) for level in (*LEVELS, "other agent")}
-        yield Bench(url, owner, logins, conns, pending, others, denied, item, group, agent_id, run, baseline)
+        yield Bench(url, owner, logins, conns, pending, others, denied, item, group, agent_id, run, baseline, span,
+                    tool_call)
     finally:
         for conn in locals().get("conns", {}).values():
             conn.close()
@@ -259,6 +271,11 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
             ("close by hand", f"SELECT agentdesk_close_approval(a, 1, 'approved', 'alice', '{approved}', '{{}}', "
                               f"'{v}') FROM approvals a WHERE a.id = '{b.denied}'")],
         "agentdesk_writer_turn": [("take the turn", "SELECT agentdesk_writer_turn(true)")],
+        "agentdesk_end_agents_holding": [
+            ("end every reader", "SELECT agentdesk_end_agents_holding('approvals'::regclass, "
+                                 "ARRAY['AccessShareLock', 'RowShareLock', 'RowExclusiveLock'])")],
+        "agentdesk_lock_tokens": [("lock every token", "SELECT agentdesk_lock_tokens(ARRAY(SELECT id FROM "
+                                                       "agent_tokens))")],
         "agentdesk_runtime_delete": [
             ("delete a used agent", f"SELECT agentdesk_runtime_delete('placeholder agent', NULL, "
                                     f"ARRAY['{b.agent_id}'])"),
@@ -299,7 +316,8 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
             "agentdesk_approval_inserted", "agentdesk_approval_updated", "agentdesk_context_appended",
             "agentdesk_context_rehomed",
             "agentdesk_rule_changed", "agentdesk_rule_audited", "agentdesk_audit_login",
-            "agentdesk_notify_changes", "agentdesk_presence_notify")},
+            "agentdesk_notify_changes", "agentdesk_presence_notify", "agentdesk_row_written",
+            "agentdesk_row_owned")},
     }
 
 
@@ -438,6 +456,86 @@ def test_an_agent_moves_only_context_nobody_has_touched(bench: Bench) -> None:
         operator.close()
 
 
+OWNED_ROWS = {"run": ("runs", "status = 'failed'", "run"), "span": ("spans", "status = 'failed'", "span"),
+              "tool call": ("tool_calls", "status = 'approved'", "tool_call"),
+              "context group": ("context_groups", "kind = 'summary'", "group"),
+              "context item": ("context_items", "agent_id = agent_id", "item")}
+"""What a second agent would change in the first agent's rows (migration 0013: each row records its writer)."""
+
+
+@pytest.mark.parametrize("what", list(OWNED_ROWS))
+def test_another_agent_cannot_update_the_first_agents_row(bench: Bench, what: str) -> None:
+    table, change, field = OWNED_ROWS[what]
+    sql = f"UPDATE {table} SET {change} WHERE id = %s"
+    row = getattr(bench, field)
+    # row-level security: the first agent's row is not there for the second agent's UPDATE, nor for its row
+    # locks (a person's function updating it never waits for the second agent)
+    outcome, detail = attempt(bench.conns["other agent"], sql + " RETURNING id", (row,),
+                              then=lambda c: c.execute(f"SELECT id FROM {table} WHERE id = %s FOR SHARE",
+                                                       (row,)).fetchall())
+    assert (outcome, detail) == ("through", []), f"a second agent updated or locked the first agent's {what}"
+    assert bench.conns["other agent"].execute(sql + " RETURNING id", (row,)).fetchall() == [], \
+        f"a second agent updated the first agent's {what}"
+    bench.conns["other agent"].rollback()
+    # the writer itself may (its runtime ends its run, finishes its span, sets its tool call's status)
+    outcome, detail = attempt(bench.conns["agent"], sql, (row,),
+                              then=lambda c: c.execute(f"SELECT written_login FROM {table} WHERE id = %s",
+                                                       (row,)).fetchone())
+    assert (outcome, detail) == ("through", (bench.logins["agent"][0],))
+
+
+def test_the_writer_check_holds_without_the_policy(bench: Bench) -> None:
+    """Defence in depth: with row-level security switched off on `runs`, the trigger still refuses the update."""
+    with bench.owner.engine.begin() as conn:
+        conn.exec_driver_sql("SET LOCAL lock_timeout = '5s'")
+        conn.exec_driver_sql("ALTER TABLE runs DISABLE ROW LEVEL SECURITY")
+    try:
+        outcome, detail = attempt(bench.conns["other agent"], "UPDATE runs SET status = 'failed' WHERE id = %s",
+                                  (bench.run,))
+        assert outcome == "refused" and f"is an agent that did not write run {bench.run}" in detail, detail
+    finally:
+        with bench.owner.engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE runs ENABLE ROW LEVEL SECURITY")
+
+
+@pytest.mark.parametrize("what", list(OWNED_ROWS))
+def test_the_writer_of_a_row_cannot_be_forged(bench: Bench, what: str) -> None:
+    """Not by an INSERT naming another login (a trigger sets it), not by an UPDATE (no grant, and a trigger)."""
+    table, _, field = OWNED_ROWS[what]
+    row = getattr(bench, field)
+    victim = bench.logins["agent"][0]
+    forged = (f"INSERT INTO {table} SELECT (json_populate_record(NULL::{table}, (row_to_json(t)::jsonb "
+              "|| jsonb_build_object('id', t.id || '_forged', 'written_login', %s::text, 'ordinal', 999999))::json)).* "
+              f"FROM {table} t WHERE t.id = %s")
+    outcome, got = attempt(bench.conns["other agent"], forged, (victim, row),
+                           then=lambda c: c.execute(f"SELECT written_login FROM {table} WHERE id = %s",
+                                                    (row + "_forged",)).fetchone())
+    assert (outcome, got) == ("through", (bench.logins["other agent"][0],)), "a row was written under another login"
+    for level in ("agent", "other agent"):
+        outcome, detail = attempt(bench.conns[level], f"UPDATE {table} SET written_login = %s WHERE id = %s",
+                                  (bench.logins["other agent"][0], row))
+        assert outcome == "refused", f"{level} rewrote who wrote the {what}: {detail}"
+
+
+def test_the_runtime_writes_and_ends_its_own_rows_as_an_agent_login(bench: Bench) -> None:
+    """The ordinary path under ownership: an agent's runtime updates what it wrote, not another agent's."""
+    mine = AgentRuntime(open_store(bench.logins["agent"][1]))
+    theirs = AgentRuntime(open_store(bench.logins["other agent"][1]))
+    try:
+        span = mine.start_span(bench.run, "llm", "call")
+        mine.finish_span(span, "ok", "done")
+        with pytest.raises(PermissionRefused, match="did not write this span"):
+            theirs.finish_span(span, "error", "hijacked")
+        with pytest.raises(PermissionRefused, match="did not write this run"):
+            theirs.set_run_status(bench.run, "failed", "hijacked")
+        with bench.owner.reading() as s:
+            status = s.execute(select(sc.SpanRow.status).where(sc.SpanRow.id == span)).scalar_one()
+        assert status == "ok"
+    finally:
+        mine.store.close()
+        theirs.store.close()
+
+
 def test_a_rule_change_without_its_audit_record_is_refused_at_commit(bench: Bench) -> None:
     conn = bench.conns["admin"]
     conn.execute("INSERT INTO approval_rules (id, effect, tool, matcher, note, enabled, revision, created_by, "
@@ -479,11 +577,132 @@ def test_the_old_writer_advisory_keys_stall_nobody(bench: Bench, level: str) -> 
         holder.close()
 
 
-def test_an_agent_holding_its_turn_delays_a_decision_by_at_most_the_busy_timeout(bench: Bench) -> None:
+HOLDS = {
+    "the runtime turn and a span": ["SELECT agentdesk_writer_turn(true)",
+                                    "INSERT INTO spans (id, run_id, kind, name, status, started_at, input_tokens, "
+                                    "output_tokens, cost_usd, attributes) VALUES ('spn_held', '{run}', 'tool', 'x', "
+                                    "'running', 1, 0, 0, 0, '{{}}')"],
+    "the turn as a person takes it": ["SELECT agentdesk_writer_turn(false)"],
+    "an audit record": ["SELECT * FROM agentdesk_audit_append('1764648000.5', 'x', 'run.done', 'run', '{run}', "
+                        "'{{}}')"],
+    "change-log rows": ["SELECT * FROM agentdesk_log_changes(NULL, '[{{\"at\": 1, \"entity\": \"run\", "
+                        "\"op\": \"update\", \"entity_id\": \"{run}\", \"revision\": 1}}]')"],
+    "the turn and a row lock on its own request": ["SELECT agentdesk_writer_turn(false)",
+                                                   "SELECT 1 FROM approvals WHERE id = '{own}' FOR UPDATE"],
+    "row locks on every tool call, agent and context row": [
+        f"SELECT count(*) FROM (SELECT 1 FROM {table} FOR SHARE) t" for table in (
+            "tool_calls", "agents", "runs", "spans", "context_groups", "context_items", "approvals")],
+}
+"""What an agent login takes inside a transaction it then leaves open (migration 0013 ends it for a person)."""
+
+
+@pytest.mark.parametrize("hold", list(HOLDS))
+def test_an_agent_holding_the_writers_turn_cannot_make_a_decision_wait(bench: Bench, hold: str) -> None:
+    """An agent opens a transaction, takes what it may take and sits idle: a person's decision on another request
+    commits at once (its turn ends the agent's session after a 500 ms grace, rolling it back whole), and a window
+    watching the store hears of it."""
+    rt = AgentRuntime(open_store(bench.logins["agent"][1]))
+    own = rt.request_approval(bench.run, "run_shell", {"command": "ls"}, timeout_s=None)
+    other = AgentRuntime(open_store(bench.logins["other agent"][1]))
+    approval = other.request_approval(bench.run, "run_shell", {"command": "ls -la"}, timeout_s=None)
+    window = open_store(bench.logins["viewer"][1])
+    heard = threading.Event()
+    window.bus.subscribe(lambda changes: heard.set() if any(c.id == approval for c in changes) else None)
+    watcher = ChangeWatcher(window).start()
+    holder = held(bench.logins["agent"][1], *(sql.format(run=bench.run, own=own) for sql in HOLDS[hold]))
+    operator = open_store(bench.logins["operator"][1], busy_timeout_s=5.0)
+    try:
+        started = time.monotonic()
+        decided = approvals.decide(operator, approval, True, "bob")
+        took = time.monotonic() - started
+        assert decided.status == "approved"
+        assert took < 2.5, f"the decision waited {took:.1f} s behind an idle agent transaction"
+        assert heard.wait(10), "the window did not hear of the decision"
+        if "turn" in hold or "record" in hold or "change-log" in hold:  # it held the queue: its session was ended
+            with pytest.raises(psycopg.OperationalError):
+                holder.execute("SELECT 1")
+        else:  # it could lock only rows it wrote itself (row-level security): nobody had to end it
+            holder.execute("SELECT 1")
+            holder.rollback()
+        with bench.owner.reading() as s:
+            assert s.execute(select(sc.SpanRow.id).where(sc.SpanRow.id == "spn_held")).first() is None
+        assert approvals.decide(operator, own, False, "bob", reason="no").status == "denied"  # no lock left
+    finally:
+        watcher.stop()
+        operator.close()
+        holder.close()
+        window.close()
+        rt.store.close()
+        other.store.close()
+
+
+def test_many_agent_sessions_cannot_queue_ahead_of_a_person(bench: Bench) -> None:
+    """One agent session holds the turn, eight more ask for it (as a person would, `false`) and will sit idle once
+    they have it: a decision still commits after one or two graces, not one per session (an agent login always
+    queues among runtime writers first, so at most one of its sessions waits in the writers' queue)."""
+    other = AgentRuntime(open_store(bench.logins["other agent"][1]))
+    approval = other.request_approval(bench.run, "run_shell", {"command": "ls -l"}, timeout_s=None)
+    url = libpq_url(bench.logins["agent"][1])
+    holder = held(bench.logins["agent"][1], "SELECT agentdesk_writer_turn(false)")
+    waiting = [psycopg.connect(url) for _ in range(8)]
+
+    def take_turn(conn: psycopg.Connection[Any]) -> None:
+        with contextlib.suppress(psycopg.Error):  # ended
+            conn.execute("SELECT agentdesk_writer_turn(false)")
+
+    threads = [threading.Thread(target=take_turn, args=(conn,)) for conn in waiting]
+    pids = [conn.info.backend_pid for conn in waiting]
+    operator = open_store(bench.logins["operator"][1], busy_timeout_s=5.0)
+    with psycopg.connect(libpq_url(bench.url), autocommit=True) as watch:
+        try:
+            for thread in threads:
+                thread.start()
+            give_up = time.monotonic() + 10
+            while watch.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s) AND wait_event_type = "
+                                "'Lock'", (pids,)).fetchone() != (8,):
+                assert time.monotonic() < give_up, "the agent's sessions never queued"
+                time.sleep(0.01)
+            started = time.monotonic()
+            assert approvals.decide(operator, approval, True, "bob").status == "approved"
+            took = time.monotonic() - started
+            assert took < 2.5, f"the decision waited {took:.1f} s behind eight queued agent sessions"
+        finally:
+            watch.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,))
+            for thread in threads:
+                thread.join(10)
+            for conn in waiting:
+                conn.close()
+            holder.close()
+            operator.close()
+            other.store.close()
+
+
+def test_an_agent_holding_every_token_row_cannot_stall_a_revoke(bench: Bench) -> None:
+    """The gate may stamp any token's use, so an agent login may lock every token row (FOR UPDATE needs only its
+    `last_used_at` grant) and sit: revoking its own token then commits at once (migration 0013)."""
+    from agentdesk.store.agents import tokens
+
+    made, _ = tokens.create(bench.owner, f"held-{uuid.uuid4().hex[:6]}", "alice")
+    holder = held(bench.logins["agent"][1], "SELECT count(*) FROM (SELECT 1 FROM agent_tokens FOR UPDATE) t")
+    operator = open_store(bench.logins["operator"][1], busy_timeout_s=5.0)
+    try:
+        started = time.monotonic()
+        assert [t.id for t in tokens.revoke(operator, made.id, "bob")] == [made.id]
+        took = time.monotonic() - started
+        assert took < 2.5, f"the revoke waited {took:.1f} s behind an idle agent transaction"
+        with pytest.raises(psycopg.OperationalError):
+            holder.execute("SELECT 1")
+        assert not {t.id: t for t in tokens.list_tokens(bench.owner)}[made.id].active
+    finally:
+        operator.close()
+        holder.close()
+
+
+def test_a_person_holding_the_turn_is_waited_for_up_to_the_busy_timeout(bench: Bench) -> None:
+    """Only agent-level sessions are ended: another person's transaction is waited for, as before."""
     rt = AgentRuntime(open_store(bench.logins["agent"][1]))
     approval = rt.request_approval(bench.run, "run_shell", {"command": "ls"}, timeout_s=None)
-    holder = held(bench.logins["agent"][1], "SELECT agentdesk_writer_turn(false)",
-                  f"SELECT 1 FROM approvals WHERE id = '{approval}' FOR UPDATE")
+    holder = held(bench.logins["admin"][1], "SELECT agentdesk_writer_turn(false)")
     operator = open_store(bench.logins["operator"][1], busy_timeout_s=1.0)
     try:
         started = time.monotonic()
@@ -491,6 +710,7 @@ def test_an_agent_holding_its_turn_delays_a_decision_by_at_most_the_busy_timeout
             approvals.decide(operator, approval, True, "bob")
         assert time.monotonic() - started < 3.0, "the decision waited past the busy timeout"
         assert NativeSource(operator).approval(approval).status == "pending"  # nothing half-written
+        holder.execute("SELECT 1")  # still there
         holder.rollback()
         assert approvals.decide(operator, approval, True, "bob").status == "approved"
     finally:

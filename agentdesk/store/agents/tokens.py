@@ -17,7 +17,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from agentdesk.store.errors import InvalidInput, NotFound
 from agentdesk.store.ids import new_id
@@ -106,6 +106,9 @@ def revoke(store: Store, name_or_id: str, actor: str) -> list[AgentToken]:
             uow.session.execute(select(T).where(T.name == key, T.revoked_at.is_(None))).scalars().all()
         if not rows:
             raise NotFound(f"There is no active agent token named or numbered {key}.")
+        if store.is_postgres:  # lock them first: an agent login holding a token row is ended, not waited for (0013)
+            uow.session.execute(text("SELECT agentdesk_lock_tokens(CAST(:ids AS text[]))"),
+                                {"ids": [row.id for row in rows]})
         revoked = []
         for row in rows:
             if row.revoked_at is not None:
