@@ -135,8 +135,8 @@ def _add(args: argparse.Namespace) -> int:
                  "session_id": args.session or scope.get("session_id")}
         for key, kind in (("project_id", EntityKind.PROJECT), ("agent_id", EntityKind.AGENT),
                           ("session_id", EntityKind.SESSION)):
-            if scope[key] is not None:
-                source.locate(kind, scope[key])  # NotFound (exit 4) names a scope that is not in the store
+            if (scoped := scope[key]) is not None:
+                source.locate(kind, scoped)  # NotFound (exit 4) names a scope that is not in the store
         expires = None if expires_in is None else datetime.now(UTC).timestamp() + expires_in
         _confirm_every_call(args, effect, tool, matcher)
         rule = rules.add_rule(source.store, effect, tool, matcher, args.actor, expires_at=expires, note=note,
