@@ -32,4 +32,7 @@ if [ "$(uname -s)" = Linux ] && command -v strip >/dev/null 2>&1 && command -v r
     [ -f "$icu" ] && "$PY" packaging/slim_icu.py "$icu"
   done
 fi
+# PyInstaller links each Qt library into _internal/ by its soname; the libraries agentdesk.spec left out
+# (nothing links against them) leave those links pointing at nothing: drop them.
+find dist/agentdesk -xtype l -delete
 echo "built dist/agentdesk in $(( $(date +%s) - start )) s; $(du -sm dist/agentdesk | cut -f1) MB unpacked"

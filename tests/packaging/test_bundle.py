@@ -43,6 +43,8 @@ def bundle(home: Path, *args: str, timeout: float = 120, **extra: str) -> subpro
 def test_the_bundle_holds_files_not_links_and_ships_its_migrations() -> None:
     links = [p for p in BUNDLE.rglob("*") if p.is_symlink() and not p.resolve().is_relative_to(BUNDLE)]
     assert links == []  # no link may point out of the bundle
+    dangling = [p for p in BUNDLE.rglob("*") if p.is_symlink() and not p.exists()]
+    assert dangling == []  # nor at a library that was left out
     internal = BUNDLE / "_internal"
     migrations = internal / "agentdesk" / "store" / "migrations"
     assert (migrations / "env.py").is_file() and sorted(p.name for p in (migrations / "versions").glob("0*.py"))
