@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtWidgets import QApplication
 
 import agentdesk.gui.tree.view as tree_view
 from agentdesk.gui.tree.view import ProjectTree
@@ -448,12 +449,14 @@ def test_moving_to_the_last_runs_loads_the_next_page(world: World, services: Ser
         widget.select_entity("agent", world.sub_agent_id)
     agent = widget.proxy.mapFromSource(widget.model.find("agent", world.sub_agent_id))
     widget.view.expand(agent)
-    qtbot.waitUntil(lambda: widget.model.runs_shown(world.sub_agent_id) == (3, 8))
-    qtbot.wait(100)  # relayouts of the expanded agent must not page on their own
+    qtbot.waitUntil(lambda: widget.model.runs_shown(world.sub_agent_id) == (3, 8), timeout=20_000)
+    for _ in range(3):  # relayouts of the expanded agent must not page on their own: force a few, not a sleep
+        widget.view.doItemsLayout()
+        QApplication.processEvents()
     assert widget.model.runs_shown(world.sub_agent_id) == (3, 8)
     widget.view.setFocus()
-    widget.view.setCurrentIndex(widget.proxy.index(2, 0, agent))  # the last loaded run
-    qtbot.waitUntil(lambda: widget.model.runs_shown(world.sub_agent_id) == (6, 8))
+    widget.view.setCurrentIndex(widget.proxy.index(2, 0, agent))  # the last loaded run: this does page
+    qtbot.waitUntil(lambda: widget.model.runs_shown(world.sub_agent_id) == (6, 8), timeout=20_000)
 
 
 def test_a_reset_keeps_expansion_and_selection(world: World, services: Services, tree: ProjectTree,
