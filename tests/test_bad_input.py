@@ -12,10 +12,10 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -127,17 +127,18 @@ def test_a_store_locked_by_another_writer_past_the_busy_timeout(store_path: Path
     holder = sqlite3.connect(store_path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
-        began = time.monotonic()
         result = agentdesk("--store", str(store_path), "--busy-timeout", "0.2", "approve", closed.approval,
                            "--actor", "ops")
-        elapsed = time.monotonic() - began
         # Readers are not blocked by a writer in WAL mode: listing still works meanwhile.
         listing = agentdesk("--store", str(store_path), "approvals", "--json")
     finally:
         holder.execute("ROLLBACK")
         holder.close()
     refused(result, 5, "locked")
-    assert elapsed < 4.5, "the busy timeout (0.2 s) was not honoured"
+    # The wait it reports is its own measure of the lock wait (no interpreter start-up in it): the operator's
+    # 0.2 s busy timeout, not a runtime's 30 s deadline.
+    waited = re.search(r"stayed locked by another writer for ([0-9.]+) s", result.stderr)
+    assert waited is not None and float(waited.group(1)) < 2, result.stderr
     assert listing.returncode == 0 and [a["id"] for a in json.loads(listing.stdout)] == [closed.approval]
     assert approval_status(store_path, closed.approval) == "pending"
     assert fingerprint(store_path) == before
