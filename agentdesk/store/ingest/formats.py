@@ -25,7 +25,13 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, TracesData
 
 from agentdesk.store.ingest import values as v
-from agentdesk.store.ingest.decode import span_from_json, spans_from_proto
+from agentdesk.store.ingest.decode import (
+    RESOURCE_SPANS_KEYS,
+    SCOPE_KEYS,
+    SCOPE_SPANS_KEYS,
+    span_from_json,
+    spans_from_proto,
+)
 from agentdesk.store.ingest.spans import BadRecord, OtelSpan
 from agentdesk.store.text.jsonsafe import SURROGATE_ESCAPE, lone_surrogate_in, truncated
 from agentdesk.store.validation import special_kind
@@ -424,7 +430,7 @@ class _JsonDocument:
             self.file.document, self.file.current_traces = self.documents, set()
             self.expect("{", "an OTLP/JSON object ('{')")
             while (k := self.key()) is not None:
-                if k in ("resourceSpans", "resource_spans"):
+                if k in RESOURCE_SPANS_KEYS:
                     for r, _ in enumerate(self.items()):
                         yield from self._resource_spans(r)
                 else:
@@ -444,7 +450,7 @@ class _JsonDocument:
                     resource = v.json_attributes((raw or {}).get("attributes") if isinstance(raw, dict) else None)
                 except v.FieldError as exc:
                     raise BadRecord(where, str(exc)) from None
-            elif k in ("scopeSpans", "scope_spans", "instrumentationLibrarySpans"):
+            elif k in SCOPE_SPANS_KEYS:
                 for s, _ in enumerate(self.items()):
                     yield from self._scope_spans(r, s, resource)
             else:
@@ -454,7 +460,7 @@ class _JsonDocument:
         self.expect("{", "a scopeSpans object")
         name = version = ""
         while (k := self.key()) is not None:
-            if k in ("scope", "instrumentationLibrary"):
+            if k in SCOPE_KEYS:
                 scope = self.value()
                 if isinstance(scope, dict):
                     name, version = str(scope.get("name") or ""), str(scope.get("version") or "")
