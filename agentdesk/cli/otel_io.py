@@ -20,6 +20,7 @@ from agentdesk.cli.outfile import output_file
 from agentdesk.store.ingest.export import FORMATS, export
 from agentdesk.store.ingest.formats import MAX_DECOMPRESSED_BYTES, MAX_STRING_CHARS, ImportLimits
 from agentdesk.store.ingest.importer import ImportProgress, check_paths, import_files
+from agentdesk.store.ingest.spans import NotOtlp
 
 EXIT_INVALID = 2
 
@@ -99,11 +100,16 @@ def cmd_import(args: argparse.Namespace) -> int:
         bars.close()
         store.close()
     r = result.report
+    if isinstance(result.error, NotOtlp) and not r.traces and not r.events_joined:
+        raise CommandFailed(f"{result.error}.", EXIT_INVALID)
     rate = result.spans_read / result.seconds if result.seconds > 0 else 0.0
     traces = f"{r.traces:,} trace{'' if r.traces == 1 else 's'}"
     say(out.clean(f"Imported {r.spans_written:,} spans in {traces} ({r.duplicates:,} already there, "
                   f"{r.completed:,} completed, {r.orphans_pending:,} waiting for a parent) in "
                   f"{result.seconds:.1f} s ({rate:,.0f} spans/s)."))
+    if r.events_joined or r.events_waiting or r.logs_unplaced:
+        say(f"Log records: {r.events_joined:,} joined to their span, {r.events_waiting:,} kept for a span not yet "
+            f"stored, {r.logs_unplaced:,} without a trace or span id (skipped).")
     if result.strings_cut:
         say(f"{result.strings_cut:,} string{' was' if result.strings_cut == 1 else 's were'} longer than "
             f"{args.max_string_mb:g} MB (--max-string-mb) and kept cut, with a marker giving the whole length.")

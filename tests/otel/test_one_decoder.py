@@ -23,8 +23,8 @@ from agentdesk.store.persistence.database import open_store
 from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
 from tests.receiver.conftest import post
 
-TABLES = ("projects", "tasks", "sessions", "agents", "runs", "spans", "span_context_items", "context_items", "context_groups",
-          "otel_resources", "otel_orphans")
+TABLES = ("projects", "tasks", "sessions", "agents", "runs", "spans", "span_context_items", "context_items",
+          "context_groups", "otel_resources", "otel_orphans")
 SNAKE = {"resourceSpans": "resource_spans", "scopeSpans": "scope_spans", "traceId": "trace_id",
          "spanId": "span_id", "parentSpanId": "parent_span_id", "startTimeUnixNano": "start_time_unix_nano",
          "endTimeUnixNano": "end_time_unix_nano", "timeUnixNano": "time_unix_nano", "stringValue": "string_value",

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from agentdesk.model.services import Services
 from agentdesk.store.ingest.importer import ImportProgress, ImportResult, import_files
+from agentdesk.store.ingest.spans import NotOtlp
 from agentdesk.store.native import NativeSource
 
 FILE_FILTER = "OpenTelemetry traces (*.json *.jsonl *.ndjson *.pb *.bin *.otlp *.gz);;All files (*)"
@@ -126,7 +127,9 @@ class ImportDialog(QDialog):
     def _done(self, result: ImportResult) -> None:
         self.outcome = result
         r = result.report
-        if result.error is not None:
+        if isinstance(result.error, NotOtlp):  # the same sentence as `agentdesk import`
+            self.phase.setText(f"{result.error}.")
+        elif result.error is not None:
             self.phase.setText(f"Stopped at a bad record: {result.error}.")
         elif result.cancelled:
             self.phase.setText("Cancelled. Only whole traces were kept.")

@@ -14,7 +14,6 @@ from typing import Any
 from agentdesk.store.ingest import values as v
 from agentdesk.store.ingest.spans import BadRecord, OtelSpan
 
-
 RESOURCE_SPANS_KEYS = ("resourceSpans", "resource_spans")
 SCOPE_SPANS_KEYS = ("scopeSpans", "scope_spans", "instrumentationLibrarySpans", "instrumentation_library_spans")
 """`instrumentationLibrary*`: OTLP before 1.0 (still written by old SDKs and Collectors)."""

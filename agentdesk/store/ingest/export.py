@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any, TextIO
 
@@ -69,6 +71,10 @@ def runs_of(store: Store, run_id: str | None, project: str | None) -> list[str]:
                               .order_by(sc.RunRow.started_at)).scalars())
 
 
+SPOOL_BYTES = 16 * 1024 * 1024
+"""An export is held in memory up to this size, then in a temporary file, until it is whole."""
+
+
 def export(store: Store, out: TextIO, *, run_id: str | None = None, project: str | None = None,
            fmt: str = "otlp-json") -> int:
     """Write the run (or every run of the project) to `out`; returns the number of spans written."""
@@ -76,10 +82,19 @@ def export(store: Store, out: TextIO, *, run_id: str | None = None, project: str
         raise InvalidInput(f"Unknown export format {fmt}; use one of {', '.join(FORMATS)}.")
     if (run_id is None) == (project is None):
         raise InvalidInput("Export either one run (RUN_ID) or one project (--project), not both or neither.")
+    runs = list(runs_of(store, run_id, project))  # an unknown run or project fails before a byte is written
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+", encoding="utf-8") as spool:
+        total = _write(store, spool, runs, fmt)  # type: ignore[arg-type]
+        spool.seek(0)
+        shutil.copyfileobj(spool, out)  # only a whole document reaches `out`: a failure above emits nothing
+    return total
+
+
+def _write(store: Store, out: TextIO, runs: list[str], fmt: str) -> int:
     total, first = 0, True
     if fmt == "otlp-json":
         out.write('{"resourceSpans":[')
-    for rid in runs_of(store, run_id, project):
+    for rid in runs:
         for resource_spans in _run_chunks(store, rid):
             total += sum(len(ss["spans"]) for ss in resource_spans["scopeSpans"])
             text = json.dumps(resource_spans, ensure_ascii=False, separators=(",", ":"))

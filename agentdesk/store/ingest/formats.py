@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, TracesData
 
 from agentdesk.store.ingest import values as v
@@ -29,10 +30,12 @@ from agentdesk.store.ingest.decode import (
     RESOURCE_SPANS_KEYS,
     SCOPE_KEYS,
     SCOPE_SPANS_KEYS,
+    not_otlp,
     span_from_json,
     spans_from_proto,
 )
-from agentdesk.store.ingest.spans import BadRecord, OtelSpan
+from agentdesk.store.ingest.logs import RESOURCE_LOGS_KEYS, LogBatch, logs_from_proto, logs_from_resource_json
+from agentdesk.store.ingest.spans import BadRecord, NotOtlp, OtelSpan
 from agentdesk.store.text.jsonsafe import SURROGATE_ESCAPE, lone_surrogate_in, truncated
 from agentdesk.store.validation import special_kind
 
@@ -152,6 +155,8 @@ class TraceFile:
             _Budget(gzip.GzipFile(fileobj=self._raw, mode="rb"), self.limits.max_decompressed_bytes, path)
             if self.compressed else self._raw)
         self.strings_cut = 0
+        self.logs = LogBatch()
+        """Log records read (GenAI events and other logs), joined to their spans after the spans are written."""
         """Strings longer than `limits.max_string_chars`, cut (the summary names them)."""
         self._buffered = self._stream
         self.format = self._detect()
@@ -225,6 +230,10 @@ class TraceFile:
             self._last_size = size
             try:
                 message = ResourceSpans.FromString(data)
+                if _logs_not_spans(message):  # ExportLogsServiceRequest shares field 1 with the trace request
+                    self.logs.extend(logs_from_proto([ResourceLogs.FromString(data)], where))
+                    n += 1
+                    continue
             except DecodeError as exc:
                 raise BadRecord(where, f"is not valid protobuf ({exc})") from None
             spans = spans_from_proto([message], where)
@@ -279,6 +288,13 @@ class TraceFile:
             shift += 7
             if shift > 63:
                 raise BadRecord(f"{self.path}, byte {self._tell()}", "is not protobuf (a varint runs on)")
+
+
+def _logs_not_spans(message: ResourceSpans) -> bool:
+    """A `ResourceLogs` read as `ResourceSpans`: its records' first field (a fixed64 time) is no span's trace
+    id, so every "span" has none."""
+    spans = [sp for ss in message.scope_spans for sp in ss.spans]
+    return bool(spans) and all(len(sp.trace_id) != 16 for sp in spans)
 
 
 def _reason(exc: ValueError) -> str:
@@ -428,13 +444,26 @@ class _JsonDocument:
         while self.peek() is not None:
             self.documents += 1
             self.file.document, self.file.current_traces = self.documents, set()
+            start = self.pos
             self.expect("{", "an OTLP/JSON object ('{')")
+            keys: list[str] = []
+            otlp = False
             while (k := self.key()) is not None:
                 if k in RESOURCE_SPANS_KEYS:
+                    otlp = True
                     for r, _ in enumerate(self.items()):
                         yield from self._resource_spans(r)
+                elif k in RESOURCE_LOGS_KEYS:
+                    otlp = True
+                    for r, _ in enumerate(self.items()):
+                        self.file.logs.extend(logs_from_resource_json(self.value(), f"{self.where()}, "
+                                                                      f"resourceLogs[{r}]"))
                 else:
+                    if len(keys) < 7:
+                        keys.append(k)
                     self.value()
+            if not otlp:
+                raise NotOtlp(self.where(start), "is not OTLP: it is " + not_otlp(dict.fromkeys(keys)))
             if self.pending:
                 yield self._flush()
             self.file.current_traces = set()  # whole: nothing after it (a bad line, a blank tail) taints it

@@ -18,10 +18,12 @@ from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.ingest.decode import RESOURCE_SPANS_KEYS, not_otlp, spans_from_json, spans_from_proto
+from agentdesk.store.ingest.logs import RESOURCE_LOGS_KEYS, LogBatch, logs_from_json, logs_from_proto
 from agentdesk.store.ingest.prepare import prepare_all
 from agentdesk.store.ingest.spans import OtelSpan
 from agentdesk.store.ingest.values import FieldError, hex_id
@@ -188,3 +190,26 @@ def decode_prepared(body: bytes, content_type: str | None, content_encoding: str
     receiver does it in its decoding process while the writer writes. An invalid span is a 400."""
     spans = decode_spans(body, content_type, content_encoding, limit)
     return [tuple(p) for p in prepare_all(spans)], len(spans)
+
+
+def decode_logs(body: bytes, content_type: str | None, content_encoding: str | None, limit: int) -> LogBatch:
+    """A `/v1/logs` request's records (ExportLogsServiceRequest, JSON or protobuf) as events for their spans."""
+    check_media(content_type, content_encoding)
+    if (content_encoding or "").strip().lower() in ("gzip", "x-gzip", "deflate"):
+        body = gunzip(body, limit)
+    batch = LogBatch()
+    try:
+        if media_type(content_type) in PROTOBUF_TYPES:
+            try:
+                request = ExportLogsServiceRequest.FromString(body)
+            except (DecodeError, RecursionError, ValueError) as exc:
+                raise BodyRefused(400, f"The body is not a protobuf ExportLogsServiceRequest: {exc}.") from None
+            batch.extend(logs_from_proto(request.resource_logs, "request"))
+            return batch
+        doc = json_document(body)
+        if doc and not any(key in doc for key in RESOURCE_LOGS_KEYS):
+            raise BodyRefused(400, f"The JSON body is {not_otlp(doc, 'resourceLogs')}.")
+        batch.extend(logs_from_json(doc, "request"))
+        return batch
+    except InvalidInput as exc:
+        raise BodyRefused(400, str(exc)) from None

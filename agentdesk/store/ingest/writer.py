@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from agentdesk.store.errors import InvalidInput
+from agentdesk.store.ingest.events import adopt_pending
 from agentdesk.store.ingest.messages import PLAIN
 from agentdesk.store.ingest.prepare import AGENT_KEY, EXTRA_KEYS, ORPHAN_KEY, Prepared, add_keys, digest
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
@@ -59,6 +60,12 @@ class IngestReport:
     orphans_pending: int = 0
     traces: int = 0
     run_ids: list[str] = field(default_factory=list)
+    events_joined: int = 0
+    """Log records (GenAI events, other logs) now on their span: they came first, or their span was stored."""
+    events_waiting: int = 0
+    """Log records kept for a span that has not arrived."""
+    logs_unplaced: int = 0
+    """Log records with no trace or span id: nothing to join them to (counted, named in the summary)."""
 
     def add(self, other: IngestReport) -> None:
         self.spans_written += other.spans_written
@@ -67,6 +74,9 @@ class IngestReport:
         self.placed += other.placed
         self.orphans_pending += other.orphans_pending
         self.traces += other.traces
+        self.events_joined += other.events_joined
+        self.events_waiting += other.events_waiting
+        self.logs_unplaced += other.logs_unplaced
         self.run_ids.extend(r for r in other.run_ids if r not in self.run_ids)
 
 
@@ -593,6 +603,7 @@ class TraceWriter:
 
     # -- closing the trace -----------------------------------------------------------------
     def finish(self) -> IngestReport:
+        self.report.events_joined += adopt_pending(self.conn, self.index.trace_id)  # logs that came first
         self._place_orphans()
         self._roll_up()
         parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id,
