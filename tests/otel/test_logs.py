@@ -61,9 +61,10 @@ def record(name: str, body: dict[str, Any], n: int, *, named_by_attribute: bool 
 def logs_doc(*, named_by_attribute: bool = False, stray: bool = False) -> dict[str, Any]:
     choice = {"index": s(0), "finish_reason": s("stop"), "message": {"kvlistValue": {"values": [
         {"key": "role", "value": s("assistant")}, {"key": "content", "value": s("Hello there!")}]}}}
-    records = [record("gen_ai.system.message", {"content": s("You are terse.")}, 1, named_by_attribute=named_by_attribute),
-               record("gen_ai.user.message", {"content": s("Say hello")}, 2, named_by_attribute=named_by_attribute),
-               record("gen_ai.choice", choice, 3, named_by_attribute=named_by_attribute)]
+    by_attr = named_by_attribute
+    records = [record("gen_ai.system.message", {"content": s("You are terse.")}, 1, named_by_attribute=by_attr),
+               record("gen_ai.user.message", {"content": s("Say hello")}, 2, named_by_attribute=by_attr),
+               record("gen_ai.choice", choice, 3, named_by_attribute=by_attr)]
     if stray:
         records.append({"timeUnixNano": "1700000000000000009", "body": s("app started"), "severityText": "INFO"})
     return {"resourceLogs": [{"resource": {"attributes": [{"key": "service.name", "value": s("bot")}]},
