@@ -45,7 +45,8 @@ def export_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN_ID", help="the run to export")
     p.add_argument("--project", metavar="NAME_OR_ID", help="export every run of this project instead")
     p.add_argument("--format", choices=FORMATS, default="otlp-json",
-                   help="otlp-json (one document, default) or otlp-jsonl (one line per resource)")
+                   help="otlp-json (one document, default), otlp-jsonl (one line per resource) or otlp-proto (a "
+                        "binary ExportTraceServiceRequest, for Phoenix, Jaeger, Tempo)")
     p.add_argument("-o", "--output", metavar="FILE", type=Path,
                    help="write here (default: stdout); a device or named pipe is written to as a stream, a "
                         "regular file is replaced whole, a folder or a link to a file is refused")

@@ -178,3 +178,31 @@ def test_a_span_whose_attributes_nest_50000_levels_exports_with_the_marker(store
     spans = json.loads(text)["resourceSpans"][0]["scopeSpans"][0]["spans"]
     attrs = [a for s in spans for a in s["attributes"] if a["key"] == "deep"]
     assert attrs and "too deeply nested" in json.dumps(attrs[0])
+
+
+def test_otlp_proto_export_reimports_to_the_same_read_model(tmp_path: Path, store: Store) -> None:
+    """`--format otlp-proto`: one binary ExportTraceServiceRequest, read back by `import` (and by Phoenix)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    ingest_request(store, request_of(agent_trace()))
+    ingest_request(store, request_of(agent_trace(service="other", conversation=None, fail_tool=True)))
+    paths = []
+    for project in NativeSource(store).projects():
+        text = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+        export(store, text, fmt="otlp-proto", project=project.id)
+        data = text.buffer.getvalue()  # type: ignore[attr-defined]
+        assert data[:1] == b"\x0a" and len(ExportTraceServiceRequest.FromString(data).resource_spans) >= 1
+        paths.append(tmp_path / f"{project.name}.pb")
+        paths[-1].write_bytes(data)
+    fresh = open_store(str(tmp_path / "fresh.sqlite"))
+    try:
+        result = import_files(fresh, paths, helper=False)
+        assert result.error is None and result.formats == ["protobuf", "protobuf"]
+        ours, theirs = read_model(NativeSource(store)), read_model(NativeSource(fresh))
+        assert set(ours) == set(theirs)
+        for key, value in ours.items():
+            assert content(theirs[key]) == content(value), key
+    finally:
+        fresh.close()
+    with pytest.raises(Exception, match="binary"):
+        export(store, io.StringIO(), fmt="otlp-proto", project="other")

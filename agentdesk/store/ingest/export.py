@@ -17,7 +17,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -31,7 +31,9 @@ from agentdesk.store.persistence.database import Store
 from agentdesk.store.text.jsonsafe import bounded, loads
 from agentdesk.store.text.times import readable_seconds
 
-FORMATS = ("otlp-json", "otlp-jsonl")
+FORMATS = ("otlp-json", "otlp-jsonl", "otlp-proto")
+BINARY_FORMATS = frozenset({"otlp-proto"})
+"""Written as bytes: a binary `ExportTraceServiceRequest` (what Phoenix, Jaeger and Tempo take over OTLP/HTTP)."""
 CHUNK = 1000
 SCOPE = {"name": "agentdesk", "version": "0.1.0"}
 KIND_OPERATION = {"model": "chat", "tool": "execute_tool", "agent": "invoke_agent", "sub_agent": "invoke_agent"}
@@ -83,10 +85,39 @@ def export(store: Store, out: TextIO, *, run_id: str | None = None, project: str
     if (run_id is None) == (project is None):
         raise InvalidInput("Export either one run (RUN_ID) or one project (--project), not both or neither.")
     runs = list(runs_of(store, run_id, project))  # an unknown run or project fails before a byte is written
+    if fmt in BINARY_FORMATS:
+        binary: BinaryIO | None = getattr(out, "buffer", None)
+        if binary is None:
+            raise InvalidInput("otlp-proto is binary: write it to a file (-o FILE) or a pipe, not to a terminal.")
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+b") as raw:
+            total = _write_proto(store, raw, runs)  # type: ignore[arg-type]
+            raw.seek(0)
+            out.flush()
+            shutil.copyfileobj(raw, binary)
+            binary.flush()
+        return total
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+", encoding="utf-8") as spool:
         total = _write(store, spool, runs, fmt)  # type: ignore[arg-type]
         spool.seek(0)
         shutil.copyfileobj(spool, out)  # only a whole document reaches `out`: a failure above emits nothing
+    return total
+
+
+def _write_proto(store: Store, out: BinaryIO, runs: list[str]) -> int:
+    """One binary ExportTraceServiceRequest: each ResourceSpans chunk serialised as its field 1 (concatenated
+    messages are one message), so the file streams and `agentdesk import` reads it back by its first byte."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from agentdesk.store.ingest.receiver_decode import normalise_ids
+
+    total = 0
+    for rid in runs:
+        for resource_spans in _run_chunks(store, rid):
+            total += sum(len(ss["spans"]) for ss in resource_spans["scopeSpans"])
+            doc = {"resourceSpans": [resource_spans]}
+            normalise_ids(doc)  # proto3 JSON wants base64 ids
+            out.write(json_format.ParseDict(doc, ExportTraceServiceRequest()).SerializeToString())
     return total
 
 
