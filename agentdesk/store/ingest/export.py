@@ -73,6 +73,8 @@ def runs_of(store: Store, run_id: str | None, project: str | None) -> list[str]:
                               .order_by(sc.RunRow.started_at)).scalars())
 
 
+RUN_TITLE_KEY = "agentdesk.run.title"
+"""On an exported run's root span: the run's title (import uses it instead of the root span's name)."""
 SPOOL_BYTES = 16 * 1024 * 1024
 """An export is held in memory up to this size, then in a temporary file, until it is whole."""
 
@@ -152,6 +154,10 @@ def _run_chunks(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
         rows = s.execute(select(sc.SpanRow).where(sc.SpanRow.run_id == run_id)
                          .order_by(sc.SpanRow.started_at, sc.SpanRow.id)).scalars()
         groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        if facts is not None:
+            facts.plan_root(s)
+            if facts.synthetic_root is not None:
+                groups[("", SCOPE["name"], SCOPE["version"])] = [facts.synthetic_root]
         for count, row in enumerate(rows, 1):
             attrs = _stored_json(row.attributes)
             if facts is None:
@@ -244,19 +250,48 @@ class _NativeFacts:
         self.by_span = {a.span_id: a for a in self.approvals if a.span_id}
         self.seen_spans: set[str] = set()
         self.root: str | None = None
+        self.root_is_own = False
+        self.synthetic_root: dict[str, Any] | None = None
+
+    def plan_root(self, s: Session) -> None:
+        """The run as one trace: its own top-level agent span is the root when it has exactly one; otherwise
+        (spans recorded without one: a run of gate spans) a root `invoke_agent` span stands for the run, and
+        every top-level span goes under it. Either root names the agent, its model and the run's title, so a
+        re-import finds the same agent, model and title."""
+        S = sc.SpanRow
+        tops = s.execute(select(S.id, S.kind).where(S.run_id == self.run.id, S.parent_span_id.is_(None))
+                         .limit(2)).all()
+        if len(tops) == 1 and tops[0].kind == "agent":
+            self.root, self.root_is_own = tops[0].id, True
+            return
+        self.root = "run:" + self.run.id
+        self.root_is_own = False
+        status = {"failed": {"code": 2, "message": self.run.error or ""}, "done": {"code": 1}}.get(self.run.status)
+        span: dict[str, Any] = {
+            "traceId": self.trace, "spanId": _hex(self.root, 16), "name": self.run.title, "kind": 1,
+            "startTimeUnixNano": _ns(self.run.started_at), "endTimeUnixNano": _ns(self.run.ended_at),
+            "attributes": v.to_attributes(self.root_attributes())}
+        if status:
+            span["status"] = status
+        self.synthetic_root = span
+
+    def root_attributes(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.agent_name,
+                               "gen_ai.conversation.id": self.run.session_id, RUN_TITLE_KEY: self.run.title}
+        if self.model:
+            out["gen_ai.request.model"] = self.model
+        return out
 
     def span(self, row: sc.SpanRow, attrs: dict[str, Any]) -> dict[str, Any]:
         self.seen_spans.add(row.id)
-        if row.parent_span_id is None and self.root is None:
-            self.root = row.id
         out = dict(attrs)
         op = KIND_OPERATION.get(row.kind)
         if op:
             out["gen_ai.operation.name"] = op
         else:
             out["agentdesk.span.kind"] = row.kind
-        if row.parent_span_id is None:
-            out["gen_ai.conversation.id"] = self.run.session_id
+        if row.id == self.root:
+            out.update(self.root_attributes())
         if row.kind == "model":
             out["gen_ai.request.model"] = self.model
             out["gen_ai.usage.input_tokens"] = row.input_tokens
@@ -289,6 +324,8 @@ class _NativeFacts:
             "attributes": v.to_attributes(out)}
         if row.parent_span_id:
             span["parentSpanId"] = span_hex(row.parent_span_id)
+        elif self.synthetic_root is not None:
+            span["parentSpanId"] = self.synthetic_root["spanId"]
         status = _status(row, None)
         if status:
             span["status"] = status
@@ -314,7 +351,9 @@ class _NativeFacts:
                 "startTimeUnixNano": _ns(a.created_at), "endTimeUnixNano": _ns(a.decided_at or a.created_at),
                 "attributes": v.to_attributes({"agentdesk.span.kind": "gate", **_approval_attributes(a)}),
                 "status": {"code": 1}}
-            if self.root:
+            if self.synthetic_root is not None:
+                span["parentSpanId"] = self.synthetic_root["spanId"]
+            elif self.root:
                 span["parentSpanId"] = span_hex(self.root)
             out.append(span)
         return out

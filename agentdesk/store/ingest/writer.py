@@ -33,12 +33,14 @@ from agentdesk.store.ingest.prepare import AGENT_KEY, EXTRA_KEYS, ORPHAN_KEY, Pr
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.uow import UnitOfWork
-from agentdesk.store.validation import estimate_tokens
+from agentdesk.store.validation import estimate_tokens, payload_hash
 
 DEFAULT_PROJECT = "OpenTelemetry"
 IMPORTED_AGENT_PREFIX = "ota_"
 """Agents made from OTel spans: their context is what the model was sent, so views show it read-only."""
 TASK_TITLE = "Imported OpenTelemetry traces"
+APPROVAL_ID_KEY = "agentdesk.approval.id"
+RUN_TITLE_KEY = "agentdesk.run.title"
 ORPHAN_PREFIX = "(orphan) "
 """Put before an orphan's name while it waits, so the timeline shows it as orphaned; removed when placed."""
 IN_CHUNK = 500
@@ -188,6 +190,7 @@ class TraceWriter:
         """Continue in another unit of work (a staged trace takes one per slice)."""
         self.uow = uow
         self.conn: Connection = uow.session.connection()
+        self._approval_spans: list[tuple[str, Prepared]] = []
         if self.conn.dialect.name == "sqlite":  # random-id B-tree inserts thrash the default 2 MB page cache
             self.conn.exec_driver_sql("PRAGMA cache_size=-131072")
 
@@ -457,6 +460,8 @@ class TraceWriter:
                     self.report.duplicates += 1
                 continue
             row, orphan_of = self._span_row(row_id, sp, stored_parents)
+            if APPROVAL_ID_KEY in sp.attributes:  # a gate agentdesk exported: its approval comes back too
+                self._approval_spans.append((row_id, sp))
             if sp.messages:
                 self._context(row_id, sp, context)
             span_rows.append(row)
@@ -602,7 +607,39 @@ class TraceWriter:
         batch.flush(self.conn)
 
     # -- closing the trace -----------------------------------------------------------------
+    def _restore_approvals(self) -> None:
+        """Approvals exported on gate spans (`agentdesk.approval.*`) become approval rows again, decided as they
+        were; one still pending when exported comes back expired (no agent is waiting for it here)."""
+        for row_id, sp in self._approval_spans:
+            a = json.loads(sp.attributes)
+            original = str(a.get(APPROVAL_ID_KEY))
+            approval_id = "ota_" + _h(self.run_id, original)
+            if self.uow.session.get(sc.ApprovalRow, approval_id) is not None:
+                continue
+            tool = str(a.get("agentdesk.approval.tool") or a.get("gen_ai.tool.name") or sp.name)[:128]
+            arguments = str(a.get("agentdesk.approval.arguments") or "{}")
+            status = str(a.get("agentdesk.approval.status") or "expired")
+            if status not in ("approved", "denied", "expired"):
+                status = "expired"
+            edited = a.get("agentdesk.approval.edited_arguments")
+            at = sp.start_ns / 1e9
+            row = sc.ApprovalRow(
+                id=approval_id, tool_call_id=None, project_id=self.project_id, task_id=self.task_id,
+                session_id=self.session_id, agent_id=self._agent_of_span(sp), run_id=self.run_id, span_id=row_id,
+                tool_name=tool, arguments=arguments, payload_hash=payload_hash(tool, arguments), status=status,
+                created_at=at, decided_at=(sp.end_ns / 1e9 if sp.end_ns else at),
+                decided_by=a.get("agentdesk.approval.decided_by"), reason=a.get("agentdesk.approval.reason"),
+                edited_arguments=str(edited) if edited else None,
+                edited_hash=payload_hash(tool, str(edited)) if edited else None, revision=1)
+            self.uow.session.add(row)
+            self.uow.session.flush()
+            self._record("approval", "insert", approval_id, {"project": row.project_id, "task": row.task_id,
+                                                             "session": row.session_id, "agent": row.agent_id,
+                                                             "run": row.run_id}, 1)
+        self._approval_spans = []
+
     def finish(self) -> IngestReport:
+        self._restore_approvals()
         self.report.events_joined += adopt_pending(self.conn, self.index.trace_id)  # logs that came first
         self._place_orphans()
         self._roll_up()
@@ -734,14 +771,17 @@ class TraceWriter:
         _total, open_, first, last, tin, tout, cost = given if given is not None else self.roll_up_facts(self.conn)
         root = None
         if self.root_row is not None:
-            root = self.conn.execute(select(S.status, S.name, S.error).where(S.id == self.root_row)).first()
+            root = self.conn.execute(select(S.status, S.name, S.error, S.attributes)
+                                     .where(S.id == self.root_row)).first()
         status = "running" if open_ else ("failed" if root is not None and root.status == "error" else "done")
         values: dict[str, Any] = {"status": status, "started_at": first, "ended_at": None if open_ else last,
                                   "input_tokens": int(tin), "output_tokens": int(tout), "cost_usd": float(cost),
                                   "error": root.error if root is not None and status == "failed" else None,
                                   "revision": sc.RunRow.revision + 1}
         if root is not None:
-            values["title"] = root.name
+            title = json.loads(root.attributes or "{}").get(RUN_TITLE_KEY) if RUN_TITLE_KEY in (
+                root.attributes or "") else None
+            values["title"] = title if isinstance(title, str) and title else root.name
         self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(**values))
         agent_status = {"running": "running", "failed": "failed"}.get(status, "done")
         self._flush_agents()
