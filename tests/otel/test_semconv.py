@@ -118,7 +118,7 @@ def test_the_names_come_from_the_convention_packages_and_are_the_documented_ones
     assert (n.INPUT_TOKENS, n.OUTPUT_TOKENS, n.PROMPT_TOKENS, n.COMPLETION_TOKENS) == (
         "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.prompt_tokens",
         "gen_ai.usage.completion_tokens")
-    assert n.MODEL_OPERATIONS == {"chat", "text_completion", "generate_content", "embeddings"}
+    assert {"chat", "text_completion", "generate_content", "embeddings"} == n.MODEL_OPERATIONS
     assert (n.PROMPT_PREFIX, n.COMPLETION_PREFIX) == ("gen_ai.prompt.", "gen_ai.completion.")
     assert n.OI_SPAN_KIND == SpanAttributes.OPENINFERENCE_SPAN_KIND == "openinference.span.kind"
     assert (n.OI_INPUT_MESSAGES_PREFIX, n.OI_COST_TOTAL, n.OI_PROJECT) == (
