@@ -33,13 +33,20 @@ SNAKE = {"resourceSpans": "resource_spans", "scopeSpans": "scope_spans", "traceI
 KINDS = ("agent", "model", "tool", "plain")
 
 
-def rows(path: Path) -> dict[str, list[str]]:
+def rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of `TABLES`, without the `revision` counters (a trace sent in several requests is written
+    several times: its run's revision and its agents' context revision count them) and agents' `created_at` (the first span of the write that
+    created the agent: of the trace in one write, of a later request when split)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        dump = list(conn.iterdump())
+        out = {}
+        for t in TABLES:
+            columns = [c[1] for c in conn.execute(f'PRAGMA table_info("{t}")') if c[1] != "revision"
+                       and (t, c[1]) not in (("agents", "created_at"), ("agents", "context_revision"))]
+            out[t] = sorted(conn.execute(f'SELECT {", ".join(columns)} FROM "{t}"').fetchall(), key=repr)
+        return out
     finally:
         conn.close()
-    return {t: sorted(line for line in dump if line.startswith(f'INSERT INTO "{t}"')) for t in TABLES}
 
 
 def any_value(value: Any) -> dict[str, Any]:
@@ -120,12 +127,24 @@ def traces(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[str, str | None,
     return doc, tree
 
 
-def through_receiver(path: Path, body: bytes) -> int:
+def split(doc: dict[str, Any], parts: int) -> list[dict[str, Any]]:
+    """The document cut into `parts` requests, spans in their order (parents before children)."""
+    rs_key = "resourceSpans" if "resourceSpans" in doc else "resource_spans"
+    rs = doc[rs_key][0]
+    scope_key = next(k for k in rs if k != "resource")
+    scope = rs[scope_key][0]
+    spans = scope["spans"]
+    step = max(1, -(-len(spans) // parts))
+    return [{rs_key: [{**rs, scope_key: [{**scope, "spans": spans[n:n + step]}]}]}
+            for n in range(0, len(spans), step)]
+
+
+def through_receiver(path: Path, *bodies: bytes) -> int:
     store = open_store(str(path))
     receiver = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
     host, port = receiver.start()
     try:
-        return post(f"http://{host}:{port}/v1/traces", body).status
+        return max(post(f"http://{host}:{port}/v1/traces", body).status for body in bodies)
     finally:
         receiver.stop()
         store.close()
@@ -141,15 +160,20 @@ def through_import(path: Path, file: Path) -> int:
         store.close()
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(traces())
-def test_receive_and_import_store_the_same_rows(case: tuple[dict[str, Any], list[Any]]) -> None:
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(traces(), st.integers(1, 3))
+def test_receive_and_import_store_the_same_rows(case: tuple[dict[str, Any], list[Any]], parts: int) -> None:
+    """One request, or several with parents first. Not yet equal, so not drawn (docs/otel.md, "Not yet"): a trace
+    whose agent spans arrive after spans they enclose (children first, or a root that is no agent)."""
     doc, tree = case
+    if any(parent is None and kind != "agent" for _, parent, kind in tree):
+        parts = 1
     body = json.dumps(doc).encode()
     with tempfile.TemporaryDirectory() as folder:
         here = Path(folder)
         (here / "trace.json").write_bytes(body)
-        assert through_receiver(here / "received.sqlite", body) == 200
+        bodies = [json.dumps(part).encode() for part in split(doc, parts)]
+        assert through_receiver(here / "received.sqlite", *bodies) == 200
         assert through_import(here / "imported.sqlite", here / "trace.json") == len(tree)
         received, imported = rows(here / "received.sqlite"), rows(here / "imported.sqlite")
     assert len(received["spans"]) == len(tree)

@@ -294,7 +294,7 @@ class TraceWriter:
         was filed under an agent named after the service. When the outermost agent span arrives,
         the run, its context and its sub-agents move to that agent, and the stand-in goes."""
         A = sc.AgentRow
-        stand_in = self.conn.execute(select(A.name, A.parent_agent_id).where(A.id == self.run_agent)).first()
+        stand_in = self.conn.execute(select(A.name, A.parent_agent_id, A.model).where(A.id == self.run_agent)).first()
         if stand_in is None or stand_in.parent_agent_id is not None or \
                 self.run_agent != "ota_" + _h(self.session_id, "", "service:" + stand_in.name):
             return
@@ -312,7 +312,9 @@ class TraceWriter:
             self._record("context", "update", agent, {"agent": agent, "session": self.session_id})
         self.run_agent = top
         self._agents.pop(old, None)
-        self._agents.setdefault(top, {"parent": None})
+        facts = self._agents.setdefault(top, {"parent": None})
+        if stand_in.model and not facts.get("model"):  # the model its calls made before the agent span came
+            facts["model"] = stand_in.model
         left = c.execute(select(func.count()).select_from(sc.RunRow).where(sc.RunRow.agent_id == old)).scalar_one()
         used = c.execute(select(func.count()).select_from(sc.ApprovalRow).where(sc.ApprovalRow.agent_id == old)
                          ).scalar_one()
@@ -513,10 +515,10 @@ class TraceWriter:
                 own[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
         if sp.kind == "model" and sp.messages:
             own[AGENT_KEY] = self._agent_of_span(sp)
-        if sp.model:
-            agent = self._agent_of_span(sp)
-            if agent in self._agents and not self._agents[agent].get("model"):
-                self._agents[agent]["model"] = sp.model
+        if sp.model:  # an agent written by an earlier request gets its model too (it did only when whole)
+            facts = self._agents.setdefault(self._agent_of_span(sp), {"parent": None})
+            if not facts.get("model"):
+                facts["model"] = sp.model
         return ((row_id, self.run_id, parent_row, self._kind(sp),
                  sp.name if orphan_of is None else ORPHAN_PREFIX + sp.name, sp.status, sp.start_ns / 1e9,
                  sp.end_ns / 1e9 if sp.end_ns else None, sp.input_tokens, sp.output_tokens, sp.cost_usd,
