@@ -35,8 +35,9 @@ KINDS = ("agent", "model", "tool", "plain")
 
 def rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of `TABLES`, without the `revision` counters (a trace sent in several requests is written
-    several times: its run's revision and its agents' context revision count them) and agents' `created_at` (the first span of the write that
-    created the agent: of the trace in one write, of a later request when split)."""
+    several times: its run's revision and its agents' context revision count them) and agents' `created_at`
+    (the first span of the write that created the agent: of the trace in one write, of a later request when
+    split)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         out = {}
