@@ -168,3 +168,24 @@ def test_what_is_not_otlp_is_one_sentence_and_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2 and "keys name, context, kind; expected resourceSpans" in done.stderr
     exported = cli("--store", str(tmp_path / "s.sqlite"), "export", "nope")
     assert exported.returncode != 0 and exported.stdout == ""
+
+
+def test_import_of_a_binary_log_file(tmp_path: Path) -> None:
+    """A binary ExportLogsServiceRequest starts like a trace request (field 1): told apart by its first record."""
+    import base64
+
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    doc = logs_doc()
+    for r in doc["resourceLogs"][0]["scopeLogs"][0]["logRecords"]:
+        r["traceId"] = base64.b64encode(bytes.fromhex(TRACE)).decode()
+        r["spanId"] = base64.b64encode(bytes.fromhex(SPAN)).decode()
+    (tmp_path / "logs.pb").write_bytes(
+        json_format.ParseDict(doc, ExportLogsServiceRequest(), ignore_unknown_fields=True).SerializeToString())
+    (tmp_path / "spans.json").write_text(json.dumps(spans_doc()))
+    store = open_store(str(tmp_path / "s.sqlite"))
+    result = import_files(store, [tmp_path / "spans.json", tmp_path / "logs.pb"], helper=False)
+    assert result.error is None and result.report.events_joined == 3
+    assert_joined(store)
+    store.close()

@@ -34,7 +34,13 @@ from agentdesk.store.ingest.decode import (
     span_from_json,
     spans_from_proto,
 )
-from agentdesk.store.ingest.logs import RESOURCE_LOGS_KEYS, LogBatch, logs_from_proto, logs_from_resource_json
+from agentdesk.store.ingest.logs import (
+    RESOURCE_LOGS_KEYS,
+    LogBatch,
+    OtelLog,
+    logs_from_proto,
+    logs_from_resource_json,
+)
 from agentdesk.store.ingest.spans import BadRecord, NotOtlp, OtelSpan
 from agentdesk.store.text.jsonsafe import SURROGATE_ESCAPE, lone_surrogate_in, truncated
 from agentdesk.store.validation import special_kind
@@ -156,6 +162,8 @@ class TraceFile:
             if self.compressed else self._raw)
         self.strings_cut = 0
         self.logs = LogBatch()
+        self._proto_kind: str | None = None
+        """A binary file holds "spans" or "logs" (decided on its first field)."""
         """Log records read (GenAI events and other logs), joined to their spans after the spans are written."""
         """Strings longer than `limits.max_string_chars`, cut (the summary names them)."""
         self._buffered = self._stream
@@ -228,18 +236,42 @@ class TraceFile:
             size = self._varint() or 0
             data = self._read_exact(size, where)
             self._last_size = size
+            logs = self._proto_logs(data, where)  # ExportLogsServiceRequest shares field 1 with the trace request
+            if logs is not None:
+                self.logs.extend(logs)
+                n += 1
+                continue
             try:
                 message = ResourceSpans.FromString(data)
-                if _logs_not_spans(message):  # ExportLogsServiceRequest shares field 1 with the trace request
-                    self.logs.extend(logs_from_proto([ResourceLogs.FromString(data)], where))
-                    n += 1
-                    continue
             except DecodeError as exc:
                 raise BadRecord(where, f"is not valid protobuf ({exc})") from None
             spans = spans_from_proto([message], where)
             self.current_traces.update(sp.trace_id for sp in spans)
             yield Record(where, spans, 0)
             n += 1
+
+    def _proto_logs(self, data: bytes, where: str) -> list[OtelLog] | None:
+        """The records of a `ResourceLogs`, or None for a `ResourceSpans`. Decided on the file's first field: a
+        log record read as a span has no trace id (its field 1 is a fixed64 time), or does not parse at all."""
+        if self._proto_kind is None:
+            try:
+                as_spans: ResourceSpans | None = ResourceSpans.FromString(data)
+            except DecodeError:
+                as_spans = None
+            self._proto_kind = "spans"
+            if as_spans is None or _logs_not_spans(as_spans):
+                try:
+                    as_logs = ResourceLogs.FromString(data)
+                except DecodeError:
+                    as_logs = None
+                if as_logs is not None and any(sl.log_records for sl in as_logs.scope_logs):
+                    self._proto_kind = "logs"
+        if self._proto_kind == "spans":
+            return None
+        try:
+            return logs_from_proto([ResourceLogs.FromString(data)], where)
+        except DecodeError as exc:
+            raise BadRecord(where, f"is not valid protobuf ({exc})") from None
 
     def _proto_records(self) -> Iterator[Record]:
         n = 1
