@@ -87,6 +87,11 @@ def assert_joined(store: Store) -> None:
     assert row.output_text is not None and "Hello there!" in row.output_text
     assert [(i.role, i.content) for i in sent_items(row.id, row.attributes)] == [
         ("system", "You are terse."), ("user", "Say hello")]
+    from agentdesk.store.persistence.schema import AgentRow, ContextItemRow
+    with store.reading() as session:  # the agent's Context tab has the call's messages, in order
+        items = [(i.role, i.content) for i in session.query(ContextItemRow).order_by(ContextItemRow.position)]
+        assert items == [("system", "You are terse."), ("user", "Say hello"), ("assistant", "Hello there!")]
+        assert all(a.context_revision >= 1 for a in session.query(AgentRow))
     events = json.loads(row.attributes)["otel.events"]
     assert [e["name"] for e in events] == ["gen_ai.system.message", "gen_ai.user.message", "gen_ai.choice"]
 

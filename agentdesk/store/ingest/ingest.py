@@ -17,7 +17,7 @@ from agentdesk.store.ingest.prepare import Prepared, prepare_all
 from agentdesk.store.ingest.spans import OtelSpan
 from agentdesk.store.ingest.writer import IngestReport, TraceIndex, write_trace
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.persistence.schema import RunRow
+from agentdesk.store.persistence.schema import AgentRow, RunRow
 from agentdesk.store.uow import UnitOfWork
 
 RECEIVER_ACTOR = "otel-receiver"
@@ -110,7 +110,14 @@ def ingest_logs(store: Store, batch: LogBatch, *, actor: str = RECEIVER_ACTOR) -
         return report
     with UnitOfWork(store) as uow:
         conn = uow.session.connection()
-        report.events_joined, report.events_waiting, runs = attach(conn, batch.logs)
+        touched: set[str] = set()
+        report.events_joined, report.events_waiting, runs = attach(conn, batch.logs, touched)
+        for agent_id in sorted(touched):  # the Context tab of each agent whose calls' messages came now
+            agent = uow.session.get(AgentRow, agent_id)
+            if agent is not None:
+                agent.context_revision += 1
+                uow.session.flush()
+                uow.record("context", "update", agent_id, {"agent": agent_id, "session": agent.session_id})
         for run_id in sorted(runs):
             run = uow.session.get(RunRow, run_id)
             if run is not None:

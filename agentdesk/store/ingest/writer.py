@@ -29,7 +29,15 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, select, upda
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.ingest.events import adopt_pending
 from agentdesk.store.ingest.messages import PLAIN
-from agentdesk.store.ingest.prepare import AGENT_KEY, EXTRA_KEYS, ORPHAN_KEY, Prepared, add_keys, digest
+from agentdesk.store.ingest.prepare import (  # item_id: readback and events import it from here too
+    AGENT_KEY,
+    EXTRA_KEYS,
+    ORPHAN_KEY,
+    Prepared,
+    add_keys,
+    digest,
+    item_id,
+)
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.uow import UnitOfWork
@@ -642,7 +650,8 @@ class TraceWriter:
 
     def finish(self) -> IngestReport:
         self._restore_approvals()
-        self.report.events_joined += adopt_pending(self.conn, self.index.trace_id)  # logs that came first
+        # log records (GenAI events) that came before their spans
+        self.report.events_joined += adopt_pending(self.conn, self.index.trace_id, self._context_touched)
         self._place_orphans()
         self._roll_up()
         parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id,
@@ -820,12 +829,6 @@ class _ContextBatch:
                             (sc.ContextItemRevisionRow, self.revisions), (sc.SpanContextRow, self.sent)):
             if rows:
                 bulk_insert(conn, table, rows)
-
-
-def item_id(agent: str, role: str, content: str, repeat: int) -> str:
-    """A context item's id: the same message sent again (a growing or sliding history) is the same item;
-    the `repeat`-th copy of a message within one call is another."""
-    return "oti_" + _h(agent, role, content, str(repeat), n=24)
 
 
 def original_name(name: str) -> str:
