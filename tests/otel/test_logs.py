@@ -108,6 +108,8 @@ def test_event_only_messages_over_v1_logs_join_their_span_whichever_comes_first(
             assert post(f"http://{host}:{port}/v1/{path}", json.dumps(doc).encode()).status == 200
         # sent again: idempotent, nothing doubled
         assert post(f"http://{host}:{port}/v1/logs", json.dumps(logs_doc()).encode()).status == 200
+        counters = receiver.stats.snapshot()
+        assert (counters.spans, counters.log_records) == (1, 6)  # log records are not counted as spans
         refused = post(f"http://{host}:{port}/v1/logs", b'{"foo": 1}')
         assert refused.status == 400 and "keys foo; expected resourceLogs" in refused.json()["message"]
     finally:

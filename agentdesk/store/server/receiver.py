@@ -35,6 +35,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
+from agentdesk.store.ingest.logs import LogBatch
 from agentdesk.store.ingest.prepare import helper_pool
 from agentdesk.store.ingest.receiver_decode import (
     PROTOBUF_TYPES,
@@ -253,7 +254,7 @@ class Receiver:
             log.error("OTLP receiver: ingest failed", exc_info=error)
             self.stats.failed(f"{type(error).__name__}: {error}")
             return self._error(kind, 500, f"The spans could not be written: {type(error).__name__}.")
-        self.stats.accepted(spans)
+        self.stats.accepted(spans, logs=isinstance(decoded, LogBatch))
         return self._ok(kind, report)
 
     def _authorise(self, request: web.Request) -> None:
