@@ -21,6 +21,7 @@ from agentdesk.cli.outfile import output_file
 from agentdesk.store.ingest.export import FORMATS, export
 from agentdesk.store.ingest.formats import MAX_DECOMPRESSED_BYTES, MAX_STRING_CHARS, ImportLimits
 from agentdesk.store.ingest.importer import ImportProgress, check_paths, import_files
+from agentdesk.store.ingest.spans import NotOtlp
 
 EXIT_INVALID = 2
 T = TypeVar("T")
@@ -46,7 +47,8 @@ def export_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?", metavar="RUN_ID", help="the run to export")
     p.add_argument("--project", metavar="NAME_OR_ID", help="export every run of this project instead")
     p.add_argument("--format", choices=FORMATS, default="otlp-json",
-                   help="otlp-json (one document, default) or otlp-jsonl (one line per resource)")
+                   help="otlp-json (one document, default), otlp-jsonl (one line per resource) or otlp-proto (a "
+                        "binary ExportTraceServiceRequest, for Phoenix, Jaeger, Tempo)")
     p.add_argument("-o", "--output", metavar="FILE", type=Path,
                    help="write here (default: stdout); a device or named pipe is written to as a stream, a "
                         "regular file is replaced whole, a folder or a link to a file is refused")
@@ -101,11 +103,16 @@ def cmd_import(args: argparse.Namespace) -> int:
         bars.close()
         store.close()
     r = result.report
+    if isinstance(result.error, NotOtlp) and not r.traces and not r.events_joined:
+        raise CommandFailed(f"{result.error}.", EXIT_INVALID)
     rate = result.spans_read / result.seconds if result.seconds > 0 else 0.0
     traces = f"{r.traces:,} trace{'' if r.traces == 1 else 's'}"
     say(out.clean(f"Imported {r.spans_written:,} spans in {traces} ({r.duplicates:,} already there, "
                   f"{r.completed:,} completed, {r.orphans_pending:,} waiting for a parent) in "
                   f"{result.seconds:.1f} s ({rate:,.0f} spans/s)."))
+    if r.events_joined or r.events_waiting or r.logs_unplaced:
+        say(f"Log records: {r.events_joined:,} joined to their span, {r.events_waiting:,} kept for a span not yet "
+            f"stored, {r.logs_unplaced:,} without a trace or span id (skipped).")
     if result.strings_cut:
         say(f"{result.strings_cut:,} string{' was' if result.strings_cut == 1 else 's were'} longer than "
             f"{args.max_string_mb:g} MB (--max-string-mb) and kept cut, with a marker giving the whole length.")

@@ -178,3 +178,74 @@ def test_a_span_whose_attributes_nest_50000_levels_exports_with_the_marker(store
     spans = json.loads(text)["resourceSpans"][0]["scopeSpans"][0]["spans"]
     attrs = [a for s in spans for a in s["attributes"] if a["key"] == "deep"]
     assert attrs and "too deeply nested" in json.dumps(attrs[0])
+
+
+def test_otlp_proto_export_reimports_to_the_same_read_model(tmp_path: Path, store: Store) -> None:
+    """`--format otlp-proto`: one binary ExportTraceServiceRequest, read back by `import` (and by Phoenix)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    ingest_request(store, request_of(agent_trace()))
+    ingest_request(store, request_of(agent_trace(service="other", conversation=None, fail_tool=True)))
+    paths = []
+    for project in NativeSource(store).projects():
+        text = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+        export(store, text, fmt="otlp-proto", project=project.id)
+        data = text.buffer.getvalue()  # type: ignore[attr-defined]
+        assert data[:1] == b"\x0a" and len(ExportTraceServiceRequest.FromString(data).resource_spans) >= 1
+        paths.append(tmp_path / f"{project.name}.pb")
+        paths[-1].write_bytes(data)
+    fresh = open_store(str(tmp_path / "fresh.sqlite"))
+    try:
+        result = import_files(fresh, paths, helper=False)
+        assert result.error is None and result.formats == ["protobuf", "protobuf"]
+        ours, theirs = read_model(NativeSource(store)), read_model(NativeSource(fresh))
+        assert set(ours) == set(theirs)
+        for key, value in ours.items():
+            assert content(theirs[key]) == content(value), key
+    finally:
+        fresh.close()
+    with pytest.raises(Exception, match="binary"):
+        export(store, io.StringIO(), fmt="otlp-proto", project="other")
+
+
+def test_a_run_of_gate_spans_exports_as_one_trace_and_comes_back_whole(
+        tmp_path: Path, store: Store, rt: AgentRuntime) -> None:
+    """A client-library run with only gate spans: the run's agent span is the root, and a re-import finds the
+    same agent, model, title and approvals (it used to give 10 roots and the agent named after the service)."""
+    project = rt.create_project("gatebench")
+    session = rt.create_session(rt.create_task(project, "clean"), "cleaning")
+    agent = rt.create_agent(session, "deleter", "gpt-5-mini")
+    run = rt.start_run(agent, "delete old builds")
+    for n in range(3):
+        gate = rt.start_span(run, "gate", f"approve rm {n}")
+        approval = rt.request_approval(run, "bash", {"cmd": f"rm -rf build{n}"}, span_id=gate)
+        decide(store, approval, approve=n != 1, actor="ann", reason=f"reason {n}")
+        rt.finish_span(gate)
+    rt.set_run_status(run, "done")
+    doc = json.loads(exported(store, "otlp-json", run_id=run))
+    spans = [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    roots = [s for s in spans if "parentSpanId" not in s]
+    assert len(roots) == 1 and roots[0]["name"] == "delete old builds"
+    assert all(s.get("parentSpanId") == roots[0]["spanId"] for s in spans if s is not roots[0])
+    path = tmp_path / "gates.json"
+    path.write_text(json.dumps(doc))
+    fresh = open_store(str(tmp_path / "fresh.sqlite"))
+    try:
+        assert import_files(fresh, [path], helper=False).error is None
+        dst = NativeSource(fresh)
+        agents = [a for p in dst.projects() for t in dst.tasks(p.id) for s in dst.sessions(t.id)
+                  for a in dst.agents(s.id)]
+        assert [(a.name, a.model) for a in agents] == [("deleter", "gpt-5-mini")]
+        runs = dst.runs(agents[0].id).items
+        assert [r.title for r in runs] == ["delete old builds"]
+        from agentdesk.store.persistence.schema import ApprovalRow
+        with fresh.reading() as s:
+            got = sorted((a.tool_name, a.arguments, a.status, a.decided_by, a.reason, a.agent_id)
+                         for a in s.query(ApprovalRow))
+        assert got == [("bash", json.dumps({"cmd": f"rm -rf build{n}"}, separators=(",", ":")),
+                        "denied" if n == 1 else "approved", "ann", f"reason {n}", agents[0].id) for n in range(3)]
+        assert import_files(fresh, [path], helper=False).report.spans_written == 0  # idempotent
+        with fresh.reading() as s:
+            assert s.query(ApprovalRow).count() == 3
+    finally:
+        fresh.close()

@@ -92,3 +92,15 @@ def test_imported_agents_context_is_read_only(qtbot: QtBot, services: Services, 
     why = model.cannot(Capability.EDIT_ITEM)
     assert why is not None and "imported from OpenTelemetry" in why
     model.set_agent(None)
+
+
+def test_a_file_that_is_not_otlp_says_what_it_is(qtbot: QtBot, services: Services, tmp_path: Path) -> None:
+    path = tmp_path / "foo.json"
+    path.write_text('{"foo": 1}')
+    dialog = ImportDialog(services, [path])
+    qtbot.addWidget(dialog)
+    with qtbot.waitSignal(dialog.finished_import, timeout=30_000):
+        dialog.start()
+    text = dialog.phase.text()
+    assert "is not OTLP: it is a JSON object with keys foo; expected resourceSpans or resourceLogs" in text
+    assert "Import finished" not in text and spans(services) == 0

@@ -106,3 +106,20 @@ def test_project_and_session_come_from_openinference(store: Store) -> None:
     assert session.title == "sess-9"
     (agent,) = source.agents(session.id)
     assert agent.name == "agent"
+
+
+def test_the_names_come_from_the_convention_packages_and_are_the_documented_ones() -> None:
+    """A release of either package that renames an attribute agentdesk reads fails here, not silently."""
+    from openinference.semconv.trace import SpanAttributes
+
+    from agentdesk.store.ingest import names as n
+    assert (n.OPERATION, n.INPUT_MESSAGES, n.OUTPUT_MESSAGES, n.SYSTEM_INSTRUCTIONS) == (
+        "gen_ai.operation.name", "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
+    assert (n.INPUT_TOKENS, n.OUTPUT_TOKENS, n.PROMPT_TOKENS, n.COMPLETION_TOKENS) == (
+        "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.prompt_tokens",
+        "gen_ai.usage.completion_tokens")
+    assert {"chat", "text_completion", "generate_content", "embeddings"} == n.MODEL_OPERATIONS
+    assert (n.PROMPT_PREFIX, n.COMPLETION_PREFIX) == ("gen_ai.prompt.", "gen_ai.completion.")
+    assert n.OI_SPAN_KIND == SpanAttributes.OPENINFERENCE_SPAN_KIND == "openinference.span.kind"
+    assert (n.OI_INPUT_MESSAGES_PREFIX, n.OI_COST_TOTAL, n.OI_PROJECT) == (
+        "llm.input_messages.", "llm.cost.total", "openinference.project.name")

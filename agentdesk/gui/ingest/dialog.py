@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from agentdesk.model.services import Services
 from agentdesk.model.text import plural
 from agentdesk.store.ingest.importer import ImportProgress, ImportResult, import_files
+from agentdesk.store.ingest.spans import NotOtlp
 from agentdesk.store.native import NativeSource
 
 FILE_FILTER = "OpenTelemetry traces (*.json *.jsonl *.ndjson *.pb *.bin *.otlp *.gz);;All files (*)"
@@ -133,7 +134,9 @@ class ImportDialog(QDialog):
     def _done(self, result: ImportResult) -> None:
         self.outcome = result
         r = result.report
-        if result.error is not None:
+        if isinstance(result.error, NotOtlp):  # the same sentence as `agentdesk import`
+            self.phase.setText(f"{result.error}.")
+        elif result.error is not None:
             self.phase.setText(f"Stopped at a bad record: {result.error}.")
             self.failed.emit(f"The import of {self._named()} stopped at a bad record: {result.error}.")
         elif result.cancelled:

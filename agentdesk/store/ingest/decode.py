@@ -14,6 +14,27 @@ from typing import Any
 from agentdesk.store.ingest import values as v
 from agentdesk.store.ingest.spans import BadRecord, OtelSpan
 
+RESOURCE_SPANS_KEYS = ("resourceSpans", "resource_spans")
+SCOPE_SPANS_KEYS = ("scopeSpans", "scope_spans", "instrumentationLibrarySpans", "instrumentation_library_spans")
+"""`instrumentationLibrary*`: OTLP before 1.0 (still written by old SDKs and Collectors)."""
+SCOPE_KEYS = ("scope", "instrumentationLibrary", "instrumentation_library")
+
+
+def not_otlp(doc: dict[str, Any], expected: str = "resourceSpans or resourceLogs") -> str:
+    """What a JSON object that holds no OTLP is, in a few words: "a JSON object with keys foo, bar"."""
+    keys = [str(k)[:40] for k in list(doc)[:6]]
+    more = ", …" if len(doc) > 6 else ""
+    shown = f"a JSON object with keys {', '.join(keys)}{more}" if keys else "an empty JSON object"
+    return f"{shown}; expected {expected}"
+
+
+def _first(d: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = d.get(key)
+        if value is not None:
+            return value
+    return None
+
 
 def _get(d: dict[str, Any], camel: str, snake: str) -> Any:
     value = d.get(camel)
@@ -42,7 +63,7 @@ def spans_from_json(doc: Any, where: str) -> list[OtelSpan]:
         raise BadRecord(where, "an OTLP trace record must be a JSON object with resourceSpans")
     out: list[OtelSpan] = []
     try:
-        resource_spans = _list(_get(doc, "resourceSpans", "resource_spans"), "resourceSpans")
+        resource_spans = _list(_first(doc, RESOURCE_SPANS_KEYS), "resourceSpans")
     except v.FieldError as exc:
         raise BadRecord(where, str(exc)) from None
     for r, rs in enumerate(resource_spans):
@@ -55,15 +76,14 @@ def resource_spans_from_json(rs: Any, where: str) -> list[OtelSpan]:
     try:
         rs = _dict(rs, "a resourceSpans entry")
         resource = v.json_attributes(_dict(rs.get("resource"), "resource").get("attributes"))
-        scopes = _list(_get(rs, "scopeSpans", "scope_spans") or rs.get("instrumentationLibrarySpans"),
-                       "scopeSpans")
+        scopes = _list(_first(rs, SCOPE_SPANS_KEYS), "scopeSpans")
     except v.FieldError as exc:
         raise BadRecord(where, str(exc)) from None
     for s, ss in enumerate(scopes):
         here = f"{where}, scopeSpans[{s}]"
         try:
             ss = _dict(ss, "a scopeSpans entry")
-            scope = _dict(ss.get("scope") or ss.get("instrumentationLibrary"), "scope")
+            scope = _dict(_first(ss, SCOPE_KEYS), "scope")
             scope_name, scope_version = v.text(scope.get("name"), "scope name"), v.text(
                 scope.get("version"), "scope version")
             spans = _list(ss.get("spans"), "spans")

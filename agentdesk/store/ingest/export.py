@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import tempfile
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -29,7 +31,9 @@ from agentdesk.store.persistence.database import Store
 from agentdesk.store.text.jsonsafe import bounded, loads
 from agentdesk.store.text.times import readable_seconds
 
-FORMATS = ("otlp-json", "otlp-jsonl")
+FORMATS = ("otlp-json", "otlp-jsonl", "otlp-proto")
+BINARY_FORMATS = frozenset({"otlp-proto"})
+"""Written as bytes: a binary `ExportTraceServiceRequest` (what Phoenix, Jaeger and Tempo take over OTLP/HTTP)."""
 CHUNK = 1000
 SCOPE = {"name": "agentdesk", "version": "0.1.0"}
 KIND_OPERATION = {"model": "chat", "tool": "execute_tool", "agent": "invoke_agent", "sub_agent": "invoke_agent"}
@@ -69,6 +73,12 @@ def runs_of(store: Store, run_id: str | None, project: str | None) -> list[str]:
                               .order_by(sc.RunRow.started_at)).scalars())
 
 
+RUN_TITLE_KEY = "agentdesk.run.title"
+"""On an exported run's root span: the run's title (import uses it instead of the root span's name)."""
+SPOOL_BYTES = 16 * 1024 * 1024
+"""An export is held in memory up to this size, then in a temporary file, until it is whole."""
+
+
 def export(store: Store, out: TextIO, *, run_id: str | None = None, project: str | None = None,
            fmt: str = "otlp-json") -> int:
     """Write the run (or every run of the project) to `out`; returns the number of spans written."""
@@ -76,10 +86,48 @@ def export(store: Store, out: TextIO, *, run_id: str | None = None, project: str
         raise InvalidInput(f"Unknown export format {fmt}; use one of {', '.join(FORMATS)}.")
     if (run_id is None) == (project is None):
         raise InvalidInput("Export either one run (RUN_ID) or one project (--project), not both or neither.")
+    runs = list(runs_of(store, run_id, project))  # an unknown run or project fails before a byte is written
+    if fmt in BINARY_FORMATS:
+        binary: BinaryIO | None = getattr(out, "buffer", None)
+        if binary is None:
+            raise InvalidInput("otlp-proto is binary: write it to a file (-o FILE) or a pipe, not to a terminal.")
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+b") as raw:
+            total = _write_proto(store, raw, runs)  # type: ignore[arg-type]
+            raw.seek(0)
+            out.flush()
+            shutil.copyfileobj(raw, binary)
+            binary.flush()
+        return total
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+", encoding="utf-8") as spool:
+        total = _write(store, spool, runs, fmt)  # type: ignore[arg-type]
+        spool.seek(0)
+        shutil.copyfileobj(spool, out)  # only a whole document reaches `out`: a failure above emits nothing
+    return total
+
+
+def _write_proto(store: Store, out: BinaryIO, runs: list[str]) -> int:
+    """One binary ExportTraceServiceRequest: each ResourceSpans chunk serialised as its field 1 (concatenated
+    messages are one message), so the file streams and `agentdesk import` reads it back by its first byte."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from agentdesk.store.ingest.receiver_decode import normalise_ids
+
+    total = 0
+    for rid in runs:
+        for resource_spans in _run_chunks(store, rid):
+            total += sum(len(ss["spans"]) for ss in resource_spans["scopeSpans"])
+            doc = {"resourceSpans": [resource_spans]}
+            normalise_ids(doc)  # proto3 JSON wants base64 ids
+            out.write(json_format.ParseDict(doc, ExportTraceServiceRequest()).SerializeToString())
+    return total
+
+
+def _write(store: Store, out: TextIO, runs: list[str], fmt: str) -> int:
     total, first = 0, True
     if fmt == "otlp-json":
         out.write('{"resourceSpans":[')
-    for rid in runs_of(store, run_id, project):
+    for rid in runs:
         for resource_spans in _run_chunks(store, rid):
             total += sum(len(ss["spans"]) for ss in resource_spans["scopeSpans"])
             text = json.dumps(resource_spans, ensure_ascii=False, separators=(",", ":"))
@@ -106,6 +154,10 @@ def _run_chunks(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
         rows = s.execute(select(sc.SpanRow).where(sc.SpanRow.run_id == run_id)
                          .order_by(sc.SpanRow.started_at, sc.SpanRow.id)).scalars()
         groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        if facts is not None:
+            facts.plan_root(s)
+            if facts.synthetic_root is not None:
+                groups[("", SCOPE["name"], SCOPE["version"])] = [facts.synthetic_root]
         for count, row in enumerate(rows, 1):
             attrs = _stored_json(row.attributes)
             if facts is None:
@@ -198,19 +250,48 @@ class _NativeFacts:
         self.by_span = {a.span_id: a for a in self.approvals if a.span_id}
         self.seen_spans: set[str] = set()
         self.root: str | None = None
+        self.root_is_own = False
+        self.synthetic_root: dict[str, Any] | None = None
+
+    def plan_root(self, s: Session) -> None:
+        """The run as one trace: its own top-level agent span is the root when it has exactly one; otherwise
+        (spans recorded without one: a run of gate spans) a root `invoke_agent` span stands for the run, and
+        every top-level span goes under it. Either root names the agent, its model and the run's title, so a
+        re-import finds the same agent, model and title."""
+        S = sc.SpanRow
+        tops = s.execute(select(S.id, S.kind).where(S.run_id == self.run.id, S.parent_span_id.is_(None))
+                         .limit(2)).all()
+        if len(tops) == 1 and tops[0].kind == "agent":
+            self.root, self.root_is_own = tops[0].id, True
+            return
+        self.root = "run:" + self.run.id
+        self.root_is_own = False
+        status = {"failed": {"code": 2, "message": self.run.error or ""}, "done": {"code": 1}}.get(self.run.status)
+        span: dict[str, Any] = {
+            "traceId": self.trace, "spanId": _hex(self.root, 16), "name": self.run.title, "kind": 1,
+            "startTimeUnixNano": _ns(self.run.started_at), "endTimeUnixNano": _ns(self.run.ended_at),
+            "attributes": v.to_attributes(self.root_attributes())}
+        if status:
+            span["status"] = status
+        self.synthetic_root = span
+
+    def root_attributes(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.agent_name,
+                               "gen_ai.conversation.id": self.run.session_id, RUN_TITLE_KEY: self.run.title}
+        if self.model:
+            out["gen_ai.request.model"] = self.model
+        return out
 
     def span(self, row: sc.SpanRow, attrs: dict[str, Any]) -> dict[str, Any]:
         self.seen_spans.add(row.id)
-        if row.parent_span_id is None and self.root is None:
-            self.root = row.id
         out = dict(attrs)
         op = KIND_OPERATION.get(row.kind)
         if op:
             out["gen_ai.operation.name"] = op
         else:
             out["agentdesk.span.kind"] = row.kind
-        if row.parent_span_id is None:
-            out["gen_ai.conversation.id"] = self.run.session_id
+        if row.id == self.root:
+            out.update(self.root_attributes())
         if row.kind == "model":
             out["gen_ai.request.model"] = self.model
             out["gen_ai.usage.input_tokens"] = row.input_tokens
@@ -243,6 +324,8 @@ class _NativeFacts:
             "attributes": v.to_attributes(out)}
         if row.parent_span_id:
             span["parentSpanId"] = span_hex(row.parent_span_id)
+        elif self.synthetic_root is not None:
+            span["parentSpanId"] = self.synthetic_root["spanId"]
         status = _status(row, None)
         if status:
             span["status"] = status
@@ -268,7 +351,9 @@ class _NativeFacts:
                 "startTimeUnixNano": _ns(a.created_at), "endTimeUnixNano": _ns(a.decided_at or a.created_at),
                 "attributes": v.to_attributes({"agentdesk.span.kind": "gate", **_approval_attributes(a)}),
                 "status": {"code": 1}}
-            if self.root:
+            if self.synthetic_root is not None:
+                span["parentSpanId"] = self.synthetic_root["spanId"]
+            elif self.root:
                 span["parentSpanId"] = span_hex(self.root)
             out.append(span)
         return out

@@ -22,11 +22,26 @@ from pathlib import Path
 from typing import Any, cast
 
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, TracesData
 
 from agentdesk.store.ingest import values as v
-from agentdesk.store.ingest.decode import span_from_json, spans_from_proto
-from agentdesk.store.ingest.spans import BadRecord, OtelSpan
+from agentdesk.store.ingest.decode import (
+    RESOURCE_SPANS_KEYS,
+    SCOPE_KEYS,
+    SCOPE_SPANS_KEYS,
+    not_otlp,
+    span_from_json,
+    spans_from_proto,
+)
+from agentdesk.store.ingest.logs import (
+    RESOURCE_LOGS_KEYS,
+    LogBatch,
+    OtelLog,
+    logs_from_proto,
+    logs_from_resource_json,
+)
+from agentdesk.store.ingest.spans import BadRecord, NotOtlp, OtelSpan
 from agentdesk.store.text.jsonsafe import SURROGATE_ESCAPE, lone_surrogate_in, truncated
 from agentdesk.store.validation import special_kind
 
@@ -146,6 +161,10 @@ class TraceFile:
             _Budget(gzip.GzipFile(fileobj=self._raw, mode="rb"), self.limits.max_decompressed_bytes, path)
             if self.compressed else self._raw)
         self.strings_cut = 0
+        self.logs = LogBatch()
+        self._proto_kind: str | None = None
+        """A binary file holds "spans" or "logs" (decided on its first field)."""
+        """Log records read (GenAI events and other logs), joined to their spans after the spans are written."""
         """Strings longer than `limits.max_string_chars`, cut (the summary names them)."""
         self._buffered = self._stream
         self.format = self._detect()
@@ -217,6 +236,11 @@ class TraceFile:
             size = self._varint() or 0
             data = self._read_exact(size, where)
             self._last_size = size
+            logs = self._proto_logs(data, where)  # ExportLogsServiceRequest shares field 1 with the trace request
+            if logs is not None:
+                self.logs.extend(logs)
+                n += 1
+                continue
             try:
                 message = ResourceSpans.FromString(data)
             except DecodeError as exc:
@@ -225,6 +249,29 @@ class TraceFile:
             self.current_traces.update(sp.trace_id for sp in spans)
             yield Record(where, spans, 0)
             n += 1
+
+    def _proto_logs(self, data: bytes, where: str) -> list[OtelLog] | None:
+        """The records of a `ResourceLogs`, or None for a `ResourceSpans`. Decided on the file's first field: a
+        log record read as a span has no trace id (its field 1 is a fixed64 time), or does not parse at all."""
+        if self._proto_kind is None:
+            try:
+                as_spans: ResourceSpans | None = ResourceSpans.FromString(data)
+            except DecodeError:
+                as_spans = None
+            self._proto_kind = "spans"
+            if as_spans is None or _logs_not_spans(as_spans):
+                try:
+                    as_logs = ResourceLogs.FromString(data)
+                except DecodeError:
+                    as_logs = None
+                if as_logs is not None and any(sl.log_records for sl in as_logs.scope_logs):
+                    self._proto_kind = "logs"
+        if self._proto_kind == "spans":
+            return None
+        try:
+            return logs_from_proto([ResourceLogs.FromString(data)], where)
+        except DecodeError as exc:
+            raise BadRecord(where, f"is not valid protobuf ({exc})") from None
 
     def _proto_records(self) -> Iterator[Record]:
         n = 1
@@ -273,6 +320,13 @@ class TraceFile:
             shift += 7
             if shift > 63:
                 raise BadRecord(f"{self.path}, byte {self._tell()}", "is not protobuf (a varint runs on)")
+
+
+def _logs_not_spans(message: ResourceSpans) -> bool:
+    """A `ResourceLogs` read as `ResourceSpans`: its records' first field (a fixed64 time) is no span's trace
+    id, so every "span" has none."""
+    spans = [sp for ss in message.scope_spans for sp in ss.spans]
+    return bool(spans) and all(len(sp.trace_id) != 16 for sp in spans)
 
 
 def _reason(exc: ValueError) -> str:
@@ -422,13 +476,26 @@ class _JsonDocument:
         while self.peek() is not None:
             self.documents += 1
             self.file.document, self.file.current_traces = self.documents, set()
+            start = self.pos
             self.expect("{", "an OTLP/JSON object ('{')")
+            keys: list[str] = []
+            otlp = False
             while (k := self.key()) is not None:
-                if k in ("resourceSpans", "resource_spans"):
+                if k in RESOURCE_SPANS_KEYS:
+                    otlp = True
                     for r, _ in enumerate(self.items()):
                         yield from self._resource_spans(r)
+                elif k in RESOURCE_LOGS_KEYS:
+                    otlp = True
+                    for r, _ in enumerate(self.items()):
+                        self.file.logs.extend(logs_from_resource_json(self.value(), f"{self.where()}, "
+                                                                      f"resourceLogs[{r}]"))
                 else:
+                    if len(keys) < 7:
+                        keys.append(k)
                     self.value()
+            if not otlp:
+                raise NotOtlp(self.where(start), "is not OTLP: it is " + not_otlp(dict.fromkeys(keys)))
             if self.pending:
                 yield self._flush()
             self.file.current_traces = set()  # whole: nothing after it (a bad line, a blank tail) taints it
@@ -444,7 +511,7 @@ class _JsonDocument:
                     resource = v.json_attributes((raw or {}).get("attributes") if isinstance(raw, dict) else None)
                 except v.FieldError as exc:
                     raise BadRecord(where, str(exc)) from None
-            elif k in ("scopeSpans", "scope_spans", "instrumentationLibrarySpans"):
+            elif k in SCOPE_SPANS_KEYS:
                 for s, _ in enumerate(self.items()):
                     yield from self._scope_spans(r, s, resource)
             else:
@@ -454,7 +521,7 @@ class _JsonDocument:
         self.expect("{", "a scopeSpans object")
         name = version = ""
         while (k := self.key()) is not None:
-            if k in ("scope", "instrumentationLibrary"):
+            if k in SCOPE_KEYS:
                 scope = self.value()
                 if isinstance(scope, dict):
                     name, version = str(scope.get("name") or ""), str(scope.get("version") or "")

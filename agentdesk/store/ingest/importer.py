@@ -33,6 +33,8 @@ from agentdesk.store.errors import InvalidInput, StoreError
 from agentdesk.store.ids import new_id
 from agentdesk.store.ingest import staging
 from agentdesk.store.ingest.formats import ImportLimits, TraceFile
+from agentdesk.store.ingest.ingest import ingest_logs
+from agentdesk.store.ingest.logs import LogBatch
 from agentdesk.store.ingest.prepare import Prepared, Preparer, fewer_collections
 from agentdesk.store.ingest.spans import BadRecord, run_row_id
 from agentdesk.store.ingest.writer import IngestReport, TraceIndex, TraceWriter, write_trace
@@ -89,6 +91,8 @@ class ImportResult:
     strings_cut: int = 0
     """Strings longer than the limit (`ImportLimits.max_string_chars`), kept cut with a marker."""
     limits: ImportLimits = field(default_factory=ImportLimits)
+    logs: LogBatch = field(default_factory=LogBatch)
+    """Log records read (OTLP `resourceLogs`): joined to their spans once the spans are written."""
 
 
 class ImportCancelled(StoreError):
@@ -278,6 +282,8 @@ def _import(store: Store, paths: Sequence[Path], default_project: str | None, pr
                     raise
                 finally:
                     result.strings_cut += trace_file.strings_cut
+                    result.logs.logs.extend(trace_file.logs.logs)
+                    result.logs.unplaced += trace_file.logs.unplaced
                     trace_file.close()
                 done_bytes += path.stat().st_size
                 if result.cancelled:
@@ -289,6 +295,11 @@ def _import(store: Store, paths: Sequence[Path], default_project: str | None, pr
         result.spans_read = spill.spans
         if not result.cancelled:
             _publish(store, spill, result, default_project, progress, cancel)
+            if result.logs.logs or result.logs.unplaced:
+                logs = ingest_logs(store, result.logs, actor=actor)
+                result.report.events_joined += logs.events_joined
+                result.report.events_waiting += logs.events_waiting
+                result.report.logs_unplaced += logs.logs_unplaced
         _audit(store, result, actor)
     finally:
         spill.close()

@@ -11,10 +11,13 @@ from typing import Any
 
 from agentdesk.store.ids import new_id
 from agentdesk.store.ingest.decode import spans_from_json, spans_from_proto
+from agentdesk.store.ingest.events import attach
+from agentdesk.store.ingest.logs import LogBatch
 from agentdesk.store.ingest.prepare import Prepared, prepare_all
 from agentdesk.store.ingest.spans import OtelSpan
 from agentdesk.store.ingest.writer import IngestReport, TraceIndex, write_trace
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.schema import AgentRow, RunRow
 from agentdesk.store.uow import UnitOfWork
 
 RECEIVER_ACTOR = "otel-receiver"
@@ -72,6 +75,8 @@ def ingest_payload(store: Store, payload: Any, *, default_project: str | None = 
                    actor: str = RECEIVER_ACTOR) -> IngestReport:
     """What the receiver's writer is handed: spans already prepared (as plain tuples, from the
     decoding process) or a whole `ExportTraceServiceRequest`. Same contract as `ingest_request`."""
+    if isinstance(payload, LogBatch):
+        return ingest_logs(store, payload, actor=actor)
     if isinstance(payload, list):
         return ingest_prepared(store, [p if isinstance(p, Prepared) else Prepared._make(p) for p in payload],
                                default_project=default_project, actor=actor)
@@ -94,4 +99,32 @@ def ingest_prepared(store: Store, spans: Iterable[Prepared], *, default_project:
         uow.audit(actor, action, "import", new_id("imp"),
                   {"spans": report.spans_written, "duplicates": report.duplicates, "traces": report.traces,
                    "completed": report.completed, "placed": report.placed, "runs": report.run_ids[:50]})
+    return report
+
+
+def ingest_logs(store: Store, batch: LogBatch, *, actor: str = RECEIVER_ACTOR) -> IngestReport:
+    """Join log records to their spans in one transaction (`events.attach`): applied to spans stored, kept
+    durably for spans still to come. The runs whose spans changed get a `span_batch` change row."""
+    report = IngestReport(logs_unplaced=batch.unplaced)
+    if not batch.logs and not batch.unplaced:
+        return report
+    with UnitOfWork(store) as uow:
+        conn = uow.session.connection()
+        touched: set[str] = set()
+        report.events_joined, report.events_waiting, runs = attach(conn, batch.logs, touched)
+        for agent_id in sorted(touched):  # the Context tab of each agent whose calls' messages came now
+            agent = uow.session.get(AgentRow, agent_id)
+            if agent is not None:
+                agent.context_revision += 1
+                uow.session.flush()
+                uow.record("context", "update", agent_id, {"agent": agent_id, "session": agent.session_id})
+        for run_id in sorted(runs):
+            run = uow.session.get(RunRow, run_id)
+            if run is not None:
+                uow.record("span_batch", "update", run_id, {"project": run.project_id, "task": run.task_id,
+                                                            "session": run.session_id, "agent": run.agent_id,
+                                                            "run": run_id})
+        uow.audit(actor, "otel.logs", "import", new_id("imp"),
+                  {"joined": report.events_joined, "waiting": report.events_waiting,
+                   "unplaced": report.logs_unplaced, "runs": sorted(runs)[:50]})
     return report

@@ -16,12 +16,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from agentdesk.store.ingest import names as n
+
 Message = dict[str, Any]
 PLAIN = json.JSONEncoder(ensure_ascii=False)
 """Reused encoders: `json.dumps` with options builds a new encoder per call (a tenth of the import)."""
 SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
-MESSAGE_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
-                  "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+MESSAGE_EVENTS = n.MESSAGE_EVENTS
 _INDEXED = re.compile(r"^(\d+)\.(.+)$")
 
 
@@ -132,15 +133,15 @@ def _flat_message(fields: dict[str, Any], prefix: str = "") -> Message:
 def input_messages(attrs: Mapping[str, Any], events: list[dict[str, Any]]) -> list[Message]:
     """What the model was sent, in order (system instructions first when given apart)."""
     details: dict[str, Any] = next((e["attributes"] for e in events
-                                    if e["name"] == "gen_ai.client.inference.operation.details"), {})
+                                    if e["name"] == n.INFERENCE_DETAILS_EVENT), {})
     for source in (attrs, details):
-        if "gen_ai.input.messages" in source:
-            return (_system_instructions(source.get("gen_ai.system_instructions"))
-                    + _message_list(source["gen_ai.input.messages"]))
-    if any(k.startswith("gen_ai.prompt.") for k in attrs):
-        return [_flat_message(f) for f in _indexed(attrs, "gen_ai.prompt.").values()]
-    if any(k.startswith("llm.input_messages.") for k in attrs):
-        return [_flat_message(f, "message.") for f in _indexed(attrs, "llm.input_messages.").values()]
+        if n.INPUT_MESSAGES in source:
+            return (_system_instructions(source.get(n.SYSTEM_INSTRUCTIONS))
+                    + _message_list(source[n.INPUT_MESSAGES]))
+    if any(k.startswith(n.PROMPT_PREFIX) for k in attrs):
+        return [_flat_message(f) for f in _indexed(attrs, n.PROMPT_PREFIX).values()]
+    if any(k.startswith(n.OI_INPUT_MESSAGES_PREFIX) for k in attrs):
+        return [_flat_message(f, "message.") for f in _indexed(attrs, n.OI_INPUT_MESSAGES_PREFIX).values()]
     from_events = []
     for e in events:
         role = MESSAGE_EVENTS.get(e["name"])
@@ -155,19 +156,19 @@ def input_messages(attrs: Mapping[str, Any], events: list[dict[str, Any]]) -> li
 
 def output_messages(attrs: Mapping[str, Any], events: list[dict[str, Any]]) -> list[Message]:
     details: dict[str, Any] = next((e["attributes"] for e in events
-                                    if e["name"] == "gen_ai.client.inference.operation.details"), {})
+                                    if e["name"] == n.INFERENCE_DETAILS_EVENT), {})
     for source in (attrs, details):
-        if "gen_ai.output.messages" in source:
-            return _message_list(source["gen_ai.output.messages"], "assistant")
-    if any(k.startswith("gen_ai.completion.") for k in attrs):
+        if n.OUTPUT_MESSAGES in source:
+            return _message_list(source[n.OUTPUT_MESSAGES], "assistant")
+    if any(k.startswith(n.COMPLETION_PREFIX) for k in attrs):
         return [_flat_message({"role": "assistant", **f})
-                for f in _indexed(attrs, "gen_ai.completion.").values()]
-    if any(k.startswith("llm.output_messages.") for k in attrs):
+                for f in _indexed(attrs, n.COMPLETION_PREFIX).values()]
+    if any(k.startswith(n.OI_OUTPUT_MESSAGES_PREFIX) for k in attrs):
         return [_flat_message({"message.role": "assistant", **f}, "message.")
-                for f in _indexed(attrs, "llm.output_messages.").values()]
+                for f in _indexed(attrs, n.OI_OUTPUT_MESSAGES_PREFIX).values()]
     out = []
     for e in events:
-        if e["name"] == "gen_ai.choice":
+        if e["name"] == n.CHOICE_EVENT:
             a = e["attributes"]
             raw = _maybe_json(a.get("message"))
             msg = _normalise(raw if isinstance(raw, dict) else {"content": a.get("content", raw)}, "assistant")

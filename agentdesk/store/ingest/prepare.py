@@ -43,6 +43,12 @@ def digest(*parts: str, n: int = 16) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:n]
 
 
+def item_id(agent: str, role: str, content: str, repeat: int) -> str:
+    """A context item's id: the same message sent again (a growing or sliding history) is the same item;
+    the `repeat`-th copy of a message within one call is another."""
+    return "oti_" + digest(agent, role, content, str(repeat), n=24)
+
+
 class Prepared(NamedTuple):
     """One span, mapped: the facts that place it, and its row's values except those the hierarchy sets."""
 

@@ -18,12 +18,16 @@ from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from agentdesk.store.errors import InvalidInput
-from agentdesk.store.ingest.decode import spans_from_proto
+from agentdesk.store.ingest.decode import RESOURCE_SPANS_KEYS, not_otlp, spans_from_json, spans_from_proto
+from agentdesk.store.ingest.logs import RESOURCE_LOGS_KEYS, LogBatch, logs_from_json, logs_from_proto
 from agentdesk.store.ingest.prepare import prepare_all
+from agentdesk.store.ingest.spans import OtelSpan
 from agentdesk.store.ingest.values import FieldError, hex_id
+from agentdesk.store.text.jsonsafe import lone_surrogate_in
 
 JSON_TYPES = frozenset({"application/json"})
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf"})
@@ -146,13 +150,66 @@ def _fix(holder: dict[str, Any], key: str, size: int, where: str, *, optional: b
         holder[key] = base64.b64encode(bytes.fromhex(value)).decode()
 
 
+def json_document(body: bytes) -> dict[str, Any]:
+    """An OTLP/JSON body parsed to dicts, or a 400 saying why it is none."""
+    try:
+        doc = json.loads(body)
+    except RecursionError:
+        raise BodyRefused(400, "The JSON body is nested too deeply to be an OTLP request.") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BodyRefused(400, f"The body is not valid JSON: {exc}.") from None
+    if not isinstance(doc, dict):
+        raise BodyRefused(400, "The JSON body must be an object with resourceSpans.")
+    if (bad := lone_surrogate_in(doc)) is not None:
+        raise BodyRefused(400, f"The JSON body holds a lone UTF-16 surrogate escape, which is no character ({bad}).")
+    return doc
+
+
+def decode_spans(body: bytes, content_type: str | None, content_encoding: str | None,
+                 limit: int) -> list[OtelSpan]:
+    """A request's spans, decoded by the same code as `agentdesk import` (`decode.py`): JSON is walked as
+    dicts (camelCase or snake_case fields and AnyValues, hex or base64 ids, pre-1.0
+    `instrumentationLibrarySpans`), protobuf parsed by opentelemetry-proto. An invalid span is a 400."""
+    check_media(content_type, content_encoding)
+    if (content_encoding or "").strip().lower() in ("gzip", "x-gzip", "deflate"):
+        body = gunzip(body, limit)
+    try:
+        if media_type(content_type) in PROTOBUF_TYPES:
+            return spans_from_proto(parse_protobuf(body).resource_spans, "request")
+        doc = json_document(body)
+        if doc and not any(key in doc for key in RESOURCE_SPANS_KEYS):
+            raise BodyRefused(400, f"The JSON body is {not_otlp(doc, 'resourceSpans')}.")
+        return spans_from_json(doc, "request")
+    except InvalidInput as exc:
+        raise BodyRefused(400, str(exc)) from None
+
+
 def decode_prepared(body: bytes, content_type: str | None, content_encoding: str | None,
                     limit: int) -> tuple[list[tuple[Any, ...]], int]:
     """Decode a request and map its spans (`prepare`): all the work that needs no store, so the
     receiver does it in its decoding process while the writer writes. An invalid span is a 400."""
-    request = decode_body(body, content_type, content_encoding, limit)
+    spans = decode_spans(body, content_type, content_encoding, limit)
+    return [tuple(p) for p in prepare_all(spans)], len(spans)
+
+
+def decode_logs(body: bytes, content_type: str | None, content_encoding: str | None, limit: int) -> LogBatch:
+    """A `/v1/logs` request's records (ExportLogsServiceRequest, JSON or protobuf) as events for their spans."""
+    check_media(content_type, content_encoding)
+    if (content_encoding or "").strip().lower() in ("gzip", "x-gzip", "deflate"):
+        body = gunzip(body, limit)
+    batch = LogBatch()
     try:
-        spans = spans_from_proto(request.resource_spans, "request")
+        if media_type(content_type) in PROTOBUF_TYPES:
+            try:
+                request = ExportLogsServiceRequest.FromString(body)
+            except (DecodeError, RecursionError, ValueError) as exc:
+                raise BodyRefused(400, f"The body is not a protobuf ExportLogsServiceRequest: {exc}.") from None
+            batch.extend(logs_from_proto(request.resource_logs, "request"))
+            return batch
+        doc = json_document(body)
+        if doc and not any(key in doc for key in RESOURCE_LOGS_KEYS):
+            raise BodyRefused(400, f"The JSON body is {not_otlp(doc, 'resourceLogs')}.")
+        batch.extend(logs_from_json(doc, "request"))
+        return batch
     except InvalidInput as exc:
         raise BodyRefused(400, str(exc)) from None
-    return [tuple(p) for p in prepare_all(spans)], len(spans)

@@ -18,6 +18,8 @@ class ReceiverCounters:
     requests: int = 0
     """Requests answered 200: their spans are in the store."""
     spans: int = 0
+    log_records: int = 0
+    """Log records (GenAI events, other logs) accepted on /v1/logs: joined to their span, or kept for it."""
     refused_requests: int = 0
     """Answered 503 + Retry-After (writer behind, store locked): the exporter sends them again."""
     refused_spans: int = 0
@@ -32,7 +34,8 @@ class ReceiverCounters:
         refused = f"{self.refused_requests:,} refused (503)"
         rejected = f", {self.rejected_requests:,} rejected" if self.rejected_requests else ""
         failed = f", {self.failed_requests:,} failed" if self.failed_requests else ""
-        return f"{self.spans:,} spans in {self.requests:,} requests accepted, {refused}{rejected}{failed}"
+        logs = f" and {self.log_records:,} log records" if self.log_records else ""
+        return f"{self.spans:,} spans{logs} in {self.requests:,} requests accepted, {refused}{rejected}{failed}"
 
 
 class ReceiverStats:
@@ -59,8 +62,12 @@ class ReceiverStats:
         with self._lock:
             self._counters = replace(self._counters, listening_on=address)
 
-    def accepted(self, spans: int) -> None:
-        self._change(requests=1, spans=spans)
+    def accepted(self, spans: int, *, logs: bool = False) -> None:
+        """`spans`: the request's spans, or its log records when `logs`."""
+        if logs:
+            self._change(requests=1, log_records=spans)
+        else:
+            self._change(requests=1, spans=spans)
 
     def refused(self, spans: int, problem: str = "the writer was behind") -> None:
         self._change(refused_requests=1, refused_spans=spans)

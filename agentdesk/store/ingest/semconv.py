@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentdesk.store.ingest import messages as msgs
+from agentdesk.store.ingest import names as n
 from agentdesk.store.ingest.messages import PLAIN
 from agentdesk.store.ingest.spans import OtelSpan
 
-MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
-AGENT_OPERATIONS = frozenset({"invoke_agent"})
+MODEL_OPERATIONS = n.MODEL_OPERATIONS
+AGENT_OPERATIONS = n.AGENT_OPERATIONS
 MODEL_OI_KINDS = frozenset({"LLM", "EMBEDDING"})
 APPROVAL_PREFIX = "agentdesk.approval."
 
@@ -64,39 +65,39 @@ def _text(value: Any) -> str | None:
 
 
 def is_agent_span(attrs: dict[str, Any]) -> bool:
-    return (attrs.get("gen_ai.operation.name") in AGENT_OPERATIONS
-            or str(attrs.get("openinference.span.kind", "")).upper() == "AGENT")
+    return (attrs.get(n.OPERATION) in AGENT_OPERATIONS
+            or str(attrs.get(n.OI_SPAN_KIND, "")).upper() == "AGENT")
 
 
 def agent_identity(span: OtelSpan) -> tuple[str, str]:
     """(key, display name) of an agent span."""
     a = span.attributes
-    name = a.get("gen_ai.agent.name") or a.get("agent.name")
+    name = a.get(n.AGENT_NAME) or a.get(n.OI_AGENT_NAME)
     if not name:
         name = span.name[len("invoke_agent "):] if span.name.startswith("invoke_agent ") else span.name
-    key = a.get("gen_ai.agent.id") or name
+    key = a.get(n.AGENT_ID) or name
     return str(key), str(name or "agent")
 
 
 def conversation_of(attrs: dict[str, Any]) -> str | None:
-    value = attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
+    value = attrs.get(n.CONVERSATION_ID) or attrs.get(n.OI_SESSION_ID)
     return str(value) if value not in (None, "") else None
 
 
 def project_of(span: OtelSpan) -> str | None:
-    value = (span.resource.get("openinference.project.name") or span.attributes.get("openinference.project.name")
-             or span.resource.get("service.name"))
+    value = (span.resource.get(n.OI_PROJECT) or span.attributes.get(n.OI_PROJECT)
+             or span.resource.get(n.SERVICE_NAME))
     return str(value) if value not in (None, "") else None
 
 
 def classify(span: OtelSpan, *, nested_agent: bool = False) -> Classified:
     a = span.attributes
-    op = a.get("gen_ai.operation.name")
-    oi = str(a.get("openinference.span.kind", "")).upper()
+    op = a.get(n.OPERATION)
+    oi = str(a.get(n.OI_SPAN_KIND, "")).upper()
     if op in MODEL_OPERATIONS or oi in MODEL_OI_KINDS or (
-            op is None and not oi and ("gen_ai.request.model" in a or "llm.request.type" in a)):
+            op is None and not oi and (n.REQUEST_MODEL in a or n.OI_REQUEST_TYPE in a)):
         kind = "model"
-    elif op == "execute_tool" or oi == "TOOL":
+    elif op == n.TOOL_OPERATION or oi == "TOOL":
         kind = "tool"
     elif is_agent_span(a):
         kind = "sub_agent" if nested_agent else "agent"
@@ -112,14 +113,12 @@ def classify(span: OtelSpan, *, nested_agent: bool = False) -> Classified:
     c = Classified(kind=kind, status=status)
     c.conversation = conversation_of(a)
     c.project = project_of(span)
-    c.model = str(a.get("gen_ai.response.model") or a.get("gen_ai.request.model") or a.get("llm.model_name") or "")
-    c.input_tokens = _int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens",
-                                                                    a.get("llm.token_count.prompt"))))
-    c.output_tokens = _int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens",
-                                                                      a.get("llm.token_count.completion"))))
-    c.cost_usd = _float(a.get("llm.cost.total", a.get("agentdesk.cost_usd")))
+    c.model = str(a.get(n.RESPONSE_MODEL) or a.get(n.REQUEST_MODEL) or a.get(n.OI_MODEL_NAME) or "")
+    c.input_tokens = _int(a.get(n.INPUT_TOKENS, a.get(n.PROMPT_TOKENS, a.get(n.OI_PROMPT_TOKENS))))
+    c.output_tokens = _int(a.get(n.OUTPUT_TOKENS, a.get(n.COMPLETION_TOKENS, a.get(n.OI_COMPLETION_TOKENS))))
+    c.cost_usd = _float(a.get(n.OI_COST_TOTAL, a.get("agentdesk.cost_usd")))
     if status == "error":
-        c.error = span.status_message or _text(a.get("error.type")) or _exception(span) or "error"
+        c.error = span.status_message or _text(a.get(n.ERROR_TYPE)) or _exception(span) or "error"
     if kind in ("agent", "sub_agent"):
         c.agent_key, c.agent_name = agent_identity(span)
     if kind == "model":
@@ -127,14 +126,14 @@ def classify(span: OtelSpan, *, nested_agent: bool = False) -> Classified:
         c.output_messages = msgs.output_messages(a, span.events)
         c.input_rendered = [msgs.render(m) for m in c.input_messages]
         c.output_rendered = [msgs.render(m) for m in c.output_messages]
-        c.input_text = msgs.joined(c.input_messages, c.input_rendered) or _text(a.get("input.value"))
-        c.output_text = msgs.joined(c.output_messages, c.output_rendered) or _text(a.get("output.value"))
+        c.input_text = msgs.joined(c.input_messages, c.input_rendered) or _text(a.get(n.OI_INPUT_VALUE))
+        c.output_text = msgs.joined(c.output_messages, c.output_rendered) or _text(a.get(n.OI_OUTPUT_VALUE))
     elif kind == "tool":
-        c.input_text = _text(a.get("gen_ai.tool.call.arguments", a.get("tool.parameters", a.get("input.value"))))
-        c.output_text = _text(a.get("gen_ai.tool.call.result", a.get("output.value")))
+        c.input_text = _text(a.get(n.TOOL_CALL_ARGUMENTS, a.get(n.OI_TOOL_PARAMETERS, a.get(n.OI_INPUT_VALUE))))
+        c.output_text = _text(a.get(n.TOOL_CALL_RESULT, a.get(n.OI_OUTPUT_VALUE)))
     else:
-        c.input_text = _text(a.get("input.value"))
-        c.output_text = _text(a.get("output.value"))
+        c.input_text = _text(a.get(n.OI_INPUT_VALUE))
+        c.output_text = _text(a.get(n.OI_OUTPUT_VALUE))
     if "agentdesk.input_text" in a:
         c.input_text = _text(a["agentdesk.input_text"])
     if "agentdesk.output_text" in a:
@@ -146,7 +145,7 @@ def _exception(span: OtelSpan) -> str | None:
     for e in span.events:
         if e["name"] == "exception":
             ea = e["attributes"]
-            parts = [str(ea[k]) for k in ("exception.type", "exception.message") if ea.get(k)]
+            parts = [str(ea[k]) for k in (n.EXCEPTION_TYPE, n.EXCEPTION_MESSAGE) if ea.get(k)]
             if parts:
                 return ": ".join(parts)
     return None

@@ -25,6 +25,13 @@ class BadRecord(InvalidInput):
         return (BadRecord, (self.where, self.problem))
 
 
+class NotOtlp(BadRecord):
+    """The input holds no OTLP at all (`{"foo": 1}`, ConsoleSpanExporter output): one sentence says what it is."""
+
+    def __reduce__(self) -> tuple[type[NotOtlp], tuple[str, str]]:
+        return (NotOtlp, (self.where, self.problem))
+
+
 @dataclass(slots=True)
 class OtelSpan:
     trace_id: str

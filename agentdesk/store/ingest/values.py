@@ -27,6 +27,14 @@ _VALID = {id(SPAN_KINDS): frozenset(SPAN_KINDS.values()), id(STATUS_CODES): froz
 """Each enum's numbers as a set: `in dict.values()` was a visible share of decoding."""
 
 
+_ANY_KEYS = {"stringValue": "string", "string_value": "string", "intValue": "int", "int_value": "int",
+             "doubleValue": "double", "double_value": "double", "boolValue": "bool", "bool_value": "bool",
+             "arrayValue": "array", "array_value": "array", "kvlistValue": "kvlist", "kvlist_value": "kvlist",
+             "bytesValue": "bytes", "bytes_value": "bytes"}
+"""An AnyValue's type, named as OTLP/JSON writes it (camelCase) or as the proto field (snake_case, Phoenix's export):
+both are valid proto3 JSON, and dropping the second silently lost every attribute."""
+
+
 class FieldError(ValueError):
     """A field has the wrong type or value; the reader adds where it is."""
 
@@ -127,27 +135,40 @@ def json_any_value(value: Any, depth: int = 0) -> Any:
         raise FieldError(f"an attribute value must be an object like {{\"stringValue\": ...}}, not {value!r:.40}")
     if not value:
         return None
-    if "stringValue" in value:
-        return text(value["stringValue"], "a stringValue")
-    if "intValue" in value:
-        return int64(value["intValue"], "an intValue")
-    if "doubleValue" in value:
-        return _double(value["doubleValue"])
-    if "boolValue" in value:
-        flag = value["boolValue"]
-        if not isinstance(flag, bool):
-            raise FieldError(f"a boolValue must be true or false, not {flag!r:.40}")
-        return flag
-    if "arrayValue" in value:
-        items = (value["arrayValue"] or {}).get("values") or []
+    if len(value) == 1:
+        ((key, inner),) = value.items()
+    else:  # one key is the rule; take the first known one (a writer may add others)
+        key = next((k for k in value if k in _ANY_KEYS), "")
+        inner = value.get(key)
+    kind = _ANY_KEYS.get(key)
+    if kind is None:
+        return None  # an unknown value type: ignored, as the spec asks of unknown fields
+    if kind == "string":
+        return text(inner, "a stringValue")
+    if kind == "int":
+        return int64(inner, "an intValue")
+    if kind == "double":
+        return _double(inner)
+    if kind == "bool":
+        if not isinstance(inner, bool):
+            raise FieldError(f"a boolValue must be true or false, not {inner!r:.40}")
+        return inner
+    if kind == "array":
+        items = _dict_or_empty(inner, "an arrayValue").get("values") or []
         if not isinstance(items, list):
             raise FieldError("an arrayValue's values must be a list")
         return [json_any_value(v, depth + 1) for v in items]
-    if "kvlistValue" in value:
-        return json_attributes((value["kvlistValue"] or {}).get("values") or [], depth + 1)
-    if "bytesValue" in value:
-        return text(value["bytesValue"], "a bytesValue")
-    return None  # an unknown value type: ignored, as the spec asks of unknown fields
+    if kind == "kvlist":
+        return json_attributes(_dict_or_empty(inner, "a kvlistValue").get("values") or [], depth + 1)
+    return text(inner, "a bytesValue")
+
+
+def _dict_or_empty(value: Any, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise FieldError(f"{what} must be an object with values")
+    return value
 
 
 def _double(value: Any) -> float:

@@ -28,17 +28,28 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, select, upda
 from sqlalchemy import text as sql_text
 
 from agentdesk.store.errors import InvalidInput
+from agentdesk.store.ingest.events import adopt_pending
 from agentdesk.store.ingest.messages import PLAIN
-from agentdesk.store.ingest.prepare import AGENT_KEY, EXTRA_KEYS, ORPHAN_KEY, Prepared, add_keys, digest
+from agentdesk.store.ingest.prepare import (  # item_id: readback and events import it from here too
+    AGENT_KEY,
+    EXTRA_KEYS,
+    ORPHAN_KEY,
+    Prepared,
+    add_keys,
+    digest,
+    item_id,
+)
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.uow import UnitOfWork
-from agentdesk.store.validation import estimate_tokens
+from agentdesk.store.validation import estimate_tokens, payload_hash
 
 DEFAULT_PROJECT = "OpenTelemetry"
 IMPORTED_AGENT_PREFIX = "ota_"
 """Agents made from OTel spans: their context is what the model was sent, so views show it read-only."""
 TASK_TITLE = "Imported OpenTelemetry traces"
+APPROVAL_ID_KEY = "agentdesk.approval.id"
+RUN_TITLE_KEY = "agentdesk.run.title"
 ORPHAN_PREFIX = "(orphan) "
 """Put before an orphan's name while it waits, so the timeline shows it as orphaned; removed when placed."""
 IN_CHUNK = 500
@@ -60,6 +71,12 @@ class IngestReport:
     orphans_pending: int = 0
     traces: int = 0
     run_ids: list[str] = field(default_factory=list)
+    events_joined: int = 0
+    """Log records (GenAI events, other logs) now on their span: they came first, or their span was stored."""
+    events_waiting: int = 0
+    """Log records kept for a span that has not arrived."""
+    logs_unplaced: int = 0
+    """Log records with no trace or span id: nothing to join them to (counted, named in the summary)."""
 
     def add(self, other: IngestReport) -> None:
         self.spans_written += other.spans_written
@@ -68,6 +85,9 @@ class IngestReport:
         self.placed += other.placed
         self.orphans_pending += other.orphans_pending
         self.traces += other.traces
+        self.events_joined += other.events_joined
+        self.events_waiting += other.events_waiting
+        self.logs_unplaced += other.logs_unplaced
         self.run_ids.extend(r for r in other.run_ids if r not in self.run_ids)
 
 
@@ -179,6 +199,7 @@ class TraceWriter:
         """Continue in another unit of work (a staged trace takes one per slice)."""
         self.uow = uow
         self.conn: Connection = uow.session.connection()
+        self._approval_spans: list[tuple[str, Prepared]] = []
         if self.conn.dialect.name == "sqlite":  # random-id B-tree inserts thrash the default 2 MB page cache
             self.conn.exec_driver_sql("PRAGMA cache_size=-131072")
 
@@ -283,7 +304,7 @@ class TraceWriter:
         was filed under an agent named after the service. When the outermost agent span arrives,
         the run, its context and its sub-agents move to that agent, and the stand-in goes."""
         A = sc.AgentRow
-        stand_in = self.conn.execute(select(A.name, A.parent_agent_id).where(A.id == self.run_agent)).first()
+        stand_in = self.conn.execute(select(A.name, A.parent_agent_id, A.model).where(A.id == self.run_agent)).first()
         if stand_in is None or stand_in.parent_agent_id is not None or \
                 self.run_agent != "ota_" + _h(self.session_id, "", "service:" + stand_in.name):
             return
@@ -301,7 +322,9 @@ class TraceWriter:
             self._record("context", "update", agent, {"agent": agent, "session": self.session_id})
         self.run_agent = top
         self._agents.pop(old, None)
-        self._agents.setdefault(top, {"parent": None})
+        facts = self._agents.setdefault(top, {"parent": None})
+        if stand_in.model and not facts.get("model"):  # the model its calls made before the agent span came
+            facts["model"] = stand_in.model
         left = c.execute(select(func.count()).select_from(sc.RunRow).where(sc.RunRow.agent_id == old)).scalar_one()
         used = c.execute(select(func.count()).select_from(sc.ApprovalRow).where(sc.ApprovalRow.agent_id == old)
                          ).scalar_one()
@@ -450,6 +473,8 @@ class TraceWriter:
                     self.report.duplicates += 1
                 continue
             row, orphan_of = self._span_row(row_id, sp, stored_parents)
+            if APPROVAL_ID_KEY in sp.attributes:  # a gate agentdesk exported: its approval comes back too
+                self._approval_spans.append((row_id, sp))
             if sp.messages:
                 self._context(row_id, sp, context)
             span_rows.append(row)
@@ -501,10 +526,10 @@ class TraceWriter:
                 own[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
         if sp.kind == "model" and sp.messages:
             own[AGENT_KEY] = self._agent_of_span(sp)
-        if sp.model:
-            agent = self._agent_of_span(sp)
-            if agent in self._agents and not self._agents[agent].get("model"):
-                self._agents[agent]["model"] = sp.model
+        if sp.model:  # an agent written by an earlier request gets its model too (it did only when whole)
+            facts = self._agents.setdefault(self._agent_of_span(sp), {"parent": None})
+            if not facts.get("model"):
+                facts["model"] = sp.model
         return ((row_id, self.run_id, parent_row, self._kind(sp),
                  sp.name if orphan_of is None else ORPHAN_PREFIX + sp.name, sp.status, sp.start_ns / 1e9,
                  sp.end_ns / 1e9 if sp.end_ns else None, sp.input_tokens, sp.output_tokens, sp.cost_usd,
@@ -595,7 +620,41 @@ class TraceWriter:
         batch.flush(self.conn)
 
     # -- closing the trace -----------------------------------------------------------------
+    def _restore_approvals(self) -> None:
+        """Approvals exported on gate spans (`agentdesk.approval.*`) become approval rows again, decided as they
+        were; one still pending when exported comes back expired (no agent is waiting for it here)."""
+        for row_id, sp in self._approval_spans:
+            a = json.loads(sp.attributes)
+            original = str(a.get(APPROVAL_ID_KEY))
+            approval_id = "ota_" + _h(self.run_id, original)
+            if self.uow.session.get(sc.ApprovalRow, approval_id) is not None:
+                continue
+            tool = str(a.get("agentdesk.approval.tool") or a.get("gen_ai.tool.name") or sp.name)[:128]
+            arguments = str(a.get("agentdesk.approval.arguments") or "{}")
+            status = str(a.get("agentdesk.approval.status") or "expired")
+            if status not in ("approved", "denied", "expired"):
+                status = "expired"
+            edited = a.get("agentdesk.approval.edited_arguments")
+            at = sp.start_ns / 1e9
+            row = sc.ApprovalRow(
+                id=approval_id, tool_call_id=None, project_id=self.project_id, task_id=self.task_id,
+                session_id=self.session_id, agent_id=self._agent_of_span(sp), run_id=self.run_id, span_id=row_id,
+                tool_name=tool, arguments=arguments, payload_hash=payload_hash(tool, arguments), status=status,
+                created_at=at, decided_at=(sp.end_ns / 1e9 if sp.end_ns else at),
+                decided_by=a.get("agentdesk.approval.decided_by"), reason=a.get("agentdesk.approval.reason"),
+                edited_arguments=str(edited) if edited else None,
+                edited_hash=payload_hash(tool, str(edited)) if edited else None, revision=1)
+            self.uow.session.add(row)
+            self.uow.session.flush()
+            self._record("approval", "insert", approval_id, {"project": row.project_id, "task": row.task_id,
+                                                             "session": row.session_id, "agent": row.agent_id,
+                                                             "run": row.run_id}, 1)
+        self._approval_spans = []
+
     def finish(self) -> IngestReport:
+        self._restore_approvals()
+        # log records (GenAI events) that came before their spans
+        self.report.events_joined += adopt_pending(self.conn, self.index.trace_id, self._context_touched)
         self._place_orphans()
         self._roll_up()
         parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id,
@@ -739,14 +798,17 @@ class TraceWriter:
         _total, open_, first, last, tin, tout, cost = given if given is not None else self.roll_up_facts(self.conn)
         root = None
         if self.root_row is not None:
-            root = self.conn.execute(select(S.status, S.name, S.error).where(S.id == self.root_row)).first()
+            root = self.conn.execute(select(S.status, S.name, S.error, S.attributes)
+                                     .where(S.id == self.root_row)).first()
         status = "running" if open_ else ("failed" if root is not None and root.status == "error" else "done")
         values: dict[str, Any] = {"status": status, "started_at": first, "ended_at": None if open_ else last,
                                   "input_tokens": int(tin), "output_tokens": int(tout), "cost_usd": float(cost),
                                   "error": root.error if root is not None and status == "failed" else None,
                                   "revision": sc.RunRow.revision + 1}
         if root is not None:
-            values["title"] = root.name
+            title = json.loads(root.attributes or "{}").get(RUN_TITLE_KEY) if RUN_TITLE_KEY in (
+                root.attributes or "") else None
+            values["title"] = title if isinstance(title, str) and title else root.name
         self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(**values))
         agent_status = {"running": "running", "failed": "failed"}.get(status, "done")
         self._flush_agents()
@@ -783,12 +845,6 @@ class _ContextBatch:
                             (sc.ContextItemRevisionRow, self.revisions), (sc.SpanContextRow, self.sent)):
             if rows:
                 bulk_insert(conn, table, rows)
-
-
-def item_id(agent: str, role: str, content: str, repeat: int) -> str:
-    """A context item's id: the same message sent again (a growing or sliding history) is the same item;
-    the `repeat`-th copy of a message within one call is another."""
-    return "oti_" + _h(agent, role, content, str(repeat), n=24)
 
 
 def original_name(name: str) -> str:

@@ -35,8 +35,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from agentdesk.store.errors import InvalidInput, StoreError, StoreUnavailable
+from agentdesk.store.ingest.logs import LogBatch
 from agentdesk.store.ingest.prepare import helper_pool
-from agentdesk.store.ingest.receiver_decode import PROTOBUF_TYPES, BodyRefused, check_media, decode_prepared, media_type
+from agentdesk.store.ingest.receiver_decode import (
+    PROTOBUF_TYPES,
+    BodyRefused,
+    check_media,
+    decode_logs,
+    decode_prepared,
+    media_type,
+)
 from agentdesk.store.ingest.receiver_limits import (
     ConnectionGuard,
     GuardedSite,
@@ -141,6 +149,7 @@ class Receiver:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[self.guard.middleware])
         app.router.add_post("/v1/traces", self._traces)
+        app.router.add_post("/v1/logs", self._logs)
         self.agent_api.add_routes(app)
         return app
 
@@ -184,6 +193,13 @@ class Receiver:
 
     # -- one request -----------------------------------------------------------------------
     async def _traces(self, request: web.Request) -> web.StreamResponse:
+        return await self._receive(request, decode_prepared)
+
+    async def _logs(self, request: web.Request) -> web.StreamResponse:
+        """OTLP logs: GenAI events (and any log record) joined to their span, whichever arrives first."""
+        return await self._receive(request, _decode_logs)
+
+    async def _receive(self, request: web.Request, decoder: Any) -> web.StreamResponse:
         kind = media_type(request.content_type)
         try:
             self._authorise(request)
@@ -196,23 +212,23 @@ class Receiver:
                 raise BodyRefused(413, self._too_large()) from None
             # aiohttp has already inflated a gzip body, holding it to client_max_size as it went,
             # so a gzip bomb stops at the limit (413) and the decoder sees plain bytes.
-            decoded, spans = await self._decode(body, request.headers.get("Content-Type"))
+            decoded, spans = await self._decode(body, request.headers.get("Content-Type"), decoder)
         except BodyRefused as exc:
             self.stats.rejected(str(exc))
             return self._error(kind, exc.status, str(exc))
         return await self._write(kind, decoded, spans)
 
-    async def _decode(self, body: bytes, content_type: str | None) -> tuple[Any, int]:
+    async def _decode(self, body: bytes, content_type: str | None, decoder: Any) -> tuple[Any, int]:
         """Decoded and mapped in the helper process (both cores work: it maps while the writer
         writes); in threads when no process can be started or the helper died."""
         loop = asyncio.get_running_loop()
         limit = self.config.max_body_bytes
         if self._mapper is not None:
             try:
-                return await loop.run_in_executor(self._mapper, decode_prepared, body, content_type, None, limit)
+                return await loop.run_in_executor(self._mapper, decoder, body, content_type, None, limit)
             except BrokenExecutor:
                 self._mapper = None
-        return await loop.run_in_executor(self._decoders, decode_prepared, body, content_type, None, limit)
+        return await loop.run_in_executor(self._decoders, decoder, body, content_type, None, limit)
 
     async def _write(self, kind: str, decoded: Any, spans: int) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
@@ -238,7 +254,7 @@ class Receiver:
             log.error("OTLP receiver: ingest failed", exc_info=error)
             self.stats.failed(f"{type(error).__name__}: {error}")
             return self._error(kind, 500, f"The spans could not be written: {type(error).__name__}.")
-        self.stats.accepted(spans)
+        self.stats.accepted(spans, logs=isinstance(decoded, LogBatch))
         return self._ok(kind, report)
 
     def _authorise(self, request: web.Request) -> None:
@@ -270,6 +286,12 @@ class Receiver:
             return web.Response(status=status, body=body, content_type="application/x-protobuf", headers=headers)
         return web.Response(status=status, text=json.dumps({"code": code, "message": message}),
                             content_type="application/json", headers=headers)
+
+
+def _decode_logs(body: bytes, content_type: str | None, content_encoding: str | None,
+                 limit: int) -> tuple[Any, int]:
+    batch = decode_logs(body, content_type, content_encoding, limit)
+    return batch, len(batch.logs)
 
 
 def _resolve(future: asyncio.Future[Any], value: Any) -> None:
