@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from agentdesk.client.results import ModelContext
+from agentdesk.store.agents.context_view import ModelContext
 from agentdesk.store.agents.registry import Registered
 from agentdesk.store.runtime import Decision
 

@@ -1,6 +1,6 @@
 """Reading an agent's context back the way the operator left it (store/agents/context_view.py does the work).
 
-Locally the store is read directly; over HTTP the agent API sends the same `ContextView` as
+Locally the store is read directly; over HTTP the agent API sends the same `ModelContext` as
 JSON (`from_wire`). Either way the agent gets a `ModelContext`.
 """
 
@@ -9,29 +9,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentdesk.client.results import ContextEntry, ModelContext
 from agentdesk.store import readmodel as rm
-from agentdesk.store.agents.context_view import ContextView, context_view
+from agentdesk.store.agents.context_view import ContextEntry, ModelContext, context_view
 from agentdesk.store.agents.context_view import from_snapshot as view_of_snapshot
 from agentdesk.store.persistence.database import Store
 
 
 def model_context(store: Store, agent_id: str) -> ModelContext:
-    return from_view(context_view(store, agent_id))
+    return context_view(store, agent_id)
 
 
 def from_snapshot(snapshot: rm.AgentContext, written: Mapping[str, str]) -> ModelContext:
-    return from_view(view_of_snapshot(snapshot, written))
-
-
-def from_view(view: ContextView) -> ModelContext:
-    entries = tuple(ContextEntry(e.item_id, e.kind, e.role, e.content, e.locked, e.edited, e.tokens)
-                    for e in view.entries)
-    return ModelContext(view.agent_id, view.revision, view.budget, entries, view.hidden)
+    return view_of_snapshot(snapshot, written)
 
 
 def from_wire(data: Mapping[str, Any]) -> ModelContext:
-    """The agent API's JSON form of a `ContextView`."""
+    """The agent API's JSON form of a `ModelContext`."""
     entries = tuple(ContextEntry(str(e["item_id"]), str(e["kind"]), e.get("role"), str(e["content"]),
                                  bool(e["locked"]), bool(e["edited"]), int(e["tokens"]))
                     for e in data["entries"])

@@ -16,7 +16,8 @@ from typing import Any
 
 from agentdesk.client import gate
 from agentdesk.client.backend import Backend
-from agentdesk.client.results import ApprovalResult, ModelContext
+from agentdesk.client.results import ApprovalResult
+from agentdesk.store.agents.context_view import ModelContext
 
 _current_span: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("agentdesk_span",
                                                                                       default=None)

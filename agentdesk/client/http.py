@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from agentdesk.client.context import from_wire
-from agentdesk.client.results import ModelContext
+from agentdesk.store.agents.context_view import ModelContext
 from agentdesk.store.agents.refusals import Forbidden, Unauthorized
 from agentdesk.store.agents.registry import Registered
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StoreError, StoreUnavailable

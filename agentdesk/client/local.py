@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from agentdesk.client.context import model_context
-from agentdesk.client.results import ModelContext
+from agentdesk.store.agents.context_view import ModelContext
 from agentdesk.store.agents.registry import Registered, register
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.approvals.heartbeat import Heartbeat

@@ -71,44 +71,6 @@ class ApprovalResult:
         return f"{self.tool} was not decided before its deadline; it did not run."
 
 
-@dataclass(frozen=True, slots=True)
-class ContextEntry:
-    """One item of the context as the model should see it now (after the operator's changes)."""
-
-    item_id: str
-    kind: str
-    """message, tool_calls, result, or compaction (an operator's summary standing for covered items)."""
-    role: str | None
-    content: str
-    """Current content: the operator's edit when there was one."""
-    locked: bool
-    """The operator pinned this item: keep it whatever the agent's own trimming would do."""
-    edited: bool
-    tokens: int
-
-
-@dataclass(frozen=True, slots=True)
-class ModelContext:
-    """An agent's context window as it is to be sent: visible items only, compactions applied."""
-
-    agent_id: str
-    revision: int
-    """Bumps on every change, by the agent or an operator: compare to skip re-reading."""
-    budget: int
-    entries: tuple[ContextEntry, ...]
-    hidden: int
-    """How many live items the operator hid or a compaction covers (not in `entries`)."""
-
-    @property
-    def tokens(self) -> int:
-        return sum(e.tokens for e in self.entries)
-
-    def messages(self) -> list[dict[str, str]]:
-        """`[{"role", "content"}]`, the shape most chat APIs take; a summary is sent as a system note."""
-        return [{"role": e.role or ("system" if e.kind == "compaction" else "user"), "content": e.content}
-                for e in self.entries]
-
-
 def parse_arguments(text: str) -> dict[str, Any]:
     value = json.loads(text)
     return value if isinstance(value, dict) else {}

@@ -4,7 +4,7 @@ The operator may have hidden turn groups, locked items, edited content or replac
 items by a compaction summary since the agent wrote them. What the agent sends to its model
 next must be exactly that: visible items only, each at its current content, summaries in the
 place of what they cover. One implementation for the local client and the agent API (which
-sends `ContextView` as JSON); plain values, no ORM rows.
+sends `ModelContext` as JSON); plain values, no ORM rows.
 """
 
 from __future__ import annotations
@@ -24,26 +24,44 @@ CHUNK = 500
 
 
 @dataclass(frozen=True, slots=True)
-class ViewEntry:
+class ContextEntry:
+    """One item of the context as the model should see it now (after the operator's changes)."""
+
     item_id: str
     kind: str
+    """message, tool_calls, result, or compaction (an operator's summary standing for covered items)."""
     role: str | None
     content: str
+    """Current content: the operator's edit when there was one."""
     locked: bool
+    """The operator pinned this item: keep it whatever the agent's own trimming would do."""
     edited: bool
     tokens: int
 
 
 @dataclass(frozen=True, slots=True)
-class ContextView:
+class ModelContext:
+    """An agent's context window as it is to be sent: visible items only, compactions applied."""
+
     agent_id: str
     revision: int
+    """Bumps on every change, by the agent or an operator: compare to skip re-reading."""
     budget: int
-    entries: tuple[ViewEntry, ...]
+    entries: tuple[ContextEntry, ...]
     hidden: int
+    """How many live items the operator hid or a compaction covers (not in `entries`)."""
+
+    @property
+    def tokens(self) -> int:
+        return sum(e.tokens for e in self.entries)
+
+    def messages(self) -> list[dict[str, str]]:
+        """`[{"role", "content"}]`, the shape most chat APIs take; a summary is sent as a system note."""
+        return [{"role": e.role or ("system" if e.kind == "compaction" else "user"), "content": e.content}
+                for e in self.entries]
 
 
-def context_view(store: Store, agent_id: str) -> ContextView:
+def context_view(store: Store, agent_id: str) -> ModelContext:
     snapshot = NativeQueries(store).context(agent_id)
     written = first_contents(store, [i.id for i in snapshot.items if i.effective_visible and i.revision > 1])
     return from_snapshot(snapshot, written)
@@ -61,11 +79,11 @@ def first_contents(store: Store, item_ids: Sequence[str]) -> dict[str, str]:
     return found
 
 
-def from_snapshot(snapshot: rm.AgentContext, written: Mapping[str, str]) -> ContextView:
+def from_snapshot(snapshot: rm.AgentContext, written: Mapping[str, str]) -> ModelContext:
     """Pure, so the rules are testable without a store: hidden and covered items are left out."""
     shown = [i for i in snapshot.items if i.effective_visible]
-    entries = tuple(ViewEntry(i.id, i.kind, i.role, i.content, i.locked,
+    entries = tuple(ContextEntry(i.id, i.kind, i.role, i.content, i.locked,
                               i.id in written and written[i.id] != i.content, i.token_estimate)
                     for i in shown)
-    return ContextView(snapshot.agent_id, snapshot.context_revision, snapshot.budget, entries,
+    return ModelContext(snapshot.agent_id, snapshot.context_revision, snapshot.budget, entries,
                        len(snapshot.items) - len(shown))
