@@ -13,7 +13,8 @@ Files, per store (named by the store's id in `agentdesk_meta.store_id`):
                                            {"secret", "keyed_from", "created_at"}, issue 26)
   <config>/audit/<store_id>.anchor.jsonl   one line per audited commit: {"type": "anchor", "v": 2, "seq",
                                            "hash", "at", "location", "mac"} (the MAC covers the location
-                                           from "v": 2 on; older lines, without "v", cover seq and hash)
+                                           from "v": 2 on; older lines, without "v", cover seq and hash;
+                                           on PostgreSQL the server signs format 2 from migration 0014 on)
 """
 
 from __future__ import annotations
