@@ -225,7 +225,7 @@ class AuditAppender:
             return True
         seq, digest = self._head
         try:
-            keys.append_anchor(self._key, seq, digest, self._where, self._anchor_mac, version=2)
+            keys.append_anchor(self._key, seq, digest, self._where, self._anchor_mac)
         except Exception as exc:  # after commit nothing may escape; said in the log
             log.warning("agentdesk: the audit anchor %s could not be written (%s); record %d is committed "
                         "but not anchored, and `agentdesk verify` will report the anchor as behind.",
