@@ -256,7 +256,19 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
         "agentdesk_audit_write": [
             ("the unchecked appender", "SELECT * FROM agentdesk_audit_write('1764648000.5', 'alice', "
                                        f"'{approved}', 'approval', '{b.denied}', '{{}}')")],
+        "agentdesk_audit_append_v2": [
+            ("forge an approval record", "SELECT * FROM agentdesk_audit_append_v2('1764648000.5', 'alice', "
+                                         f"'{approved}', 'approval', '{b.denied}', '{{}}', 'elsewhere')"),
+            ("a second request record", "SELECT * FROM agentdesk_audit_append_v2('1764648000.5', 'x', "
+                                        f"'approval.request', 'approval', '{b.pending}', '{{}}', 'x')"),
+            ("a rule record", "SELECT * FROM agentdesk_audit_append_v2('1764648000.5', 'x', 'rule.update', "
+                              "'rule', 'r', '{}', 'x')")],
         "agentdesk_audit_head": [("head", "SELECT * FROM agentdesk_audit_head()")],
+        "agentdesk_audit_head_v2": [("head", "SELECT * FROM agentdesk_audit_head_v2('elsewhere')")],
+        "agentdesk_audit_anchors_ok_v2": [("anchors", "SELECT agentdesk_audit_anchors_ok_v2(ARRAY[1::bigint], "
+                                                      "ARRAY['x'], ARRAY['l'], ARRAY['y'])")],
+        "agentdesk_audit_anchor_text": [("anchor text", "SELECT agentdesk_audit_anchor_text('s', 1, 'h', 'l')")],
+        "agentdesk_json_string": [("json string", "SELECT agentdesk_json_string('x\u00e9')")],
         "agentdesk_audit_macs_ok": [("macs", "SELECT agentdesk_audit_macs_ok(ARRAY['x'], ARRAY['y'], ARRAY['z'])")],
         "agentdesk_audit_anchors_ok": [("anchors", "SELECT agentdesk_audit_anchors_ok(ARRAY[1::bigint], "
                                                    "ARRAY['x'], ARRAY['y'])")],

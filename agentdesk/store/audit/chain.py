@@ -129,10 +129,11 @@ def _refuse_second_key(session: Session, store_id: str) -> None:
         f"the store, or a backup of {keys.key_path(store_id)}).")
 
 
-SERVER_APPEND = text("SELECT seq, hash, anchor_mac FROM agentdesk_audit_append(:at, :actor, :action, :entity, "
-                     ":entity_id, :payload)")
-"""PostgreSQL (migration 0008): the server takes the tail, hashes, signs and inserts; no local key is needed."""
-SERVER_HEAD = text("SELECT seq, hash, anchor_mac FROM agentdesk_audit_head()")
+SERVER_APPEND = text("SELECT seq, hash, anchor_mac FROM agentdesk_audit_append_v2(:at, :actor, :action, :entity, "
+                     ":entity_id, :payload, :location)")
+"""PostgreSQL (migration 0008): the server takes the tail, hashes, signs and inserts; no local key is needed.
+The anchor MAC it answers is of format 2, over the location too (migration 0014)."""
+SERVER_HEAD = text("SELECT seq, hash, anchor_mac FROM agentdesk_audit_head_v2(:location)")
 SERVER_SIGNED = "the server (agentdesk_audit_key)"
 """The `where` of the stand-in key a server-signed store's anchor lines name (its secret is empty, never used)."""
 
@@ -174,14 +175,14 @@ class AuditAppender:
             self._server_key()
             row = self._session.execute(SERVER_APPEND, {
                 "at": repr(at), "actor": actor, "action": action, "entity": entity, "entity_id": entity_id,
-                "payload": payload}).one()
+                "payload": payload, "location": self._where}).one()
         self._head, self._anchor_mac = (int(row.seq), str(row.hash)), str(row.anchor_mac)
         return str(row.hash)
 
     def adopt_server_head(self) -> None:
         """A server function (agentdesk_decide, …) appended records in this transaction: anchor its head."""
         self._server_key()
-        row = self._session.execute(SERVER_HEAD).first()
+        row = self._session.execute(SERVER_HEAD, {"location": self._where}).first()
         if row is not None:
             self._head, self._anchor_mac = (int(row.seq), str(row.hash)), str(row.anchor_mac)
 

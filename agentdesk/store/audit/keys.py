@@ -13,7 +13,8 @@ Files, per store (named by the store's id in `agentdesk_meta.store_id`):
                                            {"secret", "keyed_from", "created_at"}, issue 26)
   <config>/audit/<store_id>.anchor.jsonl   one line per audited commit: {"type": "anchor", "v": 2, "seq",
                                            "hash", "at", "location", "mac"} (the MAC covers the location
-                                           from "v": 2 on; older lines, without "v", cover seq and hash)
+                                           from "v": 2 on; older lines, without "v", cover seq and hash;
+                                           on PostgreSQL the server signs format 2 from migration 0014 on)
 """
 
 from __future__ import annotations
@@ -327,20 +328,23 @@ class AnchorEntry:
     """2: the MAC covers the location too; 1: an older line, whose MAC covers seq and hash only."""
 
 
-def anchor_line(key: AuditKey, seq: int, record_hash: str, location: str, mac: str | None = None) -> str:
-    """`mac`: the line's MAC when the server signed it (PostgreSQL, migration 0008: the older format,
-    which the server computes), else the key's over seq, hash and location (format 2)."""
+def anchor_line(key: AuditKey, seq: int, record_hash: str, location: str, mac: str | None = None,
+                version: int = 2) -> str:
+    """`mac`: the line's MAC when the server signed it (PostgreSQL: format 2 from migration 0014 on, over
+    seq, hash and location; `version=1` for the older format of 0008), else the key's (format 2)."""
     line: dict[str, Any] = {"type": "anchor", "seq": seq, "hash": record_hash, "at": time.time(),
                             "location": location}
     if mac:
         line["mac"] = mac
+        if version >= 2:
+            line["v"] = 2
     else:
         line["v"], line["mac"] = 2, key.anchor_mac_v2(seq, record_hash, location)
     return json.dumps(line, ensure_ascii=True, sort_keys=True) + "\n"
 
 
 def append_anchor(key: AuditKey, seq: int, record_hash: str, location: str, mac: str | None = None, *,
-                  durable: bool = False) -> Path:
+                  version: int = 2, durable: bool = False) -> Path:
     """Append the chain head to the anchor file; raises OSError on failure.
 
     One `write` of one short line on an O_APPEND descriptor: concurrent writers'
@@ -358,7 +362,7 @@ def append_anchor(key: AuditKey, seq: int, record_hash: str, location: str, mac:
         audit_dir(create=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, anchor_line(key, seq, record_hash, location, mac).encode())
+        os.write(fd, anchor_line(key, seq, record_hash, location, mac, version).encode())
         if durable:
             _sync(fd)
     finally:
@@ -512,18 +516,22 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
             if key is not None and not key.line_ok(entry):
                 forged += 1
                 continue
-            if location is not None and entry.location not in (None, location):
+            elsewhere = location is not None and entry.location not in (None, location)
+            if check_lines is not None and (not elsewhere or entry.version >= 2):
+                pending.append(entry)  # a format-2 line of another location too: its MAC covers the location
+                continue
+            if elsewhere:
                 continue
             older += location is not None and entry.version < 2 and entry.mac is not None
-            if check_lines is not None:
-                pending.append(entry)
-                continue
             heads.setdefault(entry.seq, entry.hash)  # the first head seen for a seq is the one history had
     if pending and check_lines is not None:
         for entry, ok in zip(pending, check_lines(pending), strict=True):
             if not ok:
                 forged += 1
                 continue
+            if location is not None and entry.location not in (None, location):
+                continue
+            older += location is not None and entry.version < 2 and entry.mac is not None
             heads.setdefault(entry.seq, entry.hash)
     return Anchor(heads, str(path), bad, forged, older)
 

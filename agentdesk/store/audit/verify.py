@@ -81,6 +81,10 @@ MACS_OK = text("SELECT agentdesk_audit_macs_ok(:hashes, :macs, :logins)").bindpa
 ANCHORS_OK = text("SELECT agentdesk_audit_anchors_ok(:seqs, :hashes, :macs)").bindparams(
     bindparam("seqs", type_=ARRAY(BigInteger)), bindparam("hashes", type_=ARRAY(Text)),
     bindparam("macs", type_=ARRAY(Text)))
+ANCHORS_OK_V2 = text("SELECT agentdesk_audit_anchors_ok_v2(:seqs, :hashes, :locations, :macs)").bindparams(
+    bindparam("seqs", type_=ARRAY(BigInteger)), bindparam("hashes", type_=ARRAY(Text)),
+    bindparam("locations", type_=ARRAY(Text)), bindparam("macs", type_=ARRAY(Text)))
+"""Format-2 anchor lines (migration 0014): the MAC covers the line's location too."""
 MAC_OK, LOGIN_CHANGED = "ok", "login"
 """Answers of `agentdesk_audit_macs_ok` besides 'record' (the MAC of the hash itself does not verify)."""
 
@@ -124,11 +128,19 @@ class ServerKey:
     def anchor_lines_ok(self, session: Session, entries: list[keys.AnchorEntry]) -> list[bool]:
         """Whether each anchor line's MAC is the one the server signed (lines before its key pass here)."""
         asked = [e for e in entries if e.seq >= self.keyed_from and e.mac is not None]
-        if not asked:
-            return [True] * len(entries)
-        answers = session.execute(ANCHORS_OK, {"seqs": [e.seq for e in asked], "hashes": [e.hash for e in asked],
-                                               "macs": [e.mac for e in asked]}).scalar_one()
-        verdicts = {id(e): bool(ok) for e, ok in zip(asked, answers, strict=True)}
+        older = [e for e in asked if e.version < 2]
+        current = [e for e in asked if e.version >= 2]
+        verdicts: dict[int, bool] = {}
+        if older:
+            answers = session.execute(ANCHORS_OK, {
+                "seqs": [e.seq for e in older], "hashes": [e.hash for e in older],
+                "macs": [e.mac for e in older]}).scalar_one()
+            verdicts.update((id(e), bool(ok)) for e, ok in zip(older, answers, strict=True))
+        if current:
+            answers = session.execute(ANCHORS_OK_V2, {
+                "seqs": [e.seq for e in current], "hashes": [e.hash for e in current],
+                "locations": [e.location for e in current], "macs": [e.mac for e in current]}).scalar_one()
+            verdicts.update((id(e), bool(ok)) for e, ok in zip(current, answers, strict=True))
         return [verdicts.get(id(e), True) for e in entries]
 
 
@@ -428,7 +440,10 @@ def _server_lines(server: ServerKey, session: Session, key: keys.AuditKey | None
 
     def check(entries: list[keys.AnchorEntry]) -> list[bool]:
         by_server = server.anchor_lines_ok(session, entries)
-        return [ok if e.seq >= server.keyed_from or key is None or e.mac is None
+        # A format-2 line this machine's key signs (a copy of the store on SQLite, whose lines name their own
+        # location) is genuine though not the server's.
+        return [(ok or (key is not None and e.version >= 2 and e.mac is not None and key.line_ok(e)))
+                if e.seq >= server.keyed_from or key is None or e.mac is None
                 else key.line_ok(e) for e, ok in zip(entries, by_server, strict=True)]
 
     return check
