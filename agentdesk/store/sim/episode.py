@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 
@@ -54,6 +55,7 @@ class AgentWorker:
         self.open_spans: list[str] = []
         self.open_runs: list[str] = []
         self.sub_agents: dict[str, LiveAgent] = {}
+        self._depth = 0
 
     def run(self) -> None:
         failures = 0
@@ -79,22 +81,24 @@ class AgentWorker:
     # -- sessions and runs -----------------------------------------------------------------
     def _session(self) -> None:
         title = self.content.task_title()
-        task_id = self.rt.create_task(self.project_id, title)
-        self.session_id = self.rt.create_session(task_id, title)
-        self.sub_agents = {}
-        agent = LiveAgent(self.rt.create_agent(self.session_id, self.profile.name, self.profile.model),
-                          self.profile)
+        with self._batch():  # the task, its session and the agent appear together (or, once stopping, not at all)
+            task_id = self.rt.create_task(self.project_id, title)
+            self.session_id = self.rt.create_session(task_id, title)
+            self.sub_agents = {}
+            agent = LiveAgent(self.rt.create_agent(self.session_id, self.profile.name, self.profile.model),
+                              self.profile)
         outcome = "done"
         for _ in range(self.rng.randint(2, 4)):
             ok, _answer = self._run(agent, self.content.task_title() if self.rng.random() < 0.5 else title, 0)
             outcome = outcome if ok else "failed"
             self.control.sleep(self.rng.uniform(0.5, 2.0))
-        self.rt.set_session_status(self.session_id, outcome)
+        with self._batch():
+            self.rt.set_session_status(self.session_id, outcome)
         self.session_id = None
 
     def _run(self, agent: LiveAgent, title: str, depth: int) -> tuple[bool, str]:
         """One run to its end; returns whether it succeeded and its final answer (or error)."""
-        with self.rt.batch():  # the run, its root span and the prompt appear together
+        with self._batch():  # the run, its root span and the prompt appear together
             run = self.rt.start_run(agent.id, title)
             self.open_runs.append(run)
             root = self._start(run, "agent", agent.profile.name, None, {"role": agent.profile.role,
@@ -112,7 +116,7 @@ class AgentWorker:
                 break
         if error is None and self.rng.random() < self.error_rate / 3:
             error = self.content.run_failure()
-        with self.rt.batch():
+        with self._batch():
             if error is None:
                 self._context(agent, self.rt.new_turn_group(agent.id, "turn"), "message", "assistant", answer)
             self._finish(root, "error" if error else "ok", output=None if error else answer, error=error)
@@ -142,7 +146,7 @@ class AgentWorker:
         else:
             text = self.content.assistant_reply()
         if first_group:
-            with self.rt.batch():
+            with self._batch():
                 self._context(agent, first_group, "message", "assistant", text)
                 self._finish(model, "ok", output=text, usage=usage)
             return None, text
@@ -168,8 +172,9 @@ class AgentWorker:
     # -- tools, approvals, sub-agents ------------------------------------------------------
     def _tools(self, agent: LiveAgent, run: str, model: str, calls: list[ToolCall], text: str,
                depth: int) -> str | None:
-        group = self.rt.new_turn_group(agent.id, "tool")
-        self._context(agent, group, "tool_calls", "assistant", text)
+        with self._batch():
+            group = self.rt.new_turn_group(agent.id, "tool")
+            self._context(agent, group, "tool_calls", "assistant", text)
         for call in calls:
             self.control.emit(self.index, agent.profile.name, "tool", tool=call.tool,
                               arguments=call.arguments_json)
@@ -202,12 +207,12 @@ class AgentWorker:
         self.control.sleep(self.content.tool_duration(call.tool))
         if self.rng.random() < self.error_rate:
             error = self.content.tool_error(call)
-            with self.rt.batch():
+            with self._batch():
                 self._finish(span, "error", error=error)
                 self._context(agent, group, "result", "tool", f"Error: {error}")
             return "error"
         output = self.content.tool_output(ToolCall(call.tool, {**call.arguments, **arguments}))
-        with self.rt.batch():  # the span's end and its result in the context, in one short transaction
+        with self._batch():  # the span's end and its result in the context, in one short transaction
             self._finish(span, "ok", output=output)
             self._context(agent, group, "result", "tool", output)
         return "ok"
@@ -220,7 +225,7 @@ class AgentWorker:
     def _approval(self, agent: LiveAgent, run: str, parent: str, call: ToolCall) -> tuple[str, Decision]:
         """Ask a human, wait (run and session show `waiting`), and record how the gate ended."""
         assert self.session_id is not None
-        with self.rt.batch():  # the gate, the request and the waiting state become visible together
+        with self._batch():  # the gate, the request and the waiting state become visible together
             gate = self._start(run, "gate", f"approval: {call.tool}", parent, {"tool": call.tool})
             approval_id = self.rt.request_approval(run, call.tool, call.arguments, span_id=gate,
                                                    timeout_s=self.approval_timeout_s)
@@ -229,7 +234,7 @@ class AgentWorker:
         self.control.emit(self.index, agent.profile.name, "approval_requested", tool=call.tool,
                           arguments=call.arguments_json, entity_id=approval_id)
         decision = self._wait(approval_id)  # outside any batch: waiting never holds the lock
-        with self.rt.batch():
+        with self._batch():
             self.rt.set_run_status(run, "running")
             self.rt.set_session_status(self.session_id, "running")
             if decision.status == "approved":
@@ -258,8 +263,9 @@ class AgentWorker:
         sub = self.sub_agents.get(role)
         if sub is None:
             profile = self.content.agent(role)
-            sub = LiveAgent(self.rt.create_agent(self.session_id, profile.name, profile.model, agent.id),
-                            profile)
+            with self._batch():
+                sub = LiveAgent(self.rt.create_agent(self.session_id, profile.name, profile.model, agent.id),
+                                profile)
             self.sub_agents[role] = sub
         span = self._start(run, "sub_agent", f"delegate → {sub.profile.name}", parent,
                            {"agent_id": sub.id, "role": role}, input_text=str(call.arguments["task"]))
@@ -272,21 +278,47 @@ class AgentWorker:
         return "ok" if ok else "error"
 
     # -- bookkeeping -----------------------------------------------------------------------
+    @contextmanager
+    def _batch(self) -> Iterator[None]:
+        """Every write of a live agent runs in one of these: a transaction that, once it holds the lock,
+        first looks whether the simulator is stopping, and if so writes nothing and raises `Stopped`.
+
+        Many agents queue for the one write lock; without the look, each agent queued at the deadline
+        would still write what it was about to (a new session, a span) and then close it again, one
+        write per step, long after the duration ended. Nested blocks join the outer one, which has
+        looked already, so a stop never splits a batch: `open_spans` and `open_runs` name only rows
+        that were written (or are being written in this batch, which rolls back as a whole).
+        """
+        if self._depth:
+            yield
+            return
+        with self.rt.batch():
+            if self.control.stopping:
+                raise Stopped
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+
     def _start(self, run: str, kind: str, name: str, parent: str | None, attributes: dict[str, object],
                input_text: str | None = None, context_of: str | None = None) -> str:
-        span = self.rt.start_span(run, kind, name, parent, attributes, input_text, context_of)
-        self.open_spans.append(span)
+        with self._batch():
+            span = self.rt.start_span(run, kind, name, parent, attributes, input_text, context_of)
+            self.open_spans.append(span)
         return span
 
     def _finish(self, span: str, status: str, *, output: str | None = None, error: str | None = None,
                 usage: Usage | None = None) -> None:
         usage = usage or Usage(0, 0, 0.0)
-        self.rt.finish_span(span, status, output_text=output, input_tokens=usage.input_tokens,
-                            output_tokens=usage.output_tokens, cost_usd=usage.cost_usd, error=error)
-        self.open_spans.remove(span)
+        with self._batch():
+            self.rt.finish_span(span, status, output_text=output, input_tokens=usage.input_tokens,
+                                output_tokens=usage.output_tokens, cost_usd=usage.cost_usd, error=error)
+            self.open_spans.remove(span)
 
     def _context(self, agent: LiveAgent, group: str, kind: str, role: str, content: str) -> None:
-        self.rt.append_context(agent.id, group, kind, role, content)
+        with self._batch():
+            self.rt.append_context(agent.id, group, kind, role, content)
         agent.context_tokens += estimate_tokens(content)
 
     def _unwind(self, status: str, *, quiet: bool = False) -> None:
@@ -299,6 +331,15 @@ class AgentWorker:
         if self.session_id is not None:
             steps.append(partial(self.rt.set_session_status, self.session_id, status))
         self.open_spans, self.open_runs, self.session_id = [], [], None
+        if not steps:
+            return
+        try:  # one transaction: at a deadline every agent closes at once, and each write queues for the lock
+            with self.rt.batch():
+                for step in steps:
+                    step()
+            return
+        except StoreError:
+            pass
         for step in steps:  # one by one: a span a failed batch never wrote must not keep the rest open
             try:
                 step()
