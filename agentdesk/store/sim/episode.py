@@ -96,9 +96,9 @@ class AgentWorker:
             self.rt.set_session_status(self.session_id, outcome)
         self.session_id = None
 
-    def _run(self, agent: LiveAgent, title: str, depth: int) -> tuple[bool, str]:
-        """One run to its end; returns whether it succeeded and its final answer (or error)."""
-        with self._batch():  # the run, its root span and the prompt appear together
+    def _open_run(self, agent: LiveAgent, title: str, depth: int) -> tuple[str, str, str]:
+        """The run, its root span and the prompt, which appear together: (run, root span, turn group)."""
+        with self._batch():
             run = self.rt.start_run(agent.id, title)
             self.open_runs.append(run)
             root = self._start(run, "agent", agent.profile.name, None, {"role": agent.profile.role,
@@ -106,6 +106,13 @@ class AgentWorker:
             group = self.rt.new_turn_group(agent.id, "turn")
             prompt = self.content.user_prompt(title) if depth == 0 else f"Delegated task: {title}"
             self._context(agent, group, "message", "user", prompt)
+        return run, root, group
+
+    def _run(self, agent: LiveAgent, title: str, depth: int,
+             opened: tuple[str, str, str] | None = None) -> tuple[bool, str]:
+        """One run to its end (`opened`: already opened by `_open_run`); returns whether it succeeded and
+        its final answer (or error)."""
+        run, root, group = opened or self._open_run(agent, title, depth)
         self.control.emit(self.index, agent.profile.name, "run_started", detail=title, entity_id=run)
         error, answer = None, ""
         steps = self.rng.randint(2, 5) if depth == 0 else self.rng.randint(1, 3)
@@ -261,17 +268,19 @@ class AgentWorker:
         assert self.session_id is not None
         role = str(call.arguments["role"])
         sub = self.sub_agents.get(role)
-        if sub is None:
-            profile = self.content.agent(role)
-            with self._batch():
+        profile = self.content.agent(role) if sub is None else sub.profile
+        task = str(call.arguments["task"])
+        with self._batch():  # the sub-agent, the delegation span and the sub-agent's run: all or (stopping) none
+            if sub is None:
                 sub = LiveAgent(self.rt.create_agent(self.session_id, profile.name, profile.model, agent.id),
                                 profile)
-            self.sub_agents[role] = sub
-        span = self._start(run, "sub_agent", f"delegate → {sub.profile.name}", parent,
-                           {"agent_id": sub.id, "role": role}, input_text=str(call.arguments["task"]))
+            span = self._start(run, "sub_agent", f"delegate → {sub.profile.name}", parent,
+                               {"agent_id": sub.id, "role": role}, input_text=task)
+            opened = self._open_run(sub, task, 1)
+        self.sub_agents[role] = sub
         self.control.emit(self.index, agent.profile.name, "sub_agent", tool=call.tool,
                           detail=sub.profile.name)
-        ok, answer = self._run(sub, str(call.arguments["task"]), 1)
+        ok, answer = self._run(sub, task, 1, opened)
         self._finish(span, "ok" if ok else "error", output=answer if ok else None,
                      error=None if ok else answer)
         self._context(agent, group, "result", "tool", answer)
