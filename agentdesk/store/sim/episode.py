@@ -301,6 +301,8 @@ class AgentWorker:
         if self._depth:
             yield
             return
+        if self.control.stopping:  # before queueing for the lock too: a stopping agent need not wait for it
+            raise Stopped
         with self.rt.batch():
             if self.control.stopping:
                 raise Stopped
