@@ -9,7 +9,7 @@ Target: at most 6 s (exit 1 on a miss or on anything left open). 2 s is the dura
 the interpreter and importing agentdesk costs about 1 s; at the deadline every agent that opened a session
 closes it in one transaction (a few hundred, queued for SQLite's one write lock, about 1 s); the rest is
 headroom for a loaded two-core machine. Before agents looked for the stop once they held the lock, this
-took about 28 s (every agent still queued at the deadline wrote its session, then closed it step by step).
+took 21-28 s (every agent still queued at the deadline wrote its session, then closed it step by step).
 """
 
 from __future__ import annotations
