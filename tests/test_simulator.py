@@ -199,6 +199,33 @@ def test_stop_is_prompt_and_closes_what_was_open(store: Store) -> None:
     assert all(s["status"] != "running" for s in rows(store, sc.SessionRow))
 
 
+def test_a_crowd_stops_at_its_deadline_and_leaves_nothing_open(tmp_path: Path) -> None:
+    """Hundreds of agents queue for the one write lock; at the deadline none of them may go on writing.
+
+    Each agent that opened a session closes it in one transaction; an agent still queued writes nothing.
+    So the transactions after the deadline number at most the sessions opened (plus a few racing it):
+    closing step by step, or agents writing the session they queued for, would need several per session.
+    """
+    store = open_store(str(tmp_path / "crowd.sqlite"))
+    try:
+        began = time.time()
+        sim = Simulator(store, agents=300, seed=4, duration_s=1.0, approval_rate=0.0).start()
+        assert sim.wait(120)  # a guard against a hang, not a speed target
+        sim.stop(0)  # nothing left to wait for
+        assert not sim.running and sim.failures == []
+        sessions = rows(store, sc.SessionRow)
+        assert sessions, "no agent got to write before the deadline"
+        assert all(s["status"] not in ("running", "waiting") for s in sessions)
+        assert {r["status"] for r in rows(store, sc.RunRow)} <= {"done", "failed", "cancelled"}
+        assert all(s["status"] != "running" for s in rows(store, sc.SpanRow))
+        # one `at` per transaction (taken holding the lock); the deadline came a little after began + 1.0
+        after = {c["at"] for c in rows(store, sc.ChangeRow) if float(str(c["at"])) > began + 1.0}
+        assert len(after) <= len(sessions) + 3
+        assert NativeSource(store).verify().ok
+    finally:
+        store.close()
+
+
 def test_content_is_a_function_of_the_seed() -> None:
     def sample(seed: int) -> list[object]:
         gen = ContentGenerator(random.Random(seed))

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 
@@ -54,6 +55,7 @@ class AgentWorker:
         self.open_spans: list[str] = []
         self.open_runs: list[str] = []
         self.sub_agents: dict[str, LiveAgent] = {}
+        self._depth = 0
 
     def run(self) -> None:
         failures = 0
@@ -79,22 +81,24 @@ class AgentWorker:
     # -- sessions and runs -----------------------------------------------------------------
     def _session(self) -> None:
         title = self.content.task_title()
-        task_id = self.rt.create_task(self.project_id, title)
-        self.session_id = self.rt.create_session(task_id, title)
-        self.sub_agents = {}
-        agent = LiveAgent(self.rt.create_agent(self.session_id, self.profile.name, self.profile.model),
-                          self.profile)
+        with self._batch():  # the task, its session and the agent appear together (or, once stopping, not at all)
+            task_id = self.rt.create_task(self.project_id, title)
+            self.session_id = self.rt.create_session(task_id, title)
+            self.sub_agents = {}
+            agent = LiveAgent(self.rt.create_agent(self.session_id, self.profile.name, self.profile.model),
+                              self.profile)
         outcome = "done"
         for _ in range(self.rng.randint(2, 4)):
             ok, _answer = self._run(agent, self.content.task_title() if self.rng.random() < 0.5 else title, 0)
             outcome = outcome if ok else "failed"
             self.control.sleep(self.rng.uniform(0.5, 2.0))
-        self.rt.set_session_status(self.session_id, outcome)
+        with self._batch():
+            self.rt.set_session_status(self.session_id, outcome)
         self.session_id = None
 
-    def _run(self, agent: LiveAgent, title: str, depth: int) -> tuple[bool, str]:
-        """One run to its end; returns whether it succeeded and its final answer (or error)."""
-        with self.rt.batch():  # the run, its root span and the prompt appear together
+    def _open_run(self, agent: LiveAgent, title: str, depth: int) -> tuple[str, str, str]:
+        """The run, its root span and the prompt, which appear together: (run, root span, turn group)."""
+        with self._batch():
             run = self.rt.start_run(agent.id, title)
             self.open_runs.append(run)
             root = self._start(run, "agent", agent.profile.name, None, {"role": agent.profile.role,
@@ -102,6 +106,13 @@ class AgentWorker:
             group = self.rt.new_turn_group(agent.id, "turn")
             prompt = self.content.user_prompt(title) if depth == 0 else f"Delegated task: {title}"
             self._context(agent, group, "message", "user", prompt)
+        return run, root, group
+
+    def _run(self, agent: LiveAgent, title: str, depth: int,
+             opened: tuple[str, str, str] | None = None) -> tuple[bool, str]:
+        """One run to its end (`opened`: already opened by `_open_run`); returns whether it succeeded and
+        its final answer (or error)."""
+        run, root, group = opened or self._open_run(agent, title, depth)
         self.control.emit(self.index, agent.profile.name, "run_started", detail=title, entity_id=run)
         error, answer = None, ""
         steps = self.rng.randint(2, 5) if depth == 0 else self.rng.randint(1, 3)
@@ -112,7 +123,7 @@ class AgentWorker:
                 break
         if error is None and self.rng.random() < self.error_rate / 3:
             error = self.content.run_failure()
-        with self.rt.batch():
+        with self._batch():
             if error is None:
                 self._context(agent, self.rt.new_turn_group(agent.id, "turn"), "message", "assistant", answer)
             self._finish(root, "error" if error else "ok", output=None if error else answer, error=error)
@@ -142,7 +153,7 @@ class AgentWorker:
         else:
             text = self.content.assistant_reply()
         if first_group:
-            with self.rt.batch():
+            with self._batch():
                 self._context(agent, first_group, "message", "assistant", text)
                 self._finish(model, "ok", output=text, usage=usage)
             return None, text
@@ -168,8 +179,9 @@ class AgentWorker:
     # -- tools, approvals, sub-agents ------------------------------------------------------
     def _tools(self, agent: LiveAgent, run: str, model: str, calls: list[ToolCall], text: str,
                depth: int) -> str | None:
-        group = self.rt.new_turn_group(agent.id, "tool")
-        self._context(agent, group, "tool_calls", "assistant", text)
+        with self._batch():
+            group = self.rt.new_turn_group(agent.id, "tool")
+            self._context(agent, group, "tool_calls", "assistant", text)
         for call in calls:
             self.control.emit(self.index, agent.profile.name, "tool", tool=call.tool,
                               arguments=call.arguments_json)
@@ -202,12 +214,12 @@ class AgentWorker:
         self.control.sleep(self.content.tool_duration(call.tool))
         if self.rng.random() < self.error_rate:
             error = self.content.tool_error(call)
-            with self.rt.batch():
+            with self._batch():
                 self._finish(span, "error", error=error)
                 self._context(agent, group, "result", "tool", f"Error: {error}")
             return "error"
         output = self.content.tool_output(ToolCall(call.tool, {**call.arguments, **arguments}))
-        with self.rt.batch():  # the span's end and its result in the context, in one short transaction
+        with self._batch():  # the span's end and its result in the context, in one short transaction
             self._finish(span, "ok", output=output)
             self._context(agent, group, "result", "tool", output)
         return "ok"
@@ -220,7 +232,7 @@ class AgentWorker:
     def _approval(self, agent: LiveAgent, run: str, parent: str, call: ToolCall) -> tuple[str, Decision]:
         """Ask a human, wait (run and session show `waiting`), and record how the gate ended."""
         assert self.session_id is not None
-        with self.rt.batch():  # the gate, the request and the waiting state become visible together
+        with self._batch():  # the gate, the request and the waiting state become visible together
             gate = self._start(run, "gate", f"approval: {call.tool}", parent, {"tool": call.tool})
             approval_id = self.rt.request_approval(run, call.tool, call.arguments, span_id=gate,
                                                    timeout_s=self.approval_timeout_s)
@@ -229,7 +241,7 @@ class AgentWorker:
         self.control.emit(self.index, agent.profile.name, "approval_requested", tool=call.tool,
                           arguments=call.arguments_json, entity_id=approval_id)
         decision = self._wait(approval_id)  # outside any batch: waiting never holds the lock
-        with self.rt.batch():
+        with self._batch():
             self.rt.set_run_status(run, "running")
             self.rt.set_session_status(self.session_id, "running")
             if decision.status == "approved":
@@ -256,37 +268,68 @@ class AgentWorker:
         assert self.session_id is not None
         role = str(call.arguments["role"])
         sub = self.sub_agents.get(role)
-        if sub is None:
-            profile = self.content.agent(role)
-            sub = LiveAgent(self.rt.create_agent(self.session_id, profile.name, profile.model, agent.id),
-                            profile)
-            self.sub_agents[role] = sub
-        span = self._start(run, "sub_agent", f"delegate → {sub.profile.name}", parent,
-                           {"agent_id": sub.id, "role": role}, input_text=str(call.arguments["task"]))
+        profile = self.content.agent(role) if sub is None else sub.profile
+        task = str(call.arguments["task"])
+        with self._batch():  # the sub-agent, the delegation span and the sub-agent's run: all or (stopping) none
+            if sub is None:
+                sub = LiveAgent(self.rt.create_agent(self.session_id, profile.name, profile.model, agent.id),
+                                profile)
+            span = self._start(run, "sub_agent", f"delegate → {sub.profile.name}", parent,
+                               {"agent_id": sub.id, "role": role}, input_text=task)
+            opened = self._open_run(sub, task, 1)
+        self.sub_agents[role] = sub
         self.control.emit(self.index, agent.profile.name, "sub_agent", tool=call.tool,
                           detail=sub.profile.name)
-        ok, answer = self._run(sub, str(call.arguments["task"]), 1)
+        ok, answer = self._run(sub, task, 1, opened)
         self._finish(span, "ok" if ok else "error", output=answer if ok else None,
                      error=None if ok else answer)
         self._context(agent, group, "result", "tool", answer)
         return "ok" if ok else "error"
 
     # -- bookkeeping -----------------------------------------------------------------------
+    @contextmanager
+    def _batch(self) -> Iterator[None]:
+        """Every write of a live agent runs in one of these: a transaction that, once it holds the lock,
+        first looks whether the simulator is stopping, and if so writes nothing and raises `Stopped`.
+
+        Many agents queue for the one write lock; without the look, each agent queued at the deadline
+        would still write what it was about to (a new session, a span) and then close it again, one
+        write per step, long after the duration ended. Nested blocks join the outer one, which has
+        looked already, so a stop never splits a batch: `open_spans` and `open_runs` name only rows
+        that were written (or are being written in this batch, which rolls back as a whole).
+        """
+        if self._depth:
+            yield
+            return
+        if self.control.stopping:  # before queueing for the lock too: a stopping agent need not wait for it
+            raise Stopped
+        with self.rt.batch():
+            if self.control.stopping:
+                raise Stopped
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+
     def _start(self, run: str, kind: str, name: str, parent: str | None, attributes: dict[str, object],
                input_text: str | None = None, context_of: str | None = None) -> str:
-        span = self.rt.start_span(run, kind, name, parent, attributes, input_text, context_of)
-        self.open_spans.append(span)
+        with self._batch():
+            span = self.rt.start_span(run, kind, name, parent, attributes, input_text, context_of)
+            self.open_spans.append(span)
         return span
 
     def _finish(self, span: str, status: str, *, output: str | None = None, error: str | None = None,
                 usage: Usage | None = None) -> None:
         usage = usage or Usage(0, 0, 0.0)
-        self.rt.finish_span(span, status, output_text=output, input_tokens=usage.input_tokens,
-                            output_tokens=usage.output_tokens, cost_usd=usage.cost_usd, error=error)
-        self.open_spans.remove(span)
+        with self._batch():
+            self.rt.finish_span(span, status, output_text=output, input_tokens=usage.input_tokens,
+                                output_tokens=usage.output_tokens, cost_usd=usage.cost_usd, error=error)
+            self.open_spans.remove(span)
 
     def _context(self, agent: LiveAgent, group: str, kind: str, role: str, content: str) -> None:
-        self.rt.append_context(agent.id, group, kind, role, content)
+        with self._batch():
+            self.rt.append_context(agent.id, group, kind, role, content)
         agent.context_tokens += estimate_tokens(content)
 
     def _unwind(self, status: str, *, quiet: bool = False) -> None:
@@ -299,6 +342,15 @@ class AgentWorker:
         if self.session_id is not None:
             steps.append(partial(self.rt.set_session_status, self.session_id, status))
         self.open_spans, self.open_runs, self.session_id = [], [], None
+        if not steps:
+            return
+        try:  # one transaction: at a deadline every agent closes at once, and each write queues for the lock
+            with self.rt.batch():
+                for step in steps:
+                    step()
+            return
+        except StoreError:
+            pass
         for step in steps:  # one by one: a span a failed batch never wrote must not keep the rest open
             try:
                 step()

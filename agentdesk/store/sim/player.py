@@ -57,7 +57,7 @@ class Simulator:
         self._finished: list[threading.Event] = []
 
     def start(self) -> Simulator:
-        """Create the projects, then start one thread per agent; returns at once."""
+        """Create the projects, then start one thread per agent (none once stopping); returns at once."""
         if self._threads:
             raise RuntimeError("this simulator was already started")
         self.control = Control(speed=self.speed, duration_s=self.duration_s, on_event=self.on_event)
@@ -66,6 +66,8 @@ class Simulator:
         count = max(1, min(4, (self.agents + 1) // 2))
         self.project_ids = [runtime.create_project(setup.project_name()) for _ in range(count)]
         for index in range(self.agents):
+            if self.control.stopping:  # the duration ended (or stop() came) while threads were starting
+                break
             worker = AgentWorker(
                 index, AgentRuntime(self.store, actor="simulator"), self.control,
                 random.Random(f"agentdesk-sim:{self.seed}:agent:{index}"), self.project_ids[index % count],
