@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -123,6 +124,26 @@ def pg_cluster() -> Iterator[PgCluster]:
         else:
             for name in (cluster.template,):
                 cluster.drop(cluster.database_url(name))
+
+
+@pytest.fixture(autouse=True)
+def qt_windows_closed_with_their_test() -> Iterator[None]:
+    """After a test that made Qt widgets, close every top-level window it left open (on the GUI thread).
+
+    A pyqtgraph view one test left shown was destroyed by the cyclic garbage collector in the middle of a
+    later, unrelated test, and its destructor still delivered a resize event into Python: a segmentation
+    fault that killed the worker (seen under pytest-xdist). A closed window gets no such event. Widgets are
+    closed, not deleted: a store call still answering must find its widgets alive. Tests that never
+    imported Qt's widgets skip this.
+    """
+    yield
+    widgets = sys.modules.get("PySide6.QtWidgets")
+    if widgets is None or widgets.QApplication.instance() is None:
+        return
+    for widget in widgets.QApplication.topLevelWidgets():
+        if widget.isVisible():
+            widget.close()
+    widgets.QApplication.processEvents()
 
 
 @pytest.fixture(autouse=True)
