@@ -13,3 +13,12 @@ def wait_until(ready: Callable[[], object], *, timeout_s: float = 20.0, what: st
     while not ready():
         assert time.monotonic() < give_up, f"timed out waiting for {what}"
         time.sleep(poll_s)
+
+
+def watcher_polled(watcher: object, polls: int = 3) -> None:
+    """A polling watcher ran `polls` more polls: what "it wrote nothing" is asserted after."""
+    from agentdesk.store.changes.polling import LoopWatcher
+
+    assert isinstance(watcher, LoopWatcher), watcher
+    polled = watcher.polls
+    wait_until(lambda: watcher.polls >= polled + polls, what=f"{polls} watcher polls")

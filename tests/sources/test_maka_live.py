@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from agentdesk.store.changes.polling import LoopWatcher
 from agentdesk.store.persistence.bus import RESET, Change
 from agentdesk.store.sources import open_source
 from agentdesk.store.sources.follow import follower
@@ -22,7 +21,7 @@ from agentdesk.store.sources.maka import MakaSource
 from tests.sources.fixtures_maka import build_maka_fixture
 from tests.sources.fixtures_maka_writer import MakaWriter
 from tests.sources.test_maka import REPO, wait_for
-from tests.waiting import wait_until
+from tests.waiting import watcher_polled
 
 WRITER = """
 import sqlite3, sys, time
@@ -176,13 +175,6 @@ def read_everything(src: MakaSource) -> None:
     src.showcase_run()
 
 
-def polled_a_few_times(watcher: object) -> None:
-    """The watcher's loop ran three more polls: what "it wrote nothing" is asserted after."""
-    assert isinstance(watcher, LoopWatcher)
-    polled = watcher.polls
-    wait_until(lambda: watcher.polls >= polled + 3, what="a few watcher polls")
-
-
 def test_read_only_open_leaves_a_quiet_file_byte_identical(db: Path) -> None:
     wal = db.with_name(db.name + "-wal")
     before = digest(db)
@@ -190,7 +182,7 @@ def test_read_only_open_leaves_a_quiet_file_byte_identical(db: Path) -> None:
     src = open_source(str(db))
     watcher = src.watch()
     read_everything(src)
-    polled_a_few_times(watcher)
+    watcher_polled(watcher)
     src.close()
     assert digest(db) == before
     assert not wal.exists() or wal.stat().st_size == 0  # a reader may leave an empty WAL, never frames
@@ -210,7 +202,7 @@ def test_read_only_open_leaves_a_live_wal_byte_identical(db: Path) -> None:
     watcher = src.watch()
     read_everything(src)
     assert "model:ses_grand/run_g1/att_wal00001" in src.span_table("ses_grand/run_g1").ids
-    polled_a_few_times(watcher)
+    watcher_polled(watcher)
     assert watcher.healthy
     src.close()
     assert (digest(db), digest(wal)) == before
