@@ -17,8 +17,9 @@ def wait_until(ready: Callable[[], object], *, timeout_s: float = 20.0, what: st
 
 def watcher_polled(watcher: object, polls: int = 3) -> None:
     """A polling watcher ran `polls` more polls: what "it wrote nothing" is asserted after."""
-    from agentdesk.store.changes.polling import LoopWatcher
+    from agentdesk.store.changes.polling import PollLoop
 
-    assert isinstance(watcher, LoopWatcher), watcher
-    polled = watcher.polls
-    wait_until(lambda: watcher.polls >= polled + polls, what=f"{polls} watcher polls")
+    loop = getattr(watcher, "_loop", None)
+    assert isinstance(loop, PollLoop), watcher
+    polled = loop.polls
+    wait_until(lambda: loop.polls >= polled + polls, what=f"{polls} watcher polls")

@@ -6,13 +6,12 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
-from agentdesk.store.changes.polling import LoopWatcher
 from agentdesk.store.persistence.bus import ChangeOp, EntityKind
 from agentdesk.store.source import Source
 from tests.contract.kinds import Kind
 from tests.contract.test_reads import walk
 from tests.sources.foreign_helpers import Collector
-from tests.waiting import wait_until
+from tests.waiting import watcher_polled
 
 
 def test_a_commit_from_another_connection_arrives_as_changes(reader: Source, kind: Kind,
@@ -53,7 +52,6 @@ def test_a_read_only_open_leaves_the_database_and_its_wal_unchanged(kind: Kind,
         before = digest(path)
         source = kind.open(path, writes=False)
         watcher = source.watch()
-        assert isinstance(watcher, LoopWatcher)
         for _, _, _, agent, run in walk(source)[:40]:
             source.context(agent.id)
             for span_id in source.span_table(run.id).ids[:10]:
@@ -63,8 +61,7 @@ def test_a_read_only_open_leaves_the_database_and_its_wal_unchanged(kind: Kind,
             source.approval(approval.id)
         source.info()
         source.showcase_run()
-        polled = watcher.polls
-        wait_until(lambda: watcher.polls >= polled + 3, what="a few watcher polls")
+        watcher_polled(watcher)
         source.close()
         assert digest(path) == before
         runtime.execute(f"PRAGMA user_version = {int(version) + 1}")  # control: a write does show

@@ -153,9 +153,5 @@ class LoopWatcher:
     def running(self) -> bool:
         return self._loop.running
 
-    @property
-    def polls(self) -> int:
-        return self._loop.polls
-
     def stop(self) -> None:
         self._loop.stop()
