@@ -13,7 +13,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import cast
@@ -27,6 +26,7 @@ from agentdesk.store.persistence.database import Store, head_revision, open_stor
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.sim.player import Simulator
 from tests.conftest import World, dump
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 APPROVAL_KEYS = {"id", "status", "tool", "arguments", "agent_id", "agent", "project_id", "project", "run_id",
@@ -50,7 +50,9 @@ def mixed(store: Store, world: World, rt: AgentRuntime) -> dict[str, str]:
     source = NativeSource(store)
     source.decide(approved, True, "alice")
     source.decide(denied, False, "bob", "not today")
-    time.sleep(0.05)
+    expires_at = source.approval(overdue).expires_at
+    assert expires_at is not None
+    wait_until(lambda: datetime.now(expires_at.tzinfo) > expires_at, what="the overdue deadline to pass")
     return {"pending": world.approval, "overdue": overdue, "approved": approved, "denied": denied}
 
 
@@ -171,9 +173,8 @@ def test_watch_replays_changes_as_json_lines(store_path: Path, world: World,
 
 def test_watch_stops_at_its_timeout_when_nothing_happens(store_path: Path, world: World,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    began = time.monotonic()
     code, out, _ = run(capsys, "--store", str(store_path), "watch", "--timeout", "0.3")
-    assert (code, out) == (0, "") and time.monotonic() - began < 3
+    assert (code, out) == (0, "")  # it returned by itself; how soon is bench/'s business
 
 
 def test_watch_follows_another_process_and_stops_on_ctrl_c(store_path: Path, store: Store,
@@ -223,6 +224,18 @@ def test_simulate_writes_live_runs(tmp_path: Path, capsys: pytest.CaptureFixture
     assert counts["runs"] >= 2 and counts["spans"] >= 4 and counts["agents"] >= 2
 
 
+def open_spans(path: Path) -> int:
+    if not path.exists():
+        return 0
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("SELECT count(*) FROM spans WHERE status = 'running'").fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is still being created
+        return 0
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
 def test_simulate_stops_cleanly_on_ctrl_c_or_sigterm(tmp_path: Path, stop_signal: int) -> None:
     """Interrupted mid-run, the agents still close what they had open: nothing is left looking live."""
@@ -234,7 +247,7 @@ def test_simulate_stops_cleanly_on_ctrl_c_or_sigterm(tmp_path: Path, stop_signal
         assert proc.stdout is not None
         while "run started" not in proc.stdout.readline():
             pass
-        time.sleep(0.3)
+        wait_until(lambda: open_spans(path) > 0, what="a span the signal interrupts")
         proc.send_signal(stop_signal)
         out, err = proc.communicate(timeout=20)
     finally:
@@ -259,7 +272,8 @@ def test_demo_starts_the_simulator_and_hands_it_to_the_window(monkeypatch: pytes
         simulator = kwargs["simulator"]
         seen.update(kwargs, location=location, running=getattr(simulator, "running", False),
                     existed=Path(location).exists())
-        time.sleep(0.3)
+        wait_until(lambda: len(getattr(simulator, "events", ())) > 1,
+                   what="the simulator to work while the window is open")
         return 0
 
     from agentdesk.gui.window import app

@@ -92,6 +92,16 @@ class Operator:
                         self.denied = approval.id
 
 
+def played_out(store: Store, *approval_ids: str | None) -> bool:
+    """Each decided approval's tool call has finished, whatever the decision, and each expiry failed its run."""
+    tools = {json.loads(str(s["attributes"])).get("approval_id"): s["status"]
+             for s in rows(store, sc.SpanRow) if s["kind"] == "tool"}
+    runs = {r["id"]: r["status"] for r in rows(store, sc.RunRow)}
+    expired = [a["run_id"] for a in rows(store, sc.ApprovalRow) if a["status"] == "expired"]
+    return (all(tools.get(a) not in (None, "running") for a in approval_ids)
+            and all(runs.get(run_id) == "failed" for run_id in expired))  # an expiry fails its run
+
+
 def test_agents_work_live_and_operators_steer_them(store: Store) -> None:
     published: list[int] = []
     store.bus.subscribe(lambda batch: published.append(len(batch)))
@@ -105,7 +115,8 @@ def test_agents_work_live_and_operators_steer_them(store: Store) -> None:
             approvals = rows(store, sc.ApprovalRow)
             return operator.denied is not None and any(a["status"] == "expired" for a in approvals)
         assert wait_for(done, 20), "the simulator never produced an approve, a deny and an expiry"
-        time.sleep(0.3)  # let the approved and denied calls play out
+        assert wait_for(lambda: played_out(store, operator.approved, operator.denied), 20), \
+            "the approved, denied and expired calls never played out"
     finally:
         operator.stop.set()
         sim.stop()

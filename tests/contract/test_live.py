@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import time
 from pathlib import Path
 
 from agentdesk.store.persistence.bus import ChangeOp, EntityKind
@@ -12,6 +11,7 @@ from agentdesk.store.source import Source
 from tests.contract.kinds import Kind
 from tests.contract.test_reads import walk
 from tests.sources.foreign_helpers import Collector
+from tests.waiting import watcher_polled
 
 
 def test_a_commit_from_another_connection_arrives_as_changes(reader: Source, kind: Kind,
@@ -51,7 +51,7 @@ def test_a_read_only_open_leaves_the_database_and_its_wal_unchanged(kind: Kind,
     try:
         before = digest(path)
         source = kind.open(path, writes=False)
-        source.watch()
+        watcher = source.watch()
         for _, _, _, agent, run in walk(source)[:40]:
             source.context(agent.id)
             for span_id in source.span_table(run.id).ids[:10]:
@@ -61,8 +61,10 @@ def test_a_read_only_open_leaves_the_database_and_its_wal_unchanged(kind: Kind,
             source.approval(approval.id)
         source.info()
         source.showcase_run()
-        time.sleep(0.2)  # a few watcher polls
+        watcher_polled(watcher)
         source.close()
         assert digest(path) == before
+        runtime.execute(f"PRAGMA user_version = {int(version) + 1}")  # control: a write does show
+        assert digest(path) != before
     finally:
         runtime.close()

@@ -77,7 +77,10 @@ def test_queue_with_deep_foreign_arguments(tmp_path: Path, qtbot: Any, errors: l
                 model.index(row, column).data(role)
         assert model.rowCount(QModelIndex()) >= 1
         queue.pending_table.selectRow(row)
-        qtbot.wait(200)
+        details = queue.details  # the payload is shown, to its last rendered slice
+        qtbot.waitUntil(lambda: details.shown_hash(ids["pending_approval"]) is not None
+                        and not details.loader.running, timeout=5000)
+        assert details.arguments.toPlainText() != ""
         queue.grab()
         assert errors == []
     finally:

@@ -128,14 +128,19 @@ def test_gone_requesters_are_greyed_sorted_last_and_dismissed(services: Services
 
 def test_a_live_heartbeat_is_not_gone(services: Services, qtbot: Any, world: World,
                                       runtime: AgentRuntime) -> None:
+    live, stale = world.approval_ids[1], world.approval_ids[0]
     with runtime.store.engine.begin() as conn:
-        conn.execute(update(sc.ApprovalRow).where(sc.ApprovalRow.id == world.approval_ids[1])
+        conn.execute(update(sc.ApprovalRow).where(sc.ApprovalRow.id == live)
                      .values(requester_heartbeat_at=time.time()))
+        conn.execute(update(sc.ApprovalRow).where(sc.ApprovalRow.id == stale)  # the control
+                     .values(requester_heartbeat_at=time.time() - 120))
     queue = make_queue(services, qtbot)
-    qtbot.wait(1200)
-    row = queue.pending_model.row_of(world.approval_ids[1])
-    assert queue.pending_model.index(row, 0).data(GoneRole) is False
-    assert not queue.dismiss_gone_button.isVisible()
+    model = queue.pending_model
+    with qtbot.waitSignal(model.ticked, timeout=5000):  # a tick re-judges every row against the clock
+        pass
+    assert model.index(model.row_of(stale), 0).data(GoneRole) is True
+    assert model.index(model.row_of(live), 0).data(GoneRole) is False
+    assert queue.dismiss_gone_button.isVisible() and "1 gone requester" in queue.dismiss_gone_button.text()
 
 
 def test_the_tray_notifier_rate_limits_offscreen(qtbot: Any) -> None:

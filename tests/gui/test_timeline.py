@@ -11,7 +11,7 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QImage
-from PySide6.QtWidgets import QToolTip
+from PySide6.QtWidgets import QApplication, QToolTip
 from sqlalchemy import insert
 
 from agentdesk.gui.shared.palette import ERROR_COLOUR, SPAN_KIND_COLOURS
@@ -76,7 +76,7 @@ def test_clicking_a_span_selects_it_and_fills_the_details(panel: TimelinePanel, 
     panel.show_window(-0.001, float(panel.data.ends(panel.item.now).max()) + 0.001, 0, 5)
     lane = panel.data.lane_of[world.tool_span_id]
     panel.reveal(lane)
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: panel.plot.viewport().rect().contains(span_point(panel, lane)))
     qtbot.mouseMove(panel.plot.viewport(), span_point(panel, lane))
     qtbot.waitUntil(lambda: QToolTip.isVisible(), timeout=2000)
     assert "read_file" in QToolTip.text() and "took" in QToolTip.text()
@@ -416,6 +416,13 @@ class PaintCounter(QObject):
         return False
 
 
+def quiet(counters: Sequence[PaintCounter]) -> bool:
+    """One pass of the event queue that paints nothing."""
+    before = [c.paints for c in counters]
+    QApplication.processEvents()
+    return [c.paints for c in counters] == before
+
+
 def test_a_pan_paints_each_plot_once_and_reuses_the_lane_labels(panel: TimelinePanel, world: World,
                                                                 qtbot) -> None:  # type: ignore[no-untyped-def]
     shown(panel, qtbot, world.run_id, 5)
@@ -423,18 +430,24 @@ def test_a_pan_paints_each_plot_once_and_reuses_the_lane_labels(panel: TimelineP
     start, end = panel.data.extent(panel.item.now)
     step = (end - start) / 20
     panel.show_window(start + 5 * step, start + 10 * step, 0, 5)
-    qtbot.wait(50)
     counters = [PaintCounter(), PaintCounter()]
     for counter, plot in zip(counters, (panel.plot, panel.tokens), strict=True):
         plot.viewport().installEventFilter(counter)
+    # the new window settles (a paint can re-size the lane axis, which paints again) before counting
+    qtbot.waitUntil(lambda: quiet(counters) and quiet(counters))
+    for counter in counters:
+        counter.paints = 0
     labels = panel.lanes._picture
     assert labels is not None
     # Running spans grow on a 200 ms tick, a repaint of its own; on a loaded machine the five pans
     # take long enough for a tick to land among them. Only the pans are counted here.
     panel._tick_timer.stop()
-    for _ in range(5):
+    for pans in range(1, 6):
         panel.view.translateBy(x=step)  # along time only: the lanes shown stay the same
-        qtbot.wait(20)
+        # each pan's paint is the event that proves the previous one did not paint twice
+        qtbot.waitUntil(lambda: min(c.paints for c in counters) >= pans)  # noqa: B023
+        assert [c.paints for c in counters] == [pans, pans]
+    QApplication.processEvents()
     assert [c.paints for c in counters] == [5, 5]
     assert panel.lanes._picture is labels
     panel.view.translateBy(y=1.0)

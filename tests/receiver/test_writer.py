@@ -18,6 +18,7 @@ from agentdesk.store.ingest.spans import run_row_id
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from tests.receiver.conftest import document, span_json
+from tests.waiting import wait_until
 
 
 def request(trace: str, spans: int) -> ExportTraceServiceRequest:
@@ -55,8 +56,7 @@ def test_refuses_when_the_queued_work_would_wait_too_long(store: Store) -> None:
         assert writer.spans_per_s is not None and writer.spans_per_s < 300
         assert writer.merge_limit() < 300  # a merged transaction is kept to about a second of writing
         writer.submit(request("a2" * 16, 10), 10, Settled())  # taken by the writer, which now holds
-        while len(calls) < 2:
-            time.sleep(0.01)
+        wait_until(lambda: len(calls) >= 2, what="the writer to take the second request")
         writer.submit(request("a3" * 16, 500), 500, Settled())  # ~2.5 s of waiting work: still fine
         with pytest.raises(QueueFull, match="s of writing is already waiting"):
             writer.submit(request("a4" * 16, 500), 500, Settled())  # ~5 s > 4 s: refused, not queued
@@ -81,8 +81,7 @@ def test_a_burst_is_merged_and_a_bad_request_only_fails_itself(store: Store) -> 
     writer = IngestWriter(store, held_ingest, max_queued=10).start()
     good, bad, other = Settled(), Settled(), Settled()
     writer.submit(request("b1" * 16, 5), 5, Settled())
-    while not calls:
-        time.sleep(0.01)
+    wait_until(lambda: calls, what="the writer to take the first request")
     broken = request("b2" * 16, 3)
     broken.resource_spans[0].scope_spans[0].spans[0].start_time_unix_nano = 2**63  # absurd: the ingest refuses
     writer.submit(request("b3" * 16, 4), 4, good)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from agentdesk.store.rules.dryrun import dry_run, propose_rule, would_settle
 from agentdesk.store.rules.model import Effect, Rule, parse_matcher
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import World
+from tests.waiting import wait_until
 
 NPM = {"kind": "shell", "field": "command", "commands": [["npm", "test"]],
        "fields": {"cwd": {"any": True}}}
@@ -163,7 +165,9 @@ def test_heartbeat_renews_without_audit_and_gone_requesters_are_dismissed(
     assert approval.requester_heartbeat_at is not None
     assert not is_gone("pending", approval.requester_heartbeat_at, approval.requester_heartbeat_at)
     assert dismiss_gone(store, "op", gone_after_s=60) == []
-    time.sleep(0.2)
+    last_beat = approval.requester_heartbeat_at
+    wait_until(lambda: datetime.now(UTC) - last_beat > timedelta(seconds=0.15),
+               what="the last beat to age past 0.1 s")
     assert dismiss_gone(store, "op", gone_after_s=0.1) == [waited]  # world.approval never beat: kept
     gone = source.approval(waited)
     assert (gone.status, gone.reason, gone.decided_by) == ("denied", GONE_REASON, "op")

@@ -24,6 +24,7 @@ from agentdesk.store.persistence.bus import Change, EntityKind
 from agentdesk.store.sources.follow import AppendOnly, Deletes, Follow, RowEvent, TableFollower, UpdatedInPlace
 from agentdesk.store.sources.follow import follower as follower_module
 from agentdesk.store.sources.sql import Row
+from tests.waiting import wait_until
 
 SCHEMA = """
 CREATE TABLE events (id TEXT PRIMARY KEY, run_id TEXT NOT NULL);
@@ -121,10 +122,11 @@ def test_kept_rows_are_reread_until_finished_and_deletes_are_named(
 def test_a_passing_deadline_asks_for_a_poll_and_reads_as_a_change(
         db: tuple[sqlite3.Connection, TableFollower, Connection]) -> None:
     writer, follower, conn = db
-    writer.execute("INSERT INTO asks VALUES ('a0', 'pending', ?)", (time.time() + 0.3,))
+    deadline = time.time() + 0.3
+    writer.execute("INSERT INTO asks VALUES ('a0', 'pending', ?)", (deadline,))
     follower.prime(conn)
     assert not follower.due()
-    time.sleep(0.35)
+    wait_until(lambda: time.time() > deadline, what="the deadline to pass")
     assert follower.due()
     assert poll(follower, conn) == [("approval", "update", "a0")]
     assert not follower.due()

@@ -28,6 +28,7 @@ from agentdesk.store.sources.foreign import Unsupported
 from agentdesk.store.sources.lensagent import LensagentSource
 from tests.sources.fixtures_lensagent import BIG_RESULT_BYTES, HTML_OUTPUT, VERSIONS, build_lensagent_fixture
 from tests.sources.fixtures_lensagent_sql import ddl_0_1_0
+from tests.waiting import watcher_polled
 
 SEED_0_1_0_SHA256 = "739a98e4fcb8ad67c4d9af5dacb7c45b70dd45902bce067f2171021c74a0135d"
 """sha256 of the 0.1.0 `schema` string decoded from shared/seeds/000 (schema.d.ts, the `-` side)."""
@@ -337,7 +338,7 @@ def test_read_only_open_leaves_the_file_byte_identical(built: dict[str, Path], t
                         for span_id in source.span_table(run.id).ids:
                             source.span(span_id)
     source.approvals("all")
-    time.sleep(0.1)
+    watcher_polled(watcher)
     assert watcher.healthy
     assert source.capabilities == frozenset()
     with pytest.raises(ReadOnlyStore):

@@ -21,6 +21,7 @@ from agentdesk.store.sources.maka import MakaSource
 from tests.sources.fixtures_maka import build_maka_fixture
 from tests.sources.fixtures_maka_writer import MakaWriter
 from tests.sources.test_maka import REPO, wait_for
+from tests.waiting import watcher_polled
 
 WRITER = """
 import sqlite3, sys, time
@@ -93,15 +94,13 @@ def test_writer_process_commits_arrive_as_changes(watched: tuple[MakaSource, lis
                                                    db: Path) -> None:
     source, seen = watched
     subprocess.run([sys.executable, "-c", WRITER, str(db)], cwd=REPO, check=True, timeout=20)
-    written = time.monotonic()
     expected = [("span", "insert", "model:ses_grand/run_g1/att_live00001"),
                 ("span", "insert", "tool:ses_grand/run_g1/live_1"),
                 ("approval", "insert", "req_live"), ("context_item", "insert", "evt_live_hidden"),
                 ("run", "update", "ses_grand/run_g1"), ("session", "insert", "ses_new"),
                 ("agent", "insert", "agent:ses_new"), ("run", "insert", "ses_new/run_n1")]
-    assert wait_for(lambda: all(has(seen, *e) for e in expected), timeout=1.0), \
-        [e for e in expected if not has(seen, *e)]
-    assert time.monotonic() - written < 1.0
+    assert wait_for(lambda: all(has(seen, *e) for e in expected), timeout=10.0), \
+        [e for e in expected if not has(seen, *e)]  # how soon they arrive is measured in bench/
     approval = has(seen, "approval", "insert", "req_live")
     assert approval is not None and approval.parents == {
         "project": "prj_acme", "task": "task:prj_acme", "session": "ses_main", "agent": "agent:ses_grand",
@@ -181,9 +180,9 @@ def test_read_only_open_leaves_a_quiet_file_byte_identical(db: Path) -> None:
     before = digest(db)
     assert before is not None and not wal.exists()
     src = open_source(str(db))
-    src.watch()
+    watcher = src.watch()
     read_everything(src)
-    time.sleep(0.1)
+    watcher_polled(watcher)
     src.close()
     assert digest(db) == before
     assert not wal.exists() or wal.stat().st_size == 0  # a reader may leave an empty WAL, never frames
@@ -203,7 +202,7 @@ def test_read_only_open_leaves_a_live_wal_byte_identical(db: Path) -> None:
     watcher = src.watch()
     read_everything(src)
     assert "model:ses_grand/run_g1/att_wal00001" in src.span_table("ses_grand/run_g1").ids
-    time.sleep(0.1)
+    watcher_polled(watcher)
     assert watcher.healthy
     src.close()
     assert (digest(db), digest(wal)) == before

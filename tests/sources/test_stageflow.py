@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from agentdesk.store.sources.foreign import Unsupported
 from agentdesk.store.sources.stageflow import StageflowSource
 from tests.sources.fixtures_stageflow import HTML_OUTPUT, UNICODE_NAME, build_stageflow_fixture
 from tests.sources.foreign_helpers import Collector, race_processes, race_threads, run_python, sha, stored
+from tests.waiting import watcher_polled
 
 
 @pytest.fixture(scope="module")
@@ -317,7 +317,7 @@ def test_read_only_opening_leaves_the_files_byte_identical(tmp_path: Path, journ
     before = (sha(path), sha(wal))
     assert journal != "wal" or wal.stat().st_size > 0
     src = opened(path)
-    src.watch()
+    watcher = src.watch()
     for project in src.projects():
         for task in src.tasks(project.id):
             for session in src.sessions(task.id):
@@ -329,7 +329,7 @@ def test_read_only_opening_leaves_the_files_byte_identical(tmp_path: Path, journ
     src.approvals("all")
     src.info()
     src.locate("approval", ids["pending_approval"])
-    time.sleep(0.3)
+    watcher_polled(watcher)
     src.close()
     assert (sha(path), sha(wal)) == before
     runtime.close()

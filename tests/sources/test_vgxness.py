@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from agentdesk.store.sources.vgxness import VgxnessSource
 from tests.sources.fixtures_vgxness import HTML_TITLE, UNICODE_TITLE, build_vgxness_fixture
 from tests.sources.fixtures_vgxness_sql import MIGRATIONS
 from tests.sources.foreign_helpers import Collector, race_processes, race_threads, run_python, sha, stored
+from tests.waiting import watcher_polled
 
 
 @pytest.fixture(scope="module")
@@ -274,7 +274,7 @@ def test_read_only_opening_leaves_the_file_byte_identical(db: tuple[Path, dict[s
     path, ids = db
     digest = sha(path)
     src = opened(path)
-    src.watch()
+    watcher = src.watch()
     for project in src.projects():
         for agent in src.agents(f"{project.id}/session"):
             src.context(agent.id)
@@ -284,7 +284,7 @@ def test_read_only_opening_leaves_the_file_byte_identical(db: tuple[Path, dict[s
     src.approvals("all")
     src.info()
     src.locate("approval", ids["pending_approval"])
-    time.sleep(0.2)
+    watcher_polled(watcher)
     src.close()
     assert sha(path) == digest
     assert sorted(p.name for p in path.parent.iterdir()) == ["memory.db"]  # no -journal, no -wal left behind

@@ -41,6 +41,7 @@ class PollLoop:
         self.name = name
         self.healthy = False
         self.failures = 0
+        self.polls = 0  # polls that completed: what a test waits on to know the loop ran
         self._read = read
         self._moved = moved
         self._due = due
@@ -101,6 +102,7 @@ class PollLoop:
                     log.info("%s recovered after %d failed polls", self.name, self.failures)
                 self.failures = 0
                 self.healthy = True
+                self.polls += 1
 
     def _failed(self, exc: Exception) -> None:
         self.healthy = False
