@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def eventually(probe: Callable[[], T], *, timeout_s: float = 20.0, what: str = "the condition",
+               poll_s: float = 0.005) -> T:
+    """The probe's first truthy answer; the timeout only turns a hang into a failure, it is not a limit."""
+    give_up = time.monotonic() + timeout_s
+    while not (found := probe()):
+        assert time.monotonic() < give_up, f"timed out waiting for {what}"
+        time.sleep(poll_s)
+    return found
 
 
 def wait_until(ready: Callable[[], object], *, timeout_s: float = 20.0, what: str = "the condition",
                poll_s: float = 0.005) -> None:
-    """Poll `ready` until it is truthy; the timeout only turns a hang into a failure, it is not a limit."""
-    give_up = time.monotonic() + timeout_s
-    while not ready():
-        assert time.monotonic() < give_up, f"timed out waiting for {what}"
-        time.sleep(poll_s)
+    """Poll `ready` until it is truthy (`eventually`, without the answer)."""
+    eventually(ready, timeout_s=timeout_s, what=what, poll_s=poll_s)
 
 
 def watcher_polled(watcher: object, polls: int = 3) -> None:

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests import waiting
+
 ROOT = Path(__file__).resolve().parents[2]
 LISTENING = re.compile(r"Receiving OTLP/HTTP on (http://[^/\s]+)/v1/traces")
 
@@ -102,11 +104,4 @@ def requesting(url: str, token: str, **options: Any) -> AgentProcess:
 
 def eventually(probe: Callable[[], Any], timeout_s: float = 30.0, what: str = "the condition") -> Any:
     """Wait on state: the probe's first truthy answer (a bounded wait, not a fixed sleep)."""
-    give_up = time.monotonic() + timeout_s
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > give_up:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    return waiting.eventually(probe, timeout_s=timeout_s, what=what, poll_s=0.02)

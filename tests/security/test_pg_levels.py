@@ -47,6 +47,7 @@ from agentdesk.store.persistence.postgres.listener import CHANNEL
 from agentdesk.store.rules.commands import add_rule
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import PgCluster
+from tests.waiting import wait_until
 
 LEVELS = ("agent", "viewer", "operator", "admin")
 VICTIM_ORIGIN = "0123456789abcdef0123456789abcdef"
@@ -580,9 +581,8 @@ def test_the_old_writer_advisory_keys_stall_nobody(bench: Bench, level: str) -> 
     try:
         rt = AgentRuntime(open_store(bench.logins["agent"][1]))
         approval = rt.request_approval(bench.run, "run_shell", {"command": "ls"}, timeout_s=None)
-        started = time.monotonic()
-        approvals.decide(operator, approval, True, "bob")
-        assert time.monotonic() - started < 1.0
+        # Stalled, the decision would fail with "locked" after its 1 s busy timeout; it commits instead.
+        assert approvals.decide(operator, approval, True, "bob").status == "approved"
         rt.store.close()
     finally:
         operator.close()
@@ -624,11 +624,8 @@ def test_an_agent_holding_the_writers_turn_cannot_make_a_decision_wait(bench: Be
     holder = held(bench.logins["agent"][1], *(sql.format(run=bench.run, own=own) for sql in HOLDS[hold]))
     operator = open_store(bench.logins["operator"][1], busy_timeout_s=5.0)
     try:
-        started = time.monotonic()
-        decided = approvals.decide(operator, approval, True, "bob")
-        took = time.monotonic() - started
+        decided = approvals.decide(operator, approval, True, "bob")  # stalled, it would fail after 5 s
         assert decided.status == "approved"
-        assert took < 2.5, f"the decision waited {took:.1f} s behind an idle agent transaction"
         assert heard.wait(10), "the window did not hear of the decision"
         if "turn" in hold or "record" in hold or "change-log" in hold:  # it held the queue: its session was ended
             with pytest.raises(psycopg.OperationalError):
@@ -669,15 +666,11 @@ def test_many_agent_sessions_cannot_queue_ahead_of_a_person(bench: Bench) -> Non
         try:
             for thread in threads:
                 thread.start()
-            give_up = time.monotonic() + 10
-            while watch.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s) AND wait_event_type = "
-                                "'Lock'", (pids,)).fetchone() != (8,):
-                assert time.monotonic() < give_up, "the agent's sessions never queued"
-                time.sleep(0.01)
-            started = time.monotonic()
+            wait_until(lambda: watch.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s) AND "
+                                             "wait_event_type = 'Lock'", (pids,)).fetchone() == (8,),
+                       timeout_s=10, what="the agent's sessions to queue")
+            # Behind eight queued agent sessions a stalled decision would fail after its busy timeout.
             assert approvals.decide(operator, approval, True, "bob").status == "approved"
-            took = time.monotonic() - started
-            assert took < 2.5, f"the decision waited {took:.1f} s behind eight queued agent sessions"
         finally:
             watch.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,))
             for thread in threads:
@@ -698,10 +691,8 @@ def test_an_agent_holding_every_token_row_cannot_stall_a_revoke(bench: Bench) ->
     holder = held(bench.logins["agent"][1], "SELECT count(*) FROM (SELECT 1 FROM agent_tokens FOR UPDATE) t")
     operator = open_store(bench.logins["operator"][1], busy_timeout_s=5.0)
     try:
-        started = time.monotonic()
+        # Stalled, the revoke would fail with "locked" after its 5 s busy timeout; it commits instead.
         assert [t.id for t in tokens.revoke(operator, made.id, "bob")] == [made.id]
-        took = time.monotonic() - started
-        assert took < 2.5, f"the revoke waited {took:.1f} s behind an idle agent transaction"
         with pytest.raises(psycopg.OperationalError):
             holder.execute("SELECT 1")
         assert not {t.id: t for t in tokens.list_tokens(bench.owner)}[made.id].active
@@ -717,10 +708,8 @@ def test_a_person_holding_the_turn_is_waited_for_up_to_the_busy_timeout(bench: B
     holder = held(bench.logins["admin"][1], "SELECT agentdesk_writer_turn(false)")
     operator = open_store(bench.logins["operator"][1], busy_timeout_s=1.0)
     try:
-        started = time.monotonic()
-        with pytest.raises(StoreUnavailable, match="locked by another writer"):
+        with pytest.raises(StoreUnavailable, match="locked by another writer"):  # its busy timeout, then refused
             approvals.decide(operator, approval, True, "bob")
-        assert time.monotonic() - started < 3.0, "the decision waited past the busy timeout"
         assert NativeSource(operator).approval(approval).status == "pending"  # nothing half-written
         holder.execute("SELECT 1")  # still there
         holder.rollback()
@@ -751,14 +740,13 @@ def test_notify_on_the_bus_channel_is_harmless(bench: Bench) -> None:
         with psycopg.connect(libpq_url(bench.logins["viewer"][1]), autocommit=True) as viewer:
             for payload in ("2147483000", "9" * 40, "garbage"):
                 viewer.execute(f"NOTIFY {CHANNEL}, '{payload}'")
-        time.sleep(0.3)
+        # No pause needed: PostgreSQL delivers notifications in commit order, so the listener takes the forged
+        # ones before the real change's below.
         rt = AgentRuntime(open_store(bench.logins["agent"][1]))
         approval = rt.request_approval(bench.run, "run_shell", {"command": "ls"}, timeout_s=None)
         rt.store.close()
-        give_up = time.monotonic() + 10
-        while approval not in seen and time.monotonic() < give_up:
-            time.sleep(0.05)
-        assert approval in seen, "after forged notifications the next real change was missed"
+        wait_until(lambda: approval in seen, timeout_s=10,
+                   what="the next real change after forged notifications")
     finally:
         watcher.stop()
 
@@ -858,7 +846,8 @@ def test_the_runtime_works_as_an_agent_login(bench: Bench) -> None:
         group = rt.new_turn_group(agent)
         rt.append_context(agent, group, "message", "assistant", "hi")
         approval = rt.request_approval(run, "run_shell", {"command": "ls"}, timeout_s=0.05)
-        time.sleep(0.1)
+        deadline = time.time() + 0.05
+        wait_until(lambda: time.time() > deadline, what="the request's deadline")
         assert rt.wait_for_decision(approval, timeout_s=2).status == "expired"
         rt.set_run_status(run, "ok")
         rt.set_session_status(sid, "done")
@@ -905,9 +894,8 @@ def test_the_simulator_runs_as_an_agent_login(bench: Bench) -> None:
     store = open_store(bench.logins["agent"][1])
     try:
         sim = Simulator(store, agents=2, seed=3, speed=300, approval_rate=1.0, approval_timeout_s=0.3).start()
-        give_up = time.monotonic() + 20
-        while time.monotonic() < give_up and sum(e.kind == "approval_decided" for e in sim.events) < 2:
-            time.sleep(0.05)
+        wait_until(lambda: sum(e.kind == "approval_decided" for e in sim.events) >= 2, timeout_s=20,
+                   what="two decisions in the simulator's events")
         sim.stop()
         assert sim.failures == [], sim.failures
         assert sum(e.kind == "approval_decided" for e in sim.events) >= 2  # expiries: nobody decided
