@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentdesk.cli import output as out
 from agentdesk.cli.opening import EXIT_OK, open_any, positive, say
+from agentdesk.store.text.durations import format_duration
 
 if TYPE_CHECKING:  # the engines (and numpy) load only when one of these commands runs: every other
     # command, `watch` and `approve` first, starts as fast as before
@@ -76,7 +77,7 @@ def _search(source: Source, args: argparse.Namespace) -> int:
             + (" (scanned: this source has no search index)" if result.scanned else ""))
         if rows:
             say(out.table(["START", "DURATION", "KIND", "STATUS", "SPAN", "NAME"],
-                          [[_seconds(r["start_s"]), _seconds(r["duration_s"]), out.clean(r["kind"], 10),
+                          [[format_duration(r["start_s"]), format_duration(r["duration_s"]), out.clean(r["kind"], 10),
                             out.clean(r["status"], 10), out.clean(r["span_id"]), out.clean(r["name"], 60)]
                            for r in rows]))
         return EXIT_OK
@@ -98,12 +99,6 @@ def _search(source: Source, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "running"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
-
-
 def cmd_critical_path(args: argparse.Namespace) -> int:
     return _with_source(args, lambda source: _critical_path(source, args))
 
@@ -118,11 +113,11 @@ def _critical_path(source: Source, args: argparse.Namespace) -> int:
                            "duration_s": path.duration, "summary": summary.describe(),
                            "seconds_by_kind": summary.seconds_by_kind, "path": rows}, indent=2))
         return EXIT_OK
-    say(f"{summary.describe()} (run {_seconds(path.duration)})")
+    say(f"{summary.describe()} (run {format_duration(path.duration)})")
     shown = rows[: args.limit]
     if shown:
         say(out.table(["START", "SELF", "% RUN", "KIND", "SPAN", "NAME"],
-                      [[_seconds(r["start_s"]), _seconds(r["self_s"]), f"{r['share'] * 100:.1f}",
+                      [[format_duration(r["start_s"]), format_duration(r["self_s"]), f"{r['share'] * 100:.1f}",
                         out.clean(r["kind"], 10), out.clean(r["span_id"]), out.clean(r["name"], 60)]
                        for r in shown]))
     if len(rows) > len(shown):
@@ -175,8 +170,9 @@ def _diff(diff: RunDiff, args: argparse.Namespace) -> int:
         ["spans", f"{ta.spans:,}", f"{tb.spans:,}", f"{tb.spans - ta.spans:+,}"],
         ["tokens", f"{ta.tokens:,}", f"{tb.tokens:,}", f"{tb.tokens - ta.tokens:+,}"],
         ["cost", f"${ta.cost_usd:.4f}", f"${tb.cost_usd:.4f}", f"{tb.cost_usd - ta.cost_usd:+.4f}"],
-        ["duration", _seconds(ta.duration_s), _seconds(tb.duration_s),
-         "" if ta.duration_s is None or tb.duration_s is None else f"{tb.duration_s - ta.duration_s:+.2f} s"],
+        ["duration", format_duration(ta.duration_s), format_duration(tb.duration_s),
+         "" if ta.duration_s is None or tb.duration_s is None
+         else format_duration(tb.duration_s - ta.duration_s, signed=True)],
         ["errors", str(ta.errors), str(tb.errors), f"{tb.errors - ta.errors:+}"]]))
     say(summary_line(diff))
     for note in diff.notes:
@@ -188,7 +184,7 @@ def _diff(diff: RunDiff, args: argparse.Namespace) -> int:
         assert i is not None
         times = ""
         if p.a is not None and p.b is not None:
-            times = f"  {_seconds(diff.spans_a.duration(p.a))} → {_seconds(diff.spans_b.duration(p.b))}"
+            times = f"  {format_duration(diff.spans_a.duration(p.a))} → {format_duration(diff.spans_b.duration(p.b))}"
         say(f"{MARKS[p.change.value]} {'  ' * p.depth}{out.clean(spans.kinds[i], 10)} "
             f"{out.clean(spans.names[i], 60)}{times}")
     for delta in diff.contexts:

@@ -29,12 +29,13 @@ from PySide6.QtWidgets import (
 from agentdesk.gui.shared.flow import FlowLayout, HeightForWidth
 from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.gui.shared.palette import ERROR_COLOUR, status_colour
-from agentdesk.gui.timeline.drawing import format_duration, one_line
+from agentdesk.gui.timeline.drawing import one_line
 from agentdesk.model.latest import Latest
 from agentdesk.model.plain import shown_block, shown_line
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.source import Source
+from agentdesk.store.text.durations import format_duration
 from agentdesk.store.text.times import UNREADABLE_TIME_TEXT, is_unreadable
 
 SHOWN_CHARS = 200_000

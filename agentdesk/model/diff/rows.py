@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from agentdesk.model.plain import shown_line
 from agentdesk.store.analysis.align import Change, RunSpans
 from agentdesk.store.analysis.run_diff import RunDiff
+from agentdesk.store.text.durations import format_duration
 
 LABEL_CHARS = 120
 
@@ -39,12 +40,6 @@ class DiffRows:
     """Seconds the axis covers (the longer run)."""
 
 
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "running"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
-
-
 def _times(spans: RunSpans, i: int, latest: float) -> tuple[float, float]:
     origin = spans.starts[0] if len(spans) else 0.0
     end = spans.ends[i]
@@ -67,9 +62,9 @@ def build_rows(diff: RunDiff) -> DiffRows:
         da = a.duration(pair.a) if pair.a is not None else None
         db = b.duration(pair.b) if pair.b is not None else None
         if pair.a is not None and pair.b is not None:
-            detail = f"{_seconds(da)} → {_seconds(db)}"
+            detail = f"{format_duration(da)} → {format_duration(db)}"
         else:
-            detail = _seconds(db if pair.b is not None else da)
+            detail = format_duration(db if pair.b is not None else da)
         rows.append(DiffRow(pair.change, pair.depth, start, max(end, start), shown_line(name, LABEL_CHARS),
                             kind, detail, a.ids[pair.a] if pair.a is not None else None,
                             b.ids[pair.b] if pair.b is not None else None))
