@@ -34,6 +34,7 @@ from agentdesk.model.latest import Latest
 from agentdesk.model.plain import shown_block, shown_line
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
+from agentdesk.store.ingest.prices import ESTIMATED_KEY
 from agentdesk.store.source import Source
 from agentdesk.store.text.durations import format_duration
 from agentdesk.store.text.times import UNREADABLE_TIME_TEXT, is_unreadable
@@ -285,7 +286,10 @@ class SpanDetails(QWidget):
                                       span.started_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC")
         usage = span.usage
         self.facts["Tokens"].setText(f"{usage.input_tokens:,} in · {usage.output_tokens:,} out")
-        self.facts["Cost"].setText(f"${usage.cost_usd:,.4f}")
+        estimated = (span.attributes or {}).get(ESTIMATED_KEY)
+        self.facts["Cost"].setText(f"${usage.cost_usd:,.4f}" + (" (estimated)" if estimated else ""))
+        self.facts["Cost"].setToolTip(f"Estimated from the price table {estimated}: the agent reported no cost"
+                                      if estimated else "")
         self.facts["Id"].setText(shown_line(span.id))
 
 

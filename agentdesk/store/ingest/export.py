@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from agentdesk.store.errors import InvalidInput, NotFound
 from agentdesk.store.ingest import values as v
+from agentdesk.store.ingest.prices import ESTIMATED_KEY
 from agentdesk.store.ingest.spans import split_span_row_id
 from agentdesk.store.ingest.writer import EXTRA_KEYS, original_name
 from agentdesk.store.persistence import schema as sc
@@ -307,7 +308,7 @@ class _NativeFacts:
                 out["gen_ai.tool.call.result"] = row.output_text
         elif row.kind in ("agent", "sub_agent"):
             out["gen_ai.agent.name"] = self.agent_name if row.kind == "agent" else row.name
-        if row.cost_usd:
+        if row.cost_usd and not attrs.get(ESTIMATED_KEY):  # an estimate is made again on import, never sent
             out["agentdesk.cost_usd"] = row.cost_usd
         if row.status == "cancelled":
             out["agentdesk.span.status"] = "cancelled"
