@@ -32,6 +32,7 @@ from pathlib import Path
 from agentdesk.store.errors import InvalidInput, StoreError
 from agentdesk.store.ids import new_id
 from agentdesk.store.ingest import staging
+from agentdesk.store.ingest.decode import Skipped
 from agentdesk.store.ingest.formats import ImportLimits, TraceFile
 from agentdesk.store.ingest.ingest import ingest_logs
 from agentdesk.store.ingest.logs import LogBatch
@@ -90,6 +91,8 @@ class ImportResult:
     formats: list[str] = field(default_factory=list)
     strings_cut: int = 0
     """Strings longer than the limit (`ImportLimits.max_string_chars`), kept cut with a marker."""
+    skipped: Skipped = field(default_factory=Skipped)
+    """Spans that could not be mapped, by reason (the summary names them); the rest was imported."""
     limits: ImportLimits = field(default_factory=ImportLimits)
     logs: LogBatch = field(default_factory=LogBatch)
     """Log records read (OTLP `resourceLogs`): joined to their spans once the spans are written."""
@@ -282,6 +285,7 @@ def _import(store: Store, paths: Sequence[Path], default_project: str | None, pr
                     raise
                 finally:
                     result.strings_cut += trace_file.strings_cut
+                    result.skipped.update(trace_file.skipped)
                     result.logs.logs.extend(trace_file.logs.logs)
                     result.logs.unplaced += trace_file.logs.unplaced
                     trace_file.close()
@@ -445,7 +449,7 @@ def _write_staged(store: Store, spill: _Staging, trace: str, chunks: Callable[[s
 def _audit(store: Store, result: ImportResult, actor: str) -> None:
     """The import as one audited operation, including how it ended."""
     report = result.report
-    if not (report.spans_written or report.completed or result.error or result.cancelled):
+    if not (report.spans_written or report.completed or result.error or result.cancelled or result.skipped):
         return
     with UnitOfWork(store) as uow:
         uow.audit(actor, "otel.import", "import", new_id("imp"), {
@@ -453,7 +457,7 @@ def _audit(store: Store, result: ImportResult, actor: str) -> None:
             "duplicates": report.duplicates, "completed": report.completed, "traces": report.traces,
             "orphans_pending": report.orphans_pending, "cancelled": result.cancelled,
             "error": str(result.error) if result.error else None, "runs": report.run_ids[:100],
-            "strings_cut": result.strings_cut})
+            "strings_cut": result.strings_cut, "skipped": dict(result.skipped)})
 
 
 def check_paths(paths: Sequence[Path]) -> None:
