@@ -9,15 +9,17 @@ already delivered or cancelled), 4 no such agent or message, 5 store unavailable
 from __future__ import annotations
 
 import argparse
+import getpass
 import sys
 from datetime import UTC, datetime
 
 from agentdesk.cli import output as out
 from agentdesk.cli.agent_token_commands import operator_name
-from agentdesk.cli.opening import EXIT_OK, open_for, say
-from agentdesk.store.errors import InvalidInput
-from agentdesk.store.messages import commands as messages
+from agentdesk.cli.opening import EXIT_OK, open_any, say
+from agentdesk.store.errors import InvalidInput, Unsupported
+from agentdesk.store.messages.desk import message_desk, messaging_refusal, why_no_messages
 from agentdesk.store.messages.reads import Message, pending_messages
+from agentdesk.store.persistence.database import own_store
 
 PREVIEW_CHARS = 60
 
@@ -41,25 +43,39 @@ def cmd_message(args: argparse.Namespace) -> int:
     if args.cancel is None and (args.agent is None or args.text is None):
         raise InvalidInput("Give the agent's id and the message: agentdesk message AGENT_ID TEXT.")
     text = sys.stdin.read() if args.text == "-" else args.text
-    store = open_for(args, "hold operators' messages", write=True)
+    source = open_any(args, write=True)
     try:
-        actor = args.actor or operator_name(store)
+        refusal = messaging_refusal(source)
+        desk = message_desk(source)
+        if refusal is not None or desk is None:
+            raise Unsupported(refusal or why_no_messages(source))
+        store = own_store(source)
+        actor = args.actor or (operator_name(store) if store is not None else os_user())
         if args.cancel is not None:
-            messages.cancel(store, args.cancel, actor)
+            desk.cancel(args.cancel, actor)
             say(f"Cancelled {args.cancel}: the agent will not see it.")
         else:
-            say(messages.send(store, args.agent, text, actor))
+            say(desk.send(args.agent, text, actor))
         return EXIT_OK
     finally:
-        store.close()
+        source.close()
 
 
 def cmd_messages(args: argparse.Namespace) -> int:
-    store = open_for(args, "hold operators' messages")
+    source = open_any(args)
     try:
-        found = pending_messages(store, args.agent)
+        store, desk = own_store(source), message_desk(source)
+        if store is not None:
+            found = pending_messages(store, args.agent)
+        elif desk is None:
+            raise Unsupported(why_no_messages(source))
+        elif args.agent is None:
+            raise InvalidInput(f"Name the agent (--agent AGENT_ID): a {source.descriptor.kind} database is listed "
+                               "one agent at a time.")
+        else:
+            found = desk.pending(args.agent)
     finally:
-        store.close()
+        source.close()
     if args.json:
         say(out.json_text([message_json(m) for m in found], indent=2))
     elif found:
@@ -69,6 +85,14 @@ def cmd_messages(args: argparse.Namespace) -> int:
     else:
         say("No pending messages.")
     return EXIT_OK
+
+
+def os_user() -> str:
+    """Who writes into another runtime's database: the OS user (it has no logins of ours)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "operator"
 
 
 def when(at: float) -> str:

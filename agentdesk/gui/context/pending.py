@@ -89,10 +89,12 @@ class PendingPanel(QScrollArea):
         self.rows = []
         while self._layout.count():
             self._layout.takeAt(0)
+        refusal = self.model.refusal
         for pending in self.model.rows:
             button = QPushButton("Cancelling…" if pending.cancelling else "Cancel")
-            button.setEnabled(not pending.cancelling)
-            button.setToolTip("Cancel this message: the agent will not see it (refused once it was delivered).")
+            button.setEnabled(not pending.cancelling and refusal is None)
+            button.setToolTip(refusal or "Cancel this message: the agent will not see it (refused once it was "
+                                         "delivered).")
             message_id = pending.message.id
             button.clicked.connect(lambda _=False, m=message_id: self.model.cancel(m))
             row = PendingRow(pending, button)

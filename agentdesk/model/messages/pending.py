@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from agentdesk.model.latest import Latest
 from agentdesk.model.runner import OnError
 from agentdesk.model.services import Services
-from agentdesk.store.messages.desk import MessageDesk, message_desk, why_no_messages
+from agentdesk.store.messages.desk import MessageDesk, message_desk, messaging_refusal
 from agentdesk.store.messages.reads import Message
 from agentdesk.store.persistence.bus import RESET, Change
 
@@ -49,8 +49,8 @@ class PendingMessages(QObject):
 
     @property
     def refusal(self) -> str | None:
-        """Why this source takes no messages (None: it does)."""
-        return None if self._desk is not None else why_no_messages(self._services.source)
+        """Why this source takes no messages now (None: it does): sending and cancelling are disabled."""
+        return messaging_refusal(self._services.source)
 
     @property
     def rows(self) -> list[Pending]:
@@ -105,4 +105,5 @@ class PendingMessages(QObject):
             self._timer.start()
 
     def _concerns(self, change: Change) -> bool:
-        return change.op == RESET or (change.entity == "message" and change.parent("agent") == self._agent_id)
+        return change.op == RESET or (change.entity == "message" and change.parent("agent") == self._agent_id) or (
+            change.entity == "context" and change.id == self._agent_id)  # a foreign runtime's queue moved

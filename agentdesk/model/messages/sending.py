@@ -5,11 +5,12 @@ from __future__ import annotations
 from agentdesk.model.runner import OnDone, OnError
 from agentdesk.model.services import Services
 from agentdesk.store.messages.desk import message_desk, why_no_messages
+from agentdesk.store.messages.desk import messaging_refusal as source_refusal
 
 
 def messaging_refusal(services: Services) -> str | None:
     """Why "Send a message…" is disabled on this source (None: enabled)."""
-    return None if message_desk(services.source) is not None else why_no_messages(services.source)
+    return source_refusal(services.source)
 
 
 def send_message(services: Services, agent_id: str, text: str, on_done: OnDone, on_error: OnError) -> None:

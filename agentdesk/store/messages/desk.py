@@ -14,6 +14,7 @@ from typing import Protocol
 from agentdesk.store.messages import commands
 from agentdesk.store.messages.reads import Message, delivered_authors, pending_messages
 from agentdesk.store.persistence.database import Store, own_store
+from agentdesk.store.source import Capability
 
 
 class MessageDesk(Protocol):
@@ -56,6 +57,19 @@ def message_desk(source: object) -> MessageDesk | None:
     offered = getattr(source, "message_desk", None)
     desk = offered() if callable(offered) else None
     return desk if desk is not None else None
+
+
+def messaging_refusal(source: object) -> str | None:
+    """Why this source cannot take a message now (None: it can): no queue at all, or opened read-only."""
+    if own_store(source) is not None:
+        return None
+    if message_desk(source) is None:
+        return why_no_messages(source)
+    capabilities: frozenset[Capability] = getattr(source, "capabilities", frozenset())
+    if Capability.SEND_MESSAGE in capabilities:
+        return None
+    why_not = getattr(source, "why_not", None)
+    return (why_not(Capability.SEND_MESSAGE) if callable(why_not) else "") or why_no_messages(source)
 
 
 def why_no_messages(source: object) -> str:
