@@ -2,8 +2,9 @@
 
 A message waits (pending) until the agent's next model call takes it into its context; until then it can be
 cancelled. Sending and cancelling are audited operator writes on agentdesk's own store; listing reads.
-Exit codes: 0 ok, 2 usage or invalid input (empty, over 1 MB), 3 conflict (the agent finished; the message was
-already delivered or cancelled), 4 no such agent or message, 5 store unavailable.
+Exit codes: 0 ok, 2 usage or invalid input (empty, over 1 MB) or a runtime with no message queue, 3 conflict
+(the agent finished; the message was already delivered or cancelled), 4 no such agent or message, 5 store
+unavailable or another runtime's database opened without --allow-writes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 from agentdesk.cli import output as out
 from agentdesk.cli.agent_token_commands import operator_name
 from agentdesk.cli.opening import EXIT_OK, open_any, say
-from agentdesk.store.errors import InvalidInput, Unsupported
+from agentdesk.store.errors import InvalidInput, ReadOnlyStore, Unsupported
 from agentdesk.store.messages.desk import message_desk, messaging_refusal, why_no_messages
 from agentdesk.store.messages.reads import Message, pending_messages
 from agentdesk.store.persistence.database import own_store
@@ -47,8 +48,10 @@ def cmd_message(args: argparse.Namespace) -> int:
     try:
         refusal = messaging_refusal(source)
         desk = message_desk(source)
-        if refusal is not None or desk is None:
-            raise Unsupported(refusal or why_no_messages(source))
+        if desk is None:
+            raise Unsupported(why_no_messages(source))
+        if refusal is not None:  # a lensagent database opened without --allow-writes, as `approve` says
+            raise ReadOnlyStore(refusal)
         store = own_store(source)
         actor = args.actor or (operator_name(store) if store is not None else os_user())
         if args.cancel is not None:
