@@ -117,3 +117,55 @@ def test_the_timeline_and_the_editor_ask_for_the_same_dialog(services: Services,
         window.context_editor.message_action.trigger()
     assert asked.args == [world.agent_id, "planner"]
     assert window.messaging.dialog is not None and "planner" in window.messaging.dialog.windowTitle()
+
+
+def lensagent_editor(path: Path, qtbot: Any, *, allow_writes: bool) -> tuple[Any, Services]:
+    from agentdesk.gui.context.editor import ContextEditor
+    from agentdesk.store.sources import open_source
+    source = open_source(str(path), allow_writes=allow_writes)
+    services = Services.create(source, actor="tester", coalesce_ms=10)
+    editor = ContextEditor(services)
+    qtbot.addWidget(editor)
+    editor.resize(1000, 700)
+    editor.show()
+    editor.show_agent("agt_main")
+    return editor, services
+
+
+def test_a_lensagent_pending_message_shows_and_read_only_says_why(tmp_path: Path, qtbot: Any) -> None:
+    from tests.sources.fixtures_lensagent import build_lensagent_fixture
+    path = tmp_path / "lensagent.sqlite"
+    build_lensagent_fixture(path, "0.1.2", volume=False)
+    editor, services = lensagent_editor(path, qtbot, allow_writes=False)
+    try:
+        qtbot.waitUntil(lambda: len(editor.pending_panel.rows) == 1, timeout=5000)
+        row = editor.pending_panel.rows[0]
+        assert row.mark.text().startswith("pending — queued by a lensagent user at ")
+        assert row.text.text() == "Also keep the fix minimal, please."
+        assert not row.cancel.isEnabled() and "--allow-writes" in row.cancel.toolTip()
+        qtbot.waitUntil(lambda: editor.model.snapshot is not None, timeout=5000)
+        assert not editor.message_action.isEnabled() and "--allow-writes" in editor.message_action.toolTip()
+    finally:
+        editor.shutdown()
+        services.close()
+        services.source.close()
+
+
+def test_other_runtimes_disable_the_action_with_the_reason(tmp_path: Path, qtbot: Any) -> None:
+    from agentdesk.gui.context.editor import ContextEditor
+    from agentdesk.store.sources import open_source
+    from tests.sources.fixtures_vgxness import build_vgxness_fixture
+    path = tmp_path / "vgxness.sqlite"
+    build_vgxness_fixture(path)
+    source = open_source(str(path), allow_writes=True)
+    services = Services.create(source, actor="tester", coalesce_ms=10)
+    try:
+        editor = ContextEditor(services)
+        qtbot.addWidget(editor)
+        editor._update_message_action()
+        assert not editor.message_action.isEnabled()
+        assert editor.message_action.toolTip().startswith("vgxness has no queue agentdesk can put a message in")
+        editor.shutdown()
+    finally:
+        services.close()
+        source.close()
