@@ -126,8 +126,8 @@ def take(store: Store, agent_id: str, actor: str) -> list[Delivered]:
     """Deliver the agent's pending messages, oldest first: each becomes a context item at the end. Runtime write."""
     actor = check_name("actor name", actor)
     M = sc.MessageRow
-    if not store.is_postgres and not _has_pending(store, agent_id):
-        return []  # the common case: no write, no lock
+    if not _has_pending(store, agent_id):
+        return []  # the common case, at every model call: one indexed read, no write, no lock
     with UnitOfWork(store, runtime=True) as uow:
         if on_server(uow):
             rows = uow.session.execute(SERVER_TAKE, {"agent": agent_id, "actor": actor,
