@@ -191,3 +191,21 @@ def test_an_agent_token_cannot_send_cancel_or_take_anothers_messages(served: Ser
     got, answer = call(served, "POST", f"/agent/v1/agents/{a}/inbox", None, served.alice)
     assert got == 200 and [m["message_id"] for m in answer["messages"]] == [served.pending]
     assert answer["messages"][0]["author"] == "carol"
+
+
+def test_a_viewers_window_disables_sending_with_the_reason(bench: Bench, pg_cluster: PgCluster) -> None:
+    from agentdesk.store.messages.desk import messaging_refusal
+    from agentdesk.store.native import NativeSource
+    name = f"rm_view_{uuid.uuid4().hex[:6]}"
+    with pg_cluster.admin() as admin:  # type: ignore[attr-defined]
+        admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'secret' IN ROLE agentdesk_viewer")
+    url = bench.owner.url
+    scheme, rest = url.split("://", 1)
+    viewer = NativeSource(open_store(f"{scheme}://{name}:secret@{rest.split('@', 1)[1]}"))
+    try:
+        assert messaging_refusal(viewer) == f"{name} is a viewer; sending a message needs operator."
+        assert messaging_refusal(NativeSource(bench.owner)) is None
+    finally:
+        viewer.close()
+        with pg_cluster.admin() as admin:  # type: ignore[attr-defined]
+            admin.execute(f"DROP ROLE IF EXISTS {name}")

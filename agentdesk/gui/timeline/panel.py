@@ -617,14 +617,20 @@ class TimelinePanel(QWidget):
         return span_tooltip(self.data, lane, self.item.now, folded)
 
     def context_menu(self, lane: int = -1) -> QMenu | None:
-        """The run's menu: "Send a message to <agent>…" (named after the agent span right-clicked, if one was)."""
+        """The run's menu: "Send a message to <agent>…", the run's agent (named by the agent span right-clicked, else
+        by the run's first agent span; a sub-agent span is another agent, whose id the layout does not carry)."""
         run = self.run
         if run is None:
             return None
         name = run.agent_id
         data = self.data
-        if data is not None and 0 <= lane < len(data) and str(data.kind_names[lane]) in ("agent", "sub_agent"):
-            name = str(data.names[lane])
+        if data is not None:
+            def is_agent(n: int) -> bool:
+                return str(data.kind_names[n]) == "agent"
+            chosen = lane if 0 <= lane < len(data) and is_agent(lane) else next(
+                (n for n in range(len(data)) if is_agent(n)), -1)  # the root agent span comes first
+            if chosen >= 0:
+                name = str(data.names[chosen])
         menu = QMenu(self)
         action = menu.addAction(f"Send a message to {shown_line(name, 60)}…")
         refusal = messaging_refusal(self.services)

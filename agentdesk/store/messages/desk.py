@@ -61,8 +61,10 @@ def message_desk(source: object) -> MessageDesk | None:
 
 def messaging_refusal(source: object) -> str | None:
     """Why this source cannot take a message now (None: it can): no queue at all, or opened read-only."""
-    if own_store(source) is not None:
-        return None
+    store = own_store(source)
+    if store is not None:  # PostgreSQL: a viewer's (or an agent's) login may not send; SQLite has no logins
+        login = store.login
+        return None if login is None or login.may("operator") else login.refusal("sending a message", "operator")
     if message_desk(source) is None:
         return why_no_messages(source)
     capabilities: frozenset[Capability] = getattr(source, "capabilities", frozenset())
