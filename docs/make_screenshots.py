@@ -58,6 +58,35 @@ def compact_some(source: NativeSource) -> str:
     return busiest.id
 
 
+def message_some(path: Path) -> str:
+    """An agent an operator messaged: one message delivered at its model call (shown with its author), one still
+    pending (shown last, with Cancel). The simulated sessions have finished by now, and a finished agent takes no
+    messages, so this is an agent of its own."""
+    from agentdesk.store.messages import commands as messages
+    from agentdesk.store.runtime import AgentRuntime
+
+    store = open_store(str(path))
+    try:
+        rt = AgentRuntime(store, actor="triage-bot")
+        project = rt.create_project("checkout-service")
+        agent = rt.create_agent(rt.create_session(rt.create_task(project, "Flaky checkout test"), "On call"),
+                                "triage", "gpt-4.1")
+        run = rt.start_run(agent, "Find why checkout fails 1 in 5")
+        turn = rt.new_turn_group(agent, "turn")
+        rt.append_context(agent, turn, "message", "system", "You are the on-call triage agent.")
+        rt.append_context(agent, turn, "message", "user", "The checkout test fails about 1 in 5 runs on CI.")
+        rt.append_context(agent, turn, "message", "assistant", "I will rerun it with verbose logging first.")
+        messages.send(store, agent, "Skip the rerun: the CI logs from last night already show the timeout.",
+                      "alice")
+        messages.take(store, agent, "triage-bot")
+        model = rt.start_span(run, "model", "gpt-4.1 chat", context_of_agent=agent)
+        rt.finish_span(model, "ok", "Reading last night's CI logs.", input_tokens=900, output_tokens=60)
+        messages.send(store, agent, "When you find it, propose the fix but do not push it.", "bob")
+        return agent
+    finally:
+        store.close()
+
+
 SIZES = ((1024, 768), (1366, 768), (1920, 1080), (2560, 1440))
 """The window at the screens people have: each size in light and dark (window-WxH-THEME.png)."""
 
@@ -112,6 +141,7 @@ def main() -> None:
     shoot(store, out / "approvals.png", "approvals", "light", approval or span, (1366, 768))
     shoot(store, out / "rules.png", "rules", "light", approval or span, (1366, 768))
     shoot(store, out / "context.png", "context", "light", compacted_agent)
+    shoot(store, out / "messages.png", "context", "light", message_some(store), (1366, 768))
     for kind in ("lensagent", "stageflow", "vgxness", "maka"):
         fixture = work / f"{kind}.sqlite"
         subprocess.run([sys.executable, "-m", f"tests.sources.fixtures_{kind}", str(fixture)], check=True,

@@ -41,6 +41,7 @@ from agentdesk.cli.agent_token_commands import cmd_agent_token
 from agentdesk.cli.analysis_commands import cmd_critical_path, cmd_diff, cmd_search
 from agentdesk.cli.audit_commands import cmd_audit, cmd_verify
 from agentdesk.cli.display import display_problem
+from agentdesk.cli.message_commands import cmd_message, cmd_messages
 from agentdesk.cli.opening import (
     EXIT_OK,
     EXIT_UNAVAILABLE,
@@ -338,7 +339,7 @@ HANDLERS: dict[str, Handler] = {
     "init": cmd_init, "simulate": cmd_simulate, "watch": cmd_watch, "approvals": cmd_approvals,
     "approve": cmd_decide, "deny": cmd_decide, "info": cmd_info, "verify": cmd_verify, "demo": cmd_demo,
     "gui": cmd_gui, "rules": cmd_rules, "receive": cmd_receive, "import": cmd_import, "export": cmd_export,
-    "admin": cmd_admin, "agent-token": cmd_agent_token,
+    "admin": cmd_admin, "agent-token": cmd_agent_token, "message": cmd_message, "messages": cmd_messages,
     "search": cmd_search, "critical-path": cmd_critical_path, "diff": cmd_diff,
     "audit": cmd_audit,
 }

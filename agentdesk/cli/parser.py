@@ -16,6 +16,7 @@ from agentdesk.cli.agent_token_commands import add_agent_token_parser
 from agentdesk.cli.analysis_commands import add_analysis_parsers
 from agentdesk.cli.audit_commands import audit_options, verify_options
 from agentdesk.cli.install import version_line
+from agentdesk.cli.message_commands import message_options, messages_options
 from agentdesk.cli.opening import number, positive
 from agentdesk.cli.otel_io import export_options, import_options
 from agentdesk.cli.receive import receive_options
@@ -96,6 +97,9 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     add_admin_parser(command("admin", "a team store's upkeep: PostgreSQL roles, change-log pruning"), common)
     add_agent_token_parser(command("agent-token", "agent identities for the receiver's agent API: create "
                                                   "(printed once), list, revoke"), common)
+    message_options(command("message", "send an agent a message (read at its next model call; prints the "
+                                       "message id), or --cancel a pending one"))
+    messages_options(command("messages", "list pending operators' messages, oldest first"))
     add_rules_parser(command("rules", "standing approval rules: list, add, remove, test (dry run)"), common)
     receive_options(command("receive", "an OTLP/HTTP receiver: live spans from any OpenTelemetry exporter "
                                        "into the store (Ctrl-C stops)"))

@@ -303,6 +303,10 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
         "agentdesk_compact": [("compact", f"SELECT * FROM agentdesk_compact('{b.agent_id}', ARRAY['{b.item}'], "
                                           f"'s', 'f', 1, 'x', 'cmp_x', 'grp_x', 'itm_x', '{v}')")],
         "agentdesk_undo_compaction": [("undo", f"SELECT * FROM agentdesk_undo_compaction('cmp_x', 'x', '{v}')")],
+        "agentdesk_send_message": [("send", f"SELECT * FROM agentdesk_send_message('msg_x', '{b.agent_id}', "
+                                            f"'rm -rf ~', 'alice', '{v}')")],
+        "agentdesk_cancel_message": [("cancel", f"SELECT * FROM agentdesk_cancel_message('msg_x', 'alice', '{v}')")],
+        "agentdesk_take_messages": [("take", f"SELECT * FROM agentdesk_take_messages('{b.agent_id}', 'x', '{v}')")],
         "agentdesk_item_revised": [("revise", f"SELECT agentdesk_item_revised('{b.item}', 1, '{v}')")],
         "agentdesk_group_touched": [("touch", f"SELECT agentdesk_group_touched('{b.group}', 1, '{v}')")],
         "agentdesk_context_bumped": [("bump", f"SELECT agentdesk_context_bumped('{b.agent_id}', 1, '{v}')")],

@@ -358,6 +358,7 @@ def test_unsupported_commands_say_why(built: dict[str, Path], tmp_path: Path) ->
             Capability.DENY,
             Capability.SET_VISIBILITY,
             Capability.EDIT_ITEM,
+            Capability.SEND_MESSAGE,
         }
         with pytest.raises(Unsupported, match="no API to change them"):
             source.set_item_locked("ci_4", True, 0, "ops")

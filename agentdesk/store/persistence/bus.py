@@ -46,6 +46,8 @@ class EntityKind(StrEnum):
     """A standing approval rule (store/rules)."""
     AGENT_TOKEN = "agent_token"
     """An agent's bearer token for the HTTP gate was created or revoked (store/agents/tokens.py)."""
+    MESSAGE = "message"
+    """An operator's message to an agent was queued, delivered or cancelled (store/messages)."""
 
 
 class ChangeOp(StrEnum):

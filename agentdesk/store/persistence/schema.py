@@ -325,3 +325,28 @@ class AgentTokenRow(Base):
     revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     """Set once by `agent-token revoke`; a revoked token gets 401 and its row stays for the audit."""
     last_used_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class MessageRow(Base):
+    """An operator's message for an agent (migration 0016): pending until the agent takes it at its next model
+    call (then delivered, as the context item `item_id`) or an operator cancels it."""
+
+    __tablename__ = "messages"
+    __table_args__ = (Index("messages_by_agent", "agent_id", "status"),
+                      Index("messages_by_status", "status", "created_at"))
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    session_id: Mapped[str] = mapped_column(String(64))
+    content: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    """pending, delivered or cancelled; only pending moves, and only once."""
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(Text)
+    created_login: Mapped[str | None] = mapped_column(Text)
+    """The server-known login that sent it (PostgreSQL); empty on SQLite, which has no logins."""
+    settled_at: Mapped[float | None] = mapped_column(Float)
+    settled_by: Mapped[str | None] = mapped_column(Text)
+    """Who cancelled it, or the agent actor that took it."""
+    item_id: Mapped[str | None] = mapped_column(String(64))
+    """The context item a delivered message became."""
+    revision: Mapped[int] = mapped_column(Integer, default=1)
