@@ -479,6 +479,9 @@ class Anchor:
     """Lines whose MAC does not verify under the key (0 when the key is not at hand)."""
     older_lines: int = 0
     """Lines used for this location in the older format, whose MAC does not cover their location."""
+    lines: tuple[tuple[int, str], ...] = ()
+    """Every accepted (seq, hash) in file order: after a restore, the lines before the restored history's
+    first line are the history the restore ended (audit/restore.py)."""
 
     @property
     def max_seq(self) -> int:
@@ -495,6 +498,7 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
     with the original, but each copy's history goes on separately.
     """
     heads: dict[int, str] = {}
+    accepted: list[tuple[int, str]] = []
     pending: list[AnchorEntry] = []  # with check_lines (PostgreSQL: the server checks MACs), checked at once
     bad = forged = older = 0
     try:
@@ -524,6 +528,7 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
                 continue
             older += location is not None and entry.version < 2 and entry.mac is not None
             heads.setdefault(entry.seq, entry.hash)  # the first head seen for a seq is the one history had
+            accepted.append((entry.seq, entry.hash))
     if pending and check_lines is not None:
         for entry, ok in zip(pending, check_lines(pending), strict=True):
             if not ok:
@@ -533,7 +538,8 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
                 continue
             older += location is not None and entry.version < 2 and entry.mac is not None
             heads.setdefault(entry.seq, entry.hash)
-    return Anchor(heads, str(path), bad, forged, older)
+            accepted.append((entry.seq, entry.hash))
+    return Anchor(heads, str(path), bad, forged, older, tuple(accepted))
 
 
 def _bounded_lines(handle: Any) -> Iterator[bytes]:
