@@ -1,4 +1,5 @@
-"""Finding pg_dump and pg_restore: $PG_BIN, the Debian layout (newest major first), then PATH."""
+"""Finding pg_dump and pg_restore: $PG_BIN when set (only there), else the Debian layout (newest major first),
+then PATH, as tests/postgres/server.py finds pg_ctl."""
 
 from __future__ import annotations
 
@@ -16,16 +17,17 @@ def find_tool(name: str) -> Path:
     The Debian folders come before PATH because /usr/bin's wrapper picks a version by the cluster it
     guesses, and a pg_dump older than the server refuses to dump it.
     """
-    folders = [os.environ["PG_BIN"]] if os.environ.get("PG_BIN") else []
-    folders += sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_major, reverse=True)
+    chosen = os.environ.get("PG_BIN")
+    folders = [chosen] if chosen else sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_major, reverse=True)
     for folder in folders:
         candidate = Path(folder) / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
-    found = shutil.which(name)
+    found = None if chosen else shutil.which(name)
     if found:
         return Path(found)
-    raise StoreUnavailable(f"{name} was not found (looked in $PG_BIN, /usr/lib/postgresql/*/bin and PATH); "
+    where = f"$PG_BIN ({chosen})" if chosen else "/usr/lib/postgresql/*/bin and PATH"
+    raise StoreUnavailable(f"{name} was not found (looked in {where}); "
                            f"install PostgreSQL's client programs (Debian: postgresql-client) or set $PG_BIN "
                            f"to the folder that holds {name}.")
 
