@@ -1,8 +1,8 @@
 """`agentdesk admin backup FILE`, `admin restore FILE` and `admin rebase-anchors` (store/backup/).
 
 A progress bar (tqdm, on stderr, only on a terminal) for long copies: pages on SQLite, tables on
-PostgreSQL. Refusals are one sentence with the store's exit codes (2 bad input, 5 unavailable or
-not the owner, 6 a store that fails `verify` for another reason than a restore).
+PostgreSQL. Refusals are one sentence with the store's exit codes (2 bad input or not the owner, 5
+unavailable or pg_dump missing, 6 a store that fails `verify` for another reason than a restore).
 """
 
 from __future__ import annotations
