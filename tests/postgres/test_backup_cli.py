@@ -93,3 +93,11 @@ def test_info_says_the_connection_is_unencrypted(pg_url: str, capsys: pytest.Cap
     assert code == 0 and "connection: unencrypted" in said
     code, said, _ = run(capsys, "--store", pg_url, "info", "--json")
     assert json.loads(said)["connection"]["encrypted"] is False
+
+
+def test_the_password_goes_to_pg_dump_in_its_environment_not_its_arguments() -> None:
+    from agentdesk.store.backup.pg_copy import conninfo
+
+    shown, env = conninfo("postgresql://bob:s3cret@db.example.com/agentdesk?sslmode=verify-full")
+    assert "s3cret" not in shown and shown.startswith("postgresql://bob@db.example.com/agentdesk")
+    assert "sslmode=verify-full" in shown and env["PGPASSWORD"] == "s3cret"

@@ -142,8 +142,9 @@ def split(anchor: keys.Anchor, found: list[Restore], table: Mapping[int, str],
     return replace(anchor, heads=heads, lines=tuple(lines)), gone
 
 
-def rebase_file(path: Path, pairs: frozenset[tuple[int, str]]) -> Path | None:
-    """Move the anchor lines in `pairs` from `path` into `<path>.before-restore-<time>`; None if none were there.
+def rebase_file(path: Path, pairs: frozenset[tuple[int, str]], location: str) -> Path | None:
+    """Move the lines in `pairs` of `location`'s database (any login) from the anchor at `path` into
+    `<path>.before-restore-<time>`; None if none were there.
 
     The kept lines replace the file atomically (a temp file, then rename), both 0600. A line another
     process appends between the read and the rename is lost from the anchor, which `verify` reports as
@@ -154,7 +155,8 @@ def rebase_file(path: Path, pairs: frozenset[tuple[int, str]]) -> Path | None:
     with open(path, "rb") as handle:
         for raw in handle:
             entry = keys._entry(raw)
-            if entry is not None and entry is not keys.SKIP and (entry.seq, entry.hash) in pairs:
+            if (entry is not None and entry is not keys.SKIP and (entry.seq, entry.hash) in pairs
+                    and keys.database_of(entry.location) == keys.database_of(location)):
                 moved.append(raw)
             else:
                 kept.append(raw)

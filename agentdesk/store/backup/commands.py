@@ -88,14 +88,18 @@ def rebase_anchors(store: Store) -> Rebased:
     """
     require_owner(store, "re-basing the anchors")
     with store.reading() as session:
-        report = verify_chain(session)
         store_id, where = store_id_of(session), location_of(session)
+    anchor = keys.anchor_path(store_id) if store_id else None
+    if store_id is None or anchor is None or not anchor.is_file():
+        return Rebased(0, None)
+    with store.reading() as session:  # every login's lines of this database on this machine (keys.database_of)
+        report = verify_chain(session)
     if report.verdict == Verdict.TAMPERED:
         raise AuditChainBroken(f"Nothing was re-based: {report.reason}")
-    if not report.gone or store_id is None:
+    if not report.gone:
         return Rebased(0, None)
     pairs = frozenset().union(*(g.pairs for g in report.gone))
-    archive = marks.rebase_file(keys.anchor_path(store_id), pairs)
+    archive = marks.rebase_file(anchor, pairs, where)
     if archive is None:
         return Rebased(0, None)
     with UnitOfWork(store) as uow:

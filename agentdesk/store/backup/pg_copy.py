@@ -38,7 +38,8 @@ def conninfo(url: str) -> tuple[str, dict[str, str]]:
     env = dict(os.environ)
     if parsed.password:
         env["PGPASSWORD"] = str(parsed.password)
-    shown = parsed.set(drivername="postgresql", password=None).render_as_string(hide_password=False)
+    # URL.set() leaves a None unchanged: _replace really drops the password from what goes on the command line.
+    shown = parsed.set(drivername="postgresql")._replace(password=None).render_as_string(hide_password=False)
     return shown, env
 
 
