@@ -232,7 +232,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if descriptor.notes:
         say(f"note: {out.clean(descriptor.notes)}")
     if encryption is not None:
-        say(f"connection: {encryption.label.removeprefix('🔒 ')}. {encryption.sentence}")
+        say(f"connection: {encryption.label}. {encryption.sentence}")
     width = max((len(label) for label in info.counts), default=0)
     for label, count in info.counts.items():
         say(f"  {label:<{width}}  {count:>12,}")

@@ -50,6 +50,6 @@ def test_a_sqlite_window_shows_no_encryption(services: Services, world: World, q
 
 def test_the_words_for_tls_and_for_a_network_connection_without_it() -> None:
     tls = Encryption(True, "TLSv1.3", "TLS_AES_256_GCM_SHA384")
-    assert tls.label == "🔒 TLS" and "TLSv1.3, TLS_AES_256_GCM_SHA384" in tls.sentence
+    assert tls.label == "encrypted (TLS)" and "TLSv1.3, TLS_AES_256_GCM_SHA384" in tls.sentence
     plain = Encryption(False)
     assert plain.label == "unencrypted" and "sslmode=verify-full" in plain.sentence

@@ -1,4 +1,4 @@
-"""The status bar's "🔒 TLS" / "unencrypted" for a PostgreSQL store (store/persistence/postgres/tls.py).
+"""The status bar's "encrypted (TLS)" / "unencrypted" for a PostgreSQL store (store/persistence/postgres/tls.py).
 
 Asked once, off the GUI thread, when the window opens: every connection of a store uses one URL, so
 one connection's answer stands for all. SQLite stores show nothing.

@@ -41,7 +41,7 @@ class StoreStatusBar(QStatusBar):
         for widget in (self.busy_label, self.pending_label, self.last_change_label, self.live_label,
                        self.store_label):
             self.addPermanentWidget(widget)
-        self.encryption_label = add_encryption_label(self, services)  # PostgreSQL: "🔒 TLS" / "unencrypted"
+        self.encryption_label = add_encryption_label(self, services)  # PostgreSQL: TLS or not
         source = services.source.descriptor
         mode = "read-only" if source.read_only else "read-write"
         self.store_label.setText(shown_line(f"{source.kind} store · {source.location} · {mode}"))

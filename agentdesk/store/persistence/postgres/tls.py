@@ -1,7 +1,7 @@
 """Whether the connection to a PostgreSQL store is encrypted, as the server sees it (`pg_stat_ssl`).
 
 libpq's default `sslmode=prefer` falls back to an unencrypted connection without a word when the
-server offers no TLS, so agentdesk says which it got: the window's status bar ("🔒 TLS" /
+server offers no TLS, so agentdesk says which it got: the window's status bar ("encrypted (TLS)" /
 "unencrypted") and `agentdesk info`. `sslmode=verify-full` in the store URL makes the fallback
 (and a server whose certificate does not match its name) a refused connection instead
 (docs/postgres.md, "TLS").
@@ -29,7 +29,7 @@ class Encryption:
     @property
     def label(self) -> str:
         """The status bar's words."""
-        return "🔒 TLS" if self.encrypted else "unencrypted (local socket)" if self.socket else "unencrypted"
+        return "encrypted (TLS)" if self.encrypted else "unencrypted (local socket)" if self.socket else "unencrypted"
 
     @property
     def sentence(self) -> str:
