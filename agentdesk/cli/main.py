@@ -61,7 +61,8 @@ from agentdesk.cli.rules_commands import cmd_rules
 from agentdesk.cli.watch import cmd_watch
 from agentdesk.store.errors import InvalidInput, NoStore, StoreError
 from agentdesk.store.native import native_store, size_on_disk
-from agentdesk.store.persistence.database import describe_operational_error, make_private_dirs
+from agentdesk.store.persistence.database import describe_operational_error, make_private_dirs, own_store
+from agentdesk.store.persistence.postgres.tls import connection_encryption
 from agentdesk.store.readmodel import Approval, ApprovalStatus, StoreInfo
 from agentdesk.store.sim.player import SimEvent, Simulator
 from agentdesk.store.source import Source, SourceDescriptor, require_approval_writer
@@ -213,9 +214,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     source = open_any(args)
     try:
         info, descriptor = source.info(), source.descriptor
+        store = own_store(source)
+        encryption = connection_encryption(store.engine) if store is not None else None
     finally:
         source.close()
     facts = info_facts(info, descriptor)
+    if encryption is not None:  # PostgreSQL: libpq's sslmode=prefer falls back to plain text silently
+        facts["connection"] = {"encrypted": encryption.encrypted, "tls_version": encryption.version,
+                               "cipher": encryption.cipher, "local_socket": encryption.socket}
     if args.json:
         say(out.json_text(facts, indent=2))
         return EXIT_OK
@@ -226,6 +232,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     say(f"schema: {info.schema_version or 'unknown'}{sized}")
     if descriptor.notes:
         say(f"note: {out.clean(descriptor.notes)}")
+    if encryption is not None:
+        say(f"connection: {encryption.label}. {encryption.sentence}")
     width = max((len(label) for label in info.counts), default=0)
     for label, count in info.counts.items():
         say(f"  {label:<{width}}  {count:>12,}")

@@ -94,7 +94,8 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     theme_option(p)
     p.add_argument("--keep", action="store_true",
                    help="keep the demo's store when the window closes (it is removed otherwise)")
-    add_admin_parser(command("admin", "a team store's upkeep: PostgreSQL roles, change-log pruning"), common)
+    add_admin_parser(command("admin", "a team store's upkeep: PostgreSQL roles, change-log pruning, backups"),
+                     common)
     add_agent_token_parser(command("agent-token", "agent identities for the receiver's agent API: create "
                                                   "(printed once), list, revoke"), common)
     message_options(command("message", "send an agent a message (read at its next model call; prints the "
