@@ -46,6 +46,10 @@ class EntityKind(StrEnum):
     """A standing approval rule (store/rules)."""
     AGENT_TOKEN = "agent_token"
     """An agent's bearer token for the HTTP gate was created or revoked (store/agents/tokens.py)."""
+    NOTE = "note"
+    """An operator's note on a span, run or approval (store/notes); parents name the run and `target`."""
+    LABEL = "label"
+    """A label added to or removed from a span, run or approval; the id is `kind:target:label`."""
 
 
 class ChangeOp(StrEnum):
