@@ -88,7 +88,7 @@ def _search(source: Source, args: argparse.Namespace) -> int:
                                                "label": h.label} for h in g.hits]}
                                     for g in found.groups]}, indent=2))
         return EXIT_OK
-    nouns = {HitKind.SPAN: "span", HitKind.APPROVAL: "approval", HitKind.CONTEXT: "context item"}
+    nouns = {HitKind.SPAN: "span", HitKind.APPROVAL: "approval", HitKind.CONTEXT: "context item", HitKind.RUN: "run"}
     totals = ", ".join(f"{n:,} {nouns[kind]}{'s' if n != 1 else ''}" for kind, n in found.totals.items())
     say(f"{totals} in {len(found.groups):,} run{'s' if len(found.groups) != 1 else ''}")
     for group in found.groups:

@@ -143,3 +143,25 @@ def resolve(store: Store, given: str) -> Target:
         kinds = " and ".join(k for k, _ in found)
         raise InvalidInput(f"The id {visible(given)} names a {kinds}; say which, e.g. {found[0][0]}:{visible(given)}.")
     return Target(found[0][0], given, found[0][1])
+
+
+def labelled(store: Store, labels: Iterable[str]) -> dict[tuple[str, str], str]:
+    """Targets carrying every one of `labels` (compared casefolded), with their run: `(kind, id) -> run`."""
+    wanted = {label.casefold() for label in labels}
+    have: dict[tuple[str, str], set[str]] = defaultdict(set)
+    runs: dict[tuple[str, str], str] = {}
+    with store.reading() as s:
+        for kind, target, name, run in s.execute(select(L.target_kind, L.target_id, L.label, L.run_id)).all():
+            if name.casefold() in wanted:
+                have[(kind, target)].add(name.casefold())
+                runs[(kind, target)] = run
+    return {key: runs[key] for key, names in have.items() if names >= wanted}
+
+
+def note_texts(store: Store) -> dict[tuple[str, str], tuple[str, list[str]]]:
+    """Every target with notes: `(kind, id) -> (run, [texts])` (what `note:` terms are matched against)."""
+    found: dict[tuple[str, str], tuple[str, list[str]]] = {}
+    with store.reading() as s:
+        for kind, target, run, body in s.execute(select(N.target_kind, N.target_id, N.run_id, N.body)).all():
+            found.setdefault((kind, target), (run, []))[1].append(body)
+    return found
