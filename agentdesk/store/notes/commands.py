@@ -16,13 +16,12 @@ from sqlalchemy import delete, text, update
 
 from agentdesk.store.errors import Conflict, NotFound, StaleRevision
 from agentdesk.store.ids import new_id
-from agentdesk.store.notes.labels import check_kind, check_label, check_note
+from agentdesk.store.notes.labels import MAX_NOTE_BYTES, check_kind, check_label, check_note
 from agentdesk.store.notes.marks import Label, Note, utc_text
 from agentdesk.store.notes.targets import parents_of, target_run
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.postgres.roles import require
-from agentdesk.store.text.visible import visible
 from agentdesk.store.uow import UnitOfWork, adopt_server_changes, affected
 from agentdesk.store.validation import check_name
 
@@ -33,6 +32,10 @@ SERVER = {
     "label.add": text("SELECT * FROM agentdesk_label_add(:kind, :target, :label, :actor, :origin)"),
     "label.remove": text("SELECT * FROM agentdesk_label_remove(:kind, :target, :label, :actor, :origin)"),
 }
+
+
+MAX_READ = MAX_NOTE_BYTES + 1
+"""What a reader of a note from a pipe takes at most: one byte past the limit, so the check can refuse it."""
 
 
 def text_hash(body: str) -> str:
@@ -185,21 +188,21 @@ def _current_note(uow: UnitOfWork, note_id: str, expected: int) -> sc.NoteRow:
 
 
 def _what(kind: str, target_id: str) -> str:
-    return f"{kind} {visible(target_id)}"
+    return f"{kind} {target_id}"
 
 
 def _stale(note_id: str, revision: int, who: str | None, at: float | None) -> StaleRevision:
-    return StaleRevision(f"Note {note_id} was changed by {visible(who or '?')} at {utc_text(at)} (now revision "
+    return StaleRevision(f"Note {note_id} was changed by {who or '?'} at {utc_text(at)} (now revision "
                          f"{revision}); reload it and try again.")
 
 
 def _already(label: str, kind: str, target_id: str, who: str | None, at: float | None) -> Conflict:
-    return Conflict(f"The {_what(kind, target_id)} is already labelled {visible(label)!r} by "
-                    f"{visible(who or '?')} at {utc_text(at)}.")
+    return Conflict(f"The {_what(kind, target_id)} is already labelled {label!r} by "
+                    f"{who or '?'} at {utc_text(at)}.")
 
 
 def _absent(label: str, kind: str, target_id: str) -> Conflict:
-    return Conflict(f"The {_what(kind, target_id)} has no label {visible(label)!r}.")
+    return Conflict(f"The {_what(kind, target_id)} has no label {label!r}.")
 
 
 def _read_note(store: Store, note_id: str) -> Note:
@@ -214,6 +217,6 @@ def _read_label(store: Store, kind: str, target_id: str, label: str) -> Label:
     from agentdesk.store.notes.reads import label_of
     found = label_of(store, kind, target_id, label)
     if found is None:
-        raise NotFound(f"There is no label {visible(label)!r} on the {_what(kind, target_id)}.")
+        raise NotFound(f"There is no label {label!r} on the {_what(kind, target_id)}.")
     return found
 

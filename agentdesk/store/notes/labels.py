@@ -11,7 +11,6 @@ from __future__ import annotations
 import unicodedata
 
 from agentdesk.store.errors import InvalidInput
-from agentdesk.store.text.visible import visible
 
 SUGGESTED = ("needs-review", "bad-tool-choice", "regression")
 """The labels the window offers as chips; anyone may add their own."""
@@ -31,8 +30,9 @@ def label_problem(label: str) -> str | None:
         return "A label cannot start or end with a space."
     for char in label:
         if char != " " and unicodedata.category(char)[0] in "CZ":
-            return (f"The label {visible(label)!r} holds {visible(char)}: a label may hold no control, format "
-                    "or separator characters but the space.")
+            name = unicodedata.name(char, "an unnamed character")
+            return (f"The label holds U+{ord(char):04X} ({name}): a label may hold no control, format or "
+                    "separator characters but the space.")
     return None
 
 
@@ -59,5 +59,5 @@ def check_note(text: str) -> str:
 
 def check_kind(kind: str) -> str:
     if kind not in TARGET_KINDS:
-        raise InvalidInput(f"Notes and labels go on a span, a run or an approval, not {visible(kind)!r}.")
+        raise InvalidInput(f"Notes and labels go on a span, a run or an approval, not {kind!r}.")
     return kind

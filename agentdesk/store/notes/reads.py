@@ -17,7 +17,6 @@ from agentdesk.store.notes.marks import Entry, Label, Marks, Note, Target
 from agentdesk.store.notes.targets import find_target, target_run
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.text.visible import visible
 
 N, L = sc.NoteRow, sc.LabelRow
 RUN_CHUNK = 500
@@ -134,14 +133,14 @@ def resolve(store: Store, given: str) -> Target:
         if sep and kind in TARGET_KINDS:
             run = target_run(s, kind, rest)
             if run is None:
-                raise NotFound(f"There is no {kind} {visible(rest)}.")
+                raise NotFound(f"There is no {kind} {rest}.")
             return Target(kind, rest, run)
         found = find_target(s, given)
     if not found:
-        raise NotFound(f"No span, run or approval has the id {visible(given)}.")
+        raise NotFound(f"No span, run or approval has the id {given}.")
     if len(found) > 1:
         kinds = " and ".join(k for k, _ in found)
-        raise InvalidInput(f"The id {visible(given)} names a {kinds}; say which, e.g. {found[0][0]}:{visible(given)}.")
+        raise InvalidInput(f"The id {given} names a {kinds}; say which, e.g. {found[0][0]}:{given}.")
     return Target(found[0][0], given, found[0][1])
 
 
