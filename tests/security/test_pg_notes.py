@@ -77,10 +77,10 @@ def direct_writes(b: Bench) -> list[str]:
 
 
 def calls(b: Bench) -> list[str]:
-    return [f"SELECT * FROM agentdesk_note_add('n3', 'run', '{b.run}', 'x', 'mallory', NULL)",
+    return [f"SELECT * FROM agentdesk_note_add('n3', 'run', '{b.run}', 'x', 'mallory', NULL, NULL)",
             f"SELECT * FROM agentdesk_note_edit('{b.note}', 'rewritten', 1, 'mallory', NULL)",
             f"SELECT * FROM agentdesk_note_remove('{b.note}', 1, 'mallory', NULL)",
-            f"SELECT * FROM agentdesk_label_add('run', '{b.run}', 'fine', 'mallory', NULL)",
+            f"SELECT * FROM agentdesk_label_add('run', '{b.run}', 'fine', 'mallory', NULL, NULL)",
             f"SELECT * FROM agentdesk_label_remove('run', '{b.run}', 'regression', 'mallory', NULL)",
             f"SELECT agentdesk_note_target_run('run', '{b.run}')",
             "SELECT agentdesk_note_check('x', 'run', 'y', 'z')"]
@@ -140,10 +140,14 @@ def test_the_store_refuses_them_in_one_sentence(bench: Bench, level: str) -> Non
 def test_the_server_refuses_oversize_notes_and_hidden_labels_from_a_hand_written_client(bench: Bench) -> None:
     with raw(bench, "operator") as conn:
         with pytest.raises(psycopg.errors.ProgramLimitExceeded):
-            conn.execute("SELECT * FROM agentdesk_note_add('n4', 'run', %s, repeat('x', 1000001), 'bob', NULL)",
-                         (bench.run,))
+            conn.execute("SELECT * FROM agentdesk_note_add('n4', 'run', %s, repeat('x', 1000001), 'bob', NULL, "
+                         "NULL)", (bench.run,))
         conn.rollback()
         for label in ("needs\u200breview", "a\u202eb", "", " x", "x" * 65, "tab\there"):
             with pytest.raises(psycopg.errors.InvalidParameterValue):
-                conn.execute("SELECT * FROM agentdesk_label_add('run', %s, %s, 'bob', NULL)", (bench.run, label))
+                conn.execute("SELECT * FROM agentdesk_label_add('run', %s, %s, 'bob', NULL, NULL)",
+                             (bench.run, label))
             conn.rollback()
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            conn.execute("SELECT * FROM agentdesk_note_add('n5', 'run', %s, 'from the future', 'bob', "
+                         "extract(epoch from now()) + 86400, NULL)", (bench.run,))

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import delete, text, update
 
-from agentdesk.store.errors import Conflict, NotFound, StaleRevision
+from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StaleRevision
 from agentdesk.store.ids import new_id
 from agentdesk.store.notes.labels import MAX_NOTE_BYTES, check_kind, check_label, check_note
 from agentdesk.store.notes.marks import Label, Note, utc_text
@@ -26,10 +26,10 @@ from agentdesk.store.uow import UnitOfWork, adopt_server_changes, affected
 from agentdesk.store.validation import check_name
 
 SERVER = {
-    "note.add": text("SELECT * FROM agentdesk_note_add(:id, :kind, :target, :body, :actor, :origin)"),
+    "note.add": text("SELECT * FROM agentdesk_note_add(:id, :kind, :target, :body, :actor, :at, :origin)"),
     "note.edit": text("SELECT * FROM agentdesk_note_edit(:id, :body, :expected, :actor, :origin)"),
     "note.remove": text("SELECT * FROM agentdesk_note_remove(:id, :expected, :actor, :origin)"),
-    "label.add": text("SELECT * FROM agentdesk_label_add(:kind, :target, :label, :actor, :origin)"),
+    "label.add": text("SELECT * FROM agentdesk_label_add(:kind, :target, :label, :actor, :at, :origin)"),
     "label.remove": text("SELECT * FROM agentdesk_label_remove(:kind, :target, :label, :actor, :origin)"),
 }
 
@@ -43,25 +43,29 @@ def text_hash(body: str) -> str:
 
 
 def add_note(store: Store, kind: str, target_id: str, body: str, actor: str, *,
-             note_id: str | None = None) -> Note:
-    """Attach a new note; `note_id` is chosen before the transaction so a retry cannot add it twice."""
+             note_id: str | None = None, written_at: float | None = None) -> Note:
+    """Attach a new note; `note_id` is chosen before the transaction so a retry cannot add it twice.
+
+    `written_at`: when an imported note was first written (never later than now); None for now."""
     kind, body, actor = check_kind(kind), check_note(body), check_name("actor name", actor)
     note_id = note_id or new_id("note")
     if store.is_postgres:
         require(store.login, "operator", "writing a note")
         _on_server(store, "note.add", {"id": note_id, "kind": kind, "target": target_id, "body": body,
-                                       "actor": actor}, _what(kind, target_id))
+                                       "actor": actor, "at": written_at}, _what(kind, target_id))
         return _read_note(store, note_id)
     with UnitOfWork(store) as uow:
         s = uow.session
         if s.get(sc.NoteRow, note_id) is not None:
             raise Conflict(f"Note {note_id} exists already.")
         run = _target_or_missing(s, kind, target_id)
+        at = _written(written_at, uow.now)
         s.add(sc.NoteRow(id=note_id, target_kind=kind, target_id=target_id, run_id=run, body=body, author=actor,
-                         author_login=None, created_at=uow.now, updated_at=uow.now, updated_by=actor,
+                         author_login=None, created_at=at, updated_at=at, updated_by=actor,
                          updated_login=None, revision=1))
         uow.audit(actor, "note.add", "note", note_id, {"target": kind, "target_id": target_id, "run": run,
-                                                       "bytes": len(body.encode()), "text_hash": text_hash(body)})
+                                                       "bytes": len(body.encode()), "text_hash": text_hash(body),
+                                                       "written_at": written_at})
         uow.record("note", "insert", note_id, parents_of(s, run, kind, target_id), 1)
     return _read_note(store, note_id)
 
@@ -107,14 +111,15 @@ def remove_note(store: Store, note_id: str, expected_revision: int, actor: str) 
         uow.record("note", "delete", note_id, parents, expected_revision + 1)
 
 
-def add_label(store: Store, kind: str, target_id: str, label: str, actor: str) -> Label:
+def add_label(store: Store, kind: str, target_id: str, label: str, actor: str, *,
+              written_at: float | None = None) -> Label:
     """Put `label` on the target; refused with who put it there if it is there already."""
     kind, label, actor = check_kind(kind), check_label(label), check_name("actor name", actor)
     key = f"{kind}:{target_id}:{label}"
     if store.is_postgres:
         require(store.login, "operator", "labelling")
-        _on_server(store, "label.add", {"kind": kind, "target": target_id, "label": label, "actor": actor},
-                   _what(kind, target_id), label)
+        _on_server(store, "label.add", {"kind": kind, "target": target_id, "label": label, "actor": actor,
+                                        "at": written_at}, _what(kind, target_id), label)
         return _read_label(store, kind, target_id, label)
     with UnitOfWork(store) as uow:
         s = uow.session
@@ -123,9 +128,9 @@ def add_label(store: Store, kind: str, target_id: str, label: str, actor: str) -
             raise _already(label, kind, target_id, found.author, found.created_at)
         run = _target_or_missing(s, kind, target_id)
         s.add(sc.LabelRow(target_kind=kind, target_id=target_id, label=label, run_id=run, author=actor,
-                          author_login=None, created_at=uow.now))
+                          author_login=None, created_at=_written(written_at, uow.now)))
         uow.audit(actor, "label.add", "label", key, {"target": kind, "target_id": target_id, "label": label,
-                                                     "run": run})
+                                                     "run": run, "written_at": written_at})
         uow.record("label", "insert", key, parents_of(s, run, kind, target_id))
     return _read_label(store, kind, target_id, label)
 
@@ -169,6 +174,14 @@ def _on_server(store: Store, action: str, params: dict[str, Any], what: str, lab
         if outcome == "absent":
             raise _absent(label, params["kind"], params["target"])
         adopt_server_changes(uow, found.changes)
+
+
+def _written(written_at: float | None, now: float) -> float:
+    if written_at is None:
+        return now
+    if not (0 <= written_at <= now):
+        raise InvalidInput("A note or label cannot have been written in the future or before 1970.")
+    return written_at
 
 
 def _target_or_missing(session: Any, kind: str, target_id: str) -> str:

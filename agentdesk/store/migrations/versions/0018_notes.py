@@ -18,10 +18,11 @@ them, agents do not. Operators write through SECURITY DEFINER functions, each on
 compare-and-set, its audit record (`note.add`, `note.edit`, `note.remove`, `label.add`, `label.remove`) and its
 change-log row, refusing an agent or a viewer in one sentence:
 
-- `agentdesk_note_add(note_id, kind, target_id, body, actor, origin)`
+- `agentdesk_note_add(note_id, kind, target_id, body, actor, written_at, origin)` (`written_at`: NULL for
+  now, or when an imported note was first written, never later than now; the audit has both)
 - `agentdesk_note_edit(note_id, body, expected_revision, actor, origin)`
 - `agentdesk_note_remove(note_id, expected_revision, actor, origin)`
-- `agentdesk_label_add(kind, target_id, label, actor, origin)`
+- `agentdesk_label_add(kind, target_id, label, actor, written_at, origin)`
 - `agentdesk_label_remove(kind, target_id, label, actor, origin)`
 
 Each answers `(outcome, revision, who, at, changes)`: outcome `ok`, `not found` (no such target or note),
@@ -98,9 +99,20 @@ HELPERS = [
 ]
 
 FUNCTIONS = [
+    # When an imported note or label was first written (its export says): never later than now.
+    f"""
+    CREATE FUNCTION public.agentdesk_note_written(written_at float8, now_at float8) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE {SAFE} AS $$
+    BEGIN
+        IF written_at IS NOT NULL AND (written_at > now_at OR written_at < 0 OR written_at = 'NaN'::float8) THEN
+            RAISE EXCEPTION 'a note or label cannot have been written in the future or before 1970'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END $$
+    """,
     f"""
     CREATE FUNCTION public.agentdesk_note_add(note_id text, kind text, target_id text, body text, actor text,
-                                              origin text)
+                                              written_at float8, origin text)
     RETURNS TABLE (outcome text, revision int, who text, at float8, changes json)
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER {SAFE} AS $$
     #variable_conflict use_variable
@@ -116,6 +128,7 @@ FUNCTIONS = [
         END IF;
         PERFORM public.agentdesk_writer_turn(false);
         now_at := public.agentdesk_now();
+        PERFORM public.agentdesk_note_written(written_at, now_at);
         SELECT * INTO n FROM public.notes x WHERE x.id = note_id;
         IF FOUND THEN
             RETURN QUERY SELECT 'exists'::text, n.revision, n.author, n.created_at, NULL::json;
@@ -128,10 +141,12 @@ FUNCTIONS = [
         END IF;
         INSERT INTO public.notes (id, target_kind, target_id, run_id, body, author, author_login, created_at,
                                   updated_at, updated_by, revision)
-            VALUES (note_id, kind, target_id, run, body, actor, session_user, now_at, now_at, actor, 1);
+            VALUES (note_id, kind, target_id, run, body, actor, session_user, coalesce(written_at, now_at),
+                    coalesce(written_at, now_at), actor, 1);
         PERFORM public.agentdesk_audit_write(public.agentdesk_py_float(now_at), actor, 'note.add', 'note', note_id,
             json_build_object('target', kind, 'target_id', target_id, 'run', run, 'bytes', octet_length(body),
-                              'text_hash', 'sha256:' || encode(sha256(convert_to(body, 'UTF8')), 'hex'))::text);
+                              'text_hash', 'sha256:' || encode(sha256(convert_to(body, 'UTF8')), 'hex'),
+                              'written_at', written_at)::text);
         RETURN QUERY SELECT 'ok'::text, 1, actor, now_at, json_build_array(public.agentdesk_change(
             now_at, origin, 'note', 'insert', note_id, public.agentdesk_note_parents(run, kind, target_id), 1));
     END $$
@@ -208,7 +223,8 @@ FUNCTIONS = [
     END $$
     """,
     f"""
-    CREATE FUNCTION public.agentdesk_label_add(kind text, target_id text, label text, actor text, origin text)
+    CREATE FUNCTION public.agentdesk_label_add(kind text, target_id text, label text, actor text,
+                                               written_at float8, origin text)
     RETURNS TABLE (outcome text, revision int, who text, at float8, changes json)
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER {SAFE} AS $$
     #variable_conflict use_variable
@@ -222,6 +238,7 @@ FUNCTIONS = [
         PERFORM public.agentdesk_note_check(actor, coalesce(kind, ''), NULL, coalesce(label, ''));
         PERFORM public.agentdesk_writer_turn(false);
         now_at := public.agentdesk_now();
+        PERFORM public.agentdesk_note_written(written_at, now_at);
         SELECT * INTO l FROM public.labels x WHERE x.target_kind = kind AND x.target_id = target_id
                                               AND x.label = label;
         IF FOUND THEN
@@ -234,9 +251,10 @@ FUNCTIONS = [
             RETURN;
         END IF;
         INSERT INTO public.labels (target_kind, target_id, label, run_id, author, author_login, created_at)
-            VALUES (kind, target_id, label, run, actor, session_user, now_at);
+            VALUES (kind, target_id, label, run, actor, session_user, coalesce(written_at, now_at));
         PERFORM public.agentdesk_audit_write(public.agentdesk_py_float(now_at), actor, 'label.add', 'label', key,
-            json_build_object('target', kind, 'target_id', target_id, 'label', label, 'run', run)::text);
+            json_build_object('target', kind, 'target_id', target_id, 'label', label, 'run', run,
+                              'written_at', written_at)::text);
         RETURN QUERY SELECT 'ok'::text, NULL::int, actor, now_at, json_build_array(public.agentdesk_change(
             now_at, origin, 'label', 'insert', key, public.agentdesk_note_parents(run, kind, target_id), NULL));
     END $$
@@ -276,13 +294,13 @@ FUNCTIONS = [
     """,
 ]
 
-WRITERS = ("agentdesk_note_add(text, text, text, text, text, text)",
+WRITERS = ("agentdesk_note_add(text, text, text, text, text, float8, text)",
            "agentdesk_note_edit(text, text, int, text, text)",
            "agentdesk_note_remove(text, int, text, text)",
-           "agentdesk_label_add(text, text, text, text, text)",
+           "agentdesk_label_add(text, text, text, text, float8, text)",
            "agentdesk_label_remove(text, text, text, text, text)")
 INTERNAL = ("agentdesk_note_target_run(text, text)", "agentdesk_note_parents(text, text, text)",
-            "agentdesk_note_check(text, text, text, text)")
+            "agentdesk_note_check(text, text, text, text)", "agentdesk_note_written(float8, float8)")
 
 GRANTS = [
     f"REVOKE ALL ON public.notes, public.labels FROM PUBLIC, {GROUPS}",
