@@ -164,3 +164,14 @@ def note_texts(store: Store) -> dict[tuple[str, str], tuple[str, list[str]]]:
         for kind, target, run, body in s.execute(select(N.target_kind, N.target_id, N.run_id, N.body)).all():
             found.setdefault((kind, target), (run, []))[1].append(body)
     return found
+
+
+def marks_by_target(s: Session, run_id: str) -> dict[tuple[str, str], Marks]:
+    """Every marked target of one run, by (kind, id), read in the caller's transaction (the export's)."""
+    notes: dict[tuple[str, str], list[Note]] = defaultdict(list)
+    labels: dict[tuple[str, str], list[Label]] = defaultdict(list)
+    for n in s.execute(select(N).where(N.run_id == run_id).order_by(N.created_at, N.id)).scalars():
+        notes[(n.target_kind, n.target_id)].append(note_of(n))
+    for x in s.execute(select(L).where(L.run_id == run_id).order_by(L.label)).scalars():
+        labels[(x.target_kind, x.target_id)].append(label_row(x))
+    return {key: Marks(tuple(notes.get(key, ())), tuple(labels.get(key, ()))) for key in {*notes, *labels}}
