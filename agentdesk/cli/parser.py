@@ -25,7 +25,7 @@ from agentdesk.cli.usage import Parser
 from agentdesk.store.text.jsonsafe import undecodable
 
 STATUSES = ("pending", "approved", "denied", "expired", "withdrawn", "all")
-VIEWS = ("window", "tree", "timeline", "context", "approvals", "rules")
+VIEWS = ("window", "tree", "timeline", "context", "approvals", "rules", "notes")
 THEMES = ("system", "light", "dark")
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 MAX_BUSY_TIMEOUT_S = 86_400.0

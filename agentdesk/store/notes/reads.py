@@ -175,3 +175,15 @@ def marks_by_target(s: Session, run_id: str) -> dict[tuple[str, str], Marks]:
     for x in s.execute(select(L).where(L.run_id == run_id).order_by(L.label)).scalars():
         labels[(x.target_kind, x.target_id)].append(label_row(x))
     return {key: Marks(tuple(notes.get(key, ())), tuple(labels.get(key, ()))) for key in {*notes, *labels}}
+
+
+def every_marked_run(store: Store) -> dict[str, tuple[int, tuple[str, ...]]]:
+    """Every run with a note or label anywhere in it: (notes, labels sorted). People write few: read them all."""
+    counts: dict[str, int] = defaultdict(int)
+    names: dict[str, set[str]] = defaultdict(set)
+    with store.reading() as s:
+        for run in s.execute(select(N.run_id)).scalars():
+            counts[run] += 1
+        for run, label in s.execute(select(L.run_id, L.label)).all():
+            names[run].add(label)
+    return {run: (counts.get(run, 0), tuple(sorted(names.get(run, ())))) for run in {*counts, *names}}
