@@ -6,6 +6,7 @@ reads only, an operator writes only through the functions of migration 0018_note
 
 from __future__ import annotations
 
+import io
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ import psycopg
 import pytest
 
 from agentdesk.store.errors import PermissionRefused
+from agentdesk.store.ingest.export import export
 from agentdesk.store.notes import commands, reads
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.postgres.engine import libpq_url
@@ -151,3 +153,16 @@ def test_the_server_refuses_oversize_notes_and_hidden_labels_from_a_hand_written
         with pytest.raises(psycopg.errors.InvalidParameterValue):
             conn.execute("SELECT * FROM agentdesk_note_add('n5', 'run', %s, 'from the future', 'bob', "
                          "extract(epoch from now()) + 86400, NULL)", (bench.run,))
+
+
+def test_an_agent_login_exports_its_run_without_the_notes(bench: Bench) -> None:
+    agent = open_store(bench.logins["agent"][1])
+    try:
+        out = io.StringIO()
+        export(agent, out, fmt="otlp-json", run_id=bench.run)
+    finally:
+        agent.close()
+    assert "resourceSpans" in out.getvalue() and "agentdesk.note" not in out.getvalue()
+    owner = io.StringIO()
+    export(bench.owner, owner, fmt="otlp-json", run_id=bench.run)
+    assert "agentdesk.note" in owner.getvalue() and "kept" in owner.getvalue()

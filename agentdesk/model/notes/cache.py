@@ -36,8 +36,9 @@ class MarksCache(QObject):
     def __init__(self, services: Services, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.services = services
-        self.store: Store | None = own_store(services.source)
-        """None: the source keeps no notes (another runtime's database); every view shows none."""
+        store = own_store(services.source)
+        self.store: Store | None = store if store is not None and reads.readable(store) else None
+        """None: the source keeps no notes (another runtime's database) or this login may not read them."""
         self.runs: dict[str, tuple[int, tuple[str, ...]]] = {}
         self.spans: dict[str, Marks] = {}
         """The watched run's marked spans, by span id."""

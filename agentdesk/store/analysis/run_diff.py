@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from agentdesk.store import readmodel as rm
 from agentdesk.store.analysis.align import Alignment, Change, RunSpans, align
 from agentdesk.store.notes.marks import Marks
-from agentdesk.store.notes.reads import marks_in_run
+from agentdesk.store.notes.reads import marks_in_run, readable
 from agentdesk.store.persistence.database import own_store
 from agentdesk.store.source import Source
 
@@ -78,7 +78,7 @@ def describe(marks: Marks) -> str:
 def span_marks(source: Source, run_id: str) -> dict[str, Marks]:
     """The notes and labels on a run's spans, when the source keeps them (agentdesk's own store)."""
     store = own_store(source)
-    return {} if store is None else marks_in_run(store, run_id, "span")
+    return {} if store is None or not readable(store) else marks_in_run(store, run_id, "span")
 
 
 def load_spans(source: Source, run_id: str, argument_budget: int = MAX_ARGUMENT_READS) -> tuple[RunSpans, bool]:

@@ -28,7 +28,7 @@ from agentdesk.store.ingest.marks_otel import decorate, strip_stored
 from agentdesk.store.ingest.spans import split_span_row_id
 from agentdesk.store.ingest.writer import EXTRA_KEYS, original_name
 from agentdesk.store.notes.marks import Marks
-from agentdesk.store.notes.reads import marks_by_target
+from agentdesk.store.notes.reads import marks_by_target, readable
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.text.jsonsafe import bounded, loads
@@ -150,7 +150,7 @@ def _run_chunks(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
         run = s.get(sc.RunRow, run_id)
         assert run is not None
         imported = run_id.startswith("otr_")
-        marks = marks_by_target(s, run_id)
+        marks = marks_by_target(s, run_id) if readable(store) else {}
         facts = _NativeFacts(s, run, marks) if not imported else None
         placed = _ImportedMarks(s, run_id, marks) if imported else None
         orphans = {span_id: parent for span_id, parent in s.execute(

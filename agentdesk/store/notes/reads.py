@@ -23,6 +23,15 @@ RUN_CHUNK = 500
 """Runs asked about per query (SQLite allows 32,766 parameters; keep each IN list small anyway)."""
 
 
+def readable(store: Store) -> bool:
+    """Whether this store's login may read notes (SQLite: yes; PostgreSQL: viewers and above, not agents).
+
+    Readers that also serve agent logins (the export) ask first: a refused SELECT would end their
+    transaction, and an agent's export is whole without the operators' notes."""
+    login = store.login
+    return login is None or login.may("viewer")
+
+
 def note_of(row: sc.NoteRow) -> Note:
     return Note(row.id, Target(row.target_kind, row.target_id, row.run_id), row.body, row.author,
                 row.author_login, row.created_at, row.updated_at, row.updated_by, row.revision)

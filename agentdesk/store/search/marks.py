@@ -25,6 +25,8 @@ def marked_targets(source: Source, q: Query) -> Marked:
     if store is None:
         raise QueryError("Notes and labels are kept only in agentdesk's own store; this source has none "
                          "(drop the label: and note: terms).")
+    if not reads.readable(store):
+        raise QueryError("This login may not read notes and labels (an agent's); drop the label: and note: terms.")
     candidates: dict[tuple[str, str], str] | None = reads.labelled(store, q.labels) if q.labels else None
     if q.notes:
         texts = reads.note_texts(store)
