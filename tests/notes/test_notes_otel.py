@@ -7,11 +7,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import text
 
+from agentdesk.store.ingest import values as v
 from agentdesk.store.ingest.export import export
 from agentdesk.store.ingest.importer import import_files
+from agentdesk.store.ingest.marks_otel import marks_of, iso_seconds, decorate
 from agentdesk.store.notes import commands, reads
+from agentdesk.store.notes.marks import Label, Marks, Note, Target
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.runtime import AgentRuntime
 
@@ -89,3 +95,34 @@ def test_export_import_export_round_trips(tmp_path: Path, store: Store, rt: Agen
     finally:
         fresh.close()
         third.close()
+
+
+NOTE_TEXT = st.text(min_size=1, max_size=200).filter(lambda t: t.strip() != "" and "\x00" not in t).filter(
+    lambda t: not any(0xD800 <= ord(c) <= 0xDFFF for c in t))
+LABEL = st.text(st.characters(categories=("L", "N", "P", "S")), min_size=1, max_size=64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(("span", "run", "approval")), NOTE_TEXT), max_size=4),
+       st.lists(st.tuples(st.sampled_from(("span", "run", "approval")), LABEL), max_size=4, unique=True),
+       st.floats(min_value=0, max_value=4e9, allow_nan=False))
+def test_any_note_and_label_survive_the_otlp_encoding(notes: list[tuple[str, str]], labels: list[tuple[str, str]],
+                                                      at: float) -> None:
+    """decorate → OTLP JSON → the decoder's attributes → the marks import reads back: the same texts and labels."""
+    target = Target("span", "s", "r")
+    marks = {kind: Marks(tuple(Note(f"n{i}", target, text, "alice", None, at, at, "alice", 1)
+                               for i, (k, text) in enumerate(notes) if k == kind),
+                         tuple(Label(target, label, "bob", None, at) for k, label in labels if k == kind))
+             for kind in ("span", "run", "approval")}
+    span: dict[str, Any] = {"attributes": []}
+    decorate(span, [(kind, m) for kind, m in marks.items() if not m.empty])
+    wire = json.loads(json.dumps(span))
+    attrs = {**v.json_attributes(wire["attributes"]),
+             "otel.events": [{"name": e["name"], "attributes": v.json_attributes(e["attributes"])}
+                             for e in wire.get("events", [])]}
+    found = marks_of(attrs, {"span": "s", "run": "r", "approval": "a"})
+    got_notes = sorted((kind, w["text"], w["author"]) for kind, _, w in found if w["type"] == "note")
+    got_labels = sorted((kind, w["label"], w.get("author")) for kind, _, w in found if w["type"] == "label")
+    assert got_notes == sorted((kind, text, "alice") for kind, text in notes)
+    assert got_labels == sorted((kind, label, "bob") for kind, label in labels)
+    assert all(iso_seconds(w["at"]) == pytest.approx(at, abs=1e-5) for _, _, w in found)

@@ -108,7 +108,7 @@ def restore(store: Store, run_ids: list[str]) -> Restored:
 
 
 def _write(store: Store, run_id: str, kind: str, target: str, what: dict[str, Any], done: Restored) -> None:
-    at = _seconds(what.get("at"))
+    at = iso_seconds(what.get("at"))
     if what["type"] == "note":
         original = str(what.get("id") or what.get("text"))
         note_id = "otn_" + hashlib.sha256(f"{run_id}\n{kind}\n{target}\n{original}".encode()).hexdigest()[:32]
@@ -121,7 +121,7 @@ def _write(store: Store, run_id: str, kind: str, target: str, what: dict[str, An
         done.labels += 1
 
 
-def _seconds(text: object) -> float | None:
+def iso_seconds(text: object) -> float | None:
     try:
         return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp() if text else None
     except ValueError:
@@ -144,11 +144,11 @@ def _found(store: Store, run_id: str) -> list[tuple[str, str, dict[str, Any]]]:
         if not isinstance(attrs, dict):
             continue
         targets = {"span": span_id, "run": run_id, "approval": approvals.get(span_id, "")}
-        found += _marks_of(attrs, targets)
+        found += marks_of(attrs, targets)
     return found
 
 
-def _marks_of(attrs: dict[str, Any], targets: dict[str, str]) -> list[tuple[str, str, dict[str, Any]]]:
+def marks_of(attrs: dict[str, Any], targets: dict[str, str]) -> list[tuple[str, str, dict[str, Any]]]:
     found: list[tuple[str, str, dict[str, Any]]] = []
     labelled: set[tuple[str, str]] = set()
     for event in attrs.get("otel.events") or []:
