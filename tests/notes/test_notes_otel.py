@@ -15,7 +15,7 @@ from sqlalchemy import text
 from agentdesk.store.ingest import values as v
 from agentdesk.store.ingest.export import export
 from agentdesk.store.ingest.importer import import_files
-from agentdesk.store.ingest.marks_otel import marks_of, iso_seconds, decorate
+from agentdesk.store.ingest.marks_otel import decorate, iso_seconds, marks_of
 from agentdesk.store.notes import commands, reads
 from agentdesk.store.notes.marks import Label, Marks, Note, Target
 from agentdesk.store.persistence.database import Store, open_store
