@@ -150,7 +150,7 @@ def cmd_notes(args: argparse.Namespace) -> int:
     else:
         say(out.table(["WHEN (UTC)", "WHO", "WHAT", "ON", "LABELS", "TEXT"],
                       [[utc_text(e.at)[:-4], out.clean(e.author, 20), e.what,
-                        f"{e.target.kind} {out.clean(e.target.id, 24)}", out.clean(", ".join(e.labels), 30),
+                        f"{e.target.kind} {out.clean(e.target.id, 52)}", out.clean(", ".join(e.labels), 30),
                         out.clean(e.text, 60)] for e in entries]))
     return EXIT_OK
 
