@@ -6,10 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtWidgets import QDialogButtonBox
+from PySide6.QtCore import QEvent
+from PySide6.QtGui import QHelpEvent
+from PySide6.QtWidgets import QDialogButtonBox, QStyleOptionViewItem, QToolTip
 
 from agentdesk.gui.notes.dialog import MarkDialog
 from agentdesk.gui.notes.shift_view import ShiftNotesView
+from agentdesk.gui.tree.delegate import TreeDelegate
 from agentdesk.gui.window.main_window import TIMELINE_TAB, MainWindow
 from agentdesk.model.notes.cache import run_mark_text
 from agentdesk.model.notes.shift import ShiftNotesModel
@@ -135,3 +138,24 @@ def test_a_refused_write_reaches_the_message_bar(services: Services, world: Worl
     commands.add_label(store, "span", world.tool_span_id, "regression", "bob")
     panel.write(MarkRequest(Target("span", world.tool_span_id, world.run_id), "", ("regression",), ()))
     qtbot.waitUntil(lambda: any("already labelled" in m for m in window.message_bar.messages), timeout=3000)
+
+
+def test_a_marked_runs_tooltip_says_what_is_on_it(services: Services, world: World, qtbot: Any) -> None:
+    other = another_window_writes(world)
+    try:
+        commands.add_label(other.store, "run", world.run_id, "regression", "alice")
+    finally:
+        other.close()
+    window = make_window(services, qtbot)
+    window.select("run", world.run_id)
+    qtbot.waitUntil(lambda: window.notes.cache.run_text(world.run_id) != "", timeout=3000)
+    view = window.tree.view
+    qtbot.waitUntil(lambda: window.tree.current_selection() == ("run", world.run_id), timeout=3000)
+    index = view.currentIndex().siblingAtColumn(0)
+    delegate = view.itemDelegate()
+    assert isinstance(delegate, TreeDelegate)
+    rect = view.visualRect(index)
+    event = QHelpEvent(QEvent.Type.ToolTip, rect.center(), view.viewport().mapToGlobal(rect.center()))
+    option = QStyleOptionViewItem()
+    assert delegate.helpEvent(event, view, option, index)
+    assert "⚑ regression" in QToolTip.text()

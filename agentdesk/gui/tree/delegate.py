@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QIcon, QPainter, QPalette, QPixmap
-from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QRect, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QHelpEvent, QIcon, QPainter, QPalette, QPixmap
+from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QToolTip
 
 from agentdesk.gui.shared.palette import STATUS_SYMBOLS, readable, status_colour
+from agentdesk.model.plain import shown_tooltip
 from agentdesk.model.tree.model import NAME, PENDING, STATUS, EntityRole, PendingRole, StatusRole
 
 Index = QModelIndex | QPersistentModelIndex
@@ -92,6 +93,18 @@ class TreeDelegate(QStyledItemDelegate):
             entity = index.data(EntityRole)
             if entity and entity[0] == "run" and self.marked(entity[1]):
                 self._flag(painter, option.rect)  # type: ignore[attr-defined]
+
+    def helpEvent(self, event: QHelpEvent, view: QAbstractItemView, option: QStyleOptionViewItem,
+                  index: Index) -> bool:
+        """A marked run's tooltip also says what is on it ("⚑ needs-review · 2 notes")."""
+        entity = index.data(EntityRole) if self.marked is not None and index.column() == NAME else None
+        text = self.marked(entity[1]) if self.marked is not None and entity and entity[0] == "run" else ""
+        if not text or event.type() != QEvent.Type.ToolTip:
+            return super().helpEvent(event, view, option, index)
+        original = str(index.data(Qt.ItemDataRole.ToolTipRole) or "")
+        lines = [original, text] if original and not original.startswith("<qt>") else [text]
+        QToolTip.showText(event.globalPos(), shown_tooltip(*lines), view)
+        return True
 
     @staticmethod
     def _flag(painter: QPainter, cell: QRect) -> None:

@@ -20,7 +20,6 @@ from agentdesk.gui.timeline.panel import TimelinePanel
 from agentdesk.gui.tree.delegate import TreeDelegate
 from agentdesk.gui.tree.view import ProjectTree
 from agentdesk.model.notes.cache import MarksCache
-from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
 
 
@@ -57,6 +56,7 @@ class NotesWiring:
         if isinstance(delegate, TreeDelegate):
             delegate.marked = self.cache.run_text
         window.tree.run_selected.connect(self.cache.watch_run)
+        window.timeline.details.span_shown.connect(lambda _span, run: self.cache.watch_run(run) if run else None)
         self.cache.changed.connect(self._repaint)
         self.shift = ShiftNotesView(services, main)
         self.shift.reveal.connect(self.reveal)
@@ -98,5 +98,3 @@ class NotesWiring:
         if run != self.cache.run_id:
             self.cache.watch_run(run)
         window.timeline.set_flagged(frozenset(self.cache.spans) if run == self.cache.run_id else frozenset())
-        run_text = self.cache.run_text(run) if run else ""
-        window.timeline.setToolTip(shown_line(run_text, 300))
