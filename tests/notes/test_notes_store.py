@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,7 +15,7 @@ from agentdesk.store.notes import commands, reads
 from agentdesk.store.notes.labels import MAX_NOTE_BYTES, check_label, label_problem
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.bus import Change
-from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.runtime import AgentRuntime
 from tests.audit.helpers import verify
 from tests.conftest import World
@@ -150,3 +152,35 @@ def test_labels_round_trip_through_the_store(store: Store, world: World, labels:
     for label in labels:
         commands.remove_label(store, "run", world.run, label, "alice")
     assert reads.marks_for(store, "run", world.run).empty
+
+
+def test_racing_edits_and_labels_apply_exactly_once(store_path: object, store: Store, world: World) -> None:
+    """Four operators, each with their own store handle, edit the same revision and add the same label at once:
+    one edit and one label win; the others hear who was first."""
+    note = commands.add_note(store, "run", world.run, "start", "alice")
+    handles = [open_store(str(store_path)) for _ in range(4)]
+    outcomes: list[str] = []
+    barrier = threading.Barrier(len(handles))
+
+    def operator(n: int) -> None:
+        barrier.wait()
+        for write in (lambda: commands.edit_note(handles[n], note.id, f"edit {n}", 1, f"op{n}"),
+                      lambda: commands.add_label(handles[n], "run", world.run, "needs-review", f"op{n}")):
+            try:
+                write()
+                outcomes.append("won")
+            except Conflict as exc:
+                outcomes.append(type(exc).__name__)
+    threads = [threading.Thread(target=operator, args=(n,)) for n in range(len(handles))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    finally:
+        for h in handles:
+            h.close()
+    assert outcomes.count("won") == 2 and len(outcomes) == 8
+    final = reads.note_by_id(store, note.id)
+    assert final is not None and final.revision == 2
+    assert len(reads.marks_for(store, "run", world.run).labels) == 1
