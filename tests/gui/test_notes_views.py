@@ -159,3 +159,25 @@ def test_a_marked_runs_tooltip_says_what_is_on_it(services: Services, world: Wor
     option = QStyleOptionViewItem()
     assert delegate.helpEvent(event, view, option, index)
     assert "⚑ regression" in QToolTip.text()
+
+
+def test_a_note_is_edited_and_removed_from_its_menu(services: Services, world: World, qtbot: Any) -> None:
+    window = make_window(services, qtbot)
+    store = window.notes.cache.store
+    assert store is not None
+    commands.add_note(store, "span", world.tool_span_id, "first words", "alice")
+    window.show_in_timeline(world.run_id, world.tool_span_id)
+    panel = window.notes.span_panel
+    qtbot.waitUntil(lambda: "first words" in panel.notes.toPlainText(), timeout=3000)
+    menu = panel.note_menu()
+    edit, remove = menu.actions()[:2]
+    edit.trigger()
+    assert panel.editor is not None
+    panel.editor.setTextValue("better words")
+    panel.editor.accept()
+    qtbot.waitUntil(lambda: "better words" in panel.notes.toPlainText() and "edited by tester" in
+                    panel.notes.toPlainText(), timeout=3000)
+    remove.trigger()  # the menu was built at revision 1: refused, with who changed it
+    qtbot.waitUntil(lambda: any("changed by tester" in m for m in window.message_bar.messages), timeout=3000)
+    panel.note_menu().actions()[1].trigger()
+    qtbot.waitUntil(lambda: not panel.marks.notes, timeout=3000)

@@ -7,9 +7,21 @@ reads through the runner when its target changes and again when the marks cache 
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from collections.abc import Callable
+
+from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from agentdesk.gui.notes.dialog import MarkDialog
 from agentdesk.gui.shared.palette import status_colour
@@ -19,8 +31,8 @@ from agentdesk.model.notes.writes import MarkRequest, apply
 from agentdesk.model.plain import shown_block, shown_line
 from agentdesk.model.services import Services
 from agentdesk.store.errors import StoreError
-from agentdesk.store.notes import reads
-from agentdesk.store.notes.marks import Marks, Target, utc_text
+from agentdesk.store.notes import commands, reads
+from agentdesk.store.notes.marks import Marks, Note, Target, utc_text
 from agentdesk.store.text.visible import findings, plural
 
 MAX_SHOWN_CHARS = 200_000
@@ -49,6 +61,11 @@ def hidden_warning(marks: Marks) -> str:
             "they show as marks.")
 
 
+def _bound(action: Callable[[Note], None], note: Note) -> Callable[[], None]:
+    """A slot taking nothing (a menu action's `checked` is dropped) that acts on one note."""
+    return lambda: action(note)
+
+
 class MarksPanel(QWidget):
     failed = Signal(str)
     """A write the store refused, as one sentence (the window shows it in its message bar)."""
@@ -68,6 +85,9 @@ class MarksPanel(QWidget):
         self.notes.setReadOnly(True)
         self.notes.setPlaceholderText("No notes.")
         self.notes.setMaximumHeight(self.fontMetrics().lineSpacing() * 8)
+        self.notes.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.notes.customContextMenuRequested.connect(self._note_menu)
+        self.notes.setToolTip("Right-click to edit or remove a note")
         self.add_button = QPushButton("Add note / label…", self)
         self.add_button.clicked.connect(self.open_dialog)
         self.add_button.setEnabled(False)
@@ -84,6 +104,7 @@ class MarksPanel(QWidget):
         layout.addWidget(self.notes)
         cache.changed.connect(self.reload)
         self.dialog: MarkDialog | None = None
+        self.editor: QInputDialog | None = None
         self._show(Marks())
 
     def show_target(self, kind: str, target_id: str, run_id: str = "") -> None:
@@ -142,6 +163,45 @@ class MarksPanel(QWidget):
             return
         self.services.runner.submit(apply, store, request, self.services.actor,
                                     on_done=lambda _said: self.reload(), on_error=self._refused)
+
+    # -- editing and removing a note (compare-and-set on the revision shown) ------------------------------
+    def note_menu(self) -> QMenu:
+        menu = QMenu(self)
+        for note in self.marks.notes[-10:]:
+            who = shown_line(f"{note.author} · {utc_text(note.created_at)}", 80)
+            edit = menu.addAction(f"Edit note by {who}…")
+            edit.triggered.connect(_bound(self.edit_note, note))
+            remove = menu.addAction(f"Remove note by {who}")
+            remove.triggered.connect(_bound(self.remove_note, note))
+        return menu
+
+    def _note_menu(self, at: QPoint) -> None:
+        if self.marks.notes and self.cache.enabled:
+            self.note_menu().popup(self.notes.mapToGlobal(at))
+
+    def edit_note(self, note: Note) -> None:
+        """A multi-line editor on the note's text as stored; saved only if nobody changed it meanwhile."""
+        editor = QInputDialog(self)
+        editor.setWindowTitle("Edit note")
+        editor.setLabelText(shown_line(f"Note by {note.author}, revision {note.revision}:", 200))
+        editor.setOption(QInputDialog.InputDialogOption.UsePlainTextEditForTextInput)
+        editor.setTextEchoMode(QLineEdit.EchoMode.Normal)
+        editor.setTextValue(note.text)
+        editor.textValueSelected.connect(lambda text: self._save_edit(note, text))
+        self.editor = editor
+        editor.open()
+
+    def _save_edit(self, note: Note, text: str) -> None:
+        store = self.cache.store
+        if store is not None and text != note.text:
+            self.services.runner.submit(commands.edit_note, store, note.id, text, note.revision, self.services.actor,
+                                        on_done=lambda _n: self.reload(), on_error=self._refused)
+
+    def remove_note(self, note: Note) -> None:
+        store = self.cache.store
+        if store is not None:
+            self.services.runner.submit(commands.remove_note, store, note.id, note.revision, self.services.actor,
+                                        on_done=lambda _n: self.reload(), on_error=self._refused)
 
     def _refused(self, exc: BaseException) -> None:
         self.failed.emit(str(exc) if isinstance(exc, StoreError) else f"The note could not be written: {exc}.")
