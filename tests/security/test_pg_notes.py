@@ -14,10 +14,15 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from agentdesk.store.errors import PermissionRefused
 from agentdesk.store.ingest.export import export
 from agentdesk.store.notes import commands, reads
+from agentdesk.store.notes.labels import label_problem
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.runtime import AgentRuntime
@@ -166,3 +171,20 @@ def test_an_agent_login_exports_its_run_without_the_notes(bench: Bench) -> None:
     owner = io.StringIO()
     export(bench.owner, owner, fmt="otlp-json", run_id=bench.run)
     assert "agentdesk.note" in owner.getvalue() and "kept" in owner.getvalue()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(label=st.text(min_size=0, max_size=70))
+def test_every_label_the_client_accepts_the_server_accepts(bench: Bench, label: str) -> None:
+    """The server's floor never refuses what the client's stricter check let through (no surprise refusals);
+    what it refuses, the client refused first."""
+    if "\x00" in label:
+        return  # PostgreSQL text cannot hold NUL at all; the client refuses it as a control character
+    with bench.owner.engine.connect() as conn:
+        try:
+            conn.execute(text("SELECT agentdesk_note_check('x', 'run', NULL, :label)"), {"label": label})
+            server_ok = True
+        except DBAPIError:
+            server_ok = False
+    if label_problem(label) is None:
+        assert server_ok, f"the server refused {label!r}"
