@@ -89,7 +89,7 @@ def _search(source: Source, args: argparse.Namespace) -> int:
                                                "label": h.label} for h in g.hits]}
                                     for g in found.groups]}, indent=2))
         return EXIT_OK
-    nouns = {HitKind.SPAN: "span", HitKind.APPROVAL: "approval", HitKind.CONTEXT: "context item"}
+    nouns = {HitKind.SPAN: "span", HitKind.APPROVAL: "approval", HitKind.CONTEXT: "context item", HitKind.RUN: "run"}
     totals = ", ".join(f"{n:,} {nouns[kind]}{'s' if n != 1 else ''}" for kind, n in found.totals.items())
     say(f"{totals} in {len(found.groups):,} run{'s' if len(found.groups) != 1 else ''}")
     for group in found.groups:
@@ -134,16 +134,21 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def diff_json(diff: RunDiff) -> dict[str, Any]:
     a, b = diff.spans_a, diff.spans_b
 
-    def side(spans: Any, i: int | None) -> dict[str, Any] | None:
+    def side(spans: Any, i: int | None, marks: dict[str, Any]) -> dict[str, Any] | None:
         if i is None:
             return None
+        found = marks.get(spans.ids[i])
         return {"span_id": spans.ids[i], "name": spans.names[i], "kind": spans.kinds[i],
-                "status": spans.statuses[i], "duration_s": spans.duration(i)}
+                "status": spans.statuses[i], "duration_s": spans.duration(i),
+                "labels": list(found.label_names) if found else [],
+                "notes": [{"author": n.author, "at": n.created_at, "text": n.text} for n in found.notes] if found
+                else []}
     return {
         "run_a": diff.run_a.id, "run_b": diff.run_b.id,
         "counts": {c.value: n for c, n in diff.alignment.counts().items()},
         "totals": {"a": vars(diff.totals_a), "b": vars(diff.totals_b)},
-        "spans": [{"change": p.change.value, "depth": p.depth, "a": side(a, p.a), "b": side(b, p.b)}
+        "spans": [{"change": p.change.value, "depth": p.depth, "a": side(a, p.a, diff.marks_a),
+                   "b": side(b, p.b, diff.marks_b)}
                   for p in diff.alignment.pairs],
         "context": [{"a_span": d.a_span, "b_span": d.b_span, "name": d.name,
                      "only_a": [{"role": i.role, "kind": i.kind, "content": i.content} for i in d.only_a],
@@ -178,7 +183,9 @@ def _diff(diff: RunDiff, args: argparse.Namespace) -> int:
     for note in diff.notes:
         say(f"note: {note}")
     for p in diff.alignment.pairs:
-        if p.change is Change.SAME and not args.all:
+        marked = diff.marks_line(diff.spans_a.ids[p.a] if p.a is not None else None,
+                                 diff.spans_b.ids[p.b] if p.b is not None else None)
+        if p.change is Change.SAME and not args.all and not marked:  # a marked span shows, changed or not
             continue
         i, spans = (p.b, diff.spans_b) if p.b is not None else (p.a, diff.spans_a)
         assert i is not None
@@ -186,7 +193,7 @@ def _diff(diff: RunDiff, args: argparse.Namespace) -> int:
         if p.a is not None and p.b is not None:
             times = f"  {format_duration(diff.spans_a.duration(p.a))} → {format_duration(diff.spans_b.duration(p.b))}"
         say(f"{MARKS[p.change.value]} {'  ' * p.depth}{out.clean(spans.kinds[i], 10)} "
-            f"{out.clean(spans.names[i], 60)}{times}")
+            f"{out.clean(spans.names[i], 60)}{times}" + (f"  ⚑ {out.clean(marked, 80)}" if marked else ""))
     for delta in diff.contexts:
         say(f"\ncontext differs at {out.clean(delta.name, 40)} ({out.clean(delta.a_span)} / "
             f"{out.clean(delta.b_span)}):")

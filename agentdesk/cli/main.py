@@ -42,6 +42,7 @@ from agentdesk.cli.analysis_commands import cmd_critical_path, cmd_diff, cmd_sea
 from agentdesk.cli.audit_commands import cmd_audit, cmd_verify
 from agentdesk.cli.display import display_problem
 from agentdesk.cli.message_commands import cmd_message, cmd_messages
+from agentdesk.cli.notes_commands import cmd_label, cmd_note, cmd_notes
 from agentdesk.cli.opening import (
     EXIT_OK,
     EXIT_UNAVAILABLE,
@@ -349,7 +350,7 @@ HANDLERS: dict[str, Handler] = {
     "gui": cmd_gui, "rules": cmd_rules, "receive": cmd_receive, "import": cmd_import, "export": cmd_export,
     "admin": cmd_admin, "agent-token": cmd_agent_token, "message": cmd_message, "messages": cmd_messages,
     "search": cmd_search, "critical-path": cmd_critical_path, "diff": cmd_diff,
-    "audit": cmd_audit,
+    "audit": cmd_audit, "note": cmd_note, "label": cmd_label, "notes": cmd_notes,
 }
 
 

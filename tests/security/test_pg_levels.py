@@ -328,6 +328,19 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
         "agentdesk_hmac_pad": [("pad", "SELECT agentdesk_hmac_pad('\\x00', 54)")],
         "agentdesk_record_hash": [("hash", "SELECT agentdesk_record_hash('a', 'b', 'c', 'd', 'e', 'f', 'g')")],
         "agentdesk_approval_parents": [("parents", "SELECT agentdesk_approval_parents(a) FROM approvals a")],
+        # notes and labels (migration 0018_notes): operators only; tests/security/test_pg_notes.py tries them in full
+        "agentdesk_note_add": [("note the run", f"SELECT * FROM agentdesk_note_add('note_x', 'run', '{b.run}', "
+                                                f"'ok', 'x', NULL, '{v}')")],
+        "agentdesk_note_edit": [("edit", f"SELECT * FROM agentdesk_note_edit('note_x', 'y', 1, 'x', '{v}')")],
+        "agentdesk_note_remove": [("remove", f"SELECT * FROM agentdesk_note_remove('note_x', 1, 'x', '{v}')")],
+        "agentdesk_label_add": [("label the run", f"SELECT * FROM agentdesk_label_add('run', '{b.run}', 'x', 'x', "
+                                                  f"NULL, '{v}')")],
+        "agentdesk_label_remove": [("unlabel", f"SELECT * FROM agentdesk_label_remove('run', '{b.run}', 'x', 'x', "
+                                               f"'{v}')")],
+        "agentdesk_note_target_run": [("target", f"SELECT agentdesk_note_target_run('run', '{b.run}')")],
+        "agentdesk_note_parents": [("parents", f"SELECT agentdesk_note_parents('{b.run}', 'run', '{b.run}')")],
+        "agentdesk_note_check": [("check", "SELECT agentdesk_note_check('x', 'run', 'y', 'z')")],
+        "agentdesk_note_written": [("written", "SELECT agentdesk_note_written(1, 2)")],
         # trigger functions: PostgreSQL refuses to call them at all
         **{f: [("as a function", f"SELECT {f}()")] for f in (
             "agentdesk_approval_inserted", "agentdesk_approval_updated", "agentdesk_context_appended",

@@ -173,6 +173,8 @@ class SpanDetails(QWidget):
 
     filled = Signal(bool)
     """Whether a span is shown (False: only the "click a span" line, the pane can fold to it)."""
+    span_shown = Signal(str, str)
+    """(span id, run id) of the span now shown; ("", "") when cleared. What the window's extras follow."""
 
     def __init__(self, services: Services | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -222,6 +224,10 @@ class SpanDetails(QWidget):
         for label in (self.title, self.subtitle, self.error):
             layout.addWidget(label)
         layout.addWidget(facts)
+        self.extras = QVBoxLayout()
+        """Sections the window adds under the facts (the notes and labels on the span)."""
+        self.extras.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(self.extras)
         layout.addWidget(self.tabs, 1)
         self.facts_row = facts
 
@@ -237,6 +243,7 @@ class SpanDetails(QWidget):
         self.tabs.setTabEnabled(ERROR_TAB, False)
         self.tabs.setTabEnabled(SENT_TAB, False)
         self._fill(False)
+        self.span_shown.emit("", "")
 
     def _fill(self, shown: bool) -> None:
         """Facts and texts only with a span: empty, the pane is one line and folds to it."""
@@ -267,6 +274,7 @@ class SpanDetails(QWidget):
         self.error.setText(f"✖ Failed: {one_line(error, 300)}" if failed else "")
         self.error.setVisible(failed)
         self._facts(span)
+        self.span_shown.emit(span.id, span.run_id)
         self.facts["Decided"].setText(view.decisions or "—")
         self.output.set_text(view.output_text)
         self.input.set_text(view.input_text)

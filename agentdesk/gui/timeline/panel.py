@@ -132,6 +132,7 @@ class TimelinePanel(QWidget):
         self.tokens = TokensPlot(LABELS_PX)  # as wide as the lane labels: both plot areas start at one x
         self.tokens.setXLink(self.plot)
         self.details = SpanDetails(self.services)
+        self.flagged_ids: frozenset[str] = frozenset()
         self.minimap = Minimap()
         self.minimap.window_moved.connect(self._minimap_moved)
         self.view.sigXRangeChanged.connect(self._sync_minimap)
@@ -425,12 +426,25 @@ class TimelinePanel(QWidget):
         else:
             self.find_bar.show_count(self.match_index, matches.total, len(matches.lanes))
 
+    def set_flagged(self, span_ids: frozenset[str]) -> None:
+        """Spans an operator noted or labelled (the window's marks cache): flagged in the waterfall."""
+        self.flagged_ids = span_ids
+        self._mark_rows()
+
+    def _flag_lanes(self) -> np.ndarray | None:
+        data = self.data
+        if not self.flagged_ids or data is None:
+            return None
+        lanes = [lane for span in self.flagged_ids if (lane := data.lane_of.get(span, -1)) >= 0]
+        return np.array(sorted(lanes), dtype=np.intp) if lanes else None
+
     def _mark_rows(self) -> None:
-        """The critical path and the matches on the rows shown: a span folded away marks the row
+        """The critical path, the matches and the flags on the rows shown: a span folded away marks the row
         of the collapsed span it is in."""
         rows = self.rows
         for lanes, setter in ((self.path.lanes if self.path is not None else None, self.item.set_path),
-                              (self.matches.lanes if self.matches is not None else None, self.item.set_matches)):
+                              (self.matches.lanes if self.matches is not None else None, self.item.set_matches),
+                              (self._flag_lanes(), self.item.set_flags)):
             if lanes is None or rows is None or rows.data is not self.data:
                 setter(lanes if rows is None else None)
             else:

@@ -36,6 +36,7 @@ from agentdesk.gui.window.dock_strip import FoldingDock
 from agentdesk.gui.window.file_menu import StoreMenu
 from agentdesk.gui.window.message_bar import MessageBar
 from agentdesk.gui.window.messaging import Messaging
+from agentdesk.gui.window.notes_wiring import NotesWiring
 from agentdesk.gui.window.notify import TrayNotifier
 from agentdesk.gui.window.receiver_toggle import ReceiverToggle
 from agentdesk.gui.window.settings import open_settings, read_str
@@ -123,6 +124,7 @@ class MainWindow(QMainWindow):
         self.receiver = ReceiverToggle(services, self.settings, self.status)
         self.status.insertPermanentWidget(0, self.receiver)
         self._wire()
+        self.notes = NotesWiring(self, self)
         self._actions()
 
     def _first_size(self) -> QSize:
@@ -214,6 +216,7 @@ class MainWindow(QMainWindow):
             menu.addAction(action)
         view.addAction(self.tree_dock.toggleViewAction())
         view.addAction(self.queue_dock.toggleViewAction())
+        view.addAction(self.notes.action)
         view.addSeparator()
         view.addAction(self.receiver.action)
         view.addAction(self.receiver.port_action)

@@ -30,6 +30,8 @@ class DiffRow:
     """Durations A → B (or the one side's), for the tooltip and the right-hand column."""
     a_span: str | None
     b_span: str | None
+    marks: str = ""
+    """Operators' labels and notes on the span, per side ("A: needs-review · B: 1 note"); "" when none."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,10 @@ def build_rows(diff: RunDiff) -> DiffRows:
             detail = f"{format_duration(da)} → {format_duration(db)}"
         else:
             detail = format_duration(db if pair.b is not None else da)
+        a_id = a.ids[pair.a] if pair.a is not None else None
+        b_id = b.ids[pair.b] if pair.b is not None else None
+        marks = shown_line(diff.marks_line(a_id, b_id), LABEL_CHARS) if diff.marks_a or diff.marks_b else ""
         rows.append(DiffRow(pair.change, pair.depth, start, max(end, start), shown_line(name, LABEL_CHARS),
-                            kind, detail, a.ids[pair.a] if pair.a is not None else None,
-                            b.ids[pair.b] if pair.b is not None else None))
+                            kind, detail, a_id, b_id, marks))
     span = max((r.end for r in rows), default=0.0)
     return DiffRows(diff, tuple(rows), max(span, 1e-6))

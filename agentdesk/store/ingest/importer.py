@@ -36,6 +36,8 @@ from agentdesk.store.ingest.decode import Skipped
 from agentdesk.store.ingest.formats import ImportLimits, TraceFile
 from agentdesk.store.ingest.ingest import ingest_logs
 from agentdesk.store.ingest.logs import LogBatch
+from agentdesk.store.ingest.marks_otel import Restored
+from agentdesk.store.ingest.marks_otel import restore as restore_marks
 from agentdesk.store.ingest.prepare import Prepared, Preparer, fewer_collections
 from agentdesk.store.ingest.spans import BadRecord, run_row_id
 from agentdesk.store.ingest.writer import IngestReport, TraceIndex, TraceWriter, write_trace
@@ -96,6 +98,8 @@ class ImportResult:
     limits: ImportLimits = field(default_factory=ImportLimits)
     logs: LogBatch = field(default_factory=LogBatch)
     """Log records read (OTLP `resourceLogs`): joined to their spans once the spans are written."""
+    marks: Restored = field(default_factory=Restored)
+    """Operators' notes and labels the spans carried (`agentdesk.note` events), written back as notes and labels."""
 
 
 class ImportCancelled(StoreError):
@@ -299,6 +303,7 @@ def _import(store: Store, paths: Sequence[Path], default_project: str | None, pr
         result.spans_read = spill.spans
         if not result.cancelled:
             _publish(store, spill, result, default_project, progress, cancel)
+            result.marks = restore_marks(store, result.report.run_ids)
             if result.logs.logs or result.logs.unplaced:
                 logs = ingest_logs(store, result.logs, actor=actor)
                 result.report.events_joined += logs.events_joined
