@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
+from agentdesk.store.migrations.repairs import repair_before_migrating
 from agentdesk.store.persistence.schema import Base
 
 connection = context.config.attributes.get("connection")
@@ -15,4 +16,5 @@ if connection is None:  # pragma: no cover - only for `alembic revision --autoge
 
 context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
 with context.begin_transaction():
+    repair_before_migrating(connection)  # a database that ran an edited revision (repairs.py)
     context.run_migrations()

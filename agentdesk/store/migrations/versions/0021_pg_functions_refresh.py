@@ -1,0 +1,84 @@
+"""pg functions refresh: a database that ran an earlier 0008_pg_functions gets the functions head defines
+
+Revision ID: 0021_pg_functions_refresh
+Revises: 0014_anchor_location
+Create Date: 2026-12-06 07:30:00
+
+PostgreSQL only (a no-op on SQLite, which has no server functions).
+
+`0008_pg_functions` was edited in place in three commits after it was first committed (3892fd8 → c341d74 →
+ac3927d → 74b1842), so a database keeps the 0008 it ran. What each older one leaves at 0014, beside a
+database made at head (found by tests/migrations/test_history.py, which builds all four):
+
+- c341d74 or ac3927d: `agentdesk_audit_macs_ok(text[], text[])` (returns booleans, ignores the login), no
+  `agentdesk_audit_macs_ok(text[], text[], text[])`, no `agentdesk_audit_anchors_ok`, and an
+  `agentdesk_audit_write` that 0012 derived from the older appender: it signs a record without the login, so a
+  db_login changed afterwards goes unseen.
+- 3892fd8 (the first): only the audit functions, so 0012 cannot run at all; `migrations/repairs.py` brings
+  such a database to the final 0008 before 0012 (sql/0021/first_0008.sql), after which it is the case above
+  minus the drift.
+
+This revision drops the old `agentdesk_audit_macs_ok(text[], text[])` and runs `CREATE OR REPLACE` from the
+versioned files in sql/0021/ (each the function as head prints it with pg_get_functiondef, then its grants)
+for a function that is missing, or whose body is one an older 0008 left behind (`DRIFTED`, md5 of prosrc). A
+function in any other state is left alone: what a later revision (chained after this one or before it)
+defines is never put back to 0014's body, so the revision is correct wherever the lead chains it.
+
+The SQL files are read from this revision's own fixed folder, so the revision stays what it was when later
+code changes; tests/migrations/test_landed.py holds their hashes beside this file's.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = '0021_pg_functions_refresh'
+down_revision = '0014_anchor_location'
+branch_labels = None
+depends_on = None
+
+SQL = Path(__file__).resolve().parent.parent / "sql" / "0021"
+
+OBSOLETE = ("agentdesk_audit_macs_ok(text[], text[])",)
+"""Signatures only an older 0008 made (head's has a third argument, the logins)."""
+
+DRIFTED: dict[str, tuple[str, frozenset[str]]] = {
+    "agentdesk_audit_write.sql": ("agentdesk_audit_write(text, text, text, text, text, text)",
+                                  frozenset({"c190c5eaac8788b117ef3c43422764c3"})),
+    "agentdesk_audit_macs_ok.sql": ("agentdesk_audit_macs_ok(text[], text[], text[])", frozenset()),
+    "agentdesk_audit_anchors_ok.sql": ("agentdesk_audit_anchors_ok(bigint[], text[], text[])", frozenset()),
+}
+"""File -> (the function it defines, md5 of the bodies an older 0008 leaves it with): it is run when the
+function is missing or has one of those bodies."""
+
+
+def _run(bind: sa.Connection, statement: str) -> None:
+    """Through the driver with no parameters: function bodies hold % and : that must stay as written."""
+    cursor = bind.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(statement)
+    finally:
+        cursor.close()
+
+
+def _needs_refresh(bind: sa.Connection, function: str, drifted: frozenset[str]) -> bool:
+    body = bind.execute(sa.text("SELECT md5(p.prosrc) FROM pg_proc p WHERE p.oid = to_regprocedure(:f)"),
+                        {"f": f"public.{function}"}).scalar()
+    return body is None or body in drifted
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
+    if bind.dialect.name != "postgresql":
+        return
+    for function in OBSOLETE:
+        _run(bind, f"DROP FUNCTION IF EXISTS public.{function}")
+    for name, (function, drifted) in DRIFTED.items():
+        if _needs_refresh(bind, function, drifted):
+            _run(bind, (SQL / name).read_text(encoding="utf-8"))
+
+
+def downgrade() -> None:
+    """Nothing to undo: head's functions are what 0014 defines too, so they stay."""
