@@ -74,7 +74,8 @@ class SqliteBuilder:
             for revision in targets:
                 upgrade(engine, revision)
                 engine.dispose()
-                made[revision] = shutil.copy(chain, self.folder / f"at-{revision}.sqlite")
+                made[revision] = self.folder / f"at-{revision}.sqlite"
+                shutil.copy(chain, made[revision])
         finally:
             engine.dispose()
         return made

@@ -1,0 +1,222 @@
+"""A store behind head says who upgrades it; logins that may not migrate or grant say what they lack.
+
+Real logins on the shared server (tests/postgres/conftest.py's `make_login`), the CLI in-process: each
+refusal is one sentence on stderr with its exit code, never the server's "permission denied for schema
+public" or "relation import_staging does not exist", and nothing is changed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agentdesk.cli.main import main
+from agentdesk.store.errors import SchemaBehind
+from agentdesk.store.persistence.database import head_revision, open_store
+from agentdesk.store.persistence.postgres import upgrading
+from agentdesk.store.persistence.postgres.engine import display, libpq_url
+from tests.conftest import PgCluster
+from tests.migrations.building import SqliteBuilder, name_of, upgrade
+from tests.postgres.conftest import login_url
+
+MakeLogin = Callable[[str | None], tuple[str, str]]
+OLD = "0009_presence"
+EXIT_UNAVAILABLE, EXIT_REFUSED = 5, 2
+
+
+def stamp(url: str) -> str:
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        assert row is not None
+        return str(row[0])
+
+
+@pytest.fixture
+def old_store(pg_url: str) -> str:
+    """make_login's database, taken back to OLD by its owner (the session's superuser), as a team's store is
+    when agentdesk was upgraded on the people's machines before the owner ran `init`."""
+    with psycopg.connect(libpq_url(pg_url), autocommit=True) as conn:
+        conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public; GRANT ALL ON SCHEMA public TO PUBLIC; "
+                     "ALTER SCHEMA public OWNER TO pg_database_owner")
+    from sqlalchemy import create_engine
+
+    from agentdesk.store.persistence.postgres.engine import normalise
+    engine = create_engine(normalise(pg_url))
+    try:
+        upgrade(engine, OLD)
+    finally:
+        engine.dispose()
+    return pg_url
+
+
+@pytest.mark.parametrize("level", ["operator", "viewer", "agent", "admin"])
+def test_a_login_that_does_not_own_a_store_behind_head_is_told_who_upgrades_it(
+        old_store: str, make_login: MakeLogin, level: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _, url = make_login(level)
+    capsys.readouterr()
+    for argv in (["approvals"], ["info"], ["approve", "a-1", "--actor", "carol"], ["init"]):
+        code = main(["--store", url, *argv])
+        err = capsys.readouterr().err
+        assert code == EXIT_UNAVAILABLE, (argv, err)
+        at = OLD if level != "agent" else "a revision before 0012_least_privilege"  # (agents read nothing before)
+        assert err.strip().removeprefix("agentdesk: ").startswith(
+            f"This store's schema is at {at}, agentdesk needs {head_revision()}: the database owner"), (argv, err)
+        assert f"runs `agentdesk --store '{display(url)}' init`" in err, err
+        assert "permission denied" not in err and "does not exist" not in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
+    assert stamp(old_store) == OLD
+
+
+def test_a_login_in_no_group_is_told_how_it_gets_a_level(pg_url: str, make_login: MakeLogin,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    name, url = make_login(None)
+    capsys.readouterr()
+    assert main(["--store", url, "approvals"]) == EXIT_REFUSED
+    assert capsys.readouterr().err.strip().removeprefix("agentdesk: ") == (
+        f"{name} holds no agentdesk level on this store: a login with CREATEROLE runs `agentdesk --store URL "
+        f"admin role grant {name} viewer` (or agent, operator, admin).")
+
+
+def test_a_read_only_open_of_a_store_behind_head_names_the_owner_and_the_command(old_store: str) -> None:
+    with pytest.raises(SchemaBehind) as refused:
+        open_store(old_store, read_only=True)
+    assert str(refused.value) == (f"This store's schema is at {OLD}, agentdesk needs {head_revision()}: the "
+                                  f"database owner runs `agentdesk --store '{display(old_store)}' init`.")
+    assert refused.value.exit_code == EXIT_UNAVAILABLE and stamp(old_store) == OLD
+
+
+def test_the_owner_upgrades_then_every_level_opens(old_store: str, make_login: MakeLogin,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--store", old_store, "init"]) == 0
+    assert f"(schema {head_revision()})" in capsys.readouterr().out
+    for level in ("operator", "viewer", "agent"):
+        _, url = make_login(level)
+        assert main(["--store", url, "approvals"]) == 0, capsys.readouterr().err
+
+
+def test_verify_reads_a_store_behind_head_as_it_is(old_store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--store", old_store, "verify"]) == 0, capsys.readouterr().err
+    assert stamp(old_store) == OLD
+
+
+@pytest.fixture
+def sqlite_at_old(tmp_path: Path) -> Path:
+    return SqliteBuilder(tmp_path).at_each([OLD])[OLD]
+
+
+def test_a_read_only_sqlite_open_of_a_file_behind_head_says_how_to_upgrade(
+        sqlite_at_old: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = sqlite_at_old.read_bytes()
+    for argv in (["approvals"], ["info"], ["search", "read_file"]):
+        assert main(["--store", str(sqlite_at_old), *argv]) == EXIT_UNAVAILABLE
+        err = capsys.readouterr().err.strip().removeprefix("agentdesk: ")
+        assert err == (f"This store's schema is at {OLD}, agentdesk needs {head_revision()}: run "
+                       f"`agentdesk --store {sqlite_at_old} init` to upgrade it."), err
+    assert sqlite_at_old.read_bytes() == before
+    assert main(["--store", str(sqlite_at_old), "init"]) == 0
+    conn = sqlite3.connect(sqlite_at_old)
+    try:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (head_revision(),)
+    finally:
+        conn.close()
+
+
+# -- who may create a store ----------------------------------------------------------------------------------
+@pytest.fixture
+def empty_database(pg_cluster: PgCluster) -> Iterator[tuple[str, Callable[[str], None]]]:
+    """An empty database owned by the superuser, and `own(login)`: make it that login's."""
+    name = f"e_{uuid.uuid4().hex[:12]}"
+    with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+    def own(login: str) -> None:
+        with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
+            conn.execute(f'ALTER DATABASE "{name}" OWNER TO {login}')
+
+    yield pg_cluster.database_url(name), own
+    pg_cluster.drop(pg_cluster.database_url(name))
+
+
+@pytest.fixture
+def plain_login(pg_cluster: PgCluster) -> Iterator[Callable[..., str]]:
+    """plain_login(createrole=False) -> name: a login in no group, password 'secret'; dropped afterwards."""
+    made: list[str] = []
+
+    def make(createrole: bool = False) -> str:
+        name = f"i_{uuid.uuid4().hex[:10]}"
+        with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
+            conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'secret'" + (" CREATEROLE" if createrole else ""))
+        made.append(name)
+        return name
+
+    yield make
+    with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
+        for name in made:
+            for db in conn.execute("SELECT datname FROM pg_database WHERE datdba = "
+                                   "(SELECT oid FROM pg_roles WHERE rolname = %s)", (name,)).fetchall():
+                conn.execute(f'ALTER DATABASE "{db[0]}" OWNER TO postgres')
+            for db in conn.execute("SELECT datname FROM pg_database WHERE datallowconn AND datname LIKE 'e\\_%'"
+                                   ).fetchall():
+                with psycopg.connect(libpq_url(pg_cluster.database_url(db[0])), autocommit=True) as inner:
+                    inner.execute(f"DROP OWNED BY {name}")
+            conn.execute(f"DROP ROLE IF EXISTS {name}")
+
+
+def test_init_by_a_login_that_neither_owns_the_database_nor_is_a_superuser_names_the_owner(
+        empty_database: tuple[str, Callable[[str], None]], plain_login: Callable[..., str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    url, _ = empty_database
+    login = plain_login(createrole=True)
+    as_login = login_url(url, login, "secret")
+    assert main(["--store", as_login, "init"]) == EXIT_REFUSED
+    err = capsys.readouterr().err.strip().removeprefix("agentdesk: ")
+    assert err.startswith(f"{login} may not create the agentdesk schema in database {name_of(url)}: init needs a "
+                          "superuser or the database's owner (postgres), so run `agentdesk --store"), err
+    assert f"ALTER DATABASE {name_of(url)} OWNER TO {login}." in err and "permission denied" not in err
+    with psycopg.connect(libpq_url(url)) as conn:
+        assert conn.execute("SELECT to_regclass('public.alembic_version')").fetchone() == (None,)
+
+
+def test_init_by_the_owner_without_createrole_names_createrole_when_a_group_is_missing(
+        empty_database: tuple[str, Callable[[str], None]], plain_login: Callable[..., str],
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The shared server already has agentdesk's groups (other tests made them; roles are per server), so a
+    group that no server has stands in for a new server's missing ones."""
+    url, own = empty_database
+    login = plain_login()
+    own(login)
+    monkeypatch.setattr(upgrading, "GROUPS", (*upgrading.GROUPS, "agentdesk_not_on_this_server"))
+    assert main(["--store", login_url(url, login, "secret"), "init"]) == EXIT_REFUSED
+    assert capsys.readouterr().err.strip().removeprefix("agentdesk: ") == (
+        f"{login} lacks CREATEROLE, which creating agentdesk's group role agentdesk_not_on_this_server needs: a "
+        f"superuser runs ALTER ROLE {login} CREATEROLE (or creates them), or init runs as a superuser.")
+
+
+def test_the_databases_owner_initialises_a_store_once_the_groups_exist(
+        empty_database: tuple[str, Callable[[str], None]], plain_login: Callable[..., str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    url, own = empty_database
+    login = plain_login()
+    own(login)
+    assert main(["--store", login_url(url, login, "secret"), "init"]) == 0, capsys.readouterr().err
+    assert stamp(url) == head_revision()
+
+
+# -- who may grant levels ------------------------------------------------------------------------------------
+def test_an_admin_without_createrole_is_told_who_may_grant(pg_url: str, make_login: MakeLogin,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    admin, admin_url = make_login("admin")
+    someone, _ = make_login(None)
+    capsys.readouterr()
+    assert main(["--store", admin_url, "admin", "role", "grant", someone, "operator"]) == EXIT_REFUSED
+    err = capsys.readouterr().err.strip().removeprefix("agentdesk: ")
+    assert err.startswith(f"{admin} may not grant levels: granting levels needs a login with CREATEROLE, such as "
+                          "the store's owner postgres (a superuser)"), err
+    assert err.endswith(f"or have a superuser run ALTER ROLE {admin} CREATEROLE."), err
+    assert "Traceback" not in err and "permission denied" not in err
+    assert main(["--store", pg_url, "admin", "role", "grant", someone, "operator"]) == 0
