@@ -220,3 +220,34 @@ def test_an_admin_without_createrole_is_told_who_may_grant(pg_url: str, make_log
     assert err.endswith(f"or have a superuser run ALTER ROLE {admin} CREATEROLE."), err
     assert "Traceback" not in err and "permission denied" not in err
     assert main(["--store", pg_url, "admin", "role", "grant", someone, "operator"]) == 0
+
+
+def test_a_store_a_plain_owner_made_is_upgraded_by_that_owner_and_named_to_the_others(
+        empty_database: tuple[str, Callable[[str], None]], plain_login: Callable[..., str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The whole path without a superuser: the database's owner made the store at OLD; an operator is told to ask
+    that owner, by name; the owner's `init` upgrades it; the operator's next command works."""
+    from sqlalchemy import create_engine
+
+    from agentdesk.store.persistence.postgres.engine import normalise
+    url, own = empty_database
+    owner = plain_login()
+    own(owner)
+    owner_url = login_url(url, owner, "secret")
+    engine = create_engine(normalise(owner_url))
+    try:
+        upgrade(engine, OLD)
+    finally:
+        engine.dispose()
+    operator = plain_login()
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:  # the superuser: grants are per server
+        conn.execute(f"GRANT agentdesk_operator TO {operator}")
+    operator_url = login_url(url, operator, "secret")
+    capsys.readouterr()
+    assert main(["--store", operator_url, "approvals"]) == EXIT_UNAVAILABLE
+    assert f"the database owner ({owner}) runs `agentdesk --store" not in capsys.readouterr().err  # read-only
+    assert main(["--store", operator_url, "approve", "a-1", "--actor", "carol"]) == EXIT_UNAVAILABLE
+    assert f"the database owner ({owner}) runs `agentdesk --store" in capsys.readouterr().err
+    assert main(["--store", owner_url, "init"]) == 0, capsys.readouterr().err
+    assert stamp(url) == head_revision()
+    assert main(["--store", operator_url, "approvals"]) == 0, capsys.readouterr().err
