@@ -51,6 +51,15 @@ PG_SECTIONS: dict[str, str] = {
                THEN 'owner' ELSE pg_get_userbyid(a.grantee) END, a.privilege_type
         FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
         WHERE p.pronamespace = 'public'::regnamespace""",
+    "schema grants": """
+        SELECT n.nspname, CASE WHEN a.grantee = 0 THEN 'PUBLIC' WHEN a.grantee = n.nspowner THEN 'owner'
+               ELSE pg_get_userbyid(a.grantee) END, a.privilege_type
+        FROM pg_namespace n, aclexplode(n.nspacl) a WHERE n.nspname = 'public'""",
+    "default privileges": """
+        SELECT d.defaclobjtype::text, CASE WHEN a.grantee = 0 THEN 'PUBLIC' WHEN a.grantee = d.defaclrole
+               THEN 'owner' ELSE pg_get_userbyid(a.grantee) END, a.privilege_type
+        FROM pg_default_acl d, aclexplode(d.defaclacl) a
+        WHERE d.defaclnamespace = 'public'::regnamespace""",
     "functions": """
         SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid) FROM pg_proc p
         WHERE p.pronamespace = 'public'::regnamespace AND p.prokind IN ('f', 'p')""",
