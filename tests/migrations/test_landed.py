@@ -34,9 +34,11 @@ def landed_files() -> list[str]:
 def test_no_landed_revision_or_sql_file_was_edited() -> None:
     changed = [name for name, expected in manifest().items()
                if (MIGRATIONS / name).exists() and digest(MIGRATIONS / name) != expected]
+    lines = "\n".join(f"{digest(MIGRATIONS / name)}  {name}" for name in changed)
     assert not changed, (
         f"{', '.join(changed)} changed after it landed: a database that already ran it keeps what it ran, so "
-        "put the old text back and add a new revision (with its own sql/NNNN/ folder) that makes the change.")
+        "put the old text back and add a new revision (with its own sql/NNNN/ folder) that makes the change. "
+        f"(Only for a revision not yet on main, re-chained at a merge, replace its line with:\n{lines})")
 
 
 def test_no_landed_file_was_removed() -> None:
