@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -127,51 +128,45 @@ def test_a_read_only_sqlite_open_of_a_file_behind_head_says_how_to_upgrade(
 
 
 # -- who may create a store ----------------------------------------------------------------------------------
+@dataclass
+class Server:
+    """An empty database owned by the superuser and plain logins, made for one test and removed after it: the
+    database first (it holds whatever the logins own), then the logins."""
+
+    cluster: PgCluster
+    url: str = ""
+    logins: list[str] = field(default_factory=list)
+
+    def login(self, *, createrole: bool = False) -> str:
+        """A login in no group, password 'secret'."""
+        name = f"i_{uuid.uuid4().hex[:10]}"
+        with self.cluster.admin() as conn:  # type: ignore[attr-defined]
+            conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'secret'" + (" CREATEROLE" if createrole else ""))
+        self.logins.append(name)
+        return name
+
+    def own(self, login: str) -> None:
+        with self.cluster.admin() as conn:  # type: ignore[attr-defined]
+            conn.execute(f'ALTER DATABASE "{name_of(self.url)}" OWNER TO {login}')
+
+
 @pytest.fixture
-def empty_database(pg_cluster: PgCluster) -> Iterator[tuple[str, Callable[[str], None]]]:
-    """An empty database owned by the superuser, and `own(login)`: make it that login's."""
+def server(pg_cluster: PgCluster) -> Iterator[Server]:
+    made = Server(pg_cluster)
     name = f"e_{uuid.uuid4().hex[:12]}"
     with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
         conn.execute(f'CREATE DATABASE "{name}"')
-
-    def own(login: str) -> None:
-        with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
-            conn.execute(f'ALTER DATABASE "{name}" OWNER TO {login}')
-
-    yield pg_cluster.database_url(name), own
-    pg_cluster.drop(pg_cluster.database_url(name))
-
-
-@pytest.fixture
-def plain_login(pg_cluster: PgCluster) -> Iterator[Callable[..., str]]:
-    """plain_login(createrole=False) -> name: a login in no group, password 'secret'; dropped afterwards."""
-    made: list[str] = []
-
-    def make(createrole: bool = False) -> str:
-        name = f"i_{uuid.uuid4().hex[:10]}"
-        with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
-            conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'secret'" + (" CREATEROLE" if createrole else ""))
-        made.append(name)
-        return name
-
-    yield make
+    made.url = pg_cluster.database_url(name)
+    yield made
+    pg_cluster.drop(made.url)
     with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
-        for name in made:
-            for db in conn.execute("SELECT datname FROM pg_database WHERE datdba = "
-                                   "(SELECT oid FROM pg_roles WHERE rolname = %s)", (name,)).fetchall():
-                conn.execute(f'ALTER DATABASE "{db[0]}" OWNER TO postgres')
-            for db in conn.execute("SELECT datname FROM pg_database WHERE datallowconn AND datname LIKE 'e\\_%'"
-                                   ).fetchall():
-                with psycopg.connect(libpq_url(pg_cluster.database_url(db[0])), autocommit=True) as inner:
-                    inner.execute(f"DROP OWNED BY {name}")
-            conn.execute(f"DROP ROLE IF EXISTS {name}")
+        for login in made.logins:
+            conn.execute(f"DROP ROLE IF EXISTS {login}")
 
 
 def test_init_by_a_login_that_neither_owns_the_database_nor_is_a_superuser_names_the_owner(
-        empty_database: tuple[str, Callable[[str], None]], plain_login: Callable[..., str],
-        capsys: pytest.CaptureFixture[str]) -> None:
-    url, _ = empty_database
-    login = plain_login(createrole=True)
+        server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    url, login = server.url, server.login(createrole=True)
     as_login = login_url(url, login, "secret")
     assert main(["--store", as_login, "init"]) == EXIT_REFUSED
     err = capsys.readouterr().err.strip().removeprefix("agentdesk: ")
@@ -183,13 +178,11 @@ def test_init_by_a_login_that_neither_owns_the_database_nor_is_a_superuser_names
 
 
 def test_init_by_the_owner_without_createrole_names_createrole_when_a_group_is_missing(
-        empty_database: tuple[str, Callable[[str], None]], plain_login: Callable[..., str],
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        server: Server, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The shared server already has agentdesk's groups (other tests made them; roles are per server), so a
     group that no server has stands in for a new server's missing ones."""
-    url, own = empty_database
-    login = plain_login()
-    own(login)
+    url, login = server.url, server.login()
+    server.own(login)
     monkeypatch.setattr(upgrading, "GROUPS", (*upgrading.GROUPS, "agentdesk_not_on_this_server"))
     assert main(["--store", login_url(url, login, "secret"), "init"]) == EXIT_REFUSED
     assert capsys.readouterr().err.strip().removeprefix("agentdesk: ") == (
@@ -198,11 +191,9 @@ def test_init_by_the_owner_without_createrole_names_createrole_when_a_group_is_m
 
 
 def test_the_databases_owner_initialises_a_store_once_the_groups_exist(
-        empty_database: tuple[str, Callable[[str], None]], plain_login: Callable[..., str],
-        capsys: pytest.CaptureFixture[str]) -> None:
-    url, own = empty_database
-    login = plain_login()
-    own(login)
+        server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    url, login = server.url, server.login()
+    server.own(login)
     assert main(["--store", login_url(url, login, "secret"), "init"]) == 0, capsys.readouterr().err
     assert stamp(url) == head_revision()
 
@@ -223,23 +214,21 @@ def test_an_admin_without_createrole_is_told_who_may_grant(pg_url: str, make_log
 
 
 def test_a_store_a_plain_owner_made_is_upgraded_by_that_owner_and_named_to_the_others(
-        empty_database: tuple[str, Callable[[str], None]], plain_login: Callable[..., str],
-        capsys: pytest.CaptureFixture[str]) -> None:
+        server: Server, capsys: pytest.CaptureFixture[str]) -> None:
     """The whole path without a superuser: the database's owner made the store at OLD; an operator is told to ask
     that owner, by name; the owner's `init` upgrades it; the operator's next command works."""
     from sqlalchemy import create_engine
 
     from agentdesk.store.persistence.postgres.engine import normalise
-    url, own = empty_database
-    owner = plain_login()
-    own(owner)
+    url, owner = server.url, server.login()
+    server.own(owner)
     owner_url = login_url(url, owner, "secret")
     engine = create_engine(normalise(owner_url))
     try:
         upgrade(engine, OLD)
     finally:
         engine.dispose()
-    operator = plain_login()
+    operator = server.login()
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:  # the superuser: grants are per server
         conn.execute(f"GRANT agentdesk_operator TO {operator}")
     operator_url = login_url(url, operator, "secret")
