@@ -55,6 +55,12 @@ def old_store(pg_url: str) -> str:
     return pg_url
 
 
+def as_owner(url: str, owner: str = "postgres") -> str:
+    """The store's URL as the sentence shows it: the owner's login, no password (the caller's never appears)."""
+    scheme, rest = url.split("://", 1)
+    return display(f"{scheme}://{owner}@{rest.split('@', 1)[-1]}")
+
+
 @pytest.mark.parametrize("level", ["operator", "viewer", "agent", "admin"])
 def test_a_login_that_does_not_own_a_store_behind_head_is_told_who_upgrades_it(
         old_store: str, make_login: MakeLogin, level: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -67,7 +73,7 @@ def test_a_login_that_does_not_own_a_store_behind_head_is_told_who_upgrades_it(
         at = OLD if level != "agent" else "a revision before 0012_least_privilege"  # (agents read nothing before)
         assert err.strip().removeprefix("agentdesk: ").startswith(
             f"This store's schema is at {at}, agentdesk needs {head_revision()}: the database owner"), (argv, err)
-        assert f"runs `agentdesk --store '{display(url)}' init`" in err, err
+        assert f"the database owner (postgres) runs `agentdesk --store '{as_owner(url)}' init`" in err, err
         assert "permission denied" not in err and "does not exist" not in err and "Traceback" not in err
         assert len(err.strip().splitlines()) == 1
     assert stamp(old_store) == OLD
@@ -87,7 +93,7 @@ def test_a_read_only_open_of_a_store_behind_head_names_the_owner_and_the_command
     with pytest.raises(SchemaBehind) as refused:
         open_store(old_store, read_only=True)
     assert str(refused.value) == (f"This store's schema is at {OLD}, agentdesk needs {head_revision()}: the "
-                                  f"database owner runs `agentdesk --store '{display(old_store)}' init`.")
+                                  f"database owner (postgres) runs `agentdesk --store '{as_owner(old_store)}' init`.")
     assert refused.value.exit_code == EXIT_UNAVAILABLE and stamp(old_store) == OLD
 
 
@@ -171,7 +177,8 @@ def test_init_by_a_login_that_neither_owns_the_database_nor_is_a_superuser_names
     assert main(["--store", as_login, "init"]) == EXIT_REFUSED
     err = capsys.readouterr().err.strip().removeprefix("agentdesk: ")
     assert err.startswith(f"{login} may not create the agentdesk schema in database {name_of(url)}: init needs a "
-                          "superuser or the database's owner (postgres), so run `agentdesk --store"), err
+                          "superuser or the database's owner (postgres), so postgres runs `agentdesk --store"), err
+    assert f"so postgres runs `agentdesk --store '{as_owner(url)}' init`" in err
     assert f"ALTER DATABASE {name_of(url)} OWNER TO {login}." in err and "permission denied" not in err
     with psycopg.connect(libpq_url(url)) as conn:
         assert conn.execute("SELECT to_regclass('public.alembic_version')").fetchone() == (None,)
@@ -233,10 +240,11 @@ def test_a_store_a_plain_owner_made_is_upgraded_by_that_owner_and_named_to_the_o
         conn.execute(f"GRANT agentdesk_operator TO {operator}")
     operator_url = login_url(url, operator, "secret")
     capsys.readouterr()
-    assert main(["--store", operator_url, "approvals"]) == EXIT_UNAVAILABLE
-    assert f"the database owner ({owner}) runs `agentdesk --store" not in capsys.readouterr().err  # read-only
+    told = f"the database owner ({owner}) runs `agentdesk --store '{as_owner(url, owner)}' init`."
+    assert main(["--store", operator_url, "approvals"]) == EXIT_UNAVAILABLE  # read-only
+    assert told in capsys.readouterr().err
     assert main(["--store", operator_url, "approve", "a-1", "--actor", "carol"]) == EXIT_UNAVAILABLE
-    assert f"the database owner ({owner}) runs `agentdesk --store" in capsys.readouterr().err
+    assert told in capsys.readouterr().err
     assert main(["--store", owner_url, "init"]) == 0, capsys.readouterr().err
     assert stamp(url) == head_revision()
     assert main(["--store", operator_url, "approvals"]) == 0, capsys.readouterr().err

@@ -444,7 +444,7 @@ def _migrate(engine: Engine, url: str, *, upgrade: bool, create: bool = True, ol
             if not (pg.is_postgres_url(url) and "permission denied" in str(exc.orig)):
                 raise
             conn.rollback()
-            raise upgrading.unreadable_version(conn, head, pg.display(url)) from exc
+            raise upgrading.unreadable_version(conn, head, url) from exc
     name = str(sqlite.path_of(url) or pg.display(url))
     _refuse_unknown_revision(current, name)
     if current == head:
@@ -455,7 +455,7 @@ def _migrate(engine: Engine, url: str, *, upgrade: bool, create: bool = True, ol
         if older_schema:
             return current
         assert current is not None
-        raise SchemaBehind(current, head, who_upgrades(url))
+        raise SchemaBehind(current, head, who_upgrades(engine, url))
     with engine.begin() as conn:
         if pg.is_postgres_url(url):
             # Several processes may open a fresh server store at once: one migrates, the others wait and see.
@@ -464,17 +464,18 @@ def _migrate(engine: Engine, url: str, *, upgrade: bool, create: bool = True, ol
             _refuse_unknown_revision(current, name)
             if current == head:
                 return head
-            upgrading.require_may_migrate(conn, current, head, pg.display(url))
+            upgrading.require_may_migrate(conn, current, head, url)
         from alembic import command
 
         command.upgrade(alembic_config(conn), "head")
     return head
 
 
-def who_upgrades(url: str) -> str:
+def who_upgrades(engine: Engine, url: str) -> str:
     """The end of SchemaBehind's sentence: the command that upgrades this store, and who may run it."""
     if pg.is_postgres_url(url):
-        return f"the database owner runs {upgrading.init_command(pg.display(url))}"
+        with engine.connect() as conn:
+            return upgrading.owner_runs_init(url, upgrading.store_owner(conn))
     return f"run {upgrading.init_command(str(sqlite.path_of(url) or url))} to upgrade it"
 
 

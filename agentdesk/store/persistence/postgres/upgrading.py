@@ -35,28 +35,57 @@ PRIVILEGES_SQL = text("""
     FROM pg_roles r, pg_database d WHERE r.rolname = session_user AND d.datname = current_database()""")
 
 
+STORE_OWNER_SQL = text("SELECT pg_get_userbyid(c.relowner)::text FROM pg_class c "
+                       "WHERE c.oid = to_regclass('public.alembic_version')")
+"""The role that ran the migrations (it owns every table): from the catalogs, which every login may read."""
+
+
 def init_command(shown: str) -> str:
     return f"`agentdesk --store {shlex.quote(shown)} init`"
 
 
-def require_may_migrate(conn: Connection, current: str | None, head: str, shown: str) -> None:
-    """Refuse, before anything runs, a migration this login cannot finish (`shown`: the URL as people see it)."""
+def owner_runs_init(url: str, owner: str | None) -> str:
+    """"the database owner (alice) runs `agentdesk --store postgresql://alice@host/db init`": the URL with the
+    owner's login, never the caller's (nor any password)."""
+    if owner is None:
+        return f"the database owner runs {init_command(_with_login(url, None))}"
+    return f"the database owner ({owner}) runs {init_command(_with_login(url, owner))}"
+
+
+def store_owner(conn: Connection) -> str | None:
+    found = conn.execute(STORE_OWNER_SQL).scalar()
+    return None if found is None else str(found)
+
+
+def _with_login(url: str, login: str | None) -> str:
+    from sqlalchemy.engine import make_url
+
+    from agentdesk.store.persistence.postgres.engine import display, normalise
+    try:
+        parsed = make_url(normalise(url))._replace(username=login, password=None)  # set() skips None
+        return display(parsed.render_as_string(hide_password=False))
+    except Exception:  # an unparseable URL: shown as display() shows it
+        return display(url)
+
+
+def require_may_migrate(conn: Connection, current: str | None, head: str, url: str) -> None:
+    """Refuse, before anything runs, a migration this login cannot finish."""
     (login, superuser, createrole, database, db_owner, owns_db, may_create, store_owner, owns_store,
      missing) = conn.execute(PRIVILEGES_SQL, {"groups": list(GROUPS)}).one()
     if superuser:
         return
     if current is not None:
         if not owns_store:
-            raise SchemaBehind(current, head, f"the database owner ({store_owner}) runs {init_command(shown)}")
-        _require_create(login, may_create, shown)
+            raise SchemaBehind(current, head, owner_runs_init(url, store_owner))
+        _require_create(login, may_create, _with_login(url, login))
         _require_createrole(login, createrole, missing)
         return
     if not owns_db:
         raise PermissionRefused(
             f"{login} may not create the agentdesk schema in database {database}: init needs a superuser or the "
-            f"database's owner ({db_owner}), so run {init_command(shown)} as {db_owner}, or have a superuser "
-            f"run ALTER DATABASE {_quoted(database)} OWNER TO {_quoted(login)}.")
-    _require_create(login, may_create, shown)
+            f"database's owner ({db_owner}), so {db_owner} runs {init_command(_with_login(url, db_owner))}, or a "
+            f"superuser runs ALTER DATABASE {_quoted(database)} OWNER TO {_quoted(login)}.")
+    _require_create(login, may_create, _with_login(url, login))
     _require_createrole(login, createrole, missing)
 
 
@@ -87,15 +116,14 @@ GROUP_MEMBER_SQL = text(
     "AND pg_has_role(session_user, g.oid, 'MEMBER'))")
 
 
-def unreadable_version(conn: Connection, head: str, shown: str) -> StoreError:
+def unreadable_version(conn: Connection, head: str, url: str) -> StoreError:
     """Why this login may not read the store's version stamp, as the error to raise (`conn`: rolled back).
 
     A login in one of agentdesk's groups reads it on every store from 0012 on, so such a login refused is on an
     older store; a login in no group is told how it gets a level."""
     login, member = conn.execute(GROUP_MEMBER_SQL, {"groups": list(GROUPS)}).one()
     if member:
-        return SchemaBehind(f"a revision before {AGENT_LEVEL_SINCE}", head,
-                            f"the database owner runs {init_command(shown)}")
+        return SchemaBehind(f"a revision before {AGENT_LEVEL_SINCE}", head, owner_runs_init(url, store_owner(conn)))
     return PermissionRefused(
         f"{login} holds no agentdesk level on this store: a login with CREATEROLE runs "
         f"`agentdesk --store URL admin role grant {login} viewer` (or agent, operator, admin).")
