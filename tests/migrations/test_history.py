@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agentdesk.store.persistence.database import head_revision, open_store
 from tests.conftest import PgCluster
 from tests.migrations.building import (
@@ -31,6 +33,7 @@ def test_the_chain_starts_at_the_first_public_revision_and_ends_at_head() -> Non
     assert chain[0] == "0001" and chain[-1] == head_revision()
 
 
+@pytest.mark.slow
 def test_every_earlier_sqlite_file_upgrades_to_the_schema_of_a_fresh_one(tmp_path: Path) -> None:
     builder = SqliteBuilder(tmp_path)
     fresh_path = tmp_path / "fresh.sqlite"
@@ -50,6 +53,7 @@ def test_every_earlier_sqlite_file_upgrades_to_the_schema_of_a_fresh_one(tmp_pat
     assert not found, _named(found)
 
 
+@pytest.mark.slow
 def test_every_earlier_postgres_database_upgrades_to_the_schema_of_a_fresh_one(pg_cluster: PgCluster) -> None:
     with postgres_builder(pg_cluster) as builder:
         fresh = builder.snapshot(pg_cluster.fresh_database())

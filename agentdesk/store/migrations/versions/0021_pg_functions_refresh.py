@@ -8,7 +8,7 @@ PostgreSQL only (a no-op on SQLite, which has no server functions).
 
 `0008_pg_functions` was edited in place in three commits after it was first committed (3892fd8 → c341d74 →
 ac3927d → 74b1842), so a database keeps the 0008 it ran. What each older one leaves at 0014, beside a
-database made at head (found by tests/migrations/test_history.py, which builds all four):
+database made at head (tests/migrations/test_edited_0008.py builds each):
 
 - c341d74 or ac3927d: `agentdesk_audit_macs_ok(text[], text[])` (returns booleans, ignores the login), no
   `agentdesk_audit_macs_ok(text[], text[], text[])`, no `agentdesk_audit_anchors_ok`, and an
@@ -25,7 +25,7 @@ function in any other state is left alone: what a later revision (chained after 
 defines is never put back to 0014's body, so the revision is correct wherever the lead chains it.
 
 The SQL files are read from this revision's own fixed folder, so the revision stays what it was when later
-code changes; tests/migrations/test_landed.py holds their hashes beside this file's.
+code changes; migrations/landed.sha256 holds their hashes beside this file's (tests/migrations/test_landed.py).
 """
 from __future__ import annotations
 
