@@ -248,3 +248,17 @@ def test_a_store_a_plain_owner_made_is_upgraded_by_that_owner_and_named_to_the_o
     assert main(["--store", owner_url, "init"]) == 0, capsys.readouterr().err
     assert stamp(url) == head_revision()
     assert main(["--store", operator_url, "approvals"]) == 0, capsys.readouterr().err
+
+
+def test_an_admin_given_createrole_grants(pg_cluster: PgCluster, pg_url: str, make_login: MakeLogin,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """What the refusal tells the admin to get is enough (PostgreSQL 15; 16 and later also want ADMIN OPTION)."""
+    admin, admin_url = make_login("admin")
+    someone, _ = make_login(None)
+    with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
+        if int(conn.execute("SHOW server_version_num").fetchone()[0]) >= 160000:
+            pytest.skip("PostgreSQL 16+: CREATEROLE alone no longer grants other roles' membership")
+        conn.execute(f"ALTER ROLE {admin} CREATEROLE")
+    assert main(["--store", admin_url, "admin", "role", "grant", someone, "viewer"]) == 0, capsys.readouterr().err
+    assert main(["--store", admin_url, "admin", "role", "list", "--json"]) == 0
+    assert f'{{"login": "{someone}", "level": "viewer"}}' in capsys.readouterr().out
