@@ -29,7 +29,7 @@ def repair_before_migrating(conn: Connection) -> None:
         return
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
-        for statement in FIRST_0008.read_text(encoding="utf-8").split("\n;\n"):
+        for statement in FIRST_0008.read_text(encoding="utf-8").replace("\r\n", "\n").split("\n;\n"):
             if statement.strip() and not all(line.startswith("--") for line in statement.strip().splitlines()):
                 cursor.execute(statement)  # no parameters: function bodies hold % and : as written
     finally:

@@ -77,7 +77,8 @@ def upgrade() -> None:
         _run(bind, f"DROP FUNCTION IF EXISTS public.{function}")
     for name, (function, drifted) in DRIFTED.items():
         if _needs_refresh(bind, function, drifted):
-            _run(bind, (SQL / name).read_text(encoding="utf-8"))
+            # as committed (LF): a checkout that made it CRLF would put a \r in every body line
+            _run(bind, (SQL / name).read_text(encoding="utf-8").replace("\r\n", "\n"))
 
 
 def downgrade() -> None:
