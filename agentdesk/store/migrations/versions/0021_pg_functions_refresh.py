@@ -4,7 +4,13 @@ Revision ID: 0021_pg_functions_refresh
 Revises: 0014_anchor_location
 Create Date: 2026-12-06 07:30:00
 
-PostgreSQL only (a no-op on SQLite, which has no server functions).
+On SQLite, one repair of the same kind: `0006_search` built the span index from store/search/fts.py, which
+changed after 0006 landed (eccca4c: triggers that only mark written spans dirty, instead of a contentless
+index kept by triggers on every write). A store that ran the earlier 0006 has `span_fts` and no
+`span_search_dirty`: search scans it as if it had no index, while its triggers still index every write. Such a
+store gets the index a store made at head has (sql/0021/sqlite_search.sql); any other store is left alone.
+
+On PostgreSQL:
 
 `0008_pg_functions` was edited in place in three commits after it was first committed (3892fd8 → c341d74 →
 ac3927d → 74b1842), so a database keeps the 0008 it ran. What each older one leaves at 0014, beside a
@@ -15,8 +21,8 @@ database made at head (tests/migrations/test_edited_0008.py builds each):
   `agentdesk_audit_write` that 0012 derived from the older appender: it signs a record without the login, so a
   db_login changed afterwards goes unseen.
 - 3892fd8 (the first): only the audit functions, so 0012 cannot run at all; `migrations/repairs.py` brings
-  such a database to the final 0008 before 0012 (sql/0021/first_0008.sql), after which it is the case above
-  minus the drift.
+  such a database to the final 0008 before 0012 (sql/0021/first_0008.sql); it then holds what the final 0008
+  makes, and needs nothing here.
 
 This revision drops the old `agentdesk_audit_macs_ok(text[], text[])` and runs `CREATE OR REPLACE` from the
 versioned files in sql/0021/ (each the function as head prints it with pg_get_functiondef, then its grants)
@@ -69,8 +75,23 @@ def _needs_refresh(bind: sa.Connection, function: str, drifted: frozenset[str]) 
     return body is None or body in drifted
 
 
+SQLITE_OLD_INDEX = "SELECT 1 FROM sqlite_master WHERE name = 'span_fts'"
+SQLITE_NEW_INDEX = "SELECT 1 FROM sqlite_master WHERE name = 'span_search_dirty'"
+
+
+def _sqlite_search_index(bind: sa.Connection) -> None:
+    if bind.exec_driver_sql(SQLITE_OLD_INDEX).first() is None or bind.exec_driver_sql(SQLITE_NEW_INDEX).first():
+        return
+    script = (SQL / "sqlite_search.sql").read_text(encoding="utf-8").replace("\r\n", "\n")
+    for statement in script.split("\n;\n"):
+        if any(line and not line.startswith("--") for line in statement.strip().splitlines()):
+            bind.exec_driver_sql(statement)
+
+
 def upgrade() -> None:
     bind = op.get_bind()
+    if bind.dialect.name == "sqlite":
+        _sqlite_search_index(bind)
     if bind.dialect.name != "postgresql":
         return
     for function in OBSOLETE:
