@@ -64,3 +64,19 @@ def test_every_sql_file_a_revision_reads_ships_in_the_wheel() -> None:
     unshipped = [str(p.relative_to(MIGRATIONS)) for p in MIGRATIONS.glob("sql/**/*") if p.is_file()
                  and p not in shipped]
     assert not unshipped, f"pyproject's package-data for agentdesk.store.migrations misses {', '.join(unshipped)}"
+
+
+FTS_AS_0006_RUNS_IT = "205efd83fb06d3ef7d438414d653b190e3e29896fed66aa7ebc9c59c71838943"
+"""sha256 of repr((fts.CREATE, fts.MARK_ALL, fts.DROP)): what 0006_search runs from store/search/fts.py."""
+
+
+def test_what_0006_runs_from_product_code_stays_as_it_was() -> None:
+    """0006_search imports store/search/fts.py (the one landed revision that runs product code), so a change
+    there changes 0006 for every store made afterwards and for none that ran it: the drift 0021 had to repair."""
+    from agentdesk.store.search import fts
+
+    ran = hashlib.sha256(repr((fts.CREATE, fts.MARK_ALL, fts.DROP)).encode()).hexdigest()
+    assert ran == FTS_AS_0006_RUNS_IT, (
+        "store/search/fts.py's CREATE, MARK_ALL or DROP changed, and 0006_search runs them: stores made from now "
+        "on would differ from those that ran 0006. Keep them as they are and make the change in a new revision "
+        "with its own SQL (and a repair for stores that have the old index, as sql/0021/sqlite_search.sql is).")
