@@ -24,11 +24,14 @@ EDITED = Path(__file__).parent / "edited"
 HEAD_0014 = "0014_anchor_location"
 
 
-def migrations_with(tmp_path: Path, commit: str, *, repair: bool = True, revision: str = "0008_pg_functions") -> Path:
-    """A copy of the migrations up to 0014 with `revision` as of `commit` (and, unless `repair`, env.py as it was
-    before migrations/repairs.py)."""
+def migrations_with(tmp_path: Path, commit: str, *, repair: bool = True, revision: str = "0008_pg_functions",
+                    without: str | None = None) -> Path:
+    """A copy of the migrations up to 0014 with `revision` as of `commit`, `without` that revision's file (one
+    the old chain did not have yet) and, unless `repair`, env.py as it was before migrations/repairs.py."""
     copy = tmp_path / f"migrations-{revision}-{commit}-{repair}"
     shutil.copytree(MIGRATIONS, copy, ignore=shutil.ignore_patterns("__pycache__", "sql"))
+    if without is not None:
+        (copy / "versions" / f"{without}.py").unlink()
     edited = next(EDITED.glob(f"{revision}.{commit}*.py.txt"))
     shutil.copy(edited, copy / "versions" / f"{revision}.py")
     for later in copy.glob("versions/00[2-9][0-9]_*.py"):  # as the team's agentdesk was: nothing after 0014

@@ -16,5 +16,5 @@ if connection is None:  # pragma: no cover - only for `alembic revision --autoge
 
 context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
 with context.begin_transaction():
-    repair_before_migrating(connection)  # a database that ran an edited revision (repairs.py)
+    repair_before_migrating(connection, context)  # a store that ran an edited or re-chained revision
     context.run_migrations()
