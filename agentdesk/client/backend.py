@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from agentdesk.store.agents.context_view import ModelContext
 from agentdesk.store.agents.registry import Registered
+from agentdesk.store.messages.commands import Delivered
 from agentdesk.store.runtime import Decision
 
 
@@ -51,6 +52,9 @@ class Backend(Protocol):
                        locked: bool = False) -> str: ...
 
     def model_context(self, agent_id: str) -> ModelContext: ...
+
+    def take_messages(self, agent_id: str) -> list[Delivered]:
+        """Deliver the agent's pending operator messages into its context now; what was delivered, oldest first."""
 
     def statuses(self, run_id: str, session_id: str) -> tuple[str, str]:
         """The run's and the session's status now (what a gate goes back to after its wait)."""

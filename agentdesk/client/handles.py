@@ -18,6 +18,7 @@ from agentdesk.client import gate
 from agentdesk.client.backend import Backend
 from agentdesk.client.results import ApprovalResult
 from agentdesk.store.agents.context_view import ModelContext
+from agentdesk.store.messages.commands import Delivered
 
 _current_span: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("agentdesk_span",
                                                                                       default=None)
@@ -72,7 +73,12 @@ class Run:
                                  span.cost_usd, error, span.attributes or None)
 
     def model_call(self, name: str, **kwargs: Any) -> Any:
-        """A model span that records exactly which context items (at which revision) it was sent."""
+        """A model span that records exactly which context items (at which revision) it was sent.
+
+        An operator's pending messages are taken first: they join the context (as `user` items, their author
+        the operator) before the span records it, so `agent.context()` inside the block includes them.
+        """
+        self.agent.inbox()
         return self.span("model", name, context_of_agent=self.agent.id, **kwargs)
 
     def request_approval(self, tool: str, arguments: Mapping[str, Any], *,
@@ -155,6 +161,14 @@ class Agent:
         """Append one item to this agent's context (to the current turn group, started if there is none)."""
         group = self._group or self.new_turn()
         return self.runtime.append_context(self.id, group, kind, role, content, locked)
+
+    def inbox(self) -> list[Delivered]:
+        """Take the operator's pending messages now: each becomes a `user` item at the end of the context.
+
+        `Run.model_call` does this for you before every model call; call it yourself between model calls to read
+        a message early. Returns what was delivered, oldest first (empty when nothing was waiting).
+        """
+        return self.runtime.take_messages(self.id)
 
     def context(self) -> ModelContext:
         """The context to send next, with the operator's hiding, locks, edits and compactions applied."""

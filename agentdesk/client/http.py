@@ -30,6 +30,7 @@ from agentdesk.store.agents.context_view import ModelContext
 from agentdesk.store.agents.refusals import Forbidden, Unauthorized
 from agentdesk.store.agents.registry import Registered
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StoreError, StoreUnavailable
+from agentdesk.store.messages.commands import Delivered
 from agentdesk.store.runtime import Decision
 
 URL_ENV, TOKEN_ENV = "AGENTDESK_URL", "AGENTDESK_TOKEN"
@@ -222,6 +223,12 @@ class HttpRuntime:
 
     def model_context(self, agent_id: str) -> ModelContext:
         return from_wire(self._call("GET", f"/agents/{q(agent_id)}/context", idempotent=True))
+
+    def take_messages(self, agent_id: str) -> list[Delivered]:
+        # idempotent: a retry after a lost answer takes nothing more, and what the first took is in the context
+        found = self._call("POST", f"/agents/{q(agent_id)}/inbox", idempotent=True)
+        return [Delivered(str(m["message_id"]), str(m["item_id"]), str(m["content"]), str(m["author"]),
+                          float(m["sent_at"])) for m in found["messages"]]
 
     # -- approvals -------------------------------------------------------------------------
     def statuses(self, run_id: str, session_id: str) -> tuple[str, str]:

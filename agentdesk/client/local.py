@@ -14,6 +14,8 @@ from agentdesk.store.agents.registry import Registered, register
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.approvals.heartbeat import Heartbeat
 from agentdesk.store.errors import Conflict, NotFound
+from agentdesk.store.messages import commands as messages
+from agentdesk.store.messages.commands import Delivered
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.runtime import AgentRuntime, Decision
 
@@ -46,6 +48,9 @@ class LocalRuntime(AgentRuntime):
 
     def model_context(self, agent_id: str) -> ModelContext:
         return model_context(self.store, agent_id)
+
+    def take_messages(self, agent_id: str) -> list[Delivered]:
+        return messages.take(self.store, agent_id, self.actor)
 
     def statuses(self, run_id: str, session_id: str) -> tuple[str, str]:
         with self.store.reading() as s:

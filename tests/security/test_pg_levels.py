@@ -303,6 +303,10 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
         "agentdesk_compact": [("compact", f"SELECT * FROM agentdesk_compact('{b.agent_id}', ARRAY['{b.item}'], "
                                           f"'s', 'f', 1, 'x', 'cmp_x', 'grp_x', 'itm_x', '{v}')")],
         "agentdesk_undo_compaction": [("undo", f"SELECT * FROM agentdesk_undo_compaction('cmp_x', 'x', '{v}')")],
+        "agentdesk_send_message": [("send", f"SELECT * FROM agentdesk_send_message('msg_x', '{b.agent_id}', "
+                                            f"'rm -rf ~', 'alice', '{v}')")],
+        "agentdesk_cancel_message": [("cancel", f"SELECT * FROM agentdesk_cancel_message('msg_x', 'alice', '{v}')")],
+        "agentdesk_take_messages": [("take", f"SELECT * FROM agentdesk_take_messages('{b.agent_id}', 'x', '{v}')")],
         "agentdesk_item_revised": [("revise", f"SELECT agentdesk_item_revised('{b.item}', 1, '{v}')")],
         "agentdesk_group_touched": [("touch", f"SELECT agentdesk_group_touched('{b.group}', 1, '{v}')")],
         "agentdesk_context_bumped": [("bump", f"SELECT agentdesk_context_bumped('{b.agent_id}', 1, '{v}')")],
@@ -324,6 +328,19 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
         "agentdesk_hmac_pad": [("pad", "SELECT agentdesk_hmac_pad('\\x00', 54)")],
         "agentdesk_record_hash": [("hash", "SELECT agentdesk_record_hash('a', 'b', 'c', 'd', 'e', 'f', 'g')")],
         "agentdesk_approval_parents": [("parents", "SELECT agentdesk_approval_parents(a) FROM approvals a")],
+        # notes and labels (migration 0018_notes): operators only; tests/security/test_pg_notes.py tries them in full
+        "agentdesk_note_add": [("note the run", f"SELECT * FROM agentdesk_note_add('note_x', 'run', '{b.run}', "
+                                                f"'ok', 'x', NULL, '{v}')")],
+        "agentdesk_note_edit": [("edit", f"SELECT * FROM agentdesk_note_edit('note_x', 'y', 1, 'x', '{v}')")],
+        "agentdesk_note_remove": [("remove", f"SELECT * FROM agentdesk_note_remove('note_x', 1, 'x', '{v}')")],
+        "agentdesk_label_add": [("label the run", f"SELECT * FROM agentdesk_label_add('run', '{b.run}', 'x', 'x', "
+                                                  f"NULL, '{v}')")],
+        "agentdesk_label_remove": [("unlabel", f"SELECT * FROM agentdesk_label_remove('run', '{b.run}', 'x', 'x', "
+                                               f"'{v}')")],
+        "agentdesk_note_target_run": [("target", f"SELECT agentdesk_note_target_run('run', '{b.run}')")],
+        "agentdesk_note_parents": [("parents", f"SELECT agentdesk_note_parents('{b.run}', 'run', '{b.run}')")],
+        "agentdesk_note_check": [("check", "SELECT agentdesk_note_check('x', 'run', 'y', 'z')")],
+        "agentdesk_note_written": [("written", "SELECT agentdesk_note_written(1, 2)")],
         # trigger functions: PostgreSQL refuses to call them at all
         **{f: [("as a function", f"SELECT {f}()")] for f in (
             "agentdesk_approval_inserted", "agentdesk_approval_updated", "agentdesk_context_appended",

@@ -141,6 +141,9 @@ class SlicedLoader(QObject):
 class ApprovalDetails(QWidget):
     """Title, meta line, warning banner, digest and arguments of the current approval."""
 
+    approval_shown = Signal(str, str)
+    """(approval id, run id) now shown; ("", "") when none. What the window's extras (notes) follow."""
+
     def __init__(self, pending: PendingApprovalModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._pending = pending
@@ -187,6 +190,10 @@ class ApprovalDetails(QWidget):
         box.addWidget(self.title)
         box.addWidget(self.meta)
         box.addWidget(self.banner)
+        self.extras = QVBoxLayout()
+        """Sections the window adds under the banner (the notes and labels on the approval)."""
+        self.extras.setContentsMargins(0, 0, 0, 0)
+        box.addLayout(self.extras)
         row = QHBoxLayout()
         row.addWidget(self.digest, 1)
         row.addWidget(self.loading)
@@ -200,6 +207,8 @@ class ApprovalDetails(QWidget):
                 and approval.arguments == self._approval.arguments
                 and approval.edited_arguments == self._approval.edited_arguments)
         self._approval = approval
+        if not same:
+            self.approval_shown.emit(approval.id if approval else "", approval.run_id if approval else "")
         if approval is None:
             self.loader.stop()
             for label in (self.title, self.meta, self.digest, self.loading):

@@ -35,6 +35,8 @@ from agentdesk.gui.tree.view import ProjectTree
 from agentdesk.gui.window.dock_strip import FoldingDock
 from agentdesk.gui.window.file_menu import StoreMenu
 from agentdesk.gui.window.message_bar import MessageBar
+from agentdesk.gui.window.messaging import Messaging
+from agentdesk.gui.window.notes_wiring import NotesWiring
 from agentdesk.gui.window.notify import TrayNotifier
 from agentdesk.gui.window.receiver_toggle import ReceiverToggle
 from agentdesk.gui.window.settings import open_settings, read_str
@@ -122,6 +124,7 @@ class MainWindow(QMainWindow):
         self.receiver = ReceiverToggle(services, self.settings, self.status)
         self.status.insertPermanentWidget(0, self.receiver)
         self._wire()
+        self.notes = NotesWiring(self, self)
         self._actions()
 
     def _first_size(self) -> QSize:
@@ -167,6 +170,9 @@ class MainWindow(QMainWindow):
         self.queue.show_in_timeline.connect(self.show_in_timeline)
         self.queue.show_context.connect(self.show_context)
         self.context_editor.conflict.connect(lambda text: self.status.showMessage(shown_line(text, 600), 10_000))
+        self.messaging = Messaging(self, self.services, self.status, self.report_error)
+        for view in (self.tree, self.timeline, self.context_editor):
+            view.message_requested.connect(self.messaging.open)
         # a store call that failed with nobody to answer it: kept in the message bar, not 8 s in the status bar
         self.services.runner.error.connect(lambda text: self.message_bar.show_error(f"A store call failed: {text}"))
 
@@ -210,6 +216,7 @@ class MainWindow(QMainWindow):
             menu.addAction(action)
         view.addAction(self.tree_dock.toggleViewAction())
         view.addAction(self.queue_dock.toggleViewAction())
+        view.addAction(self.notes.action)
         view.addSeparator()
         view.addAction(self.receiver.action)
         view.addAction(self.receiver.port_action)

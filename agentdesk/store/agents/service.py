@@ -24,6 +24,7 @@ from agentdesk.store.agents.tokens import AgentIdentity
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.approvals.heartbeat import beat
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound
+from agentdesk.store.messages import commands as message_commands
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.readmodel import ItemKind, RunStatus, SpanKind, SpanStatus
@@ -207,6 +208,11 @@ class AgentService:
     def context(self, agent_id: str) -> dict[str, Any]:
         self._own("agent", agent_id)
         return asdict(context_view(self.store, agent_id))
+
+    def take_messages(self, agent_id: str) -> dict[str, Any]:
+        """The agent's pending operator messages, delivered into its context now (its own agents only)."""
+        self._own("agent", agent_id)
+        return {"messages": [asdict(d) for d in message_commands.take(self.store, agent_id, self.identity.name)]}
 
     # -- approvals -------------------------------------------------------------------------
     def request_approval(self, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -96,6 +96,7 @@ class AgentApi:
         post(f"{PREFIX}/agents/{{id}}/turns", self._route(TURN, lambda s, b, m: s.new_turn(m["id"], b)))
         post(f"{PREFIX}/agents/{{id}}/context", self._route(CONTEXT, lambda s, b, m: s.append_context(m["id"], b)))
         get(f"{PREFIX}/agents/{{id}}/context", self._route(NOTHING, lambda s, b, m: s.context(m["id"])))
+        post(f"{PREFIX}/agents/{{id}}/inbox", self._route(NOTHING, lambda s, b, m: s.take_messages(m["id"])))
         get(f"{PREFIX}/runs/{{id}}", self._route(NOTHING, lambda s, b, m: s.run_info(m["id"])))
         post(f"{PREFIX}/runs/{{id}}/status", self._route(RUN_STATUS, lambda s, b, m: s.set_run_status(m["id"], b)))
         post(f"{PREFIX}/runs/{{id}}/spans", self._route(SPAN, lambda s, b, m: s.start_span(m["id"], b)))

@@ -20,6 +20,7 @@ from agentdesk.store.sources.lensagent import approvals, detail, nodes, spans, t
 from agentdesk.store.sources.lensagent import context as contexts
 from agentdesk.store.sources.lensagent.follow import FOLLOW
 from agentdesk.store.sources.lensagent.layout import Layout, read_layout, version_of
+from agentdesk.store.sources.lensagent.messages import LensagentMessages
 from agentdesk.store.sources.reads import Reads, given
 from agentdesk.store.sources.schema import Schema
 from agentdesk.store.validation import check_name, check_text
@@ -37,7 +38,8 @@ class LensagentSource(ForeignSource):
     kind = "lensagent"
     follow = FOLLOW
     writable_capabilities = frozenset(
-        {Capability.APPROVE, Capability.DENY, Capability.SET_VISIBILITY, Capability.EDIT_ITEM}
+        {Capability.APPROVE, Capability.DENY, Capability.SET_VISIBILITY, Capability.EDIT_ITEM,
+         Capability.SEND_MESSAGE}
     )
     unsupported_reasons = {
         Capability.EDIT_ARGUMENTS: "lensagent reviews a call as the model asked for it; its review has no "
@@ -88,6 +90,10 @@ class LensagentSource(ForeignSource):
         """lensagent-only: every projection decision of an agent, as tokens saved."""
         with self.reading() as conn:
             return contexts.projection_savings(conn, self.layout, agent_id)
+
+    def message_desk(self) -> LensagentMessages | None:
+        """Operators' messages as `pending_messages` rows (store/messages/desk.py); read-only: listed only."""
+        return LensagentMessages(self)
 
     # -- commands ----------------------------------------------------------------------------
     def decide(
