@@ -71,7 +71,7 @@ def _anchor_file(path: Path | None) -> Path | None:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     anchor = _anchor_file(args.anchor)
-    source = open_any(args)
+    source = open_any(args, older_schema=True)  # a store not yet upgraded is verified as it is
     try:
         kind = source.descriptor.kind
         if kind != "agentdesk":

@@ -1,7 +1,7 @@
 """The `agentdesk` command line: inspect and control a store from a terminal or a script.
 
 Exit codes are a contract: 0 ok, 2 usage or bad input, 3 conflict (already decided,
-expired, stale), 4 not found, 5 store unreadable/locked/unknown schema or an unexpected
+expired, stale), 4 not found, 5 store unreadable/locked/unknown or older schema or an unexpected
 error, 6 audit log tampered, 7 audit log cannot be checked (no key, or not every key, on this machine),
 130 interrupted. Failures print one sentence on stderr, never a traceback (an unexpected
 error's traceback goes to a log file, `cli.crash`).
