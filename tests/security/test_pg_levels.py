@@ -976,10 +976,9 @@ def test_granting_the_agent_level_bounds_an_idle_transaction(bench: Bench, pg_cl
             admin.execute(f"DROP OWNED BY {name}")
             admin.execute(f"ALTER ROLE {name} RESET ALL")
             for db in admin.execute("SELECT datname FROM pg_database WHERE NOT datistemplate").fetchall():
-                try:  # another test's database may be dropped between the listing and this statement
+                # another test's database may be dropped between the listing and this statement
+                with contextlib.suppress(psycopg.errors.UndefinedObject, psycopg.errors.InvalidCatalogName):
                     admin.execute(f'ALTER ROLE {name} IN DATABASE "{db[0]}" RESET ALL')
-                except (psycopg.errors.UndefinedObject, psycopg.errors.InvalidCatalogName):
-                    pass
             admin.execute(f"DROP ROLE {name}")
 
 
