@@ -46,6 +46,8 @@ class EntityKind(StrEnum):
     """A standing approval rule (store/rules)."""
     AGENT_TOKEN = "agent_token"
     """An agent's bearer token for the HTTP gate was created or revoked (store/agents/tokens.py)."""
+    ASK = "ask"
+    """An agent's question to a person was asked, answered, cancelled or expired (store/asks)."""
 
 
 class ChangeOp(StrEnum):
