@@ -14,6 +14,7 @@ from agentdesk import __version__
 from agentdesk.cli.admin_commands import add_admin_parser
 from agentdesk.cli.agent_token_commands import add_agent_token_parser
 from agentdesk.cli.analysis_commands import add_analysis_parsers
+from agentdesk.cli.ask_commands import add_ask_parsers
 from agentdesk.cli.audit_commands import audit_options, verify_options
 from agentdesk.cli.install import version_line
 from agentdesk.cli.opening import number, positive
@@ -103,6 +104,7 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
                                      "the store"))
     export_options(command("export", "write a run or a project as OTLP/JSON or OTLP JSON Lines"))
     add_analysis_parsers(command)
+    add_ask_parsers(command)
     p = command("gui", "open the window on the store")
     p.add_argument("--screenshot", metavar="PATH", help="render offscreen, save a PNG and exit")
     p.add_argument("--view", choices=VIEWS, default="window",
