@@ -78,6 +78,15 @@ def banner_text(inspection: Inspection) -> str:
     return visible(f"⚠ This call {inspection.sentence(limit=3)}. Approving it asks you to confirm.")
 
 
+def banner_colours(palette: QPalette) -> QPalette:
+    """The hidden-character warning's colours (shared with the Questions tab: one banner for agent text)."""
+    light = palette.color(QPalette.ColorRole.Base).lightness() > 128
+    failed = status_colour("failed")
+    palette.setColor(QPalette.ColorRole.Window, failed.lighter(185) if light else failed.darker(250))
+    palette.setColor(QPalette.ColorRole.WindowText, QColor("#5c0a0d") if light else QColor("#ffd7d7"))
+    return palette
+
+
 def argument_lines(approval: rm.Approval, budget: Budget) -> Iterator[str]:
     """The display lines of the pane: the arguments, or the edit then the original."""
     if not approval.edited_arguments:
@@ -235,12 +244,7 @@ class ApprovalDetails(QWidget):
         if not inspection.suspicious:
             self.banner.hide()
             return
-        palette = self.banner.palette()
-        light = palette.color(QPalette.ColorRole.Base).lightness() > 128
-        failed = status_colour("failed")
-        palette.setColor(QPalette.ColorRole.Window, failed.lighter(185) if light else failed.darker(250))
-        palette.setColor(QPalette.ColorRole.WindowText, QColor("#5c0a0d") if light else QColor("#ffd7d7"))
-        self.banner.setPalette(palette)
+        self.banner.setPalette(banner_colours(self.banner.palette()))
         self.banner.setText(banner_text(inspection))
         self.banner.setToolTip(tooltip(inspection.sentence(limit=40)))
         self.banner.show()

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QPushButton, QSplitter, QTableView, QTabWidget, QV
 from agentdesk.gui.approvals.decisions import DecisionFlow, Dialog
 from agentdesk.gui.approvals.details import ApprovalDetails
 from agentdesk.gui.approvals.presence import PresenceLine
+from agentdesk.gui.approvals.questions import QuestionsPanel
 from agentdesk.gui.approvals.report import NoteBanner, ResultLog, left_text
 from agentdesk.gui.approvals.tables import decided_table, pending_table, select_row, selected_rows
 from agentdesk.gui.shared.flow import flow_of
@@ -31,7 +32,7 @@ from agentdesk.store.approvals.heartbeat import GONE_AFTER_S, dismiss_gone
 from agentdesk.store.native import NativeSource
 from agentdesk.store.source import Capability
 
-PENDING_TAB, DECIDED_TAB = 0, 1
+PENDING_TAB, DECIDED_TAB, QUESTIONS_TAB = 0, 1, 2
 APPROVE_TIP = "Approve the selected approvals (A)"
 DENY_TIP = "Deny the selected approvals, with a reason (D)"
 EDIT_TIP = "Edit the arguments, then approve them (E)"
@@ -73,6 +74,8 @@ class ApprovalQueue(QWidget):
         self.tabs = QTabWidget(self)
         self.tabs.addTab(self.pending_table, "Pending")
         self.tabs.addTab(self.decided_table, "Decided")
+        self.questions = QuestionsPanel(self._services, self)
+        self.tabs.addTab(self.questions, "Questions")
         self.details = ApprovalDetails(self.pending_model, self)
         self.flow.displayed = self.details.shown_hash
         self.presence_line = PresenceLine(self)
@@ -91,7 +94,7 @@ class ApprovalQueue(QWidget):
         self.setLayout(self._arrange())
 
     def _arrange(self) -> QVBoxLayout:
-        detail = QWidget(self)
+        detail = self.approval_pane = QWidget(self)
         box = QVBoxLayout(detail)
         box.setContentsMargins(0, 0, 0, 0)
         box.addWidget(self.details, 1)
@@ -133,6 +136,9 @@ class ApprovalQueue(QWidget):
             table.selectionModel().selectionChanged.connect(self._on_selection)
             table.selectionModel().currentChanged.connect(self._on_selection)
         self.tabs.currentChanged.connect(self._on_selection)
+        self.tabs.currentChanged.connect(lambda tab: self.approval_pane.setVisible(tab != QUESTIONS_TAB))
+        self.questions.count_changed.connect(self._count_changed)
+        self.questions.reported.connect(self.log.add)
 
     def _connect_models(self) -> None:
         self.pending_model.ticked.connect(self._on_tick)
@@ -156,6 +162,8 @@ class ApprovalQueue(QWidget):
 
     # -- what is selected -----------------------------------------------------------------
     def _active(self) -> tuple[QTableView, PendingApprovalModel | DecidedApprovalModel]:
+        if self.tabs.currentIndex() == QUESTIONS_TAB:
+            return self.pending_table, self.pending_model  # the approval pane is hidden meanwhile
         if self.tabs.currentIndex() == DECIDED_TAB:
             return self.decided_table, self.decided_model
         return self.pending_table, self.pending_model
@@ -251,8 +259,11 @@ class ApprovalQueue(QWidget):
             self.log.add(f"• {text}")
 
     def _count_changed(self, *_args: object) -> None:
-        count = self.pending_model.rowCount()
-        self.tabs.setTabText(PENDING_TAB, f"Pending ({count})" if count else "Pending")
+        """The tabs' counts, and the queue's: pending approvals plus pending questions (both wait for a person)."""
+        approvals, questions = self.pending_model.rowCount(), self.questions.model.pending
+        self.tabs.setTabText(PENDING_TAB, f"Pending ({approvals})" if approvals else "Pending")
+        self.tabs.setTabText(QUESTIONS_TAB, f"Questions ({questions})" if questions else "Questions")
+        count = approvals + questions
         if count != self._last_count:
             self._last_count = count
             self.pending_count_changed.emit(count)
