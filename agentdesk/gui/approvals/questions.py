@@ -86,9 +86,17 @@ class QuestionsPanel(QWidget):
         self.answer_button.setToolTip(ANSWER_TIP)
         self.result = plain_label(self)
         self._current: Ask | None = None
+        # A tab page lends its minimum size to every page of the queue's tabs: this one must not make the
+        # approvals' pane taller or wider than it was (the dock would scroll); its splitter shares the room.
+        self.setMinimumSize(1, 1)
         self._arrange()
         self._connect()
         self._show(None)
+
+    def hasHeightForWidth(self) -> bool:
+        """No: its wrapping labels would make the whole queue's height depend on its width (a hidden tab too),
+        and the dock's scroll area would then trade a scroll bar for width back and forth."""
+        return False
 
     def _arrange(self) -> None:
         top = QWidget(self)
