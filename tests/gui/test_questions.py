@@ -38,14 +38,14 @@ def test_a_question_appears_live_with_its_banner_and_is_answered_by_an_option(
         queue: ApprovalQueue, other: Store, world: World, qtbot: Any) -> None:
     QAbstractItemModelTester(queue.questions.model, QAbstractItemModelTester.FailureReportingMode.Fatal)
     counts: list[int] = []
-    queue.pending_count_changed.connect(counts.append)
+    queue.questions_count_changed.connect(counts.append)
     ask_id = asks.create(other, world.run_id, "Deploy to <b>prod</b>\u202e now?", ["yes", "not yet"], expires_in=600)
     qtbot.waitUntil(lambda: queue.questions.model.pending == 1)
     queue.tabs.setCurrentIndex(QUESTIONS_TAB)
     panel = queue.questions
     qtbot.waitUntil(lambda: panel.current_ask() is not None)
     assert queue.tabs.tabText(QUESTIONS_TAB) == "Questions (1)"
-    assert counts[-1] == len(world.approval_ids) + 1
+    assert counts[-1] == 1
     assert not queue.approval_pane.isVisible()
     assert panel.question.toPlainText() == "Deploy to <b>prod</b>⟨U+202E⟩ now?"
     assert panel.banner.isVisible() and "RIGHT-TO-LEFT OVERRIDE" in panel.banner.text()

@@ -10,7 +10,7 @@ answered by someone else, expired, a viewer's login) is shown in one sentence un
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -29,7 +29,7 @@ from agentdesk.gui.shared.flow import flow_of
 from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.gui.shared.wrap_label import WrapAnywhereLabel
 from agentdesk.model.approval_format import local_time
-from agentdesk.model.asks.model import AskModel
+from agentdesk.model.asks.model import AGENT, OPTIONS, QUESTION, RUN, AskModel
 from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.model.services import Services
 from agentdesk.store.asks.reads import Ask
@@ -37,6 +37,8 @@ from agentdesk.store.text.arguments import inspect_cached
 from agentdesk.store.text.visible import visible
 
 MAX_OPTION_BUTTONS = 12
+COLUMN_SHARES = {QUESTION: 0.44, OPTIONS: 0.22, AGENT: 0.14}
+"""Of the table's width; the time left takes the rest (the last section stretches)."""
 ANSWER_TIP = "Send the typed answer to the agent (Ctrl+Enter)"
 
 
@@ -59,9 +61,12 @@ class QuestionsPanel(QWidget):
         self.table.verticalHeader().hide()
         self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in range(1, self.model.columnCount()):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setMinimumSectionSize(24)
+        header.setStretchLastSection(True)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.viewport().installEventFilter(self)
+        self.table.setColumnHidden(RUN, True)  # the pane below names the run; the question needs the width
         self.empty = plain_label(self, self.model.why_none or "No questions waiting.")
         self.title = plain_label(self)
         self.meta = plain_label(self)
@@ -86,12 +91,22 @@ class QuestionsPanel(QWidget):
         self.answer_button.setToolTip(ANSWER_TIP)
         self.result = plain_label(self)
         self._current: Ask | None = None
+        self._wanted: str | None = None
         # A tab page lends its minimum size to every page of the queue's tabs: this one must not make the
         # approvals' pane taller or wider than it was (the dock would scroll); its splitter shares the room.
         self.setMinimumSize(1, 1)
         self._arrange()
         self._connect()
         self._show(None)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        """Columns share the table's width (the question most), so a narrow dock never scrolls sideways."""
+        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            width = max(0, self.table.viewport().width())
+            header = self.table.horizontalHeader()
+            for column, share in COLUMN_SHARES.items():
+                header.resizeSection(column, int(width * share))
+        return super().eventFilter(watched, event)
 
     def hasHeightForWidth(self) -> bool:
         """No: its wrapping labels would make the whole queue's height depend on its width (a hidden tab too),
@@ -142,7 +157,9 @@ class QuestionsPanel(QWidget):
         return self.model.ask_at(index.row()) if index.isValid() else None
 
     def select_ask(self, ask_id: str) -> None:
+        """Select it now, or once it has loaded."""
         row = self.model.row_of(ask_id)
+        self._wanted = None if row >= 0 else ask_id
         if row >= 0:
             self.table.setCurrentIndex(self.model.index(row, 0))
 
@@ -150,7 +167,8 @@ class QuestionsPanel(QWidget):
         count = self.model.pending
         self.empty.setVisible(count == 0)
         self.empty.setText(self.model.why_none or "No questions waiting.")
-        wanted = self._current.id if self._current is not None else None
+        wanted = self._wanted or (self._current.id if self._current is not None else None)
+        self._wanted = None
         row = self.model.row_of(wanted) if wanted else -1
         if row < 0 and count:
             row = 0

@@ -46,6 +46,9 @@ class ApprovalQueue(QWidget):
     show_context = Signal(str, str)
     """(agent_id, approval_id)."""
     pending_count_changed = Signal(int)
+    """Pending approvals."""
+    questions_count_changed = Signal(int)
+    """Pending questions (the Questions tab)."""
     decisions_reported = Signal(str)
     """The summary line after a batch of decisions finished (also shown in the queue)."""
 
@@ -58,6 +61,7 @@ class ApprovalQueue(QWidget):
         self.presence = PresenceModel(services, self)
         self._want_selected: str | None = None
         self._last_count = -1
+        self._last_questions = -1
         self._build()
         self._connect()
         self._update_actions()
@@ -194,6 +198,11 @@ class ApprovalQueue(QWidget):
                 return
         self._want_selected = approval_id
 
+    def select_question(self, ask_id: str) -> None:
+        """Show a question in the Questions tab (as soon as it has loaded)."""
+        self.tabs.setCurrentIndex(QUESTIONS_TAB)
+        self.questions.select_ask(ask_id)
+
     def _select_wanted(self) -> None:
         if self._want_selected:
             self.select_approval(self._want_selected)
@@ -259,11 +268,14 @@ class ApprovalQueue(QWidget):
             self.log.add(f"• {text}")
 
     def _count_changed(self, *_args: object) -> None:
-        """The tabs' counts, and the queue's: pending approvals plus pending questions (both wait for a person)."""
-        approvals, questions = self.pending_model.rowCount(), self.questions.model.pending
-        self.tabs.setTabText(PENDING_TAB, f"Pending ({approvals})" if approvals else "Pending")
+        """The tabs' counts; pending approvals and pending questions are reported apart (the window's title and
+        status bar name both)."""
+        count, questions = self.pending_model.rowCount(), self.questions.model.pending
+        self.tabs.setTabText(PENDING_TAB, f"Pending ({count})" if count else "Pending")
         self.tabs.setTabText(QUESTIONS_TAB, f"Questions ({questions})" if questions else "Questions")
-        count = approvals + questions
+        if questions != self._last_questions:
+            self._last_questions = questions
+            self.questions_count_changed.emit(questions)
         if count != self._last_count:
             self._last_count = count
             self.pending_count_changed.emit(count)

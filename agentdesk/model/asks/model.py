@@ -24,7 +24,8 @@ from agentdesk.store.text.arguments import inspect_cached
 
 Index = QModelIndex | QPersistentModelIndex
 TOP = QModelIndex()
-HEADERS = ("Question", "Options", "Agent", "Run", "Expires in")
+HEADERS = ("Question", "Options", "Agent", "Run", "Left")
+"""`Left`: the time until the question expires (its tooltip says so)."""
 QUESTION, OPTIONS, AGENT, RUN, EXPIRES = range(len(HEADERS))
 LIMIT = 1000
 
