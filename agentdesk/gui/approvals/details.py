@@ -174,6 +174,7 @@ class ApprovalDetails(QWidget):
         self.arguments.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)  # lines wrap visibly, with ↪
         self.arguments.setPlaceholderText("Select an approval to see its arguments.")
         self.arguments.installEventFilter(self)
+        self.arguments.viewport().installEventFilter(self)  # a scroll bar coming or going resizes only the viewport
         self.marks = MarkHighlighter(self.arguments.document(), self.arguments.palette())
         self.show_all_button = QPushButton("Show all", self)
         self.show_all_button.setToolTip("Load every value in full (in slices: the window stays responsive)")
@@ -287,7 +288,7 @@ class ApprovalDetails(QWidget):
             self._render()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self.arguments and event.type() == QEvent.Type.Resize:
+        if watched in (self.arguments, self.arguments.viewport()) and event.type() == QEvent.Type.Resize:
             self._rewrap.start()
         return False
 
