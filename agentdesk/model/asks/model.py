@@ -1,9 +1,11 @@
 """The pending questions of a source as a Qt table: read on the runner, refreshed from the bus.
 
 Any change of an ask (or a reset) re-reads the pending list once per coalesced batch; the newest answer wins
-(`_ticket`), so a slow read never overwrites a newer one. A source without questions (a foreign runtime that
-never asks) shows none, and `why_none` says so. Answering runs on the runner too, guarded by the revision the
-operator was shown; the outcome (or the one-sentence refusal) comes back as `answered` / `refused`.
+(`_ticket`): a read that finishes after a newer one is dropped, and a read is applied even while newer ones
+are on their way, so a steady stream of questions cannot starve the table. A source without questions (a
+foreign runtime that never asks) shows none, and `why_none` says so. Answering runs on the runner too,
+guarded by the revision the operator was shown; the outcome (or the one-sentence refusal) comes back as
+`answered` / `refused`.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class AskModel(QAbstractTableModel):
         self._services = services
         self._rows: list[Ask] = []
         self._ticket = 0
+        self._applied = 0
         reader = ask_reader(services.source)
         self.why_none = "" if reader is not None else "This source has no questions: its runtime never asks."
         services.bridge.changes.connect(self._on_changes)
@@ -121,8 +124,9 @@ class AskModel(QAbstractTableModel):
                                      on_error=lambda exc: None)
 
     def _loaded(self, rows: list[Ask], ticket: int) -> None:
-        if ticket != self._ticket:
-            return  # a newer read is on its way
+        if ticket <= self._applied:
+            return  # a newer read already answered (reads may finish out of order on the pool)
+        self._applied = ticket  # an older read still shows more than the last one applied: never starve
         self.beginResetModel()
         self._rows = sorted(rows, key=lambda a: (a.created_at, a.id))
         self.endResetModel()
