@@ -55,6 +55,7 @@ class AskModel(QAbstractTableModel):
         self._rows: list[Ask] = []
         self._ticket = 0
         self._applied = 0
+        self._foreign = services.source.descriptor.kind != "agentdesk"
         reader = ask_reader(services.source)
         self.why_none = "" if reader is not None else "This source has no questions: its runtime never asks."
         services.bridge.changes.connect(self._on_changes)
@@ -133,7 +134,9 @@ class AskModel(QAbstractTableModel):
         self.loaded.emit()
 
     def _on_changes(self, changes: Sequence[Change]) -> None:
-        if any(c.op == RESET or c.entity == "ask" for c in changes):
+        """agentdesk's store says which asks changed; a foreign runtime's follower cannot tell a question from
+        another call's change, so any of its changes re-reads the (short) pending list."""
+        if self._foreign or any(c.op == RESET or c.entity == "ask" for c in changes):
             self.reload()
 
     def _on_tick(self) -> None:
