@@ -142,3 +142,47 @@ def test_racing_operators_answer_exactly_once(store: Store, world: World, names:
     assert final.answered_by == won[0] and final.answer == f"answer of {won[0]}"
     assert all(f"by {won[0]} at" in sentence for sentence in lost)
     assert [a for a, _ in audit_actions(store, ask_id)].count("ask.answered") == 1
+
+
+RACER = """
+import sys
+from agentdesk.store.asks import commands as asks
+from agentdesk.store.persistence.database import open_store
+store = open_store(sys.argv[1])
+sys.stdin.readline()  # everyone starts together
+try:
+    asks.answer(store, sys.argv[2], "answer of " + sys.argv[3], sys.argv[3])
+    print("won")
+except asks.AlreadyAnswered as exc:
+    print("lost:", exc)
+store.close()
+"""
+
+
+@pytest.mark.slow  # three interpreters start (a few seconds on a busy machine)
+def test_racing_operator_processes_answer_exactly_once(store: Store, store_path: Path, world: World) -> None:
+    import subprocess
+    import sys
+
+    from tests.client.gate_processes import env
+
+    ask_id = asks.create(store, world.run, "Which one?")
+    names = ("alice", "bob", "carol")
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(store_path), ask_id, name], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+             for name in names]
+    outs = []
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        outs.append(out.strip())
+    winners = [name for name, out in zip(names, outs, strict=True) if out == "won"]
+    assert len(winners) == 1
+    final = read_ask(store, ask_id)
+    assert final.answered_by == winners[0]
+    assert all(out.startswith(f"lost: Question {ask_id} was already answered by {winners[0]} at")
+               for out in outs if out != "won")
