@@ -127,8 +127,15 @@ class Run:
         takes the question back before the cancellation propagates."""
         import asyncio
 
-        asked = await asyncio.to_thread(asking.open_question, self._rt, self.id, self.agent.session_id,
-                                        self._open_span(), question, options, expires_in)
+        opening = asyncio.ensure_future(asyncio.to_thread(asking.open_question, self._rt, self.id,
+                                                          self.agent.session_id, self._open_span(), question,
+                                                          options, expires_in))
+        try:
+            asked = await asyncio.shield(opening)
+        except asyncio.CancelledError:  # cancelled while the question was being written: take it back once it is
+            await asyncio.to_thread(asking.interrupted, self._rt, self.id, self.agent.session_id, await opening,
+                                    "the agent's task was cancelled while asking")
+            raise
         return await asking.aask(self._rt, self.id, self.agent.session_id, asked, timeout)
 
     def finish(self, status: str = "done", error: str | None = None) -> None:
