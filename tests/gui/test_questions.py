@@ -81,3 +81,29 @@ def test_typed_answer_and_a_race_lost_says_who(queue: ApprovalQueue, other: Stor
     qtbot.keyClick(panel.answer_edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: read_ask(other, second).status == "answered")
     assert read_ask(other, second).answer == "v1.2"
+
+
+def test_a_maka_question_is_shown_read_only_with_the_reason(tmp_path: Any, qtbot: Any) -> None:
+    from agentdesk.store.sources import open_source
+    from tests.sources.fixtures_maka import build_maka_fixture
+
+    path = tmp_path / "maka.sqlite"
+    ids = build_maka_fixture(path)
+    source = open_source(str(path), allow_writes=True)
+    services = Services.create(source, actor="tester", coalesce_ms=10)
+    try:
+        queue = ApprovalQueue(services)
+        qtbot.addWidget(queue)
+        queue.resize(700, 900)
+        queue.show()
+        queue.select_question(ids["question"])
+        panel = queue.questions
+        qtbot.waitUntil(lambda: panel.current_ask() is not None)
+        assert panel.question.toPlainText() == "Which Node version should CI use?"
+        assert [b.text() for b in panel.option_buttons] == ["1. 20", "2. 22"]
+        assert not any(b.isEnabled() for b in panel.option_buttons)
+        assert not panel.answer_edit.isEnabled() and not panel.answer_button.isEnabled()
+        assert panel.result.text().startswith("Read-only: maka settles a question")
+    finally:
+        services.close()
+        source.close()
