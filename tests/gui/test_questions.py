@@ -107,3 +107,20 @@ def test_a_maka_question_is_shown_read_only_with_the_reason(tmp_path: Any, qtbot
     finally:
         services.close()
         source.close()
+
+
+def test_the_trees_pending_count_includes_questions(services: Services, other: Store, world: World,
+                                                     qtbot: Any) -> None:
+    from agentdesk.gui.tree.view import ProjectTree
+    from agentdesk.model.tree.model import PendingRole
+
+    tree = ProjectTree(services)
+    qtbot.addWidget(tree)
+    with qtbot.waitSignal(tree.run_selected, timeout=3000):
+        tree.select_entity("run", world.run_id)
+    run_pending = lambda: tree.model.find("run", world.run_id).data(PendingRole)  # noqa: E731
+    assert run_pending() == len(world.approval_ids)
+    ask_id = asks.create(other, world.run_id, "Which branch?")
+    qtbot.waitUntil(lambda: run_pending() == len(world.approval_ids) + 1)
+    asks.answer(other, ask_id, "main", "alice")
+    qtbot.waitUntil(lambda: run_pending() == len(world.approval_ids))
