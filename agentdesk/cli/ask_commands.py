@@ -3,8 +3,9 @@
 `asks` lists them (pending by default; a pending one past its deadline shows as expired). `answer ID TEXT`
 (or `--option N`, the Nth of its options, from 1) records the answer exactly once, under `--as NAME`
 (also spelt `--actor`, like `approve`). Exit codes, as for decisions: 0 answered, 2 bad input (empty or
-oversize answer, no such option, a source that cannot answer), 3 conflict (already answered or cancelled:
-the sentence names by whom and when; or expired: it says when), 4 no question with that id.
+oversize answer, no such option, a source that cannot answer, a question shown read-only), 3 conflict
+(already answered or cancelled: the sentence names by whom and when; or expired: it says when), 4 no
+question with that id, 5 another runtime's database opened without --allow-writes.
 """
 
 from __future__ import annotations
