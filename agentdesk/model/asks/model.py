@@ -48,6 +48,8 @@ class AskModel(QAbstractTableModel):
     """The ask as answered (an `Ask`)."""
     refused = Signal(str, str)
     """(ask id, the one-sentence reason nothing was written)."""
+    _heard = Signal()
+    """Emitted on the bus's thread, delivered on the GUI thread (queued): an ask changed."""
 
     def __init__(self, services: Services, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -58,7 +60,13 @@ class AskModel(QAbstractTableModel):
         self._foreign = services.source.descriptor.kind != "agentdesk"
         reader = ask_reader(services.source)
         self.why_none = "" if reader is not None else "This source has no questions: its runtime never asks."
-        services.bridge.changes.connect(self._on_changes)
+        self._reading = False
+        self._dirty = False
+        self._heard.connect(self.reload)
+        # Straight from the source's bus, not the window's coalescing bridge: a question is a person's cue, and
+        # at most one read is in flight (more changes meanwhile make one more read), so no burst floods the pool.
+        self._unsubscribe = services.source.bus.subscribe(self._on_bus)
+        self.destroyed.connect(lambda *_: self._unsubscribe())
         self._tick = QTimer(self)
         self._tick.setInterval(1000)
         self._tick.timeout.connect(self._on_tick)
@@ -119,12 +127,23 @@ class AskModel(QAbstractTableModel):
         reader = ask_reader(self._services.source)
         if reader is None:
             return
+        if self._reading:
+            self._dirty = True  # read once more when the read in flight answers
+            return
+        self._reading = True
         self._ticket += 1
         ticket = self._ticket
         self._services.runner.submit(reader.asks, True, LIMIT, on_done=lambda rows: self._loaded(rows, ticket),
-                                     on_error=lambda exc: None)
+                                     on_error=lambda exc: self._read_done())
+
+    def _read_done(self) -> None:
+        self._reading = False
+        if self._dirty:
+            self._dirty = False
+            self.reload()
 
     def _loaded(self, rows: list[Ask], ticket: int) -> None:
+        self._read_done()
         if ticket <= self._applied:
             return  # a newer read already answered (reads may finish out of order on the pool)
         self._applied = ticket  # an older read still shows more than the last one applied: never starve
@@ -133,11 +152,14 @@ class AskModel(QAbstractTableModel):
         self.endResetModel()
         self.loaded.emit()
 
-    def _on_changes(self, changes: Sequence[Change]) -> None:
-        """agentdesk's store says which asks changed; a foreign runtime's follower cannot tell a question from
-        another call's change, so any of its changes re-reads the (short) pending list."""
+    def _on_bus(self, changes: Sequence[Change]) -> None:
+        """Any thread. agentdesk's store says which asks changed; a foreign runtime's follower cannot tell a
+        question from another call's change, so any of its changes re-reads the (short) pending list."""
         if self._foreign or any(c.op == RESET or c.entity == "ask" for c in changes):
-            self.reload()
+            try:
+                self._heard.emit()
+            except RuntimeError:  # the model is gone (its window closed)
+                self._unsubscribe()
 
     def _on_tick(self) -> None:
         if self._rows:
