@@ -24,13 +24,14 @@ from agentdesk.store.sources.sql import rows
 
 PENDING_WHERE = "c.state = 'WAITING' AND c.wait_reason = 'user_input'"
 ANSWERED_BY = "agentdesk_answered_by"
-"""The key of agentdesk's own answers in a result's `error_message`-free record: see `writes.answer`."""
+"""Beside `answer` in the result content of a question agentdesk answered (`writes.answer`): who answered."""
 
 
 def select(layout: Layout, pending_only: bool) -> str:
     continuation = layout.col("calls", "continuation_json", "c")
-    asked = PENDING_WHERE if pending_only else f"({PENDING_WHERE}) OR c.continuation_json IS NOT NULL" \
-        if layout.has("calls", "continuation_json") else PENDING_WHERE
+    asked = PENDING_WHERE
+    if not pending_only and layout.has("calls", "continuation_json"):
+        asked = f"({PENDING_WHERE}) OR c.continuation_json IS NOT NULL"  # answered ones kept their prompt
     return f"""
 SELECT c.id, c.project_id, c.agent_id, c.step_id, c.input_json, {continuation}, c.state, c.wait_reason, c.outcome,
        c.revision, c.created_at, c.updated_at, a.name AS agent_name, a.session_id, s.run_id,
