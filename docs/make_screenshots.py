@@ -133,6 +133,25 @@ def pending_approval(store: Path) -> str | None:
     return row[0] if row else None
 
 
+def ask_something(store: Path) -> str:
+    """A pending question with options in the showcase run, as an agent asks it (`run.ask`), for asks.png."""
+    from agentdesk.store.asks import commands as asks
+
+    opened = open_store(str(store))
+    try:
+        source = NativeSource(opened)
+        run_id = source.showcase_run()
+        assert run_id is not None
+        asks.create(opened, run_id, "The nightly export failed twice on the same 3 rows. Shall I skip them and "
+                    "finish the export, or stop here so someone can look?", ["Skip the 3 rows and finish",
+                                                                            "Stop and wait for me"],
+                    expires_in=1800, actor="planner")
+        return asks.create(opened, run_id, "Which customer region should the refund report cover?",
+                           ["EU", "US", "APAC"], expires_in=3600, actor="planner")
+    finally:
+        opened.close()
+
+
 def error_span(store: Path) -> str | None:
     import sqlite3
 
@@ -171,6 +190,8 @@ def main() -> None:
         shoot(store, out / f"{view}.png", view, "light", span)
     shoot(store, out / "approvals.png", "approvals", "light", approval or span, (1366, 768))
     shoot(store, out / "rules.png", "rules", "light", approval or span, (1366, 768))
+    question = ask_something(store)
+    shoot(store, out / "asks.png", "approvals", "light", question, (1366, 768))
     shoot(store, out / "context.png", "context", "light", compacted_agent)
     shoot(store, out / "messages.png", "context", "light", message_some(store), (1366, 768))
     for width, height in ((1366, 768), (1920, 1080)):

@@ -1,6 +1,6 @@
 """The `agentdesk` command line: inspect and control a store from a terminal or a script.
 
-Exit codes are a contract: 0 ok, 2 usage or bad input, 3 conflict (already decided,
+Exit codes are a contract: 0 ok, 2 usage or bad input, 3 conflict (already decided or answered,
 expired, stale), 4 not found, 5 store unreadable/locked/unknown or older schema or an unexpected
 error, 6 audit log tampered, 7 audit log cannot be checked (no key, or not every key, on this machine),
 130 interrupted. Failures print one sentence on stderr, never a traceback (an unexpected
@@ -39,6 +39,7 @@ from agentdesk.cli import output as out
 from agentdesk.cli.admin_commands import cmd_admin
 from agentdesk.cli.agent_token_commands import cmd_agent_token
 from agentdesk.cli.analysis_commands import cmd_critical_path, cmd_diff, cmd_search
+from agentdesk.cli.ask_commands import cmd_answer, cmd_asks
 from agentdesk.cli.audit_commands import cmd_audit, cmd_verify
 from agentdesk.cli.display import display_problem
 from agentdesk.cli.message_commands import cmd_message, cmd_messages
@@ -351,6 +352,7 @@ HANDLERS: dict[str, Handler] = {
     "admin": cmd_admin, "agent-token": cmd_agent_token, "message": cmd_message, "messages": cmd_messages,
     "search": cmd_search, "critical-path": cmd_critical_path, "diff": cmd_diff,
     "audit": cmd_audit, "note": cmd_note, "label": cmd_label, "notes": cmd_notes,
+    "asks": cmd_asks, "answer": cmd_answer,
 }
 
 

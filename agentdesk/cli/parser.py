@@ -14,6 +14,7 @@ from agentdesk import __version__
 from agentdesk.cli.admin_commands import add_admin_parser
 from agentdesk.cli.agent_token_commands import add_agent_token_parser
 from agentdesk.cli.analysis_commands import add_analysis_parsers
+from agentdesk.cli.ask_commands import add_ask_parsers
 from agentdesk.cli.audit_commands import audit_options, verify_options
 from agentdesk.cli.install import version_line
 from agentdesk.cli.message_commands import message_options, messages_options
@@ -114,6 +115,7 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
                       command("label", "labels on a span, run or approval: add, remove"),
                       command("notes", "everything noted or labelled since a time (default the last 8 hours), "
                                        "with who wrote it"), common)
+    add_ask_parsers(command)
     p = command("gui", "open the window on the store")
     p.add_argument("--screenshot", metavar="PATH", help="render offscreen, save a PNG and exit")
     p.add_argument("--view", choices=VIEWS, default="window",

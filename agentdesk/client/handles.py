@@ -9,12 +9,12 @@ span opened last in this thread or asyncio task is the parent of the next one.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentdesk.client import gate
+from agentdesk.client import asking, gate
 from agentdesk.client.backend import Backend
 from agentdesk.client.results import ApprovalResult
 from agentdesk.store.agents.context_view import ModelContext
@@ -114,6 +114,35 @@ class Run:
             await asyncio.to_thread(gate.abandon, self._rt, self.id, self.agent.session_id, await opening)
             raise
         return await gate.wait_async(self._rt, self.id, self.agent.session_id, pending, timeout)
+
+    def ask(self, question: str, options: Sequence[str] | None = None, *,
+            expires_in: float | None = DEFAULT_EXPIRES_IN_S, timeout: float | None = None) -> str:
+        """Ask an operator a question and block until they answer; returns the answer's text.
+
+        `options`: choices to offer (the operator may still type another answer). Raises `QuestionExpired`
+        when nobody answered within `expires_in` seconds (None: no deadline), `QuestionCancelled` when the
+        question was taken back (by an operator, or here: `timeout` seconds passed, or an interruption).
+        """
+        asked = asking.open_question(self._rt, self.id, self.agent.session_id, self._open_span(), question,
+                                     options, expires_in)
+        return asking.ask(self._rt, self.id, self.agent.session_id, asked, timeout)
+
+    async def aask(self, question: str, options: Sequence[str] | None = None, *,
+                   expires_in: float | None = DEFAULT_EXPIRES_IN_S, timeout: float | None = None) -> str:
+        """`ask` for asyncio: the event loop keeps running while the operator answers; cancelling the task
+        takes the question back before the cancellation propagates."""
+        import asyncio
+
+        opening = asyncio.ensure_future(asyncio.to_thread(asking.open_question, self._rt, self.id,
+                                                          self.agent.session_id, self._open_span(), question,
+                                                          options, expires_in))
+        try:
+            asked = await asyncio.shield(opening)
+        except asyncio.CancelledError:  # cancelled while the question was being written: take it back once it is
+            await asyncio.to_thread(asking.interrupted, self._rt, self.id, self.agent.session_id, await opening,
+                                    "the agent's task was cancelled while asking")
+            raise
+        return await asking.aask(self._rt, self.id, self.agent.session_id, asked, timeout)
 
     def finish(self, status: str = "done", error: str | None = None) -> None:
         """done, failed or cancelled."""

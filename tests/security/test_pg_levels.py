@@ -321,6 +321,12 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
         "agentdesk_level": [("level", "SELECT agentdesk_level()")],
         "agentdesk_origin": [("origin", f"SELECT agentdesk_origin('{v}')")],
         "agentdesk_now": [("now", "SELECT agentdesk_now()")],
+        # asks (migration 0015): tests/security/test_pg_asks.py tries them level by level with their outcomes
+        "agentdesk_ask": [("ask in the run", f"SELECT * FROM agentdesk_ask('ask_red', '{b.run}', NULL, 'q?', NULL, "
+                                             "NULL, 'a', NULL)")],
+        "agentdesk_answer": [("answer", "SELECT * FROM agentdesk_answer('ask_none', 'yes', 'alice', NULL, NULL)")],
+        "agentdesk_close_ask": [("cancel", "SELECT * FROM agentdesk_close_ask('ask_none', 'cancelled', 'a', NULL, "
+                                           "NULL)")],
         "agentdesk_tokens": [("tokens", "SELECT agentdesk_tokens('x')")],
         "agentdesk_json": [("json", "SELECT agentdesk_json('x')")],
         "agentdesk_py_float": [("float", "SELECT agentdesk_py_float(1)")],

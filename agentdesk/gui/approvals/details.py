@@ -78,6 +78,15 @@ def banner_text(inspection: Inspection) -> str:
     return visible(f"⚠ This call {inspection.sentence(limit=3)}. Approving it asks you to confirm.")
 
 
+def banner_colours(palette: QPalette) -> QPalette:
+    """The hidden-character warning's colours (shared with the Questions tab: one banner for agent text)."""
+    light = palette.color(QPalette.ColorRole.Base).lightness() > 128
+    failed = status_colour("failed")
+    palette.setColor(QPalette.ColorRole.Window, failed.lighter(185) if light else failed.darker(250))
+    palette.setColor(QPalette.ColorRole.WindowText, QColor("#5c0a0d") if light else QColor("#ffd7d7"))
+    return palette
+
+
 def argument_lines(approval: rm.Approval, budget: Budget) -> Iterator[str]:
     """The display lines of the pane: the arguments, or the edit then the original."""
     if not approval.edited_arguments:
@@ -168,6 +177,7 @@ class ApprovalDetails(QWidget):
         self.arguments.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)  # lines wrap visibly, with ↪
         self.arguments.setPlaceholderText("Select an approval to see its arguments.")
         self.arguments.installEventFilter(self)
+        self.arguments.viewport().installEventFilter(self)  # a scroll bar coming or going resizes only the viewport
         self.marks = MarkHighlighter(self.arguments.document(), self.arguments.palette())
         self.show_all_button = QPushButton("Show all", self)
         self.show_all_button.setToolTip("Load every value in full (in slices: the window stays responsive)")
@@ -244,12 +254,7 @@ class ApprovalDetails(QWidget):
         if not inspection.suspicious:
             self.banner.hide()
             return
-        palette = self.banner.palette()
-        light = palette.color(QPalette.ColorRole.Base).lightness() > 128
-        failed = status_colour("failed")
-        palette.setColor(QPalette.ColorRole.Window, failed.lighter(185) if light else failed.darker(250))
-        palette.setColor(QPalette.ColorRole.WindowText, QColor("#5c0a0d") if light else QColor("#ffd7d7"))
-        self.banner.setPalette(palette)
+        self.banner.setPalette(banner_colours(self.banner.palette()))
         self.banner.setText(banner_text(inspection))
         self.banner.setToolTip(tooltip(inspection.sentence(limit=40)))
         self.banner.show()
@@ -292,7 +297,7 @@ class ApprovalDetails(QWidget):
             self._render()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self.arguments and event.type() == QEvent.Type.Resize:
+        if watched in (self.arguments, self.arguments.viewport()) and event.type() == QEvent.Type.Resize:
             self._rewrap.start()
         return False
 

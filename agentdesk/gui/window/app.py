@@ -30,7 +30,7 @@ class Stoppable(Protocol):
 
 
 ENTITY_PREFIXES = {"prj": "project", "tsk": "task", "ses": "session", "agt": "agent", "run": "run",
-                   "spn": "span", "apr": "approval",
+                   "spn": "span", "apr": "approval", "ask": "ask",
                    "otp": "project", "ott": "task", "ots": "session", "ota": "agent", "otr": "run"}
 """Our id prefixes, including those of rows imported from OpenTelemetry (store/ingest/writer.py)."""
 

@@ -163,7 +163,9 @@ class MainWindow(QMainWindow):
         self.tree.agent_selected.connect(self.context_editor.show_agent)
         self.tree.selection_changed.connect(self._remember_selection)
         self.queue.pending_count_changed.connect(self._on_pending)
-        self.queue.pending_model.loaded.connect(lambda: self._fold_queue(self.queue.pending_model.rowCount()))
+        self.queue.questions_count_changed.connect(self._on_questions)
+        self.queue.pending_model.loaded.connect(lambda: self._fold_queue(self.queue.pending_model.rowCount()
+                                                                         + self.queue.questions.model.pending))
         self.queue.pending_count_changed.connect(self.notifier.pending_changed)
         self.rules.draft_settles.connect(self.queue.pending_model.set_settles)
         self.tabs.currentChanged.connect(self._on_tab)
@@ -307,9 +309,20 @@ class MainWindow(QMainWindow):
         else:
             self.queue.pending_model.set_settles(set(), "")
 
+    def _queue_title(self) -> None:
+        count, questions = self.queue.pending_model.rowCount(), self.queue.questions.model.pending
+        asked = f" · {questions} question{'s' if questions != 1 else ''}" if questions else ""
+        self.queue_dock.setWindowTitle(f"Approvals ({count} pending{asked})")
+
+    def _on_questions(self, questions: int) -> None:
+        """A question waits for a person like an approval does: named in the dock's title, and it opens the queue."""
+        self._queue_title()
+        if questions:
+            self._fold_queue(questions)
+
     def _on_pending(self, count: int) -> None:
-        self.queue_dock.setWindowTitle(f"Approvals ({count} pending)")
-        self._fold_queue(count)
+        self._queue_title()
+        self._fold_queue(count + self.queue.questions.model.pending)
         model = self.queue.pending_model
         waiting = {a.agent_id for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
                    and not model.is_expired(a)}
@@ -405,6 +418,9 @@ class MainWindow(QMainWindow):
     def select(self, entity: str, entity_id: str) -> None:
         """Select anything by id: tree rows, a span (its run, then the span) or an approval (in the queue,
         with its run and span in the timeline)."""
+        if entity == "ask":
+            self.queue.select_question(entity_id)
+            return
         if entity == "approval":
             self.queue.select_approval(entity_id)
             self.services.runner.submit(self.services.source.approval, entity_id,

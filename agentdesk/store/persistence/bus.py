@@ -52,6 +52,8 @@ class EntityKind(StrEnum):
     """An operator's note on a span, run or approval (store/notes); parents name the run and `target`."""
     LABEL = "label"
     """A label added to or removed from a span, run or approval; the id is `kind:target:label`."""
+    ASK = "ask"
+    """An agent's question to a person was asked, answered, cancelled or expired (store/asks)."""
 
 
 class ChangeOp(StrEnum):

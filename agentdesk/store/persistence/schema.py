@@ -164,6 +164,34 @@ class ApprovalRow(Base):
     name typed beside it (a display label). SQLite (one user, no logins): None."""
 
 
+class AskRow(Base):
+    """An agent's question to a person (migration 0015): answered exactly once, or expired, or cancelled."""
+
+    __tablename__ = "asks"
+    __table_args__ = (Index("asks_by_status", "status", "created_at"), Index("asks_by_run", "run_id"))
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"))
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"))
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    span_id: Mapped[str | None] = mapped_column(String(64))
+    question: Mapped[str] = mapped_column(Text)
+    options: Mapped[str | None] = mapped_column(Text)
+    """A JSON array of strings, or None: the operator may answer with any text either way."""
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float | None] = mapped_column(Float)
+    answered_at: Mapped[float | None] = mapped_column(Float)
+    """When it closed: answered, cancelled or marked expired."""
+    answered_by: Mapped[str | None] = mapped_column(Text)
+    answer: Mapped[str | None] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(Text)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    requested_login: Mapped[str | None] = mapped_column(Text)
+    answered_login: Mapped[str | None] = mapped_column(Text)
+
+
 class RuleRow(Base):
     """A standing allow/deny/ask rule for tool calls, scoped by tool, matcher and optionally place."""
 

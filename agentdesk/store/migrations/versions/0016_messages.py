@@ -1,7 +1,7 @@
 """messages: an operator's message queued for an agent, delivered into its context at its next model call
 
 Revision ID: 0016_messages
-Revises: 0014_anchor_location
+Revises: 0015_asks
 Create Date: 2026-12-06 07:10:00
 
 Both backends: the `messages` table. A message is `pending` until the agent takes it (then `delivered`, with
@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0016_messages'
-down_revision = '0014_anchor_location'
+down_revision = '0015_asks'
 branch_labels = None
 depends_on = None
 
