@@ -112,7 +112,8 @@ def test_the_timeline_and_the_editor_ask_for_the_same_dialog(services: Services,
     with qtbot.waitSignal(window.timeline.message_requested) as asked:
         action.trigger()
     assert asked.args == [world.agent_id, "planner"]
-    qtbot.waitUntil(lambda: window.context_editor.message_action.isEnabled(), timeout=5000)
+    qtbot.waitUntil(lambda: window.context_editor.message_action.isEnabled()
+                    and window.context_editor.model.agent is not None, timeout=5000)  # its name is read
     with qtbot.waitSignal(window.context_editor.message_requested) as asked:
         window.context_editor.message_action.trigger()
     assert asked.args == [world.agent_id, "planner"]
