@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from agentdesk.store.agents.context_view import ModelContext
 from agentdesk.store.agents.registry import Registered
+from agentdesk.store.control.state import RunControl
 from agentdesk.store.runtime import Decision
 
 
@@ -70,5 +71,11 @@ class Backend(Protocol):
 
     def withdraw_request(self, approval_id: str, why: str) -> Decision | None:
         """Take the request back: `withdrawn`, or the decision (or expiry) that came first."""
+
+    def checkpoint(self, run_id: str) -> RunControl:
+        """The run's control at a step boundary: reports the agent blocked when paused, ends the run when stopped."""
+
+    def wait_control(self, run_id: str, timeout_s: float) -> RunControl:
+        """Once the run is no longer held at a checkpoint (resumed, stopping, paused afresh), or after `timeout_s`."""
 
     def close(self) -> None: ...

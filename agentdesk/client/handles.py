@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentdesk.client import gate
+from agentdesk.client import control, gate
 from agentdesk.client.backend import Backend
+from agentdesk.client.control import RunStopped
 from agentdesk.client.results import ApprovalResult
 from agentdesk.store.agents.context_view import ModelContext
 
@@ -71,8 +72,23 @@ class Run:
             self._rt.finish_span(span_id, status, span.output, span.input_tokens, span.output_tokens,
                                  span.cost_usd, error, span.attributes or None)
 
+    def checkpoint(self) -> None:
+        """A step boundary: returns at once while running, blocks while an operator has the run paused, and
+        raises `RunStopped` after a stop (the run is then recorded `cancelled`, with who stopped it).
+
+        Called for you by `request_approval`, `arequest_approval` and `model_call`; call it between your own
+        steps too (after a tool ran, before the next one)."""
+        control.checkpoint(self._rt, self.id)
+
+    async def acheckpoint(self) -> None:
+        """`checkpoint` for asyncio: the event loop keeps running while the run is paused."""
+        await control.acheckpoint(self._rt, self.id)
+
     def model_call(self, name: str, **kwargs: Any) -> Any:
-        """A model span that records exactly which context items (at which revision) it was sent."""
+        """A model span that records exactly which context items (at which revision) it was sent.
+
+        A checkpoint first: a paused run blocks here, a stopped one raises `RunStopped` before the call."""
+        self.checkpoint()
         return self.span("model", name, context_of_agent=self.agent.id, **kwargs)
 
     def request_approval(self, tool: str, arguments: Mapping[str, Any], *,
@@ -85,6 +101,7 @@ class Run:
         `timeout`: stop waiting here after this many seconds and withdraw the request
         (`Outcome.WITHDRAWN`); an interruption (Ctrl-C) withdraws it too, then propagates.
         """
+        self.checkpoint()
         parent = parent_span_id or self._open_span()
         pending = gate.open_gate(self._rt, self.id, self.agent.session_id, parent, tool, arguments, expires_in)
         return gate.wait(self._rt, self.id, self.agent.session_id, pending, timeout)
@@ -99,6 +116,7 @@ class Run:
         """
         import asyncio
 
+        await self.acheckpoint()
         parent = parent_span_id or self._open_span()
         opening = asyncio.ensure_future(asyncio.to_thread(gate.open_gate, self._rt, self.id, self.agent.session_id,
                                                           parent, tool, arguments, expires_in))
@@ -134,6 +152,8 @@ class Agent:
         run = self.start_run(title)
         try:
             yield run
+        except RunStopped:
+            raise  # the checkpoint already recorded the run cancelled, with who stopped it
         except BaseException as exc:
             run.finish("cancelled" if isinstance(exc, KeyboardInterrupt) else "failed",
                        f"{type(exc).__name__}: {exc}")

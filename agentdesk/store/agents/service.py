@@ -23,6 +23,8 @@ from agentdesk.store.agents.registry import register
 from agentdesk.store.agents.tokens import AgentIdentity
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.approvals.heartbeat import beat
+from agentdesk.store.control.checkpoint import reach_checkpoint
+from agentdesk.store.control.state import RunControl
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
@@ -47,6 +49,12 @@ def decision_json(decision: Decision | None) -> dict[str, Any]:
         return {"status": "pending"}
     return {"status": decision.status, "reason": decision.reason, "arguments": decision.arguments,
             "decided_by": decision.actor}
+
+
+def control_json(control: RunControl) -> dict[str, Any]:
+    """A run's control state as the agent API answers it (client/http.py reads it back with `control_of`)."""
+    return {"state": control.state.value, "set_by": control.set_by, "set_at": control.set_at,
+            "reason": control.reason, "held_at": control.held_at}
 
 
 class AgentService:
@@ -223,6 +231,15 @@ class AgentService:
                                                span_id=span_id, timeout_s=expires_in)
         self._note("approval", approval_id)
         return {"approval_id": approval_id, "decision": decision_json(self.rt.poll_decision(approval_id))}
+
+    # -- run control (store/control): the agent reads and honours it, never sets it -------------------
+    def checkpoint(self, run_id: str) -> dict[str, Any]:
+        """The agent reached a step boundary: report itself blocked if paused, end the run if stopped."""
+        self._run(run_id)
+        return control_json(reach_checkpoint(self.store, run_id, self.identity.name))
+
+    def own_run(self, run_id: str) -> None:
+        self._run(run_id)
 
     def own_approval(self, approval_id: str) -> None:
         self._own("approval", approval_id)

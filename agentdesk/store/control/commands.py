@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import text
 
 from agentdesk.store.control.state import FINISHED_RUN, Action, ControlState, RunControl, next_state, read_in
-from agentdesk.store.errors import Conflict, NotFound
+from agentdesk.store.errors import Conflict, NotFound, StoreError
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.postgres.roles import require
@@ -54,7 +54,7 @@ def control(store: Store, run_id: str, action: Action, actor: str, reason: str |
             found = uow.session.execute(SERVER_CONTROL, {"run": run_id, "action": action.value, "actor": actor,
                                                          "reason": reason, "origin": store.origin}).one()
             if found.outcome != "ok":
-                _refuse(run_id, action, found.outcome, found.state, found.set_by, found.set_at, found.why,
+                raise _refusal(run_id, action, found.outcome, found.state, found.set_by, found.set_at, found.why,
                         found.run_status)
             adopt_server_changes(uow, found.changes)
             return RunControl(run_id, ControlState(found.state), found.set_by, found.set_at, found.why)
@@ -65,8 +65,9 @@ def control(store: Store, run_id: str, action: Action, actor: str, reason: str |
         current = read_in(uow.session, run_id)
         new = next_state(current.state, action, run.status)
         if new is None:
-            _refuse(run_id, action, "finished" if _finished(run.status, current) else "lost", current.state.value,
-                    current.set_by, current.set_at, current.reason, run.status)
+            outcome = "finished" if _finished(run.status, current) else "lost"
+            raise _refusal(run_id, action, outcome, current.state.value, current.set_by, current.set_at,
+                           current.reason, run.status)
         row = uow.session.get(sc.RunControlRow, run_id)
         if row is None:
             row = sc.RunControlRow(run_id=run_id, revision=0)
@@ -87,17 +88,17 @@ def run_parents(run: Any) -> dict[str, str]:
     return {"project": run.project_id, "task": run.task_id, "session": run.session_id, "agent": run.agent_id}
 
 
-def _refuse(run_id: str, action: Action, outcome: str, state: str | None, set_by: str | None,
-            set_at: float | None, reason: str | None, run_status: str | None) -> None:
+def _refusal(run_id: str, action: Action, outcome: str, state: str | None, set_by: str | None,
+             set_at: float | None, reason: str | None, run_status: str | None) -> StoreError:
     """One sentence saying why the action was not applied, naming who set the state it ran into."""
     if outcome == "not found":
-        raise NotFound(f"There is no run with id {run_id}.")
+        return NotFound(f"There is no run with id {run_id}.")
     if outcome == "finished":
-        raise RunFinished(f"Run {run_id} has already finished ({run_status}); there is nothing to {action.value}.")
+        return RunFinished(f"Run {run_id} has already finished ({run_status}); there is nothing to {action.value}.")
     seen = RunControl(run_id, ControlState(state or "running"), set_by, set_at, reason)
     by = f" ({seen.describe()})" if set_by else ""
     if action is Action.RESUME:
-        raise WrongState(f"Run {run_id} is not paused (it is {seen.state.value}{by}); there is nothing to resume.")
+        return WrongState(f"Run {run_id} is not paused (it is {seen.state.value}{by}); there is nothing to resume.")
     if seen.state is ControlState.STOPPING:
-        raise WrongState(f"Run {run_id} is already being stopped{by}.")
-    raise WrongState(f"Run {run_id} is already {seen.state.value}{by}.")
+        return WrongState(f"Run {run_id} is already being stopped{by}.")
+    return WrongState(f"Run {run_id} is already {seen.state.value}{by}.")

@@ -7,22 +7,15 @@ ends the run `cancelled`); nothing an agent can call moves a run out of `paused`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agentdesk.store.persistence import schema as sc
-from agentdesk.store.persistence.convert import ts_opt
+from agentdesk.store.readmodel import ControlState, RunControl
 
-
-class ControlState(StrEnum):
-    RUNNING = "running"
-    PAUSED = "paused"
-    STOPPING = "stopping"
-    """A stop was asked for; the agent has not reached a checkpoint yet."""
-    STOPPED = "stopped"
+__all__ = ["FINISHED_RUN", "Action", "ControlState", "RunControl", "from_row", "next_state", "read_in", "read_many"]
 
 
 class Action(StrEnum):
@@ -44,35 +37,6 @@ def next_state(current: ControlState, action: Action, run_status: str) -> Contro
     if run_status in FINISHED_RUN or current is ControlState.STOPPED:
         return None
     return RESULT[action] if current in ALLOWED[action] else None
-
-
-@dataclass(frozen=True, slots=True)
-class RunControl:
-    """What a run's controls show and what an agent's checkpoint acts on."""
-
-    run_id: str
-    state: ControlState
-    set_by: str | None = None
-    set_at: float | None = None
-    reason: str | None = None
-    held_at: float | None = None
-    """When the agent reported itself blocked at a checkpoint (paused only)."""
-
-    @property
-    def held(self) -> bool:
-        return self.state is ControlState.PAUSED and self.held_at is not None
-
-    def describe(self) -> str:
-        """One line for a status bar or the CLI: "paused by alice at 07:31:02 UTC (agent blocked): lunch"."""
-        if self.state is ControlState.RUNNING and self.set_by is None:
-            return "running"
-        moment = ts_opt(self.set_at)
-        at = f" at {moment.strftime('%H:%M:%S UTC')}" if moment else ""
-        verb = {ControlState.RUNNING: "resumed", ControlState.PAUSED: "paused",
-                ControlState.STOPPING: "stop requested", ControlState.STOPPED: "stopped"}[self.state]
-        blocked = " (agent blocked at a checkpoint)" if self.held else ""
-        why = f": {self.reason}" if self.reason else ""
-        return f"{verb} by {self.set_by}{at}{blocked}{why}"
 
 
 def from_row(run_id: str, row: sc.RunControlRow | None) -> RunControl:

@@ -140,7 +140,8 @@ FUNCTIONS = [
             UPDATE public.run_controls k SET held_at = now_at, revision = k.revision + 1
                 WHERE k.run_id = agentdesk_run_checkpoint.run_id;
             change := public.agentdesk_change(now_at, origin, 'run', 'update', run_id, {PARENTS}, r.revision);
-            RETURN QUERY SELECT 'held'::text, c.state::text, c.set_by, c.set_at, c.reason, now_at, json_build_array(change);
+            RETURN QUERY SELECT 'held'::text, c.state::text, c.set_by, c.set_at, c.reason, now_at,
+                                json_build_array(change);
             RETURN;
         END IF;
         IF c.state <> 'stopping' THEN  -- resumed meanwhile, or already stopped
