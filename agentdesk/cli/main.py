@@ -40,6 +40,7 @@ from agentdesk.cli.admin_commands import cmd_admin
 from agentdesk.cli.agent_token_commands import cmd_agent_token
 from agentdesk.cli.analysis_commands import cmd_critical_path, cmd_diff, cmd_search
 from agentdesk.cli.audit_commands import cmd_audit, cmd_verify
+from agentdesk.cli.control_commands import cmd_control
 from agentdesk.cli.display import display_problem
 from agentdesk.cli.opening import (
     EXIT_OK,
@@ -340,7 +341,7 @@ HANDLERS: dict[str, Handler] = {
     "gui": cmd_gui, "rules": cmd_rules, "receive": cmd_receive, "import": cmd_import, "export": cmd_export,
     "admin": cmd_admin, "agent-token": cmd_agent_token,
     "search": cmd_search, "critical-path": cmd_critical_path, "diff": cmd_diff,
-    "audit": cmd_audit,
+    "audit": cmd_audit, "pause": cmd_control, "resume": cmd_control, "stop": cmd_control,
 }
 
 

@@ -98,7 +98,8 @@ def _refusal(run_id: str, action: Action, outcome: str, state: str | None, set_b
     seen = RunControl(run_id, ControlState(state or "running"), set_by, set_at, reason)
     by = f" ({seen.describe()})" if set_by else ""
     if action is Action.RESUME:
-        return WrongState(f"Run {run_id} is not paused (it is {seen.state.value}{by}); there is nothing to resume.")
+        last = f"; {seen.describe()}" if set_by else ""
+        return WrongState(f"Run {run_id} is not paused (it is {seen.state.value}{last}); there is nothing to resume.")
     if seen.state is ControlState.STOPPING:
         return WrongState(f"Run {run_id} is already being stopped{by}.")
     return WrongState(f"Run {run_id} is already {seen.state.value}{by}.")
