@@ -135,6 +135,8 @@ def routes(w: World) -> list[tuple[str, str, Any]]:
         ("POST", f"{v}/approvals/{w.approval_id}/wait", {"timeout_s": 0}),
         ("POST", f"{v}/approvals/{w.approval_id}/withdraw", {"reason": "r"}),
         ("POST", f"{v}/approvals/{w.approval_id}/heartbeat", None),
+        ("POST", f"{v}/runs/{w.run_id}/checkpoint", None),
+        ("POST", f"{v}/runs/{w.run_id}/control/wait", {"timeout_s": 0}),
     ]
 
 
@@ -167,6 +169,9 @@ def operator_actions(w: World) -> list[tuple[str, str, Any]]:
         ("POST", f"{v}/agent-tokens", {"name": "root"}),
         ("DELETE", f"{v}/agent-tokens/alice-bot", None),
         ("POST", f"{v}/admin/role", {"login": "x", "level": "admin"}),
+        *[("POST", f"{v}/runs/{w.run_id}/{verb}", {"actor": "alice"})
+          for verb in ("pause", "resume", "stop", "control", "control/resume", "control/stop")],
+        ("PUT", f"{v}/runs/{w.run_id}/control", {"state": "running"}),
         ("POST", "/v1/decide", {"id": a, **decision}),
         ("POST", "/v1/approvals/approve", {"id": a}),
         ("GET", "/v1/traces", None),

@@ -23,8 +23,8 @@ from agentdesk.store.agents.registry import register
 from agentdesk.store.agents.tokens import AgentIdentity
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.approvals.heartbeat import beat
-from agentdesk.store.control.checkpoint import reach_checkpoint
-from agentdesk.store.control.state import RunControl
+from agentdesk.store.control.checkpoint import reach_checkpoint, read_control
+from agentdesk.store.control.state import ControlState, RunControl
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
@@ -160,6 +160,8 @@ class AgentService:
         error = body.get("error")
         if error is not None:
             check_text("run error", error)
+        if "status" in body:
+            _keep_stopped(self.store, run)
         with self.rt.batch():
             if "status" in body:
                 self.rt.set_run_status(run_id, _one_of("status", body["status"], RUN_STATUSES), error)
@@ -261,6 +263,13 @@ class AgentService:
     def heartbeat(self, approval_id: str) -> dict[str, Any]:
         self._own("approval", approval_id)
         return {"pending": beat(self.store, approval_id)}
+
+
+def _keep_stopped(store: Store, run: sc.RunRow) -> None:
+    """A run an operator stopped stays cancelled: the agent cannot write another status over the stop."""
+    control = read_control(store, run.id)
+    if control.state is ControlState.STOPPED:
+        raise Conflict(f"Run {run.id} was stopped by {control.set_by}; its status stays cancelled.")
 
 
 def _one_of(label: str, value: Any, allowed: set[str]) -> str:

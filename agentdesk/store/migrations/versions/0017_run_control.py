@@ -23,6 +23,7 @@ PostgreSQL only (SQLite has one user, who owns the file):
   it ends the run `cancelled` with "stopped by <who>: <reason>" as its error, the state becomes stopped, and
   the record `run.stopped` names who stopped it. It never lifts a pause or undoes a stop. An agent may call it
   only for a run its own login wrote. EXECUTE: agents and operators (a runtime may connect as an operator).
+- A trigger keeps a stopped run cancelled: no login below the owner writes another status over it.
 
 The SQL is written out here, not imported, so the revision stays what it was when later code changes.
 """
@@ -161,6 +162,23 @@ FUNCTIONS = [
                             json_build_array(change);
     END $$
     """,
+    # A stopped run stays cancelled: below the owner (so the functions), no login writes another status over it.
+    f"""
+    CREATE FUNCTION public.agentdesk_run_stop_kept() RETURNS trigger LANGUAGE plpgsql {SAFE} AS $$
+    BEGIN
+        IF NEW.status IS DISTINCT FROM OLD.status AND NOT public.agentdesk_is_owner(current_user)
+           AND EXISTS (SELECT 1 FROM public.run_controls k WHERE k.run_id = OLD.id AND k.state = 'stopped') THEN
+            RAISE EXCEPTION 'run % was stopped by an operator; its status stays cancelled', OLD.id
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        RETURN NEW;
+    END $$
+    """,
+    """
+    CREATE TRIGGER runs_stop_kept BEFORE UPDATE OF status ON public.runs
+        FOR EACH ROW EXECUTE FUNCTION public.agentdesk_run_stop_kept()
+    """,
+    "REVOKE ALL ON FUNCTION public.agentdesk_run_stop_kept() FROM PUBLIC",
     "REVOKE ALL ON FUNCTION public.agentdesk_run_control(text, text, text, text, text) FROM PUBLIC",
     "REVOKE ALL ON FUNCTION public.agentdesk_run_checkpoint(text, text, text) FROM PUBLIC",
     "GRANT EXECUTE ON FUNCTION public.agentdesk_run_control(text, text, text, text, text) TO agentdesk_operator",
@@ -205,6 +223,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "postgresql":
+        _run(bind, "DROP TRIGGER IF EXISTS runs_stop_kept ON public.runs")
+        _run(bind, "DROP FUNCTION IF EXISTS public.agentdesk_run_stop_kept()")
         _run(bind, "DROP FUNCTION IF EXISTS public.agentdesk_run_checkpoint(text, text, text)")
         _run(bind, "DROP FUNCTION IF EXISTS public.agentdesk_run_control(text, text, text, text, text)")
     op.drop_table("run_controls")
