@@ -130,8 +130,8 @@ class AgentWorker:
             try:
                 self._checkpoint(run)
             except RunHalted as halted:  # the checkpoint ended the run cancelled; close its root span too
+                self.open_runs.remove(run)  # first: a simulator stop meanwhile must not write over its ending
                 self._finish(root, "cancelled", error=str(halted))
-                self.open_runs.remove(run)
                 self.control.emit(self.index, agent.profile.name, "run_finished", detail=str(halted),
                                   entity_id=run)
                 return False, str(halted)
