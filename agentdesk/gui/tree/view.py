@@ -79,6 +79,8 @@ class ProjectTree(QWidget):
         self._quiet = False
         self._last_key: tuple[str, str] | None = None
         self._reset_state: tuple[list[str], tuple[str, str] | None] = ([], None)
+        self.menu_extenders: list[Callable[[QMenu, QModelIndex], None]] = []
+        """Called with each row's context menu (and the row's model index) before it opens: the window's hook."""
         self._build()
         self._connect()
 
@@ -173,11 +175,20 @@ class ProjectTree(QWidget):
             self.agent_selected.emit(entity_id)
 
     def context_menu_for(self, view_index: QModelIndex) -> QMenu | None:
-        """The context menu of a row (runs only, for now): built from loaded rows, never a store read."""
+        """The context menu of a row: built from loaded rows, never a store read. A run's has "Compare with…";
+        the window adds more through `menu_extenders` (the run controls, on runs and agents)."""
         index = self._source(view_index)
-        if not index.isValid() or index.data(EntityRole)[0] != "run":
+        if not index.isValid():
             return None
-        return run_menu(index.siblingAtColumn(NAME), self.compare_requested.emit, self)
+        name = index.siblingAtColumn(NAME)
+        menu = run_menu(name, self.compare_requested.emit, self) if index.data(EntityRole)[0] == "run" \
+            else QMenu(self)
+        for extend in self.menu_extenders:
+            extend(menu, name)
+        if menu.isEmpty():
+            menu.deleteLater()
+            return None
+        return menu
 
     def _context_menu(self, position: QPoint) -> None:
         menu = self.context_menu_for(self.view.indexAt(position))
