@@ -8,9 +8,8 @@ pause shows here within a moment. Stop asks first (stop_dialog.py).
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel, QSizePolicy, QToolBar, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolButton, QWidget
 
 from agentdesk.gui.control.stop_dialog import ask_to_stop
 from agentdesk.gui.shared.elided import ElidedLabel
@@ -22,25 +21,30 @@ TIPS = {Action.PAUSE: "Pause the run: its agent blocks at its next checkpoint un
         Action.STOP: "Stop the run: its agent ends it cancelled at its next checkpoint (asks first)"}
 
 
-class RunControlBar(QToolBar):
+class RunControlBar(QWidget):
+    """A row of tool buttons, not a QToolBar: a toolbar hides what does not fit behind an overflow arrow, and
+    the state line is the part an operator must read."""
+
     def __init__(self, model: RunControlModel, parent: QWidget | None = None) -> None:
-        super().__init__("Run controls", parent)
+        super().__init__(parent)
         self.setObjectName("run_controls")
-        self.setIconSize(QSize(16, 16))
         self.model = model
-        title = QLabel("Run:", self)
-        self.addWidget(title)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(4, 0, 4, 0)
+        row.addWidget(QLabel("Run:", self))
         self.actions_by: dict[Action, QAction] = {}
         for action in Action:
             qaction = QAction(LABELS[action], self)
             qaction.setObjectName(f"run_{action.value}")
             qaction.triggered.connect(lambda _=False, a=action: self.trigger(a))
-            self.addAction(qaction)
+            button = QToolButton(self)
+            button.setDefaultAction(qaction)
+            row.addWidget(button)
             self.actions_by[action] = qaction
         self.state = ElidedLabel("", self, min_chars=10)
         self.state.setObjectName("run_control_state")
         self.state.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.addWidget(self.state)
+        row.addWidget(self.state, 1)
         model.changed.connect(self.refresh)
         self.refresh()
 

@@ -52,8 +52,9 @@ class RowFields:
     """A run's control state (store/control): running, paused, stopping or stopped; "running" for other rows."""
 
 
-CONTROL_MARKS = {"paused": "⏸ paused", "stopping": "⏹ stopping", "stopped": "⏹ stopped"}
-"""The mark a held run shows first in its Info column, so a paused run is seen without opening it."""
+CONTROL_MARKS = {"paused": "‖ paused", "stopping": "■ stopping", "stopped": "■ stopped"}
+"""The words a held run shows first in its Info column; its name starts with the symbol alone, so a paused run
+is seen even where the tree is too narrow for the other columns."""
 
 NO_FIELDS = RowFields("", "", 0, "", "", 0.0, "")
 
@@ -88,7 +89,8 @@ def _run_fields(value: rm.Run) -> RowFields:
     started = short_time(value.started_at)
     tokens = f" · {value.usage.total_tokens:,} tok" if value.usage.total_tokens else ""
     mark = CONTROL_MARKS.get(value.control)
-    return RowFields(one_line(value.title) or "(untitled run)", value.status, value.pending_approvals,
+    name = one_line(value.title) or "(untitled run)"
+    return RowFields(f"{mark.split()[0]} {name}" if mark else name, value.status, value.pending_approvals,
                      (f"{mark} · " if mark else "") + started + tokens,
                      escaped_tooltip(value.title, f"run {value.id}", f"started {started}",
                                      f"error: {one_line(value.error, 500)}" if value.error else "",
