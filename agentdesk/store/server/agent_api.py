@@ -7,7 +7,8 @@ approval is the token's own: 403 otherwise), and anything else under `/agent/` i
 decision, rule, context edit or audit record can be made through this port. Bodies are strict
 JSON (store/server/agent_json.py). Waiting for a decision is a long poll (store/server/agent_waits.py)
 answered within moments of the decision, or `{"status": "pending"}` after `timeout_s` (the client
-asks again, reconnecting with back-off if the receiver restarted).
+asks again, reconnecting with back-off if the receiver restarted). A run's checkpoint and the wait of a paused
+agent (store/server/control_waits.py) are served the same way; pausing, resuming and stopping are not.
 
 Answers are JSON: the result, or `{"error": sentence}` with 400 (bad input), 401, 403, 404,
 409 (conflict), 411 (no Content-Length), 413 (too large), 415 (not JSON), 503 (store busy or the
