@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QToolButton, QWi
 from agentdesk.gui.control.stop_dialog import ask_to_stop
 from agentdesk.gui.shared.elided import ElidedLabel
 from agentdesk.model.control.run_control import LABELS, RunControlModel
+from agentdesk.model.plain import shown_line
 from agentdesk.store.control.state import Action
 
 TIPS = {Action.PAUSE: "Pause the run: its agent blocks at its next checkpoint until resumed",
@@ -64,4 +65,4 @@ class RunControlBar(QWidget):
             qaction.setEnabled(not why)
             qaction.setToolTip(why or TIPS[action])
         reason = self.model.source_reason
-        self.state.setText(reason if reason and self.model.run_id else self.model.state_text())
+        self.state.setText(shown_line(reason if reason and self.model.run_id else self.model.state_text(), 600))
