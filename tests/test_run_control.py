@@ -153,3 +153,30 @@ def test_any_sequence_follows_the_transition_table(store: Store, rt: AgentRuntim
             state = expected
         assert read_control(store, run_id).state is state
     assert NativeSource(store).run(run_id).status == status
+
+
+def test_racing_operators_pause_exactly_once(store: Store, rt: AgentRuntime) -> None:
+    """Two operators press Pause at the same moment: one pause is recorded, the other is told who came first."""
+    import threading
+
+    run_id = new_run(rt)
+    outcomes: list[str] = []
+    start = threading.Barrier(2)
+
+    def press(actor: str) -> None:
+        start.wait()
+        try:
+            control.pause(store, run_id, actor)
+            outcomes.append("paused")
+        except WrongState as lost:
+            outcomes.append(str(lost))
+
+    threads = [threading.Thread(target=press, args=(who,)) for who in ("alice", "bob")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes)[-1] == "paused" and outcomes.count("paused") == 1
+    winner = read_control(store, run_id).set_by
+    assert f"paused by {winner}" in sorted(outcomes)[0]
+    assert [a for a, _ in audit_actions(store, run_id)] == ["run.pause"]

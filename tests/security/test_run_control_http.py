@@ -64,3 +64,27 @@ def test_after_a_stop_the_agent_can_only_end_the_run_cancelled(world: World) -> 
     assert read_control(world.store, world.run_id).state is ControlState.STOPPED  # a status write undoes nothing
     with pytest.raises(control.RunFinished):
         control.resume(world.store, world.run_id, "mallory")
+
+
+def test_a_paused_agent_is_released_by_the_resume_through_its_long_poll(world: World) -> None:
+    """The wait is answered from the change bus, on both backends: the agent's `checkpoint()` returns."""
+    import threading
+
+    from agentdesk.client import AgentDesk, Run
+    from tests.waiting import wait_until
+
+    control.pause(world.store, world.run_id, "alice")
+    returned = threading.Event()
+
+    def agent() -> None:
+        with AgentDesk.connect(f"http://{world.host}:{world.port}", token=world.alice) as desk:
+            Run(desk.attach(world.agent_id), world.run_id).checkpoint()
+        returned.set()
+
+    thread = threading.Thread(target=agent, daemon=True)
+    thread.start()
+    wait_until(lambda: read_control(world.store, world.run_id).held, what="the agent blocked")
+    assert not returned.is_set()
+    control.resume(world.store, world.run_id, "alice")
+    thread.join(timeout=30)
+    assert returned.is_set()
