@@ -25,6 +25,11 @@ from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.source import Capability, require_run_controller
 
 
+def by(store: Store, name: str) -> str:
+    """Who set a state, as it is shown: the typed name, after the server-known login on PostgreSQL."""
+    return name if store.login is None or store.login.name == name else f"{store.login.name} (typed: {name})"
+
+
 def new_run(rt: AgentRuntime) -> str:
     project = rt.create_project("p")
     agent = rt.create_agent(rt.create_session(rt.create_task(project, "t"), "s"), "a", "m")
@@ -52,7 +57,7 @@ def test_pause_resume_stop_are_audited_on_the_bus_and_shown_in_the_read_model(st
     assert paused.state is ControlState.PAUSED and paused.set_by == "alice"
     assert any(c.entity == EntityKind.RUN and c.id == run_id for c in heard)
     shown = source.run(run_id)
-    assert shown.control == "paused" and "paused by alice" in shown.control_note
+    assert shown.control == "paused" and f"paused by {by(store, 'alice')}" in shown.control_note
     assert "look at the logs" in shown.control_note
 
     assert control.resume(store, run_id, "bob").state is ControlState.RUNNING
@@ -75,16 +80,17 @@ def test_the_checkpoint_reports_the_agent_blocked_once_and_ends_a_stopped_run_ca
     control.stop(store, run_id, "alice", "enough")
     assert reach_checkpoint(store, run_id, "agent").state is ControlState.STOPPED
     run = NativeSource(store).run(run_id)
-    assert run.status == "cancelled" and run.error == "stopped by alice: enough" and run.ended_at is not None
+    assert run.status == "cancelled" and run.error == f"stopped by {by(store, 'alice')}: enough"
+    assert run.ended_at is not None
     assert audit_actions(store, run_id)[-1] == ("run.stopped", "agent")
     assert NativeSource(store).verify().ok
 
 
 @pytest.mark.parametrize(("setup", "action", "error", "words"), [
     ([], Action.RESUME, WrongState, "is not paused (it is running)"),
-    ([Action.PAUSE], Action.PAUSE, WrongState, "is already paused (paused by alice"),
-    ([Action.STOP], Action.STOP, WrongState, "is already being stopped (stop requested by alice"),
-    ([Action.STOP], Action.RESUME, WrongState, "is not paused (it is stopping; stop requested by alice"),
+    ([Action.PAUSE], Action.PAUSE, WrongState, "is already paused (paused by {alice}"),
+    ([Action.STOP], Action.STOP, WrongState, "is already being stopped (stop requested by {alice}"),
+    ([Action.STOP], Action.RESUME, WrongState, "is not paused (it is stopping; stop requested by {alice}"),
 ])
 def test_a_refused_action_says_why_in_one_sentence_and_writes_nothing(
         store: Store, rt: AgentRuntime, setup: list[Action], action: Action, error: type[Exception],
@@ -95,7 +101,7 @@ def test_a_refused_action_says_why_in_one_sentence_and_writes_nothing(
     before = (read_control(store, run_id), audit_actions(store, run_id))
     with pytest.raises(error) as refused:
         control.control(store, run_id, action, "bob")
-    assert words in str(refused.value) and str(refused.value).count(". ") == 0
+    assert words.format(alice=by(store, "alice")) in str(refused.value) and str(refused.value).count(". ") == 0
     assert (read_control(store, run_id), audit_actions(store, run_id)) == before
 
 
@@ -177,6 +183,5 @@ def test_racing_operators_pause_exactly_once(store: Store, rt: AgentRuntime) -> 
     for thread in threads:
         thread.join()
     assert sorted(outcomes)[-1] == "paused" and outcomes.count("paused") == 1
-    winner = read_control(store, run_id).set_by
-    assert f"paused by {winner}" in sorted(outcomes)[0]
+    assert f"paused by {read_control(store, run_id).who}" in sorted(outcomes)[0]
     assert [a for a, _ in audit_actions(store, run_id)] == ["run.pause"]

@@ -32,7 +32,7 @@ class RunStopped(Exception):
 
 
 def _stopped(run_id: str, control: RunControl) -> RunStopped:
-    return RunStopped(run_id, control.set_by, control.reason)
+    return RunStopped(run_id, control.who, control.reason)
 
 
 def checkpoint(rt: Backend, run_id: str) -> None:

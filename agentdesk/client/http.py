@@ -338,7 +338,8 @@ def registered(found: Mapping[str, Any]) -> Registered:
 
 def control_of(run_id: str, answer: Mapping[str, Any]) -> RunControl:
     return RunControl(run_id, ControlState(str(answer.get("state") or "running")),
-                      answer.get("set_by"), answer.get("set_at"), answer.get("reason"), answer.get("held_at"))
+                      answer.get("set_by"), answer.get("set_at"), answer.get("reason"), answer.get("held_at"),
+                      answer.get("set_login"))
 
 
 def decision_of(answer: Mapping[str, Any]) -> Decision | None:

@@ -392,6 +392,15 @@ class RunControl:
     reason: str | None = None
     held_at: float | None = None
     """When the agent reported itself blocked at a checkpoint (paused only)."""
+    set_login: str | None = None
+    """The server-known login that set it (PostgreSQL); `set_by` is the name it typed."""
+
+    @property
+    def who(self) -> str:
+        """Who set it, as approvals say who decided: "bob (typed: alice)" where the login differs."""
+        if self.set_login and self.set_login != self.set_by:
+            return f"{self.set_login} (typed: {self.set_by})"
+        return self.set_by or "an operator"
 
     @property
     def held(self) -> bool:
@@ -407,4 +416,4 @@ class RunControl:
                 ControlState.STOPPING: "stop requested", ControlState.STOPPED: "stopped"}[self.state]
         blocked = " (agent blocked at a checkpoint)" if self.held else ""
         why = f": {self.reason}" if self.reason else ""
-        return f"{verb} by {self.set_by}{at}{blocked}{why}"
+        return f"{verb} by {self.who}{at}{blocked}{why}"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtWidgets import QMenu
+from sqlalchemy import func, select
 
 from agentdesk.gui.control.stop_dialog import StopDialog
 from agentdesk.gui.window.main_window import MainWindow
@@ -16,10 +17,30 @@ from agentdesk.model.tree.model import ControlRole
 from agentdesk.store.control import commands as control
 from agentdesk.store.control.state import Action
 from agentdesk.store.native import NativeSource
+from agentdesk.store.persistence import schema as sc
 from agentdesk.store.readmodel import ControlState
 from tests.gui.conftest import World
 from tests.gui.foreign_helpers import Opened
 from tests.sources.fixtures_lensagent import build_lensagent_fixture
+
+
+def settle(qtbot: Any, services: Services, window: MainWindow) -> None:
+    """At the end of a test, before pytest-qt closes the window: every change the test made has reached the
+    window (the watcher's high-water mark is the log's last seq, the bridge holds nothing) and every read it
+    caused has been answered (the timeline's debounced refresh too), so no answer arrives for a closed window."""
+    store = services.source.store  # type: ignore[attr-defined]
+    watcher = services.source.watcher
+    feed = window.timeline.feed
+
+    def quiet() -> bool:
+        with store.reading() as s:
+            top = s.execute(select(func.max(sc.ChangeRow.seq))).scalar() or 0
+        bridge = services.bridge
+        return (watcher is not None and watcher.high_water >= top and not bridge._pending
+                and not bridge._timer.isActive() and services.runner.in_flight == 0
+                and not feed.busy and not feed._timer.isActive())
+
+    qtbot.waitUntil(quiet, timeout=5000)
 
 
 def opened_on_run(services: Services, world: World, qtbot: Any) -> MainWindow:
@@ -55,6 +76,7 @@ def test_pause_resume_and_stop_from_the_toolbar(services: Services, world: World
 
     bar.actions_by[Action.RESUME].trigger()
     qtbot.waitUntil(lambda: state_of(window) is ControlState.RUNNING, timeout=5000)
+    qtbot.waitUntil(bar.actions_by[Action.STOP].isEnabled, timeout=5000)  # the resume's answer is in
 
     bar.actions_by[Action.STOP].trigger()  # asks first
     dialog = window.findChild(StopDialog)
@@ -64,15 +86,18 @@ def test_pause_resume_and_stop_from_the_toolbar(services: Services, world: World
     qtbot.waitUntil(lambda: state_of(window) is ControlState.STOPPING, timeout=5000)
     assert enabled(window) == {Action.PAUSE: False, Action.RESUME: False, Action.STOP: False}
     assert "stop requested by tester" in bar.state.text() and "wrong branch" in bar.state.text()
+    settle(qtbot, services, window)
 
 
 def test_a_cancelled_stop_changes_nothing(services: Services, world: World, qtbot: Any) -> None:
     window = opened_on_run(services, world, qtbot)
+    qtbot.waitUntil(window.run_controls.actions_by[Action.STOP].isEnabled, timeout=5000)
     window.run_controls.actions_by[Action.STOP].trigger()
     dialog = window.findChild(StopDialog)
     assert dialog is not None
     dialog.reject()
     assert NativeSource(services.source.store).run_control(world.run_id).state is ControlState.RUNNING  # type: ignore[attr-defined]
+    settle(qtbot, services, window)
 
 
 def test_another_windows_pause_shows_live_in_the_toolbar_and_the_tree(services: Services, world: World,
@@ -87,6 +112,7 @@ def test_another_windows_pause_shows_live_in_the_toolbar_and_the_tree(services: 
     index = window.tree.view.currentIndex()
     qtbot.waitUntil(lambda: index.data(ControlRole) == "paused", timeout=5000)
     assert "paused by bob" in window.run_controls.state.text()
+    settle(qtbot, services, window)
 
 
 def test_the_tree_menu_controls_a_run_and_an_agents_open_run(services: Services, world: World, qtbot: Any) -> None:
@@ -105,6 +131,7 @@ def test_the_tree_menu_controls_a_run_and_an_agents_open_run(services: Services,
                     _agent_menu(window)["Its open run: Resume"].isEnabled(), timeout=5000)
     _agent_menu(window)["Its open run: Resume"].trigger()
     qtbot.waitUntil(lambda: state_of(window) is ControlState.RUNNING, timeout=5000)
+    settle(qtbot, services, window)
 
 
 def _agent_menu(window: MainWindow) -> dict[str, Any]:
@@ -115,7 +142,7 @@ def _agent_menu(window: MainWindow) -> dict[str, Any]:
 def test_a_foreign_runtimes_controls_are_off_with_the_reason(qtbot: Any, tmp_path: Path) -> None:
     path = tmp_path / "lensagent.sqlite"
     build_lensagent_fixture(path)
-    opened = Opened(qtbot, path, allow_writes=True)
+    opened = Opened(qtbot, path, allow_writes=True)  # even with writes allowed: lensagent has no such state
     try:
         window = opened.window
         with qtbot.waitSignal(window.tree.run_selected, timeout=5000):
@@ -125,5 +152,6 @@ def test_a_foreign_runtimes_controls_are_off_with_the_reason(qtbot: Any, tmp_pat
         tip = html.unescape(window.run_controls.actions_by[Action.PAUSE].toolTip())
         assert "lensagent has no pause" in tip and "cannot pause, resume or stop" in tip
         assert "cannot pause" in window.run_controls.state.text()
+        qtbot.waitUntil(lambda: opened.services.runner.in_flight == 0, timeout=5000)  # no answer after the close
     finally:
         opened.close()

@@ -83,6 +83,8 @@ class RunControlModel(QObject):
         self.shown: Shown | None = None
         self.busy = False
         services.bridge.changes.connect(self._on_changes)
+        latest = self._latest
+        self.destroyed.connect(lambda *_: latest.cancel())  # an answer after the window closed goes nowhere
 
     @property
     def source_reason(self) -> str:

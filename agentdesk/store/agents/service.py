@@ -54,7 +54,7 @@ def decision_json(decision: Decision | None) -> dict[str, Any]:
 def control_json(control: RunControl) -> dict[str, Any]:
     """A run's control state as the agent API answers it (client/http.py reads it back with `control_of`)."""
     return {"state": control.state.value, "set_by": control.set_by, "set_at": control.set_at,
-            "reason": control.reason, "held_at": control.held_at}
+            "reason": control.reason, "held_at": control.held_at, "set_login": control.set_login}
 
 
 class AgentService:
@@ -269,7 +269,7 @@ def _keep_stopped(store: Store, run: sc.RunRow) -> None:
     """A run an operator stopped stays cancelled: the agent cannot write another status over the stop."""
     control = read_control(store, run.id)
     if control.state is ControlState.STOPPED:
-        raise Conflict(f"Run {run.id} was stopped by {control.set_by}; its status stays cancelled.")
+        raise Conflict(f"Run {run.id} was stopped by {control.who}; its status stays cancelled.")
 
 
 def _one_of(label: str, value: Any, allowed: set[str]) -> str:

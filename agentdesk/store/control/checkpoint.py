@@ -46,8 +46,7 @@ def reach_checkpoint(store: Store, run_id: str, actor: str) -> RunControl:
             if found.outcome == "not found":
                 raise NotFound(f"There is no run with id {run_id}.")
             adopt_server_changes(uow, found.changes)
-            return RunControl(run_id, ControlState(found.state), found.set_by, found.set_at, found.why,
-                              found.held_at)
+        return read_control(store, run_id)
     current = read_control(store, run_id)
     if not _needs_write(current):
         return current
@@ -61,7 +60,7 @@ def reach_checkpoint(store: Store, run_id: str, actor: str) -> RunControl:
         elif row.state == ControlState.STOPPING:
             row.state, row.held_at, row.revision = ControlState.STOPPED.value, None, row.revision + 1
             run.status, run.ended_at, run.revision = "cancelled", uow.now, run.revision + 1
-            run.error = f"stopped by {row.set_by}" + (f": {row.reason}" if row.reason else "")
+            run.error = f"stopped by {row.set_by}" + (f": {row.reason}" if row.reason else "")  # no logins here
             uow.audit(actor, "run.stopped", "run", run_id, {"reason": row.reason, "stopped_by": row.set_by})
             uow.record("run", "update", run_id, run_parents(run), run.revision)
         return RunControl(run_id, ControlState(row.state), row.set_by, row.set_at, row.reason, row.held_at)

@@ -55,9 +55,10 @@ def control(store: Store, run_id: str, action: Action, actor: str, reason: str |
                                                          "reason": reason, "origin": store.origin}).one()
             if found.outcome != "ok":
                 raise _refusal(run_id, action, found.outcome, found.state, found.set_by, found.set_at, found.why,
-                        found.run_status)
+                               found.run_status, found.set_login)
             adopt_server_changes(uow, found.changes)
-            return RunControl(run_id, ControlState(found.state), found.set_by, found.set_at, found.why)
+            return RunControl(run_id, ControlState(found.state), found.set_by, found.set_at, found.why,
+                              set_login=found.set_login)
     with UnitOfWork(store) as uow:
         run = uow.session.get(sc.RunRow, run_id)
         if run is None:
@@ -67,7 +68,7 @@ def control(store: Store, run_id: str, action: Action, actor: str, reason: str |
         if new is None:
             outcome = "finished" if _finished(run.status, current) else "lost"
             raise _refusal(run_id, action, outcome, current.state.value, current.set_by, current.set_at,
-                           current.reason, run.status)
+                           current.reason, run.status, current.set_login)
         row = uow.session.get(sc.RunControlRow, run_id)
         if row is None:
             row = sc.RunControlRow(run_id=run_id, revision=0)
@@ -89,13 +90,14 @@ def run_parents(run: Any) -> dict[str, str]:
 
 
 def _refusal(run_id: str, action: Action, outcome: str, state: str | None, set_by: str | None,
-             set_at: float | None, reason: str | None, run_status: str | None) -> StoreError:
+             set_at: float | None, reason: str | None, run_status: str | None,
+             set_login: str | None = None) -> StoreError:
     """One sentence saying why the action was not applied, naming who set the state it ran into."""
     if outcome == "not found":
         return NotFound(f"There is no run with id {run_id}.")
     if outcome == "finished":
         return RunFinished(f"Run {run_id} has already finished ({run_status}); there is nothing to {action.value}.")
-    seen = RunControl(run_id, ControlState(state or "running"), set_by, set_at, reason)
+    seen = RunControl(run_id, ControlState(state or "running"), set_by, set_at, reason, set_login=set_login)
     by = f" ({seen.describe()})" if set_by else ""
     if action is Action.RESUME:
         last = f"; {seen.describe()}" if set_by else ""

@@ -42,7 +42,8 @@ def next_state(current: ControlState, action: Action, run_status: str) -> Contro
 def from_row(run_id: str, row: sc.RunControlRow | None) -> RunControl:
     if row is None:
         return RunControl(run_id, ControlState.RUNNING)
-    return RunControl(run_id, ControlState(row.state), row.set_by, row.set_at, row.reason, row.held_at)
+    return RunControl(run_id, ControlState(row.state), row.set_by, row.set_at, row.reason, row.held_at,
+                      row.set_login)
 
 
 def read_in(session: Session, run_id: str) -> RunControl:

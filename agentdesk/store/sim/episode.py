@@ -159,7 +159,7 @@ class AgentWorker:
             if held.state is ControlState.RUNNING:
                 return
             if held.state in (ControlState.STOPPING, ControlState.STOPPED):
-                raise RunHalted(f"stopped by {held.set_by}" + (f": {held.reason}" if held.reason else ""))
+                raise RunHalted(f"stopped by {held.who}" + (f": {held.reason}" if held.reason else ""))
             if self.control.pause_or_stop(CHECKPOINT_POLL_S):
                 raise Stopped
 

@@ -48,7 +48,7 @@ FUNCTIONS = [
     f"""
     CREATE FUNCTION public.agentdesk_run_control(run_id text, action text, actor text, reason text, origin text)
     RETURNS TABLE (outcome text, state text, set_by text, set_at float8, why text, run_status text,
-                   changes json)
+                   set_login text, changes json)
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER {SAFE} AS $$
     #variable_conflict use_variable
     DECLARE
@@ -72,14 +72,14 @@ FUNCTIONS = [
         SELECT * INTO r FROM public.runs x WHERE x.id = run_id;
         IF NOT FOUND THEN
             RETURN QUERY SELECT 'not found'::text, NULL::text, NULL::text, NULL::float8, NULL::text, NULL::text,
-                                NULL::json;
+                                NULL::text, NULL::json;
             RETURN;
         END IF;
         SELECT * INTO c FROM public.run_controls k WHERE k.run_id = agentdesk_run_control.run_id FOR UPDATE;
         current_state := coalesce(c.state, 'running');
         IF r.status IN {FINISHED} OR current_state = 'stopped' THEN
             RETURN QUERY SELECT 'finished'::text, current_state, c.set_by, c.set_at, c.reason, r.status::text,
-                                NULL::json;
+                                c.set_login, NULL::json;
             RETURN;
         END IF;
         new_state := CASE WHEN action = 'pause' AND current_state = 'running' THEN 'paused'
@@ -87,7 +87,7 @@ FUNCTIONS = [
                           WHEN action = 'stop' AND current_state IN ('running', 'paused') THEN 'stopping' END;
         IF new_state IS NULL THEN
             RETURN QUERY SELECT 'lost'::text, current_state, c.set_by, c.set_at, c.reason, r.status::text,
-                                NULL::json;
+                                c.set_login, NULL::json;
             RETURN;
         END IF;
         INSERT INTO public.run_controls AS k (run_id, state, set_by, set_at, reason, set_login, held_at, revision)
@@ -99,7 +99,8 @@ FUNCTIONS = [
             run_id, '{{"from":' || public.agentdesk_json(current_state) || ',"reason":'
             || public.agentdesk_json(reason) || ',"to":' || public.agentdesk_json(new_state) || '}}');
         change := public.agentdesk_change(now_at, origin, 'run', 'update', run_id, {PARENTS}, r.revision);
-        RETURN QUERY SELECT 'ok'::text, new_state, actor, now_at, reason, r.status::text, json_build_array(change);
+        RETURN QUERY SELECT 'ok'::text, new_state, actor, now_at, reason, r.status::text, session_user::text,
+                            json_build_array(change);
     END $$
     """,
     f"""
@@ -149,7 +150,9 @@ FUNCTIONS = [
             RETURN QUERY SELECT 'ok'::text, c.state::text, c.set_by, c.set_at, c.reason, c.held_at, NULL::json;
             RETURN;
         END IF;
-        ended := 'stopped by ' || c.set_by || coalesce(': ' || nullif(c.reason, ''), '');
+        ended := 'stopped by ' || CASE WHEN c.set_login IS NOT NULL AND c.set_login <> c.set_by
+                                       THEN c.set_login || ' (typed: ' || c.set_by || ')' ELSE c.set_by END
+                 || coalesce(': ' || nullif(c.reason, ''), '');
         UPDATE public.run_controls k SET state = 'stopped', held_at = NULL, revision = k.revision + 1
             WHERE k.run_id = agentdesk_run_checkpoint.run_id;
         UPDATE public.runs x SET status = 'cancelled', ended_at = now_at, error = ended, revision = x.revision + 1
