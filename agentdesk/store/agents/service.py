@@ -236,12 +236,13 @@ class AgentService:
 
     # -- run control (store/control): the agent reads and honours it, never sets it -------------------
     def checkpoint(self, run_id: str) -> dict[str, Any]:
-        """The agent reached a step boundary: report itself blocked if paused, end the run if stopped."""
-        self._run(run_id)
+        """The agent reached a step boundary: report itself blocked if paused, end the run if stopped. A joined
+        OpenTelemetry trace run belongs to no token: any agent gating tools inside it honours its controls."""
+        self._run(run_id, joinable=True)
         return control_json(reach_checkpoint(self.store, run_id, self.identity.name))
 
     def own_run(self, run_id: str) -> None:
-        self._run(run_id)
+        self._run(run_id, joinable=True)
 
     def own_approval(self, approval_id: str) -> None:
         self._own("approval", approval_id)
