@@ -170,6 +170,34 @@ def marked_span(store: Path) -> str | None:
     return None if row is None else str(row[0])
 
 
+def held_runs(path: Path) -> str:
+    """Issue 24's run controls: an agent blocked at a checkpoint by alice's pause, another run being stopped.
+    Returns the paused run (selected, so the toolbar shows its state)."""
+    from agentdesk.store.control import commands as control
+    from agentdesk.store.control.checkpoint import reach_checkpoint
+    from agentdesk.store.runtime import AgentRuntime
+
+    store = open_store(str(path))
+    rt = AgentRuntime(store, actor="migrator")
+    session = rt.create_session(rt.create_task(rt.create_project("billing"), "Migrate the invoices table"),
+                                "night shift")
+    agent = rt.create_agent(session, "migrator", "gpt-4.1")
+    for title in ("Back up the invoices table", "Copy rows to invoices_v2"):
+        done = rt.start_run(agent, title)
+        rt.finish_span(rt.start_span(done, "tool", "pg_dump"), "ok")
+        rt.set_run_status(done, "done")
+    paused = rt.start_run(agent, "Drop the old invoices table")
+    rt.finish_span(rt.start_span(paused, "model", "plan the drop"), "ok")
+    control.pause(store, paused, "alice", "waiting for the backup check")
+    reach_checkpoint(store, paused, "migrator")
+    helper = rt.create_agent(session, "verifier", "gpt-4.1-mini")
+    stopping = rt.start_run(helper, "Re-run every invoice total")
+    rt.start_span(stopping, "tool", "sum invoices")
+    control.stop(store, stopping, "bob", "too slow on production")
+    store.close()
+    return paused
+
+
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "screenshots")
     out.mkdir(parents=True, exist_ok=True)
@@ -197,6 +225,10 @@ def main() -> None:
     for width, height in ((1366, 768), (1920, 1080)):
         shoot(store, out / f"shift-notes-{width}x{height}.png", "notes", "light", marked_span(store),
               (width, height))
+    held = work / "held.sqlite"
+    paused = held_runs(held)
+    for width, height in ((1366, 768), (1920, 1080)):
+        shoot(held, out / f"run-controls-{width}x{height}.png", "window", "light", paused, (width, height))
     for kind in ("lensagent", "stageflow", "vgxness", "maka"):
         fixture = work / f"{kind}.sqlite"
         subprocess.run([sys.executable, "-m", f"tests.sources.fixtures_{kind}", str(fixture)], check=True,

@@ -28,7 +28,7 @@ from agentdesk.store.sim.content import ContentGenerator
 from agentdesk.store.sim.generator import populate_bulk
 from agentdesk.store.sim.player import SimEvent, Simulator
 from tests.conftest import dump
-from tests.waiting import wait_until
+from tests.waiting import eventually, wait_until
 
 Row = dict[str, object]
 
@@ -327,3 +327,46 @@ def test_populate_bulk_at_benchmark_size_is_quick(store: Store) -> None:
     counts = store.info().counts
     assert counts["runs"] == 100_000
     assert len(NativeSource(store).span_table(result.big_run_id)) == 100_000
+
+
+def test_simulated_agents_honour_pause_resume_and_stop_at_their_checkpoints(store: Store) -> None:
+    """The demo's agents call the checkpoint at every step: a paused run blocks (reported held), a resumed one
+    goes on, a stopped one ends cancelled, naming who stopped it."""
+    from agentdesk.store.control import commands as control
+    from agentdesk.store.control.checkpoint import read_control
+    from agentdesk.store.errors import Conflict
+
+    sim = Simulator(store, agents=1, seed=3, speed=200, approval_rate=0.0).start()
+    try:
+        def hold(action: Callable[[str], object]) -> str | None:
+            """Apply `action` to the newest run still going (None while there is none it applies to)."""
+            live = [e.entity_id for e in sim.events if e.kind == "run_started"
+                    and not any(f.kind == "run_finished" and f.entity_id == e.entity_id for f in sim.events)]
+            for run_id in reversed(live):
+                assert run_id is not None
+                with contextlib.suppress(Conflict):
+                    action(run_id)
+                    return run_id
+            return None
+
+        def ended(run_id: str) -> bool:
+            return NativeSource(store).run(run_id).status in ("done", "failed", "cancelled")
+
+        for _ in range(20):  # a run paused or stopped during its last step ends by itself first: take another
+            paused = eventually(lambda: hold(lambda r: control.pause(store, r, "alice")), what="a run paused")
+            wait_until(lambda run=paused: read_control(store, run).held or ended(run), what="the agent held")
+            if read_control(store, paused).held:
+                control.resume(store, paused, "alice")
+                break
+        else:
+            pytest.fail("no paused run was ever held at a checkpoint")
+        for _ in range(20):
+            stopped = eventually(lambda: hold(lambda r: control.stop(store, r, "bob", "demo over")), what="a stop")
+            wait_until(lambda run=stopped: ended(run), what="the stopped run ended")
+            if NativeSource(store).run(stopped).status == "cancelled":
+                break
+        else:
+            pytest.fail("no stopped run was ever cancelled at a checkpoint")
+    finally:
+        sim.stop()
+    assert NativeSource(store).run(stopped).error == "stopped by bob: demo over"

@@ -41,6 +41,7 @@ from agentdesk.cli.agent_token_commands import cmd_agent_token
 from agentdesk.cli.analysis_commands import cmd_critical_path, cmd_diff, cmd_search
 from agentdesk.cli.ask_commands import cmd_answer, cmd_asks
 from agentdesk.cli.audit_commands import cmd_audit, cmd_verify
+from agentdesk.cli.control_commands import cmd_control
 from agentdesk.cli.display import display_problem
 from agentdesk.cli.message_commands import cmd_message, cmd_messages
 from agentdesk.cli.notes_commands import cmd_label, cmd_note, cmd_notes
@@ -353,6 +354,7 @@ HANDLERS: dict[str, Handler] = {
     "search": cmd_search, "critical-path": cmd_critical_path, "diff": cmd_diff,
     "audit": cmd_audit, "note": cmd_note, "label": cmd_label, "notes": cmd_notes,
     "asks": cmd_asks, "answer": cmd_answer,
+    "pause": cmd_control, "resume": cmd_control, "stop": cmd_control,
 }
 
 

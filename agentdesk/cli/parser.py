@@ -16,6 +16,7 @@ from agentdesk.cli.agent_token_commands import add_agent_token_parser
 from agentdesk.cli.analysis_commands import add_analysis_parsers
 from agentdesk.cli.ask_commands import add_ask_parsers
 from agentdesk.cli.audit_commands import audit_options, verify_options
+from agentdesk.cli.control_commands import control_options
 from agentdesk.cli.install import version_line
 from agentdesk.cli.message_commands import message_options, messages_options
 from agentdesk.cli.notes_commands import add_notes_parsers
@@ -86,6 +87,9 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     p.add_argument("--args", metavar="JSON",
                    help="edited arguments: JSON text, @FILE, or - for stdin (<= 1 MB)")
     decision_options(command("deny", "deny a pending tool call"), reason_required=True)
+    control_options(command("pause", "pause a run: its agent blocks at its next checkpoint until resumed"))
+    control_options(command("resume", "resume a paused run"))
+    control_options(command("stop", "stop a run: its agent ends it cancelled at its next checkpoint"))
     command("info", "what the store is: kind, schema, size, counts").add_argument(
         "--json", action="store_true", help="one JSON object with stable keys")
     verify_options(command("verify", "check the audit log (chain, signatures, anchor) and the state it "

@@ -9,6 +9,7 @@
             result = run.request_approval("issue_refund", {"order": 1042, "amount": 30})
             if result.approved:
                 issue_refund(**result.arguments)   # the operator may have edited them
+            run.checkpoint()   # waits here while an operator has the run paused; raises RunStopped after a stop
 
 An agent is given the receiver's URL and an agent token, never the store (client/http.py);
 `AgentDesk.connect(PATH)` opens a store directly for tests and simulations (client/local.py).
@@ -16,6 +17,7 @@ No Qt is imported (an import-linter contract keeps it so). Everything here is
 stable: names and fields are only ever added. See docs/integrations.md.
 """
 
+from agentdesk.client.control import RunStopped
 from agentdesk.client.desk import AgentDesk, otel_span_id, trace_run_id
 from agentdesk.client.handles import Agent, Run, Span
 from agentdesk.client.results import (
@@ -29,5 +31,5 @@ from agentdesk.store.agents.context_view import ContextEntry, ModelContext
 from agentdesk.store.messages.commands import Delivered
 
 __all__ = ["Agent", "AgentDesk", "ApprovalResult", "ContextEntry", "Delivered", "ModelContext", "Outcome",
-           "QuestionCancelled", "QuestionExpired", "QuestionNotAnswered", "Run", "Span", "otel_span_id",
-           "trace_run_id"]
+           "QuestionCancelled", "QuestionExpired", "QuestionNotAnswered", "Run", "RunStopped", "Span",
+           "otel_span_id", "trace_run_id"]

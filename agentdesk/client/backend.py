@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from agentdesk.store.agents.context_view import ModelContext
 from agentdesk.store.agents.registry import Registered
 from agentdesk.store.asks.waiting import AskState
+from agentdesk.store.control.state import RunControl
 from agentdesk.store.messages.commands import Delivered
 from agentdesk.store.runtime import Decision
 
@@ -88,5 +89,11 @@ class Backend(Protocol):
 
     def cancel_ask(self, ask_id: str, why: str) -> AskState:
         """Take the question back: `cancelled`, or the answer (or expiry) that came first."""
+
+    def checkpoint(self, run_id: str) -> RunControl:
+        """The run's control at a step boundary: reports the agent blocked when paused, ends the run when stopped."""
+
+    def wait_control(self, run_id: str, timeout_s: float) -> RunControl:
+        """Once the run is no longer held at a checkpoint (resumed, stopping, paused afresh), or after `timeout_s`."""
 
     def close(self) -> None: ...

@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentdesk.client import asking, gate
+from agentdesk.client import asking, control, gate
 from agentdesk.client.backend import Backend
+from agentdesk.client.control import RunStopped
 from agentdesk.client.results import ApprovalResult
 from agentdesk.store.agents.context_view import ModelContext
 from agentdesk.store.messages.commands import Delivered
@@ -72,12 +73,26 @@ class Run:
             self._rt.finish_span(span_id, status, span.output, span.input_tokens, span.output_tokens,
                                  span.cost_usd, error, span.attributes or None)
 
+    def checkpoint(self) -> None:
+        """A step boundary: returns at once while running, blocks while an operator has the run paused, and
+        raises `RunStopped` after a stop (the run is then recorded `cancelled`, with who stopped it).
+
+        Called for you by `request_approval`, `arequest_approval` and `model_call`; call it between your own
+        steps too (after a tool ran, before the next one)."""
+        control.checkpoint(self._rt, self.id)
+
+    async def acheckpoint(self) -> None:
+        """`checkpoint` for asyncio: the event loop keeps running while the run is paused."""
+        await control.acheckpoint(self._rt, self.id)
+
     def model_call(self, name: str, **kwargs: Any) -> Any:
         """A model span that records exactly which context items (at which revision) it was sent.
 
-        An operator's pending messages are taken first: they join the context (as `user` items, their author
-        the operator) before the span records it, so `agent.context()` inside the block includes them.
+        A checkpoint first (a paused run blocks here, a stopped one raises `RunStopped` before the call); then an
+        operator's pending messages are taken: they join the context (as `user` items, their author the
+        operator) before the span records it, so `agent.context()` inside the block includes them.
         """
+        self.checkpoint()
         self.agent.inbox()
         return self.span("model", name, context_of_agent=self.agent.id, **kwargs)
 
@@ -91,6 +106,7 @@ class Run:
         `timeout`: stop waiting here after this many seconds and withdraw the request
         (`Outcome.WITHDRAWN`); an interruption (Ctrl-C) withdraws it too, then propagates.
         """
+        self.checkpoint()
         parent = parent_span_id or self._open_span()
         pending = gate.open_gate(self._rt, self.id, self.agent.session_id, parent, tool, arguments, expires_in)
         return gate.wait(self._rt, self.id, self.agent.session_id, pending, timeout)
@@ -105,6 +121,7 @@ class Run:
         """
         import asyncio
 
+        await self.acheckpoint()
         parent = parent_span_id or self._open_span()
         opening = asyncio.ensure_future(asyncio.to_thread(gate.open_gate, self._rt, self.id, self.agent.session_id,
                                                           parent, tool, arguments, expires_in))
@@ -122,7 +139,9 @@ class Run:
         `options`: choices to offer (the operator may still type another answer). Raises `QuestionExpired`
         when nobody answered within `expires_in` seconds (None: no deadline), `QuestionCancelled` when the
         question was taken back (by an operator, or here: `timeout` seconds passed, or an interruption).
+        A checkpoint first: a paused run blocks here, a stopped one raises `RunStopped` before asking.
         """
+        self.checkpoint()
         asked = asking.open_question(self._rt, self.id, self.agent.session_id, self._open_span(), question,
                                      options, expires_in)
         return asking.ask(self._rt, self.id, self.agent.session_id, asked, timeout)
@@ -130,9 +149,10 @@ class Run:
     async def aask(self, question: str, options: Sequence[str] | None = None, *,
                    expires_in: float | None = DEFAULT_EXPIRES_IN_S, timeout: float | None = None) -> str:
         """`ask` for asyncio: the event loop keeps running while the operator answers; cancelling the task
-        takes the question back before the cancellation propagates."""
+        takes the question back before the cancellation propagates. A checkpoint first, as `ask`."""
         import asyncio
 
+        await self.acheckpoint()
         opening = asyncio.ensure_future(asyncio.to_thread(asking.open_question, self._rt, self.id,
                                                           self.agent.session_id, self._open_span(), question,
                                                           options, expires_in))
@@ -169,6 +189,8 @@ class Agent:
         run = self.start_run(title)
         try:
             yield run
+        except RunStopped:
+            raise  # the checkpoint already recorded the run cancelled, with who stopped it
         except BaseException as exc:
             run.finish("cancelled" if isinstance(exc, KeyboardInterrupt) else "failed",
                        f"{type(exc).__name__}: {exc}")

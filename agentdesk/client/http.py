@@ -30,6 +30,7 @@ from agentdesk.store.agents.context_view import ModelContext
 from agentdesk.store.agents.refusals import Forbidden, Unauthorized
 from agentdesk.store.agents.registry import Registered
 from agentdesk.store.asks.waiting import AskState
+from agentdesk.store.control.state import ControlState, RunControl
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StoreError, StoreUnavailable
 from agentdesk.store.messages.commands import Delivered
 from agentdesk.store.runtime import Decision
@@ -381,6 +382,24 @@ class HttpRuntime:
     def cancel_ask(self, ask_id: str, why: str) -> AskState:
         return AskState.of(self._call("POST", f"/asks/{q(ask_id)}/cancel", {"reason": why}, idempotent=True))
 
+    def checkpoint(self, run_id: str) -> RunControl:
+        return control_of(run_id, self._call("POST", f"/runs/{q(run_id)}/checkpoint", {}, idempotent=True))
+
+    def wait_control(self, run_id: str, timeout_s: float) -> RunControl:
+        """One long poll (capped at the receiver's limit); a receiver that is away is ridden out like a wait."""
+        hold = max(0.0, min(LONG_POLL_S, timeout_s))
+        try:
+            status, answer = self._once("POST", f"/runs/{q(run_id)}/control/wait", {"timeout_s": hold},
+                                        hold + 15.0, True)
+        except Unreachable:
+            status, answer = 0, {}
+        if status == 0 or status >= 500:
+            time.sleep(Backoff().next())
+            return self.checkpoint(run_id)
+        if status >= 400:
+            raise error_of(status, str(answer.get("error") or status))
+        return control_of(run_id, answer)
+
     def close(self) -> None:
         self._drop_connection()
 
@@ -391,6 +410,12 @@ def q(part: str) -> str:
 
 def registered(found: Mapping[str, Any]) -> Registered:
     return Registered(str(found["agent_id"]), str(found["session_id"]), str(found["project_id"]), str(found["name"]))
+
+
+def control_of(run_id: str, answer: Mapping[str, Any]) -> RunControl:
+    return RunControl(run_id, ControlState(str(answer.get("state") or "running")),
+                      answer.get("set_by"), answer.get("set_at"), answer.get("reason"), answer.get("held_at"),
+                      answer.get("set_login"))
 
 
 def decision_of(answer: Mapping[str, Any]) -> Decision | None:

@@ -21,6 +21,9 @@ from agentdesk.store.audit import ChainReport, verify_store
 from agentdesk.store.changes.maintenance import PruneSchedule
 from agentdesk.store.changes.watcher import DEFAULT_POLL_INTERVAL_S, ChangeWatcher
 from agentdesk.store.context import commands as context_commands
+from agentdesk.store.control import commands as control_commands
+from agentdesk.store.control.checkpoint import read_control
+from agentdesk.store.control.state import RunControl
 from agentdesk.store.errors import StoreUnavailable
 from agentdesk.store.ingest.staging import visible
 from agentdesk.store.persistence import sqlite
@@ -29,7 +32,14 @@ from agentdesk.store.persistence.database import Store, open_store, to_url
 from agentdesk.store.persistence.schema import RunRow, SpanRow
 from agentdesk.store.queries import NativeQueries
 from agentdesk.store.search.indexer import IndexSchedule
-from agentdesk.store.source import ApprovalWriter, Capability, ContextWriter, Source, SourceDescriptor
+from agentdesk.store.source import (
+    ApprovalWriter,
+    Capability,
+    ContextWriter,
+    RunController,
+    Source,
+    SourceDescriptor,
+)
 
 NATIVE_CAPABILITIES = frozenset(Capability)
 
@@ -124,6 +134,18 @@ class NativeSource(NativeQueries):
         return approval_commands.decide(self.store, approval_id, approve, actor, reason, edited_arguments,
                                expected_arguments_hash=expected_arguments_hash)
 
+    def pause_run(self, run_id: str, actor: str, reason: str | None = None) -> RunControl:
+        return control_commands.pause(self.store, run_id, actor, reason)
+
+    def resume_run(self, run_id: str, actor: str, reason: str | None = None) -> RunControl:
+        return control_commands.resume(self.store, run_id, actor, reason)
+
+    def stop_run(self, run_id: str, actor: str, reason: str | None = None) -> RunControl:
+        return control_commands.stop(self.store, run_id, actor, reason)
+
+    def run_control(self, run_id: str) -> RunControl:
+        return read_control(self.store, run_id)
+
     def expire_overdue(self) -> list[str]:
         return approval_commands.expire_overdue(self.store)
 
@@ -160,6 +182,7 @@ if TYPE_CHECKING:  # mypy checks the class against each protocol it claims
     _as_source: type[Source] = NativeSource
     _as_approval_writer: type[ApprovalWriter] = NativeSource
     _as_context_writer: type[ContextWriter] = NativeSource
+    _as_run_controller: type[RunController] = NativeSource
 
 
 # -- what only agentdesk's own schema can do, for callers that hold just a `Source` ----------------

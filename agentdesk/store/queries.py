@@ -14,6 +14,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.approvals.reads import read_approval
+from agentdesk.store.control.state import RunControl, read_in, read_many
 from agentdesk.store.errors import NotFound
 from agentdesk.store.ingest import readback
 from agentdesk.store.ingest.staging import visible
@@ -122,7 +123,9 @@ class NativeQueries:
                              .order_by(sc.RunRow.started_at.desc(), sc.RunRow.id)
                              .offset(offset).limit(limit)).scalars().all()
             pending = pending_by(s, sc.ApprovalRow.run_id, [r.id for r in rows])
-            return Page(tuple(convert.run(r, pending.get(r.id, 0)) for r in rows), offset, total)
+            held = read_many(s, [r.id for r in rows])
+            return Page(tuple(convert.run(r, pending.get(r.id, 0), *_held(held[r.id])) for r in rows), offset,
+                        total)
 
     def run(self, run_id: str) -> rm.Run:
         """One run, fresh from the store (a tree row's dataChanged, the timeline's header)."""
@@ -131,7 +134,7 @@ class NativeQueries:
             if row is None or _staged(s, run_id):
                 self._missing(EntityKind.RUN, run_id)
             pending = pending_by(s, sc.ApprovalRow.run_id, [row.id])
-            return convert.run(row, pending.get(row.id, 0))
+            return convert.run(row, pending.get(row.id, 0), *_held(read_in(s, row.id)))
 
     def agent(self, agent_id: str) -> rm.Agent:
         """One agent with its roll-ups (pending approvals, run count), fresh from the store."""
@@ -273,3 +276,8 @@ class NativeQueries:
             rows = s.execute(select(sc.AuditRow).order_by(sc.AuditRow.seq.desc())
                              .limit(limit)).scalars().all()
             return [convert.audit(r) for r in rows]
+
+
+def _held(control: RunControl) -> tuple[str, str]:
+    """A run's control state and its one-line note, for the read model (store/control)."""
+    return control.state.value, "" if control.set_by is None else control.describe()

@@ -8,7 +8,7 @@ against them works for every backend.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
@@ -140,6 +140,10 @@ class Run:
     usage: Usage
     revision: int
     pending_approvals: int = 0
+    control: str = "running"
+    """The operator's hold on the run (store/control): running, paused, stopping or stopped."""
+    control_note: str = ""
+    """Who set it, when and why, in one line ("paused by alice at 07:31:02 UTC: lunch"); empty when never held."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,3 +371,49 @@ class Location:
     """The agent chain from the top-level agent down to the entity's agent."""
     run_id: str | None = None
     span_id: str | None = None
+
+
+class ControlState(StrEnum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPING = "stopping"
+    """A stop was asked for; the agent has not reached a checkpoint yet."""
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class RunControl:
+    """What a run's controls show and what an agent's checkpoint acts on."""
+
+    run_id: str
+    state: ControlState
+    set_by: str | None = None
+    set_at: float | None = None
+    reason: str | None = None
+    held_at: float | None = None
+    """When the agent reported itself blocked at a checkpoint (paused only)."""
+    set_login: str | None = None
+    """The server-known login that set it (PostgreSQL); `set_by` is the name it typed."""
+
+    @property
+    def who(self) -> str:
+        """Who set it, as approvals say who decided: "bob (typed: alice)" where the login differs."""
+        if self.set_login and self.set_login != self.set_by:
+            return f"{self.set_login} (typed: {self.set_by})"
+        return self.set_by or "an operator"
+
+    @property
+    def held(self) -> bool:
+        return self.state is ControlState.PAUSED and self.held_at is not None
+
+    def describe(self) -> str:
+        """One line for a status bar or the CLI: "paused by alice at 07:31:02 UTC (agent blocked): lunch"."""
+        if self.state is ControlState.RUNNING and self.set_by is None:
+            return "running"
+        at = "" if self.set_at is None else \
+            f" at {datetime.fromtimestamp(self.set_at, UTC).strftime('%H:%M:%S UTC')}"
+        verb = {ControlState.RUNNING: "resumed", ControlState.PAUSED: "paused",
+                ControlState.STOPPING: "stop requested", ControlState.STOPPED: "stopped"}[self.state]
+        blocked = " (agent blocked at a checkpoint)" if self.held else ""
+        why = f": {self.reason}" if self.reason else ""
+        return f"{verb} by {self.who}{at}{blocked}{why}"

@@ -20,7 +20,7 @@ from agentdesk.store import readmodel as rm
 from agentdesk.store.audit import ChainReport
 from agentdesk.store.errors import Unsupported
 from agentdesk.store.persistence.bus import ChangeBus, EntityKind
-from agentdesk.store.readmodel import Location, Page, SpanTable
+from agentdesk.store.readmodel import Location, Page, RunControl, SpanTable
 
 
 class Capability(StrEnum):
@@ -35,6 +35,8 @@ class Capability(StrEnum):
     UNDO_COMPACTION = "undo_compaction"
     SEND_MESSAGE = "send_message"
     """Queue an operator's message for an agent (store/messages; lensagent's pending_messages)."""
+    CONTROL_RUN = "control_run"
+    """Pause, resume and stop a run (store/control): the agent honours them at its checkpoints."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,31 @@ class ContextWriter(Protocol):
     def compact(self, agent_id: str, item_ids: Sequence[str], summary: str, focus: str,
                 expected_context_revision: int, actor: str) -> str: ...
     def undo_compaction(self, compaction_id: str, actor: str) -> None: ...
+
+
+@runtime_checkable
+class RunController(Protocol):
+    """A source whose runs an operator can pause, resume and stop (whether it may right now: `capabilities`).
+
+    Each returns the run's control state after the write; a refused transition raises one sentence."""
+
+    def pause_run(self, run_id: str, actor: str, reason: str | None = None) -> RunControl: ...
+    def resume_run(self, run_id: str, actor: str, reason: str | None = None) -> RunControl: ...
+    def stop_run(self, run_id: str, actor: str, reason: str | None = None) -> RunControl: ...
+    def run_control(self, run_id: str) -> RunControl: ...
+
+
+def run_controller(source: object) -> RunController | None:
+    """The source as a `RunController`, or None for a source whose runs cannot be paused or stopped."""
+    return source if isinstance(source, RunController) else None
+
+
+def require_run_controller(source: Source) -> RunController:
+    """The controller, or `Unsupported` saying why not: for callers about to pause, resume or stop."""
+    controller = run_controller(source)
+    if controller is None or Capability.CONTROL_RUN not in source.capabilities:
+        raise Unsupported(source.why_not(Capability.CONTROL_RUN) or "This source cannot pause or stop runs.")
+    return controller
 
 
 def approval_writer(source: object) -> ApprovalWriter | None:

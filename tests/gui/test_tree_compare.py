@@ -103,11 +103,16 @@ def test_any_run_opens_the_picker_with_the_run_as_a_and_the_oldest_run_has_no_pr
 
 
 def test_only_runs_have_compare_with(services: Services, world: World, qtbot: Any) -> None:
+    """An agent's menu holds its open run's controls (tests/gui/test_run_controls.py) and "Send a message…"
+    (tests/gui/test_messages_views.py); a session has none."""
     window = MainWindow(services)
     qtbot.addWidget(window)
     window.show()
     with qtbot.waitSignal(window.tree.agent_selected, timeout=5000):
         window.tree.select_entity("agent", world.agent_id)
     menu = window.tree.context_menu_for(window.tree.view.currentIndex())
-    assert menu is not None  # an agent's menu offers "Send a message…" (tests/gui/test_messages_views.py) only
-    assert [a.text() for a in menu.actions()] == ["Send a message to planner…"]
+    assert menu is not None and "Compare with…" not in [a.text() for a in menu.actions()]
+    assert "Send a message to planner…" in [a.text() for a in menu.actions()]
+    window.tree.select_entity("session", world.session_id)
+    qtbot.waitUntil(lambda: window.tree.current_selection() == ("session", world.session_id), timeout=5000)
+    assert window.tree.context_menu_for(window.tree.view.currentIndex()) is None

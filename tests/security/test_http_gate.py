@@ -144,6 +144,8 @@ def routes(w: World) -> list[tuple[str, str, Any]]:
         ("GET", f"{v}/asks/{w.ask_id}", None),
         ("POST", f"{v}/asks/{w.ask_id}/wait", {"timeout_s": 0}),
         ("POST", f"{v}/asks/{w.ask_id}/cancel", {"reason": "r"}),
+        ("POST", f"{v}/runs/{w.run_id}/checkpoint", None),
+        ("POST", f"{v}/runs/{w.run_id}/control/wait", {"timeout_s": 0}),
     ]
 
 
@@ -179,6 +181,9 @@ def operator_actions(w: World) -> list[tuple[str, str, Any]]:
         ("POST", f"{v}/agent-tokens", {"name": "root"}),
         ("DELETE", f"{v}/agent-tokens/alice-bot", None),
         ("POST", f"{v}/admin/role", {"login": "x", "level": "admin"}),
+        *[("POST", f"{v}/runs/{w.run_id}/{verb}", {"actor": "alice"})
+          for verb in ("pause", "resume", "stop", "control", "control/resume", "control/stop")],
+        ("PUT", f"{v}/runs/{w.run_id}/control", {"state": "running"}),
         ("POST", "/v1/decide", {"id": a, **decision}),
         ("POST", "/v1/approvals/approve", {"id": a}),
         ("GET", "/v1/traces", None),

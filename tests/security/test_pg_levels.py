@@ -294,6 +294,11 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
                                     f"ARRAY['{b.agent_id}'])"),
             ("something else", "SELECT agentdesk_runtime_delete('approvals', NULL, ARRAY['x'])")],
         "agentdesk_presence_leave": [("leave", "SELECT agentdesk_presence_leave()")],
+        "agentdesk_run_control": [  # migration 0017: operators only (tests/security/test_pg_run_control.py)
+            ("stop the run", f"SELECT * FROM agentdesk_run_control('{b.run}', 'stop', 'x', NULL, '{v}')"),
+            ("pause the run", f"SELECT * FROM agentdesk_run_control('{b.run}', 'pause', 'x', NULL, '{v}')")],
+        "agentdesk_run_checkpoint": [
+            ("checkpoint the run", f"SELECT * FROM agentdesk_run_checkpoint('{b.run}', 'x', '{v}')")],
         "agentdesk_set_item_locked": [("lock", f"SELECT * FROM agentdesk_set_item_locked('{b.item}', true, 1, "
                                                f"'x', '{v}')")],
         "agentdesk_edit_item": [("edit", f"SELECT * FROM agentdesk_edit_item('{b.item}', 'rm -rf ~', 1, 'x', "
@@ -353,7 +358,7 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
             "agentdesk_context_rehomed",
             "agentdesk_rule_changed", "agentdesk_rule_audited", "agentdesk_audit_login",
             "agentdesk_notify_changes", "agentdesk_presence_notify", "agentdesk_row_written",
-            "agentdesk_row_owned")},
+            "agentdesk_row_owned", "agentdesk_run_stop_kept")},
     }
 
 

@@ -83,6 +83,8 @@ class ProjectTree(QWidget):
         self._quiet = False
         self._last_key: tuple[str, str] | None = None
         self._reset_state: tuple[list[str], tuple[str, str] | None] = ([], None)
+        self.menu_extenders: list[Callable[[QMenu, QModelIndex], None]] = []
+        """Called with each row's context menu (and the row's model index) before it opens: the window's hook."""
         self._build()
         self._connect()
 
@@ -177,19 +179,25 @@ class ProjectTree(QWidget):
             self.agent_selected.emit(entity_id)
 
     def context_menu_for(self, view_index: QModelIndex) -> QMenu | None:
-        """The context menu of an agent or a run row: built from loaded rows, never a store read."""
+        """The context menu of a row: built from loaded rows, never a store read. A run's has "Compare with…";
+        the window adds more through `menu_extenders` (the run controls, on runs and agents); an agent's and a
+        run's end with "Send a message to …" (to the agent, or the run's agent)."""
         index = self._source(view_index)
-        entity = index.data(EntityRole)[0] if index.isValid() else None
-        if entity == "agent":
-            menu = QMenu(self)
-            agent = index.siblingAtColumn(NAME)
-        elif entity == "run":
-            menu = run_menu(index.siblingAtColumn(NAME), self.compare_requested.emit, self)
-            menu.addSeparator()
-            agent = index.parent().siblingAtColumn(NAME)
-        else:
+        if not index.isValid():
             return None
-        self._message_action(menu, str(agent.data(EntityRole)[1]), str(agent.data() or ""))
+        entity = index.data(EntityRole)[0]
+        name = index.siblingAtColumn(NAME)
+        menu = run_menu(name, self.compare_requested.emit, self) if entity == "run" else QMenu(self)
+        for extend in self.menu_extenders:
+            extend(menu, name)
+        agent = name if entity == "agent" else index.parent().siblingAtColumn(NAME) if entity == "run" else None
+        if agent is not None:
+            if not menu.isEmpty():
+                menu.addSeparator()
+            self._message_action(menu, str(agent.data(EntityRole)[1]), str(agent.data() or ""))
+        if menu.isEmpty():
+            menu.deleteLater()
+            return None
         return menu
 
     def _message_action(self, menu: QMenu, agent_id: str, name: str) -> None:

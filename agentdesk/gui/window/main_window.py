@@ -26,6 +26,8 @@ from PySide6.QtWidgets import (
 
 from agentdesk.gui.approvals.queue import ApprovalQueue
 from agentdesk.gui.context.editor import ContextEditor
+from agentdesk.gui.control.menu import add_control_actions
+from agentdesk.gui.control.toolbar import RunControlBar
 from agentdesk.gui.diff.window import DiffWindow
 from agentdesk.gui.ingest.dialog import import_into_window, why_not_import
 from agentdesk.gui.rules.panel import RulesPanel
@@ -42,6 +44,7 @@ from agentdesk.gui.window.receiver_toggle import ReceiverToggle
 from agentdesk.gui.window.settings import open_settings, read_str
 from agentdesk.gui.window.shortcuts_help import ShortcutsDialog
 from agentdesk.gui.window.status_bar import StoreStatusBar
+from agentdesk.model.control.run_control import RunControlModel
 from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
 from agentdesk.resources import ICON, resource_path
@@ -101,11 +104,14 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.context_editor, "Context")
         self.tabs.addTab(self.rules, "Rules")
         self.message_bar = MessageBar(self)
+        self.run_control = RunControlModel(services, self)
+        self.run_controls = RunControlBar(self.run_control, self)
         centre = QWidget(self)
         column = QVBoxLayout(centre)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(2)
         column.addWidget(self.message_bar)
+        column.addWidget(self.run_controls)
         column.addWidget(self.tabs, 1)
         self.setCentralWidget(centre)
         self.tree_dock = self._dock("Projects", "tree_dock", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
@@ -159,6 +165,10 @@ class MainWindow(QMainWindow):
 
     def _wire(self) -> None:
         self.tree.run_selected.connect(self.timeline.show_run)
+        self.tree.run_selected.connect(self.run_control.set_run)
+        self.tree.menu_extenders.append(lambda menu, index: add_control_actions(menu, self.run_control, index,
+                                                                                 self))
+        self.run_control.reported.connect(lambda text: self.status.showMessage(shown_line(text, 600), 10_000))
         self.tree.compare_requested.connect(lambda a, b: self.compare_runs(a, b or None))
         self.tree.agent_selected.connect(self.context_editor.show_agent)
         self.tree.selection_changed.connect(self._remember_selection)

@@ -27,8 +27,8 @@ from agentdesk.model.tree.nodes import Node, NodeStore
 from agentdesk.model.tree.rows import HEADERS, INFO, NAME, PENDING, STATUS, Key
 from agentdesk.store.persistence.bus import Change
 
-__all__ = ["HEADERS", "INFO", "NAME", "PENDING", "STATUS", "EntityRole", "PendingRole", "ProjectTreeModel",
-           "StatusRole"]
+__all__ = ["HEADERS", "INFO", "NAME", "PENDING", "STATUS", "ControlRole", "EntityRole", "PendingRole",
+           "ProjectTreeModel", "StatusRole"]
 
 Index = QModelIndex | QPersistentModelIndex
 TOP = QModelIndex()
@@ -38,6 +38,8 @@ EntityRole = Qt.ItemDataRole.UserRole + 1
 """(entity, id) of the row."""
 StatusRole = Qt.ItemDataRole.UserRole + 2
 PendingRole = Qt.ItemDataRole.UserRole + 3
+ControlRole = Qt.ItemDataRole.UserRole + 4
+"""A run's control state (running, paused, stopping, stopped): what its Pause / Resume / Stop offer."""
 """Pending approvals at or below this row, as an int."""
 
 DEFAULT_PAGE_SIZE = 200
@@ -144,6 +146,8 @@ class ProjectTreeModel(QAbstractItemModel):
             return node.f.status
         if role == PendingRole:
             return node.f.pending
+        if role == ControlRole:
+            return node.f.control
         if role == _ALIGNMENT and index.column() == PENDING:
             return _CENTER
         return None

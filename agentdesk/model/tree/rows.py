@@ -48,7 +48,13 @@ class RowFields:
     total: int | None = None
     """Known number of children before they are loaded (tasks of a project, runs of an agent)."""
     parent_agent: str | None = None
+    control: str = "running"
+    """A run's control state (store/control): running, paused, stopping or stopped; "running" for other rows."""
 
+
+CONTROL_MARKS = {"paused": "‖ paused", "stopping": "■ stopping", "stopped": "■ stopped"}
+"""The words a held run shows first in its Info column; its name starts with the symbol alone, so a paused run
+is seen even where the tree is too narrow for the other columns."""
 
 NO_FIELDS = RowFields("", "", 0, "", "", 0.0, "")
 
@@ -82,8 +88,11 @@ def row_fields(value: Any) -> RowFields:
 def _run_fields(value: rm.Run) -> RowFields:
     started = short_time(value.started_at)
     tokens = f" · {value.usage.total_tokens:,} tok" if value.usage.total_tokens else ""
-    return RowFields(one_line(value.title) or "(untitled run)", value.status, value.pending_approvals,
-                     started + tokens,
+    mark = CONTROL_MARKS.get(value.control)
+    name = one_line(value.title) or "(untitled run)"
+    return RowFields(f"{mark.split()[0]} {name}" if mark else name, value.status, value.pending_approvals,
+                     (f"{mark} · " if mark else "") + started + tokens,
                      escaped_tooltip(value.title, f"run {value.id}", f"started {started}",
-                                     f"error: {one_line(value.error, 500)}" if value.error else ""),
-                     value.started_at.timestamp(), value.agent_id)
+                                     f"error: {one_line(value.error, 500)}" if value.error else "",
+                                     one_line(value.control_note, 500) if value.control_note else ""),
+                     value.started_at.timestamp(), value.agent_id, control=value.control)

@@ -25,6 +25,8 @@ from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.approvals.heartbeat import beat
 from agentdesk.store.asks import commands as ask_commands
 from agentdesk.store.asks import waiting as ask_waiting
+from agentdesk.store.control.checkpoint import reach_checkpoint, read_control
+from agentdesk.store.control.state import ControlState, RunControl
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound
 from agentdesk.store.messages import commands as message_commands
 from agentdesk.store.persistence import schema as sc
@@ -50,6 +52,12 @@ def decision_json(decision: Decision | None) -> dict[str, Any]:
         return {"status": "pending"}
     return {"status": decision.status, "reason": decision.reason, "arguments": decision.arguments,
             "decided_by": decision.actor}
+
+
+def control_json(control: RunControl) -> dict[str, Any]:
+    """A run's control state as the agent API answers it (client/http.py reads it back with `control_of`)."""
+    return {"state": control.state.value, "set_by": control.set_by, "set_at": control.set_at,
+            "reason": control.reason, "held_at": control.held_at, "set_login": control.set_login}
 
 
 class AgentService:
@@ -155,6 +163,8 @@ class AgentService:
         error = body.get("error")
         if error is not None:
             check_text("run error", error)
+        if "status" in body:
+            _keep_stopped(self.store, run)
         with self.rt.batch():
             if "status" in body:
                 self.rt.set_run_status(run_id, _one_of("status", body["status"], RUN_STATUSES), error)
@@ -232,6 +242,16 @@ class AgentService:
         self._note("approval", approval_id)
         return {"approval_id": approval_id, "decision": decision_json(self.rt.poll_decision(approval_id))}
 
+    # -- run control (store/control): the agent reads and honours it, never sets it -------------------
+    def checkpoint(self, run_id: str) -> dict[str, Any]:
+        """The agent reached a step boundary: report itself blocked if paused, end the run if stopped. A joined
+        OpenTelemetry trace run belongs to no token: any agent gating tools inside it honours its controls."""
+        self._run(run_id, joinable=True)
+        return control_json(reach_checkpoint(self.store, run_id, self.identity.name))
+
+    def own_run(self, run_id: str) -> None:
+        self._run(run_id, joinable=True)
+
     def own_approval(self, approval_id: str) -> None:
         self._own("approval", approval_id)
 
@@ -285,6 +305,13 @@ class AgentService:
         self._own("ask", ask_id)
         reason = body.get("reason")
         return ask_waiting.cancel(self.store, ask_id, self.identity.name, reason or "the agent took it back").json()
+
+
+def _keep_stopped(store: Store, run: sc.RunRow) -> None:
+    """A run an operator stopped stays cancelled: the agent cannot write another status over the stop."""
+    control = read_control(store, run.id)
+    if control.state is ControlState.STOPPED:
+        raise Conflict(f"Run {run.id} was stopped by {control.who}; its status stays cancelled.")
 
 
 def _one_of(label: str, value: Any, allowed: set[str]) -> str:

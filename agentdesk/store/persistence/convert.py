@@ -51,10 +51,11 @@ def agent(row: sc.AgentRow, pending: int, runs: int) -> rm.Agent:
                     row.revision, pending, runs)
 
 
-def run(row: sc.RunRow, pending: int) -> rm.Run:
+def run(row: sc.RunRow, pending: int, control: str = "running", control_note: str = "") -> rm.Run:
     return rm.Run(row.id, row.project_id, row.task_id, row.session_id, row.agent_id, row.title, row.status,
                   ts(row.started_at), ts_opt(row.ended_at), row.error,
-                  rm.Usage(row.input_tokens, row.output_tokens, row.cost_usd), row.revision, pending)
+                  rm.Usage(row.input_tokens, row.output_tokens, row.cost_usd), row.revision, pending,
+                  control, control_note)
 
 
 def span(row: sc.SpanRow) -> rm.Span:

@@ -85,6 +85,22 @@ class RunRow(Base):
     revision: Mapped[int] = mapped_column(Integer, default=1)
 
 
+class RunControlRow(Base):
+    """An operator's hold on a run (store/control): no row means running.
+
+    `state` is running, paused, stopping (a stop was asked for; the agent has not reached a checkpoint yet) or
+    stopped. `held_at` is when the agent reported itself blocked at a checkpoint while paused."""
+    __tablename__ = "run_controls"
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16))
+    set_by: Mapped[str] = mapped_column(Text)
+    set_at: Mapped[float] = mapped_column(Float)
+    reason: Mapped[str | None] = mapped_column(Text)
+    set_login: Mapped[str | None] = mapped_column(Text)
+    held_at: Mapped[float | None] = mapped_column(Float)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+
+
 class SpanRow(Base):
     __tablename__ = "spans"
     __table_args__ = (Index("spans_by_run", "run_id", "started_at"),)

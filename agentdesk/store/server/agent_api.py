@@ -7,7 +7,8 @@ approval is the token's own: 403 otherwise), and anything else under `/agent/` i
 decision, rule, context edit or audit record can be made through this port. Bodies are strict
 JSON (store/server/agent_json.py). Waiting for a decision is a long poll (store/server/agent_waits.py)
 answered within moments of the decision, or `{"status": "pending"}` after `timeout_s` (the client
-asks again, reconnecting with back-off if the receiver restarted).
+asks again, reconnecting with back-off if the receiver restarted). A run's checkpoint and the wait of a paused
+agent (store/server/control_waits.py) are served the same way; pausing, resuming and stopping are not.
 
 Answers are JSON: the result, or `{"error": sentence}` with 400 (bad input), 401, 403, 404,
 409 (conflict), 411 (no Content-Length), 413 (too large), 415 (not JSON), 503 (store busy or the
@@ -31,12 +32,13 @@ from aiohttp import web
 from agentdesk.store.agents import tokens
 from agentdesk.store.agents.ownership import Ownership
 from agentdesk.store.agents.refusals import Forbidden, Unauthorized
-from agentdesk.store.agents.service import AgentService, decision_json
+from agentdesk.store.agents.service import AgentService, control_json, decision_json
 from agentdesk.store.agents.tokens import AgentIdentity
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StoreError, StoreUnavailable
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.server import agent_json as aj
 from agentdesk.store.server.agent_waits import DecisionWaits, Gone, ShuttingDown
+from agentdesk.store.server.control_waits import ControlWaits
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,8 @@ class AgentApi:
                                    on_asks=self._asks_changed)
         self._ask_waits: dict[str, set[asyncio.Event]] = {}
         """Held question waits by ask id, woken (on the loop) when a change of that ask is heard."""
+        self.control_waits = ControlWaits(store, self._pool)
+        self.waits.listen(self.control_waits.heard)
         self._stamped: dict[str, float] = {}
         self._verified: dict[str, tuple[AgentIdentity, float]] = {}
         self._token_epoch = 0
@@ -121,15 +125,19 @@ class AgentApi:
         get(f"{PREFIX}/asks/{{id}}", self._route(NOTHING, lambda s, b, m: s.ask_state(m["id"])))
         post(f"{PREFIX}/asks/{{id}}/cancel", self._route(CANCEL, lambda s, b, m: s.cancel_ask(m["id"], b)))
         post(f"{PREFIX}/asks/{{id}}/wait", self._ask_wait)
+        post(f"{PREFIX}/runs/{{id}}/checkpoint", self._route(NOTHING, lambda s, b, m: s.checkpoint(m["id"])))
+        post(f"{PREFIX}/runs/{{id}}/control/wait", self._wait_control)
         app.router.add_route("*", "/agent/{tail:.*}", self._unknown)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._stopping = False
+        self.control_waits.start(loop)
         self.waits.start(loop)
 
     async def stop(self) -> None:
         """Release every held wait (503: the client reconnects and waits again), then stop the threads."""
         self._stopping = True
+        await self.control_waits.stop()
         await self.waits.stop()
         self._pool.shutdown(wait=False)
 
@@ -281,6 +289,30 @@ class AgentApi:
             log.error("agent API: waiting on %s failed", request.path, exc_info=exc)
             return refusal(StoreError(f"The wait failed inside agentdesk: {type(exc).__name__}."))
         return web.json_response(found)
+
+    async def _wait_control(self, request: web.Request) -> web.StreamResponse:
+        """A paused agent's long poll: answered when its run is no longer held, or as it is after `timeout_s`."""
+        try:
+            service, body = await self._admit(request, WAIT)
+            run_id = request.match_info["id"]
+            await self._in_pool(service.own_run, run_id)
+            timeout = body.get("timeout_s", DEFAULT_WAIT_S)
+            if isinstance(timeout, bool) or not 0 <= timeout <= MAX_WAIT_S:
+                raise InvalidInput(f"timeout_s must be from 0 to {MAX_WAIT_S:g} seconds.")
+            try:
+                control = await self.control_waits.wait(run_id, float(timeout))
+            except asyncio.CancelledError:
+                if self._stopping:
+                    raise StoreUnavailable("The receiver is stopping; reconnect and wait again.") from None
+                raise
+        except StoreError as exc:
+            return refusal(exc)
+        except Exception as exc:
+            if self._stopping:
+                return refusal(StoreUnavailable("The receiver is stopping; reconnect and wait again."))
+            log.error("agent API: waiting on %s failed", request.path, exc_info=exc)
+            return refusal(StoreError(f"The wait failed inside agentdesk: {type(exc).__name__}."))
+        return web.json_response(control_json(control))
 
     async def _unknown(self, request: web.Request) -> web.StreamResponse:
         try:

@@ -106,6 +106,12 @@ class DecisionWaits:
         self._watcher: ChangeWatcher | None = None
         self.wakeups = 0
         """Approval changes that woke a held wait (for tests and the bench)."""
+        self._listeners: list[Callable[[Sequence[Change]], None]] = []
+
+    def listen(self, listener: Callable[[Sequence[Change]], None]) -> None:
+        """Also hand every batch heard (this process's and, watched, other processes') to `listener`: the run
+        control waits share the one watcher instead of starting a second."""
+        self._listeners.append(listener)
 
     @property
     def held(self) -> int:
@@ -192,6 +198,8 @@ class DecisionWaits:
     # -- waking ----------------------------------------------------------------------------
     def _heard(self, batch: Sequence[Change]) -> None:
         """A bus callback, on whatever thread committed or watched: hand the approval ids to the loop."""
+        for listener in self._listeners:
+            listener(batch)
         ids: set[str] | None = set()
         if self._on_tokens_changed is not None and any(
                 c.op == RESET or c.entity == EntityKind.AGENT_TOKEN for c in batch):

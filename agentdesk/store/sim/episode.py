@@ -17,7 +17,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 
+from agentdesk.store.control.checkpoint import reach_checkpoint
 from agentdesk.store.errors import StoreError
+from agentdesk.store.readmodel import ControlState
 from agentdesk.store.runtime import AgentRuntime, Decision
 from agentdesk.store.sim.content import AgentProfile, ContentGenerator, ToolCall, Usage
 from agentdesk.store.sim.control import Control, Stopped
@@ -26,6 +28,14 @@ from agentdesk.store.validation import estimate_tokens
 log = logging.getLogger(__name__)
 TOP_ROLES = ("planner", "coder", "data-analyst", "ops", "writer")
 MAX_CONSECUTIVE_FAILURES = 5
+
+
+CHECKPOINT_POLL_S = 0.05
+"""How often a simulated agent paused at a checkpoint looks whether it was resumed or stopped."""
+
+
+class RunHalted(Exception):
+    """An operator stopped the run; the checkpoint recorded it cancelled (the message says who)."""
 
 
 @dataclass
@@ -117,6 +127,14 @@ class AgentWorker:
         error, answer = None, ""
         steps = self.rng.randint(2, 5) if depth == 0 else self.rng.randint(1, 3)
         for step in range(steps):
+            try:
+                self._checkpoint(run)
+            except RunHalted as halted:  # the checkpoint ended the run cancelled; close its root span too
+                self.open_runs.remove(run)  # first: a simulator stop meanwhile must not write over its ending
+                self._finish(root, "cancelled", error=str(halted))
+                self.control.emit(self.index, agent.profile.name, "run_finished", detail=str(halted),
+                                  entity_id=run)
+                return False, str(halted)
             error, answer = self._step(agent, run, root, group if step == 0 else None, step == steps - 1,
                                        depth)
             if error:
@@ -132,6 +150,18 @@ class AgentWorker:
         self.control.emit(self.index, agent.profile.name, "run_finished", detail=error or "done",
                           entity_id=run)
         return error is None, error or answer
+
+    def _checkpoint(self, run: str) -> None:
+        """A step boundary, as the client library's `run.checkpoint()`: wait while an operator has the run paused
+        (reported blocked once), raise `RunHalted` once stopped (the run is then cancelled, naming who)."""
+        while True:
+            held = reach_checkpoint(self.rt.store, run, self.rt.actor)
+            if held.state is ControlState.RUNNING:
+                return
+            if held.state in (ControlState.STOPPING, ControlState.STOPPED):
+                raise RunHalted(f"stopped by {held.who}" + (f": {held.reason}" if held.reason else ""))
+            if self.control.pause_or_stop(CHECKPOINT_POLL_S):
+                raise Stopped
 
     def _step(self, agent: LiveAgent, run: str, root: str, first_group: str | None, final: bool,
               depth: int) -> tuple[str | None, str]:

@@ -142,6 +142,9 @@ class ForeignSource:
         if capability in self.writable_capabilities:
             return (f"This {self.kind} database is open read-only; reopen it with --allow-writes "
                     "to change it.")
+        if capability is Capability.CONTROL_RUN and capability not in self.unsupported_reasons:
+            return (f"{self.kind} keeps no pause or stop state its agents read, so agentdesk cannot pause, "
+                    "resume or stop its runs.")
         return self.unsupported_reasons.get(capability, f"{self.kind} has no such operation.")
 
     def check_decision(self, approve: bool, actor: str, reason: str | None,

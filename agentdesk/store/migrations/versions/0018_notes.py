@@ -1,7 +1,7 @@
 """notes and labels: what an operator leaves on a span, a run or an approval for the next shift (issue 24)
 
 Revision ID: 0018_notes
-Revises: 0016_messages
+Revises: 0017_run_control
 Create Date: 2026-12-06 07:10:00
 
 Both backends:
@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0018_notes'
-down_revision = '0016_messages'
+down_revision = '0017_run_control'
 branch_labels = None
 depends_on = None
 

@@ -52,6 +52,9 @@ class LensagentSource(ForeignSource):
         Capability.COMPACT: "lensagent compacts a context with its own model call (compactContext); "
         "agentdesk does not write compactions into a lensagent database.",
         Capability.UNDO_COMPACTION: "lensagent cannot undo a compaction.",
+        Capability.CONTROL_RUN: "lensagent has no pause, and ends a run cancelled or interrupted only from "
+        "inside its own process: a stop written into its database would not reach a running lensagent (it is "
+        "told through its in-process EventBus), so agentdesk cannot pause, resume or stop its runs.",
     }
     notes = (
         "lensagent also keeps an EventLog (a JSONL hash chain in a file beside the database) that only its "

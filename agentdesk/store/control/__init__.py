@@ -1,0 +1,1 @@
+"""Run control: an operator pauses, resumes and stops a run; the agent honours it at its checkpoints (issue 24)."""
