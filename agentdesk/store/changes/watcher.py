@@ -25,6 +25,7 @@ from sqlalchemy import func, select
 from agentdesk.store.changes.polling import LoopWatcher, PollLoop
 from agentdesk.store.persistence.bus import RESET, Change, ChangeBus
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.outage import outage_line
 from agentdesk.store.persistence.postgres.listener import NotifyLoop
 from agentdesk.store.persistence.schema import ChangeRow
 
@@ -84,7 +85,7 @@ class ChangeWatcher(LoopWatcher):
             # bursts are coalesced, over a shorter window (the GUI bridge coalesces again at 30 ms).
             spacing = NOTIFY_MIN_INTERVAL_S if poll_interval_s == DEFAULT_POLL_INTERVAL_S else poll_interval_s
             self._loop = NotifyLoop(store.url, self.poll_once, lambda: self.high_water, name="agentdesk-watcher",
-                                    min_interval_s=spacing)
+                                    min_interval_s=spacing, outage=store.outage)
         else:
             self._loop = PollLoop(store.path, self.poll_once, interval_s=poll_interval_s, name="agentdesk-watcher",
                                   moved=lambda: self._current_max_seq() != self.high_water)
@@ -93,6 +94,15 @@ class ChangeWatcher(LoopWatcher):
     def reconnecting(self) -> bool:
         """True while a lost server connection is being re-established (the window says so)."""
         return isinstance(self._loop, NotifyLoop) and self._loop.reconnecting
+
+    @property
+    def outage_line(self) -> str | None:
+        """While the server is lost: "PostgreSQL at HOST unreachable since 12:03:04, retrying" (the status bar's
+        and `agentdesk watch`'s one line); None while it answers."""
+        loop = self._loop
+        if not isinstance(loop, NotifyLoop) or not loop.reconnecting or loop.down_since is None:
+            return None
+        return outage_line(self.store.outage.server, self.store.outage.since or loop.down_since)
 
     def start(self, from_seq: int | None = None) -> ChangeWatcher:
         """Start after the current end of the feed (or after `from_seq`)."""

@@ -86,9 +86,9 @@ def clock_time(at: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at))
 
 
-def outage_line(server: str, since: float) -> str:
+def outage_line(server: str, since: float, kind: str = "PostgreSQL") -> str:
     """The one line a lost server is, everywhere: stderr, the status bar, `agentdesk watch`."""
-    return f"PostgreSQL at {server} unreachable since {clock_time(since)}, retrying"
+    return f"{kind} at {server} unreachable since {clock_time(since)}, retrying"
 
 
 def sleep(seconds: float) -> bool:
@@ -126,8 +126,9 @@ class Pauses:
 class Outage:
     """One store's server as this process last found it: reachable, or unreachable since when."""
 
-    def __init__(self, server: str, *, notice: Callable[[str], object] | None = None) -> None:
+    def __init__(self, server: str, *, kind: str = "PostgreSQL", notice: Callable[[str], object] | None = None) -> None:
         self.server = server
+        self.kind = kind
         self.since: float | None = None
         """Wall-clock time of the first failure of the current outage; None while the server answers."""
         self.outages = 0
@@ -137,7 +138,7 @@ class Outage:
     @property
     def line(self) -> str | None:
         since = self.since
-        return None if since is None else outage_line(self.server, since)
+        return None if since is None else outage_line(self.server, since, self.kind)
 
     def lost(self) -> None:
         """A call found the server gone: the first one of an outage says so, once for every thread."""
@@ -146,7 +147,7 @@ class Outage:
                 return
             self.since = time.time()
             self.outages += 1
-            line = outage_line(self.server, self.since)
+            line = outage_line(self.server, self.since, self.kind)
         self._notice(line)
 
     def back(self) -> None:
@@ -156,7 +157,7 @@ class Outage:
         with self._lock:
             since, self.since = self.since, None
         if since is not None:
-            log.warning("PostgreSQL at %s is back after %.1f s", self.server, time.time() - since)
+            log.warning("%s at %s is back after %.1f s", self.kind, self.server, time.time() - since)
 
     def ride_out(self, call: Callable[[], T], policy: RideOut) -> T:
         """`call()`, again after a pause whenever it raises `ServerUnreachable`, until the policy gives up."""

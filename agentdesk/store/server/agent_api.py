@@ -10,8 +10,9 @@ answered within moments of the decision, or `{"status": "pending"}` after `timeo
 asks again, reconnecting with back-off if the receiver restarted).
 
 Answers are JSON: the result, or `{"error": sentence}` with 400 (bad input), 401, 403, 404,
-409 (conflict), 411 (no Content-Length), 413 (too large), 415 (not JSON), 503 (store busy or the
-receiver stopping: retry).
+409 (conflict), 411 (no Content-Length), 413 (too large), 415 (not JSON), 503 (store busy, its
+PostgreSQL server unreachable, or the receiver stopping: nothing was applied, retry), 500 when the
+server went away during a commit and never came back to say whether it landed (not retried blindly).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from agentdesk.store.agents.ownership import Ownership
 from agentdesk.store.agents.refusals import Forbidden, Unauthorized
 from agentdesk.store.agents.service import AgentService, decision_json
 from agentdesk.store.agents.tokens import AgentIdentity
-from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StoreError, StoreUnavailable
+from agentdesk.store.errors import CommitUnknown, Conflict, InvalidInput, NotFound, StoreError, StoreUnavailable
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.server import agent_json as aj
 from agentdesk.store.server.agent_waits import DecisionWaits, Gone, ShuttingDown
@@ -251,7 +252,7 @@ def status_of(exc: StoreError) -> int:
     if isinstance(exc, BodyError):
         return exc.status
     for kind, status in ((Unauthorized, 401), (Forbidden, 403), (NotFound, 404), (Conflict, 409),
-                         (InvalidInput, 400), (StoreUnavailable, 503)):
+                         (InvalidInput, 400), (CommitUnknown, 500), (StoreUnavailable, 503)):
         if isinstance(exc, kind):
             return status
     return 500
