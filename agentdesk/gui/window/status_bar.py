@@ -75,11 +75,14 @@ class StoreStatusBar(QStatusBar):
         live = watcher is not None and watcher.healthy
         reconnecting = bool(getattr(watcher, "reconnecting", False))  # a server store lost its connection
         lost: str | None = getattr(watcher, "outage_line", None)
-        if lost:
+        if lost:  # the line must be read whole: it takes its width, the store's name is elided instead
             self.live_label.setText(f"○ {lost}")
+            self.live_label.setMinimumWidth(self.live_label.sizeHint().width())
         else:
             self.live_label.setText("● live" if live else "○ not live, reconnecting…" if reconnecting
                                     else "○ not live")
+            self.live_label.setMinimumWidth(0)
+        self.last_change_label.setVisible(not lost)  # "last change 3 s ago" means nothing while nothing can come
         self.live_label.setStyleSheet("color: #30a46c;" if live else "color: #e5484d;")
         self.live_label.setToolTip("Watching the store for changes from any process" if live
                                    else "Not receiving changes from other processes; what they commit meanwhile "

@@ -9,7 +9,10 @@ poll interval, and an idle store costs one cheap pragma per interval.
 
 When the watcher cannot follow the feed exactly (the log was pruned past its
 high-water mark, it fell too far behind, or the feed went backwards because the
-file was replaced) it publishes one `reset` change: subscribers reload.
+file was replaced) it publishes one `reset` change: subscribers reload. It does the
+same after a lost PostgreSQL server came back (once it has caught up on the change
+log): reads a window made while the server was gone failed, and what they would have
+shown is not in the log any more, so every view reloads once.
 """
 
 from __future__ import annotations
@@ -85,7 +88,8 @@ class ChangeWatcher(LoopWatcher):
             # bursts are coalesced, over a shorter window (the GUI bridge coalesces again at 30 ms).
             spacing = NOTIFY_MIN_INTERVAL_S if poll_interval_s == DEFAULT_POLL_INTERVAL_S else poll_interval_s
             self._loop = NotifyLoop(store.url, self.poll_once, lambda: self.high_water, name="agentdesk-watcher",
-                                    min_interval_s=spacing, outage=store.outage)
+                                    min_interval_s=spacing, outage=store.outage,
+                                    on_reconnect=self._after_outage)
         else:
             self._loop = PollLoop(store.path, self.poll_once, interval_s=poll_interval_s, name="agentdesk-watcher",
                                   moved=lambda: self._current_max_seq() != self.high_water)
@@ -94,6 +98,10 @@ class ChangeWatcher(LoopWatcher):
     def reconnecting(self) -> bool:
         """True while a lost server connection is being re-established (the window says so)."""
         return isinstance(self._loop, NotifyLoop) and self._loop.reconnecting
+
+    def _after_outage(self) -> None:
+        """The server is back and the log read up to its end: subscribers reload what failed meanwhile."""
+        self.bus.publish([Change("*", RESET, "*", seq=self.high_water, at=time.time())])
 
     @property
     def outage_line(self) -> str | None:

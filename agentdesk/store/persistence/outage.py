@@ -42,6 +42,9 @@ MAX_PAUSE_S = 2.0
 RIDE_OUT_S = 600.0
 """How long an agent's call waits for a lost server (the client library and the simulator): ten minutes
 outlasts a restart, a failover and a long maintenance stop; a server gone longer is reported."""
+FLAP_S = 10.0
+"""A failure this soon after the server came back is the same outage (no second line): a restarting server
+accepts some connections and refuses others for a moment."""
 COMMIT_CHECK_S = 30.0
 """How long a unit of work whose commit broke waits for the server to say whether it landed, at least."""
 
@@ -134,6 +137,10 @@ class Outage:
         self.outages = 0
         self._notice = notice or log.warning
         self._lock = threading.Lock()
+        self._noticed: float | None = None
+        """`since` of the last outage announced, and when it ended: a failure soon after is the same outage."""
+        self._back_at = 0.0
+        self._back_said: float | None = None
 
     @property
     def line(self) -> str | None:
@@ -141,23 +148,34 @@ class Outage:
         return None if since is None else outage_line(self.server, since, self.kind)
 
     def lost(self) -> None:
-        """A call found the server gone: the first one of an outage says so, once for every thread."""
+        """A call found the server gone. The second failure of an outage says so, once for every thread: a single
+        one is often a session the server ended (a person's turn ends an agent's stuck write), over at the retry."""
         with self._lock:
-            if self.since is not None:
+            if self.since is None:
+                now = time.time()
+                if self._noticed is not None and now - self._back_at < FLAP_S:
+                    self.since = self._noticed  # a server starting up answers one connection, refuses the next
+                else:
+                    self.since = now
                 return
-            self.since = time.time()
+            if self._noticed == self.since:
+                return
+            self._noticed = self.since
             self.outages += 1
             line = outage_line(self.server, self.since, self.kind)
         self._notice(line)
 
     def back(self) -> None:
-        """A call reached the server: an outage in progress is over (said once)."""
+        """A call reached the server: an outage in progress is over (said once per outage announced)."""
         if self.since is None:
             return
         with self._lock:
             since, self.since = self.since, None
-        if since is not None:
-            log.warning("%s at %s is back after %.1f s", self.kind, self.server, time.time() - since)
+            self._back_at = time.time()
+            say = since is not None and since == self._noticed and self._back_said != since
+            self._back_said = since if say else self._back_said
+        if say and since is not None:
+            log.warning("%s at %s is back after %.1f s", self.kind, self.server, self._back_at - since)
 
     def ride_out(self, call: Callable[[], T], policy: RideOut) -> T:
         """`call()`, again after a pause whenever it raises `ServerUnreachable`, until the policy gives up."""

@@ -51,9 +51,11 @@ class NotifyLoop:
     """
 
     def __init__(self, url: str, read: Callable[[], object], seen: Callable[[], int], *, name: str,
-                 min_interval_s: float = 0.04, channel: str = CHANNEL, outage: Outage | None = None) -> None:
+                 min_interval_s: float = 0.04, channel: str = CHANNEL, outage: Outage | None = None,
+                 on_reconnect: Callable[[], object] | None = None) -> None:
         self.url = url
         self.outage = outage
+        self._on_reconnect = on_reconnect
         self.min_interval_s = min_interval_s
         self.name = name
         self.channel = channel
@@ -120,6 +122,8 @@ class NotifyLoop:
                     log.info("%s reconnected after %d failed attempts", self.name, self.failures)
                     if self.outage is not None:
                         self.outage.back()
+                    if self._on_reconnect is not None:
+                        self._on_reconnect()
                 self.failures = 0
                 self.healthy = True
                 self.reconnecting = False
@@ -184,12 +188,12 @@ class NotifyLoop:
         self.healthy = False
         self.reconnecting = True
         self.failures += 1
-        if self.failures == 1:
-            self.down_since = time.time()  # the one line people see is the outage's; this is for the log file
+        if self.failures == 1:  # the one line people see is the outage's; this is for the log file
+            self.down_since = time.time()
             log.info("%s: lost the server (%s: %s); reconnecting with back-off", self.name,
                      type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
-            if self.outage is not None:
-                self.outage.lost()
+        if self.outage is not None:
+            self.outage.lost()  # said from the second failure on: a restart that is over at once says nothing
         self._close()
 
 
