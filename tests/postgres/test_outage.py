@@ -22,7 +22,8 @@ from agentdesk.store.approvals import commands
 from agentdesk.store.errors import ServerUnreachable
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store, open_store
-from agentdesk.store.persistence.outage import server_name
+from agentdesk.store.persistence.outage import RideOut, server_name
+from agentdesk.store.runtime import AgentRuntime
 from tests.postgres.own_server import OwnServer, own_server_fixture  # noqa: F401 - the fixture
 from tests.waiting import eventually, wait_until
 
@@ -125,6 +126,9 @@ def test_a_simulator_keeps_going_across_a_stop_and_leaves_no_run_waiting(
             own_server.start()
         before = sum(eventually(lambda: _counts_or_none(store), what="the server back").values())
         wait_until(lambda: sum(run_counts(store).values()) >= before + 3, what="new runs after the outage")
+        own_server.restart()  # and a restart: over in a moment, perhaps before anyone notices
+        before = sum(eventually(lambda: _counts_or_none(store), what="the server back").values())
+        wait_until(lambda: sum(run_counts(store).values()) >= before + 3, what="new runs after the restart")
         assert sim.poll() is None, err.read_text()
         sim.send_signal(signal.SIGTERM)
         out, _ = sim.communicate(timeout=30)
@@ -133,7 +137,7 @@ def test_a_simulator_keeps_going_across_a_stop_and_leaves_no_run_waiting(
             sim.kill()
     assert sim.returncode == 143, (out, err.read_text())  # stopped by us, not by store errors
     assert "Simulation over" in out and "Traceback" not in err.read_text()
-    assert sum(UNREACHABLE in line for line in err.read_text().splitlines()) == 1
+    assert 1 <= sum(UNREACHABLE in line for line in err.read_text().splitlines()) <= 2  # the stop; the restart?
     counts = run_counts(store)
     assert counts.get("waiting", 0) == 0 and counts.get("running", 0) == 0, counts
     with store.reading() as s:
@@ -146,3 +150,31 @@ def _counts_or_none(store: Store) -> dict[str, int] | None:
         return run_counts(store)
     except ServerUnreachable:
         return None
+
+
+def test_watch_says_the_server_is_gone_in_one_line_and_goes_on(own_server: OwnServer, store: Store,
+                                                               tmp_path: Path) -> None:
+    out, err = tmp_path / "watch.out", tmp_path / "watch.err"
+    rt = AgentRuntime(store, ride_out=RideOut(30.0))
+    with out.open("w") as out_file, err.open("w") as err_file:
+        watch = subprocess.Popen([sys.executable, "-m", "agentdesk.cli", "--store", own_server.url, "watch", "--since",
+                                  "0"],
+                                 stdout=out_file, stderr=err_file, text=True, env=child_env())
+    try:
+        before = rt.create_project("watched before")
+        wait_until(lambda: said(out, before), what="the change before the outage")
+        own_server.stop()
+        try:
+            wait_until(lambda: said(err, UNREACHABLE), what="watch's one line about the lost server")
+        finally:
+            own_server.start()
+        after = rt.create_project("watched after")
+        wait_until(lambda: said(out, after), what="the change after the outage")
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(timeout=30) == 130
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+    text = err.read_text()
+    assert "Traceback" not in text and sum(UNREACHABLE in line for line in text.splitlines()) == 1, text
+    assert out.read_text().count(before) == 1 and out.read_text().count(after) == 1  # nothing twice

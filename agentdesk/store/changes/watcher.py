@@ -64,13 +64,15 @@ class ChangeWatcher(LoopWatcher):
     """Background thread publishing foreign changes on `store.bus`.
 
     `include_own` is for tools like `agentdesk watch` that want every change,
-    including those written through the same Store object. `healthy` is False
+    including those written through the same Store object; such a tool, which shows
+    changes rather than views, passes `reload_after_outage=False` (the catch-up read
+    after a reconnect already gave it every change). `healthy` is False
     until started and whenever the last poll failed; `high_water` is the last
     change-log seq read. The thread, probe and back-off are the shared `PollLoop`.
     """
 
     def __init__(self, store: Store, *, poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
-                 include_own: bool = False, bus: ChangeBus | None = None) -> None:
+                 include_own: bool = False, bus: ChangeBus | None = None, reload_after_outage: bool = True) -> None:
         self.store = store
         self.bus = bus or store.bus
         self.poll_interval_s = poll_interval_s
@@ -89,7 +91,7 @@ class ChangeWatcher(LoopWatcher):
             spacing = NOTIFY_MIN_INTERVAL_S if poll_interval_s == DEFAULT_POLL_INTERVAL_S else poll_interval_s
             self._loop = NotifyLoop(store.url, self.poll_once, lambda: self.high_water, name="agentdesk-watcher",
                                     min_interval_s=spacing, outage=store.outage,
-                                    on_reconnect=self._after_outage)
+                                    on_reconnect=self._after_outage if reload_after_outage else None)
         else:
             self._loop = PollLoop(store.path, self.poll_once, interval_s=poll_interval_s, name="agentdesk-watcher",
                                   moved=lambda: self._current_max_seq() != self.high_water)
