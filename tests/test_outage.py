@@ -141,3 +141,28 @@ def test_a_waiting_run_whose_agent_is_gone_is_closed_and_a_live_one_is_not(tmp_p
         assert statuses[runs[1]][0] == statuses[runs[2]][0] == "waiting"  # beating, or never beaten: left alone
     finally:
         store.close()
+
+
+def test_the_agent_api_says_503_only_when_nothing_of_the_request_was_applied(tmp_path: Path) -> None:
+    from agentdesk.store.errors import CommitUnknown
+    from agentdesk.store.server.agent_api import answered_once, status_of
+
+    store = open_store(str(tmp_path / "s.sqlite"))
+    try:
+        rt = AgentRuntime(store)
+
+        def lost_before_writing() -> None:
+            raise ServerUnreachable("gone")
+
+        def lost_after_writing() -> None:
+            rt.create_project("half a registration")
+            raise ServerUnreachable("gone")
+
+        with pytest.raises(ServerUnreachable) as nothing:
+            answered_once(lost_before_writing)
+        assert status_of(nothing.value) == 503  # the client sends it again
+        with pytest.raises(CommitUnknown) as part:
+            answered_once(lost_after_writing)
+        assert status_of(part.value) == 500  # it must not: that would write the first part twice
+    finally:
+        store.close()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, ExitStack, nullcontext, suppress
@@ -221,6 +222,7 @@ class UnitOfWork:
                 elif not self._landed(published):
                     raise
             self.store.outage.back()
+            _this_thread.commits = commits_on_this_thread() + 1
             if self._audit is not None:
                 self._audit.anchor()  # after the commit, fsynced; a failure is logged, never raised
         except OperationalError as error:  # before the commit was sent (the change log), or refused at commit
@@ -325,6 +327,15 @@ class UnitOfWork:
         ).scalars().all()
         return [Change(c.entity, c.op, c.id, c.parents, c.revision, seq, c.origin, c.at)
                 for c, seq in zip(self._changes, seqs, strict=True)]
+
+
+_this_thread = threading.local()
+
+
+def commits_on_this_thread() -> int:
+    """Units of work this thread committed so far: a request that made several can tell whether a failure
+    came after one of them landed (then "nothing was applied" is no longer true: store/server/agent_api.py)."""
+    return int(getattr(_this_thread, "commits", 0))
 
 
 LOG_CHANGES = text("SELECT seq, origin FROM agentdesk_log_changes(:origin, CAST(:changes AS json))")

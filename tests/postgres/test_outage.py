@@ -178,3 +178,28 @@ def test_watch_says_the_server_is_gone_in_one_line_and_goes_on(own_server: OwnSe
     text = err.read_text()
     assert "Traceback" not in text and sum(UNREACHABLE in line for line in text.splitlines()) == 1, text
     assert out.read_text().count(before) == 1 and out.read_text().count(after) == 1  # nothing twice
+
+
+def test_an_agent_over_http_waits_through_the_receivers_lost_server(own_server: OwnServer, store: Store) -> None:
+    from agentdesk.store.agents import tokens
+    from tests.client.gate_processes import ReceiverProcess, requesting
+
+    token = tokens.create(store, "http-refunder", "operator")[1]
+    receiver = ReceiverProcess(own_server.url)
+    agent = requesting(receiver.url, token, expires_in=None)
+    try:
+        approval = eventually(lambda: pending_ids(store), what="the agent's request")[0]
+        own_server.stop()  # the receiver's connections end with it: its held wait must outlast that
+        own_server.start()
+        eventually(lambda: _decide(store, approval), what="the decision, once the server is back")
+        result = agent.result(timeout_s=20)
+    finally:
+        agent.kill()
+        receiver.proc.send_signal(signal.SIGTERM)
+        _out, err = receiver.proc.communicate(timeout=30)
+    assert result["outcome"] == "approved" and result["actor"] == "http-refunder"
+    assert "Traceback" not in err, err
+    with store.reading() as s:  # one request, however the outage fell between its writes and the answer
+        run_id = s.execute(select(sc.ApprovalRow.run_id).where(sc.ApprovalRow.id == approval)).scalar_one()
+        assert s.execute(select(func.count()).select_from(sc.ApprovalRow)
+                         .where(sc.ApprovalRow.run_id == run_id)).scalar() == 1

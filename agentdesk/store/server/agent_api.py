@@ -33,10 +33,19 @@ from agentdesk.store.agents.ownership import Ownership
 from agentdesk.store.agents.refusals import Forbidden, Unauthorized
 from agentdesk.store.agents.service import AgentService, decision_json
 from agentdesk.store.agents.tokens import AgentIdentity
-from agentdesk.store.errors import CommitUnknown, Conflict, InvalidInput, NotFound, StoreError, StoreUnavailable
+from agentdesk.store.errors import (
+    CommitUnknown,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    ServerUnreachable,
+    StoreError,
+    StoreUnavailable,
+)
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.server import agent_json as aj
 from agentdesk.store.server.agent_waits import DecisionWaits, Gone, ShuttingDown
+from agentdesk.store.uow import commits_on_this_thread
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +147,7 @@ class AgentApi:
     async def _in_pool(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self._stopping:
             raise StoreUnavailable("The receiver is stopping; retry in a moment.")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, answered_once, fn, *args)
 
     async def _admit(self, request: web.Request, spec: aj.Spec) -> tuple[AgentService, dict[str, Any]]:
         """The caller's identity (401 without one), then the body checked against `spec`."""
@@ -228,6 +237,23 @@ class AgentApi:
         return refusal(NotFound(f"There is no agent endpoint {request.method} {request.path}: an agent token "
                                 "can register, run, write spans and context, and ask for approvals; deciding, "
                                 "rules, context edits and the audit log are an operator's, never served here."))
+
+
+def answered_once(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)`, where a lost server after one of its writes committed is no 503.
+
+    A 503 tells the client nothing was applied and to send the request again; a request that wrote
+    twice (a registration: session, then agent) and lost the server between them would be applied
+    twice. It says so instead (500), and the agent can look before it tries again.
+    """
+    before = commits_on_this_thread()
+    try:
+        return fn(*args)
+    except ServerUnreachable as exc:
+        if commits_on_this_thread() == before:
+            raise
+        raise CommitUnknown("The store's server went away after part of this request was written; look at "
+                            "what is there before sending it again.") from exc
 
 
 def connected(request: web.Request) -> bool:
