@@ -413,8 +413,9 @@ class AgentRuntime:
                 raise ServerUnreachable(f"Stopped waiting for the store {self.store.display_name}.")
 
     def look(self, approval_id: str, heartbeat: Heartbeat) -> Decision | None:
-        """One look of a wait: the decision, or None after beating (when due); no retry of its own."""
-        decision = self._poll_decision(approval_id)
+        """One look of a wait: the decision, or None after beating (when due). The read rides out a lost server
+        (`poll_decision`); the beat does not (it is due again at the next look)."""
+        decision = self.poll_decision(approval_id)
         if decision is None:
             heartbeat.tick()
         return decision
