@@ -80,3 +80,29 @@ def test_the_status_bar_says_the_server_is_gone_then_the_window_catches_up(
         writer.close()
     assert reloads, "no reload after the outage"
     assert len(seen) == len(set(seen)) and set(seen) <= set(made)  # nothing repeated
+
+
+def test_an_agent_whose_requests_stopped_beating_is_not_waiting_for_you(world: Any, qtbot: Any) -> None:
+    """Requests whose requester stopped beating (it died, or lost the server for good) are "requester gone":
+    still pending, but nobody is behind them, so the status bar no longer counts their agent as waiting."""
+    import sqlite3
+    import time
+
+    with sqlite3.connect(world.path) as conn:  # beat once, long ago: gone, by the queue's own rule
+        conn.execute("UPDATE approvals SET requester_heartbeat_at = ?", (time.time() - 3600,))
+    source = NativeSource.open(str(world.path))
+    source.watch(poll_interval_s=0.02)
+    services = Services.create(source, actor="tester", coalesce_ms=10)
+    try:
+        window = MainWindow(services)
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitUntil(lambda: window.queue_dock.windowTitle() == "Approvals (3 pending)")
+        qtbot.waitUntil(lambda: window.status.pending_label.text() == "3 pending approvals")  # no agent waiting
+        rt = AgentRuntime(source.store)
+        rt.heartbeat(world.approval_ids[0]).tick()  # the agent is back and beats: it waits for you again
+        qtbot.waitUntil(lambda: window.status.pending_label.text() == "3 pending approvals · 1 agent waiting for you",
+                        timeout=10_000)
+    finally:
+        services.close()
+        source.close()
