@@ -143,6 +143,8 @@ def test_a_simulator_keeps_going_across_a_stop_and_leaves_no_run_waiting(
     with store.reading() as s:
         assert s.execute(select(func.count()).select_from(sc.SessionRow)
                          .where(sc.SessionRow.status.in_(("waiting", "running")))).scalar() == 0
+        assert s.execute(select(func.count()).select_from(sc.ApprovalRow)  # stopped waiting: taken back
+                         .where(sc.ApprovalRow.status == "pending")).scalar() == 0
 
 
 def _counts_or_none(store: Store) -> dict[str, int] | None:

@@ -13,10 +13,11 @@ import json
 import logging
 import random
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 
+from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.errors import ServerUnreachable, StoreError
 from agentdesk.store.persistence.outage import Pauses
 from agentdesk.store.runtime import AgentRuntime, Decision
@@ -275,7 +276,14 @@ class AgentWorker:
             if decision is not None:
                 return decision
             if self.control.pause_or_stop(0.05 if outage is None else outage.next()):
+                self._withdraw(approval_id)
                 raise Stopped
+
+    def _withdraw(self, approval_id: str) -> None:
+        """Stopping while waiting: take the request back, as the client library's gate does, so the queue does
+        not keep a request nobody waits for (best effort: a decision that came first stands)."""
+        with suppress(StoreError):
+            approval_commands.withdraw(self.rt.store, approval_id, self.rt.actor, "the simulator stopped")
 
     def _delegate(self, agent: LiveAgent, run: str, parent: str, call: ToolCall, group: str) -> str:
         assert self.session_id is not None
