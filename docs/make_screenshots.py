@@ -20,8 +20,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sqlalchemy import text  # noqa: E402
+
 from agentdesk.store.native import NativeSource  # noqa: E402
-from agentdesk.store.persistence.database import open_store  # noqa: E402
+from agentdesk.store.notes import commands as notes  # noqa: E402
+from agentdesk.store.persistence.database import Store, open_store  # noqa: E402
 from agentdesk.store.sim.player import Simulator  # noqa: E402
 
 
@@ -42,8 +45,27 @@ def play(path: Path) -> str:
                 break
     sim.wait()
     agent_id = compact_some(source)
+    mark_some(store)
     store.close()
     return agent_id
+
+
+def mark_some(store: Store) -> None:
+    """The night shift's notes and labels: what the Shift notes screenshot lists and the timeline flags."""
+    with store.reading() as s:
+        spans = [row[0] for row in s.execute(text(
+            "SELECT id FROM spans WHERE kind = 'tool' ORDER BY started_at LIMIT 3")).all()]
+        runs = [row[0] for row in s.execute(text("SELECT id FROM runs ORDER BY started_at LIMIT 2")).all()]
+    if len(spans) < 3 or len(runs) < 2:
+        return
+    notes.add_note(store, "span", spans[0], "Read the whole log with cat instead of grep: slow and costly.",
+                   "alice")
+    notes.add_label(store, "span", spans[0], "bad-tool-choice", "alice")
+    notes.add_label(store, "span", spans[1], "needs-review", "bob")
+    notes.add_note(store, "span", spans[1], "Check this shell call before the deploy tomorrow.", "bob")
+    notes.add_label(store, "run", runs[0], "regression", "alice")
+    notes.add_note(store, "run", runs[1], "Flaky since the model update; compare with yesterday's run.", "carol")
+    notes.add_label(store, "span", spans[2], "needs-review", "carol")
 
 
 def compact_some(source: NativeSource) -> str:
@@ -56,6 +78,35 @@ def compact_some(source: NativeSource) -> str:
     source.compact(busiest.id, first, "The user asked for a triage of the crash; the planner read the logs "
                    "and found the failing query.", "triage", ctx.context_revision, "alice")
     return busiest.id
+
+
+def message_some(path: Path) -> str:
+    """An agent an operator messaged: one message delivered at its model call (shown with its author), one still
+    pending (shown last, with Cancel). The simulated sessions have finished by now, and a finished agent takes no
+    messages, so this is an agent of its own."""
+    from agentdesk.store.messages import commands as messages
+    from agentdesk.store.runtime import AgentRuntime
+
+    store = open_store(str(path))
+    try:
+        rt = AgentRuntime(store, actor="triage-bot")
+        project = rt.create_project("checkout-service")
+        agent = rt.create_agent(rt.create_session(rt.create_task(project, "Flaky checkout test"), "On call"),
+                                "triage", "gpt-4.1")
+        run = rt.start_run(agent, "Find why checkout fails 1 in 5")
+        turn = rt.new_turn_group(agent, "turn")
+        rt.append_context(agent, turn, "message", "system", "You are the on-call triage agent.")
+        rt.append_context(agent, turn, "message", "user", "The checkout test fails about 1 in 5 runs on CI.")
+        rt.append_context(agent, turn, "message", "assistant", "I will rerun it with verbose logging first.")
+        messages.send(store, agent, "Skip the rerun: the CI logs from last night already show the timeout.",
+                      "alice")
+        messages.take(store, agent, "triage-bot")
+        model = rt.start_span(run, "model", "gpt-4.1 chat", context_of_agent=agent)
+        rt.finish_span(model, "ok", "Reading last night's CI logs.", input_tokens=900, output_tokens=60)
+        messages.send(store, agent, "When you find it, propose the fix but do not push it.", "bob")
+        return agent
+    finally:
+        store.close()
 
 
 SIZES = ((1024, 768), (1366, 768), (1920, 1080), (2560, 1440))
@@ -82,6 +133,25 @@ def pending_approval(store: Path) -> str | None:
     return row[0] if row else None
 
 
+def ask_something(store: Path) -> str:
+    """A pending question with options in the showcase run, as an agent asks it (`run.ask`), for asks.png."""
+    from agentdesk.store.asks import commands as asks
+
+    opened = open_store(str(store))
+    try:
+        source = NativeSource(opened)
+        run_id = source.showcase_run()
+        assert run_id is not None
+        asks.create(opened, run_id, "The nightly export failed twice on the same 3 rows. Shall I skip them and "
+                    "finish the export, or stop here so someone can look?", ["Skip the 3 rows and finish",
+                                                                            "Stop and wait for me"],
+                    expires_in=1800, actor="planner")
+        return asks.create(opened, run_id, "Which customer region should the refund report cover?",
+                           ["EU", "US", "APAC"], expires_in=3600, actor="planner")
+    finally:
+        opened.close()
+
+
 def error_span(store: Path) -> str | None:
     import sqlite3
 
@@ -89,6 +159,15 @@ def error_span(store: Path) -> str | None:
         row = conn.execute("SELECT s.id FROM spans s WHERE s.status = 'error' AND s.kind IN ('model', 'tool') "
                            "ORDER BY (SELECT count(*) FROM spans t WHERE t.run_id = s.run_id) DESC").fetchone()
     return row[0] if row else None
+
+
+def marked_span(store: Path) -> str | None:
+    """A span the night shift noted: its flag, its notes and labels in the details pane."""
+    import sqlite3
+
+    with sqlite3.connect(store) as conn:
+        row = conn.execute("SELECT target_id FROM notes WHERE target_kind = 'span' ORDER BY created_at").fetchone()
+    return None if row is None else str(row[0])
 
 
 def main() -> None:
@@ -111,7 +190,13 @@ def main() -> None:
         shoot(store, out / f"{view}.png", view, "light", span)
     shoot(store, out / "approvals.png", "approvals", "light", approval or span, (1366, 768))
     shoot(store, out / "rules.png", "rules", "light", approval or span, (1366, 768))
+    question = ask_something(store)
+    shoot(store, out / "asks.png", "approvals", "light", question, (1366, 768))
     shoot(store, out / "context.png", "context", "light", compacted_agent)
+    shoot(store, out / "messages.png", "context", "light", message_some(store), (1366, 768))
+    for width, height in ((1366, 768), (1920, 1080)):
+        shoot(store, out / f"shift-notes-{width}x{height}.png", "notes", "light", marked_span(store),
+              (width, height))
     for kind in ("lensagent", "stageflow", "vgxness", "maka"):
         fixture = work / f"{kind}.sqlite"
         subprocess.run([sys.executable, "-m", f"tests.sources.fixtures_{kind}", str(fixture)], check=True,

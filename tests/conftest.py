@@ -13,9 +13,12 @@ cases skip with the reason, except under CI=true, where they fail.
 
 from __future__ import annotations
 
+import faulthandler
+import gc
 import os
 import sqlite3
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,14 +31,42 @@ from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.runtime import AgentRuntime
 
 PG_MODULES = frozenset({"test_store_commands", "test_store_runtime", "test_bus", "test_cli", "test_http_gate",
-                        "test_audit", "test_store_maintenance", "test_source_seam"})
+                        "test_audit", "test_store_maintenance", "test_source_seam", "test_notes_store",
+                        "test_notes_cli", "test_notes_search", "test_store_asks", "test_ask"})
 """test_bad_input is about SQLite files byte for byte; its PostgreSQL faults are tests/postgres/test_faults.py."""
 """Modules whose tests run on SQLite and on PostgreSQL (the GUI tests run once, on SQLite)."""
 BACKENDS = ("sqlite", "postgresql")
 
 
+CRASH_DIR_ENV = "AGENTDESK_TEST_CRASH_DIR"
+"""Where each pytest-xdist worker writes faulthandler's report, so a crashed worker's stack reaches the log."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: about SQLite files; not run against PostgreSQL")
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.setdefault(CRASH_DIR_ENV, tempfile.mkdtemp(prefix="agentdesk-test-crashes-"))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A worker's fatal-error report goes to a file of its own (xdist shows only "worker crashed")."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    folder = os.environ.get(CRASH_DIR_ENV)
+    if worker and folder:
+        report = open(Path(folder) / f"{worker}.log", "w")  # noqa: SIM115 - open for the process's life
+        faulthandler.enable(file=report, all_threads=True)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print every crashed worker's stack (the Python frames of each thread at the fault)."""
+    folder = os.environ.get(CRASH_DIR_ENV)
+    if os.environ.get("PYTEST_XDIST_WORKER") or not folder:
+        return
+    for report in sorted(Path(folder).glob("*.log")):
+        text = report.read_text(errors="replace").strip()
+        if text:
+            terminalreporter.section(f"fatal error in worker {report.stem}")
+            terminalreporter.write_line(text)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -127,23 +158,34 @@ def pg_cluster() -> Iterator[PgCluster]:
 
 
 @pytest.fixture(autouse=True)
-def qt_windows_closed_with_their_test() -> Iterator[None]:
-    """After a test that made Qt widgets, close every top-level window it left open (on the GUI thread).
+def qt_objects_die_on_the_gui_thread(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In a test that uses Qt, Python's cyclic collector runs only here, on the GUI thread, at teardown.
 
-    A pyqtgraph view one test left shown was destroyed by the cyclic garbage collector in the middle of a
-    later, unrelated test, and its destructor still delivered a resize event into Python: a segmentation
-    fault that killed the worker (seen under pytest-xdist). A closed window gets no such event. Widgets are
-    closed, not deleted: a store call still answering must find its widgets alive. Tests that never
-    imported Qt's widgets skip this.
+    A pyqtgraph view left over from one test was freed by the cyclic garbage collector in the middle of a
+    later test, killing the worker with a segmentation fault (seen under pytest-xdist, twice). The collector
+    runs in whichever thread happens to allocate: a store runner's or the change watcher's thread. Qt
+    objects must be destroyed on the thread that owns them (pyqtgraph's `GarbageCollector` exists for this
+    reason, and the app uses it: gui/window/app.py). So while a Qt test runs the automatic collector is
+    off, and at its end every top-level window it left is closed and the collector runs once, here.
+    Widgets are closed, not deleted: a store call still answering must find its widgets alive.
     """
-    yield
-    widgets = sys.modules.get("PySide6.QtWidgets")
-    if widgets is None or widgets.QApplication.instance() is None:
+    if "qapp" not in request.fixturenames:
+        yield
         return
-    for widget in widgets.QApplication.topLevelWidgets():
-        if widget.isVisible():
-            widget.close()
-    widgets.QApplication.processEvents()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        widgets = sys.modules.get("PySide6.QtWidgets")
+        if widgets is not None and widgets.QApplication.instance() is not None:
+            for widget in widgets.QApplication.topLevelWidgets():
+                if widget.isVisible():
+                    widget.close()
+            widgets.QApplication.processEvents()
+        gc.collect()
+        if was_enabled:
+            gc.enable()
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ import pytest
 
 from agentdesk.store.changes import watcher as watcher_module
 from agentdesk.store.changes.maintenance import prune_change_log
+from agentdesk.store.changes.polling import PollLoop
 from agentdesk.store.changes.watcher import ChangeWatcher, logged_origin
 from agentdesk.store.errors import StaleRevision
 from agentdesk.store.native import NativeSource
@@ -23,6 +24,7 @@ from agentdesk.store.persistence.schema import ChangeRow, ProjectRow
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.uow import UnitOfWork
 from tests.conftest import World
+from tests.waiting import wait_until, watcher_polled
 
 
 class Recorder:
@@ -225,21 +227,35 @@ def test_include_own_sees_every_change(store: Store, rt: AgentRuntime) -> None:
 
 
 def test_a_burst_costs_few_callbacks(source: NativeSource, store_path: Path, world: World) -> None:
+    """Each read of the feed delivers at most one batch, coalesced: 301 changes, far fewer callbacks."""
     recorder = Recorder()
     source.bus.subscribe(recorder)
-    source.watch(poll_interval_s=0.05)
-    start = time.monotonic()
+    watcher = source.watch(poll_interval_s=0.05)
+    reads = counted_reads(watcher)
     run_writer(store_path, f"""
         for n in range(300):
             rt.set_agent_status({world.sub_agent!r}, "waiting" if n % 2 else "running")
         rt.create_project("done marker")
     """)
     recorder.wait_for(lambda cs: any(x.entity == "project" for x in cs))
-    elapsed = time.monotonic() - start
-    assert len(recorder.batches) <= elapsed / 0.05 + 2
+    assert 0 < len(recorder.batches) <= reads[0]
     updates = [x for x in recorder.changes if x.entity == "agent"]
     assert len(updates) <= len(recorder.batches)  # coalesced: one agent update per batch at most
+    assert len(recorder.changes) < 301  # so the 300 updates were folded
     source.close()
+
+
+def counted_reads(watcher: ChangeWatcher) -> list[int]:
+    """A one-item list counting the watcher's reads of the feed (both loops call `_read` per read)."""
+    loop = watcher._loop
+    real, reads = loop._read, [0]
+
+    def counting() -> object:
+        reads[0] += 1
+        return real()
+
+    loop._read = counting
+    return reads
 
 
 def test_watcher_resets_when_the_log_was_pruned_past_it(store: Store, rt: AgentRuntime, world: World,
@@ -285,15 +301,29 @@ def test_watcher_resets_when_the_feed_went_backwards(store: Store, world: World)
     assert confused.high_water == store.bus.last_seq
 
 
+@pytest.mark.sqlite_only
 def test_idle_watching_does_not_spin(store: Store) -> None:
-    watcher = ChangeWatcher(store).start()
+    """Idle, the watcher sleeps a whole interval between polls and never reads; a commit makes it read."""
+    watcher = ChangeWatcher(store, poll_interval_s=0.01)
+    reads = counted_reads(watcher)
+    loop = watcher._loop
+    assert isinstance(loop, PollLoop)
+    real_wait, waits = loop._thread.wait, []
+
+    def recorded_wait(seconds: float) -> bool:
+        waits.append(seconds)
+        return real_wait(seconds)
+
+    loop._thread.wait = recorded_wait  # type: ignore[method-assign]
+    watcher.start()
     try:
-        cpu, wall = time.process_time(), time.monotonic()
-        time.sleep(1.0)
-        share = (time.process_time() - cpu) / (time.monotonic() - wall)
+        watcher_polled(watcher, 20)
+        assert reads[0] == 0, "an idle watcher read the feed"
+        assert waits and min(waits) >= 0.01, "the loop polled without sleeping its interval"
+        run_writer(Path(str(store.path)), "rt.create_project('news')")  # another process commits: now it reads
+        wait_until(lambda: reads[0] > 0, what="a read after a foreign commit")
     finally:
         watcher.stop()
-    assert share < 0.05, f"idle watcher used {share:.1%} of a core"
 
 
 def test_watcher_survives_a_failing_poll_and_recovers(store: Store, rt: AgentRuntime,
@@ -313,10 +343,7 @@ def test_watcher_survives_a_failing_poll_and_recovers(store: Store, rt: AgentRun
     try:
         pid = rt.create_project("after the hiccup")
         recorder.wait_for(lambda cs: any(x.id == pid for x in cs))
-        deadline = time.monotonic() + 5
-        while not watcher.healthy and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert watcher.healthy
+        wait_until(lambda: watcher.healthy, what="the watcher healthy again")
     finally:
         watcher.stop()
 

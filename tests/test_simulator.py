@@ -28,6 +28,7 @@ from agentdesk.store.sim.content import ContentGenerator
 from agentdesk.store.sim.generator import populate_bulk
 from agentdesk.store.sim.player import SimEvent, Simulator
 from tests.conftest import dump
+from tests.waiting import wait_until
 
 Row = dict[str, object]
 
@@ -38,12 +39,9 @@ def rows(store: Store, table: type[sc.Base]) -> list[Row]:
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
-    give_up = time.monotonic() + timeout_s
-    while time.monotonic() < give_up:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
+    """True once `condition` holds; a hang fails the test (tests/waiting.py) after `timeout_s`."""
+    wait_until(condition, timeout_s=timeout_s)
+    return True
 
 
 def assert_spans_are_well_nested(spans: list[Row]) -> int:

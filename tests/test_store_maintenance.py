@@ -13,6 +13,7 @@ from agentdesk.store.errors import InvalidInput, ReadOnlyStore
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import World, raw_connect
+from tests.waiting import wait_until
 
 
 def change_seqs(path: Path) -> list[int]:
@@ -103,9 +104,7 @@ def test_the_schedule_prunes_while_the_store_is_open(store: Store, rt: AgentRunt
     before = len(change_seqs(store_path))
     schedule = PruneSchedule(store, interval_s=0.05, first_after_s=0.01, keep_rows=1).start()
     try:
-        deadline = time.monotonic() + 30
-        while schedule.runs < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: schedule.runs >= 2, timeout_s=30, what="two pruning runs")
     finally:
         schedule.stop()
     assert schedule.runs >= 2 and schedule.deleted == before - 1

@@ -11,6 +11,7 @@ import argparse
 import json
 
 from agentdesk.cli import output as out
+from agentdesk.cli.backup_commands import add_backup_parsers, cmd_backup, cmd_rebase, cmd_restore
 from agentdesk.cli.opening import EXIT_OK, open_for, positive, say
 from agentdesk.store.changes.maintenance import DEFAULT_KEEP_SECONDS, prune_change_log
 from agentdesk.store.ingest.staging import clean_stale
@@ -36,9 +37,15 @@ def add_admin_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser
                        default=DEFAULT_KEEP_SECONDS / DAY_S,
                        help=f"keep this many days of changes (default {DEFAULT_KEEP_SECONDS / DAY_S:g}); the newest "
                             "change always stays")
+    add_backup_parsers(sub, common)
+
+
+BACKUP_COMMANDS = {"backup": cmd_backup, "restore": cmd_restore, "rebase-anchors": cmd_rebase}
 
 
 def cmd_admin(args: argparse.Namespace) -> int:
+    if args.admin_command in BACKUP_COMMANDS:
+        return BACKUP_COMMANDS[args.admin_command](args)
     store = open_for(args, "manage roles and upkeep", write=args.admin_command == "prune"
                      or getattr(args, "role_command", "") == "grant")
     try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentdesk.cli import output as out
 from agentdesk.cli.opening import EXIT_OK, open_any, positive, say
+from agentdesk.store.text.durations import format_duration
 
 if TYPE_CHECKING:  # the engines (and numpy) load only when one of these commands runs: every other
     # command, `watch` and `approve` first, starts as fast as before
@@ -76,7 +77,7 @@ def _search(source: Source, args: argparse.Namespace) -> int:
             + (" (scanned: this source has no search index)" if result.scanned else ""))
         if rows:
             say(out.table(["START", "DURATION", "KIND", "STATUS", "SPAN", "NAME"],
-                          [[_seconds(r["start_s"]), _seconds(r["duration_s"]), out.clean(r["kind"], 10),
+                          [[format_duration(r["start_s"]), format_duration(r["duration_s"]), out.clean(r["kind"], 10),
                             out.clean(r["status"], 10), out.clean(r["span_id"]), out.clean(r["name"], 60)]
                            for r in rows]))
         return EXIT_OK
@@ -88,7 +89,7 @@ def _search(source: Source, args: argparse.Namespace) -> int:
                                                "label": h.label} for h in g.hits]}
                                     for g in found.groups]}, indent=2))
         return EXIT_OK
-    nouns = {HitKind.SPAN: "span", HitKind.APPROVAL: "approval", HitKind.CONTEXT: "context item"}
+    nouns = {HitKind.SPAN: "span", HitKind.APPROVAL: "approval", HitKind.CONTEXT: "context item", HitKind.RUN: "run"}
     totals = ", ".join(f"{n:,} {nouns[kind]}{'s' if n != 1 else ''}" for kind, n in found.totals.items())
     say(f"{totals} in {len(found.groups):,} run{'s' if len(found.groups) != 1 else ''}")
     for group in found.groups:
@@ -96,12 +97,6 @@ def _search(source: Source, args: argparse.Namespace) -> int:
         for hit in group.hits:
             say(f"  {hit.kind.value:<9} {out.clean(hit.id):<24} {out.clean(hit.label, 80)}")
     return EXIT_OK
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "running"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def cmd_critical_path(args: argparse.Namespace) -> int:
@@ -118,11 +113,11 @@ def _critical_path(source: Source, args: argparse.Namespace) -> int:
                            "duration_s": path.duration, "summary": summary.describe(),
                            "seconds_by_kind": summary.seconds_by_kind, "path": rows}, indent=2))
         return EXIT_OK
-    say(f"{summary.describe()} (run {_seconds(path.duration)})")
+    say(f"{summary.describe()} (run {format_duration(path.duration)})")
     shown = rows[: args.limit]
     if shown:
         say(out.table(["START", "SELF", "% RUN", "KIND", "SPAN", "NAME"],
-                      [[_seconds(r["start_s"]), _seconds(r["self_s"]), f"{r['share'] * 100:.1f}",
+                      [[format_duration(r["start_s"]), format_duration(r["self_s"]), f"{r['share'] * 100:.1f}",
                         out.clean(r["kind"], 10), out.clean(r["span_id"]), out.clean(r["name"], 60)]
                        for r in shown]))
     if len(rows) > len(shown):
@@ -139,16 +134,21 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def diff_json(diff: RunDiff) -> dict[str, Any]:
     a, b = diff.spans_a, diff.spans_b
 
-    def side(spans: Any, i: int | None) -> dict[str, Any] | None:
+    def side(spans: Any, i: int | None, marks: dict[str, Any]) -> dict[str, Any] | None:
         if i is None:
             return None
+        found = marks.get(spans.ids[i])
         return {"span_id": spans.ids[i], "name": spans.names[i], "kind": spans.kinds[i],
-                "status": spans.statuses[i], "duration_s": spans.duration(i)}
+                "status": spans.statuses[i], "duration_s": spans.duration(i),
+                "labels": list(found.label_names) if found else [],
+                "notes": [{"author": n.author, "at": n.created_at, "text": n.text} for n in found.notes] if found
+                else []}
     return {
         "run_a": diff.run_a.id, "run_b": diff.run_b.id,
         "counts": {c.value: n for c, n in diff.alignment.counts().items()},
         "totals": {"a": vars(diff.totals_a), "b": vars(diff.totals_b)},
-        "spans": [{"change": p.change.value, "depth": p.depth, "a": side(a, p.a), "b": side(b, p.b)}
+        "spans": [{"change": p.change.value, "depth": p.depth, "a": side(a, p.a, diff.marks_a),
+                   "b": side(b, p.b, diff.marks_b)}
                   for p in diff.alignment.pairs],
         "context": [{"a_span": d.a_span, "b_span": d.b_span, "name": d.name,
                      "only_a": [{"role": i.role, "kind": i.kind, "content": i.content} for i in d.only_a],
@@ -175,22 +175,25 @@ def _diff(diff: RunDiff, args: argparse.Namespace) -> int:
         ["spans", f"{ta.spans:,}", f"{tb.spans:,}", f"{tb.spans - ta.spans:+,}"],
         ["tokens", f"{ta.tokens:,}", f"{tb.tokens:,}", f"{tb.tokens - ta.tokens:+,}"],
         ["cost", f"${ta.cost_usd:.4f}", f"${tb.cost_usd:.4f}", f"{tb.cost_usd - ta.cost_usd:+.4f}"],
-        ["duration", _seconds(ta.duration_s), _seconds(tb.duration_s),
-         "" if ta.duration_s is None or tb.duration_s is None else f"{tb.duration_s - ta.duration_s:+.2f} s"],
+        ["duration", format_duration(ta.duration_s), format_duration(tb.duration_s),
+         "" if ta.duration_s is None or tb.duration_s is None
+         else format_duration(tb.duration_s - ta.duration_s, signed=True)],
         ["errors", str(ta.errors), str(tb.errors), f"{tb.errors - ta.errors:+}"]]))
     say(summary_line(diff))
     for note in diff.notes:
         say(f"note: {note}")
     for p in diff.alignment.pairs:
-        if p.change is Change.SAME and not args.all:
+        marked = diff.marks_line(diff.spans_a.ids[p.a] if p.a is not None else None,
+                                 diff.spans_b.ids[p.b] if p.b is not None else None)
+        if p.change is Change.SAME and not args.all and not marked:  # a marked span shows, changed or not
             continue
         i, spans = (p.b, diff.spans_b) if p.b is not None else (p.a, diff.spans_a)
         assert i is not None
         times = ""
         if p.a is not None and p.b is not None:
-            times = f"  {_seconds(diff.spans_a.duration(p.a))} → {_seconds(diff.spans_b.duration(p.b))}"
+            times = f"  {format_duration(diff.spans_a.duration(p.a))} → {format_duration(diff.spans_b.duration(p.b))}"
         say(f"{MARKS[p.change.value]} {'  ' * p.depth}{out.clean(spans.kinds[i], 10)} "
-            f"{out.clean(spans.names[i], 60)}{times}")
+            f"{out.clean(spans.names[i], 60)}{times}" + (f"  ⚑ {out.clean(marked, 80)}" if marked else ""))
     for delta in diff.contexts:
         say(f"\ncontext differs at {out.clean(delta.name, 40)} ({out.clean(delta.a_span)} / "
             f"{out.clean(delta.b_span)}):")

@@ -71,7 +71,7 @@ def _anchor_file(path: Path | None) -> Path | None:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     anchor = _anchor_file(args.anchor)
-    source = open_any(args)
+    source = open_any(args, older_schema=True)  # a store not yet upgraded is verified as it is
     try:
         kind = source.descriptor.kind
         if kind != "agentdesk":
@@ -92,6 +92,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if kind != "agentdesk":
             say(f"This {kind} database has no agentdesk audit chain; nothing to verify.")
         else:
+            for sentence in report.restored:  # a legitimate restore, said once per restore, until rebase-anchors
+                say(out.clean(sentence[0].upper() + sentence[1:]) + ".")
             say(intact_sentence(report, anchor))
             for note in report.notes:
                 say(f"note: {out.clean(note)}.")
@@ -129,7 +131,7 @@ def report_json(report: ChainReport) -> dict[str, object]:
             "keys": [{"fingerprint": fp, "records": [list(run) for run in runs]} for fp, runs in report.signers],
             "anchor_format": None if report.anchored_seq is None else
             "older anchor format" if report.older_anchor_lines else "current",
-            "older_anchor_lines": report.older_anchor_lines}
+            "older_anchor_lines": report.older_anchor_lines, "restored": list(report.restored)}
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import agentdesk
+from agentdesk.store.ingest.prices import price_table
 
 
 def install_kind(package: Path | None = None, *, frozen: bool | None = None, prefix: str | None = None,
@@ -29,4 +30,4 @@ def install_kind(package: Path | None = None, *, frozen: bool | None = None, pre
 
 def version_line(version: str) -> str:
     kind, place = install_kind()
-    return f"agentdesk {version} ({kind}: {place})"
+    return f"agentdesk {version} ({kind}: {place}); model prices: {price_table()}"

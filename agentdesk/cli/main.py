@@ -1,7 +1,7 @@
 """The `agentdesk` command line: inspect and control a store from a terminal or a script.
 
-Exit codes are a contract: 0 ok, 2 usage or bad input, 3 conflict (already decided,
-expired, stale), 4 not found, 5 store unreadable/locked/unknown schema or an unexpected
+Exit codes are a contract: 0 ok, 2 usage or bad input, 3 conflict (already decided or answered,
+expired, stale), 4 not found, 5 store unreadable/locked/unknown or older schema or an unexpected
 error, 6 audit log tampered, 7 audit log cannot be checked (no key, or not every key, on this machine),
 130 interrupted. Failures print one sentence on stderr, never a traceback (an unexpected
 error's traceback goes to a log file, `cli.crash`).
@@ -39,8 +39,11 @@ from agentdesk.cli import output as out
 from agentdesk.cli.admin_commands import cmd_admin
 from agentdesk.cli.agent_token_commands import cmd_agent_token
 from agentdesk.cli.analysis_commands import cmd_critical_path, cmd_diff, cmd_search
+from agentdesk.cli.ask_commands import cmd_answer, cmd_asks
 from agentdesk.cli.audit_commands import cmd_audit, cmd_verify
 from agentdesk.cli.display import display_problem
+from agentdesk.cli.message_commands import cmd_message, cmd_messages
+from agentdesk.cli.notes_commands import cmd_label, cmd_note, cmd_notes
 from agentdesk.cli.opening import (
     EXIT_OK,
     EXIT_UNAVAILABLE,
@@ -60,7 +63,8 @@ from agentdesk.cli.rules_commands import cmd_rules
 from agentdesk.cli.watch import cmd_watch
 from agentdesk.store.errors import InvalidInput, NoStore, StoreError
 from agentdesk.store.native import native_store, size_on_disk
-from agentdesk.store.persistence.database import describe_operational_error, make_private_dirs
+from agentdesk.store.persistence.database import describe_operational_error, make_private_dirs, own_store
+from agentdesk.store.persistence.postgres.tls import connection_encryption
 from agentdesk.store.readmodel import Approval, ApprovalStatus, StoreInfo
 from agentdesk.store.sim.player import SimEvent, Simulator
 from agentdesk.store.source import Source, SourceDescriptor, require_approval_writer
@@ -215,9 +219,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     source = open_any(args)
     try:
         info, descriptor = source.info(), source.descriptor
+        store = own_store(source)
+        encryption = connection_encryption(store.engine) if store is not None else None
     finally:
         source.close()
     facts = info_facts(info, descriptor)
+    if encryption is not None:  # PostgreSQL: libpq's sslmode=prefer falls back to plain text silently
+        facts["connection"] = {"encrypted": encryption.encrypted, "tls_version": encryption.version,
+                               "cipher": encryption.cipher, "local_socket": encryption.socket}
     if args.json:
         say(out.json_text(facts, indent=2))
         return EXIT_OK
@@ -228,6 +237,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     say(f"schema: {info.schema_version or 'unknown'}{sized}")
     if descriptor.notes:
         say(f"note: {out.clean(descriptor.notes)}")
+    if encryption is not None:
+        say(f"connection: {encryption.label}. {encryption.sentence}")
     width = max((len(label) for label in info.counts), default=0)
     for label, count in info.counts.items():
         say(f"  {label:<{width}}  {count:>12,}")
@@ -341,9 +352,10 @@ HANDLERS: dict[str, Handler] = {
     "init": cmd_init, "simulate": cmd_simulate, "watch": cmd_watch, "approvals": cmd_approvals,
     "approve": cmd_decide, "deny": cmd_decide, "info": cmd_info, "verify": cmd_verify, "demo": cmd_demo,
     "gui": cmd_gui, "rules": cmd_rules, "receive": cmd_receive, "import": cmd_import, "export": cmd_export,
-    "admin": cmd_admin, "agent-token": cmd_agent_token,
+    "admin": cmd_admin, "agent-token": cmd_agent_token, "message": cmd_message, "messages": cmd_messages,
     "search": cmd_search, "critical-path": cmd_critical_path, "diff": cmd_diff,
-    "audit": cmd_audit,
+    "audit": cmd_audit, "note": cmd_note, "label": cmd_label, "notes": cmd_notes,
+    "asks": cmd_asks, "answer": cmd_answer,
 }
 
 

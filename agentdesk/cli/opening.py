@@ -52,11 +52,13 @@ def checked_location(args: argparse.Namespace) -> str:
     return location
 
 
-def open_any(args: argparse.Namespace, *, write: bool = False, create: bool = False) -> Source:
+def open_any(args: argparse.Namespace, *, write: bool = False, create: bool = False,
+             older_schema: bool = False) -> Source:
     """The database at `--store` as a `Source`: readers open read-only and never create; writers open
-    read-write, creating an agentdesk store only if asked."""
+    read-write, creating an agentdesk store only if asked. A store behind this agentdesk's schema is refused
+    with who upgrades it (exit 5), unless `older_schema` (`verify` reads every revision's audit)."""
     return open_source(checked_location(args), allow_writes=args.allow_writes, create=create, read_only=not write,
-                       busy_timeout_s=args.busy_timeout)
+                       busy_timeout_s=args.busy_timeout, older_schema=older_schema)
 
 
 def open_for(args: argparse.Namespace, purpose: str, *, write: bool = False, create: bool = False) -> Store:

@@ -113,6 +113,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     if r.events_joined or r.events_waiting or r.logs_unplaced:
         say(f"Log records: {r.events_joined:,} joined to their span, {r.events_waiting:,} kept for a span not yet "
             f"stored, {r.logs_unplaced:,} without a trace or span id (skipped).")
+    if result.skipped and result.error is None:
+        if not (r.spans_written or r.duplicates or r.orphans_pending):  # every span was unmappable: a wrong file
+            raise CommandFailed(f"Nothing was imported: {result.skipped.describe()}.", EXIT_INVALID)
+        say(f"{result.skipped.describe()} (they cannot be placed in a trace; the rest was imported).")
+    marks = result.marks
+    if marks.notes or marks.labels or marks.skipped:
+        say(f"Operators' notes and labels: {marks.notes:,} notes and {marks.labels:,} labels restored, "
+            f"{marks.skipped:,} already there or not writable" + (f" ({out.clean(marks.refused)})" if marks.refused
+                                                                 else "") + ".")
     if result.strings_cut:
         say(f"{result.strings_cut:,} string{' was' if result.strings_cut == 1 else 's were'} longer than "
             f"{args.max_string_mb:g} MB (--max-string-mb) and kept cut, with a marker giving the whole length.")

@@ -14,8 +14,11 @@ from agentdesk import __version__
 from agentdesk.cli.admin_commands import add_admin_parser
 from agentdesk.cli.agent_token_commands import add_agent_token_parser
 from agentdesk.cli.analysis_commands import add_analysis_parsers
+from agentdesk.cli.ask_commands import add_ask_parsers
 from agentdesk.cli.audit_commands import audit_options, verify_options
 from agentdesk.cli.install import version_line
+from agentdesk.cli.message_commands import message_options, messages_options
+from agentdesk.cli.notes_commands import add_notes_parsers
 from agentdesk.cli.opening import number, positive
 from agentdesk.cli.otel_io import export_options, import_options
 from agentdesk.cli.receive import receive_options
@@ -24,7 +27,7 @@ from agentdesk.cli.usage import Parser
 from agentdesk.store.text.jsonsafe import undecodable
 
 STATUSES = ("pending", "approved", "denied", "expired", "withdrawn", "all")
-VIEWS = ("window", "tree", "timeline", "context", "approvals", "rules")
+VIEWS = ("window", "tree", "timeline", "context", "approvals", "rules", "notes")
 THEMES = ("system", "light", "dark")
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 MAX_BUSY_TIMEOUT_S = 86_400.0
@@ -93,9 +96,13 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     theme_option(p)
     p.add_argument("--keep", action="store_true",
                    help="keep the demo's store when the window closes (it is removed otherwise)")
-    add_admin_parser(command("admin", "a team store's upkeep: PostgreSQL roles, change-log pruning"), common)
+    add_admin_parser(command("admin", "a team store's upkeep: PostgreSQL roles, change-log pruning, backups"),
+                     common)
     add_agent_token_parser(command("agent-token", "agent identities for the receiver's agent API: create "
                                                   "(printed once), list, revoke"), common)
+    message_options(command("message", "send an agent a message (read at its next model call; prints the "
+                                       "message id), or --cancel a pending one"))
+    messages_options(command("messages", "list pending operators' messages, oldest first"))
     add_rules_parser(command("rules", "standing approval rules: list, add, remove, test (dry run)"), common)
     receive_options(command("receive", "an OTLP/HTTP receiver: live spans from any OpenTelemetry exporter "
                                        "into the store (Ctrl-C stops)"))
@@ -103,6 +110,12 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
                                      "the store"))
     export_options(command("export", "write a run or a project as OTLP/JSON or OTLP JSON Lines"))
     add_analysis_parsers(command)
+    add_notes_parsers(command("note", "notes on a span, run or approval for the next shift: add, edit, remove, "
+                                      "show"),
+                      command("label", "labels on a span, run or approval: add, remove"),
+                      command("notes", "everything noted or labelled since a time (default the last 8 hours), "
+                                       "with who wrote it"), common)
+    add_ask_parsers(command)
     p = command("gui", "open the window on the store")
     p.add_argument("--screenshot", metavar="PATH", help="render offscreen, save a PNG and exit")
     p.add_argument("--view", choices=VIEWS, default="window",

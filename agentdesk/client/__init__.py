@@ -18,8 +18,16 @@ stable: names and fields are only ever added. See docs/integrations.md.
 
 from agentdesk.client.desk import AgentDesk, otel_span_id, trace_run_id
 from agentdesk.client.handles import Agent, Run, Span
-from agentdesk.client.results import ApprovalResult, Outcome
+from agentdesk.client.results import (
+    ApprovalResult,
+    Outcome,
+    QuestionCancelled,
+    QuestionExpired,
+    QuestionNotAnswered,
+)
 from agentdesk.store.agents.context_view import ContextEntry, ModelContext
+from agentdesk.store.messages.commands import Delivered
 
-__all__ = ["Agent", "AgentDesk", "ApprovalResult", "ContextEntry", "ModelContext", "Outcome", "Run", "Span",
-           "otel_span_id", "trace_run_id"]
+__all__ = ["Agent", "AgentDesk", "ApprovalResult", "ContextEntry", "Delivered", "ModelContext", "Outcome",
+           "QuestionCancelled", "QuestionExpired", "QuestionNotAnswered", "Run", "Span", "otel_span_id",
+           "trace_run_id"]

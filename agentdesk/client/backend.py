@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 from agentdesk.store.agents.context_view import ModelContext
 from agentdesk.store.agents.registry import Registered
+from agentdesk.store.asks.waiting import AskState
+from agentdesk.store.messages.commands import Delivered
 from agentdesk.store.runtime import Decision
 
 
@@ -52,6 +54,9 @@ class Backend(Protocol):
 
     def model_context(self, agent_id: str) -> ModelContext: ...
 
+    def take_messages(self, agent_id: str) -> list[Delivered]:
+        """Deliver the agent's pending operator messages into its context now; what was delivered, oldest first."""
+
     def statuses(self, run_id: str, session_id: str) -> tuple[str, str]:
         """The run's and the session's status now (what a gate goes back to after its wait)."""
 
@@ -70,5 +75,18 @@ class Backend(Protocol):
 
     def withdraw_request(self, approval_id: str, why: str) -> Decision | None:
         """Take the request back: `withdrawn`, or the decision (or expiry) that came first."""
+
+    def ask(self, run_id: str, question: str, options: list[str] | None, expires_in: float | None,
+            span_id: str | None) -> str:
+        """Record the agent's question, pending; its id."""
+
+    def wait_for_answer(self, ask_id: str, timeout_s: float | None = None) -> AskState:
+        """The question once it is no longer pending, or its pending state once `timeout_s` passed."""
+
+    async def await_answer(self, ask_id: str, timeout_s: float | None = None) -> AskState:
+        """`wait_for_answer` without blocking the event loop."""
+
+    def cancel_ask(self, ask_id: str, why: str) -> AskState:
+        """Take the question back: `cancelled`, or the answer (or expiry) that came first."""
 
     def close(self) -> None: ...

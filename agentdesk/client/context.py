@@ -26,7 +26,7 @@ def from_snapshot(snapshot: rm.AgentContext, written: Mapping[str, str]) -> Mode
 def from_wire(data: Mapping[str, Any]) -> ModelContext:
     """The agent API's JSON form of a `ModelContext`."""
     entries = tuple(ContextEntry(str(e["item_id"]), str(e["kind"]), e.get("role"), str(e["content"]),
-                                 bool(e["locked"]), bool(e["edited"]), int(e["tokens"]))
+                                 bool(e["locked"]), bool(e["edited"]), int(e["tokens"]), e.get("author"))
                     for e in data["entries"])
     return ModelContext(str(data["agent_id"]), int(data["revision"]), int(data["budget"]), entries,
                         int(data["hidden"]))

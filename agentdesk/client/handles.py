@@ -9,15 +9,16 @@ span opened last in this thread or asyncio task is the parent of the next one.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentdesk.client import gate
+from agentdesk.client import asking, gate
 from agentdesk.client.backend import Backend
 from agentdesk.client.results import ApprovalResult
 from agentdesk.store.agents.context_view import ModelContext
+from agentdesk.store.messages.commands import Delivered
 
 _current_span: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("agentdesk_span",
                                                                                       default=None)
@@ -72,7 +73,12 @@ class Run:
                                  span.cost_usd, error, span.attributes or None)
 
     def model_call(self, name: str, **kwargs: Any) -> Any:
-        """A model span that records exactly which context items (at which revision) it was sent."""
+        """A model span that records exactly which context items (at which revision) it was sent.
+
+        An operator's pending messages are taken first: they join the context (as `user` items, their author
+        the operator) before the span records it, so `agent.context()` inside the block includes them.
+        """
+        self.agent.inbox()
         return self.span("model", name, context_of_agent=self.agent.id, **kwargs)
 
     def request_approval(self, tool: str, arguments: Mapping[str, Any], *,
@@ -108,6 +114,35 @@ class Run:
             await asyncio.to_thread(gate.abandon, self._rt, self.id, self.agent.session_id, await opening)
             raise
         return await gate.wait_async(self._rt, self.id, self.agent.session_id, pending, timeout)
+
+    def ask(self, question: str, options: Sequence[str] | None = None, *,
+            expires_in: float | None = DEFAULT_EXPIRES_IN_S, timeout: float | None = None) -> str:
+        """Ask an operator a question and block until they answer; returns the answer's text.
+
+        `options`: choices to offer (the operator may still type another answer). Raises `QuestionExpired`
+        when nobody answered within `expires_in` seconds (None: no deadline), `QuestionCancelled` when the
+        question was taken back (by an operator, or here: `timeout` seconds passed, or an interruption).
+        """
+        asked = asking.open_question(self._rt, self.id, self.agent.session_id, self._open_span(), question,
+                                     options, expires_in)
+        return asking.ask(self._rt, self.id, self.agent.session_id, asked, timeout)
+
+    async def aask(self, question: str, options: Sequence[str] | None = None, *,
+                   expires_in: float | None = DEFAULT_EXPIRES_IN_S, timeout: float | None = None) -> str:
+        """`ask` for asyncio: the event loop keeps running while the operator answers; cancelling the task
+        takes the question back before the cancellation propagates."""
+        import asyncio
+
+        opening = asyncio.ensure_future(asyncio.to_thread(asking.open_question, self._rt, self.id,
+                                                          self.agent.session_id, self._open_span(), question,
+                                                          options, expires_in))
+        try:
+            asked = await asyncio.shield(opening)
+        except asyncio.CancelledError:  # cancelled while the question was being written: take it back once it is
+            await asyncio.to_thread(asking.interrupted, self._rt, self.id, self.agent.session_id, await opening,
+                                    "the agent's task was cancelled while asking")
+            raise
+        return await asking.aask(self._rt, self.id, self.agent.session_id, asked, timeout)
 
     def finish(self, status: str = "done", error: str | None = None) -> None:
         """done, failed or cancelled."""
@@ -155,6 +190,14 @@ class Agent:
         """Append one item to this agent's context (to the current turn group, started if there is none)."""
         group = self._group or self.new_turn()
         return self.runtime.append_context(self.id, group, kind, role, content, locked)
+
+    def inbox(self) -> list[Delivered]:
+        """Take the operator's pending messages now: each becomes a `user` item at the end of the context.
+
+        `Run.model_call` does this for you before every model call; call it yourself between model calls to read
+        a message early. Returns what was delivered, oldest first (empty when nothing was waiting).
+        """
+        return self.runtime.take_messages(self.id)
 
     def context(self) -> ModelContext:
         """The context to send next, with the operator's hiding, locks, edits and compactions applied."""

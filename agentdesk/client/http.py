@@ -31,7 +31,9 @@ from agentdesk.client.context import from_wire
 from agentdesk.store.agents.context_view import ModelContext
 from agentdesk.store.agents.refusals import Forbidden, Unauthorized
 from agentdesk.store.agents.registry import Registered
+from agentdesk.store.asks.waiting import AskState
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StoreError, StoreUnavailable
+from agentdesk.store.messages.commands import Delivered
 from agentdesk.store.persistence.outage import RIDE_OUT_S, Outage, Pauses
 from agentdesk.store.runtime import Decision
 
@@ -224,6 +226,12 @@ class HttpRuntime:
     def model_context(self, agent_id: str) -> ModelContext:
         return from_wire(self._call("GET", f"/agents/{q(agent_id)}/context", idempotent=True))
 
+    def take_messages(self, agent_id: str) -> list[Delivered]:
+        # idempotent: a retry after a lost answer takes nothing more, and what the first took is in the context
+        found = self._call("POST", f"/agents/{q(agent_id)}/inbox", idempotent=True)
+        return [Delivered(str(m["message_id"]), str(m["item_id"]), str(m["content"]), str(m["author"]),
+                          float(m["sent_at"])) for m in found["messages"]]
+
     # -- approvals -------------------------------------------------------------------------
     def statuses(self, run_id: str, session_id: str) -> tuple[str, str]:
         found = self._call("GET", f"/runs/{q(run_id)}", idempotent=True)
@@ -309,6 +317,74 @@ class HttpRuntime:
     def withdraw_request(self, approval_id: str, why: str) -> Decision | None:
         return decision_of(self._call("POST", f"/approvals/{q(approval_id)}/withdraw", {"reason": why},
                                       idempotent=True))
+
+    # -- questions -------------------------------------------------------------------------
+    def ask(self, run_id: str, question: str, options: list[str] | None, expires_in: float | None,
+            span_id: str | None) -> str:
+        found = self._call("POST", f"/runs/{q(run_id)}/asks", {"question": question, "options": options,
+                                                               "expires_in": expires_in, "span_id": span_id})
+        return str(found["ask_id"])
+
+    def wait_for_answer(self, ask_id: str, timeout_s: float | None = None) -> AskState:
+        """Long polls until answered, expired or cancelled; reconnects with back-off for as long as it waits."""
+        give_up = None if timeout_s is None else time.monotonic() + timeout_s
+        backoff = Backoff()
+        last: AskState | None = None
+        while True:
+            left = None if give_up is None else give_up - time.monotonic()
+            if left is not None and left <= 0:
+                return last or AskState.of(self._call("GET", f"/asks/{q(ask_id)}", idempotent=True))
+            hold = LONG_POLL_S if left is None else min(LONG_POLL_S, left)
+            try:
+                status, answer = self._once("POST", f"/asks/{q(ask_id)}/wait", {"timeout_s": hold}, hold + 15.0, True)
+            except Unreachable:
+                status, answer = 0, {}
+            if status == 0 or status >= 500:
+                pause = backoff.next()
+                time.sleep(pause if left is None else max(0.0, min(pause, left)))
+                continue
+            if status >= 400:
+                raise error_of(status, str(answer.get("error") or status))
+            backoff = Backoff()
+            last = AskState.of(answer)
+            if not last.pending:
+                return last
+
+    async def await_answer(self, ask_id: str, timeout_s: float | None = None) -> AskState:
+        import aiohttp
+
+        loop = asyncio.get_running_loop()
+        give_up = None if timeout_s is None else loop.time() + timeout_s
+        backoff = Backoff()
+        url = f"{self.url}{PREFIX}/asks/{q(ask_id)}/wait"
+        headers = {"Authorization": f"Bearer {self._token}"}
+        last = AskState(ask_id, "pending")
+        async with aiohttp.ClientSession() as session:
+            while True:
+                left = None if give_up is None else give_up - loop.time()
+                if left is not None and left <= 0:
+                    return last
+                hold = LONG_POLL_S if left is None else min(LONG_POLL_S, left)
+                try:
+                    async with session.post(url, json={"timeout_s": hold}, headers=headers,
+                                            timeout=aiohttp.ClientTimeout(total=hold + 15.0)) as response:
+                        status = response.status
+                        answer = await response.json(content_type=None)
+                except (aiohttp.ClientError, TimeoutError, ValueError):
+                    status, answer = 0, {}
+                if status == 0 or status >= 500:
+                    pause = backoff.next()
+                    await asyncio.sleep(pause if left is None else max(0.0, min(pause, left)))
+                    continue
+                if status >= 400:
+                    raise error_of(status, str((answer or {}).get("error") or status))
+                backoff = Backoff()
+                last = AskState.of(answer)
+                if not last.pending:
+                    return last
+
+    def cancel_ask(self, ask_id: str, why: str) -> AskState:
+        return AskState.of(self._call("POST", f"/asks/{q(ask_id)}/cancel", {"reason": why}, idempotent=True))
 
     def close(self) -> None:
         self._drop_connection()

@@ -17,7 +17,12 @@ from agentdesk.store.agents.context_view import ModelContext
 from agentdesk.store.agents.registry import Registered, register
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.approvals.heartbeat import Heartbeat
+from agentdesk.store.asks import commands as ask_commands
+from agentdesk.store.asks import waiting as ask_waiting
+from agentdesk.store.asks.waiting import AskState
 from agentdesk.store.errors import Conflict, NotFound, ServerUnreachable
+from agentdesk.store.messages import commands as messages
+from agentdesk.store.messages.commands import Delivered
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.outage import Pauses, RideOut
@@ -60,6 +65,9 @@ class LocalRuntime(AgentRuntime):
     def model_context(self, agent_id: str) -> ModelContext:
         return model_context(self.store, agent_id)
 
+    def take_messages(self, agent_id: str) -> list[Delivered]:
+        return messages.take(self.store, agent_id, self.actor)
+
     @rides_out
     def statuses(self, run_id: str, session_id: str) -> tuple[str, str]:
         with self.store.reading() as s:
@@ -101,6 +109,28 @@ class LocalRuntime(AgentRuntime):
         except Conflict:
             return self.poll_decision(approval_id)
         return Decision("withdrawn", why, "", self.actor)
+
+    def ask(self, run_id: str, question: str, options: list[str] | None, expires_in: float | None,
+            span_id: str | None) -> str:
+        return ask_commands.create(self.store, run_id, question, options, expires_in=expires_in, span_id=span_id,
+                                   actor=self.actor)
+
+    def wait_for_answer(self, ask_id: str, timeout_s: float | None = None) -> AskState:
+        return ask_waiting.wait(self.store, ask_id, self.actor, timeout_s)
+
+    async def await_answer(self, ask_id: str, timeout_s: float | None = None) -> AskState:
+        """Waits in slices on a worker thread, so cancelling the task stops the wait within one slice."""
+        loop = asyncio.get_running_loop()
+        give_up = None if timeout_s is None else loop.time() + timeout_s
+        while True:
+            left = None if give_up is None else max(0.0, give_up - loop.time())
+            found = await asyncio.to_thread(ask_waiting.wait, self.store, ask_id, self.actor,
+                                            0.25 if left is None else min(0.25, left))
+            if not found.pending or (left is not None and left <= 0.25):
+                return found
+
+    def cancel_ask(self, ask_id: str, why: str) -> AskState:
+        return ask_waiting.cancel(self.store, ask_id, self.actor, why)
 
     def close(self) -> None:
         self.store.close()

@@ -74,3 +74,20 @@ class ApprovalResult:
 def parse_arguments(text: str) -> dict[str, Any]:
     value = json.loads(text)
     return value if isinstance(value, dict) else {}
+
+
+class QuestionNotAnswered(Exception):
+    """`run.ask` ended without an answer: the base of `QuestionExpired` and `QuestionCancelled`."""
+
+    def __init__(self, ask_id: str, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.ask_id = ask_id
+        self.reason = reason
+
+
+class QuestionExpired(QuestionNotAnswered):
+    """Nobody answered before `expires_in` passed."""
+
+
+class QuestionCancelled(QuestionNotAnswered):
+    """The question was taken back: by the agent (its `timeout`, an interruption) or by an operator."""

@@ -76,6 +76,17 @@ class NoStore(StoreUnavailable):
         self.path = path
 
 
+class SchemaBehind(StoreUnavailable):
+    """The store's schema is older than this agentdesk's and this open may not upgrade it (a read-only open, or
+    a login that does not own the store): one sentence saying who upgrades it and how, instead of the failure
+    the first query on a table or column that is not there yet would give. Exit 5, as every unusable store."""
+
+    def __init__(self, current: str, head: str, who_upgrades: str) -> None:
+        super().__init__(f"This store's schema is at {current}, agentdesk needs {head}: {who_upgrades}.")
+        self.current = current
+        self.head = head
+
+
 class ReadOnlyStore(StoreUnavailable):
     """A write was attempted on a store opened read-only."""
 

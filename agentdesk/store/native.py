@@ -15,6 +15,8 @@ from sqlalchemy import func, select
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.approvals import commands as approval_commands
+from agentdesk.store.asks import commands as ask_commands
+from agentdesk.store.asks import reads as ask_reads
 from agentdesk.store.audit import ChainReport, verify_store
 from agentdesk.store.changes.maintenance import PruneSchedule
 from agentdesk.store.changes.watcher import DEFAULT_POLL_INTERVAL_S, ChangeWatcher
@@ -124,6 +126,17 @@ class NativeSource(NativeQueries):
 
     def expire_overdue(self) -> list[str]:
         return approval_commands.expire_overdue(self.store)
+
+    # -- questions (store/asks: AskReader, AskWriter) ---------------------------------------
+    def asks(self, pending_only: bool = True, limit: int = 1000) -> list[ask_reads.Ask]:
+        return ask_reads.list_asks(self.store, pending_only=pending_only, limit=limit)
+
+    def ask(self, ask_id: str) -> ask_reads.Ask:
+        return ask_reads.read_ask(self.store, ask_id)
+
+    def answer_ask(self, ask_id: str, answer: str, actor: str, *,
+                   expected_revision: int | None = None) -> ask_reads.Ask:
+        return ask_commands.answer(self.store, ask_id, answer, actor, expected_revision=expected_revision)
 
     def set_group_visibility(self, group_id: str, visible: bool, expected_revision: int, actor: str) -> None:
         context_commands.set_group_visibility(self.store, group_id, visible, expected_revision, actor)

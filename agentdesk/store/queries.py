@@ -37,12 +37,18 @@ def roll_up(statuses: Iterable[str]) -> str:
 
 
 def pending_by(session: Session, column: InstrumentedAttribute[Any], ids: list[str]) -> dict[str, int]:
+    """Whatever waits for a person under each id: pending approvals plus pending questions (`asks`, which carry
+    the same hierarchy columns), so the tree's count says where someone is needed."""
     if not ids:
         return {}
-    rows = session.execute(
-        select(column, func.count()).where(sc.ApprovalRow.status == "pending", column.in_(ids))
-        .group_by(column)).all()
-    return {key: count for key, count in rows}
+    found: dict[str, int] = {}
+    asked = getattr(sc.AskRow, column.key)
+    for table, key in ((sc.ApprovalRow, column), (sc.AskRow, asked)):
+        rows = session.execute(
+            select(key, func.count()).where(table.status == "pending", key.in_(ids)).group_by(key)).all()
+        for found_key, count in rows:
+            found[found_key] = found.get(found_key, 0) + count
+    return found
 
 
 def statuses_by(session: Session, column: InstrumentedAttribute[Any], ids: list[str]) -> dict[str, str]:

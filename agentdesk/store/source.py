@@ -33,6 +33,8 @@ class Capability(StrEnum):
     EDIT_ITEM = "edit_item"
     COMPACT = "compact"
     UNDO_COMPACTION = "undo_compaction"
+    SEND_MESSAGE = "send_message"
+    """Queue an operator's message for an agent (store/messages; lensagent's pending_messages)."""
 
 
 @dataclass(frozen=True, slots=True)

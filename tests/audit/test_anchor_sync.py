@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime
 from tests.audit.helpers import seqs
 from tests.conftest import World
+from tests.waiting import wait_until
 
 
 def _anchor(store: Store) -> Path:
@@ -52,10 +52,7 @@ def test_the_background_syncer_flushes_within_its_delay(store: Store, world: Wor
     keys.flush_anchors()
     synced.clear()
     rt.create_project("synced soon")
-    for _ in range(200):
-        if synced and not keys._syncer.pending():
-            break
-        time.sleep(0.01)
+    wait_until(lambda: synced and not keys._syncer.pending(), what="the anchor synced")
     assert synced and keys._syncer.pending() == set()
 
 

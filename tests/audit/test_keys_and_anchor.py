@@ -101,7 +101,7 @@ def test_a_store_from_before_keying_verifies_and_is_keyed_from_its_next_write(
     old = seqs(store_path)
     _as_before_keying(store, store_path)
     store.close()
-    read_only = open_store(str(store_path), read_only=True)  # read-only: not migrated, no mac column
+    read_only = open_store(str(store_path), read_only=True, older_schema=True)  # not migrated, no mac column
     try:
         report = verify(read_only)
         assert report.verdict == Verdict.INTACT and report.records == len(old)

@@ -110,6 +110,8 @@ TEMPLATES: list[list[str]] = [
     ["rules", "add", "--from-approval", ID, "--actor", "a", "--effect", T],
     ["rules", "remove", ID, "--actor", T, "--revision", N], ["rules", "test", ID, "--limit", N],
     ["rules", "list", "--json"],
+    ["asks", "--limit", N], ["asks", "--status", T, "--json"], ["answer", ID, T, "--as", T],
+    ["answer", ID, "--option", N, "--actor", "ops"],
     ["import", "--quiet", P, "--project", T],
     ["import", "--quiet", "--max-string-mb", N, "--max-decompressed-mb", N, P],
     ["export", ID, "-o", P], ["export", "--project", T], ["export", ID, "--format", T],

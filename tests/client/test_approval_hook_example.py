@@ -6,13 +6,13 @@ import asyncio
 import importlib.util
 import sys
 import threading
-import time
 from pathlib import Path
 from types import ModuleType
 
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import open_store
+from tests.waiting import eventually
 
 EXAMPLE = Path(__file__).parent.parent.parent / "examples" / "approval_hook.py"
 
@@ -33,14 +33,10 @@ def test_the_guard_blocks_until_the_operator_edits_and_approves(store_path: Path
 
     def operator() -> None:
         source = NativeSource(store)
-        for _ in range(500):
-            pending = source.approvals("pending")
-            if pending:
-                decided.append(pending[0].arguments)
-                approval_commands.decide(store, pending[0].id, True, "ann", "partial refund",
-                                '{"order": "A-17", "amount": 80}')
-                return
-            time.sleep(0.02)
+        pending = eventually(lambda: source.approvals("pending"), what="the agent's request")
+        decided.append(pending[0].arguments)
+        approval_commands.decide(store, pending[0].id, True, "ann", "partial refund",
+                                 '{"order": "A-17", "amount": 80}')
 
     thread = threading.Thread(target=operator, daemon=True)
     thread.start()

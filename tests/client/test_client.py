@@ -20,6 +20,7 @@ from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
+from tests.waiting import eventually, wait_until
 
 
 @pytest.fixture
@@ -32,12 +33,8 @@ def operator(store: Store, act: Callable[[str], object]) -> threading.Thread:
     """Decide the first pending approval as soon as it shows up, like a person watching the queue."""
     def watch() -> None:
         source = NativeSource(store)
-        for _ in range(200):
-            pending = source.approvals("pending")
-            if pending:
-                act(pending[0].id)
-                return
-            time.sleep(0.02)
+        pending = eventually(lambda: source.approvals("pending"), what="a pending approval")
+        act(pending[0].id)
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return thread
@@ -90,11 +87,12 @@ def test_denied_carries_the_reason(desk: AgentDesk) -> None:
 
 def test_expires_when_nobody_decides(desk: AgentDesk) -> None:
     run = desk.register(project="ops", agent="deployer").start_run("deploy")
-    started = time.monotonic()
     result = run.request_approval("shell", {"cmd": "deploy"}, expires_in=0.3)
     assert result.expired and result.decided_by is None
-    assert time.monotonic() - started >= 0.3
-    assert NativeSource(desk.store).approval(result.approval_id).status == "expired"
+    stored = NativeSource(desk.store).approval(result.approval_id)
+    assert stored.status == "expired"
+    assert stored.decided_at is not None and stored.expires_at is not None
+    assert stored.decided_at >= stored.expires_at  # not a moment before its time
 
 
 def test_bad_arguments_are_refused_before_anything_is_written(desk: AgentDesk) -> None:
@@ -118,8 +116,12 @@ def test_async_variant_keeps_the_loop_running(desk: AgentDesk) -> None:
 
     async def main() -> ApprovalResult:
         tick = asyncio.create_task(ticker())
-        operator(desk.store, lambda aid: (time.sleep(0.3),
-                                          approval_commands.decide(desk.store, aid, True, "carol", "fine", '{"n": 2}')))
+        def after_ten_ticks(aid: str) -> None:  # decided only if the loop keeps ticking while the agent waits
+            seen = len(ticks)
+            wait_until(lambda: len(ticks) >= seen + 10, what="ten ticks of the agent's loop during its wait")
+            approval_commands.decide(desk.store, aid, True, "carol", "fine", '{"n": 2}')
+
+        operator(desk.store, after_ten_ticks)
         result = await run.arequest_approval("scale", {"n": 20}, expires_in=30)
         tick.cancel()
         return result
@@ -323,11 +325,7 @@ def test_an_approval_asked_before_its_agent_span_arrived_moves_to_the_real_agent
                                                                     timeout=20), daemon=True)
     waiting.start()
     source = NativeSource(desk.store)
-    for _ in range(200):
-        if source.approvals("pending"):
-            break
-        time.sleep(0.02)
-    pending = source.approvals("pending")[0]
+    pending = eventually(lambda: source.approvals("pending"), what="a pending approval")[0]
     assert pending.agent_id == stand_in
     with desk.store.reading() as s:
         before = s.execute(select(sc.ChangeRow.seq).order_by(sc.ChangeRow.seq.desc())).scalars().first() or 0

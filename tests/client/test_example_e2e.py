@@ -15,11 +15,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import open_store
+from tests.waiting import eventually
 
 ROOT = Path(__file__).parent.parent.parent
 
@@ -34,15 +34,12 @@ def env(**extra: str) -> dict[str, str]:
 
 
 def wait_for_pending(store: Path, timeout_s: float = 60) -> dict[str, object]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        listed = cli(store, "approvals", "--json")
-        assert listed.returncode == 0, listed.stderr
-        pending = json.loads(listed.stdout)
-        if pending:
-            return dict(pending[0])
-        time.sleep(0.2)
-    raise AssertionError("no approval appeared in the queue")
+    def listed() -> list[dict[str, object]]:  # one CLI process per look: a person refreshing the queue
+        shown = cli(store, "approvals", "--json")
+        assert shown.returncode == 0, shown.stderr
+        return list(json.loads(shown.stdout))
+
+    return dict(eventually(listed, timeout_s=timeout_s, poll_s=0.2, what="an approval in the queue")[0])
 
 
 def test_example_agent_is_gated_by_an_operator_in_another_process(tmp_path: Path) -> None:

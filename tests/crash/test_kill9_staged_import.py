@@ -6,12 +6,12 @@ from __future__ import annotations
 import signal
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 from agentdesk.store.persistence.database import open_store
 from tests.crash.test_kill9 import cli, env
 from tests.otel.test_staged_import import RUN, big_trace, events_of, visible_runs
+from tests.waiting import wait_until
 
 SPANS = 30_001
 
@@ -33,9 +33,8 @@ def test_kill_9_mid_trace_leaves_nothing_visible_and_a_reimport_completes_it(tmp
     subprocess.run(cli(store_path, "init"), env=environ, check=True, capture_output=True, timeout=60)
     proc = subprocess.Popen(cli(store_path, "import", "--quiet", str(source)), env=environ,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while stored_spans(store_path) < 4_000 and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.02)
+    wait_until(lambda: stored_spans(store_path) >= 4_000 or proc.poll() is not None, timeout_s=120,
+               poll_s=0.02, what="the import mid-trace")
     assert proc.poll() is None, "the import ended before it could be killed mid-trace"
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)

@@ -145,7 +145,10 @@ def test_views_render_read_only_and_leave_the_file_identical(
         pending = source.approvals("pending")
         assert pending and queue.pending_model.rowCount() == len(pending)
         assert sorted(queue.pending_model.ids()) == sorted(a.id for a in pending)
-        assert window.queue_dock.windowTitle() == f"Approvals ({len(pending)} pending)"
+        asked = len(source.asks()) if hasattr(source, "asks") else 0  # questions: lensagent user_input waits
+        qtbot.waitUntil(lambda: queue.questions.model.pending == asked)
+        named = f" · {asked} question{'s' if asked != 1 else ''}" if asked else ""
+        assert window.queue_dock.windowTitle() == f"Approvals ({len(pending)} pending{named})"
         queue.select_approval(pending[0].id)
         current = queue.current_approval()
         assert current is not None and current.id == pending[0].id

@@ -102,10 +102,12 @@ def test_any_run_opens_the_picker_with_the_run_as_a_and_the_oldest_run_has_no_pr
     assert diff._rows is None  # nothing compared until B is picked
 
 
-def test_only_runs_have_the_menu(services: Services, world: World, qtbot: Any) -> None:
+def test_only_runs_have_compare_with(services: Services, world: World, qtbot: Any) -> None:
     window = MainWindow(services)
     qtbot.addWidget(window)
     window.show()
     with qtbot.waitSignal(window.tree.agent_selected, timeout=5000):
         window.tree.select_entity("agent", world.agent_id)
-    assert window.tree.context_menu_for(window.tree.view.currentIndex()) is None
+    menu = window.tree.context_menu_for(window.tree.view.currentIndex())
+    assert menu is not None  # an agent's menu offers "Send a message…" (tests/gui/test_messages_views.py) only
+    assert [a.text() for a in menu.actions()] == ["Send a message to planner…"]

@@ -16,6 +16,7 @@ from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.runtime import AgentRuntime
+from tests.waiting import eventually
 
 OPERATOR = textwrap.dedent("""
     import json, sys
@@ -106,15 +107,12 @@ def test_a_decision_killed_by_the_server_is_cleanly_failed(pg_url: str, pg_store
 
 
 def wait_for_blocked_backend(conn: psycopg.Connection) -> int:
-    import time
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        row = conn.execute("SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                           "AND pid <> pg_backend_pid() AND datname = current_database()").fetchone()
-        if row:
-            return int(row[0])
-        time.sleep(0.02)
-    raise AssertionError("the decision never blocked on the change log")
+    def blocked() -> object:
+        return conn.execute("SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                            "AND pid <> pg_backend_pid() AND datname = current_database()").fetchone()
+
+    row = eventually(blocked, timeout_s=30, what="the decision blocked on the change log")
+    return int(row[0])  # type: ignore[index]
 
 
 EDITOR = textwrap.dedent("""

@@ -221,7 +221,8 @@ def test_on_sqlite_the_pane_shows_nothing(tmp_path: Path, qtbot: Any) -> None:
     try:
         qtbot.waitUntil(lambda: queue.pending_model.rowCount() == 1, timeout=5000)
         select_row(queue.pending_table, queue.pending_model.row_of(approval))
-        qtbot.wait(200)
+        qtbot.waitUntil(lambda: queue.presence.ready, timeout=5000)  # the store answered: it has no presence
+        assert queue.presence.shown == (approval, [])  # the selection reached the model, which shows no one
         assert not queue.presence.active and not queue.presence_line.isVisible()
     finally:
         services.close()

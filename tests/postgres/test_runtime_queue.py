@@ -9,8 +9,7 @@ log's seq (taken under the lock), not from thread timing.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from sqlalchemy import select
@@ -21,6 +20,7 @@ from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import PgCluster
+from tests.waiting import wait_until
 
 RUNTIMES = 6
 
@@ -42,11 +42,8 @@ def waiting(conn: object) -> int:
     return int(row[0])
 
 
-def wait_for(condition: object, what: str, timeout_s: float = 20.0) -> None:
-    give_up = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < give_up, f"timed out waiting for {what}"
-        time.sleep(0.02)
+def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 20.0) -> None:
+    wait_until(condition, timeout_s=timeout_s, what=what)
 
 
 def test_a_decision_waits_for_at_most_one_queued_runtime_write(pg_store: tuple[Store, str]) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 from google.rpc import status_pb2
@@ -15,6 +14,7 @@ from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.server.receiver import ReceiverConfig, ReceiverRefused, is_loopback
 from tests.receiver.conftest import Answer, Gate, Start, as_protobuf, document, post, span_json, stored_parent
+from tests.waiting import wait_until
 
 T1, T2 = "11" * 16, "22" * 16
 ROOT, CHILD, GRANDCHILD = "a1" * 8, "b2" * 8, "c3" * 8
@@ -151,9 +151,7 @@ def test_a_full_queue_answers_503_with_retry_after_and_loses_nothing(store: Stor
     first = send("first", T1)
     assert gate.entered.wait(10)  # the writer holds the first request
     second = send("second", T2)
-    deadline = time.monotonic() + 10
-    while receiver.receiver.writer.queued < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: receiver.receiver.writer.queued >= 1, what="the second request queued")
     third_trace = "33" * 16
     refused = post(url, json.dumps(document(span_json(third_trace, ROOT, name="third"))).encode())
     assert refused.status == 503 and refused.headers["Retry-After"] == "2"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -39,16 +38,17 @@ class Settled:
 def test_refuses_when_the_queued_work_would_wait_too_long(store: Store) -> None:
     hold = threading.Event()
     calls: list[int] = []
+    now = [0.0]  # the writer's clock: a write "takes" what slow_ingest says, whatever the machine's speed
 
     def slow_ingest(s: Store, r: ExportTraceServiceRequest) -> Any:
         calls.append(span_count(r))
         if len(calls) == 1:
-            time.sleep(0.5)  # the first write teaches the writer about 200 spans/s
+            now[0] += 0.5  # the first write teaches the writer about 200 spans/s
         else:
             hold.wait(30)
         return ingest_request(s, r)
 
-    writer = IngestWriter(store, slow_ingest, max_queued=100, max_wait_s=4.0).start()
+    writer = IngestWriter(store, slow_ingest, max_queued=100, max_wait_s=4.0, clock=lambda: now[0]).start()
     try:
         first = Settled()
         writer.submit(request("a1" * 16, 100), 100, first)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from alembic import command
@@ -14,21 +13,20 @@ from agentdesk.store.persistence.database import Store, alembic_config, head_rev
 from agentdesk.store.rules.commands import add_rule, list_rules
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.sim.player import Simulator
+from tests.waiting import eventually
 
 
 def test_the_simulator_beats_while_it_waits_and_stops_when_stopped(store: Store) -> None:
     sim = Simulator(store, agents=2, seed=3, speed=40, approval_timeout_s=30, approval_rate=1.0)
     sim.start()
     try:
-        deadline = time.monotonic() + 20
-        beating: list[sc.ApprovalRow] = []
-        while time.monotonic() < deadline and not beating:
+        def beating() -> list[sc.ApprovalRow]:
             with store.reading() as s:
-                beating = list(s.execute(select(sc.ApprovalRow).where(
+                return list(s.execute(select(sc.ApprovalRow).where(
                     sc.ApprovalRow.status == "pending", sc.ApprovalRow.requester_heartbeat_at.is_not(None))
                 ).scalars())
-            time.sleep(0.1)
-        assert beating, "no waiting simulated agent renewed its heartbeat"
+
+        assert eventually(beating, poll_s=0.1, what="a waiting simulated agent renewing its heartbeat")
     finally:
         sim.stop()
     assert sim.failures == []

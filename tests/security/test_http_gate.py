@@ -44,6 +44,8 @@ class World:
     item_id: str
     group_id: str
     approval_id: str
+    ask_id: str = ""
+    """alice-bot's question (issue 24): an agent token asks, waits and cancels; nobody answers over this port."""
 
 
 @pytest.fixture
@@ -62,8 +64,9 @@ def world(store_path: Path) -> Iterator[World]:
         run = agent.start_run("r")
         span = desk.runtime.start_span(run.id, "tool", "t")
         approval = desk.runtime.request_approval(run.id, "run_shell", '{"command": "ls"}', span_id=span)
+        ask = desk.runtime.ask(run.id, "Deploy now?", ["yes", "no"], 600, None)
     yield World(store, host, port, alice, mallory, revoked, agent.id, agent.session_id, run.id, span, item, group,
-                approval)
+                approval, ask)
     thread.stop()
     store.close()
 
@@ -103,6 +106,8 @@ def footprint(store: Store) -> dict[str, Any]:
             found[table.name] = s.execute(select(func.count()).select_from(table)).scalar()
         found["change_seq"] = s.execute(select(func.max(sc.ChangeRow.seq))).scalar()
         found["audit_seq"] = s.execute(select(func.max(sc.AuditRow.seq))).scalar()
+        found["asks"] = [tuple(r) for r in s.execute(select(sc.AskRow.id, sc.AskRow.status, sc.AskRow.answer,
+                                                           sc.AskRow.revision))]
         A = sc.ApprovalRow
         found["approvals"] = [tuple(r) for r in s.execute(select(A.id, A.status, A.decided_by, A.reason,
                                                                 A.edited_arguments, A.requester_heartbeat_at,
@@ -135,6 +140,10 @@ def routes(w: World) -> list[tuple[str, str, Any]]:
         ("POST", f"{v}/approvals/{w.approval_id}/wait", {"timeout_s": 0}),
         ("POST", f"{v}/approvals/{w.approval_id}/withdraw", {"reason": "r"}),
         ("POST", f"{v}/approvals/{w.approval_id}/heartbeat", None),
+        ("POST", f"{v}/runs/{w.run_id}/asks", {"question": "q?"}),
+        ("GET", f"{v}/asks/{w.ask_id}", None),
+        ("POST", f"{v}/asks/{w.ask_id}/wait", {"timeout_s": 0}),
+        ("POST", f"{v}/asks/{w.ask_id}/cancel", {"reason": "r"}),
     ]
 
 
@@ -146,6 +155,9 @@ def operator_actions(w: World) -> list[tuple[str, str, Any]]:
         *[("POST", f"{v}/approvals/{a}/{verb}", decision)
           for verb in ("approve", "deny", "decide", "edit", "dismiss", "expire", "answer")],
         ("POST", f"{v}/approvals/{a}", decision),
+        *[("POST", f"{v}/asks/{w.ask_id}/{verb}", {"answer": "yes", "actor": "alice"})
+          for verb in ("answer", "reply", "decide")],
+        ("PATCH", f"{v}/asks/{w.ask_id}", {"status": "answered", "answer": "yes"}),
         ("PUT", f"{v}/approvals/{a}", decision),
         ("PATCH", f"{v}/approvals/{a}", {"status": "approved"}),
         ("DELETE", f"{v}/approvals/{a}", None),

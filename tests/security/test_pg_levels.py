@@ -303,6 +303,10 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
         "agentdesk_compact": [("compact", f"SELECT * FROM agentdesk_compact('{b.agent_id}', ARRAY['{b.item}'], "
                                           f"'s', 'f', 1, 'x', 'cmp_x', 'grp_x', 'itm_x', '{v}')")],
         "agentdesk_undo_compaction": [("undo", f"SELECT * FROM agentdesk_undo_compaction('cmp_x', 'x', '{v}')")],
+        "agentdesk_send_message": [("send", f"SELECT * FROM agentdesk_send_message('msg_x', '{b.agent_id}', "
+                                            f"'rm -rf ~', 'alice', '{v}')")],
+        "agentdesk_cancel_message": [("cancel", f"SELECT * FROM agentdesk_cancel_message('msg_x', 'alice', '{v}')")],
+        "agentdesk_take_messages": [("take", f"SELECT * FROM agentdesk_take_messages('{b.agent_id}', 'x', '{v}')")],
         "agentdesk_item_revised": [("revise", f"SELECT agentdesk_item_revised('{b.item}', 1, '{v}')")],
         "agentdesk_group_touched": [("touch", f"SELECT agentdesk_group_touched('{b.group}', 1, '{v}')")],
         "agentdesk_context_bumped": [("bump", f"SELECT agentdesk_context_bumped('{b.agent_id}', 1, '{v}')")],
@@ -317,6 +321,12 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
         "agentdesk_level": [("level", "SELECT agentdesk_level()")],
         "agentdesk_origin": [("origin", f"SELECT agentdesk_origin('{v}')")],
         "agentdesk_now": [("now", "SELECT agentdesk_now()")],
+        # asks (migration 0015): tests/security/test_pg_asks.py tries them level by level with their outcomes
+        "agentdesk_ask": [("ask in the run", f"SELECT * FROM agentdesk_ask('ask_red', '{b.run}', NULL, 'q?', NULL, "
+                                             "NULL, 'a', NULL)")],
+        "agentdesk_answer": [("answer", "SELECT * FROM agentdesk_answer('ask_none', 'yes', 'alice', NULL, NULL)")],
+        "agentdesk_close_ask": [("cancel", "SELECT * FROM agentdesk_close_ask('ask_none', 'cancelled', 'a', NULL, "
+                                           "NULL)")],
         "agentdesk_tokens": [("tokens", "SELECT agentdesk_tokens('x')")],
         "agentdesk_json": [("json", "SELECT agentdesk_json('x')")],
         "agentdesk_py_float": [("float", "SELECT agentdesk_py_float(1)")],
@@ -324,6 +334,19 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
         "agentdesk_hmac_pad": [("pad", "SELECT agentdesk_hmac_pad('\\x00', 54)")],
         "agentdesk_record_hash": [("hash", "SELECT agentdesk_record_hash('a', 'b', 'c', 'd', 'e', 'f', 'g')")],
         "agentdesk_approval_parents": [("parents", "SELECT agentdesk_approval_parents(a) FROM approvals a")],
+        # notes and labels (migration 0018_notes): operators only; tests/security/test_pg_notes.py tries them in full
+        "agentdesk_note_add": [("note the run", f"SELECT * FROM agentdesk_note_add('note_x', 'run', '{b.run}', "
+                                                f"'ok', 'x', NULL, '{v}')")],
+        "agentdesk_note_edit": [("edit", f"SELECT * FROM agentdesk_note_edit('note_x', 'y', 1, 'x', '{v}')")],
+        "agentdesk_note_remove": [("remove", f"SELECT * FROM agentdesk_note_remove('note_x', 1, 'x', '{v}')")],
+        "agentdesk_label_add": [("label the run", f"SELECT * FROM agentdesk_label_add('run', '{b.run}', 'x', 'x', "
+                                                  f"NULL, '{v}')")],
+        "agentdesk_label_remove": [("unlabel", f"SELECT * FROM agentdesk_label_remove('run', '{b.run}', 'x', 'x', "
+                                               f"'{v}')")],
+        "agentdesk_note_target_run": [("target", f"SELECT agentdesk_note_target_run('run', '{b.run}')")],
+        "agentdesk_note_parents": [("parents", f"SELECT agentdesk_note_parents('{b.run}', 'run', '{b.run}')")],
+        "agentdesk_note_check": [("check", "SELECT agentdesk_note_check('x', 'run', 'y', 'z')")],
+        "agentdesk_note_written": [("written", "SELECT agentdesk_note_written(1, 2)")],
         # trigger functions: PostgreSQL refuses to call them at all
         **{f: [("as a function", f"SELECT {f}()")] for f in (
             "agentdesk_approval_inserted", "agentdesk_approval_updated", "agentdesk_context_appended",
@@ -959,7 +982,9 @@ def test_granting_the_agent_level_bounds_an_idle_transaction(bench: Bench, pg_cl
             admin.execute(f"DROP OWNED BY {name}")
             admin.execute(f"ALTER ROLE {name} RESET ALL")
             for db in admin.execute("SELECT datname FROM pg_database WHERE NOT datistemplate").fetchall():
-                admin.execute(f'ALTER ROLE {name} IN DATABASE "{db[0]}" RESET ALL')
+                # another test's database may be dropped between the listing and this statement
+                with contextlib.suppress(psycopg.errors.UndefinedObject, psycopg.errors.InvalidCatalogName):
+                    admin.execute(f'ALTER ROLE {name} IN DATABASE "{db[0]}" RESET ALL')
             admin.execute(f"DROP ROLE {name}")
 
 

@@ -587,7 +587,9 @@ class Volume:
             start + timedelta(seconds=5),
             tool=("p_d1", "write_file"),
         )
+        self.user_input_wait(agent, step, start + timedelta(seconds=7))
         return {
+            "question_call": "cal_dq",
             "docs_task": "tsk_docs",
             "archived_task": "tsk_old",
             "docs_session": "ses_2",
@@ -595,6 +597,24 @@ class Volume:
             "docs_run": run,
             "pending_call_2": "cal_d1",
         }
+
+    def user_input_wait(self, agent: str, step: str, at: datetime) -> None:
+        """A call that asks the user (waitCall: WAITING / user_input, the prompt in continuation_json)."""
+        insert(
+            self.conn,
+            "calls",
+            {
+                "id": "cal_dq", "project_id": "prj_demo", "workspace_id": "wsp_main", "agent_id": agent,
+                "step_id": step, "attempt_id": "att_d0", "partition_id": None, "parent_call_id": None,
+                "source": "llm", "capability_id": "ask_user", "provider_call_id": "p_dq", "call_ordinal": 5,
+                "input_json": json.dumps({"question": "Should the README mention the old retry timer?"}),
+                "continuation_json": json.dumps({"question": "Should the README mention the old retry timer?",
+                                                 "options": ["Yes, as deprecated", "No, drop it"]}),
+                "effect": "read_only", "policy": "read_only", "state": "WAITING", "wait_reason": "user_input",
+                "outcome": None, "outcome_unknown": 0, "auto_review_passed": None, "auto_review_json": None,
+                "revision": 2, "created_at": iso(at), "updated_at": iso(at),
+            },
+        )
 
     # -- row helpers -------------------------------------------------------------------------
     def agent_row(

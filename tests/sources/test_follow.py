@@ -191,9 +191,7 @@ def test_a_failing_poll_logs_one_warning_backs_off_and_recovers(caplog: pytest.L
         assert not loop.healthy and loop.failures >= 5
         assert loop.next_wait() > 16 * loop.interval_s  # backed off
         state["fail"] = False
-        deadline = time.monotonic() + 10
-        while not loop.healthy and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: loop.healthy, what="the loop healthy again")
         loop.stop()
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "database is locked" in warnings[0].getMessage()

@@ -13,7 +13,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from agentdesk.store.sources.foreign import Unsupported
 from agentdesk.store.sources.lensagent import LensagentSource
 from tests.sources.fixtures_lensagent import BIG_RESULT_BYTES, HTML_OUTPUT, VERSIONS, build_lensagent_fixture
 from tests.sources.fixtures_lensagent_sql import ddl_0_1_0
-from tests.waiting import watcher_polled
+from tests.waiting import wait_until, watcher_polled
 
 SEED_0_1_0_SHA256 = "739a98e4fcb8ad67c4d9af5dacb7c45b70dd45902bce067f2171021c74a0135d"
 """sha256 of the 0.1.0 `schema` string decoded from shared/seeds/000 (schema.d.ts, the `-` side)."""
@@ -359,6 +358,7 @@ def test_unsupported_commands_say_why(built: dict[str, Path], tmp_path: Path) ->
             Capability.DENY,
             Capability.SET_VISIBILITY,
             Capability.EDIT_ITEM,
+            Capability.SEND_MESSAGE,
         }
         with pytest.raises(Unsupported, match="no API to change them"):
             source.set_item_locked("ci_4", True, 0, "ops")
@@ -518,14 +518,12 @@ conn.execute("COMMIT")
 """
 
 
-def wait_for(heard: list[Change], wanted: set[tuple[str, str, str]], timeout: float = 2.0) -> set:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        seen = {(c.entity, c.op, c.id) for c in list(heard)}
-        if wanted <= seen:
-            return seen
-        time.sleep(0.02)
-    return {(c.entity, c.op, c.id) for c in list(heard)}
+def wait_for(heard: list[Change], wanted: set[tuple[str, str, str]], timeout: float = 20.0) -> set:
+    def seen() -> set[tuple[str, str, str]]:
+        return {(c.entity, c.op, c.id) for c in list(heard)}
+
+    wait_until(lambda: wanted <= seen(), timeout_s=timeout, what=f"the changes {sorted(wanted)}")
+    return seen()
 
 
 @pytest.mark.parametrize("version", VERSIONS)

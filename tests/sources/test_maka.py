@@ -215,10 +215,24 @@ def test_span_texts_stay_literal_and_large(src: MakaSource, ids: dict[str, str])
         src.span("tool:ses_main/run_1/nope")
 
 
+# -- questions -------------------------------------------------------------------------------
+def test_questions_are_shown_read_only_with_the_reason(src: MakaSource, ids: dict[str, str],
+                                                       capsys: pytest.CaptureFixture[str], db: Path) -> None:
+    [asked] = src.asks()
+    assert (asked.id, asked.question, asked.options) == (ids["question"], "Which Node version should CI use?",
+                                                        ("20", "22"))
+    assert asked.status == "pending" and asked.source == "maka" and asked.read_only is not None
+    assert "question_answer" in asked.read_only and "answer it in maka" in asked.read_only
+    from agentdesk.cli.main import main
+
+    assert main(["--store", str(db), "--allow-writes", "answer", ids["question"], "--option", "1", "--as", "ana"]) == 2
+    assert "cannot be answered here" in capsys.readouterr().err
+
+
 # -- approvals -------------------------------------------------------------------------------
 def test_approval_queue(src: MakaSource, ids: dict[str, str]) -> None:
     pending = src.approvals()
-    assert [a.id for a in pending] == [ids["pending_child"], ids["pending"], ids["question"]]
+    assert [a.id for a in pending] == [ids["pending_child"], ids["pending"]]  # the question is in src.asks()
     first = src.approval(ids["pending"])
     assert (first.tool_name, first.status) == ("Bash", "pending")
     assert first.expires_at is None and first.decided_at is None
@@ -281,7 +295,8 @@ def test_decide_writes_makas_permission_outcome(writable: MakaSource, db: Path, 
     denied = writable.decide(ids["pending_child"], False, actor="ana")
     assert denied.status == "denied"
     assert outcome_rows(db)[ids["pending_child"]]["outcome"]["decision"] == "deny"
-    assert [a.id for a in writable.approvals()] == [ids["question"]]
+    assert [a.id for a in writable.approvals()] == []
+    assert [a.id for a in writable.asks()] == [ids["question"]]
     with pytest.raises(AlreadyDecided, match="expired by maka runtime"):
         writable.decide(ids["expired"], True, actor="ana")
 
@@ -289,7 +304,7 @@ def test_decide_writes_makas_permission_outcome(writable: MakaSource, db: Path, 
 def test_decide_refusals(src: MakaSource, writable: MakaSource, db: Path, ids: dict[str, str]) -> None:
     with pytest.raises(ReadOnlyStore):
         src.decide(ids["pending"], True, actor="ana")
-    with pytest.raises(Unsupported, match="question"):
+    with pytest.raises(Unsupported, match="a maka question, not a permission: it is in the Questions tab"):
         writable.decide(ids["question"], True, actor="ana")
     with pytest.raises(Unsupported, match="arguments"):
         writable.decide(ids["pending"], True, actor="ana", edited_arguments='{"command": "ls"}')

@@ -78,6 +78,15 @@ def banner_text(inspection: Inspection) -> str:
     return visible(f"⚠ This call {inspection.sentence(limit=3)}. Approving it asks you to confirm.")
 
 
+def banner_colours(palette: QPalette) -> QPalette:
+    """The hidden-character warning's colours (shared with the Questions tab: one banner for agent text)."""
+    light = palette.color(QPalette.ColorRole.Base).lightness() > 128
+    failed = status_colour("failed")
+    palette.setColor(QPalette.ColorRole.Window, failed.lighter(185) if light else failed.darker(250))
+    palette.setColor(QPalette.ColorRole.WindowText, QColor("#5c0a0d") if light else QColor("#ffd7d7"))
+    return palette
+
+
 def argument_lines(approval: rm.Approval, budget: Budget) -> Iterator[str]:
     """The display lines of the pane: the arguments, or the edit then the original."""
     if not approval.edited_arguments:
@@ -141,6 +150,9 @@ class SlicedLoader(QObject):
 class ApprovalDetails(QWidget):
     """Title, meta line, warning banner, digest and arguments of the current approval."""
 
+    approval_shown = Signal(str, str)
+    """(approval id, run id) now shown; ("", "") when none. What the window's extras (notes) follow."""
+
     def __init__(self, pending: PendingApprovalModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._pending = pending
@@ -165,6 +177,7 @@ class ApprovalDetails(QWidget):
         self.arguments.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)  # lines wrap visibly, with ↪
         self.arguments.setPlaceholderText("Select an approval to see its arguments.")
         self.arguments.installEventFilter(self)
+        self.arguments.viewport().installEventFilter(self)  # a scroll bar coming or going resizes only the viewport
         self.marks = MarkHighlighter(self.arguments.document(), self.arguments.palette())
         self.show_all_button = QPushButton("Show all", self)
         self.show_all_button.setToolTip("Load every value in full (in slices: the window stays responsive)")
@@ -187,6 +200,10 @@ class ApprovalDetails(QWidget):
         box.addWidget(self.title)
         box.addWidget(self.meta)
         box.addWidget(self.banner)
+        self.extras = QVBoxLayout()
+        """Sections the window adds under the banner (the notes and labels on the approval)."""
+        self.extras.setContentsMargins(0, 0, 0, 0)
+        box.addLayout(self.extras)
         row = QHBoxLayout()
         row.addWidget(self.digest, 1)
         row.addWidget(self.loading)
@@ -200,6 +217,8 @@ class ApprovalDetails(QWidget):
                 and approval.arguments == self._approval.arguments
                 and approval.edited_arguments == self._approval.edited_arguments)
         self._approval = approval
+        if not same:
+            self.approval_shown.emit(approval.id if approval else "", approval.run_id if approval else "")
         if approval is None:
             self.loader.stop()
             for label in (self.title, self.meta, self.digest, self.loading):
@@ -235,12 +254,7 @@ class ApprovalDetails(QWidget):
         if not inspection.suspicious:
             self.banner.hide()
             return
-        palette = self.banner.palette()
-        light = palette.color(QPalette.ColorRole.Base).lightness() > 128
-        failed = status_colour("failed")
-        palette.setColor(QPalette.ColorRole.Window, failed.lighter(185) if light else failed.darker(250))
-        palette.setColor(QPalette.ColorRole.WindowText, QColor("#5c0a0d") if light else QColor("#ffd7d7"))
-        self.banner.setPalette(palette)
+        self.banner.setPalette(banner_colours(self.banner.palette()))
         self.banner.setText(banner_text(inspection))
         self.banner.setToolTip(tooltip(inspection.sentence(limit=40)))
         self.banner.show()
@@ -283,7 +297,7 @@ class ApprovalDetails(QWidget):
             self._render()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self.arguments and event.type() == QEvent.Type.Resize:
+        if watched in (self.arguments, self.arguments.viewport()) and event.type() == QEvent.Type.Resize:
             self._rewrap.start()
         return False
 

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QPushButton, QSplitter, QTableView, QTabWidget, QV
 from agentdesk.gui.approvals.decisions import DecisionFlow, Dialog
 from agentdesk.gui.approvals.details import ApprovalDetails
 from agentdesk.gui.approvals.presence import PresenceLine
+from agentdesk.gui.approvals.questions import QuestionsPanel
 from agentdesk.gui.approvals.report import NoteBanner, ResultLog, left_text
 from agentdesk.gui.approvals.tables import decided_table, pending_table, select_row, selected_rows
 from agentdesk.gui.shared.flow import flow_of
@@ -31,7 +32,7 @@ from agentdesk.store.approvals.heartbeat import GONE_AFTER_S, dismiss_gone
 from agentdesk.store.native import NativeSource
 from agentdesk.store.source import Capability
 
-PENDING_TAB, DECIDED_TAB = 0, 1
+PENDING_TAB, DECIDED_TAB, QUESTIONS_TAB = 0, 1, 2
 APPROVE_TIP = "Approve the selected approvals (A)"
 DENY_TIP = "Deny the selected approvals, with a reason (D)"
 EDIT_TIP = "Edit the arguments, then approve them (E)"
@@ -45,6 +46,9 @@ class ApprovalQueue(QWidget):
     show_context = Signal(str, str)
     """(agent_id, approval_id)."""
     pending_count_changed = Signal(int)
+    """Pending approvals."""
+    questions_count_changed = Signal(int)
+    """Pending questions (the Questions tab)."""
     decisions_reported = Signal(str)
     """The summary line after a batch of decisions finished (also shown in the queue)."""
 
@@ -57,6 +61,7 @@ class ApprovalQueue(QWidget):
         self.presence = PresenceModel(services, self)
         self._want_selected: str | None = None
         self._last_count = -1
+        self._last_questions = -1
         self._build()
         self._connect()
         self._update_actions()
@@ -73,6 +78,8 @@ class ApprovalQueue(QWidget):
         self.tabs = QTabWidget(self)
         self.tabs.addTab(self.pending_table, "Pending")
         self.tabs.addTab(self.decided_table, "Decided")
+        self.questions = QuestionsPanel(self._services, self)
+        self.tabs.addTab(self.questions, "Questions")
         self.details = ApprovalDetails(self.pending_model, self)
         self.flow.displayed = self.details.shown_hash
         self.presence_line = PresenceLine(self)
@@ -91,7 +98,7 @@ class ApprovalQueue(QWidget):
         self.setLayout(self._arrange())
 
     def _arrange(self) -> QVBoxLayout:
-        detail = QWidget(self)
+        detail = self.approval_pane = QWidget(self)
         box = QVBoxLayout(detail)
         box.setContentsMargins(0, 0, 0, 0)
         box.addWidget(self.details, 1)
@@ -133,6 +140,9 @@ class ApprovalQueue(QWidget):
             table.selectionModel().selectionChanged.connect(self._on_selection)
             table.selectionModel().currentChanged.connect(self._on_selection)
         self.tabs.currentChanged.connect(self._on_selection)
+        self.tabs.currentChanged.connect(lambda tab: self.approval_pane.setVisible(tab != QUESTIONS_TAB))
+        self.questions.count_changed.connect(self._count_changed)
+        self.questions.reported.connect(self.log.add)
 
     def _connect_models(self) -> None:
         self.pending_model.ticked.connect(self._on_tick)
@@ -156,6 +166,8 @@ class ApprovalQueue(QWidget):
 
     # -- what is selected -----------------------------------------------------------------
     def _active(self) -> tuple[QTableView, PendingApprovalModel | DecidedApprovalModel]:
+        if self.tabs.currentIndex() == QUESTIONS_TAB:
+            return self.pending_table, self.pending_model  # the approval pane is hidden meanwhile
         if self.tabs.currentIndex() == DECIDED_TAB:
             return self.decided_table, self.decided_model
         return self.pending_table, self.pending_model
@@ -185,6 +197,11 @@ class ApprovalQueue(QWidget):
                 select_row(table, row)
                 return
         self._want_selected = approval_id
+
+    def select_question(self, ask_id: str) -> None:
+        """Show a question in the Questions tab (as soon as it has loaded)."""
+        self.tabs.setCurrentIndex(QUESTIONS_TAB)
+        self.questions.select_ask(ask_id)
 
     def _select_wanted(self) -> None:
         if self._want_selected:
@@ -251,8 +268,14 @@ class ApprovalQueue(QWidget):
             self.log.add(f"• {text}")
 
     def _count_changed(self, *_args: object) -> None:
-        count = self.pending_model.rowCount()
+        """The tabs' counts; pending approvals and pending questions are reported apart (the window's title and
+        status bar name both)."""
+        count, questions = self.pending_model.rowCount(), self.questions.model.pending
         self.tabs.setTabText(PENDING_TAB, f"Pending ({count})" if count else "Pending")
+        self.tabs.setTabText(QUESTIONS_TAB, f"Questions ({questions})" if questions else "Questions")
+        if questions != self._last_questions:
+            self._last_questions = questions
+            self.questions_count_changed.emit(questions)
         if count != self._last_count:
             self._last_count = count
             self.pending_count_changed.emit(count)

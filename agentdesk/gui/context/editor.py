@@ -11,15 +11,18 @@ from __future__ import annotations
 from datetime import datetime
 
 from PySide6.QtCore import QItemSelection, QModelIndex, Qt, Signal
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QHBoxLayout, QSplitter, QStackedWidget, QToolBar, QVBoxLayout, QWidget
 
 from agentdesk.gui.context.actions import ContextActions
 from agentdesk.gui.context.commands import ContextCommands
 from agentdesk.gui.context.detail import DETAIL_CAP, DetailPane
+from agentdesk.gui.context.pending import PendingPanel
 from agentdesk.gui.context.view import ContextTreeView
 from agentdesk.gui.context.widgets import CompactDialog, EditItemDialog, MessageBar, TokenGauge, plain_label
 from agentdesk.gui.shared.flow import HeightForWidth
 from agentdesk.model.context.model import LOCKED, VISIBLE, ContextModel, ItemRow
+from agentdesk.model.messages.pending import PendingMessages
 from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.model.services import Services
 from agentdesk.model.text import plural
@@ -32,6 +35,8 @@ __all__ = ["DETAIL_CAP", "ContextEditor"]
 class ContextEditor(QWidget):
     conflict = Signal(str)
     """A command lost to someone else's change: one sentence for the status bar."""
+    message_requested = Signal(str, str)
+    """Send a message… to (agent id, agent name): the window opens the dialog (gui/messages)."""
 
     def __init__(self, services: Services, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -46,6 +51,11 @@ class ContextEditor(QWidget):
         self.details = DetailPane(self.model)
         self.detail, self.detail_title = self.details.text, self.details.title
         self.show_all_button = self.details.show_all_button
+        self.pending = PendingMessages(services, self)
+        self.pending_panel = PendingPanel(self.pending)
+        self.message_action = QAction("Send a message…", self)
+        self.message_action.setProperty("keys_where", "Context")
+        self.message_action.triggered.connect(self._request_message)
         self._build()
         self._connect()
 
@@ -59,6 +69,8 @@ class ContextEditor(QWidget):
         self.toolbar = QToolBar()
         self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         self.command_actions.add_to(self.toolbar)
+        self.toolbar.addSeparator()
+        self.toolbar.addAction(self.message_action)
         self.placeholder = plain_label("Choose an agent to see and edit its context window.")
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.stack = QStackedWidget()
@@ -90,7 +102,13 @@ class ContextEditor(QWidget):
 
     def _build_body(self) -> QWidget:
         split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self.view)
+        top = QWidget()
+        rows = QVBoxLayout(top)
+        rows.setContentsMargins(0, 0, 0, 0)
+        rows.setSpacing(2)
+        rows.addWidget(self.view, 1)
+        rows.addWidget(self.pending_panel)  # queued messages come last: the model has not been sent them yet
+        split.addWidget(top)
         split.addWidget(self.details)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
@@ -107,6 +125,7 @@ class ContextEditor(QWidget):
     def _connect(self) -> None:
         self.model.reloaded.connect(self._on_reloaded)
         self.model.load_failed.connect(lambda text: self.message_bar.show_message(text))
+        self.pending.failed.connect(lambda text: self.message_bar.show_message(text))
         self.commands.conflict.connect(self.conflict.emit)
         self.view.selectionModel().selectionChanged.connect(self._on_selection)
         self.view.selectionModel().currentChanged.connect(self._on_current)
@@ -119,12 +138,14 @@ class ContextEditor(QWidget):
         self.details.reset()
         self.commands.forget_conflict()
         self.model.set_agent(agent_id, at_time)
+        self.pending.set_agent(agent_id if at_time is None else None)
         self.stack.setCurrentIndex(0 if agent_id is None else 1)
         self._refresh()
 
     def shutdown(self) -> None:
         """Stop reloading; call before the services close (the window does it on quit)."""
         self.model.close()
+        self.pending.close()
 
     def selected_item_ids(self) -> list[str]:
         """Selected items in context order; a selected group row stands for its items."""
@@ -174,7 +195,19 @@ class ContextEditor(QWidget):
             self.summary.setText(summary_text(ctx))
         self._update_banner()
         self.command_actions.update()
+        self._update_message_action()
         self.details.show_row(self.view.current_value())
+
+    def _update_message_action(self) -> None:
+        refusal = self.pending.refusal or (None if self.model.agent_id else "Choose an agent first.")
+        self.message_action.setEnabled(refusal is None)
+        self.message_action.setToolTip(tooltip(refusal or "Queue a message the agent reads at its next model call"))
+
+    def _request_message(self) -> None:
+        agent_id = self.model.agent_id
+        if agent_id is not None:
+            agent = self.model.agent
+            self.message_requested.emit(agent_id, agent.name if agent is not None and agent.name else agent_id)
 
     def _show_identity(self, agent_id: str, agent: rm.Agent | None) -> None:
         """Name and model (the id when the source cannot name the agent), so a glance says whose context."""

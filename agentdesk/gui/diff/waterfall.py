@@ -25,6 +25,9 @@ CHANGE_COLOURS: dict[Change, str] = {
     Change.ADDED: "#3aa0ff",
     Change.REMOVED: "#b07cd8",
 }
+FLAG = "⚑"
+"""Drawn before a row's label when an operator labelled or noted the span on either side."""
+FLAG_COLOUR = "#d4a017"
 MARKS = {Change.SAME: " ", Change.SLOWER: "▲", Change.FASTER: "▼", Change.ADDED: "+", Change.REMOVED: "-"}
 
 
@@ -77,6 +80,11 @@ class DiffWaterfall(QWidget):
             painter.drawText(QRect(4, y, 14, ROW_H), Qt.AlignmentFlag.AlignCenter, MARKS[row.change])
             painter.setPen(dim if row.change is Change.SAME else text)
             indent = 20 + min(row.depth, 16) * INDENT
+            if row.marks:
+                painter.setPen(QColor(FLAG_COLOUR))
+                painter.drawText(QRect(indent, y, 14, ROW_H), Qt.AlignmentFlag.AlignCenter, FLAG)
+                painter.setPen(dim if row.change is Change.SAME else text)
+                indent += 16
             painter.drawText(QRect(indent, y, LABEL_W - indent - 6, ROW_H),
                              Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextSingleLine,
                              painter.fontMetrics().elidedText(row.label, Qt.TextElideMode.ElideRight,
@@ -98,7 +106,8 @@ class DiffWaterfall(QWidget):
             return
         row = self._rows.rows[index]
         QToolTip.showText(event.globalPosition().toPoint(),
-                          shown_tooltip(f"{row.change.value}: {row.label}", f"{row.kind} · {row.detail}"), self)
+                          shown_tooltip(f"{row.change.value}: {row.label}", f"{row.kind} · {row.detail}",
+                                        *([f"marked: {row.marks}"] if row.marks else [])), self)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:
         index = self.row_at(int(event.position().y()))

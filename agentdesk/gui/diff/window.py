@@ -34,14 +34,8 @@ from agentdesk.model.text import plural
 from agentdesk.store import readmodel as rm
 from agentdesk.store.analysis.align import Change
 from agentdesk.store.analysis.run_diff import Totals
+from agentdesk.store.text.durations import format_duration
 from agentdesk.store.text.times import shown_time
-
-
-def _seconds(value: float | None, sign: str = "") -> str:
-    """A duration in the unit that reads best; `sign="+"` for a difference (same units as the totals)."""
-    if value is None:
-        return "-"
-    return f"{value * 1000:{sign}.0f} ms" if abs(value) < 1 else f"{value:{sign}.2f} s"
 
 
 def _plain(text: str) -> QLabel:
@@ -219,11 +213,14 @@ class DiffWindow(QWidget):
                 widget.deleteLater()
         header = ["", "spans", "tokens", "cost", "duration", "errors"]
         values = [
-            ["A", f"{a.spans:,}", f"{a.tokens:,}", f"${a.cost_usd:.4f}", _seconds(a.duration_s), str(a.errors)],
-            ["B", f"{b.spans:,}", f"{b.tokens:,}", f"${b.cost_usd:.4f}", _seconds(b.duration_s), str(b.errors)],
+            ["A", f"{a.spans:,}", f"{a.tokens:,}", f"${a.cost_usd:.4f}", format_duration(a.duration_s, unknown="-"),
+             str(a.errors)],
+            ["B", f"{b.spans:,}", f"{b.tokens:,}", f"${b.cost_usd:.4f}", format_duration(b.duration_s, unknown="-"),
+             str(b.errors)],
             ["B - A", f"{b.spans - a.spans:+,}", f"{b.tokens - a.tokens:+,}",
              f"{'-' if b.cost_usd < a.cost_usd else '+'}${abs(b.cost_usd - a.cost_usd):.4f}",
-             "-" if a.duration_s is None or b.duration_s is None else _seconds(b.duration_s - a.duration_s, "+"),
+             "-" if a.duration_s is None or b.duration_s is None
+             else format_duration(b.duration_s - a.duration_s, signed=True),
              f"{b.errors - a.errors:+}"],
         ]
         for column, text in enumerate(header):

@@ -141,14 +141,18 @@ class ImportDialog(QDialog):
             self.failed.emit(f"The import of {self._named()} stopped at a bad record: {result.error}.")
         elif result.cancelled:
             self.phase.setText("Cancelled. Only whole traces were kept.")
+        elif result.skipped and not (r.spans_written or r.duplicates or r.orphans_pending):
+            self.phase.setText(f"Nothing was imported: {result.skipped.describe()}.")
+            self.failed.emit(f"Nothing was imported from {self._named()}: {result.skipped.describe()}.")
         else:
             self.phase.setText("Import finished.")
         self.bar.setValue(1000)
         cut = (f" · {result.strings_cut:,} string{'s' if result.strings_cut != 1 else ''} over "
                f"{result.limits.max_string_chars:,} characters kept cut" if result.strings_cut else "")
+        skipped = f" · {result.skipped.describe()}" if result.skipped else ""
         self.detail.setText(f"{plural(r.spans_written, 'span')} in {plural(r.traces, 'trace')} written, "
                             f"{r.duplicates:,} already there, {r.orphans_pending:,} waiting for a parent · "
-                            f"{result.seconds:,.1f} s{cut}")
+                            f"{result.seconds:,.1f} s{cut}{skipped}")
         self._closeable()
         self.finished_import.emit(result)
 

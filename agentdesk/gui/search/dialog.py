@@ -24,7 +24,8 @@ from agentdesk.model.search.results import HIT_ROLE, SearchResults
 from agentdesk.model.services import Services
 
 HELP = ("Words find span names, inputs and outputs, approvals and context items. "
-        "Narrow spans with kind:tool, status:error, dur>2s, name:plan or any attribute key:value.")
+        "Narrow spans with kind:tool, status:error, dur>2s, name:plan or any attribute key:value; "
+        "find what operators marked with label:needs-review or note:words.")
 
 
 class SearchDialog(QDialog):

@@ -29,12 +29,14 @@ from PySide6.QtWidgets import (
 from agentdesk.gui.shared.flow import FlowLayout, HeightForWidth
 from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.gui.shared.palette import ERROR_COLOUR, status_colour
-from agentdesk.gui.timeline.drawing import format_duration, one_line
+from agentdesk.gui.timeline.drawing import one_line
 from agentdesk.model.latest import Latest
 from agentdesk.model.plain import shown_block, shown_line
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
+from agentdesk.store.ingest.prices import ESTIMATED_KEY
 from agentdesk.store.source import Source
+from agentdesk.store.text.durations import format_duration
 from agentdesk.store.text.times import UNREADABLE_TIME_TEXT, is_unreadable
 
 SHOWN_CHARS = 200_000
@@ -171,6 +173,8 @@ class SpanDetails(QWidget):
 
     filled = Signal(bool)
     """Whether a span is shown (False: only the "click a span" line, the pane can fold to it)."""
+    span_shown = Signal(str, str)
+    """(span id, run id) of the span now shown; ("", "") when cleared. What the window's extras follow."""
 
     def __init__(self, services: Services | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -220,6 +224,10 @@ class SpanDetails(QWidget):
         for label in (self.title, self.subtitle, self.error):
             layout.addWidget(label)
         layout.addWidget(facts)
+        self.extras = QVBoxLayout()
+        """Sections the window adds under the facts (the notes and labels on the span)."""
+        self.extras.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(self.extras)
         layout.addWidget(self.tabs, 1)
         self.facts_row = facts
 
@@ -235,6 +243,7 @@ class SpanDetails(QWidget):
         self.tabs.setTabEnabled(ERROR_TAB, False)
         self.tabs.setTabEnabled(SENT_TAB, False)
         self._fill(False)
+        self.span_shown.emit("", "")
 
     def _fill(self, shown: bool) -> None:
         """Facts and texts only with a span: empty, the pane is one line and folds to it."""
@@ -265,6 +274,7 @@ class SpanDetails(QWidget):
         self.error.setText(f"✖ Failed: {one_line(error, 300)}" if failed else "")
         self.error.setVisible(failed)
         self._facts(span)
+        self.span_shown.emit(span.id, span.run_id)
         self.facts["Decided"].setText(view.decisions or "—")
         self.output.set_text(view.output_text)
         self.input.set_text(view.input_text)
@@ -284,7 +294,10 @@ class SpanDetails(QWidget):
                                       span.started_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC")
         usage = span.usage
         self.facts["Tokens"].setText(f"{usage.input_tokens:,} in · {usage.output_tokens:,} out")
-        self.facts["Cost"].setText(f"${usage.cost_usd:,.4f}")
+        estimated = (span.attributes or {}).get(ESTIMATED_KEY)
+        self.facts["Cost"].setText(f"${usage.cost_usd:,.4f}" + (" (estimated)" if estimated else ""))
+        self.facts["Cost"].setToolTip(f"Estimated from the price table {estimated}: the agent reported no cost"
+                                      if estimated else "")
         self.facts["Id"].setText(shown_line(span.id))
 
 

@@ -18,6 +18,7 @@ from agentdesk.gui.shared.palette import ERROR_COLOUR, RUNNING_COLOUR, SPAN_KIND
 from agentdesk.model.plain import shown_line, shown_tooltip
 from agentdesk.store import readmodel as rm
 from agentdesk.store.analysis.layout.data import ERROR, TimelineData
+from agentdesk.store.text.durations import format_duration
 
 
 def draw_rects(p: QPainter, rects: np.ndarray) -> None:
@@ -179,20 +180,6 @@ def colour_axes(item: pg.PlotItem, names: tuple[str, ...], text: QColor, muted: 
         axis = item.getAxis(name)
         axis.setPen(muted)
         axis.setTextPen(text)
-
-
-def format_duration(seconds: float) -> str:
-    """A short human duration: 850 µs, 12.3 ms, 4.56 s, 2 m 05 s, 1 h 02 m."""
-    s = abs(seconds)
-    if s < 1e-3:
-        return f"{s * 1e6:.0f} µs"
-    if s < 1:
-        return f"{s * 1e3:.1f} ms"
-    if s < 60:
-        return f"{s:.2f} s"
-    if s < 3600:
-        return f"{int(s // 60)} m {int(s % 60):02d} s"
-    return f"{int(s // 3600)} h {int(s % 3600 // 60):02d} m"
 
 
 def time_label(value: float, spacing: float) -> str:

@@ -15,6 +15,7 @@ from PySide6.QtGui import QColor, QCursor, QKeyEvent, QPalette
 from PySide6.QtWidgets import (
     QFrame,
     QLabel,
+    QMenu,
     QScrollArea,
     QSplitter,
     QTabWidget,
@@ -33,6 +34,8 @@ from agentdesk.gui.timeline.path_panel import PathPanel
 from agentdesk.gui.timeline.span_item import SpanItem
 from agentdesk.gui.timeline.tokens import RIGHT_AXIS_WIDTH, TokensPlot
 from agentdesk.model.latest import Latest
+from agentdesk.model.messages.sending import messaging_refusal
+from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
 from agentdesk.model.timeline.feed import TimelineFeed
 from agentdesk.store import readmodel as rm
@@ -54,6 +57,8 @@ FIT_LANE_PX = 24
 class TimelinePanel(QWidget):
     span_selected = Signal(str)
     """A span the operator clicked (not emitted by `select_span`)."""
+    message_requested = Signal(str, str)
+    """(agent id, agent name or its id): "Send a message…" in the run's context menu (right click)."""
 
     def __init__(self, services: Services, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -127,6 +132,7 @@ class TimelinePanel(QWidget):
         self.tokens = TokensPlot(LABELS_PX)  # as wide as the lane labels: both plot areas start at one x
         self.tokens.setXLink(self.plot)
         self.details = SpanDetails(self.services)
+        self.flagged_ids: frozenset[str] = frozenset()
         self.minimap = Minimap()
         self.minimap.window_moved.connect(self._minimap_moved)
         self.view.sigXRangeChanged.connect(self._sync_minimap)
@@ -420,12 +426,25 @@ class TimelinePanel(QWidget):
         else:
             self.find_bar.show_count(self.match_index, matches.total, len(matches.lanes))
 
+    def set_flagged(self, span_ids: frozenset[str]) -> None:
+        """Spans an operator noted or labelled (the window's marks cache): flagged in the waterfall."""
+        self.flagged_ids = span_ids
+        self._mark_rows()
+
+    def _flag_lanes(self) -> np.ndarray | None:
+        data = self.data
+        if not self.flagged_ids or data is None:
+            return None
+        lanes = [lane for span in self.flagged_ids if (lane := data.lane_of.get(span, -1)) >= 0]
+        return np.array(sorted(lanes), dtype=np.intp) if lanes else None
+
     def _mark_rows(self) -> None:
-        """The critical path and the matches on the rows shown: a span folded away marks the row
+        """The critical path, the matches and the flags on the rows shown: a span folded away marks the row
         of the collapsed span it is in."""
         rows = self.rows
         for lanes, setter in ((self.path.lanes if self.path is not None else None, self.item.set_path),
-                              (self.matches.lanes if self.matches is not None else None, self.item.set_matches)):
+                              (self.matches.lanes if self.matches is not None else None, self.item.set_matches),
+                              (self._flag_lanes(), self.item.set_flags)):
             if lanes is None or rows is None or rows.data is not self.data:
                 setter(lanes if rows is None else None)
             else:
@@ -611,7 +630,38 @@ class TimelinePanel(QWidget):
             folded = int(rows.folded[rows.row(lane)])
         return span_tooltip(self.data, lane, self.item.now, folded)
 
+    def context_menu(self, lane: int = -1) -> QMenu | None:
+        """The run's menu: "Send a message to <agent>…", the run's agent (named by the agent span right-clicked, else
+        by the run's first agent span; a sub-agent span is another agent, whose id the layout does not carry)."""
+        run = self.run
+        if run is None:
+            return None
+        name = run.agent_id
+        data = self.data
+        if data is not None:
+            def is_agent(n: int) -> bool:
+                return str(data.kind_names[n]) == "agent"
+            chosen = lane if 0 <= lane < len(data) and is_agent(lane) else next(
+                (n for n in range(len(data)) if is_agent(n)), -1)  # the root agent span comes first
+            if chosen >= 0:
+                name = str(data.names[chosen])
+        menu = QMenu(self)
+        action = menu.addAction(f"Send a message to {shown_line(name, 60)}…")
+        refusal = messaging_refusal(self.services)
+        action.setEnabled(refusal is None)
+        action.setToolTip(refusal or "Queued for the agent's next model call; cancellable until then")
+        menu.setToolTipsVisible(True)
+        agent_id = run.agent_id
+        action.triggered.connect(lambda _=False: self.message_requested.emit(agent_id, name))
+        return menu
+
     def _clicked(self, event: Any) -> None:
+        if event.button() == Qt.MouseButton.RightButton:
+            menu = self.context_menu(self._lane_at(event.scenePos()))
+            if menu is not None:
+                menu.exec(QCursor.pos())
+                menu.deleteLater()
+            return
         if event.button() != Qt.MouseButton.LeftButton:
             return
         lane = self._lane_at(event.scenePos())

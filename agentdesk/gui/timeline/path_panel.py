@@ -10,8 +10,9 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHeaderView, QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
-from agentdesk.gui.timeline.drawing import format_duration, one_line
+from agentdesk.gui.timeline.drawing import one_line
 from agentdesk.store.analysis.layout.tools import PathLanes
+from agentdesk.store.text.durations import format_duration
 
 MAX_ROWS = 5000
 """A path longer than this lists its biggest contributors only (the waterfall still shows all of it)."""

@@ -202,6 +202,8 @@ class SpanItem(pg.GraphicsObject):
         """The find bar's matches: outlined; None when there is no search."""
         self.folded: np.ndarray | None = None
         """Per lane (row) drawn: how many spans are collapsed into it (None: nothing is)."""
+        self.flag_lanes: np.ndarray | None = None
+        """Lanes of spans an operator noted or labelled; None (most runs) costs a frame nothing."""
 
     # -- state ------------------------------------------------------------------------------
     def set_data(self, data: TimelineData | None, now: float) -> None:
@@ -258,6 +260,11 @@ class SpanItem(pg.GraphicsObject):
     def set_matches(self, lanes: np.ndarray | None) -> None:
         """Outline the find bar's matches (lanes); None clears them."""
         self.match_lanes = lanes
+        self.update()
+
+    def set_flags(self, lanes: np.ndarray | None) -> None:
+        """Flag the lanes of noted or labelled spans; None (or none) draws nothing and costs nothing."""
+        self.flag_lanes = lanes if lanes is not None and len(lanes) else None
         self.update()
 
     def select(self, lane: int) -> None:
@@ -332,6 +339,8 @@ class SpanItem(pg.GraphicsObject):
             self._highlight(p, data, self.match_lanes, view, (sx, sy, dx, dy), QColor(MATCH_COLOUR), False)
         if self.path_lanes is not None:
             self._highlight(p, data, self.path_lanes, view, (sx, sy, dx, dy), QColor(PATH_COLOUR), True)
+        if self.flag_lanes is not None:
+            self._flags(p, data, self.flag_lanes, view, (sx, sy, dx, dy))
         self._selection(p, data, lo, hi, sx, sy, dx, dy, left, right)
 
     def _base(self, p: QPainter, data: TimelineData, view: QRectF, lo: int, hi: int,
@@ -390,6 +399,23 @@ class SpanItem(pg.GraphicsObject):
         outline = rects + np.array([-1.5, -1.5, 3.0, 3.0])
         for x, y, w, h in outline.tolist():
             p.drawRect(QRectF(x, y, w, h))
+
+    def _flags(self, p: QPainter, data: TimelineData, lanes: np.ndarray, view: QRectF,
+               transform: tuple[float, float, float, float]) -> None:
+        """A flag (pole and pennant) just left of each flagged bar in view: few lanes, one rect pair each."""
+        sx, sy, dx, dy = transform
+        lanes = lanes[(lanes >= math.floor(view.top())) & (lanes < math.ceil(view.bottom()))]
+        lanes = lanes[(self._ends[lanes] >= view.left()) & (data.start[lanes] <= view.right())][:MAX_MARKED]
+        if not len(lanes):
+            return
+        height = max(abs(sy), 6.0)
+        colour = self.text_colour  # no kind's colour and no failure's: the flag reads as a person's mark
+        lefts = np.maximum(data.start[lanes] * sx + dx, view.left() * sx + dx) - 7.0
+        tops = lanes * sy + dy + min(sy, 0.0) + (abs(sy) - height) / 2
+        pennant = min(height / 2, 5.0)
+        for x, y in zip(lefts.tolist(), tops.tolist(), strict=True):
+            p.fillRect(QRectF(x, y, 1.0, height), colour)
+            p.fillRect(QRectF(x + 1.0, y, 5.0, pennant), colour)
 
     def _paint_grid(self, p: QPainter, data: TimelineData, view: QRectF, sx: float, sy: float, dx: float,
                     dy: float) -> bool:

@@ -6,15 +6,20 @@ can share the status colours without pulling in the tree.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QIcon, QPainter, QPalette, QPixmap
-from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
+from collections.abc import Callable
+
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QRect, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QHelpEvent, QIcon, QPainter, QPalette, QPixmap
+from PySide6.QtWidgets import QAbstractItemView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QToolTip
 
 from agentdesk.gui.shared.palette import STATUS_SYMBOLS, readable, status_colour
-from agentdesk.model.tree.model import PENDING, STATUS, PendingRole, StatusRole
+from agentdesk.model.plain import shown_tooltip
+from agentdesk.model.tree.model import NAME, PENDING, STATUS, EntityRole, PendingRole, StatusRole
 
 Index = QModelIndex | QPersistentModelIndex
 BADGE_COLOUR = "#f0a020"
+MARK_COLOUR = "#d4a017"
+"""The flag on a run an operator noted or labelled (the timeline flags its spans in the same gold)."""
 FALLBACK_SYMBOLS = {"waiting": "‖"}
 """For fonts without the shared symbol (⏸ is missing from many)."""
 
@@ -63,7 +68,10 @@ class StatusIcons:
 
 
 class TreeDelegate(QStyledItemDelegate):
-    """Status as symbol + word in its colour; pending approvals as an orange count badge."""
+    """Status as symbol + word in its colour; pending approvals as an orange count badge; a flag on runs
+    operators noted or labelled (`marked`: run id -> "" or a short text, set by the window)."""
+
+    marked: Callable[[str], str] | None = None
 
     def initStyleOption(self, option: QStyleOptionViewItem, index: Index) -> None:
         super().initStyleOption(option, index)
@@ -81,6 +89,32 @@ class TreeDelegate(QStyledItemDelegate):
         count = int(index.data(PendingRole) or 0) if index.column() == PENDING else 0
         if count > 0:
             self._badge(painter, option.rect, str(count))  # type: ignore[attr-defined]
+        if self.marked is not None and index.column() == NAME:
+            entity = index.data(EntityRole)
+            if entity and entity[0] == "run" and self.marked(entity[1]):
+                self._flag(painter, option.rect)  # type: ignore[attr-defined]
+
+    def helpEvent(self, event: QHelpEvent, view: QAbstractItemView, option: QStyleOptionViewItem,
+                  index: Index) -> bool:
+        """A marked run's tooltip also says what is on it ("⚑ needs-review · 2 notes")."""
+        entity = index.data(EntityRole) if self.marked is not None and index.column() == NAME else None
+        text = self.marked(entity[1]) if self.marked is not None and entity and entity[0] == "run" else ""
+        if not text or event.type() != QEvent.Type.ToolTip:
+            return super().helpEvent(event, view, option, index)
+        original = str(index.data(Qt.ItemDataRole.ToolTipRole) or "")
+        lines = [original, text] if original and not original.startswith("<qt>") else [text]
+        QToolTip.showText(event.globalPos(), shown_tooltip(*lines), view)
+        return True
+
+    @staticmethod
+    def _flag(painter: QPainter, cell: QRect) -> None:
+        """A gold flag at the right end of the name: the run holds notes or labels (the tooltip says which)."""
+        painter.save()
+        colour = QColor(MARK_COLOUR)
+        x, top, height = cell.right() - 10, cell.top() + 3, max(8, cell.height() - 6)
+        painter.fillRect(QRect(x, top, 1, height), colour)
+        painter.fillRect(QRect(x + 1, top, 6, max(4, height // 2)), colour)
+        painter.restore()
 
     @staticmethod
     def _badge(painter: QPainter, cell: QRect, text: str) -> None:

@@ -35,6 +35,7 @@ from agentdesk.gui.tree.compare_menu import run_menu
 from agentdesk.gui.tree.delegate import StatusIcons, TreeDelegate
 from agentdesk.gui.tree.filter_bar import TreeFilterBar
 from agentdesk.gui.tree.reveal import Revealer
+from agentdesk.model.messages.sending import messaging_refusal
 from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
 from agentdesk.model.tree.filter import TreeFilterProxy
@@ -59,12 +60,15 @@ class ProjectTree(QWidget):
     status_message = Signal(str)
     compare_requested = Signal(str, str)
     """(run A, run B or "" to pick B in the diff window): "Compare with…" in a run's context menu."""
+    message_requested = Signal(str, str)
+    """(agent id, agent name): "Send a message…" in an agent's or a run's context menu."""
 
     def __init__(self, services: Services, parent: QWidget | None = None, *,
                  page_size: int | None = None) -> None:
         super().__init__(parent)
         extra = {} if page_size is None else {"page_size": page_size}
         self.model = ProjectTreeModel(services, self, status_icon=StatusIcons(), **extra)
+        self._messaging_refusal = messaging_refusal(services)
         self.plain_proxy = QIdentityProxyModel(self)
         self.plain_proxy.setSourceModel(self.model)
         self.filter_proxy = TreeFilterProxy(self)
@@ -173,11 +177,27 @@ class ProjectTree(QWidget):
             self.agent_selected.emit(entity_id)
 
     def context_menu_for(self, view_index: QModelIndex) -> QMenu | None:
-        """The context menu of a row (runs only, for now): built from loaded rows, never a store read."""
+        """The context menu of an agent or a run row: built from loaded rows, never a store read."""
         index = self._source(view_index)
-        if not index.isValid() or index.data(EntityRole)[0] != "run":
+        entity = index.data(EntityRole)[0] if index.isValid() else None
+        if entity == "agent":
+            menu = QMenu(self)
+            agent = index.siblingAtColumn(NAME)
+        elif entity == "run":
+            menu = run_menu(index.siblingAtColumn(NAME), self.compare_requested.emit, self)
+            menu.addSeparator()
+            agent = index.parent().siblingAtColumn(NAME)
+        else:
             return None
-        return run_menu(index.siblingAtColumn(NAME), self.compare_requested.emit, self)
+        self._message_action(menu, str(agent.data(EntityRole)[1]), str(agent.data() or ""))
+        return menu
+
+    def _message_action(self, menu: QMenu, agent_id: str, name: str) -> None:
+        action = menu.addAction(f"Send a message to {shown_line(name or agent_id, 60)}…")
+        action.setEnabled(self._messaging_refusal is None)
+        action.setToolTip(self._messaging_refusal or "Queued for the agent's next model call; cancellable until then")
+        action.triggered.connect(lambda _=False: self.message_requested.emit(agent_id, name or agent_id))
+        menu.setToolTipsVisible(True)
 
     def _context_menu(self, position: QPoint) -> None:
         menu = self.context_menu_for(self.view.indexAt(position))

@@ -30,7 +30,7 @@ class Stoppable(Protocol):
 
 
 ENTITY_PREFIXES = {"prj": "project", "tsk": "task", "ses": "session", "agt": "agent", "run": "run",
-                   "spn": "span", "apr": "approval",
+                   "spn": "span", "apr": "approval", "ask": "ask",
                    "otp": "project", "ott": "task", "ots": "session", "ota": "agent", "otr": "run"}
 """Our id prefixes, including those of rows imported from OpenTelemetry (store/ingest/writer.py)."""
 
@@ -135,6 +135,7 @@ def _quit_after_first_paint(app: QApplication, window: QWidget) -> None:
 def _run(app: QApplication, source: Source, screenshot: str | None, view: str, select: str | None,
          theme: str, *, follow: bool = False, size: tuple[int, int] = (1920, 1080)) -> int:
     import qasync
+    from pyqtgraph.util.garbage_collector import GarbageCollector
 
     from agentdesk.gui.shared.theme import apply_theme
     from agentdesk.gui.window.main_window import MainWindow
@@ -149,6 +150,10 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
     # Everything built so far lives as long as the window: keep it out of the collector's full
     # passes, which otherwise stall the GUI thread ~100 ms at a time while a big run loads.
     gc.freeze()
+    # The cyclic collector runs in whichever thread allocates, and a store runner's thread must never free a
+    # widget (Qt objects die on the thread that owns them, or the process crashes): collect on the GUI thread,
+    # on a timer, as pyqtgraph advises.
+    collector = GarbageCollector(interval=1.0)
     try:
         if screenshot:
             window.resize(*size)
@@ -181,5 +186,7 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
             loop.run_until_complete(closing.wait())
         return 0
     finally:
+        collector.timer.stop()
+        gc.enable()
         window.close()
         services.close()

@@ -35,6 +35,8 @@ from agentdesk.gui.tree.view import ProjectTree
 from agentdesk.gui.window.dock_strip import FoldingDock
 from agentdesk.gui.window.file_menu import StoreMenu
 from agentdesk.gui.window.message_bar import MessageBar
+from agentdesk.gui.window.messaging import Messaging
+from agentdesk.gui.window.notes_wiring import NotesWiring
 from agentdesk.gui.window.notify import TrayNotifier
 from agentdesk.gui.window.receiver_toggle import ReceiverToggle
 from agentdesk.gui.window.settings import open_settings, read_str
@@ -122,6 +124,7 @@ class MainWindow(QMainWindow):
         self.receiver = ReceiverToggle(services, self.settings, self.status)
         self.status.insertPermanentWidget(0, self.receiver)
         self._wire()
+        self.notes = NotesWiring(self, self)
         self._actions()
 
     def _first_size(self) -> QSize:
@@ -160,14 +163,19 @@ class MainWindow(QMainWindow):
         self.tree.agent_selected.connect(self.context_editor.show_agent)
         self.tree.selection_changed.connect(self._remember_selection)
         self.queue.pending_count_changed.connect(self._on_pending)
+        self.queue.questions_count_changed.connect(self._on_questions)
         self.queue.pending_model.gone_changed.connect(lambda _gone: self._show_waiting_agents())
-        self.queue.pending_model.loaded.connect(lambda: self._fold_queue(self.queue.pending_model.rowCount()))
+        self.queue.pending_model.loaded.connect(lambda: self._fold_queue(self.queue.pending_model.rowCount()
+                                                                         + self.queue.questions.model.pending))
         self.queue.pending_count_changed.connect(self.notifier.pending_changed)
         self.rules.draft_settles.connect(self.queue.pending_model.set_settles)
         self.tabs.currentChanged.connect(self._on_tab)
         self.queue.show_in_timeline.connect(self.show_in_timeline)
         self.queue.show_context.connect(self.show_context)
         self.context_editor.conflict.connect(lambda text: self.status.showMessage(shown_line(text, 600), 10_000))
+        self.messaging = Messaging(self, self.services, self.status, self.report_error)
+        for view in (self.tree, self.timeline, self.context_editor):
+            view.message_requested.connect(self.messaging.open)
         # a store call that failed with nobody to answer it: kept in the message bar, not 8 s in the status bar
         self.services.runner.error.connect(lambda text: self.message_bar.show_error(f"A store call failed: {text}"))
 
@@ -211,6 +219,7 @@ class MainWindow(QMainWindow):
             menu.addAction(action)
         view.addAction(self.tree_dock.toggleViewAction())
         view.addAction(self.queue_dock.toggleViewAction())
+        view.addAction(self.notes.action)
         view.addSeparator()
         view.addAction(self.receiver.action)
         view.addAction(self.receiver.port_action)
@@ -301,9 +310,20 @@ class MainWindow(QMainWindow):
         else:
             self.queue.pending_model.set_settles(set(), "")
 
+    def _queue_title(self) -> None:
+        count, questions = self.queue.pending_model.rowCount(), self.queue.questions.model.pending
+        asked = f" · {questions} question{'s' if questions != 1 else ''}" if questions else ""
+        self.queue_dock.setWindowTitle(f"Approvals ({count} pending{asked})")
+
+    def _on_questions(self, questions: int) -> None:
+        """A question waits for a person like an approval does: named in the dock's title, and it opens the queue."""
+        self._queue_title()
+        if questions:
+            self._fold_queue(questions)
+
     def _on_pending(self, count: int) -> None:
-        self.queue_dock.setWindowTitle(f"Approvals ({count} pending)")
-        self._fold_queue(count)
+        self._queue_title()
+        self._fold_queue(count + self.queue.questions.model.pending)
         waiting = self._show_waiting_agents()
         if self.follow_first_approval and waiting:
             self.follow_first_approval = False
@@ -405,6 +425,9 @@ class MainWindow(QMainWindow):
     def select(self, entity: str, entity_id: str) -> None:
         """Select anything by id: tree rows, a span (its run, then the span) or an approval (in the queue,
         with its run and span in the timeline)."""
+        if entity == "ask":
+            self.queue.select_question(entity_id)
+            return
         if entity == "approval":
             self.queue.select_approval(entity_id)
             self.services.runner.submit(self.services.source.approval, entity_id,

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from agentdesk.gui.window.main_window import CONTEXT_TAB, RULES_TAB, TIMELINE_TAB, MainWindow
 
-VIEWS = ("window", "tree", "timeline", "context", "approvals", "rules")
+VIEWS = ("window", "tree", "timeline", "context", "approvals", "rules", "notes")
 
 
 def settle(window: MainWindow, *, min_s: float = 1.5, quiet_s: float = 0.6, max_s: float = 20.0) -> None:
@@ -46,9 +46,13 @@ def capture(window: MainWindow, view: str, path: str) -> None:
         window.tabs.setCurrentIndex(TIMELINE_TAB)
     elif view == "rules":
         window.tabs.setCurrentIndex(RULES_TAB)
+    elif view == "notes":  # the window with the Shift notes dock open
+        window.tabs.setCurrentIndex(TIMELINE_TAB)
+        window.notes.show_shift()
     settle(window, min_s=0.3, quiet_s=0.3)
     target: QWidget = {"window": window, "tree": window.tree, "timeline": window.timeline,
-                       "context": window.context_editor, "approvals": window.queue, "rules": window.rules}[view]
+                       "context": window.context_editor, "approvals": window.queue, "rules": window.rules,
+                       "notes": window}[view]
     if not Path(path).parent.is_dir():  # never created here: a mistyped folder must not appear
         raise ScreenshotError(f"Could not write the screenshot to {path}: there is no folder {Path(path).parent}.")
     try:

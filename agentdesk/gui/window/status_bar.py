@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
 from agentdesk.gui.shared.elided import ElidedLabel
+from agentdesk.gui.window.encryption import add_encryption_label
 from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.model.services import Services
 
@@ -45,6 +46,7 @@ class StoreStatusBar(QStatusBar):
         for widget in (self.busy_label, self.pending_label, self.last_change_label, self.live_label,
                        self.store_label):
             self.addPermanentWidget(widget)
+        self.encryption_label = add_encryption_label(self, services)  # PostgreSQL: TLS or not
         source = services.source.descriptor
         mode = "read-only" if source.read_only else "read-write"
         self.store_label.setText(shown_line(f"{source.kind} store · {source.location} · {mode}"))

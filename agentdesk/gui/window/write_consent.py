@@ -32,7 +32,7 @@ def ask_for_writes(descriptor: SourceDescriptor) -> bool:
     box.setTextFormat(Qt.TextFormat.PlainText)
     box.setWindowTitle("Allow writes?")
     box.setText(f"This is a {shown_line(descriptor.kind)} database:\n{shown_line(descriptor.location)}\n\n"
-                "Allow agentdesk to write to it (approve, deny and edit where its schema allows)?")
+                "Allow agentdesk to write to it (approve, deny, answer questions and edit where its schema allows)?")
     box.setInformativeText(shown_block(descriptor.notes) or "Writes follow the runtime's own conventions, one guarded "
                            "transaction each.")
     allow = box.addButton("Allow writes", QMessageBox.ButtonRole.AcceptRole)

@@ -66,6 +66,11 @@ class PresenceModel(QObject):
         return self._presence is not None
 
     @property
+    def ready(self) -> bool:
+        """The store has answered whether it has presence (until then `active` says nothing)."""
+        return self._ready
+
+    @property
     def shown(self) -> tuple[str, list[str]]:
         return self._shown
 

@@ -119,6 +119,8 @@ class RowDisplay:
                     else "A locked item cannot be edited, hidden or compacted (L)")
             return tooltip(self._refusal(row, column) or hint)
         notes = []
+        if isinstance(row, ItemRow) and row.author:
+            notes.append(f"A message from the operator {row.author}, delivered at the agent's model call.")
         if isinstance(row, ItemRow) and row.covered:
             notes.append("Replaced by the compaction summary above; the model does not see it.")
         if row.added_after and as_of is not None:
@@ -134,7 +136,7 @@ def _item_text(row: ItemRow, column: int) -> str | None:
         label = f"{label} of {row.replaces}" if row.replaces else label
         return f"{label} · later" if row.added_after else label
     if column == ROLE:
-        return item.role or ""
+        return f"{item.role or 'user'} · {row.author}" if row.author else item.role or ""
     if column == PREVIEW:
         return f"replaced: {row.preview}" if row.covered else row.preview
     if column == TOKENS:

@@ -27,6 +27,7 @@ from agentdesk.model.runner import OnDone, OnError
 from agentdesk.model.services import Services
 from agentdesk.store import readmodel as rm
 from agentdesk.store.ingest.writer import IMPORTED_AGENT_PREFIX
+from agentdesk.store.messages.desk import message_desk
 from agentdesk.store.persistence.bus import RESET, Change
 from agentdesk.store.source import Capability, ContextWriter, Source, require_context_writer
 
@@ -46,6 +47,8 @@ class Loaded(NamedTuple):
     context: rm.AgentContext
     agent: rm.Agent | None
     """None when the source could not name the agent: views then show its id."""
+    authors: dict[str, str] = {}
+    """item id -> the operator who wrote it, for items that are delivered operators' messages."""
 
 
 def load(source: Source, agent_id: str) -> Loaded:
@@ -57,7 +60,10 @@ def load(source: Source, agent_id: str) -> Loaded:
     except Exception:  # the name is only a label: a source that cannot give it must not hide the context
         log.debug("no agent row for %s", agent_id, exc_info=True)
         agent = None
-    return Loaded(context, agent if agent is not None and agent.id == agent_id else None)
+    desk = message_desk(source)
+    users = [i.id for i in context.items if i.role == "user"]
+    authors = desk.authors(users) if desk is not None and users else {}
+    return Loaded(context, agent if agent is not None and agent.id == agent_id else None, authors)
 
 
 def run_command(source: Source, capability: Capability, command: Callable[[ContextWriter], Any]) -> Any:
@@ -151,7 +157,7 @@ class ContextModel(ContextRows):
         if ctx.agent_id != self._agent_id:
             return
         self._snapshot, self._agent = ctx, loaded.agent
-        self._apply_tree(build_tree(ctx, self._as_of))
+        self._apply_tree(build_tree(ctx, self._as_of, loaded.authors))
         self.reloaded.emit()
 
     def _on_changes(self, changes: Sequence[Change]) -> None:

@@ -16,6 +16,7 @@ dataclasses plus previews computed once, never in `data()`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -25,7 +26,7 @@ from agentdesk.store import readmodel as rm
 from agentdesk.store.text.shown import shown
 
 KIND_LABELS = {"message": "message", "tool_calls": "tool call", "result": "result", "compaction": "summary"}
-GROUP_LABELS = {"turn": "Turn", "tool": "Tool turn"}
+GROUP_LABELS = {"turn": "Turn", "tool": "Tool turn", "message": "Operator message"}
 PREVIEW_CHARS = 160
 
 
@@ -53,6 +54,8 @@ class ItemRow:
     added_after: bool
     replaces: int = 0
     """For a summary item: how many items it replaced."""
+    author: str | None = None
+    """The operator who wrote it, for a delivered operator's message (store/messages); None: the agent's own."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -104,7 +107,7 @@ class Node:
             child.row = n
 
 
-def build_tree(ctx: rm.AgentContext, as_of: datetime | None) -> Node:
+def build_tree(ctx: rm.AgentContext, as_of: datetime | None, authors: Mapping[str, str] | None = None) -> Node:
     """Groups in order of their first uncovered item; covered items under the summary that replaced them."""
     root = Node(("root", ""), None)
     live = {c.id: c.summary_item_id for c in ctx.compactions if c.undone_at is None}
@@ -126,7 +129,7 @@ def build_tree(ctx: rm.AgentContext, as_of: datetime | None) -> Node:
         node = nodes[item.id]
         covered = node.parent is not None and node.parent.key[0] == "item"
         node.value = ItemRow(item, preview(item.content), covered, _after(item.created_at, as_of),
-                             len(node.children))
+                             len(node.children), _author((authors or {}).get(item.id)))
     by_id = {g.id: g for g in ctx.groups}
     for gid, node in groups.items():
         node.value = _group_row(by_id[gid], [items[c.key[1]] for c in node.children], gid in covered_in_group,
@@ -146,3 +149,8 @@ def _group_row(group: rm.ContextGroup, items: list[rm.ContextItem], has_covered:
     tokens = sum(i.token_estimate for i in items)
     later = bool(items) and all(_after(i.created_at, as_of) for i in items)
     return GroupRow(group, len(items), tokens, state, has_covered, any(i.locked for i in items), later)
+
+
+def _author(name: str | None) -> str | None:
+    """An operator's name as shown: hidden characters marked, one line."""
+    return None if name is None else " ".join(shown(name, lines=True).split())

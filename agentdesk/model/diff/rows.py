@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from agentdesk.model.plain import shown_line
 from agentdesk.store.analysis.align import Change, RunSpans
 from agentdesk.store.analysis.run_diff import RunDiff
+from agentdesk.store.text.durations import format_duration
 
 LABEL_CHARS = 120
 
@@ -29,6 +30,8 @@ class DiffRow:
     """Durations A → B (or the one side's), for the tooltip and the right-hand column."""
     a_span: str | None
     b_span: str | None
+    marks: str = ""
+    """Operators' labels and notes on the span, per side ("A: needs-review · B: 1 note"); "" when none."""
 
 
 @dataclass(frozen=True)
@@ -37,12 +40,6 @@ class DiffRows:
     rows: tuple[DiffRow, ...]
     span: float
     """Seconds the axis covers (the longer run)."""
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "running"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def _times(spans: RunSpans, i: int, latest: float) -> tuple[float, float]:
@@ -67,11 +64,13 @@ def build_rows(diff: RunDiff) -> DiffRows:
         da = a.duration(pair.a) if pair.a is not None else None
         db = b.duration(pair.b) if pair.b is not None else None
         if pair.a is not None and pair.b is not None:
-            detail = f"{_seconds(da)} → {_seconds(db)}"
+            detail = f"{format_duration(da)} → {format_duration(db)}"
         else:
-            detail = _seconds(db if pair.b is not None else da)
+            detail = format_duration(db if pair.b is not None else da)
+        a_id = a.ids[pair.a] if pair.a is not None else None
+        b_id = b.ids[pair.b] if pair.b is not None else None
+        marks = shown_line(diff.marks_line(a_id, b_id), LABEL_CHARS) if diff.marks_a or diff.marks_b else ""
         rows.append(DiffRow(pair.change, pair.depth, start, max(end, start), shown_line(name, LABEL_CHARS),
-                            kind, detail, a.ids[pair.a] if pair.a is not None else None,
-                            b.ids[pair.b] if pair.b is not None else None))
+                            kind, detail, a_id, b_id, marks))
     span = max((r.end for r in rows), default=0.0)
     return DiffRows(diff, tuple(rows), max(span, 1e-6))

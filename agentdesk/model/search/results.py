@@ -17,7 +17,8 @@ from agentdesk.store.search.store_search import HitKind, StoreSearchResult, sear
 
 HIT_ROLE = Qt.ItemDataRole.UserRole + 1
 """(run_id, span_id or "") on every row: a run row opens the run, a hit row the run at its span."""
-KIND_LABELS = {HitKind.SPAN: "span", HitKind.APPROVAL: "approval", HitKind.CONTEXT: "context item"}
+KIND_LABELS = {HitKind.SPAN: "span", HitKind.APPROVAL: "approval", HitKind.CONTEXT: "context item",
+               HitKind.RUN: "run"}
 
 
 def _plural(count: int, word: str) -> str:

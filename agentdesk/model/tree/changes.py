@@ -40,7 +40,7 @@ class TreeChanges:
         self._model.report_failure(f"Could not refresh the tree: {exc}")
 
     def _plan(self, change: Change, wanted: dict[Key, str]) -> None:
-        if change.entity == EntityKind.APPROVAL:
+        if change.entity in (EntityKind.APPROVAL, EntityKind.ASK):  # both count as pending for a person
             for level in LEVELS:
                 if change.parents.get(level):
                     self._want(level, change.parents[level], change, wanted, subject=False)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from agentdesk.store import readmodel as rm
+from agentdesk.store.messages.reads import delivered_authors
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.queries import NativeQueries
@@ -37,6 +38,8 @@ class ContextEntry:
     """The operator pinned this item: keep it whatever the agent's own trimming would do."""
     edited: bool
     tokens: int
+    author: str | None = None
+    """The operator who wrote it, for a delivered operator's message (store/messages); None: the agent's own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +67,8 @@ class ModelContext:
 def context_view(store: Store, agent_id: str) -> ModelContext:
     snapshot = NativeQueries(store).context(agent_id)
     written = first_contents(store, [i.id for i in snapshot.items if i.effective_visible and i.revision > 1])
-    return from_snapshot(snapshot, written)
+    authors = delivered_authors(store, [i.id for i in snapshot.items if i.effective_visible and i.role == "user"])
+    return from_snapshot(snapshot, written, authors)
 
 
 def first_contents(store: Store, item_ids: Sequence[str]) -> dict[str, str]:
@@ -79,11 +83,13 @@ def first_contents(store: Store, item_ids: Sequence[str]) -> dict[str, str]:
     return found
 
 
-def from_snapshot(snapshot: rm.AgentContext, written: Mapping[str, str]) -> ModelContext:
+def from_snapshot(snapshot: rm.AgentContext, written: Mapping[str, str],
+                  authors: Mapping[str, str] | None = None) -> ModelContext:
     """Pure, so the rules are testable without a store: hidden and covered items are left out."""
     shown = [i for i in snapshot.items if i.effective_visible]
+    by = authors or {}
     entries = tuple(ContextEntry(i.id, i.kind, i.role, i.content, i.locked,
-                              i.id in written and written[i.id] != i.content, i.token_estimate)
+                                 i.id in written and written[i.id] != i.content, i.token_estimate, by.get(i.id))
                     for i in shown)
     return ModelContext(snapshot.agent_id, snapshot.context_revision, snapshot.budget, entries,
                        len(snapshot.items) - len(shown))

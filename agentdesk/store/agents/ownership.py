@@ -22,7 +22,7 @@ from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 
 CACHE_SIZE = 200_000
-CREATED = {"agent": "agent.create", "session": "session.create", "approval": "approval.request"}
+CREATED = {"agent": "agent.create", "session": "session.create", "approval": "approval.request", "ask": "ask.create"}
 TRACE_RUN_PREFIX = "otr_"
 
 

@@ -23,7 +23,10 @@ from agentdesk.store.agents.registry import register
 from agentdesk.store.agents.tokens import AgentIdentity
 from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.approvals.heartbeat import beat
+from agentdesk.store.asks import commands as ask_commands
+from agentdesk.store.asks import waiting as ask_waiting
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound, ServerUnreachable
+from agentdesk.store.messages import commands as message_commands
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.outage import COMMIT_CHECK_S, RideOut
@@ -68,7 +71,7 @@ class AgentService:
 
     def _exists(self, entity: str, entity_id: str) -> None:
         table = {"agent": sc.AgentRow, "session": sc.SessionRow, "approval": sc.ApprovalRow, "run": sc.RunRow,
-                 "span": sc.SpanRow}[entity]
+                 "span": sc.SpanRow, "ask": sc.AskRow}[entity]
         with self.store.reading() as s:
             if s.get(table, entity_id) is None:
                 raise NotFound(f"There is no {entity} with id {entity_id}.")
@@ -212,6 +215,11 @@ class AgentService:
         self._own("agent", agent_id)
         return asdict(context_view(self.store, agent_id))
 
+    def take_messages(self, agent_id: str) -> dict[str, Any]:
+        """The agent's pending operator messages, delivered into its context now (its own agents only)."""
+        self._own("agent", agent_id)
+        return {"messages": [asdict(d) for d in message_commands.take(self.store, agent_id, self.identity.name)]}
+
     # -- approvals -------------------------------------------------------------------------
     def request_approval(self, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         self._run(run_id, joinable=True)
@@ -252,6 +260,39 @@ class AgentService:
     def heartbeat(self, approval_id: str) -> dict[str, Any]:
         self._own("approval", approval_id)
         return {"pending": beat(self.store, approval_id)}
+
+
+    # -- questions -------------------------------------------------------------------------
+    def ask(self, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The agent's question in its own run, pending (an agent never answers: there is no route for it)."""
+        self._run(run_id, joinable=True)
+        expires_in = body.get("expires_in")
+        if expires_in is not None and (isinstance(expires_in, bool) or not isinstance(expires_in, int | float)
+                                       or not 0 < expires_in <= MAX_EXPIRES_IN_S):
+            raise InvalidInput(f"expires_in must be seconds above 0 and at most {MAX_EXPIRES_IN_S:g}, or null.")
+        span_id = body.get("span_id")
+        if span_id is not None and self._span_run(span_id).id != run_id:
+            raise InvalidInput(f"The span {span_id} belongs to another run.")
+        options = body.get("options")
+        if options is not None and not isinstance(options, list):
+            raise InvalidInput("options must be a list of strings, or null.")
+        ask_id = ask_commands.create(self.store, run_id, body["question"], options, expires_in=expires_in,
+                                     span_id=span_id, actor=self.identity.name)
+        self._note("ask", ask_id)
+        return {"ask_id": ask_id}
+
+    def own_ask(self, ask_id: str) -> None:
+        self._own("ask", ask_id)
+
+    def ask_state(self, ask_id: str) -> dict[str, Any]:
+        self._own("ask", ask_id)
+        return ask_waiting.state(self.store, ask_id, self.identity.name).json()
+
+    def cancel_ask(self, ask_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Take the question back; the answer that came first instead, if one did."""
+        self._own("ask", ask_id)
+        reason = body.get("reason")
+        return ask_waiting.cancel(self.store, ask_id, self.identity.name, reason or "the agent took it back").json()
 
 
 def _one_of(label: str, value: Any, allowed: set[str]) -> str:

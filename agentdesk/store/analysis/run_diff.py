@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.analysis.align import Alignment, Change, RunSpans, align
+from agentdesk.store.notes.marks import Marks
+from agentdesk.store.notes.reads import marks_in_run, readable
+from agentdesk.store.persistence.database import own_store
 from agentdesk.store.source import Source
 
 MAX_ARGUMENT_READS = 20_000
@@ -53,6 +56,29 @@ class RunDiff:
     totals_b: Totals
     contexts: tuple[ContextDelta, ...]
     notes: tuple[str, ...] = ()
+    marks_a: dict[str, Marks] = field(default_factory=dict)
+    """Operators' notes and labels on run A's spans, by span id (empty for a source without notes)."""
+    marks_b: dict[str, Marks] = field(default_factory=dict)
+
+    def marks_line(self, a_span: str | None, b_span: str | None) -> str:
+        """ "A: needs-review, 1 note · B: regression": what operators left on each side of a row, or "". """
+        sides = [(side, marks.get(span or "")) for side, marks, span in (("A", self.marks_a, a_span),
+                                                                         ("B", self.marks_b, b_span))]
+        return " · ".join(f"{side}: {describe(m)}" for side, m in sides if m is not None and not m.empty)
+
+
+def describe(marks: Marks) -> str:
+    """Labels, then how many notes: "needs-review, regression, 2 notes"."""
+    parts = list(marks.label_names)
+    if marks.notes:
+        parts.append(f"{len(marks.notes)} note{'s' if len(marks.notes) != 1 else ''}")
+    return ", ".join(parts)
+
+
+def span_marks(source: Source, run_id: str) -> dict[str, Marks]:
+    """The notes and labels on a run's spans, when the source keeps them (agentdesk's own store)."""
+    store = own_store(source)
+    return {} if store is None or not readable(store) else marks_in_run(store, run_id, "span")
 
 
 def load_spans(source: Source, run_id: str, argument_budget: int = MAX_ARGUMENT_READS) -> tuple[RunSpans, bool]:
@@ -128,7 +154,7 @@ def diff_runs(source: Source, run_a: str, run_b: str, other: Source | None = Non
     alignment = align(spans_a, spans_b)
     deltas = context_deltas(source, source_b, alignment, spans_a, spans_b) if contexts else []
     return RunDiff(a_run, b_run, spans_a, spans_b, alignment, totals(a_run, spans_a), totals(b_run, spans_b),
-                   tuple(deltas), tuple(notes))
+                   tuple(deltas), tuple(notes), span_marks(source, run_a), span_marks(source_b, run_b))
 
 
 def summary_line(diff: RunDiff) -> str:

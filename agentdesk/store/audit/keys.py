@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import hmac
 import importlib
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
+from sqlalchemy.engine import make_url
 
 from agentdesk.store.persistence.sqlite import make_private_dirs
 
@@ -479,6 +481,9 @@ class Anchor:
     """Lines whose MAC does not verify under the key (0 when the key is not at hand)."""
     older_lines: int = 0
     """Lines used for this location in the older format, whose MAC does not cover their location."""
+    lines: tuple[tuple[int, str], ...] = ()
+    """Every accepted (seq, hash) in file order: after a restore, the lines before the restored history's
+    first line are the history the restore ended (audit/restore.py)."""
 
     @property
     def max_seq(self) -> int:
@@ -495,6 +500,7 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
     with the original, but each copy's history goes on separately.
     """
     heads: dict[int, str] = {}
+    accepted: list[tuple[int, str]] = []
     pending: list[AnchorEntry] = []  # with check_lines (PostgreSQL: the server checks MACs), checked at once
     bad = forged = older = 0
     try:
@@ -516,7 +522,8 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
             if key is not None and not key.line_ok(entry):
                 forged += 1
                 continue
-            elsewhere = location is not None and entry.location not in (None, location)
+            elsewhere = location is not None and entry.location is not None and not same_database(entry.location,
+                                                                                                   location)
             if check_lines is not None and (not elsewhere or entry.version >= 2):
                 pending.append(entry)  # a format-2 line of another location too: its MAC covers the location
                 continue
@@ -524,16 +531,35 @@ def read_anchor(path: Path, key: AuditKey | None = None, location: str | None = 
                 continue
             older += location is not None and entry.version < 2 and entry.mac is not None
             heads.setdefault(entry.seq, entry.hash)  # the first head seen for a seq is the one history had
+            accepted.append((entry.seq, entry.hash))
     if pending and check_lines is not None:
         for entry, ok in zip(pending, check_lines(pending), strict=True):
             if not ok:
                 forged += 1
                 continue
-            if location is not None and entry.location not in (None, location):
+            if location is not None and entry.location is not None and not same_database(entry.location, location):
                 continue
             older += location is not None and entry.version < 2 and entry.mac is not None
             heads.setdefault(entry.seq, entry.hash)
-    return Anchor(heads, str(path), bad, forged, older)
+            accepted.append((entry.seq, entry.hash))
+    return Anchor(heads, str(path), bad, forged, older, tuple(accepted))
+
+
+@functools.lru_cache(maxsize=256)
+def database_of(location: str | None) -> str:
+    """A location without its login. On PostgreSQL each login's lines name its own URL (`alice@host/db`), and
+    all of them anchor the one database: `verify` as a viewer checks the lines an agent's or an operator's
+    login wrote on this machine too, and `admin rebase-anchors` moves them all."""
+    if not location or "://" not in location:
+        return location or ""
+    try:
+        return make_url(location)._replace(username=None, password=None).render_as_string(hide_password=True)
+    except Exception:  # a location is a hint; an unparseable one is only equal to itself
+        return location
+
+
+def same_database(a: str, b: str) -> bool:
+    return a == b or database_of(a) == database_of(b)
 
 
 def _bounded_lines(handle: Any) -> Iterator[bytes]:

@@ -21,7 +21,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 from sqlalchemy.types import BigInteger, Text
 
-from agentdesk.store.audit import keys
+from agentdesk.store.audit import keys, restore
 from agentdesk.store.audit.chain import GENESIS, location_of, record_hash, registered_keys, server_signs, store_id_of
 from agentdesk.store.persistence.schema import AuditRow
 
@@ -68,6 +68,10 @@ class ChainReport:
     last_seq: int | None = None
     older_anchor_lines: int = 0
     """Anchor lines used in the older format, whose MAC does not cover their location."""
+    restored: tuple[str, ...] = ()
+    """One sentence per restore whose ended history this machine's anchor still holds (audit/restore.py)."""
+    gone: tuple[restore.Gone, ...] = ()
+    """Those restores' ended anchor lines, for `admin rebase-anchors`."""
 
     @property
     def ok(self) -> bool:
@@ -458,9 +462,22 @@ def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | Non
     """
     server = ServerKey.of(session)
     store_id, key, anchor, notes = _anchor_first(session, anchor_file, use_anchor, server)
-    walk = _Walk(key, anchor, server, notes=notes)
-    if key is not None and server is None:
-        walk.registered = registered_keys(session)
+    registered = registered_keys(session) if key is not None and server is None else {}
+    report = _walk_log(session, _Walk(key, anchor, server, notes=list(notes), registered=registered), server, batch)
+    if report.verdict == Verdict.TAMPERED and report.failure in RESTORE_LOOKS_LIKE and anchor is not None:
+        report = _after_restore(session, report, key, anchor, server, notes, registered, batch)
+    if report.verdict == Verdict.TAMPERED or report.failure == Failure.UNKNOWN_KEY:
+        return report
+    if key is None and server is None and report.records:
+        return _no_key(report, session, store_id)
+    return replace(report, failure=None, reason=None)
+
+
+RESTORE_LOOKS_LIKE = (Failure.RECORDS_MISSING_AFTER, Failure.REWRITTEN, Failure.TABLE_REPLACED, Failure.RECORD_MISSING)
+"""How a legitimate restore reads against an anchor that saw the later history (audit/restore.py)."""
+
+
+def _walk_log(session: Session, walk: _Walk, server: ServerKey | None, batch: int) -> ChainReport:
     columns = _columns(session)
     if server is not None:  # PostgreSQL's db_login (0005): the server's record MACs cover it (0008)
         columns.append(literal_column("db_login"))
@@ -479,12 +496,28 @@ def verify_chain(session: Session, batch: int = 5000, *, anchor_file: Path | Non
             if failed is not None:
                 return failed
             last_seq = int(row.seq)
-    report = walk.finish()
-    if report.verdict == Verdict.TAMPERED or report.failure == Failure.UNKNOWN_KEY:
+    return walk.finish()
+
+
+def _after_restore(session: Session, failed: ChainReport, key: keys.AuditKey | None, anchor: keys.Anchor,
+                   server: ServerKey | None, notes: list[str], registered: dict[str, int],
+                   batch: int) -> ChainReport:
+    """The walk again without the anchor lines a restore recorded in the chain ended; `failed` if none did.
+
+    The second walk checks every record, the restore's own record included, against the rest of the
+    anchor: a truncation after the restore, or one without a restore record, still fails.
+    """
+    found = restore.restores(session)
+    if not found:
+        return failed
+    rebased, gone = restore.split(anchor, found, restore.hashes_from(session, found[0].head + 1))
+    if not gone:
+        return failed
+    report = _walk_log(session, _Walk(key, rebased, server, notes=list(notes), registered=registered), server,
+                       batch)
+    if report.verdict == Verdict.TAMPERED:
         return report
-    if key is None and server is None and report.records:
-        return _no_key(report, session, store_id)
-    return replace(report, failure=None, reason=None)
+    return replace(report, restored=tuple(g.sentence() for g in gone), gone=tuple(gone))
 
 
 def _no_key(report: ChainReport, session: Session, store_id: str | None) -> ChainReport:

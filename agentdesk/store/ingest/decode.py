@@ -3,11 +3,14 @@
 JSON is walked as plain dicts (faster and more tolerant than `json_format`, which
 wants base64 ids); protobuf uses the generated messages. Both accept camelCase
 and snake_case field names, and the pre-1.0 `instrumentationLibrarySpans`.
-A field of the wrong type raises `BadRecord` naming the record and the span.
+A field of the wrong type raises `BadRecord` naming the record and the span; given a
+`Skipped` tally instead, a span that cannot be mapped (no trace id, an end before its
+start, …) is counted by reason and left out, and the rest of the record is read.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,6 +21,21 @@ RESOURCE_SPANS_KEYS = ("resourceSpans", "resource_spans")
 SCOPE_SPANS_KEYS = ("scopeSpans", "scope_spans", "instrumentationLibrarySpans", "instrumentation_library_spans")
 """`instrumentationLibrary*`: OTLP before 1.0 (still written by old SDKs and Collectors)."""
 SCOPE_KEYS = ("scope", "instrumentationLibrary", "instrumentation_library")
+
+
+ENDS_BEFORE_START = "with an end before its start"
+
+
+class Skipped(Counter[str]):
+    """Spans left out because they cannot be mapped, by reason ("without a traceId": 3)."""
+
+    def describe(self) -> str:
+        """ "3 spans skipped: 2 without a traceId, 1 with an end before its start" ("" when none)."""
+        total = sum(self.values())
+        if not total:
+            return ""
+        parts = ", ".join(f"{count:,} {reason}" for reason, count in self.most_common())
+        return f"{total:,} span{'' if total == 1 else 's'} skipped: {parts}"
 
 
 def not_otlp(doc: dict[str, Any], expected: str = "resourceSpans or resourceLogs") -> str:
@@ -57,7 +75,7 @@ def _dict(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
-def spans_from_json(doc: Any, where: str) -> list[OtelSpan]:
+def spans_from_json(doc: Any, where: str, skipped: Skipped | None = None) -> list[OtelSpan]:
     """Every span of one TracesData / ExportTraceServiceRequest JSON document."""
     if not isinstance(doc, dict):
         raise BadRecord(where, "an OTLP trace record must be a JSON object with resourceSpans")
@@ -67,11 +85,11 @@ def spans_from_json(doc: Any, where: str) -> list[OtelSpan]:
     except v.FieldError as exc:
         raise BadRecord(where, str(exc)) from None
     for r, rs in enumerate(resource_spans):
-        out.extend(resource_spans_from_json(rs, f"{where}, resourceSpans[{r}]"))
+        out.extend(resource_spans_from_json(rs, f"{where}, resourceSpans[{r}]", skipped))
     return out
 
 
-def resource_spans_from_json(rs: Any, where: str) -> list[OtelSpan]:
+def resource_spans_from_json(rs: Any, where: str, skipped: Skipped | None = None) -> list[OtelSpan]:
     out: list[OtelSpan] = []
     try:
         rs = _dict(rs, "a resourceSpans entry")
@@ -93,7 +111,10 @@ def resource_spans_from_json(rs: Any, where: str) -> list[OtelSpan]:
             try:
                 span = span_from_json(raw)
             except v.FieldError as exc:
-                raise BadRecord(f"{here}, spans[{n}]", str(exc)) from None
+                if skipped is None:
+                    raise BadRecord(f"{here}, spans[{n}]", str(exc)) from None
+                skipped[exc.reason] += 1
+                continue
             span.resource, span.scope_name, span.scope_version = resource, scope_name, scope_version
             out.append(span)
     return out
@@ -107,7 +128,7 @@ def span_from_json(raw: Any) -> OtelSpan:
     start = v.time_ns(_get(d, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano")
     end = v.time_ns(_get(d, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano", optional=True)
     if end and end < start:
-        raise v.FieldError(f"span {span_id} ends ({end}) before it starts ({start})")
+        raise v.FieldError(f"span {span_id} ends ({end}) before it starts ({start})", ENDS_BEFORE_START)
     status = _dict(d.get("status"), "status")
     events = []
     for e in _list(d.get("events"), "events"):
@@ -131,7 +152,7 @@ def span_from_json(raw: Any) -> OtelSpan:
         status_message=v.text(status.get("message"), "status message"))
 
 
-def spans_from_proto(resource_spans: Iterable[Any], where: str) -> list[OtelSpan]:
+def spans_from_proto(resource_spans: Iterable[Any], where: str, skipped: Skipped | None = None) -> list[OtelSpan]:
     """Every span of opentelemetry-proto `ResourceSpans` messages."""
     out: list[OtelSpan] = []
     for r, rs in enumerate(resource_spans):
@@ -141,8 +162,10 @@ def spans_from_proto(resource_spans: Iterable[Any], where: str) -> list[OtelSpan
                 try:
                     out.append(_span_from_proto(p, resource, ss.scope.name, ss.scope.version))
                 except v.FieldError as exc:
-                    raise BadRecord(f"{where}, resourceSpans[{r}], scopeSpans[{s}], spans[{n}]",
-                                    str(exc)) from None
+                    if skipped is None:
+                        raise BadRecord(f"{where}, resourceSpans[{r}], scopeSpans[{s}], spans[{n}]",
+                                        str(exc)) from None
+                    skipped[exc.reason] += 1
     return out
 
 
@@ -153,7 +176,7 @@ def _span_from_proto(p: Any, resource: dict[str, Any], scope_name: str, scope_ve
     start = v.time_ns(p.start_time_unix_nano, "startTimeUnixNano")
     end = v.time_ns(p.end_time_unix_nano, "endTimeUnixNano", optional=True)
     if end and end < start:
-        raise v.FieldError(f"span {span_id} ends ({end}) before it starts ({start})")
+        raise v.FieldError(f"span {span_id} ends ({end}) before it starts ({start})", ENDS_BEFORE_START)
     return OtelSpan(
         trace_id=trace_id, span_id=span_id,
         parent_id=v.hex_id(p.parent_span_id, 8, "parentSpanId", optional=True),

@@ -24,8 +24,12 @@ from sqlalchemy.orm import Session
 
 from agentdesk.store.errors import InvalidInput, NotFound
 from agentdesk.store.ingest import values as v
+from agentdesk.store.ingest.marks_otel import decorate, strip_stored
+from agentdesk.store.ingest.prices import ESTIMATED_KEY
 from agentdesk.store.ingest.spans import split_span_row_id
 from agentdesk.store.ingest.writer import EXTRA_KEYS, original_name
+from agentdesk.store.notes.marks import Marks
+from agentdesk.store.notes.reads import marks_by_target, readable
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.text.jsonsafe import bounded, loads
@@ -147,7 +151,9 @@ def _run_chunks(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
         run = s.get(sc.RunRow, run_id)
         assert run is not None
         imported = run_id.startswith("otr_")
-        facts = _NativeFacts(s, run) if not imported else None
+        marks = marks_by_target(s, run_id) if readable(store) else {}
+        facts = _NativeFacts(s, run, marks) if not imported else None
+        placed = _ImportedMarks(s, run_id, marks) if imported else None
         orphans = {span_id: parent for span_id, parent in s.execute(
             select(sc.OtelOrphanRow.span_id, sc.OtelOrphanRow.parent_id).where(sc.OtelOrphanRow.run_id == run_id))}
         resources: dict[str, dict[str, Any]] = {}
@@ -160,11 +166,13 @@ def _run_chunks(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
                 groups[("", SCOPE["name"], SCOPE["version"])] = [facts.synthetic_root]
         for count, row in enumerate(rows, 1):
             attrs = _stored_json(row.attributes)
-            if facts is None:
-                span, key = _imported_span(row, attrs, orphans), (
+            if placed is not None:
+                span, key = _imported_span(row, strip_stored(attrs), orphans), (
                     str(attrs.get("otel.resource", "")), str(attrs.get("otel.scope", "")),
                     str(attrs.get("otel.scope_version", "")))
+                placed.decorate(span, row)
             else:
+                assert facts is not None
                 span, key = facts.span(row, attrs), ("", SCOPE["name"], SCOPE["version"])
             groups.setdefault(key, []).append(span)
             if count % CHUNK == 0:
@@ -233,11 +241,36 @@ def _imported_span(row: sc.SpanRow, attrs: dict[str, Any], orphans: dict[str, st
     return span
 
 
+class _ImportedMarks:
+    """Where an imported run's notes and labels go: a span's on it, an approval's on the span that carries it,
+    the run's on its first root span."""
+
+    def __init__(self, s: Session, run_id: str, marks: dict[tuple[str, str], Marks]) -> None:
+        self.run_id, self.marks = run_id, marks
+        self.approvals: dict[str, list[str]] = {}
+        if any(kind == "approval" for kind, _ in marks):
+            for a, span in s.execute(select(sc.ApprovalRow.id, sc.ApprovalRow.span_id)
+                                     .where(sc.ApprovalRow.run_id == run_id)).all():
+                if span:
+                    self.approvals.setdefault(span, []).append(a)
+        self.run_placed = False
+
+    def decorate(self, span: dict[str, Any], row: sc.SpanRow) -> None:
+        if not self.marks:
+            return
+        targets = [("span", row.id), *(("approval", a) for a in self.approvals.get(row.id, ()))]
+        if not self.run_placed and "parentSpanId" not in span:
+            targets.append(("run", self.run_id))
+            self.run_placed = True
+        decorate(span, [(kind, self.marks[(kind, i)]) for kind, i in targets if (kind, i) in self.marks])
+
+
 class _NativeFacts:
     """What a native run's spans need from around them: agent, session, context, approvals."""
 
-    def __init__(self, s: Session, run: sc.RunRow) -> None:
+    def __init__(self, s: Session, run: sc.RunRow, marks: dict[tuple[str, str], Marks] | None = None) -> None:
         self.s, self.run = s, run
+        self.marks = marks or {}
         self.trace = trace_hex(run.id)
         agent = s.get(sc.AgentRow, run.agent_id)
         project = s.get(sc.ProjectRow, run.project_id)
@@ -273,6 +306,7 @@ class _NativeFacts:
             "attributes": v.to_attributes(self.root_attributes())}
         if status:
             span["status"] = status
+        self._decorate(span, [("run", self.run.id)])
         self.synthetic_root = span
 
     def root_attributes(self) -> dict[str, Any]:
@@ -307,7 +341,7 @@ class _NativeFacts:
                 out["gen_ai.tool.call.result"] = row.output_text
         elif row.kind in ("agent", "sub_agent"):
             out["gen_ai.agent.name"] = self.agent_name if row.kind == "agent" else row.name
-        if row.cost_usd:
+        if row.cost_usd and not attrs.get(ESTIMATED_KEY):  # an estimate is made again on import, never sent
             out["agentdesk.cost_usd"] = row.cost_usd
         if row.status == "cancelled":
             out["agentdesk.span.status"] = "cancelled"
@@ -329,7 +363,14 @@ class _NativeFacts:
         status = _status(row, None)
         if status:
             span["status"] = status
+        targets = [("span", row.id)] + ([("approval", approval.id)] if approval is not None else [])
+        self._decorate(span, targets + ([("run", self.run.id)] if row.id == self.root and self.root_is_own else []))
         return span
+
+    def _decorate(self, span: dict[str, Any], targets: list[tuple[str, str]]) -> None:
+        found = [(kind, self.marks[(kind, i)]) for kind, i in targets if (kind, i) in self.marks]
+        if found:
+            decorate(span, found)
 
     def _sent(self, span_id: str) -> list[dict[str, Any]]:
         L, R, Item = sc.SpanContextRow, sc.ContextItemRevisionRow, sc.ContextItemRow
@@ -355,6 +396,7 @@ class _NativeFacts:
                 span["parentSpanId"] = self.synthetic_root["spanId"]
             elif self.root:
                 span["parentSpanId"] = span_hex(self.root)
+            self._decorate(span, [("approval", a.id)])
             out.append(span)
         return out
 

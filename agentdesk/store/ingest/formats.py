@@ -30,6 +30,7 @@ from agentdesk.store.ingest.decode import (
     RESOURCE_SPANS_KEYS,
     SCOPE_KEYS,
     SCOPE_SPANS_KEYS,
+    Skipped,
     not_otlp,
     span_from_json,
     spans_from_proto,
@@ -161,6 +162,8 @@ class TraceFile:
             _Budget(gzip.GzipFile(fileobj=self._raw, mode="rb"), self.limits.max_decompressed_bytes, path)
             if self.compressed else self._raw)
         self.strings_cut = 0
+        self.skipped = Skipped()
+        """Spans that cannot be mapped (no trace id, an end before the start): counted, left out."""
         self.logs = LogBatch()
         self._proto_kind: str | None = None
         """A binary file holds "spans" or "logs" (decided on its first field)."""
@@ -245,7 +248,7 @@ class TraceFile:
                 message = ResourceSpans.FromString(data)
             except DecodeError as exc:
                 raise BadRecord(where, f"is not valid protobuf ({exc})") from None
-            spans = spans_from_proto([message], where)
+            spans = spans_from_proto([message], where, self.skipped)
             self.current_traces.update(sp.trace_id for sp in spans)
             yield Record(where, spans, 0)
             n += 1
@@ -290,7 +293,7 @@ class TraceFile:
                 message = TracesData.FromString(data)
             except DecodeError as exc:
                 raise BadRecord(where, f"is not a valid protobuf trace record ({exc})") from None
-            yield Record(where, spans_from_proto(message.resource_spans, where), n)
+            yield Record(where, spans_from_proto(message.resource_spans, where, self.skipped), n)
             n += 1
 
     def _tell(self) -> int:
@@ -526,13 +529,13 @@ class _JsonDocument:
                 if isinstance(scope, dict):
                     name, version = str(scope.get("name") or ""), str(scope.get("version") or "")
             elif k == "spans":
-                for n, _ in enumerate(self.items()):
+                for _ in self.items():
                     raw = self.value()
                     try:
                         span = span_from_json(raw)
-                    except v.FieldError as exc:  # located where the span ends: counting lines is for errors only
-                        raise BadRecord(f"{self.where()}, resourceSpans[{r}].scopeSpans[{s}].spans[{n}]",
-                                        str(exc)) from None
+                    except v.FieldError as exc:  # a span that cannot be mapped: counted by reason, left out
+                        self.file.skipped[exc.reason] += 1
+                        continue
                     span.resource, span.scope_name, span.scope_version = resource, name, version
                     self.file.current_traces.add(span.trace_id)
                     self.pending.append(span)

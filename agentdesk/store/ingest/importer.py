@@ -32,9 +32,12 @@ from pathlib import Path
 from agentdesk.store.errors import InvalidInput, StoreError
 from agentdesk.store.ids import new_id
 from agentdesk.store.ingest import staging
+from agentdesk.store.ingest.decode import Skipped
 from agentdesk.store.ingest.formats import ImportLimits, TraceFile
 from agentdesk.store.ingest.ingest import ingest_logs
 from agentdesk.store.ingest.logs import LogBatch
+from agentdesk.store.ingest.marks_otel import Restored
+from agentdesk.store.ingest.marks_otel import restore as restore_marks
 from agentdesk.store.ingest.prepare import Prepared, Preparer, fewer_collections
 from agentdesk.store.ingest.spans import BadRecord, run_row_id
 from agentdesk.store.ingest.writer import IngestReport, TraceIndex, TraceWriter, write_trace
@@ -90,9 +93,13 @@ class ImportResult:
     formats: list[str] = field(default_factory=list)
     strings_cut: int = 0
     """Strings longer than the limit (`ImportLimits.max_string_chars`), kept cut with a marker."""
+    skipped: Skipped = field(default_factory=Skipped)
+    """Spans that could not be mapped, by reason (the summary names them); the rest was imported."""
     limits: ImportLimits = field(default_factory=ImportLimits)
     logs: LogBatch = field(default_factory=LogBatch)
     """Log records read (OTLP `resourceLogs`): joined to their spans once the spans are written."""
+    marks: Restored = field(default_factory=Restored)
+    """Operators' notes and labels the spans carried (`agentdesk.note` events), written back as notes and labels."""
 
 
 class ImportCancelled(StoreError):
@@ -282,6 +289,7 @@ def _import(store: Store, paths: Sequence[Path], default_project: str | None, pr
                     raise
                 finally:
                     result.strings_cut += trace_file.strings_cut
+                    result.skipped.update(trace_file.skipped)
                     result.logs.logs.extend(trace_file.logs.logs)
                     result.logs.unplaced += trace_file.logs.unplaced
                     trace_file.close()
@@ -295,6 +303,7 @@ def _import(store: Store, paths: Sequence[Path], default_project: str | None, pr
         result.spans_read = spill.spans
         if not result.cancelled:
             _publish(store, spill, result, default_project, progress, cancel)
+            result.marks = restore_marks(store, result.report.run_ids)
             if result.logs.logs or result.logs.unplaced:
                 logs = ingest_logs(store, result.logs, actor=actor)
                 result.report.events_joined += logs.events_joined
@@ -445,7 +454,7 @@ def _write_staged(store: Store, spill: _Staging, trace: str, chunks: Callable[[s
 def _audit(store: Store, result: ImportResult, actor: str) -> None:
     """The import as one audited operation, including how it ended."""
     report = result.report
-    if not (report.spans_written or report.completed or result.error or result.cancelled):
+    if not (report.spans_written or report.completed or result.error or result.cancelled or result.skipped):
         return
     with UnitOfWork(store) as uow:
         uow.audit(actor, "otel.import", "import", new_id("imp"), {
@@ -453,7 +462,7 @@ def _audit(store: Store, result: ImportResult, actor: str) -> None:
             "duplicates": report.duplicates, "completed": report.completed, "traces": report.traces,
             "orphans_pending": report.orphans_pending, "cancelled": result.cancelled,
             "error": str(result.error) if result.error else None, "runs": report.run_ids[:100],
-            "strings_cut": result.strings_cut})
+            "strings_cut": result.strings_cut, "skipped": dict(result.skipped)})
 
 
 def check_paths(paths: Sequence[Path]) -> None:

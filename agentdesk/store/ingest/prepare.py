@@ -26,6 +26,7 @@ from agentdesk.store.ingest import messages as msgs
 from agentdesk.store.ingest import semconv
 from agentdesk.store.ingest import values as v
 from agentdesk.store.ingest.messages import PLAIN, SORTED
+from agentdesk.store.ingest.prices import ESTIMATED_KEY, price_table
 from agentdesk.store.ingest.spans import OtelSpan
 
 ORPHAN_KEY = "agentdesk.orphan"
@@ -34,7 +35,7 @@ AGENT_KEY = "agentdesk.agent"
 OWN_KEYS = (ORPHAN_KEY, AGENT_KEY)
 """Attribute keys only the writer sets (an input carrying them has them replaced)."""
 EXTRA_KEYS = frozenset({"otel.kind", "otel.status_message", "otel.events", "otel.links", "otel.scope",
-                        "otel.scope_version", "otel.resource", *OWN_KEYS})
+                        "otel.scope_version", "otel.resource", ESTIMATED_KEY, *OWN_KEYS})
 """Keys the importer adds to a span's attributes (export strips them again)."""
 
 
@@ -104,6 +105,8 @@ def prepare(span: OtelSpan, resources: dict[int, tuple[str, str]] | None = None)
         extra["otel.events"] = span.events
     if span.links:
         extra["otel.links"] = span.links
+    if c.cost_estimated:
+        extra[ESTIMATED_KEY] = price_table()
     if span.scope_name:
         extra["otel.scope"] = span.scope_name
         if span.scope_version:

@@ -77,9 +77,11 @@ def span_count(request: ExportTraceServiceRequest) -> int:
 
 class IngestWriter:
     def __init__(self, store: Store, ingest: Ingest, *, max_queued: int = 16,
-                 max_wait_s: float = DEFAULT_MAX_WAIT_S) -> None:
+                 max_wait_s: float = DEFAULT_MAX_WAIT_S, clock: Callable[[], float] = time.perf_counter) -> None:
+        """`clock` times each write (the rate estimate); a test gives its own instead of sleeping."""
         self.store = store
         self._ingest = ingest
+        self._clock = clock
         self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=max_queued)
         self._max_wait_s = max_wait_s
         self._lock = threading.Lock()
@@ -200,11 +202,11 @@ class IngestWriter:
         self._settle([job], report, None)
 
     def _timed(self, request: Any, spans: int) -> Any:
-        started = time.perf_counter()
+        started = self._clock()
         try:
             report = self._ingest(self.store, request)
         finally:
-            elapsed = time.perf_counter() - started
+            elapsed = self._clock() - started
             self.busy_s += elapsed
             self.ingest_calls += 1
         self._note_rate(spans, elapsed)

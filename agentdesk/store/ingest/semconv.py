@@ -14,6 +14,7 @@ from typing import Any
 from agentdesk.store.ingest import messages as msgs
 from agentdesk.store.ingest import names as n
 from agentdesk.store.ingest.messages import PLAIN
+from agentdesk.store.ingest.prices import estimate_cost
 from agentdesk.store.ingest.spans import OtelSpan
 
 MODEL_OPERATIONS = n.MODEL_OPERATIONS
@@ -29,6 +30,8 @@ class Classified:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cost_estimated: bool = False
+    """`cost_usd` came from the price table (store/ingest/prices.py), not from the agent."""
     input_text: str | None = None
     output_text: str | None = None
     error: str | None = None
@@ -117,6 +120,8 @@ def classify(span: OtelSpan, *, nested_agent: bool = False) -> Classified:
     c.input_tokens = _int(a.get(n.INPUT_TOKENS, a.get(n.PROMPT_TOKENS, a.get(n.OI_PROMPT_TOKENS))))
     c.output_tokens = _int(a.get(n.OUTPUT_TOKENS, a.get(n.COMPLETION_TOKENS, a.get(n.OI_COMPLETION_TOKENS))))
     c.cost_usd = _float(a.get(n.OI_COST_TOTAL, a.get("agentdesk.cost_usd")))
+    if kind == "model" and not c.cost_usd and (c.input_tokens or c.output_tokens):
+        _estimate_cost(c, a)
     if status == "error":
         c.error = span.status_message or _text(a.get(n.ERROR_TYPE)) or _exception(span) or "error"
     if kind in ("agent", "sub_agent"):
@@ -139,6 +144,17 @@ def classify(span: OtelSpan, *, nested_agent: bool = False) -> Classified:
     if "agentdesk.output_text" in a:
         c.output_text = _text(a["agentdesk.output_text"])
     return c
+
+
+def _estimate_cost(c: Classified, a: dict[str, Any]) -> None:
+    """Tokens but no reported cost: the price table's figure, marked as an estimate."""
+    provider = _text(a.get(n.PROVIDER_NAME) or a.get(n.SYSTEM) or a.get(n.OI_PROVIDER) or a.get(n.OI_SYSTEM))
+    output = max(c.output_tokens, _int(a.get(n.REASONING_TOKENS, a.get(n.OI_REASONING_TOKENS))))
+    cost = estimate_cost(c.model, provider, c.input_tokens, output,
+                         _int(a.get(n.CACHE_READ_TOKENS, a.get(n.OI_CACHE_READ_TOKENS))),
+                         _int(a.get(n.CACHE_WRITE_TOKENS, a.get(n.OI_CACHE_WRITE_TOKENS))))
+    if cost is not None:
+        c.cost_usd, c.cost_estimated = cost, True
 
 
 def _exception(span: OtelSpan) -> str | None:

@@ -36,7 +36,16 @@ both are valid proto3 JSON, and dropping the second silently lost every attribut
 
 
 class FieldError(ValueError):
-    """A field has the wrong type or value; the reader adds where it is."""
+    """A field has the wrong type or value; the reader adds where it is.
+
+    `reason` is the short phrase an import summary counts skipped spans by ("without a traceId")."""
+
+    def __init__(self, message: str, reason: str = "with an unreadable field") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[FieldError], tuple[str, str]]:  # it may cross from a helper process
+        return (FieldError, (str(self), self.reason))
 
 
 def hex_id(value: Any, size: int, what: str, *, optional: bool = False) -> str | None:
@@ -44,7 +53,7 @@ def hex_id(value: Any, size: int, what: str, *, optional: bool = False) -> str |
     if value is None or value == "" or value == b"":
         if optional:
             return None
-        raise FieldError(f"the {what} is missing")
+        raise FieldError(f"the {what} is missing", f"without a {what}")
     if isinstance(value, bytes):
         raw = value
     elif isinstance(value, str):
@@ -56,13 +65,14 @@ def hex_id(value: Any, size: int, what: str, *, optional: bool = False) -> str |
         else:
             raw = _b64(value, what)
     else:
-        raise FieldError(f"the {what} must be a string, not {type(value).__name__}")
+        raise FieldError(f"the {what} must be a string, not {type(value).__name__}", f"with an invalid {what}")
     if len(raw) != size:
-        raise FieldError(f"the {what} must be {size} bytes ({size * 2} hex digits), not {len(raw)}")
+        raise FieldError(f"the {what} must be {size} bytes ({size * 2} hex digits), not {len(raw)}",
+                         f"with an invalid {what}")
     if raw == bytes(size):
         if optional:
             return None
-        raise FieldError(f"the {what} is all zeros, which OTLP defines as invalid")
+        raise FieldError(f"the {what} is all zeros, which OTLP defines as invalid", f"with an all-zero {what}")
     return raw.hex()
 
 
@@ -73,7 +83,8 @@ def _b64(value: str, what: str) -> bytes:
         try:
             return base64.urlsafe_b64decode(value)
         except (binascii.Error, ValueError):
-            raise FieldError(f"the {what} {value[:40]!r} is neither hex nor base64") from None
+            raise FieldError(f"the {what} {value[:40]!r} is neither hex nor base64",
+                             f"with an invalid {what}") from None
 
 
 def int64(value: Any, what: str) -> int:
@@ -92,10 +103,14 @@ def time_ns(value: Any, what: str, *, optional: bool = False) -> int:
     if value is None or value == "" or value == 0 or value == "0":
         if optional:
             return 0
-        raise FieldError(f"the {what} is missing")
-    ns = int64(value, f"the {what}")
+        raise FieldError(f"the {what} is missing", f"without a {what}")
+    try:
+        ns = int64(value, f"the {what}")
+    except FieldError as exc:
+        raise FieldError(str(exc), f"with an unreadable {what}") from None
     if not MIN_TIME_NS < ns < MAX_TIME_NS:
-        raise FieldError(f"the {what} {ns} is not a plausible time (before 1970 or after 2200)")
+        raise FieldError(f"the {what} {ns} is not a plausible time (before 1970 or after 2200)",
+                         f"with an implausible {what}")
     return ns
 
 

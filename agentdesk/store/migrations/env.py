@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
+from agentdesk.store.migrations.repairs import repair_before_migrating
 from agentdesk.store.persistence.schema import Base
 
 connection = context.config.attributes.get("connection")
@@ -15,4 +16,5 @@ if connection is None:  # pragma: no cover - only for `alembic revision --autoge
 
 context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
 with context.begin_transaction():
+    repair_before_migrating(connection, context)  # a store that ran an edited or re-chained revision
     context.run_migrations()

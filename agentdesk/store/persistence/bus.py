@@ -46,6 +46,14 @@ class EntityKind(StrEnum):
     """A standing approval rule (store/rules)."""
     AGENT_TOKEN = "agent_token"
     """An agent's bearer token for the HTTP gate was created or revoked (store/agents/tokens.py)."""
+    MESSAGE = "message"
+    """An operator's message to an agent was queued, delivered or cancelled (store/messages)."""
+    NOTE = "note"
+    """An operator's note on a span, run or approval (store/notes); parents name the run and `target`."""
+    LABEL = "label"
+    """A label added to or removed from a span, run or approval; the id is `kind:target:label`."""
+    ASK = "ask"
+    """An agent's question to a person was asked, answered, cancelled or expired (store/asks)."""
 
 
 class ChangeOp(StrEnum):

@@ -23,13 +23,13 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-from agentdesk.store.errors import NoStore, ReadOnlyStore, ServerUnreachable, StoreUnavailable
+from agentdesk.store.errors import NoStore, ReadOnlyStore, SchemaBehind, ServerUnreachable, StoreUnavailable
 from agentdesk.store.paths import default_store_location
 from agentdesk.store.persistence import sqlite
 from agentdesk.store.persistence.bus import ChangeBus
 from agentdesk.store.persistence.outage import Outage, is_connection_lost, server_name
 from agentdesk.store.persistence.postgres import engine as pg
-from agentdesk.store.persistence.postgres import roles
+from agentdesk.store.persistence.postgres import roles, upgrading
 from agentdesk.store.persistence.schema import (
     AgentRow,
     ApprovalRow,
@@ -230,11 +230,16 @@ def describe_operational_error(exc: DBAPIError, url: str) -> str:
 
 
 def open_store(location: str | None = None, *, create: bool = True, read_only: bool = False,
-               busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Store:
-    """Open (and if asked, create or upgrade) an agentdesk store."""
+               busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, older_schema: bool = False) -> Store:
+    """Open (and if asked, create or upgrade) an agentdesk store.
+
+    A writable open upgrades a store behind head; one that may not (read-only, or a PostgreSQL login that does
+    not own the store) is refused with `SchemaBehind`, unless `older_schema`: the caller reads what an older
+    schema holds (`verify`, which knows each revision's audit columns)."""
     url = to_url(location or default_store_location())
     if not sqlite.is_sqlite_url(url):
-        return _open_server_store(url, create=create, read_only=read_only, busy_timeout_s=busy_timeout_s)
+        return _open_server_store(url, create=create, read_only=read_only, busy_timeout_s=busy_timeout_s,
+                                  older_schema=older_schema)
     path = sqlite.path_of(url)
     if path is None:
         raise StoreUnavailable(f"{url} is not a store location agentdesk can open.")
@@ -249,8 +254,8 @@ def open_store(location: str | None = None, *, create: bool = True, read_only: b
         _build_beside(path, busy_timeout_s)  # an empty database: a store whose creation was killed, finished now
     engine = sqlite.create_sqlite_engine(path, read_only=read_only, busy_timeout_s=busy_timeout_s)
     try:
-        version = check_schema(engine, url, _migrate(engine, url, upgrade=not read_only), head_revision(),
-                               audit_optional=read_only)
+        version = check_schema(engine, url, _migrate(engine, url, upgrade=not read_only, older_schema=older_schema),
+                               head_revision(), audit_optional=read_only)
     except OperationalError as exc:
         engine.dispose()
         raise StoreUnavailable(describe_operational_error(exc, url)) from exc
@@ -260,13 +265,14 @@ def open_store(location: str | None = None, *, create: bool = True, read_only: b
     return Store(url, engine, read_only=read_only, schema_version=version)
 
 
-def _open_server_store(url: str, *, create: bool, read_only: bool, busy_timeout_s: float) -> Store:
+def _open_server_store(url: str, *, create: bool, read_only: bool, busy_timeout_s: float,
+                       older_schema: bool) -> Store:
     if not pg.is_postgres_url(url):
         raise StoreUnavailable(f"{pg.display(url)} is not a store location agentdesk can open "
                                "(a SQLite file path or a postgresql:// URL).")
     engine = pg.create_postgres_engine(url, read_only=read_only)
     try:
-        version = _migrate(engine, url, upgrade=create and not read_only)
+        version = _migrate(engine, url, upgrade=not read_only, create=create, older_schema=older_schema)
         with engine.connect() as conn:
             login = roles.current_login(conn)
     except DBAPIError as exc:
@@ -434,18 +440,33 @@ def _refuse_unknown_revision(version: str | None, name: str) -> None:
             f"understands up to {head_revision()}. Nothing was changed.")
 
 
-def _migrate(engine: Engine, url: str, *, upgrade: bool) -> str | None:
+def _migrate(engine: Engine, url: str, *, upgrade: bool, create: bool = True, older_schema: bool = False) -> str | None:
+    """The store's revision after bringing it to head when `upgrade` allows (and, with no schema yet, `create`).
+
+    A store behind head that this open may not upgrade (read-only, or on PostgreSQL a login that does not own
+    it) is refused with the sentence saying who upgrades it, unless the caller reads older schemas on purpose
+    (`older_schema`: `verify`); otherwise the first query of a newer table or column fails in its own words.
+    """
     head = head_revision()
     with engine.connect() as conn:
-        current = _current_revision(conn)
+        try:
+            current = _current_revision(conn)
+        except DBAPIError as exc:
+            if not (pg.is_postgres_url(url) and "permission denied" in str(exc.orig)):
+                raise
+            conn.rollback()
+            raise upgrading.unreadable_version(conn, head, url) from exc
     name = str(sqlite.path_of(url) or pg.display(url))
     _refuse_unknown_revision(current, name)
     if current == head:
         return current
+    if current is None and not (upgrade and create):
+        raise StoreUnavailable(f"{name} has no agentdesk schema yet.")
     if not upgrade:
-        if current is None:
-            raise StoreUnavailable(f"{name} has no agentdesk schema yet.")
-        return current
+        if older_schema:
+            return current
+        assert current is not None
+        raise SchemaBehind(current, head, who_upgrades(engine, url))
     with engine.begin() as conn:
         if pg.is_postgres_url(url):
             # Several processes may open a fresh server store at once: one migrates, the others wait and see.
@@ -454,10 +475,19 @@ def _migrate(engine: Engine, url: str, *, upgrade: bool) -> str | None:
             _refuse_unknown_revision(current, name)
             if current == head:
                 return head
+            upgrading.require_may_migrate(conn, current, head, url)
         from alembic import command
 
         command.upgrade(alembic_config(conn), "head")
     return head
+
+
+def who_upgrades(engine: Engine, url: str) -> str:
+    """The end of SchemaBehind's sentence: the command that upgrades this store, and who may run it."""
+    if pg.is_postgres_url(url):
+        with engine.connect() as conn:
+            return upgrading.owner_runs_init(url, upgrading.store_owner(conn))
+    return f"run {upgrading.init_command(str(sqlite.path_of(url) or url))} to upgrade it"
 
 
 def own_store(source: object) -> Store | None:

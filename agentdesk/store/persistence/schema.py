@@ -164,6 +164,34 @@ class ApprovalRow(Base):
     name typed beside it (a display label). SQLite (one user, no logins): None."""
 
 
+class AskRow(Base):
+    """An agent's question to a person (migration 0015): answered exactly once, or expired, or cancelled."""
+
+    __tablename__ = "asks"
+    __table_args__ = (Index("asks_by_status", "status", "created_at"), Index("asks_by_run", "run_id"))
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"))
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"))
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    span_id: Mapped[str | None] = mapped_column(String(64))
+    question: Mapped[str] = mapped_column(Text)
+    options: Mapped[str | None] = mapped_column(Text)
+    """A JSON array of strings, or None: the operator may answer with any text either way."""
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float | None] = mapped_column(Float)
+    answered_at: Mapped[float | None] = mapped_column(Float)
+    """When it closed: answered, cancelled or marked expired."""
+    answered_by: Mapped[str | None] = mapped_column(Text)
+    answer: Mapped[str | None] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(Text)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    requested_login: Mapped[str | None] = mapped_column(Text)
+    answered_login: Mapped[str | None] = mapped_column(Text)
+
+
 class RuleRow(Base):
     """A standing allow/deny/ask rule for tool calls, scoped by tool, matcher and optionally place."""
 
@@ -312,6 +340,44 @@ class OtelResourceRow(Base):
     attributes: Mapped[str] = mapped_column(Text)
 
 
+class NoteRow(Base):
+    """An operator's free-text note on a span, a run or an approval (migration 0018_notes)."""
+
+    __tablename__ = "notes"
+    __table_args__ = (Index("notes_by_target", "target_kind", "target_id"), Index("notes_by_run", "run_id"),
+                      Index("notes_by_time", "updated_at"))
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    target_kind: Mapped[str] = mapped_column(String(16))
+    """span, run or approval."""
+    target_id: Mapped[str] = mapped_column(String(64))
+    run_id: Mapped[str] = mapped_column(String(64))
+    """The run the target belongs to: the tree marks a run without a join."""
+    body: Mapped[str] = mapped_column(Text)
+    author: Mapped[str] = mapped_column(Text)
+    author_login: Mapped[str | None] = mapped_column(Text)
+    """PostgreSQL: the login that wrote it, set by the server; SQLite: None."""
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    updated_by: Mapped[str] = mapped_column(Text)
+    updated_login: Mapped[str | None] = mapped_column(Text)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class LabelRow(Base):
+    """One label on one span, run or approval (migration 0018_notes); present or absent, never edited."""
+
+    __tablename__ = "labels"
+    __table_args__ = (Index("labels_by_run", "run_id"), Index("labels_by_time", "created_at"),
+                      Index("labels_by_label", "label"))
+    target_kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    target_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    label: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(64))
+    author: Mapped[str] = mapped_column(Text)
+    author_login: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
 class AgentTokenRow(Base):
     """An agent's bearer token for the HTTP gate (migration 0011): only its sha256 is kept."""
 
@@ -325,3 +391,28 @@ class AgentTokenRow(Base):
     revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     """Set once by `agent-token revoke`; a revoked token gets 401 and its row stays for the audit."""
     last_used_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class MessageRow(Base):
+    """An operator's message for an agent (migration 0016): pending until the agent takes it at its next model
+    call (then delivered, as the context item `item_id`) or an operator cancels it."""
+
+    __tablename__ = "messages"
+    __table_args__ = (Index("messages_by_agent", "agent_id", "status"),
+                      Index("messages_by_status", "status", "created_at"))
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    session_id: Mapped[str] = mapped_column(String(64))
+    content: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    """pending, delivered or cancelled; only pending moves, and only once."""
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(Text)
+    created_login: Mapped[str | None] = mapped_column(Text)
+    """The server-known login that sent it (PostgreSQL); empty on SQLite, which has no logins."""
+    settled_at: Mapped[float | None] = mapped_column(Float)
+    settled_by: Mapped[str | None] = mapped_column(Text)
+    """Who cancelled it, or the agent actor that took it."""
+    item_id: Mapped[str | None] = mapped_column(String(64))
+    """The context item a delivered message became."""
+    revision: Mapped[int] = mapped_column(Integer, default=1)

@@ -7,6 +7,8 @@
     name:plan              words in the span name only
     gen_ai.model:gpt       any other key:value: the attribute `key`, whose value holds the words
     dur>2s  dur<100ms      duration against a number with a unit (us, ms, s, m, h); also >= and <=
+    label:needs-review     carries this label (an operator's; store/notes), case-insensitively
+    note:"wrong tool"      an operator's note on it holds the words
 
 Terms are ANDed. Text matching is by words, case-insensitively: `pay` finds
 "payments.py" (prefix of the last word), `ments` does not; punctuation and `_` only
@@ -67,6 +69,21 @@ class Query:
     statuses: frozenset[str] = field(default_factory=frozenset)
     durations: tuple[Duration, ...] = ()
     attributes: tuple[Attribute, ...] = ()
+    labels: tuple[str, ...] = ()
+    """Labels the target must all carry, casefolded (`label:`)."""
+    notes: tuple[tuple[str, ...], ...] = ()
+    """Word sequences some note on the target must hold, each (`note:`)."""
+
+    @property
+    def marked(self) -> bool:
+        """Whether the query asks about operators' notes or labels (answered from store/notes)."""
+        return bool(self.labels or self.notes)
+
+    @property
+    def only_marks(self) -> bool:
+        """Whether notes and labels are all it asks about (no span term narrows it further)."""
+        return self.marked and not (self.text or self.names or self.kinds or self.statuses or self.durations
+                                    or self.attributes)
 
     @property
     def needs_payload(self) -> bool:
@@ -95,6 +112,8 @@ def parse(text: str) -> Query:
     statuses: set[str] = set()
     durations: list[Duration] = []
     attributes: list[Attribute] = []
+    labels: list[str] = []
+    notes: list[tuple[str, ...]] = []
     for token in tokens:
         if token.lower().startswith(("dur", "duration")) and any(op in token for op in "<>="):
             durations.append(_duration(token))
@@ -110,6 +129,10 @@ def parse(text: str) -> Query:
                 statuses.add(_one_of(value, STATUSES, "status"))
             elif lowered == "name":
                 names.append(_words(value, token))
+            elif lowered == "label":
+                labels.append(value.strip().casefold())
+            elif lowered == "note":
+                notes.append(_words(value, token))
             else:
                 attributes.append(Attribute(key, _words(value, token)))
             continue
@@ -117,7 +140,7 @@ def parse(text: str) -> Query:
     if len(kinds) > 1 or len(statuses) > 1:
         raise QueryError("A span has one kind and one status: give kind: and status: at most once each.")
     return Query(stripped, tuple(texts), tuple(names), frozenset(kinds), frozenset(statuses),
-                 tuple(durations), tuple(attributes))
+                 tuple(durations), tuple(attributes), tuple(dict.fromkeys(labels)), tuple(notes))
 
 
 def _looks_like_path(token: str) -> bool:

@@ -29,6 +29,7 @@ from agentdesk.store.persistence.database import own_store
 from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.search import fts
 from agentdesk.store.search.indexer import drain_for_search
+from agentdesk.store.search.marks import marked_targets
 from agentdesk.store.search.query import Query, fts_phrase, matches_text, parse, words_of
 from agentdesk.store.source import Source
 from agentdesk.store.text.times import seconds_column
@@ -63,6 +64,12 @@ def indexed_engine(source: Source) -> Engine | None:
 def search_run(source: Source, run_id: str, query: str) -> SearchResult:
     """The spans of `run_id` that `query` matches; `QueryError` for a bad query, `NotFound` for no run."""
     parsed = parse(query)
+    if parsed.marked:
+        return _marked(source, parsed, run_id)
+    return _search(source, parsed, run_id)
+
+
+def _search(source: Source, parsed: Query, run_id: str) -> SearchResult:
     engine = indexed_engine(source)
     store = own_store(source)
     if engine is not None and store is not None:
@@ -70,6 +77,22 @@ def search_run(source: Source, run_id: str, query: str) -> SearchResult:
         return _search_sql(engine, parsed, run_id)
     source.run(run_id)  # NotFound for an unknown run, like the indexed path
     return _scan(source, parsed, source.span_table(run_id))
+
+
+def _marked(source: Source, parsed: Query, run_id: str) -> SearchResult:
+    """The run's spans operators marked as `label:`/`note:` ask, narrowed by the query's other terms."""
+    source.run(run_id)
+    spans = [span for span, run in marked_targets(source, parsed).get("span", {}).items() if run == run_id]
+    if not spans:
+        return SearchResult([], 0)
+    if parsed.only_marks:
+        table = source.span_table(run_id, spans)
+        order = sorted(range(len(table)), key=lambda i: table.starts[i])
+        return SearchResult([table.ids[i] for i in order], len(order))
+    found = _search(source, parsed, run_id)
+    wanted = set(spans)
+    kept = [span for span in found.span_ids if span in wanted]
+    return SearchResult(kept, len(kept), found.scanned)
 
 
 # -- the indexed path -------------------------------------------------------------------------------

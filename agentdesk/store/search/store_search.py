@@ -25,6 +25,7 @@ from agentdesk.store.ingest.staging import STAGED_SQL
 from agentdesk.store.persistence.database import own_store
 from agentdesk.store.search import fts
 from agentdesk.store.search.indexer import drain_for_search
+from agentdesk.store.search.marks import Marked, marked_targets
 from agentdesk.store.search.query import Query, matches_text, parse
 from agentdesk.store.search.run_search import (
     attribute_tests,
@@ -39,6 +40,8 @@ from agentdesk.store.search.run_search import (
 from agentdesk.store.source import Source
 from agentdesk.store.text.times import UNREADABLE_SECONDS, readable_seconds
 
+MAX_MARKED = 10_000
+"""Marked spans a mixed query narrows to in one SQL statement (SQLite allows 32,766 parameters)."""
 DEFAULT_LIMIT = 500
 """Hits listed per kind (spans, approvals, context items); the counts say how many matched in all."""
 
@@ -47,6 +50,8 @@ class HitKind(StrEnum):
     SPAN = "span"
     APPROVAL = "approval"
     CONTEXT = "context"
+    RUN = "run"
+    """A run an operator labelled or noted (only for `label:`/`note:` queries)."""
 
 
 @dataclass(frozen=True)
@@ -83,23 +88,29 @@ class StoreSearchResult:
 def search_store(source: Source, query: str, limit: int = DEFAULT_LIMIT) -> StoreSearchResult:
     """Every match of `query` in the store, grouped by run; `QueryError` for a bad query."""
     parsed = parse(query)
+    marked = marked_targets(source, parsed) if parsed.marked else None
     engine = indexed_engine(source)
     store = own_store(source)
-    if engine is not None and store is not None:
+    if marked is not None and parsed.only_marks:
+        spans, span_total = _marked_spans(source, marked, limit)
+    elif engine is not None and store is not None:
         drain_for_search(store, None)
-        spans, span_total = _spans_sql(engine, parsed, limit)
+        spans, span_total = _spans_sql(engine, parsed, limit, marked)
     else:
         spans, span_total = _spans_scan(source, parsed, limit)
-    approvals, approval_total = _approvals(source, parsed, limit)
-    items, item_total = _context_items(source, parsed, limit)
+    approvals, approval_total = _approvals(source, parsed, limit, marked)
+    items, item_total = _context_items(source, parsed, limit) if marked is None else ([], 0)
+    runs = _marked_runs(source, parsed, marked, limit)
     groups: dict[str, RunHits] = {}
-    for hit in [*spans, *approvals, *items]:
+    for hit in [*runs, *spans, *approvals, *items]:
         groups.setdefault(hit.run_id, RunHits(hit.run_id)).hits.append(hit)
     for group in groups.values():
         _describe(source, group)
     ordered = sorted(groups.values(), key=lambda g: (-len(g.hits), g.run_id))
-    return StoreSearchResult(tuple(ordered), {HitKind.SPAN: span_total, HitKind.APPROVAL: approval_total,
-                                              HitKind.CONTEXT: item_total}, scanned=engine is None)
+    totals = {HitKind.SPAN: span_total, HitKind.APPROVAL: approval_total, HitKind.CONTEXT: item_total}
+    if marked is not None:
+        totals = {HitKind.RUN: len(runs), HitKind.SPAN: span_total, HitKind.APPROVAL: approval_total}
+    return StoreSearchResult(tuple(ordered), totals, scanned=engine is None and marked is None)
 
 
 def _describe(source: Source, group: RunHits) -> None:
@@ -111,9 +122,13 @@ def _describe(source: Source, group: RunHits) -> None:
         pass
 
 
-def _spans_sql(engine: Engine, q: Query, limit: int) -> tuple[list[Hit], int]:
+def _spans_sql(engine: Engine, q: Query, limit: int, marked: Marked | None = None) -> tuple[list[Hit], int]:
     params: dict[str, Any] = {"limit": limit}
     tests = [*column_tests(q, params), f"s.run_id NOT IN ({STAGED_SQL})"]  # no half-imported trace
+    if marked is not None:
+        ids = list(marked.get("span", {}))[:MAX_MARKED]
+        params |= {f"marked{n}": span for n, span in enumerate(ids)}
+        tests.append(f"s.id IN ({', '.join(f':marked{n}' for n in range(len(ids)))})" if ids else "0")
     match = match_expression(q)
     if match is None:  # columns only: the span rows themselves, never stale
         base = f"FROM spans s WHERE {' AND '.join(tests)}"
@@ -175,12 +190,15 @@ def _plain_words(q: Query) -> bool:
     return not (q.kinds or q.statuses or q.durations or q.attributes)
 
 
-def _approvals(source: Source, q: Query, limit: int) -> tuple[list[Hit], int]:
+def _approvals(source: Source, q: Query, limit: int, marked: Marked | None = None) -> tuple[list[Hit], int]:
     if not _plain_words(q):
         return [], 0
     hits: list[Hit] = []
     total = 0
+    wanted = None if marked is None else marked.get("approval", {})
     for approval in source.approvals(status=None, limit=100_000):
+        if wanted is not None and approval.id not in wanted:
+            continue
         if not all(matches_text(words, approval.tool_name) for words in q.names):
             continue
         texts = (approval.tool_name, approval.arguments, approval.reason, approval.edited_arguments)
@@ -190,6 +208,37 @@ def _approvals(source: Source, q: Query, limit: int) -> tuple[list[Hit], int]:
                 hits.append(Hit(HitKind.APPROVAL, approval.id, approval.run_id, approval.span_id,
                                 approval.tool_name, approval.created_at.timestamp()))
     return hits, total
+
+
+def _marked_spans(source: Source, marked: Marked, limit: int) -> tuple[list[Hit], int]:
+    """Spans found by `label:`/`note:` alone: read per run, in start order."""
+    by_run: dict[str, list[str]] = {}
+    for span, run in marked.get("span", {}).items():
+        by_run.setdefault(run, []).append(span)
+    hits: list[Hit] = []
+    for run, spans in sorted(by_run.items()):
+        try:
+            table = source.span_table(run, spans)
+        except NotFound:
+            continue
+        hits += [Hit(HitKind.SPAN, i, run, i, name, start)
+                 for i, name, start in zip(table.ids, table.names, table.starts, strict=True)]
+    hits.sort(key=lambda h: (h.run_id, h.started))
+    return hits[:limit], len(hits)
+
+
+def _marked_runs(source: Source, q: Query, marked: Marked | None, limit: int) -> list[Hit]:
+    """Runs themselves labelled or noted, for a query that asks nothing a run cannot answer."""
+    if marked is None or not q.only_marks:
+        return []
+    hits = []
+    for run_id in sorted(marked.get("run", {}))[:limit]:
+        try:
+            run = source.run(run_id)
+        except NotFound:
+            continue
+        hits.append(Hit(HitKind.RUN, run_id, run_id, None, run.title, run.started_at.timestamp()))
+    return hits
 
 
 def _context_items(source: Source, q: Query, limit: int) -> tuple[list[Hit], int]:

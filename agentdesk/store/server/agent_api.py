@@ -18,6 +18,7 @@ server went away during a commit and never came back to say whether it landed (n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -57,6 +58,9 @@ TOKEN_CACHE_S = 60.0
 """A verified token is trusted this long without a query; any token created or revoked (heard on the
 change bus: at once in this process, within the watcher's poll from another) empties the cache."""
 WORKERS = 4
+HEARTBEAT_S = 5.0
+"""A held question wait looks at the store at least this often, even if no change was heard (and notices a
+closed connection)."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Call = Callable[[AgentService, dict[str, Any], dict[str, str]], Any]
@@ -77,6 +81,8 @@ CONTEXT = {"group_id": aj.NEEDED_TEXT, "kind": aj.TEXT, "role": aj.TEXT, "conten
 APPROVAL = {"tool": aj.NEEDED_TEXT, "arguments": aj.field(dict, required=True), "span_id": aj.TEXT,
             "expires_in": aj.NUMBER}
 WAIT = {"timeout_s": aj.NUMBER}
+ASK = {"question": aj.NEEDED_TEXT, "options": aj.field(list), "expires_in": aj.NUMBER, "span_id": aj.TEXT}
+CANCEL = {"reason": aj.TEXT}
 WITHDRAW = {"reason": aj.TEXT}
 NOTHING: aj.Spec = {}
 
@@ -88,7 +94,10 @@ class AgentApi:
         self.store = store
         self.ownership = Ownership(store)
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="agentdesk-agent-api")
-        self.waits = DecisionWaits(store, self._pool, watch=watch, on_tokens_changed=self._forget_tokens)
+        self.waits = DecisionWaits(store, self._pool, watch=watch, on_tokens_changed=self._forget_tokens,
+                                   on_asks=self._asks_changed)
+        self._ask_waits: dict[str, set[asyncio.Event]] = {}
+        """Held question waits by ask id, woken (on the loop) when a change of that ask is heard."""
         self._stamped: dict[str, float] = {}
         self._verified: dict[str, tuple[AgentIdentity, float]] = {}
         self._token_epoch = 0
@@ -106,6 +115,7 @@ class AgentApi:
         post(f"{PREFIX}/agents/{{id}}/turns", self._route(TURN, lambda s, b, m: s.new_turn(m["id"], b)))
         post(f"{PREFIX}/agents/{{id}}/context", self._route(CONTEXT, lambda s, b, m: s.append_context(m["id"], b)))
         get(f"{PREFIX}/agents/{{id}}/context", self._route(NOTHING, lambda s, b, m: s.context(m["id"])))
+        post(f"{PREFIX}/agents/{{id}}/inbox", self._route(NOTHING, lambda s, b, m: s.take_messages(m["id"])))
         get(f"{PREFIX}/runs/{{id}}", self._route(NOTHING, lambda s, b, m: s.run_info(m["id"])))
         post(f"{PREFIX}/runs/{{id}}/status", self._route(RUN_STATUS, lambda s, b, m: s.set_run_status(m["id"], b)))
         post(f"{PREFIX}/runs/{{id}}/spans", self._route(SPAN, lambda s, b, m: s.start_span(m["id"], b)))
@@ -117,6 +127,10 @@ class AgentApi:
              self._route(WITHDRAW, lambda s, b, m: s.withdraw(m["id"], b)))
         post(f"{PREFIX}/approvals/{{id}}/heartbeat", self._route(NOTHING, lambda s, b, m: s.heartbeat(m["id"])))
         post(f"{PREFIX}/approvals/{{id}}/wait", self._wait)
+        post(f"{PREFIX}/runs/{{id}}/asks", self._route(ASK, lambda s, b, m: s.ask(m["id"], b)))
+        get(f"{PREFIX}/asks/{{id}}", self._route(NOTHING, lambda s, b, m: s.ask_state(m["id"])))
+        post(f"{PREFIX}/asks/{{id}}/cancel", self._route(CANCEL, lambda s, b, m: s.cancel_ask(m["id"], b)))
+        post(f"{PREFIX}/asks/{{id}}/wait", self._ask_wait)
         app.router.add_route("*", "/agent/{tail:.*}", self._unknown)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -229,14 +243,64 @@ class AgentApi:
             return refusal(StoreError(f"The wait failed inside agentdesk: {type(exc).__name__}."))
         return web.json_response(decision_json(decision))
 
+    def _asks_changed(self, ids: set[str] | None) -> None:
+        """On the loop: wake the held waits of these asks (all of them for None)."""
+        for ask_id, events in self._ask_waits.items():
+            if ids is None or ask_id in ids:
+                for event in events:
+                    event.set()
+
+    async def _ask_wait(self, request: web.Request) -> web.StreamResponse:
+        """A question's long poll: its state as soon as it is no longer pending, or pending after `timeout_s`.
+
+        Woken by the change bus (this process's writes, and other processes' through the watcher); a deadline
+        is a timer: the wait looks again when the question expires, and closes it as expired."""
+        try:
+            service, body = await self._admit(request, WAIT)
+            ask_id = request.match_info["id"]
+            timeout = body.get("timeout_s", DEFAULT_WAIT_S)
+            if isinstance(timeout, bool) or not 0 <= timeout <= MAX_WAIT_S:
+                raise InvalidInput(f"timeout_s must be from 0 to {MAX_WAIT_S:g} seconds.")
+            loop = asyncio.get_running_loop()
+            give_up = loop.time() + float(timeout)
+            event = asyncio.Event()
+            self._ask_waits.setdefault(ask_id, set()).add(event)
+            try:
+                while True:
+                    event.clear()
+                    found = await self._in_pool(service.ask_state, ask_id)
+                    left = give_up - loop.time()
+                    if found["status"] != "pending" or left <= 0 or not connected(request):
+                        break
+                    expires_at = found.get("expires_at")
+                    if expires_at is not None:
+                        left = min(left, max(0.0, float(expires_at) - time.time()) + 0.02)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(event.wait(), min(left, HEARTBEAT_S))
+            finally:
+                events = self._ask_waits.get(ask_id)
+                if events is not None:
+                    events.discard(event)
+                    if not events:
+                        del self._ask_waits[ask_id]
+        except StoreError as exc:
+            return refusal(exc)
+        except Exception as exc:
+            if self._stopping:
+                return refusal(StoreUnavailable("The receiver is stopping; reconnect and wait again."))
+            log.error("agent API: waiting on %s failed", request.path, exc_info=exc)
+            return refusal(StoreError(f"The wait failed inside agentdesk: {type(exc).__name__}."))
+        return web.json_response(found)
+
     async def _unknown(self, request: web.Request) -> web.StreamResponse:
         try:
             await self._identify(request)
         except StoreError as exc:
             return refusal(exc)
         return refusal(NotFound(f"There is no agent endpoint {request.method} {request.path}: an agent token "
-                                "can register, run, write spans and context, and ask for approvals; deciding, "
-                                "rules, context edits and the audit log are an operator's, never served here."))
+                                "can register, run, write spans and context, ask for approvals and ask questions; "
+                                "deciding, answering, rules, context edits and the audit log are an operator's, "
+                                "never served here."))
 
 
 def answered_once(fn: Callable[..., Any], *args: Any) -> Any:

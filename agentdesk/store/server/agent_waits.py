@@ -87,9 +87,13 @@ def _read(store: Store, ids: Sequence[str]) -> dict[str, State]:
 
 class DecisionWaits:
     def __init__(self, store: Store, pool: Executor, *, heartbeat_s: float = HEARTBEAT_INTERVAL_S,
-                 watch: bool = True, on_tokens_changed: Callable[[], object] | None = None) -> None:
+                 watch: bool = True, on_tokens_changed: Callable[[], object] | None = None,
+                 on_asks: Callable[[set[str] | None], object] | None = None) -> None:
         self.store = store
         self._on_tokens_changed = on_tokens_changed
+        self._on_asks = on_asks
+        """Called on the loop with the ids of asks that changed (None: anything may have), from the same bus and
+        watcher that wake decisions: the agent API's question waits (store/server/agent_api.py)."""
         self._known: dict[str, tuple[float | None, float]] = {}
         """Approvals read as pending: (expires_at, when read, monotonic); dropped when any change of one is heard."""
         self._epoch = 0
@@ -198,6 +202,11 @@ class DecisionWaits:
         if self._on_tokens_changed is not None and any(
                 c.op == RESET or c.entity == EntityKind.AGENT_TOKEN for c in batch):
             self._on_tokens_changed()  # a token made or revoked: forget every verified one, at once
+        if self._on_asks is not None and self._loop is not None and not self._loop.is_closed():
+            asked = None if any(c.op == RESET for c in batch) else {c.id for c in batch if c.entity == EntityKind.ASK}
+            if asked is None or asked:
+                with contextlib.suppress(RuntimeError):
+                    self._loop.call_soon_threadsafe(self._on_asks, asked)
         for change in batch:
             if change.op == RESET:
                 ids = None

@@ -13,9 +13,10 @@ from agentdesk.store.validation import require_regular_file
 
 
 def open_source(location: str | None = None, *, allow_writes: bool = False, create: bool = False,
-                read_only: bool = False, busy_timeout_s: float = 5.0) -> Source:
+                read_only: bool = False, busy_timeout_s: float = 5.0, older_schema: bool = False) -> Source:
     """agentdesk stores open read-write (read-only with `read_only`: readers that must never write);
-    other runtimes' databases read-only unless `allow_writes`.
+    other runtimes' databases read-only unless `allow_writes`. `older_schema`: an agentdesk store behind this
+    version's schema is read as it is (`verify`) instead of refused with who upgrades it.
 
     Detection runs once, here: the registry entry that recognised the file opens it.
     """
@@ -28,9 +29,11 @@ def open_source(location: str | None = None, *, allow_writes: bool = False, crea
     if path is not None:
         require_regular_file(path, "The store", StoreUnavailable)
     if path is None or not path.exists() or path.stat().st_size == 0:
-        return NativeSource.open(location, create=create, read_only=read_only, busy_timeout_s=busy_timeout_s)
+        return NativeSource.open(location, create=create, read_only=read_only, busy_timeout_s=busy_timeout_s,
+                                 older_schema=older_schema)
     found = detect(path, busy_timeout_s)
     if found.kind == "agentdesk":
-        return NativeSource.open(location, create=create, read_only=read_only, busy_timeout_s=busy_timeout_s)
+        return NativeSource.open(location, create=create, read_only=read_only, busy_timeout_s=busy_timeout_s,
+                                 older_schema=older_schema)
     return runtime(found.kind).open(path, version=found.version, allow_writes=allow_writes,
                                     busy_timeout_s=busy_timeout_s)

@@ -144,7 +144,7 @@ def grant(conn: Connection, login: str, level: str) -> None:
                               f"= '{AGENT_IDLE_IN_TRANSACTION}'"))
     except DBAPIError as exc:
         if "permission denied" in str(exc.orig).lower() or "must have admin option" in str(exc.orig).lower():
-            raise PermissionRefused(NO_CREATEROLE) from exc
+            raise PermissionRefused(NO_CREATEROLE) from exc  # the transaction is aborted: nothing more to ask
         raise
 
 
@@ -153,12 +153,33 @@ AGENT_IDLE_IN_TRANSACTION = "10s"
 a runtime that hangs inside a write stops delaying people's writes after it. A session setting, so it bounds a
 stuck runtime, not a hostile one (docs/postgres.md, threat model)."""
 GRANTS_ROLES = text("SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = session_user")
+MAY_GRANT_SQL = text(
+    "SELECT r.rolname::text, r.rolsuper, r.rolname = coalesce((SELECT pg_get_userbyid(c.relowner) FROM pg_class c "
+    "WHERE c.oid = to_regclass('public.alembic_version')), '') AS owner FROM pg_roles r "
+    "WHERE r.rolcanlogin AND (r.rolsuper OR r.rolcreaterole) ORDER BY 3 DESC, 2, 1 LIMIT 4")
 NO_CREATEROLE = "Only a PostgreSQL superuser or a role with CREATEROLE may grant agentdesk levels."
+"""The sentence when nothing better can be said (the server would not answer who may)."""
+
+
+def who_may_grant(conn: Connection) -> str:
+    """The sentence a login that may not grant levels gets: what it lacks and which logins have it.
+
+    Why it names them: agentdesk's own admin level rules the store, not PostgreSQL's roles, so an admin
+    refused here needs to know whom to ask (the store's owner when it has CREATEROLE, else a superuser).
+    """
+    login = str(conn.execute(text("SELECT session_user")).scalar())
+    found = conn.execute(MAY_GRANT_SQL).all()
+    names = [(f"the store's owner {name}" if owner else name) + (" (a superuser)" if superuser else "")
+             for name, superuser, owner in found if name != login]
+    such_as = ", ".join(names[:3]) if names else "a superuser"
+    return (f"{login} may not grant levels: granting levels needs a login with CREATEROLE, such as {such_as}; "
+            f"run `agentdesk admin role grant` as one of them, or have a superuser run ALTER ROLE "
+            f"{conn.dialect.identifier_preparer.quote(login)} CREATEROLE.")
 
 
 def require_createrole(conn: Connection) -> None:
     if not conn.execute(GRANTS_ROLES).scalar():
-        raise PermissionRefused(NO_CREATEROLE)
+        raise PermissionRefused(who_may_grant(conn))
 
 
 def require_postgres(dialect: str) -> None:

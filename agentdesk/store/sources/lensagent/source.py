@@ -14,12 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentdesk.store import readmodel as rm
+from agentdesk.store.asks.commands import check_answer
+from agentdesk.store.asks.reads import Ask
 from agentdesk.store.source import Capability
 from agentdesk.store.sources.foreign import ForeignSource
-from agentdesk.store.sources.lensagent import approvals, detail, nodes, spans, tree, writes
+from agentdesk.store.sources.lensagent import approvals, asks, detail, nodes, spans, tree, writes
 from agentdesk.store.sources.lensagent import context as contexts
 from agentdesk.store.sources.lensagent.follow import FOLLOW
 from agentdesk.store.sources.lensagent.layout import Layout, read_layout, version_of
+from agentdesk.store.sources.lensagent.messages import LensagentMessages
 from agentdesk.store.sources.reads import Reads, given
 from agentdesk.store.sources.schema import Schema
 from agentdesk.store.validation import check_name, check_text
@@ -37,7 +40,8 @@ class LensagentSource(ForeignSource):
     kind = "lensagent"
     follow = FOLLOW
     writable_capabilities = frozenset(
-        {Capability.APPROVE, Capability.DENY, Capability.SET_VISIBILITY, Capability.EDIT_ITEM}
+        {Capability.APPROVE, Capability.DENY, Capability.SET_VISIBILITY, Capability.EDIT_ITEM,
+         Capability.SEND_MESSAGE}
     )
     unsupported_reasons = {
         Capability.EDIT_ARGUMENTS: "lensagent reviews a call as the model asked for it; its review has no "
@@ -88,6 +92,28 @@ class LensagentSource(ForeignSource):
         """lensagent-only: every projection decision of an agent, as tokens saved."""
         with self.reading() as conn:
             return contexts.projection_savings(conn, self.layout, agent_id)
+
+    def message_desk(self) -> LensagentMessages | None:
+        """Operators' messages as `pending_messages` rows (store/messages/desk.py); read-only: listed only."""
+        return LensagentMessages(self)
+
+    # -- questions: calls waiting for user input (store/asks: AskReader, AskWriter) ----------
+    def asks(self, pending_only: bool = True, limit: int = 1000) -> list[Ask]:
+        with self.reading() as conn:
+            return asks.asks(conn, self.layout, pending_only, limit)
+
+    def ask(self, ask_id: str) -> Ask:
+        with self.reading() as conn:
+            return asks.ask(conn, self.layout, ask_id)
+
+    def answer_ask(self, ask_id: str, answer: str, actor: str, *, expected_revision: int | None = None) -> Ask:
+        """completeCall with the answer, only with --allow-writes (the same write consent as a decision)."""
+        actor = check_name("actor name", actor)
+        answer = check_answer(answer)
+        with self.writing(Capability.APPROVE) as conn:
+            published = writes.answer(conn, self.layout, ask_id, answer, actor, expected_revision)
+        self.bus.publish(published)
+        return self.ask(ask_id)
 
     # -- commands ----------------------------------------------------------------------------
     def decide(

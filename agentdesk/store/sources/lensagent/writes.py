@@ -130,6 +130,46 @@ def _deny_result(conn: Connection, layout: Layout, call_id: str, actor: str, rea
     _run(conn, f"INSERT INTO results ({', '.join(row)}) VALUES ({', '.join(':' + k for k in row)})", **row)
 
 
+# -- questions -------------------------------------------------------------------------------
+def answer(conn: Connection, layout: Layout, call_id: str, text_answer: str, actor: str,
+           expected_revision: int | None) -> list[Change]:
+    """completeCall on a call waiting for user input: TERMINAL `success` plus a result whose content is the
+    answer (and, beside it, who gave it: `{"answer": …, "agentdesk_answered_by": …}`), compare-and-set on
+    the call's revision; `instance.state_revision` bumped."""
+    from agentdesk.store.asks.commands import AlreadyAnswered
+    from agentdesk.store.sources.lensagent import asks
+
+    found = rows(conn, f"SELECT * FROM ({asks.select(layout, False)}) WHERE id = :i", i=call_id)
+    if not found:
+        raise NotFound(f"There is no question with id {call_id} (no call of that id waited for user input).")
+    call = found[0]
+    shown = asks.value(call)
+    if shown.status != "pending":
+        raise AlreadyAnswered(call_id, shown.status, shown.answered_by or "lensagent",
+                              call.get("answered_at") or call["updated_at"])
+    if expected_revision is not None and expected_revision != call["revision"]:
+        raise StaleRevision(f"Call {call_id} changed since it was shown (revision {call['revision']}); look again.")
+    now = parse.iso_now()
+    won = _run(conn, "UPDATE calls SET state = 'TERMINAL', wait_reason = NULL, outcome = 'success', "
+               "revision = revision + 1, updated_at = :now WHERE id = :i AND state = 'WAITING' "
+               "AND wait_reason = 'user_input' AND revision = :rev", now=now, i=call_id, rev=call["revision"])
+    if won != 1:
+        raise StaleRevision(f"Call {call_id} changed while it was being answered; reload and try again.")
+    row: dict[str, Any] = {
+        "id": new_id("res"), "call_id": call_id, "outcome": "success",
+        "content_json": json.dumps({"answer": text_answer, asks.ANSWERED_BY: actor}, ensure_ascii=False),
+        "truncated": 0, "error_code": None, "error_message": None, "created_at": now,
+    }
+    if layout.has("results", "capture"):
+        row |= {"capture": "complete", "stored": "full"}
+    _run(conn, f"INSERT INTO results ({', '.join(row)}) VALUES ({', '.join(':' + k for k in row)})", **row)
+    bump_instance(conn, layout)
+    parents = agent_parents(conn, call["agent_id"]) | ({"agent": call["agent_id"]} if call["agent_id"] else {})
+    parents |= {"run": call["run_id"]} if call["run_id"] else {}
+    return [Change("ask", "update", call_id, parents, call["revision"] + 1, origin=ORIGIN),
+            Change("span", "update", f"call:{call_id}", parents, origin=ORIGIN)]
+
+
 # -- context ---------------------------------------------------------------------------------
 def _bump_agent_context(conn: Connection, agent_id: str, now: str) -> int:
     """`agents.context_revision` (and `revision`) +1, compare-and-set; returns the new context revision."""

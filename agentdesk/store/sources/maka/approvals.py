@@ -37,7 +37,8 @@ SELECT = (
 def approvals(conn: Connection, topo: Topology, status: str | None = "pending",
               limit: int = 1000) -> list[rm.Approval]:
     """Pending oldest first (maka's own `listPending` order); any other filter newest first."""
-    where = "" if status in (None, "all") else "WHERE status = :status "
+    # questions are the Questions tab's (maka/asks.py); permissions and sandbox boundaries are approvals
+    where = "WHERE request_kind <> 'question' " + ("" if status in (None, "all") else "AND status = :status ")
     order = "created_at, request_id" if status == "pending" else "created_at DESC, request_id"
     return _approvals(conn, topo, rows(conn, SELECT + where + f"ORDER BY {order} LIMIT :limit",
                                        status=status, limit=limit))
@@ -87,8 +88,12 @@ def decide(conn: Connection, topo: Topology, approval_id: str, approve: bool) ->
         raise NotFound(f"There is no approval with id {approval_id}.")
     _refuse_if_settled(conn, approval_id)
     if row["request_kind"] != "permission":
-        raise Unsupported(f"{approval_id} is a maka {row['request_kind']} request; agentdesk answers only "
-                          "permission requests (allow or deny). Answer it in maka.")
+        if row["request_kind"] == "question":
+            raise Unsupported(f"{approval_id} is a maka question, not a permission: it is in the Questions tab, "
+                              "read-only, because maka's question_answer format is not documented; answer it in "
+                              "maka.")
+        raise Unsupported(f"{approval_id} is a maka {row['request_kind']} request; agentdesk settles permission "
+                          "requests (allow or deny) and shows questions read-only. Answer it in maka.")
     encoded = _outcome_record(json_object(row["record_json"]), approval_id, approve)
     conn.execute(text("INSERT OR IGNORE INTO core_interaction_outcomes(request_id, record_json) "
                       "VALUES (:id, :record)"), {"id": approval_id, "record": encoded})

@@ -16,10 +16,12 @@ from pathlib import Path
 from sqlalchemy import text
 
 from agentdesk.store import readmodel as rm
+from agentdesk.store.asks.reads import Ask
 from agentdesk.store.errors import StoreUnavailable
 from agentdesk.store.source import Capability
 from agentdesk.store.sources.foreign import Auxiliary, ForeignSource
 from agentdesk.store.sources.maka import approvals, spans, tree
+from agentdesk.store.sources.maka import asks as maka_asks
 from agentdesk.store.sources.maka import context as contexts
 from agentdesk.store.sources.maka.follow import follow
 from agentdesk.store.sources.maka.spanrows import SpanRow
@@ -119,6 +121,15 @@ class MakaSource(ForeignSource):
         """maka-only: the projected span rows with their attributes (what the waterfall is built from)."""
         with self.reading() as conn:
             return spans.span_rows(conn, self.topology(conn), run_id)
+
+    # -- questions (store/asks: AskReader only; see maka/asks.py for why it never answers) -----
+    def asks(self, pending_only: bool = True, limit: int = 1000) -> list[Ask]:
+        with self.reading() as conn:
+            return maka_asks.asks(conn, self.topology(conn), pending_only, limit)
+
+    def ask(self, ask_id: str) -> Ask:
+        with self.reading() as conn:
+            return maka_asks.ask(conn, self.topology(conn), ask_id)
 
     # -- approvals -----------------------------------------------------------------------------
     def decide(self, approval_id: str, approve: bool, actor: str, reason: str | None = None,

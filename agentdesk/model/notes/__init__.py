@@ -1,0 +1,1 @@
+"""Notes and labels for the window: the marks every view draws, the shift list, and the writes (store/notes)."""
