@@ -149,6 +149,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     kinds = Counter(event.kind for event in sim.events)
     say(f"Simulation over: {kinds['run_started']} runs started, {kinds['run_finished']} finished, "
         f"{kinds['approval_requested']} approvals requested.")
+    if sim.closed_leftovers:
+        say(f"Closed {len(sim.closed_leftovers)} run{'s' if len(sim.closed_leftovers) != 1 else ''} left waiting "
+            "by agents that are gone.")
     if sim.failures:
         first = sim.failures[0]
         raise CommandFailed(f"The simulation hit {len(sim.failures)} store errors; the first: {first}",

@@ -9,8 +9,11 @@ and the client asks again. The receiver beats the requester heartbeat while a wa
 When the receiver is unreachable (restarted, not up yet), the client reconnects with back-off:
 a wait simply goes on and gets its decision from the receiver that comes back; other calls
 retry for up to `reconnect_s`. A call is retried only when nothing can have been written
-(the connection was refused, a kept-alive connection had gone stale, or a 503), and waiting,
-reading, beating and withdrawing always, since doing those twice changes nothing.
+(the connection was refused, a kept-alive connection had gone stale, or a 503: the receiver
+answers 503 only when nothing was applied, e.g. while its PostgreSQL server is unreachable), and
+waiting, reading, beating and withdrawing always, since doing those twice changes nothing. Pauses
+grow from 0.1 s to 2 s, calls retry for up to ten minutes (`RIDE_OUT_S`), and an outage is one
+line on stderr ("agentdesk receiver at URL unreachable since 12:03:04, retrying"), not one per call.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import random
 import threading
 import time
 from collections.abc import Mapping
@@ -33,6 +35,7 @@ from agentdesk.store.asks.waiting import AskState
 from agentdesk.store.control.state import ControlState, RunControl
 from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StoreError, StoreUnavailable
 from agentdesk.store.messages.commands import Delivered
+from agentdesk.store.persistence.outage import RIDE_OUT_S, Outage, Pauses
 from agentdesk.store.runtime import Decision
 
 URL_ENV, TOKEN_ENV = "AGENTDESK_URL", "AGENTDESK_TOKEN"
@@ -40,8 +43,9 @@ PREFIX = "/agent/v1"
 LONG_POLL_S = 50.0
 """How long one wait request is held at most (the receiver caps it at 55 s)."""
 CALL_TIMEOUT_S = 60.0
-RECONNECT_S = 60.0
-FIRST_PAUSE_S, MAX_PAUSE_S = 0.05, 1.0
+RECONNECT_S = RIDE_OUT_S
+FIRST_CONTACT_S = 60.0
+"""Connecting gives up sooner: a receiver never reached is more likely a wrong URL than an outage."""
 RETRY_STATUSES = {502, 503, 504}
 
 
@@ -53,14 +57,8 @@ class Unreachable(Exception):
     """No answer from the receiver (connection refused, reset, timed out)."""
 
 
-class Backoff:
-    def __init__(self) -> None:
-        self.pause = FIRST_PAUSE_S
-
-    def next(self) -> float:
-        pause = self.pause * random.uniform(0.8, 1.2)
-        self.pause = min(MAX_PAUSE_S, self.pause * 2)
-        return pause
+Backoff = Pauses
+"""0.1 s doubling to 2 s, as every agentdesk process waits for a server (store/persistence/outage.py)."""
 
 
 class HttpRuntime:
@@ -79,8 +77,9 @@ class HttpRuntime:
         self._base = parts.path.rstrip("/")
         self._token = token
         self.reconnect_s = reconnect_s
+        self.outage = Outage(self.url, kind="agentdesk receiver")
         self._local = threading.local()
-        self.actor = str(self._call("GET", "/whoami")["name"])
+        self.actor = str(self._call("GET", "/whoami", give_up_s=min(reconnect_s, FIRST_CONTACT_S))["name"])
         self.store = None
 
     # -- transport -------------------------------------------------------------------------
@@ -153,8 +152,10 @@ class HttpRuntime:
                 pause = backoff.next()
                 if time.monotonic() + pause > deadline:
                     raise StoreUnavailable(str(answer.get("error") or f"The receiver answered {status}."))
+                self.outage.lost()
                 time.sleep(pause)
                 continue
+            self.outage.back()
             if status >= 400:
                 raise error_of(status, str(answer.get("error") or f"The receiver answered {status}."))
             return answer
@@ -268,9 +269,11 @@ class HttpRuntime:
             except Unreachable:
                 status, answer = 0, {}
             if status == 0 or status >= 500:  # waiting twice changes nothing: ride out any server trouble
+                self.outage.lost()
                 pause = backoff.next()
                 time.sleep(pause if left is None else max(0.0, min(pause, left)))
                 continue
+            self.outage.back()
             if status >= 400:
                 raise error_of(status, str(answer.get("error") or status))
             backoff = Backoff()
@@ -300,9 +303,11 @@ class HttpRuntime:
                 except (aiohttp.ClientError, TimeoutError, ValueError):
                     status, answer = 0, {}
                 if status == 0 or status >= 500:
+                    self.outage.lost()
                     pause = backoff.next()
                     await asyncio.sleep(pause if left is None else max(0.0, min(pause, left)))
                     continue
+                self.outage.back()
                 if status >= 400:
                     raise error_of(status, str((answer or {}).get("error") or status))
                 backoff = Backoff()

@@ -2,6 +2,10 @@
 
 An agent that opens the store can also decide in it: give real agents a URL and a token
 instead (client/http.py, docs/integrations.md).
+
+It rides out a lost PostgreSQL server (`RideOut`: back-off from 0.1 s to 2 s for up to ten minutes,
+one line on stderr): calls are made again only when nothing of them was applied, and a wait for a
+decision goes on across the outage (store/runtime.py, store/persistence/outage.py).
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from agentdesk.store.asks import waiting as ask_waiting
 from agentdesk.store.asks.waiting import AskState
 from agentdesk.store.control.checkpoint import reach_checkpoint, read_control
 from agentdesk.store.control.state import RunControl
-from agentdesk.store.errors import Conflict, NotFound
+from agentdesk.store.errors import Conflict, NotFound, ServerUnreachable
 from agentdesk.store.messages import commands as messages
 from agentdesk.store.messages.commands import Delivered
 from agentdesk.store.persistence import schema as sc
-from agentdesk.store.runtime import AgentRuntime, Decision
+from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.outage import Pauses, RideOut
+from agentdesk.store.runtime import AgentRuntime, Decision, rides_out
 
 POLL_S = 0.1
 """How often a waiting agent looks at the store: a decision reaches it in about this long."""
@@ -35,11 +41,16 @@ it within this long (bench/control_bench.py holds the release under 100 ms at th
 class LocalRuntime(AgentRuntime):
     """`AgentRuntime` plus what the client's handles need around it."""
 
+    def __init__(self, store: Store, actor: str = "agent", *, ride_out: RideOut | None = None) -> None:
+        super().__init__(store, actor, ride_out=RideOut() if ride_out is None else ride_out)
+
+    @rides_out
     def register(self, *, project: str, agent: str, model: str, session: str | None, task: str,
                  session_id: str | None, context_budget: int) -> Registered:
         return register(self, project=project, agent=agent, model=model, session=session, task=task,
                         session_id=session_id, context_budget=context_budget)
 
+    @rides_out
     def attach(self, agent_id: str) -> Registered:
         with self.store.reading() as s:
             row = s.get(sc.AgentRow, agent_id)
@@ -47,6 +58,7 @@ class LocalRuntime(AgentRuntime):
                 raise NotFound(f"There is no agent with id {agent_id}.")
             return Registered(row.id, row.session_id, row.project_id, row.name)
 
+    @rides_out
     def find_run(self, run_id: str) -> Registered | None:
         with self.store.reading() as s:
             run = s.get(sc.RunRow, run_id)
@@ -55,12 +67,14 @@ class LocalRuntime(AgentRuntime):
                 return None
             return Registered(agent.id, run.session_id, run.project_id, agent.name)
 
+    @rides_out
     def model_context(self, agent_id: str) -> ModelContext:
         return model_context(self.store, agent_id)
 
     def take_messages(self, agent_id: str) -> list[Delivered]:
         return messages.take(self.store, agent_id, self.actor)
 
+    @rides_out
     def statuses(self, run_id: str, session_id: str) -> tuple[str, str]:
         with self.store.reading() as s:
             run, session = s.get(sc.RunRow, run_id), s.get(sc.SessionRow, session_id)
@@ -79,18 +93,22 @@ class LocalRuntime(AgentRuntime):
         give_up = None if timeout_s is None else loop.time() + timeout_s
         heartbeat = Heartbeat(self.store, approval_id)
 
-        def look() -> Decision | None:
-            heartbeat.tick()
-            return self.poll_decision(approval_id)
-
+        outage: Pauses | None = None
         while True:
-            decision = await asyncio.to_thread(look)
+            try:
+                decision = await asyncio.to_thread(self.look, approval_id, heartbeat)
+                outage = None
+            except ServerUnreachable:  # the wait outlasts the server (see the module)
+                self.store.outage.lost()
+                outage = outage or Pauses()
+                decision = None
             if decision is not None:
                 return decision
             if give_up is not None and loop.time() >= give_up:
                 return Decision("pending", None, "", None)
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(POLL_S if outage is None else outage.next())
 
+    @rides_out
     def withdraw_request(self, approval_id: str, why: str) -> Decision | None:
         try:
             approval_commands.withdraw(self.store, approval_id, self.actor, why)

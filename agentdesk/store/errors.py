@@ -93,3 +93,13 @@ class ReadOnlyStore(StoreUnavailable):
 
 class AuditChainBroken(StoreError):
     exit_code = 6
+
+
+class ServerUnreachable(StoreUnavailable):
+    """The database server could not be reached (stopped, restarting, network) and nothing of the call was applied:
+    trying the same call again once the server is back is safe (store/persistence/outage.py)."""
+
+
+class CommitUnknown(StoreUnavailable):
+    """The connection was lost while a commit was on its way and the server never came back to say whether it
+    landed: trying again could apply the write twice, so the caller must look before retrying."""

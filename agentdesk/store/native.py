@@ -217,10 +217,13 @@ def follow_every_change(source: Source, show: Subscriber, since: int | None = No
     if isinstance(source, NativeSource):
         bus = VerbatimBus()
         bus.subscribe(show)
-        watcher = ChangeWatcher(source.store, include_own=True, bus=bus, poll_interval_s=0.05)
+        watcher = ChangeWatcher(source.store, include_own=True, bus=bus, poll_interval_s=0.05,
+                                reload_after_outage=False)
         watcher.start(from_seq=since)
-        if since is not None:
+        if since is not None and not source.store.is_postgres:
             watcher.poll_once()  # replay now: an idle store would not move data_version to trigger a poll
+            # (on a server, starting from `since` has read already, on the listener's connection; a second read
+            # on a pooled one only gave a server stopping in that moment a way to end the command)
         return watcher.stop
     source.bus.subscribe(show)
     source.watch()

@@ -12,28 +12,36 @@ agent's hot path then costs one lock acquisition per burst instead of one per
 write. A batch holds the write lock until its block ends, so it must contain
 writes only: no model call, no tool, no sleeping, no waiting for a decision
 (`wait_for_decision` refuses to run inside one).
+
+Given a `ride_out` (the client library and the simulator pass one), a runtime outlasts a lost
+PostgreSQL server: each call that raised `ServerUnreachable` (nothing of it was applied) is made
+again after a back-off, and a wait for a decision goes on across the outage and gets the decision
+after it (store/persistence/outage.py). Inside a batch calls are not retried one by one: the
+batch's caller owns the block and hears the error.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import String, func, insert, literal, select, update
 
 from agentdesk.store.approvals.commands import approval_parents, expire_overdue
 from agentdesk.store.approvals.heartbeat import HEARTBEAT_INTERVAL_S, Heartbeat
 from agentdesk.store.audit import guard
-from agentdesk.store.errors import InvalidInput, NotFound
+from agentdesk.store.errors import InvalidInput, NotFound, ServerUnreachable
 from agentdesk.store.ids import new_id
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.outage import NO_RIDE_OUT, Pauses, RideOut
 from agentdesk.store.rules.apply import apply_rules
 from agentdesk.store.rules.prepare import prepare_request
 from agentdesk.store.uow import UnitOfWork
@@ -71,10 +79,26 @@ def refused_decision(approval_id: str, refused: guard.Refusal) -> Decision:
                     refused.requested_arguments or "{}", REFUSER)
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+R = TypeVar("R", bound="AgentRuntime")
+
+
+def rides_out(method: Callable[Concatenate[R, P], T]) -> Callable[Concatenate[R, P], T]:
+    """Make the call again while the server is unreachable (nothing of a call that raised it was applied)."""
+    @functools.wraps(method)
+    def ride(self: R, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if self.ride_out.deadline_s <= 0 or getattr(self._local, "unit", None) is not None:
+            return method(self, *args, **kwargs)
+        return self.store.outage.ride_out(lambda: method(self, *args, **kwargs), self.ride_out)
+    return ride
+
+
 class AgentRuntime:
-    def __init__(self, store: Store, actor: str = "runtime") -> None:
+    def __init__(self, store: Store, actor: str = "runtime", *, ride_out: RideOut = NO_RIDE_OUT) -> None:
         self.store = store
         self.actor = actor
+        self.ride_out = ride_out
         self._local = threading.local()
 
     # -- transactions ----------------------------------------------------------------------
@@ -87,7 +111,7 @@ class AgentRuntime:
         if getattr(self._local, "unit", None) is not None:
             yield
             return
-        with UnitOfWork(self.store, runtime=True) as uow:
+        with UnitOfWork(self.store, runtime=True, ride_out=self.ride_out) as uow:
             self._local.unit = uow
             try:
                 yield
@@ -106,10 +130,11 @@ class AgentRuntime:
         if current is not None:
             yield current
             return
-        with UnitOfWork(self.store, runtime=True) as uow:
+        with UnitOfWork(self.store, runtime=True, ride_out=self.ride_out) as uow:
             yield uow
 
     # -- hierarchy -------------------------------------------------------------------------
+    @rides_out
     def create_project(self, name: str, project_id: str | None = None) -> str:
         """`project_id` lets writers that derive ids from the name (the client, the OTel ingest) agree on one."""
         pid = project_id or new_id("prj")
@@ -119,6 +144,7 @@ class AgentRuntime:
             uow.audit(self.actor, "project.create", "project", pid, {"name": name})
         return pid
 
+    @rides_out
     def create_task(self, project_id: str, title: str) -> str:
         tid = new_id("tsk")
         with self._unit() as uow:
@@ -129,6 +155,7 @@ class AgentRuntime:
             uow.audit(self.actor, "task.create", "task", tid, {"title": title})
         return tid
 
+    @rides_out
     def create_session(self, task_id: str, title: str) -> str:
         sid = new_id("ses")
         with self._unit() as uow:
@@ -139,6 +166,7 @@ class AgentRuntime:
             uow.audit(self.actor, "session.create", "session", sid, {"title": title})
         return sid
 
+    @rides_out
     def create_agent(self, session_id: str, name: str, model: str, parent_agent_id: str | None = None,
                      context_budget: int = 128_000) -> str:
         aid = new_id("agt")
@@ -156,6 +184,7 @@ class AgentRuntime:
                                                                  "parent": parent_agent_id})
         return aid
 
+    @rides_out
     def set_agent_status(self, agent_id: str, status: str) -> None:
         with self._unit() as uow:
             self._set_agent_status(uow, agent_id, status)
@@ -168,6 +197,7 @@ class AgentRuntime:
         agent.revision += 1
         uow.record("agent", "update", agent_id, self._agent_parents(agent), agent.revision)
 
+    @rides_out
     def set_session_status(self, session_id: str, status: str) -> None:
         with self._unit() as uow:
             ses = self._get(uow, sc.SessionRow, session_id)
@@ -180,6 +210,7 @@ class AgentRuntime:
             uow.audit(self.actor, f"session.{status}", "session", session_id, {})
 
     # -- runs and spans --------------------------------------------------------------------
+    @rides_out
     def start_run(self, agent_id: str, title: str) -> str:
         rid = new_id("run")
         with self._unit() as uow:
@@ -192,6 +223,7 @@ class AgentRuntime:
             uow.audit(self.actor, "run.start", "run", rid, {"title": title})
         return rid
 
+    @rides_out
     def set_run_status(self, run_id: str, status: str, error: str | None = None) -> None:
         """Move a run to running/waiting, or finish it (done/failed/cancelled)."""
         with self._unit() as uow:
@@ -206,6 +238,7 @@ class AgentRuntime:
             agent_status = {"done": "done", "failed": "failed", "cancelled": "done"}.get(status, status)
             self._set_agent_status(uow, run.agent_id, agent_status)
 
+    @rides_out
     def start_span(self, run_id: str, kind: str, name: str, parent_span_id: str | None = None,
                    attributes: Mapping[str, Any] | None = None, input_text: str | None = None,
                    context_of_agent: str | None = None) -> str:
@@ -239,6 +272,7 @@ class AgentRuntime:
                                                      chosen))
         return agent.context_revision
 
+    @rides_out
     def finish_span(self, span_id: str, status: str = "ok", output_text: str | None = None,
                     input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0,
                     error: str | None = None, attributes: Mapping[str, Any] | None = None) -> None:
@@ -261,6 +295,7 @@ class AgentRuntime:
             uow.record("span", "update", span_id, self._run_parents(run) | {"run": run.id})
 
     # -- context ---------------------------------------------------------------------------
+    @rides_out
     def new_turn_group(self, agent_id: str, kind: str = "turn") -> str:
         gid = new_id("grp")
         with self._unit() as uow:
@@ -273,6 +308,7 @@ class AgentRuntime:
             uow.record("context_group", "insert", gid, {"agent": agent_id})
         return gid
 
+    @rides_out
     def append_context(self, agent_id: str, group_id: str, kind: str, role: str | None, content: str,
                        locked: bool = False) -> str:
         """Append one item at the end of the agent's context (bumps its context revision)."""
@@ -302,6 +338,7 @@ class AgentRuntime:
         return iid
 
     # -- tool calls and approvals ----------------------------------------------------------
+    @rides_out
     def request_approval(self, run_id: str, tool_name: str, arguments: Mapping[str, Any] | str,
                          span_id: str | None = None, timeout_s: float | None = 300.0) -> str:
         """Record a tool call that needs a human, and its pending approval.
@@ -356,20 +393,42 @@ class AgentRuntime:
         self._refuse_in_batch("wait_for_decision")
         give_up = None if timeout_s is None else time.monotonic() + timeout_s
         heartbeat = self.heartbeat(approval_id, heartbeat_s)
+        outage: Pauses | None = None
         while True:
-            decision = self.poll_decision(approval_id)
+            try:
+                decision = self.look(approval_id, heartbeat)
+                outage = None
+            except ServerUnreachable:  # the wait outlasts the server: the decision is read once it is back
+                if self.ride_out.deadline_s <= 0:
+                    raise
+                self.store.outage.lost()
+                outage = outage or Pauses()
+                decision = None
             if decision is not None:
                 return decision
-            heartbeat.tick()
             if give_up is not None and time.monotonic() >= give_up:
                 return Decision("pending", None, "", None)
-            time.sleep(poll_s)
+            pause = poll_s if outage is None else outage.next()
+            if self.ride_out.pause(pause if give_up is None else max(0.0, min(pause, give_up - time.monotonic()))):
+                raise ServerUnreachable(f"Stopped waiting for the store {self.store.display_name}.")
+
+    def look(self, approval_id: str, heartbeat: Heartbeat) -> Decision | None:
+        """One look of a wait: the decision, or None after beating (when due). The read rides out a lost server
+        (`poll_decision`); the beat does not (it is due again at the next look)."""
+        decision = self.poll_decision(approval_id)
+        if decision is None:
+            heartbeat.tick()
+        return decision
 
     def heartbeat(self, approval_id: str, interval_s: float = HEARTBEAT_INTERVAL_S) -> Heartbeat:
         """A heartbeat for a wait loop of your own: call `tick()` in it (it beats when due)."""
         return Heartbeat(self.store, approval_id, interval_s)
 
+    @rides_out
     def poll_decision(self, approval_id: str) -> Decision | None:
+        return self._poll_decision(approval_id)
+
+    def _poll_decision(self, approval_id: str) -> Decision | None:
         self._refuse_in_batch("poll_decision")
         with self.store.reading() as s:
             row = s.get(sc.ApprovalRow, approval_id)
@@ -384,9 +443,10 @@ class AgentRuntime:
             return decision
         if expires is not None and time.time() >= expires:
             expire_overdue(self.store, actor=self.actor)
-            return self.poll_decision(approval_id)
+            return self._poll_decision(approval_id)
         return None
 
+    @rides_out
     def set_tool_call_status(self, tool_call_id: str, status: str) -> None:
         with self._unit() as uow:
             uow.session.execute(update(sc.ToolCallRow).where(sc.ToolCallRow.id == tool_call_id)

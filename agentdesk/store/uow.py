@@ -17,15 +17,23 @@ failure the unit looks for its own first change-log row: found, the write
 happened and the unit succeeds (publishing it once); absent, nothing was applied
 and the caller may try again; every write is a compare-and-set on ids chosen
 before the transaction, so trying again never applies twice.
+
+A lost server (PostgreSQL stopped or restarting) is told apart from a refusal: a unit that lost its
+connection before or during its body raises `ServerUnreachable` (nothing was applied: retrying is
+safe, store/persistence/outage.py), and one that lost it during COMMIT waits for the server to come
+back to look for its change-log row, so the caller hears "applied" or "not applied", or, if the server
+never answered, `CommitUnknown`. A unit given a `ride_out` (an agent's) waits that long for the
+server before it starts, instead of failing at once.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Mapping
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext, suppress
 from types import TracebackType
 from typing import Any, cast
 
@@ -35,9 +43,17 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from agentdesk.store.audit import AuditAppender
-from agentdesk.store.errors import InvalidInput, PermissionRefused, StoreError, StoreUnavailable
+from agentdesk.store.errors import (
+    CommitUnknown,
+    InvalidInput,
+    PermissionRefused,
+    ServerUnreachable,
+    StoreError,
+    StoreUnavailable,
+)
 from agentdesk.store.persistence.bus import Change
 from agentdesk.store.persistence.database import Store, describe_operational_error
+from agentdesk.store.persistence.outage import COMMIT_CHECK_S, NO_RIDE_OUT, Pauses, RideOut, is_connection_lost
 from agentdesk.store.persistence.postgres.engine import RUNTIME_QUEUE, is_postgres_url
 from agentdesk.store.persistence.postgres.engine import busy_timeout_of as pg_busy_timeout_of
 from agentdesk.store.persistence.postgres.roles import refusal_from
@@ -77,9 +93,11 @@ def write_deadline(store: Store, runtime: bool) -> float:
 class UnitOfWork:
     """One write transaction; `runtime=True` for an agent's writes, which yield to operators'."""
 
-    def __init__(self, store: Store, *, runtime: bool = False, deadline_s: float | None = None) -> None:
+    def __init__(self, store: Store, *, runtime: bool = False, deadline_s: float | None = None,
+                 ride_out: RideOut = NO_RIDE_OUT) -> None:
         self.store = store
         self.runtime = runtime
+        self.ride_out = ride_out
         self.deadline_s = write_deadline(store, runtime) if deadline_s is None else deadline_s
         self.now = time.time()
         self.lock_wait_s = 0.0
@@ -126,8 +144,11 @@ class UnitOfWork:
         return self
 
     def _begin(self, backoff: Backoff) -> Session:
-        """Take the write lock now (BEGIN IMMEDIATE on SQLite), retrying a locked store until the deadline."""
+        """Take the write lock now (BEGIN IMMEDIATE on SQLite), retrying a locked store until the deadline, and a
+        lost server until the `ride_out` gives up (nothing has been written yet either way)."""
         slice_ms = RUNTIME_BUSY_SLICE_MS if self.runtime else OPERATOR_BUSY_SLICE_MS
+        server_back_by = time.monotonic() + self.ride_out.deadline_s
+        pauses = Pauses()
         while True:
             if self.runtime and self._gate is not None:
                 self._gate.step_aside()  # before every attempt: an operator may have started waiting meanwhile
@@ -142,6 +163,14 @@ class UnitOfWork:
                     _refused(exc, self.store)  # a login that may not write at all (a viewer): one sentence
                     raise
                 session.close()
+                if self.store.is_postgres and is_connection_lost(exc):
+                    pause = pauses.next()
+                    if time.monotonic() + pause > server_back_by:
+                        raise ServerUnreachable(describe_operational_error(exc, self.store.url)) from exc
+                    self.store.outage.lost()
+                    if self.ride_out.pause(pause):
+                        raise ServerUnreachable(describe_operational_error(exc, self.store.url)) from exc
+                    continue
                 if not is_lock_error(exc):
                     raise StoreUnavailable(describe_operational_error(exc, self.store.url)) from exc
                 if not backoff.pause():
@@ -172,7 +201,8 @@ class UnitOfWork:
         session = self.session
         try:
             if exc_type is not None:
-                session.rollback()
+                with suppress(DBAPIError):  # a lost connection cannot roll back; the server did when it dropped it
+                    session.rollback()
                 self._changes.clear()
                 self._adopted.clear()
                 if isinstance(exc, DBAPIError):
@@ -184,15 +214,21 @@ class UnitOfWork:
             published = self._adopted + self._write_change_log()
             try:
                 session.commit()
-            except DBAPIError:
-                session.rollback()
-                if not self._landed(published):
+            except DBAPIError as error:
+                with suppress(DBAPIError):  # a connection that is gone cannot roll back; the server already did
+                    session.rollback()
+                if self.store.is_postgres and is_connection_lost(error):
+                    self._settle_lost_commit(published, error)
+                elif not self._landed(published):
                     raise
+            self.store.outage.back()
+            _this_thread.commits = commits_on_this_thread() + 1
             if self._audit is not None:
                 self._audit.anchor()  # after the commit, fsynced; a failure is logged, never raised
-        except OperationalError as error:
-            session.rollback()
-            raise StoreUnavailable(describe_operational_error(error, self.store.url)) from error
+        except OperationalError as error:  # before the commit was sent (the change log), or refused at commit
+            with suppress(DBAPIError):
+                session.rollback()
+            raise self.store.unavailable(error) from error
         except DBAPIError as error:  # refused at commit (a deferred check: a rule changed without its audit record)
             session.rollback()
             _refused(error, self.store)
@@ -208,6 +244,36 @@ class UnitOfWork:
             session.close()
             self._release_queue()
         self.store.bus.publish(published)
+
+    def _settle_lost_commit(self, published: list[Change], error: DBAPIError) -> None:
+        """The connection broke during COMMIT: wait for the server to say whether it landed (returns if so)."""
+        if not published:
+            raise CommitUnknown(self._unknown_commit()) from error
+        give_up = time.monotonic() + max(self.ride_out.deadline_s, COMMIT_CHECK_S)
+        pauses = Pauses()
+        while True:
+            try:
+                found = self._found(published[0])
+            except ServerUnreachable:
+                self.store.outage.lost()
+                pause = pauses.next()
+                if time.monotonic() + pause > give_up:
+                    raise CommitUnknown(self._unknown_commit()) from error
+                time.sleep(pause)
+                continue
+            if found:
+                return
+            raise ServerUnreachable(describe_operational_error(error, self.store.url)) from error  # not applied
+
+    def _unknown_commit(self) -> str:
+        return (f"The connection to {self.store.display_name} was lost during a commit and the server did not come "
+                "back to say whether it was kept; look before trying again.")
+
+    def _found(self, first: Change) -> bool:
+        with self.store.reading() as reader:
+            return reader.execute(select(ChangeRow.seq).where(
+                ChangeRow.seq == first.seq, ChangeRow.origin == first.origin, ChangeRow.at == first.at,
+                ChangeRow.entity_id == first.id, ChangeRow.op == first.op)).first() is not None
 
     def _landed(self, published: list[Change]) -> bool:
         """After a commit reported an error: is our first change-log row there (so the commit happened)?"""
@@ -263,6 +329,15 @@ class UnitOfWork:
                 for c, seq in zip(self._changes, seqs, strict=True)]
 
 
+_this_thread = threading.local()
+
+
+def commits_on_this_thread() -> int:
+    """Units of work this thread committed so far: a request that made several can tell whether a failure
+    came after one of them landed (then "nothing was applied" is no longer true: store/server/agent_api.py)."""
+    return int(getattr(_this_thread, "commits", 0))
+
+
 LOG_CHANGES = text("SELECT seq, origin FROM agentdesk_log_changes(:origin, CAST(:changes AS json))")
 
 
@@ -296,6 +371,8 @@ def affected(result: object) -> int:
 
 def _translate(exc: BaseException | None, url: str) -> None:
     """Lock and constraint failures inside the body become the store's typed errors."""
+    if isinstance(exc, DBAPIError) and is_postgres_url(url) and is_connection_lost(exc):
+        raise ServerUnreachable(describe_operational_error(exc, url)) from exc  # rolled back: nothing applied
     if isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError) and is_postgres_url(url)
                                              and not isinstance(exc, IntegrityError)):
         # PostgreSQL refuses a login's missing privilege as ProgrammingError: one sentence, like a lock

@@ -63,9 +63,9 @@ def start(bin_dir: Path, base: Path | None = None) -> tuple[Path, str]:
 
 
 def pg_ctl(bin_dir: Path, root: Path, action: str) -> None:
-    """stop / restart the server in `root` (the restart test uses this)."""
+    """stop / start / restart the server in `root` (the restart and outage tests use this)."""
     args = [str(bin_dir / "pg_ctl"), "-D", str(root / "data"), "-w", "-m", "fast", "-l", str(root / "log")]
-    if action == "restart":
+    if action in ("restart", "start"):
         args += ["-o", f"-k {root} {SERVER_OPTIONS}"]
     subprocess.run(_as_postgres([*args, action]), check=True, stdout=subprocess.DEVNULL)
 

@@ -174,6 +174,7 @@ class MainWindow(QMainWindow):
         self.tree.selection_changed.connect(self._remember_selection)
         self.queue.pending_count_changed.connect(self._on_pending)
         self.queue.questions_count_changed.connect(self._on_questions)
+        self.queue.pending_model.gone_changed.connect(lambda _gone: self._show_waiting_agents())
         self.queue.pending_model.loaded.connect(lambda: self._fold_queue(self.queue.pending_model.rowCount()
                                                                          + self.queue.questions.model.pending))
         self.queue.pending_count_changed.connect(self.notifier.pending_changed)
@@ -333,13 +334,19 @@ class MainWindow(QMainWindow):
     def _on_pending(self, count: int) -> None:
         self._queue_title()
         self._fold_queue(count + self.queue.questions.model.pending)
-        model = self.queue.pending_model
-        waiting = {a.agent_id for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
-                   and not model.is_expired(a)}
-        self.status.set_pending(count, len(waiting))
+        waiting = self._show_waiting_agents()
         if self.follow_first_approval and waiting:
             self.follow_first_approval = False
             self._show_first_approval()
+
+    def _show_waiting_agents(self) -> set[str]:
+        """Agents blocked on the operator: a pending approval that has not expired and whose requester still
+        beats (one that stopped beating has nobody behind it: it is not an agent waiting for you)."""
+        model = self.queue.pending_model
+        waiting = {a.agent_id for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
+                   and not model.is_expired(a) and not model.is_gone(a)}
+        self.status.set_pending(model.rowCount(), len(waiting))
+        return waiting
 
     def _fold_queue(self, count: int) -> None:
         """Nothing pending: the queue folds to a strip and the timeline gets its width (unless it is

@@ -1,4 +1,9 @@
-"""The window's status bar: which store, whether the bus is live, when the last change came."""
+"""The window's status bar: which store, whether the bus is live, when the last change came.
+
+A lost PostgreSQL server is one line here, in place of "live", until it is back: "PostgreSQL at
+HOST unreachable since 12:03:04, retrying". The store says it (`ChangeWatcher.outage_line`, no Qt
+there); the watcher reconnects by itself and catches up on everything committed meanwhile.
+"""
 
 from __future__ import annotations
 
@@ -71,10 +76,19 @@ class StoreStatusBar(QStatusBar):
         watcher = self._services.source.watcher
         live = watcher is not None and watcher.healthy
         reconnecting = bool(getattr(watcher, "reconnecting", False))  # a server store lost its connection
-        self.live_label.setText("● live" if live else "○ not live, reconnecting…" if reconnecting else "○ not live")
+        lost: str | None = getattr(watcher, "outage_line", None)
+        if lost:  # the line must be read whole: it takes its width, the store's name is elided instead
+            self.live_label.setText(f"○ {lost}")
+            self.live_label.setMinimumWidth(self.live_label.sizeHint().width())
+        else:
+            self.live_label.setText("● live" if live else "○ not live, reconnecting…" if reconnecting
+                                    else "○ not live")
+            self.live_label.setMinimumWidth(0)
+        self.last_change_label.setVisible(not lost)  # "last change 3 s ago" means nothing while nothing can come
         self.live_label.setStyleSheet("color: #30a46c;" if live else "color: #e5484d;")
         self.live_label.setToolTip("Watching the store for changes from any process" if live
-                                   else "Not receiving changes from other processes")
+                                   else "Not receiving changes from other processes; what they commit meanwhile "
+                                   "is shown once the connection is back")
         last = self._services.bridge.last_change_at
         self.last_change_label.setText("no changes yet" if last is None
                                        else f"last change {ago(time.time() - last)}")

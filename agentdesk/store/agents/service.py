@@ -27,10 +27,11 @@ from agentdesk.store.asks import commands as ask_commands
 from agentdesk.store.asks import waiting as ask_waiting
 from agentdesk.store.control.checkpoint import reach_checkpoint, read_control
 from agentdesk.store.control.state import ControlState, RunControl
-from agentdesk.store.errors import Conflict, InvalidInput, NotFound
+from agentdesk.store.errors import Conflict, InvalidInput, NotFound, ServerUnreachable
 from agentdesk.store.messages import commands as message_commands
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.outage import COMMIT_CHECK_S, RideOut
 from agentdesk.store.readmodel import ItemKind, RunStatus, SpanKind, SpanStatus
 from agentdesk.store.runtime import AgentRuntime, Decision
 from agentdesk.store.validation import canonical_arguments, check_name, check_text
@@ -114,7 +115,10 @@ class AgentService:
             self._own("session", session_id)
         budget = body.get("context_budget") or 128_000
         _check_range("context_budget", budget, 1, MAX_BUDGET)
-        registered = register(self.rt, project=body["project"], agent=body["agent"],
+        # Several writes (project, task, session, agent): once one landed, the rest must follow, so they wait
+        # for a lost server a while instead of answering 503 (which would make the client register twice).
+        rt = AgentRuntime(self.store, actor=self.identity.name, ride_out=RideOut(COMMIT_CHECK_S))
+        registered = register(rt, project=body["project"], agent=body["agent"],
                               model=body.get("model") or "unknown", session=body.get("session"),
                               task=body.get("task") or "default", session_id=session_id, context_budget=budget)
         if session_id is None:
@@ -240,7 +244,11 @@ class AgentService:
         approval_id = self.rt.request_approval(run_id, check_name("tool name", body["tool"]), arguments,
                                                span_id=span_id, timeout_s=expires_in)
         self._note("approval", approval_id)
-        return {"approval_id": approval_id, "decision": decision_json(self.rt.poll_decision(approval_id))}
+        try:  # a standing rule may have decided it already; a server gone now must not undo the answer
+            decision = self.rt.poll_decision(approval_id)
+        except ServerUnreachable:
+            decision = None  # the agent waits for it next, which outlasts the server
+        return {"approval_id": approval_id, "decision": decision_json(decision)}
 
     # -- run control (store/control): the agent reads and honours it, never sets it -------------------
     def checkpoint(self, run_id: str) -> dict[str, Any]:

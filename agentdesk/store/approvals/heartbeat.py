@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, text, update
 
 from agentdesk.store.approvals.commands import approval_parents
+from agentdesk.store.errors import StoreUnavailable
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.postgres.roles import require
@@ -74,7 +75,12 @@ class Heartbeat:
         now = self._clock()
         if self._last is None or now - self._last >= self.interval_s:
             self._last = now
-            if beat(self.store, self.approval_id):
+            try:
+                beaten = beat(self.store, self.approval_id)
+            except StoreUnavailable:
+                self._last = None  # beat again at the next tick: after an outage, at once (not a full interval on)
+                raise
+            if beaten:
                 self.beats += 1
 
 

@@ -9,7 +9,10 @@ poll interval, and an idle store costs one cheap pragma per interval.
 
 When the watcher cannot follow the feed exactly (the log was pruned past its
 high-water mark, it fell too far behind, or the feed went backwards because the
-file was replaced) it publishes one `reset` change: subscribers reload.
+file was replaced) it publishes one `reset` change: subscribers reload. It does the
+same after a lost PostgreSQL server came back (once it has caught up on the change
+log): reads a window made while the server was gone failed, and what they would have
+shown is not in the log any more, so every view reloads once.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from sqlalchemy import func, select
 from agentdesk.store.changes.polling import LoopWatcher, PollLoop
 from agentdesk.store.persistence.bus import RESET, Change, ChangeBus
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.outage import outage_line
 from agentdesk.store.persistence.postgres.listener import NotifyLoop
 from agentdesk.store.persistence.schema import ChangeRow
 
@@ -60,13 +64,15 @@ class ChangeWatcher(LoopWatcher):
     """Background thread publishing foreign changes on `store.bus`.
 
     `include_own` is for tools like `agentdesk watch` that want every change,
-    including those written through the same Store object. `healthy` is False
+    including those written through the same Store object; such a tool, which shows
+    changes rather than views, passes `reload_after_outage=False` (the catch-up read
+    after a reconnect already gave it every change). `healthy` is False
     until started and whenever the last poll failed; `high_water` is the last
     change-log seq read. The thread, probe and back-off are the shared `PollLoop`.
     """
 
     def __init__(self, store: Store, *, poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
-                 include_own: bool = False, bus: ChangeBus | None = None) -> None:
+                 include_own: bool = False, bus: ChangeBus | None = None, reload_after_outage: bool = True) -> None:
         self.store = store
         self.bus = bus or store.bus
         self.poll_interval_s = poll_interval_s
@@ -84,7 +90,8 @@ class ChangeWatcher(LoopWatcher):
             # bursts are coalesced, over a shorter window (the GUI bridge coalesces again at 30 ms).
             spacing = NOTIFY_MIN_INTERVAL_S if poll_interval_s == DEFAULT_POLL_INTERVAL_S else poll_interval_s
             self._loop = NotifyLoop(store.url, self.poll_once, lambda: self.high_water, name="agentdesk-watcher",
-                                    min_interval_s=spacing)
+                                    min_interval_s=spacing, outage=store.outage,
+                                    on_reconnect=self._after_outage if reload_after_outage else None)
         else:
             self._loop = PollLoop(store.path, self.poll_once, interval_s=poll_interval_s, name="agentdesk-watcher",
                                   moved=lambda: self._current_max_seq() != self.high_water)
@@ -93,6 +100,19 @@ class ChangeWatcher(LoopWatcher):
     def reconnecting(self) -> bool:
         """True while a lost server connection is being re-established (the window says so)."""
         return isinstance(self._loop, NotifyLoop) and self._loop.reconnecting
+
+    def _after_outage(self) -> None:
+        """The server is back and the log read up to its end: subscribers reload what failed meanwhile."""
+        self.bus.publish([Change("*", RESET, "*", seq=self.high_water, at=time.time())])
+
+    @property
+    def outage_line(self) -> str | None:
+        """While the server is lost: "PostgreSQL at HOST unreachable since 12:03:04, retrying" (the status bar's
+        and `agentdesk watch`'s one line); None while it answers."""
+        loop = self._loop
+        if not isinstance(loop, NotifyLoop) or not loop.reconnecting or loop.down_since is None:
+            return None
+        return outage_line(self.store.outage.server, self.store.outage.since or loop.down_since)
 
     def start(self, from_seq: int | None = None) -> ChangeWatcher:
         """Start after the current end of the feed (or after `from_seq`)."""

@@ -23,10 +23,11 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-from agentdesk.store.errors import NoStore, ReadOnlyStore, SchemaBehind, StoreUnavailable
+from agentdesk.store.errors import NoStore, ReadOnlyStore, SchemaBehind, ServerUnreachable, StoreUnavailable
 from agentdesk.store.paths import default_store_location
 from agentdesk.store.persistence import sqlite
 from agentdesk.store.persistence.bus import ChangeBus
+from agentdesk.store.persistence.outage import Outage, is_connection_lost, server_name
 from agentdesk.store.persistence.postgres import engine as pg
 from agentdesk.store.persistence.postgres import roles, upgrading
 from agentdesk.store.persistence.schema import (
@@ -153,6 +154,8 @@ class Store:
         self.origin = uuid.uuid4().hex
         self.login: roles.Login | None = None
         """On PostgreSQL, the database login and its agentdesk level (read once at open); None on SQLite."""
+        self.outage = Outage(server_name(url) if pg.is_postgres_url(url) else str(self.path or url))
+        """Whether this process finds the server gone, and since when (shared by every thread using the store)."""
 
     @property
     def path(self) -> Path | None:
@@ -165,7 +168,15 @@ class Store:
             with Session(self.engine) as session, session.begin():
                 yield session
         except OperationalError as exc:
-            raise StoreUnavailable(describe_operational_error(exc, self.url)) from exc
+            raise self.unavailable(exc) from exc
+        self.outage.back()
+
+    def unavailable(self, exc: DBAPIError) -> StoreUnavailable:
+        """The error a failed statement becomes: `ServerUnreachable` (safe to retry) when the server went away."""
+        message = describe_operational_error(exc, self.url)
+        if self.is_postgres and is_connection_lost(exc):
+            return ServerUnreachable(message)
+        return StoreUnavailable(message)
 
     def writing_session(self) -> Session:
         if self.read_only:

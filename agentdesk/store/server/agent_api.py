@@ -11,8 +11,9 @@ asks again, reconnecting with back-off if the receiver restarted). A run's check
 agent (store/server/control_waits.py) are served the same way; pausing, resuming and stopping are not.
 
 Answers are JSON: the result, or `{"error": sentence}` with 400 (bad input), 401, 403, 404,
-409 (conflict), 411 (no Content-Length), 413 (too large), 415 (not JSON), 503 (store busy or the
-receiver stopping: retry).
+409 (conflict), 411 (no Content-Length), 413 (too large), 415 (not JSON), 503 (store busy, its
+PostgreSQL server unreachable, or the receiver stopping: nothing was applied, retry), 500 when the
+server went away during a commit and never came back to say whether it landed (not retried blindly).
 """
 
 from __future__ import annotations
@@ -34,11 +35,20 @@ from agentdesk.store.agents.ownership import Ownership
 from agentdesk.store.agents.refusals import Forbidden, Unauthorized
 from agentdesk.store.agents.service import AgentService, control_json, decision_json
 from agentdesk.store.agents.tokens import AgentIdentity
-from agentdesk.store.errors import Conflict, InvalidInput, NotFound, StoreError, StoreUnavailable
+from agentdesk.store.errors import (
+    CommitUnknown,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    ServerUnreachable,
+    StoreError,
+    StoreUnavailable,
+)
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.server import agent_json as aj
 from agentdesk.store.server.agent_waits import DecisionWaits, Gone, ShuttingDown
 from agentdesk.store.server.control_waits import ControlWaits
+from agentdesk.store.uow import commits_on_this_thread
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +169,7 @@ class AgentApi:
     async def _in_pool(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self._stopping:
             raise StoreUnavailable("The receiver is stopping; retry in a moment.")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, answered_once, fn, *args)
 
     async def _admit(self, request: web.Request, spec: aj.Spec) -> tuple[AgentService, dict[str, Any]]:
         """The caller's identity (401 without one), then the body checked against `spec`."""
@@ -325,6 +335,23 @@ class AgentApi:
                                 "never served here."))
 
 
+def answered_once(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)`, where a lost server after one of its writes committed is no 503.
+
+    A 503 tells the client nothing was applied and to send the request again; a request that wrote
+    twice (a registration: session, then agent) and lost the server between them would be applied
+    twice. It says so instead (500), and the agent can look before it tries again.
+    """
+    before = commits_on_this_thread()
+    try:
+        return fn(*args)
+    except ServerUnreachable as exc:
+        if commits_on_this_thread() == before:
+            raise
+        raise CommitUnknown("The store's server went away after part of this request was written; look at "
+                            "what is there before sending it again.") from exc
+
+
 def connected(request: web.Request) -> bool:
     transport = request.transport
     return transport is not None and not transport.is_closing()
@@ -347,7 +374,7 @@ def status_of(exc: StoreError) -> int:
     if isinstance(exc, BodyError):
         return exc.status
     for kind, status in ((Unauthorized, 401), (Forbidden, 403), (NotFound, 404), (Conflict, 409),
-                         (InvalidInput, 400), (StoreUnavailable, 503)):
+                         (InvalidInput, 400), (CommitUnknown, 500), (StoreUnavailable, 503)):
         if isinstance(exc, kind):
             return status
     return 500

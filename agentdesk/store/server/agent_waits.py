@@ -9,6 +9,10 @@ thousand waits costs the watcher's probe and one heartbeat transaction every
 `HEARTBEAT_INTERVAL_S` for all of them (a held connection *is* a requester still waiting), no
 per-waiter work. Deadlines are timers: an approval past its `expires_at` is expired when its
 timer fires, like `poll_decision` does for a local agent.
+
+A lost PostgreSQL server ends no held wait: reads and beats are tried again with the outage's
+back-off (one line in the log, "PostgreSQL at HOST unreachable since …, retrying"), and the
+watcher, once reconnected, catches up on the change log, so a decision reaches the agents after it.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ from sqlalchemy import select
 from agentdesk.store.approvals.commands import expire_overdue
 from agentdesk.store.approvals.heartbeat import HEARTBEAT_INTERVAL_S, beat_many
 from agentdesk.store.changes.watcher import ChangeWatcher
+from agentdesk.store.errors import ServerUnreachable
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.bus import RESET, Change, ChangeBus, ChangeOp, EntityKind
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.outage import Pauses
 from agentdesk.store.runtime import Decision
 
 log = logging.getLogger(__name__)
@@ -236,11 +242,17 @@ class DecisionWaits:
 
     async def _check(self) -> None:
         loop = asyncio.get_running_loop()
+        outage = Pauses()
         while self._due:
             ids, self._due = self._due, set()
             try:
                 states = await loop.run_in_executor(self._pool, read_states, self.store, ids)
-            except Exception:  # the store is busy or gone for a moment: the waiters keep waiting
+            except ServerUnreachable:  # the waiters keep waiting; the outage says so once
+                self.store.outage.lost()
+                await asyncio.sleep(outage.next())
+                self._due |= ids
+                continue
+            except Exception:  # the store is busy for a moment: the waiters keep waiting
                 log.warning("agent API: reading decisions failed", exc_info=True)
                 await asyncio.sleep(0.2)
                 self._due |= ids
@@ -273,5 +285,7 @@ class DecisionWaits:
                 continue
             try:
                 await loop.run_in_executor(self._pool, beat_many, self.store, ids)
+            except ServerUnreachable:
+                self.store.outage.lost()  # the next round beats again; the agents' connections are held meanwhile
             except Exception:
                 log.warning("agent API: heartbeat for %d waiting agents failed", len(ids), exc_info=True)

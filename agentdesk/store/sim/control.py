@@ -27,7 +27,7 @@ class SimEvent:
     worker: int
     agent: str
     kind: str
-    """run_started, run_finished, tool, approval_requested, approval_decided, sub_agent or failure."""
+    """run_started, run_finished, tool, approval_requested, approval_decided, sub_agent, outage or failure."""
     tool: str | None = None
     arguments: str | None = None
     """Canonical JSON of the arguments the agent asked for (before any operator edit)."""

@@ -13,12 +13,14 @@ import json
 import logging
 import random
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 
+from agentdesk.store.approvals import commands as approval_commands
 from agentdesk.store.control.checkpoint import reach_checkpoint
-from agentdesk.store.errors import StoreError
+from agentdesk.store.errors import ServerUnreachable, StoreError
+from agentdesk.store.persistence.outage import Pauses
 from agentdesk.store.readmodel import ControlState
 from agentdesk.store.runtime import AgentRuntime, Decision
 from agentdesk.store.sim.content import AgentProfile, ContentGenerator, ToolCall, Usage
@@ -28,6 +30,7 @@ from agentdesk.store.validation import estimate_tokens
 log = logging.getLogger(__name__)
 TOP_ROLES = ("planner", "coder", "data-analyst", "ops", "writer")
 MAX_CONSECUTIVE_FAILURES = 5
+OUTAGE_ERROR = "interrupted: the store's server went away in the middle of a write"
 
 
 CHECKPOINT_POLL_S = 0.05
@@ -76,6 +79,11 @@ class AgentWorker:
             except Stopped:
                 self._unwind("cancelled")
                 return
+            except ServerUnreachable as exc:  # the server went away under a transaction: it rolled back whole
+                self.control.emit(self.index, self.profile.name, "outage", detail=str(exc))
+                self._unwind("failed", quiet=True, error=OUTAGE_ERROR)  # waits for the server to come back
+                if self.control.stopping:
+                    return
             except StoreError as exc:  # a locked or unavailable store: note it, clean up, try again later
                 failures += 1
                 self.control.failure(self.profile.name, exc)
@@ -285,14 +293,27 @@ class AgentWorker:
         return approval_id, decision
 
     def _wait(self, approval_id: str) -> Decision:
+        """Until decided; a lost server only makes the looks less frequent (the decision comes after it)."""
         heartbeat = self.rt.heartbeat(approval_id)  # so the queue knows this agent still waits
+        outage: Pauses | None = None
         while True:
-            decision = self.rt.poll_decision(approval_id)
+            try:
+                decision = self.rt.look(approval_id, heartbeat)
+                outage = None
+            except ServerUnreachable:
+                self.rt.store.outage.lost()
+                outage, decision = outage or Pauses(), None
             if decision is not None:
                 return decision
-            heartbeat.tick()
-            if self.control.pause_or_stop(0.05):
+            if self.control.pause_or_stop(0.05 if outage is None else outage.next()):
+                self._withdraw(approval_id)
                 raise Stopped
+
+    def _withdraw(self, approval_id: str) -> None:
+        """Stopping while waiting: take the request back, as the client library's gate does, so the queue does
+        not keep a request nobody waits for (best effort: a decision that came first stands)."""
+        with suppress(StoreError):
+            approval_commands.withdraw(self.rt.store, approval_id, self.rt.actor, "the simulator stopped")
 
     def _delegate(self, agent: LiveAgent, run: str, parent: str, call: ToolCall, group: str) -> str:
         assert self.session_id is not None
@@ -362,9 +383,9 @@ class AgentWorker:
             self.rt.append_context(agent.id, group, kind, role, content)
         agent.context_tokens += estimate_tokens(content)
 
-    def _unwind(self, status: str, *, quiet: bool = False) -> None:
+    def _unwind(self, status: str, *, quiet: bool = False, error: str | None = None) -> None:
         """Close what a stop or a store failure left open, innermost first, so nothing looks live forever."""
-        error = None if status == "cancelled" else "simulator lost the store"
+        error = error or (None if status == "cancelled" else "simulator lost the store")
         span_status = "cancelled" if status == "cancelled" else "error"
         steps: list[Callable[[], None]] = [partial(self.rt.finish_span, span, span_status, error=error)
                                            for span in reversed(self.open_spans)]

@@ -19,10 +19,12 @@ import time
 from collections.abc import Callable
 
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.outage import RIDE_OUT_S, RideOut
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.sim.content import ContentGenerator
 from agentdesk.store.sim.control import Control, SimEvent
 from agentdesk.store.sim.episode import AgentWorker
+from agentdesk.store.sim.leftovers import close_gone_runs
 
 __all__ = ["SimEvent", "Simulator"]
 log = logging.getLogger(__name__)
@@ -53,6 +55,8 @@ class Simulator:
         self.on_event = on_event
         self.control = Control(speed=speed, duration_s=duration_s, on_event=on_event)
         self.project_ids: list[str] = []
+        self.closed_leftovers: list[str] = []
+        """Waiting runs of gone agents this simulator closed when it started (store/sim/leftovers.py)."""
         self._threads: list[threading.Thread] = []
         self._finished: list[threading.Event] = []
 
@@ -61,7 +65,9 @@ class Simulator:
         if self._threads:
             raise RuntimeError("this simulator was already started")
         self.control = Control(speed=self.speed, duration_s=self.duration_s, on_event=self.on_event)
-        runtime = AgentRuntime(self.store, actor="simulator")
+        ride_out = RideOut(RIDE_OUT_S, self.control.pause_or_stop)  # a lost server is waited out, a stop is not
+        runtime = AgentRuntime(self.store, actor="simulator", ride_out=ride_out)
+        self.closed_leftovers = close_gone_runs(runtime)  # what a simulator that died while waiting left behind
         setup = ContentGenerator(random.Random(f"agentdesk-sim:{self.seed}:setup"))
         count = max(1, min(4, (self.agents + 1) // 2))
         self.project_ids = [runtime.create_project(setup.project_name()) for _ in range(count)]
@@ -69,7 +75,7 @@ class Simulator:
             if self.control.stopping:  # the duration ended (or stop() came) while threads were starting
                 break
             worker = AgentWorker(
-                index, AgentRuntime(self.store, actor="simulator"), self.control,
+                index, AgentRuntime(self.store, actor="simulator", ride_out=ride_out), self.control,
                 random.Random(f"agentdesk-sim:{self.seed}:agent:{index}"), self.project_ids[index % count],
                 approval_timeout_s=self.approval_timeout_s, approval_rate=self.approval_rate,
                 error_rate=self.error_rate)

@@ -12,7 +12,9 @@ GUI thread's. When the connection drops (server restart, network) it is marked
 unhealthy, `reconnecting` turns True, and it reconnects with exponential
 back-off; after LISTEN is re-established it reads once to catch up on whatever
 committed while it was away. Idle, it wakes every `IDLE_WAKE_S` only to notice
-a stop request: no polling queries.
+a stop request: no polling queries. Given the store's `Outage`, it tells it when the server went
+away and when it is back: that is the one line the window's status bar and `agentdesk watch` show
+("PostgreSQL at HOST unreachable since 12:03:04, retrying").
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from agentdesk.store.persistence.outage import Outage
 from agentdesk.store.persistence.postgres.engine import CONNECT_TIMEOUT_S, libpq_url
 from agentdesk.store.persistence.threads import StoppableThread
 
@@ -32,7 +35,8 @@ log = logging.getLogger(__name__)
 CHANNEL = "agentdesk_changes"
 IDLE_WAKE_S = 0.5
 FIRST_BACKOFF_S = 0.1
-MAX_BACKOFF_S = 5.0
+MAX_BACKOFF_S = 2.0
+"""As every agentdesk process waits for a lost server (store/persistence/outage.py): back within 2 s of it."""
 BEHIND_CHECK_S = 1.0
 """At most this often, a notification naming a seq below the mark wakes a read anyway (see `_wait_and_read`)."""
 
@@ -47,13 +51,18 @@ class NotifyLoop:
     """
 
     def __init__(self, url: str, read: Callable[[], object], seen: Callable[[], int], *, name: str,
-                 min_interval_s: float = 0.04, channel: str = CHANNEL) -> None:
+                 min_interval_s: float = 0.04, channel: str = CHANNEL, outage: Outage | None = None,
+                 on_reconnect: Callable[[], object] | None = None) -> None:
         self.url = url
+        self.outage = outage
+        self._on_reconnect = on_reconnect
         self.min_interval_s = min_interval_s
         self.name = name
         self.channel = channel
         self.healthy = False
         self.reconnecting = False
+        self.down_since: float | None = None
+        """When the connection was lost (wall clock), while `reconnecting`."""
         self.failures = 0
         self.reconnects = 0
         self._read = read
@@ -111,6 +120,10 @@ class NotifyLoop:
                     self._read_here()  # catch up from the high-water mark on whatever committed meanwhile
                     self.reconnects += 1
                     log.info("%s reconnected after %d failed attempts", self.name, self.failures)
+                    if self.outage is not None:
+                        self.outage.back()
+                    if self._on_reconnect is not None:
+                        self._on_reconnect()
                 self.failures = 0
                 self.healthy = True
                 self.reconnecting = False
@@ -175,9 +188,12 @@ class NotifyLoop:
         self.healthy = False
         self.reconnecting = True
         self.failures += 1
-        if self.failures == 1:
-            log.warning("%s: lost the server (%s: %s); reconnecting with back-off", self.name,
-                        type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        if self.failures == 1:  # the one line people see is the outage's; this is for the log file
+            self.down_since = time.time()
+            log.info("%s: lost the server (%s: %s); reconnecting with back-off", self.name,
+                     type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        if self.outage is not None:
+            self.outage.lost()  # said from the second failure on: a restart that is over at once says nothing
         self._close()
 
 
