@@ -47,6 +47,8 @@ def capture(window: MainWindow, view: str, path: str) -> None:
     elif view == "rules":
         window.tabs.setCurrentIndex(RULES_TAB)
     settle(window, min_s=0.3, quiet_s=0.3)
+    if view == "timeline" and (error := window.timeline.feed.error):  # nothing drawn is no screenshot
+        raise ViewFailed(error)
     target: QWidget = {"window": window, "tree": window.tree, "timeline": window.timeline,
                        "context": window.context_editor, "approvals": window.queue, "rules": window.rules}[view]
     if not Path(path).parent.is_dir():  # never created here: a mistyped folder must not appear
@@ -60,6 +62,10 @@ def capture(window: MainWindow, view: str, path: str) -> None:
 
 class ScreenshotError(Exception):
     """The PNG could not be written: the message names the output, not the store."""
+
+
+class ViewFailed(ScreenshotError):
+    """The view asked for could not load what it shows (the message says why): no PNG is written."""
 
 
 class Picture(Protocol):
