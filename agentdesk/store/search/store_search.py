@@ -23,7 +23,7 @@ from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
 from agentdesk.store.ingest.staging import STAGED_SQL
 from agentdesk.store.persistence.database import own_store
-from agentdesk.store.search import fts
+from agentdesk.store.search import fts, pg_index
 from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.query import Query, matches_text, parse
 from agentdesk.store.search.run_search import (
@@ -34,6 +34,8 @@ from agentdesk.store.search.run_search import (
     fresh,
     indexed_engine,
     match_expression,
+    pg_attributes_match,
+    pg_statement,
     search_run,
 )
 from agentdesk.store.source import Source
@@ -88,6 +90,9 @@ def search_store(source: Source, query: str, limit: int = DEFAULT_LIMIT) -> Stor
     if engine is not None and store is not None:
         drain_for_search(store, None)
         spans, span_total = _spans_sql(engine, parsed, limit)
+    elif store is not None and store.is_postgres and pg_index.has_index(store.engine):
+        engine = store.engine
+        spans, span_total = _spans_pg(engine, parsed, limit)
     else:
         spans, span_total = _spans_scan(source, parsed, limit)
     approvals, approval_total = _approvals(source, parsed, limit)
@@ -134,6 +139,24 @@ def _spans_sql(engine: Engine, q: Query, limit: int) -> tuple[list[Hit], int]:
              for r in dirty[: max(0, limit - len(hits))]]
     hits.sort(key=lambda h: (h.run_id, h.started))
     return hits, int(total) + len(dirty)
+
+
+def _spans_pg(engine: Engine, q: Query, limit: int) -> tuple[list[Hit], int]:
+    """Every run's matching spans on PostgreSQL (`run_search.pg_statement`): counted all, `limit` listed."""
+    params: dict[str, Any] = {}
+    sql = pg_statement(q, params, [f"s.run_id NOT IN ({STAGED_SQL})"], "s.id, s.run_id, s.name, s.started_at")
+    hits: list[Hit] = []
+    total = 0
+    with engine.begin() as conn:
+        conn.exec_driver_sql(pg_index.NO_SEQ_SCAN)
+        for row in conn.execute(text(sql), params):
+            if q.attributes and not pg_attributes_match(q, row[4]):
+                continue
+            total += 1
+            if len(hits) < limit:
+                hits.append(Hit(HitKind.SPAN, row[0], row[1], row[0], row[2], _started(row[3])))
+    hits.sort(key=lambda h: (h.run_id, h.started))
+    return hits, total
 
 
 def _started(value: object) -> float:
