@@ -141,7 +141,8 @@ class ApprovalQueue(QWidget):
         self.pending_model.gone_changed.connect(self._on_gone)
         self.dismiss_gone_button.clicked.connect(self.dismiss_gone)
         for signal in (self.pending_model.rowsInserted, self.pending_model.rowsRemoved,
-                       self.pending_model.modelReset, self.pending_model.loaded):
+                       self.pending_model.modelReset, self.pending_model.loaded,
+                       self.pending_model.ticked):  # a row passing its deadline leaves the count
             signal.connect(self._count_changed)
         for model in (self.pending_model, self.decided_model):
             model.loaded.connect(self._select_wanted)
@@ -251,7 +252,7 @@ class ApprovalQueue(QWidget):
             self.log.add(f"• {text}")
 
     def _count_changed(self, *_args: object) -> None:
-        count = self.pending_model.rowCount()
+        count = self.pending_model.awaiting_count()  # as `agentdesk approvals` counts (overdue ones are expired)
         self.tabs.setTabText(PENDING_TAB, f"Pending ({count})" if count else "Pending")
         if count != self._last_count:
             self._last_count = count

@@ -302,7 +302,7 @@ class MainWindow(QMainWindow):
 
     def _on_pending(self, count: int) -> None:
         self.queue_dock.setWindowTitle(f"Approvals ({count} pending)")
-        self._fold_queue(count)
+        self._fold_queue(self.queue.pending_model.rowCount())  # overdue rows are still shown, not counted
         model = self.queue.pending_model
         waiting = {a.agent_id for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
                    and not model.is_expired(a)}
