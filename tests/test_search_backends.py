@@ -7,12 +7,14 @@ import re
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from agentdesk.store.errors import NotFound
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.search import pg_index, run_search
+from agentdesk.store.search.indexer import drain
 from agentdesk.store.search.query import parse
 from agentdesk.store.search.run_search import search_run
 from agentdesk.store.search.store_search import HitKind, search_store
@@ -70,15 +72,36 @@ def test_an_unknown_run_is_not_found(source: NativeSource, spans: Spans) -> None
 
 
 def test_postgresql_answers_from_its_index(store: Store, source: NativeSource, spans: Spans) -> None:
-    """The planner uses `spans_search` for the statement as the search builds it: the expression in
-    `pg_index` is the one migration 0019 indexed (a drift would make every search a table scan)."""
+    """Spans are found while dirty (scanned as they are), once indexed (from `span_words`, through its GIN
+    index), and again as they are after a change made them dirty again."""
     if not store.is_postgres:
         pytest.skip("PostgreSQL's index (SQLite's FTS5 is tests/analysis/test_search_index.py)")
+    with store.engine.connect() as conn:
+        dirty = conn.execute(text("SELECT count(*) FROM span_words_dirty")).scalar_one()
+    assert dirty >= 5  # written, not yet indexed
+    assert search_run(source, spans.run, "payments.py").span_ids == [spans.read]
+    assert drain(store.engine) >= 5
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM span_words_dirty")).scalar_one() == 0
+    assert search_run(source, spans.run, "payments.py").span_ids == [spans.read]
+    assert search_run(source, spans.run, "gen_ai.request.model:gpt").span_ids == [spans.model]
+    with store.write_engine.begin() as conn:
+        conn.execute(text("UPDATE spans SET name = 'renamed' WHERE id = :i"), {"i": spans.write})
+    assert search_run(source, spans.run, "name:renamed").span_ids == [spans.write]
+    assert search_run(source, spans.run, "name:file").span_ids == [spans.read]
     params: dict[str, object] = {}
     index, _tests = pg_index.text_tests(parse("payments.py"), params)
     with store.engine.begin() as conn:
         conn.exec_driver_sql(pg_index.NO_SEQ_SCAN)  # a tiny table: the planner would rightly scan it
-        plan = "\n".join(str(r[0]) for r in conn.execute(text(f"EXPLAIN SELECT id FROM spans s WHERE {index}"), params))
+        plan = "\n".join(str(r[0]) for r in conn.execute(text(f"EXPLAIN SELECT 1 FROM span_words w WHERE {index}"),
+                                                          params))
         long = "\n".join(str(r[0]) for r in conn.exec_driver_sql(
-            f"EXPLAIN SELECT id FROM spans s WHERE run_id = 'r' AND ({pg_index.LONG})"))
-    assert re.search(r"Index Scan on spans_search\s+\(", plan) and "spans_search_long" in long
+            f"EXPLAIN SELECT 1 FROM spans s WHERE run_id = 'r' AND ({pg_index.LONG})"))
+    assert re.search(r"Index Scan on span_words_search\s+\(", plan) and "spans_search_long" in long
+
+
+def test_the_indexer_refuses_a_wild_batch_size(store: Store, spans: Spans) -> None:
+    if not store.is_postgres:
+        pytest.skip("the server's indexer")
+    with pytest.raises(DBAPIError, match="1 to 10000 at a time"), store.engine.begin() as conn:
+        conn.execute(text(pg_index.INDEX_SQL), {"run": None, "limit": 10**9})

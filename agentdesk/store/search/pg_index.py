@@ -1,15 +1,17 @@
-"""Search on PostgreSQL: the `spans_search` GIN index finds candidates, the query's own patterns decide.
+"""Search on PostgreSQL: the `span_words` GIN index finds candidates, the query's own patterns decide.
 
-Migration 0019 indexes each span's words as a tsvector (name A, input and output text B, attributes C;
-words split as `query.WORD` splits them). A query becomes, per term, the words' presence (`'read' & 'fil':*`:
-the last word a prefix, as everywhere) for the index, and the term's
-pattern as a PostgreSQL regular expression for the answer: the words in order, only non-word
-characters between them, the first at a word's start (`query.word_pattern`, the scan's test). The
-index alone would not do: a tsvector keeps positions only up to 16,383 (a phrase deep in a long text
-would be missed) and indexes each column's first `CAP` characters (`spans_search_long` lists the
-spans with more, which are always read and tested). Attribute terms are tested in Python on the
-candidates' attributes (`run_search.attribute_matches`, the scan's test): a key may need JSON
-parsing that SQL cannot do without failing on a value that is not JSON.
+Migration 0019 keeps each span's words as a tsvector (name A, input and output text B, attributes C;
+words split as `query.WORD` splits them), written by an indexer off the write path (`indexer`, the
+server's `agentdesk_index_words`); spans written since are in `span_words_dirty` and tested as they
+are. A query becomes, per term, the words' presence (`'read' & 'fil':*`: the last word a prefix, as
+everywhere) for the index, and the term's pattern as a PostgreSQL regular expression for the answer:
+the words in order, only non-word characters between them, the first at a word's start
+(`query.word_pattern`, the scan's test). The index alone would not do: a tsvector keeps positions
+only up to 16,383 (a phrase deep in a long text would be missed) and holds each column's first `CAP`
+characters (`spans_search_long` lists the spans with more, which are always read and tested).
+Attribute terms are tested in Python on the candidates' attributes (`run_search.attribute_matches`,
+the scan's test): a key may need JSON parsing that SQL cannot do without failing on a value that is
+not JSON.
 
 One difference from SQLite's FTS5 stays: unicode61 removes diacritics (`cafe` finds "café"); the
 `simple` configuration does not.
@@ -25,21 +27,14 @@ from sqlalchemy import Engine, text
 
 from agentdesk.store.search.query import Query, words_of
 
-INDEX = "spans_search"
+WORDS, DIRTY = "span_words", "span_words_dirty"
+"""Migration 0019's tables: each indexed span's words (GIN), and the spans written since they were indexed."""
 CAP = 100_000
 """Characters of each column the index holds (migration 0019)."""
-
-
-def _words(column: str) -> str:
-    return (f"to_tsvector('simple'::regconfig, regexp_replace(left(coalesce({column}, ''), {CAP}), "
-            "'[^[:alnum:]]+', ' ', 'g'))")
-
-
-VECTOR = (f"(setweight({_words('name')}, 'A') || setweight({_words('input_text')}, 'B') || "
-          f"setweight({_words('output_text')}, 'B') || setweight({_words('attributes')}, 'C'))")
-"""The indexed expression, exactly as migration 0019 wrote it (the planner matches it by its form)."""
-LONG = " OR ".join(f"length({c}) > {CAP}" for c in ("name", "input_text", "output_text", "attributes"))
-"""The `spans_search_long` index's predicate, as written there."""
+LONG = " OR ".join(f"length(s.{c}) > {CAP}" for c in ("name", "input_text", "output_text", "attributes"))
+"""The spans too long for the index (the `spans_search_long` index's predicate): tested as they are."""
+INDEX_SQL = "SELECT public.agentdesk_index_words(:run, :limit)"
+"""Index up to :limit dirty spans (of :run, or any) on the server; answers how many (migration 0019)."""
 
 _INDEXED: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
 
@@ -49,8 +44,8 @@ def has_index(engine: Engine) -> bool:
     known = _INDEXED.get(engine)
     if known is None:
         with engine.connect() as conn:
-            known = conn.execute(text("SELECT 1 FROM pg_indexes WHERE schemaname = 'public' AND indexname = :n"),
-                                 {"n": INDEX}).first() is not None
+            known = conn.execute(text("SELECT 1 FROM pg_tables WHERE schemaname = 'public' AND tablename = :n"),
+                                 {"n": WORDS}).first() is not None
         _INDEXED[engine] = known
     return known
 
@@ -86,20 +81,24 @@ def text_tests(q: Query, params: dict[str, Any], table: str = "s") -> tuple[str 
     if not operands:
         return None, []
     params["tsquery"] = " & ".join(operands)
-    # VECTOR names the columns bare, as the index does: the statement reads spans alone
-    return f"{VECTOR} @@ to_tsquery('simple'::regconfig, :tsquery)", tests
+    return "w.words @@ to_tsquery('simple'::regconfig, :tsquery)", tests
 
 
 NO_SEQ_SCAN = "SET LOCAL enable_seqscan = off"
-"""For the search's transaction: the planner misjudges how many rows a prefix query matches and may scan
-the table instead, computing every span's vector (seconds at 100,000 spans) where the index answers."""
+"""For the search's transaction: the planner misjudges how many rows a prefix query matches and may read
+every span's words instead of asking the index."""
 
 
 def statement(index: str | None, tests: Sequence[str], columns: str) -> str:
-    """SELECT `columns` of the spans passing `tests` that the index names, and of the spans too long for
-    the index (`LONG`) that it does not: each span once."""
+    """SELECT `columns` (of spans `s`) passing `tests`: the spans the index names that were not written
+    since they were indexed, every dirty span (tested as it is now), and the spans too long for the index
+    that it did not name; each span once."""
     where = " AND ".join(tests) or "true"
     if index is None:
         return f"SELECT {columns} FROM spans s WHERE {where}"
-    return (f"SELECT {columns} FROM spans s WHERE {index} AND {where} UNION ALL "
-            f"SELECT {columns} FROM spans s WHERE ({LONG}) AND NOT ({index}) AND {where}")
+    fresh = f"NOT EXISTS (SELECT 1 FROM {DIRTY} d WHERE d.span_id = s.id)"
+    return (f"SELECT {columns} FROM {WORDS} w JOIN spans s ON s.id = w.span_id WHERE {index} AND {fresh} "
+            f"AND {where} "
+            f"UNION ALL SELECT {columns} FROM {DIRTY} d JOIN spans s ON s.id = d.span_id WHERE {where} "
+            f"UNION ALL SELECT {columns} FROM spans s WHERE ({LONG}) AND {fresh} AND NOT EXISTS "
+            f"(SELECT 1 FROM {WORDS} w WHERE w.span_id = s.id AND {index}) AND {where}")
