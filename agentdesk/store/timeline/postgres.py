@@ -36,21 +36,37 @@ _ORDER = "ORDER BY started_at, id"
 """Start order, ties by id: one order for every slice, from the `spans_by_run` index."""
 
 
-def _packed_sql(after: bool, limit: int) -> str:
+_COLUMNS = "id, parent_span_id, kind, name, status, started_at, ended_at, input_tokens, output_tokens, cost_usd"
+
+
+def _aggregates(t0: str) -> str:
+    """The packed columns of the rows in FROM (in their order), times rebased to `t0` (SQL)."""
     sep = f"E'\\x{ord(_SEP):02x}'"
-    start = _CLAMP.format(x="(started_at - %(t0)s) * 1e9")
-    end = _CLAMP.format(x="(ended_at - %(t0)s) * 1e9")
+    start = _CLAMP.format(x=f"(started_at - {t0}) * 1e9")
+    end = _CLAMP.format(x=f"(ended_at - {t0}) * 1e9")
     cost = _CLAMP.format(x="coalesce(cost_usd, 0) * 1e12")
-    keyset = " AND (started_at, id) > (%(last_start)s, %(last_id)s)" if after else ""
-    return (f"SELECT count(*), string_agg(id, {sep}), string_agg(coalesce(parent_span_id, ''), {sep}), "
+    return (f"count(*), string_agg(id, {sep}), string_agg(coalesce(parent_span_id, ''), {sep}), "
             f"string_agg(coalesce(kind, ''), {sep}), string_agg(coalesce(name, ''), {sep}), "
             f"string_agg(coalesce(status, ''), {sep}), "
             f"string_agg(round({start})::bigint::text, ','), "
             f"string_agg(CASE WHEN ended_at IS NULL THEN {_NONE} ELSE round({end})::bigint END::text, ','), "
             "string_agg(coalesce(input_tokens, 0)::text, ','), string_agg(coalesce(output_tokens, 0)::text, ','), "
-            f"string_agg(round({cost})::bigint::text, ','), max(started_at) "
-            "FROM (SELECT id, parent_span_id, kind, name, status, started_at, ended_at, input_tokens, "
-            f"output_tokens, cost_usd FROM spans WHERE run_id = %(run)s{keyset} {_ORDER} LIMIT {int(limit)}) s")
+            f"string_agg(round({cost})::bigint::text, ','), max(started_at)")
+
+
+def _packed_sql(after: bool, limit: int) -> str:
+    keyset = " AND (started_at, id) > (%(last_start)s, %(last_id)s)" if after else ""
+    return (f"SELECT {_aggregates('%(t0)s')} FROM (SELECT {_COLUMNS} FROM spans "
+            f"WHERE run_id = %(run)s{keyset} {_ORDER} LIMIT {int(limit)}) s")
+
+
+def _first_sql(first: int) -> str:
+    """The first spans in one statement: counted past `first` (a lower bound of the run's size, as
+    `packed._extent` counts), their first start, and their packed columns (one round trip, not two)."""
+    return (f"WITH r AS MATERIALIZED (SELECT {_COLUMNS} FROM spans WHERE run_id = %(run)s {_ORDER} "
+            f"LIMIT {int(first) + 1}), t AS (SELECT count(*) AS total, min(started_at) AS t0 FROM r) "
+            f"SELECT {_aggregates('(SELECT t0 FROM t)')}, (SELECT total FROM t), (SELECT t0 FROM t) "
+            f"FROM (SELECT * FROM r {_ORDER} LIMIT {int(first)}) s")
 
 
 class _Bytes(Loader):
@@ -71,17 +87,15 @@ def read(session: Any, run_id: str, first: int | None) -> SpanColumns | None:
     with _cursor(session) as cursor:
         cursor.adapters.register_loader("text", _Bytes)  # before the first statement: loaders are cached
         cursor.adapters.register_loader("varchar", _Bytes)
-        if first is None:
-            row = cursor.execute("SELECT count(*), min(started_at) FROM spans WHERE run_id = %s", (run_id,)).fetchone()
-        else:  # a lower bound past `first` (see `packed._extent`)
-            row = cursor.execute(f"SELECT count(*), min(started_at) FROM (SELECT started_at FROM spans "
-                                 f"WHERE run_id = %s {_ORDER} LIMIT %s) s", (run_id, first + 1)).fetchone()
+        if first is not None:
+            return _first(cursor, run_id, first)
+        row = cursor.execute("SELECT count(*), min(started_at) FROM spans WHERE run_id = %s", (run_id,)).fetchone()
         assert row is not None
         total, t0 = int(row[0]), float(row[1]) if isinstance(row[1], float | int) else 0.0
         if total == 0:
             return None
         job = _Job("", run_id, t0, (StringTable(), StringTable(), StringTable()), Keys())
-        wanted = total if first is None else min(first, total)
+        wanted = total
         pieces: list[_Piece] = []
         params: dict[str, Any] = {"run": run_id, "t0": t0}
         got = 0
@@ -101,6 +115,16 @@ def read(session: Any, run_id: str, first: int | None) -> SpanColumns | None:
             if int(answer[0]) < size:
                 break
         return assemble(job, pieces, total, sort=False) if pieces else None
+
+
+def _first(cursor: psycopg.Cursor[Any], run_id: str, first: int) -> SpanColumns | None:
+    answer = cursor.execute(_first_sql(first), {"run": run_id}).fetchone()
+    if answer is None or not answer[0]:
+        return None
+    t0 = float(answer[13]) if isinstance(answer[13], float | int) else 0.0
+    job = _Job("", run_id, t0, (StringTable(), StringTable(), StringTable()), Keys())
+    piece = _unpack(answer[:11], job, 0)
+    return None if piece is None else assemble(job, [piece], int(answer[12]), sort=False)
 
 
 def rows(session: Any, run_id: str, first: int | None) -> SpanColumns:
