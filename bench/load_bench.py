@@ -570,7 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else:
                     backends.append(pg)
         try:
-            for backend in backends:
+            for backend in backends if counts or args.import_spans else ():
                 print(f"\n{backend.name}  (load {os.getloadavg()[0]:.2f})\n{HEADER}", flush=True)
                 results[backend.name] = {}
                 for n in counts:
