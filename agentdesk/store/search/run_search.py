@@ -80,7 +80,7 @@ def pg_statement(q: Query, params: dict[str, Any], where: Sequence[str], columns
     passing `where`, the query's column terms and its word terms (`pg_index.text_tests`)."""
     index, text_terms = pg_index.text_tests(q, params)
     extra = ", s.attributes" if q.attributes else ""
-    return pg_index.statement(index, [*where, *column_tests(q, params), *text_terms], columns + extra)
+    return pg_index.statement(index, where, [*column_tests(q, params), *text_terms], columns + extra)
 
 
 def pg_attributes_match(q: Query, attributes: Any) -> bool:
@@ -96,7 +96,6 @@ def _search_pg(engine: Engine, q: Query, run_id: str) -> SearchResult:
         shown = text(f"SELECT 1 FROM runs WHERE id = :run AND id NOT IN ({STAGED_SQL})")  # not half-imported
         if conn.execute(shown, params).first() is None:
             raise NotFound(f"No run {run_id!r} in this store.")
-        conn.exec_driver_sql(pg_index.NO_SEQ_SCAN)
         rows = [row for row in conn.execute(text(sql), params)
                 if not q.attributes or pg_attributes_match(q, row[2])]
     return SearchResult(*_by_start(rows))

@@ -148,7 +148,6 @@ def _spans_pg(engine: Engine, q: Query, limit: int) -> tuple[list[Hit], int]:
     hits: list[Hit] = []
     total = 0
     with engine.begin() as conn:
-        conn.exec_driver_sql(pg_index.NO_SEQ_SCAN)
         for row in conn.execute(text(sql), params):
             if q.attributes and not pg_attributes_match(q, row[4]):
                 continue
