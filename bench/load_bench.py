@@ -416,9 +416,9 @@ def judge_views(results: dict[str, dict[str, Any]], spans: int, missed: list[str
     for key, limit, what in (("first_s", TIMELINE_RATIO, "the timeline's first spans"),
                              ("whole_s", TIMELINE_RATIO, "the timeline's whole run"),
                              ("import_s", IMPORT_RATIO, "the import")):
-        ratio = pg[key] / lite[key] if lite[key] > 0 else float("inf")
-        if ratio > limit:
-            missed.append(f"{what}: PostgreSQL {ratio:.2f}x SQLite (target <= {limit}x)")
+        times = float(pg[key] / lite[key]) if lite[key] > 0 else float("inf")
+        if times > limit:
+            missed.append(f"{what}: PostgreSQL {times:.2f}x SQLite (target <= {limit}x)")
 
 
 @dataclass
