@@ -867,13 +867,26 @@ def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterab
 
     An executemany sends one INSERT per row and waits for its answer; COPY streams every row in one
     statement, a third of the time at 20,000 spans. It needs exactly the INSERT privilege on the table
-    and fires the same triggers, so a login writes through it only what it could INSERT (on a team
-    server: agents' runtime tables, import staging; never the audit log or decisions)."""
+    and fires the same triggers, so a login writes through it only what it could INSERT. A login bound
+    by the table's row-level security (an agent: migration 0013) may not COPY into it at all ("COPY FROM
+    not supported with row-level security"): its rows are copied into a temporary table of the same
+    shape and moved with one INSERT ... SELECT, which the policies and triggers check row by row as
+    they check an INSERT."""
     raw = conn.connection.driver_connection
-    with raw.cursor() as cursor, cursor.copy(  # type: ignore[union-attr]
-            f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
+    names = ", ".join(columns)
+    with raw.cursor() as cursor:  # type: ignore[union-attr]
+        bound = cursor.execute("SELECT row_security_active(%s::regclass)", (f"public.{table}",)).fetchone()
+        target = f"public.{table}"
+        if bound is not None and bound[0]:
+            target = f"agentdesk_copy_{table}"
+            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {target} (LIKE public.{table} INCLUDING DEFAULTS) "
+                           "ON COMMIT DELETE ROWS")
+        with cursor.copy(f"COPY {target} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        if target != f"public.{table}":
+            cursor.execute(f"INSERT INTO public.{table} ({names}) SELECT {names} FROM {target}")
+            cursor.execute(f"TRUNCATE {target}")
 
 
 def insert_tuples(conn: Connection, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
