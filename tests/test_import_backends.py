@@ -3,6 +3,7 @@ and what it wrote is searchable at once (marked dirty by the statement triggers,
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,26 @@ from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.search.run_search import search_run
 from agentdesk.store.timeline.read import span_columns
-from bench.load_bench import otlp_file
+
+
+def otlp_file(path: Path, spans: int, per_trace: int) -> Path:
+    """OTLP/JSON Lines of `spans` spans in traces of `per_trace`: an agent, then chat and execute_tool spans."""
+    base = 1_790_000_000_000_000_000
+    with path.open("w", encoding="utf-8") as out:
+        for t in range(spans // per_trace):
+            root = f"{t + 1:08x}00000000"
+            rows = [{"traceId": f"{t + 1:032x}", "spanId": root, "name": "invoke_agent planner",
+                     "startTimeUnixNano": str(base), "endTimeUnixNano": str(base + per_trace * 2_000_000),
+                     "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}]}]
+            for n in range(1, per_trace):
+                op = "chat" if n % 2 else "execute_tool"
+                rows.append({"traceId": f"{t + 1:032x}", "spanId": f"{t + 1:08x}{n:08x}", "parentSpanId": root,
+                             "name": f"{op} {n}", "startTimeUnixNano": str(base + n * 2_000_000),
+                             "endTimeUnixNano": str(base + n * 2_000_000 + 1_000_000),
+                             "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": op}}]})
+            out.write(json.dumps({"resourceSpans": [{"resource": {"attributes": []},
+                                                     "scopeSpans": [{"scope": {"name": "t"}, "spans": rows}]}]}) + "\n")
+    return path
 
 
 @pytest.mark.parametrize(("spans", "per_trace"), [(60, 20), (300, 300)])
