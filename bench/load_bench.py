@@ -16,6 +16,12 @@ operator hit), lock wait p50/p99/max of the runtime writers, decision latency
 p50/p99 and the p99 of the part of it spent waiting for the lock ("its wait"),
 watcher lag p99.
 
+`--views N` also measures, on each backend side by side (issue 21): the timeline's store read of a run of
+N spans (its first 10,000 spans, and all of them), a search in it (while its spans are still unindexed,
+and after the indexer caught up) and an import of an N-span OTLP file; `--only-views` measures just that.
+Targets there: PostgreSQL's timeline reads within 1.5x SQLite's, its search <= 1 s, its import within
+1.3x SQLite's, the same hits on both.
+
 Targets: 0 writer failures; decision p99 <= 100 ms. The lock waits and watcher lag
 are reported, not judged. `--store` takes a store URL (SQLite file by default, a
 fresh file per N; `postgresql://...` writes into that database, which must be one
@@ -293,6 +299,128 @@ def measure_import(url: str, spans: int, tmp: Path, per_trace: int = IMPORT_TRAC
             "decide_wait_p99": pct(waits, 0.99)}
 
 
+# -- the views on both backends (issue 21) -----------------------------------------------------------
+TIMELINE_RATIO = 1.5
+"""PostgreSQL's timeline read (first spans, all spans) within this many times SQLite's."""
+SEARCH_S = 1.0
+"""A search in a run of `--views` spans, on PostgreSQL."""
+IMPORT_RATIO = 1.3
+"""PostgreSQL's import of the same trace file within this many times SQLite's."""
+SEARCH_QUERY = "read_file"
+FIRST_SPANS = 10_000
+"""What the timeline reads first (model/timeline/feed.py's FIRST_SPANS)."""
+
+
+def _best(fn: Any, repeat: int = 5) -> float:
+    """The fastest of `repeat` calls, in seconds: warm caches, the machine's noise (2 shared cores) mostly out."""
+    best = float("inf")
+    for _ in range(repeat):
+        began = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - began)
+    return best
+
+
+def _populate(url: str, spans: int) -> str:
+    """A store with one run of `spans` spans among 20 small ones (the timeline bench's store); its run id."""
+    from agentdesk.store.sim import generator
+
+    store = open_store(url)
+    insert = generator._insert
+
+    def fitting(conn: Any, tables: dict[str, list[dict[str, Any]]], names: Any) -> None:
+        for run in tables.get("runs", []):  # PostgreSQL's INTEGER: the big run's token sums pass 2**31
+            for key in ("input_tokens", "output_tokens"):
+                if isinstance(run.get(key), int) and run[key] > 2**31 - 1:
+                    run[key] = 2**31 - 1
+        insert(conn, tables, names)
+
+    generator._insert = fitting  # type: ignore[assignment]
+    try:
+        return generator.populate_bulk(store, projects=1, runs=20, big_run_spans=spans, detailed_runs=5).big_run_id
+    finally:
+        generator._insert = insert  # type: ignore[assignment]
+        store.close()
+
+
+def measure_views(url: str, import_url: str, spans: int, tmp: Path, per_trace: int) -> dict[str, Any]:
+    """The timeline read (first spans, all), a search (before and after the index caught up) and an import
+    of `spans` spans, in one process, best of five for the reads."""
+    from agentdesk.store.ingest.importer import import_files
+    from agentdesk.store.native import NativeSource
+    from agentdesk.store.search.indexer import drain
+    from agentdesk.store.search.run_search import search_run
+    from agentdesk.store.timeline.read import span_columns
+
+    run = _populate(url, spans)
+    source = NativeSource.open(url)
+    try:
+        count = len(span_columns(source, run))
+        first = _best(lambda: span_columns(source, run, FIRST_SPANS))
+        whole = _best(lambda: span_columns(source, run))
+        unindexed = _best(lambda: search_run(source, run, SEARCH_QUERY), 1)
+        drain(source.store.engine if source.store.is_postgres else source.store.write_engine)
+        found = search_run(source, run, SEARCH_QUERY)
+        indexed = _best(lambda: search_run(source, run, SEARCH_QUERY))
+    finally:
+        source.close()
+    path = tmp / f"views-import-{spans}-{per_trace}.jsonl"
+    if not path.exists():
+        otlp_file(path, spans, per_trace)
+    store = open_store(import_url)
+    try:
+        began = time.perf_counter()
+        result = import_files(store, [path], helper=False)
+        imported = time.perf_counter() - began
+    finally:
+        store.close()
+    return {"spans": count, "first_s": first, "whole_s": whole, "search_unindexed_s": unindexed,
+            "search_s": indexed, "hits": found.total, "import_s": imported,
+            "imported": result.report.spans_written, "import_error": str(result.error) if result.error else None}
+
+
+def judge_views(results: dict[str, dict[str, Any]], spans: int, missed: list[str]) -> None:
+    """Print both backends side by side and the ratios; a missed target goes to `missed`."""
+    names = list(results)
+    rows = [("spans in the run", "spans", "{:,}"),
+            (f"timeline: first {FIRST_SPANS:,} spans", "first_s", "{:.3f} s"),
+            ("timeline: all spans", "whole_s", "{:.3f} s"),
+            (f"search {SEARCH_QUERY!r}, unindexed", "search_unindexed_s", "{:.3f} s"),
+            (f"search {SEARCH_QUERY!r}, indexed", "search_s", "{:.3f} s"), ("  hits", "hits", "{:,}"),
+            (f"import of {spans:,} spans", "import_s", "{:.2f} s")]
+    print(f"\nviews at {spans:,} spans (load {os.getloadavg()[0]:.2f}):")
+    print(f"{'':<34}" + "".join(f"{n:>14}" for n in names) + ("       ratio" if len(names) == 2 else ""))
+    for label, key, fmt in rows:
+        cells = [fmt.format(results[n][key]) for n in names]
+        ratio = ""
+        if len(names) == 2 and key.endswith("_s") and results[names[0]][key] > 0:
+            ratio = f"{results[names[1]][key] / results[names[0]][key]:>11.2f}x"
+        print(f"{label:<34}" + "".join(f"{c:>14}" for c in cells) + ratio)
+    for name in names:
+        r = results[name]
+        if r["spans"] != spans:
+            missed.append(f"{name}: the run has {r['spans']:,} spans, not {spans:,}")
+        if r["import_error"] or r["imported"] != spans:
+            missed.append(f"{name}: the import wrote {r['imported']:,} of {spans:,} spans ({r['import_error']})")
+    if "PostgreSQL" not in results:
+        return
+    pg = results["PostgreSQL"]
+    if pg["search_s"] > SEARCH_S or pg["search_unindexed_s"] > SEARCH_S:
+        missed.append(f"PostgreSQL: a search took {max(pg['search_s'], pg['search_unindexed_s']):.2f} s "
+                      f"(target <= {SEARCH_S:.0f} s)")
+    lite = results.get("SQLite")
+    if lite is None:
+        return
+    if pg["hits"] != lite["hits"]:
+        missed.append(f"the search found {pg['hits']:,} spans on PostgreSQL and {lite['hits']:,} on SQLite")
+    for key, limit, what in (("first_s", TIMELINE_RATIO, "the timeline's first spans"),
+                             ("whole_s", TIMELINE_RATIO, "the timeline's whole run"),
+                             ("import_s", IMPORT_RATIO, "the import")):
+        times = float(pg[key] / lite[key]) if lite[key] > 0 else float("inf")
+        if times > limit:
+            missed.append(f"{what}: PostgreSQL {times:.2f}x SQLite (target <= {limit}x)")
+
+
 @dataclass
 class Backend:
     """Where one column of figures is measured: a fresh SQLite file or PostgreSQL database per run."""
@@ -416,8 +544,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--import-trace-spans", type=int, default=IMPORT_TRACE_SPANS,
                         help=f"spans per imported trace (default {IMPORT_TRACE_SPANS}; = --import-spans for one "
                              "large trace, which the import writes in short staged transactions)")
+    parser.add_argument("--views", type=int, default=0,
+                        help="also read the timeline, search and import a run of this many spans on each backend, "
+                             f"side by side (targets: timeline <= {TIMELINE_RATIO}x SQLite, "
+                             f"search <= {SEARCH_S:.0f} s, import <= {IMPORT_RATIO}x SQLite); 0 (default) to skip")
+    parser.add_argument("--only-views", action="store_true", help="with --views: skip the load and import runs")
     args = parser.parse_args(argv)
-    counts = [int(n) for n in args.agents.split(",")]
+    counts = [] if args.only_views else [int(n) for n in args.agents.split(",")]
+    if args.only_views:
+        args.import_spans = 0
     missed: list[str] = []
     results: dict[str, dict[int, dict[str, Any]]] = {}
     print(f"machine load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
@@ -435,7 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else:
                     backends.append(pg)
         try:
-            for backend in backends:
+            for backend in backends if counts or args.import_spans else ():
                 print(f"\n{backend.name}  (load {os.getloadavg()[0]:.2f})\n{HEADER}", flush=True)
                 results[backend.name] = {}
                 for n in counts:
@@ -451,11 +586,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                           f"p99 {r['decide_p99'] * 1e3:.1f} ms, its wait p99 {r['decide_wait_p99'] * 1e3:.1f} ms "
                           f"({r['decisions']} decisions, load {os.getloadavg()[0]:.2f})", flush=True)
                     judge(f"{backend.name}, during an import", r, missed)
+            if args.views:
+                views = {backend.name: measure_views(backend.fresh("views"), backend.fresh("views-import"),
+                                                     args.views, Path(tmp), args.import_trace_spans)
+                         for backend in backends}
+                judge_views(views, args.views, missed)
         finally:
             for backend in backends:
                 if backend.cleanup is not None:
                     backend.cleanup()
-    if len(results) > 1:
+    if len(results) > 1 and counts:
         side_by_side(results, counts)
     for line in missed:
         print(f"MISSED: {line}")

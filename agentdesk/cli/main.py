@@ -66,7 +66,7 @@ from agentdesk.store.errors import InvalidInput, NoStore, StoreError
 from agentdesk.store.native import native_store, size_on_disk
 from agentdesk.store.persistence.database import describe_operational_error, make_private_dirs, own_store
 from agentdesk.store.persistence.postgres.tls import connection_encryption
-from agentdesk.store.readmodel import Approval, ApprovalStatus, StoreInfo
+from agentdesk.store.readmodel import Approval, ApprovalStatus, StoreInfo, awaiting_decision, overdue
 from agentdesk.store.sim.player import SimEvent, Simulator
 from agentdesk.store.source import Source, SourceDescriptor, require_approval_writer
 from agentdesk.store.sources import open_source
@@ -178,11 +178,11 @@ def cmd_approvals(args: argparse.Namespace) -> int:
 def select_approvals(source: Source, status: str, limit: int) -> list[Approval]:
     """Filter by the status an operator would see: a pending approval past its deadline counts as expired."""
     now, pending = datetime.now(UTC), ApprovalStatus.PENDING
-    if status == pending:
-        return [a for a in source.approvals(pending, limit) if not a.is_expired(now)]
+    if status == pending:  # the window's count is the same read (`awaiting_decision`)
+        return awaiting_decision(source.approvals(pending, limit), now)
     if status == ApprovalStatus.EXPIRED:
-        overdue = [a for a in source.approvals(pending, limit) if a.is_expired(now)]
-        rows = sorted(overdue + source.approvals(ApprovalStatus.EXPIRED, limit), key=lambda a: a.created_at,
+        rows = sorted(overdue(source.approvals(pending, limit), now) + source.approvals(ApprovalStatus.EXPIRED, limit),
+                      key=lambda a: a.created_at,
                       reverse=True)
         return rows[:limit]
     return source.approvals(None if status == "all" else ApprovalStatus(status), limit)

@@ -7,6 +7,7 @@ against them works for every backend.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -227,6 +228,20 @@ class Approval:
         if self.decided_by is None or self.decided_by == self.decided_login:
             return self.decided_login
         return f"{self.decided_login} (typed: {self.decided_by})"
+
+
+def awaiting_decision(approvals: Iterable[Approval], now: datetime) -> list[Approval]:
+    """The approvals an operator can still decide: pending and not past their deadline.
+
+    A pending row past its deadline that no one has swept yet (`expire_overdue`) is expired to everyone:
+    the window's "N pending" and `agentdesk approvals` count with this one function (issue 21: the window
+    said 30 where the CLI said 25)."""
+    return [a for a in approvals if a.status == ApprovalStatus.PENDING and not a.is_expired(now)]
+
+
+def overdue(approvals: Iterable[Approval], now: datetime) -> list[Approval]:
+    """Pending rows past their deadline, not yet swept: listed and counted as expired."""
+    return [a for a in approvals if a.status == ApprovalStatus.PENDING and a.is_expired(now)]
 
 
 @dataclass(frozen=True, slots=True)

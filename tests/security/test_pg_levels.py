@@ -56,7 +56,8 @@ VICTIM_ORIGIN = "0123456789abcdef0123456789abcdef"
 PG_ONLY_TABLES = {"presence": ("login", "approval_id", "seen_at"), "agentdesk_writer_queue": ("id", "what"),
                   "agentdesk_runtime_queue": ("id", "what"),
                   "agentdesk_audit_key": ("id", "inner_pad", "outer_pad", "keyed_from", "created_at"),
-                  "alembic_version": ("version_num",)}
+                  "alembic_version": ("version_num",),
+                  "span_words": ("span_id", "words"), "span_words_dirty": ("span_id",)}
 TABLES = {t.name: tuple(c.name for c in t.columns) for t in sc.Base.metadata.sorted_tables} | PG_ONLY_TABLES
 KEYS = {t.name: {c.name for c in t.primary_key.columns} for t in sc.Base.metadata.sorted_tables}
 SEQUENCES = ("audit_log_seq_seq", "change_log_seq_seq")
@@ -243,6 +244,11 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
             ("withdraw the denied one", f"SELECT * FROM agentdesk_withdraw('{b.denied}', 'x', NULL, '{v}')"),
             ("withdraw its own", f"SELECT * FROM agentdesk_withdraw('{b.pending}', 'x', NULL, '{v}')")],
         "agentdesk_expire_overdue": [("expire", f"SELECT * FROM agentdesk_expire_overdue('x', '{v}')")],
+        # search words (migration 0019): derived from spans, so any level may index; nothing else changes
+        "agentdesk_index_words": [("index everything", "SELECT agentdesk_index_words(NULL, 10000)"),
+                                  ("a batch past the cap", "SELECT agentdesk_index_words(NULL, 2147483647)")],
+        "agentdesk_span_words_mark_new": [("call the trigger", "SELECT agentdesk_span_words_mark_new()")],
+        "agentdesk_span_words_mark_old": [("call the trigger", "SELECT agentdesk_span_words_mark_old()")],
         "agentdesk_dismiss_gone": [
             ("dismiss everything", f"SELECT * FROM agentdesk_dismiss_gone('x', NULL, -1e9, 'gone', '{v}')")],
         "agentdesk_beat": [("beat for someone else", f"SELECT agentdesk_beat('{b.others}', '{v}')"),

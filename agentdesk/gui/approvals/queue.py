@@ -151,7 +151,8 @@ class ApprovalQueue(QWidget):
         self.pending_model.gone_changed.connect(self._on_gone)
         self.dismiss_gone_button.clicked.connect(self.dismiss_gone)
         for signal in (self.pending_model.rowsInserted, self.pending_model.rowsRemoved,
-                       self.pending_model.modelReset, self.pending_model.loaded):
+                       self.pending_model.modelReset, self.pending_model.loaded,
+                       self.pending_model.ticked):  # a row passing its deadline leaves the count
             signal.connect(self._count_changed)
         for model in (self.pending_model, self.decided_model):
             model.loaded.connect(self._select_wanted)
@@ -269,8 +270,8 @@ class ApprovalQueue(QWidget):
 
     def _count_changed(self, *_args: object) -> None:
         """The tabs' counts; pending approvals and pending questions are reported apart (the window's title and
-        status bar name both)."""
-        count, questions = self.pending_model.rowCount(), self.questions.model.pending
+        status bar name both). Approvals count as `agentdesk approvals` counts them (overdue ones are expired)."""
+        count, questions = self.pending_model.awaiting_count(), self.questions.model.pending
         self.tabs.setTabText(PENDING_TAB, f"Pending ({count})" if count else "Pending")
         self.tabs.setTabText(QUESTIONS_TAB, f"Questions ({questions})" if questions else "Questions")
         if questions != self._last_questions:

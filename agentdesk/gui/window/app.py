@@ -29,6 +29,8 @@ class Stoppable(Protocol):
     def stop(self) -> None: ...
 
 
+EXIT_VIEW_FAILED = 5
+"""`gui --screenshot --view timeline` whose run could not be loaded: the store's failure, as the CLI's 5 (README)."""
 ENTITY_PREFIXES = {"prj": "project", "tsk": "task", "ses": "session", "agt": "agent", "run": "run",
                    "spn": "span", "apr": "approval", "ask": "ask",
                    "otp": "project", "ott": "task", "ots": "session", "ota": "agent", "otr": "run"}
@@ -139,7 +141,7 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
 
     from agentdesk.gui.shared.theme import apply_theme
     from agentdesk.gui.window.main_window import MainWindow
-    from agentdesk.gui.window.screenshot import ScreenshotError, capture, settle
+    from agentdesk.gui.window.screenshot import ScreenshotError, ViewFailed, capture, settle
     from agentdesk.model.services import Services
 
     apply_theme(app, theme if screenshot or theme != "system" else "system")
@@ -167,7 +169,7 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
                 capture(window, view, screenshot)
             except ScreenshotError as exc:
                 print(f"agentdesk: {exc}", file=sys.stderr)
-                return 2
+                return EXIT_VIEW_FAILED if isinstance(exc, ViewFailed) else 2
             print(screenshot)
             return 0
         if os.environ.get("AGENTDESK_QUIT_AFTER_FIRST_PAINT"):

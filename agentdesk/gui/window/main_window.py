@@ -321,7 +321,7 @@ class MainWindow(QMainWindow):
             self.queue.pending_model.set_settles(set(), "")
 
     def _queue_title(self) -> None:
-        count, questions = self.queue.pending_model.rowCount(), self.queue.questions.model.pending
+        count, questions = self.queue.pending_model.awaiting_count(), self.queue.questions.model.pending
         asked = f" · {questions} question{'s' if questions != 1 else ''}" if questions else ""
         self.queue_dock.setWindowTitle(f"Approvals ({count} pending{asked})")
 
@@ -333,8 +333,8 @@ class MainWindow(QMainWindow):
 
     def _on_pending(self, count: int) -> None:
         self._queue_title()
-        self._fold_queue(count + self.queue.questions.model.pending)
-        waiting = self._show_waiting_agents()
+        self._fold_queue(self.queue.pending_model.rowCount() + self.queue.questions.model.pending)  # overdue rows are
+        waiting = self._show_waiting_agents()  # still shown, so they keep the queue open; they are not counted
         if self.follow_first_approval and waiting:
             self.follow_first_approval = False
             self._show_first_approval()
@@ -345,7 +345,7 @@ class MainWindow(QMainWindow):
         model = self.queue.pending_model
         waiting = {a.agent_id for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
                    and not model.is_expired(a) and not model.is_gone(a)}
-        self.status.set_pending(model.rowCount(), len(waiting))
+        self.status.set_pending(model.awaiting_count(), len(waiting))
         return waiting
 
     def _fold_queue(self, count: int) -> None:

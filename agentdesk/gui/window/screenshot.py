@@ -50,6 +50,8 @@ def capture(window: MainWindow, view: str, path: str) -> None:
         window.tabs.setCurrentIndex(TIMELINE_TAB)
         window.notes.show_shift()
     settle(window, min_s=0.3, quiet_s=0.3)
+    if view == "timeline" and (error := window.timeline.feed.error):  # nothing drawn is no screenshot
+        raise ViewFailed(error)
     target: QWidget = {"window": window, "tree": window.tree, "timeline": window.timeline,
                        "context": window.context_editor, "approvals": window.queue, "rules": window.rules,
                        "notes": window}[view]
@@ -64,6 +66,10 @@ def capture(window: MainWindow, view: str, path: str) -> None:
 
 class ScreenshotError(Exception):
     """The PNG could not be written: the message names the output, not the store."""
+
+
+class ViewFailed(ScreenshotError):
+    """The view asked for could not load what it shows (the message says why): no PNG is written."""
 
 
 class Picture(Protocol):

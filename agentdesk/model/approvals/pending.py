@@ -97,6 +97,11 @@ class PendingApprovalModel(ApprovalTableModel):
     def is_expired(self, approval: rm.Approval) -> bool:
         return approval.is_expired(self._clock())
 
+    def awaiting_count(self) -> int:
+        """Rows an operator can still decide: the count the window shows, read as the CLI reads it
+        (`readmodel.awaiting_decision`: a row past its deadline, not yet swept, is not pending)."""
+        return len(rm.awaiting_decision(self._rows, self._clock()))
+
     def _cell(self, approval: rm.Approval, column: int) -> str:
         if column == TOOL:  # the warning mark: hidden characters or mixed scripts in the arguments
             mark = "⚠ " if inspect_cached(approval.arguments).suspicious else ""

@@ -238,6 +238,8 @@ class TimelineFeed(QObject):
         self.overrides: dict[str, bool] = {}
         """The operator's expand (False) / collapse (True) choices by span id, kept across re-layouts."""
         self._overrides_version = 0
+        self.error: str | None = None
+        """Why the shown run could not be loaded (the sentence `failed` carried), None while it loads or loaded."""
         self._latest = Latest(services.runner)
         self._busy = False
         self._dirty: set[str] = set()
@@ -256,6 +258,7 @@ class TimelineFeed(QObject):
         self.overrides = {}
         self._overrides_version += 1
         self._busy, self._reload, self._run_dirty = False, False, False
+        self.error = None
         self._dirty.clear()
         if run_id is not None:
             self._load(FIRST_SPANS)
@@ -319,12 +322,15 @@ class TimelineFeed(QObject):
 
         def done(result: Any) -> None:
             self._busy = False
+            self.error = None
             on_done(result)
             self._arm()
 
         def failed(exc: BaseException) -> None:
             self._busy = False
-            self.failed.emit(f"Could not load the run: {exc}")
+            reason = str(exc).strip().rstrip(".") or type(exc).__name__  # never "Could not load the run: "
+            self.error = f"Could not load the run {self.run_id}: {reason}."
+            self.failed.emit(self.error)
 
         self._latest.submit(fn, *args, on_done=done, on_error=failed)
 

@@ -1,4 +1,5 @@
-"""Drains `span_search_dirty` into the full-text index, in short write transactions.
+"""Drains `span_search_dirty` into the full-text index, in short write transactions (on PostgreSQL
+`span_words_dirty` into `span_words`, by the server: `pg_index`).
 
 Writes to `spans` only mark a span dirty (`fts`); this module does the indexing
 later, so ingest (the OTel import, the receiver, runtimes) never pays for
@@ -21,13 +22,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agentdesk.store.changes.background import BackgroundJob
 from agentdesk.store.errors import StoreError
 from agentdesk.store.persistence.database import Store
-from agentdesk.store.search import fts
+from agentdesk.store.search import fts, pg_index
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,13 @@ def _pick(raw: Any, limit: int, run_id: str | None) -> list[str]:
 
 
 def index_chunk(engine: Engine, limit: int = DEFAULT_CHUNK, run_id: str | None = None) -> int:
-    """Index up to `limit` dirty spans (of `run_id`, or any) in one write transaction; how many it took."""
+    """Index up to `limit` dirty spans (of `run_id`, or any) in one write transaction; how many it took.
+
+    On PostgreSQL the server does it (`pg_index.INDEX_SQL`, migration 0019): pass the store's own engine,
+    not its write engine, whose transactions queue for the writers' turn (the words are not audited)."""
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as conn:
+            return int(conn.execute(text(pg_index.INDEX_SQL), {"run": run_id, "limit": limit}).scalar_one())
     with engine.begin() as conn:
         raw = conn.connection.driver_connection
         assert raw is not None
@@ -170,12 +177,14 @@ class IndexSchedule(BackgroundJob):
 
     @staticmethod
     def allowed(store: Store) -> bool:
-        return not store.read_only and fts.has_index(store.engine)
+        if store.read_only:
+            return False
+        return pg_index.has_index(store.engine) if store.is_postgres else fts.has_index(store.engine)
 
     def step(self) -> int:
         """One chunk, resized toward `CHUNK_TARGET_S`; how many spans it indexed."""
         began = time.perf_counter()
-        took = index_chunk(self.store.write_engine, self.chunk)
+        took = index_chunk(self.store.engine if self.store.is_postgres else self.store.write_engine, self.chunk)
         spent = time.perf_counter() - began
         if took == self.chunk and spent > 0:
             self.chunk = int(min(MAX_CHUNK, max(MIN_CHUNK, self.chunk * CHUNK_TARGET_S / spent)))
@@ -189,7 +198,7 @@ class IndexSchedule(BackgroundJob):
             self._backoff = min(MAX_BACKOFF_S, self._backoff * 2)
             log.debug("search indexing waits %.1f s: %s", self._backoff, exc)
             return self._backoff
-        except StoreError as exc:
+        except (StoreError, DBAPIError) as exc:  # a login refused the server's indexer, say: logged once
             if not self._warned:
                 log.warning("search indexing failed (%s); retrying every %.0f s", exc, self.interval_s)
                 self._warned = True

@@ -27,7 +27,7 @@ from agentdesk.store.ingest.staging import STAGED_SQL
 from agentdesk.store.persistence.convert import json_dict
 from agentdesk.store.persistence.database import own_store
 from agentdesk.store.readmodel import SpanTable
-from agentdesk.store.search import fts
+from agentdesk.store.search import fts, pg_index
 from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.marks import marked_targets
 from agentdesk.store.search.query import Query, fts_phrase, matches_text, parse, words_of
@@ -75,6 +75,8 @@ def _search(source: Source, parsed: Query, run_id: str) -> SearchResult:
     if engine is not None and store is not None:
         drain_for_search(store, run_id)
         return _search_sql(engine, parsed, run_id)
+    if store is not None and store.is_postgres and pg_index.has_index(store.engine):
+        return _search_pg(store.engine, parsed, run_id)
     source.run(run_id)  # NotFound for an unknown run, like the indexed path
     return _scan(source, parsed, source.span_table(run_id))
 
@@ -93,6 +95,33 @@ def _marked(source: Source, parsed: Query, run_id: str) -> SearchResult:
     wanted = set(spans)
     kept = [span for span in found.span_ids if span in wanted]
     return SearchResult(kept, len(kept), found.scanned)
+
+
+# -- PostgreSQL: the GIN index for candidates, the query's patterns for the answer ----------------------
+def pg_statement(q: Query, params: dict[str, Any], where: Sequence[str], columns: str) -> str:
+    """SELECT `columns` (then the attributes when an attribute term must be tested in Python) of the spans
+    passing `where`, the query's column terms and its word terms (`pg_index.text_tests`)."""
+    index, text_terms = pg_index.text_tests(q, params)
+    extra = ", s.attributes" if q.attributes else ""
+    return pg_index.statement(index, where, [*column_tests(q, params), *text_terms], columns + extra)
+
+
+def pg_attributes_match(q: Query, attributes: Any) -> bool:
+    """The attribute terms tested on a candidate's attributes, as the scan tests them."""
+    found = json_dict(attributes)
+    return all(attribute_matches(found, a.key, a.words) for a in q.attributes)
+
+
+def _search_pg(engine: Engine, q: Query, run_id: str) -> SearchResult:
+    params: dict[str, Any] = {"run": run_id}
+    sql = pg_statement(q, params, ["s.run_id = :run"], "s.id, s.started_at")
+    with engine.begin() as conn:
+        shown = text(f"SELECT 1 FROM runs WHERE id = :run AND id NOT IN ({STAGED_SQL})")  # not half-imported
+        if conn.execute(shown, params).first() is None:
+            raise NotFound(f"No run {run_id!r} in this store.")
+        rows = [row for row in conn.execute(text(sql), params)
+                if not q.attributes or pg_attributes_match(q, row[2])]
+    return SearchResult(*_by_start(rows))
 
 
 # -- the indexed path -------------------------------------------------------------------------------

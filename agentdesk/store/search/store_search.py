@@ -23,7 +23,7 @@ from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
 from agentdesk.store.ingest.staging import STAGED_SQL
 from agentdesk.store.persistence.database import own_store
-from agentdesk.store.search import fts
+from agentdesk.store.search import fts, pg_index
 from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.marks import Marked, marked_targets
 from agentdesk.store.search.query import Query, matches_text, parse
@@ -35,6 +35,8 @@ from agentdesk.store.search.run_search import (
     fresh,
     indexed_engine,
     match_expression,
+    pg_attributes_match,
+    pg_statement,
     search_run,
 )
 from agentdesk.store.source import Source
@@ -96,6 +98,9 @@ def search_store(source: Source, query: str, limit: int = DEFAULT_LIMIT) -> Stor
     elif engine is not None and store is not None:
         drain_for_search(store, None)
         spans, span_total = _spans_sql(engine, parsed, limit, marked)
+    elif store is not None and store.is_postgres and marked is None and pg_index.has_index(store.engine):
+        engine = store.engine  # (words mixed with label:/note: terms are scanned: the marks narrow them)
+        spans, span_total = _spans_pg(engine, parsed, limit)
     else:
         spans, span_total = _spans_scan(source, parsed, limit)
     approvals, approval_total = _approvals(source, parsed, limit, marked)
@@ -149,6 +154,23 @@ def _spans_sql(engine: Engine, q: Query, limit: int, marked: Marked | None = Non
              for r in dirty[: max(0, limit - len(hits))]]
     hits.sort(key=lambda h: (h.run_id, h.started))
     return hits, int(total) + len(dirty)
+
+
+def _spans_pg(engine: Engine, q: Query, limit: int) -> tuple[list[Hit], int]:
+    """Every run's matching spans on PostgreSQL (`run_search.pg_statement`): counted all, `limit` listed."""
+    params: dict[str, Any] = {}
+    sql = pg_statement(q, params, [f"s.run_id NOT IN ({STAGED_SQL})"], "s.id, s.run_id, s.name, s.started_at")
+    hits: list[Hit] = []
+    total = 0
+    with engine.begin() as conn:
+        for row in conn.execute(text(sql), params):
+            if q.attributes and not pg_attributes_match(q, row[4]):
+                continue
+            total += 1
+            if len(hits) < limit:
+                hits.append(Hit(HitKind.SPAN, row[0], row[1], row[0], row[2], _started(row[3])))
+    hits.sort(key=lambda h: (h.run_id, h.started))
+    return hits, total
 
 
 def _started(value: object) -> float:

@@ -154,7 +154,12 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_row
     read = _read(cursor, job, ranges, prefetch and len(ranges) > 1)
     if read is None:
         return None
-    pieces = read
+    return assemble(job, read, extent.total, sort=by_rowid)
+
+
+def assemble(job: _Job, pieces: list[_Piece], total: int, *, sort: bool) -> SpanColumns | None:
+    """The read's pieces as one `SpanColumns` with its id index; `sort` puts rows read in insertion order
+    into start order (ties kept in read order). None for no rows. Shared by both backends' packed reads."""
     key_of = np.concatenate([np.arange(p.base, p.base + len(p.ids)) for p in pieces] or [np.zeros(0, np.int64)])
     parent_key = np.concatenate([p.parent_keys for p in pieces] or [np.zeros(0, np.int64)])
     ids: Sequence[str]
@@ -186,7 +191,7 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_row
     count = len(start_ns)
     if count == 0:
         return None
-    if by_rowid:  # insertion order: put it in start order (ties by rowid, as the index gives)
+    if sort:  # insertion order: put it in start order (ties by rowid, as the index gives)
         order = np.argsort(start_ns, kind="stable")
         if (order != np.arange(count)).any():
             if isinstance(ids, FixedIds) and isinstance(parents, FixedParents):  # numpy; the keys follow `key_of`
@@ -199,11 +204,11 @@ def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_row
             start_ns, end_ns, input_tokens, output_tokens, cost_pico = (
                 a[order] for a in (start_ns, end_ns, input_tokens, output_tokens, cost_pico))
     start = start_ns / _NS
-    start += extent.t0
+    start += job.t0
     end = np.where(end_ns == _NONE, np.nan, end_ns / _NS)
-    end += extent.t0
+    end += job.t0
     return SpanColumns(ids, parents, kinds, names, statuses, start, end, input_tokens, output_tokens,
-                       cost_pico / _PICO, total=max(extent.total, count), keys=SpanKeys(keys, key_of, parent_key))
+                       cost_pico / _PICO, total=max(total, count), keys=SpanKeys(keys, key_of, parent_key))
 
 
 def _listed(pieces: list[_Piece], keys: Keys) -> tuple[list[str], list[str | None]]:

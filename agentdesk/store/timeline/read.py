@@ -1,4 +1,5 @@
-"""A run's span columns from any source: our schema packed (`packed`) or row by row, others by `span_table`.
+"""A run's span columns from any source: our schema packed (`packed` on SQLite, `postgres` on PostgreSQL)
+or row by row, others by `span_table`.
 
 `first` asks for just the earliest spans: the timeline draws those at once and lays out the rest
 after.
@@ -64,6 +65,12 @@ def _bytes_cursor(session: Any) -> tuple[sqlite3.Connection, Any]:
 
 
 def _native(store: Store, run_id: str, first: int | None) -> SpanColumns:
+    if store.is_postgres:
+        from agentdesk.store.timeline import postgres  # psycopg is an optional extra: only for its stores
+
+        with store.reading() as session:
+            packed = postgres.read(session, run_id, first)
+            return packed if packed is not None else postgres.rows(session, run_id, first)
     with store.reading() as session:
         raw, factory = _bytes_cursor(session)
         cursor = raw.cursor()

@@ -1,7 +1,7 @@
 """pg functions refresh: a database that ran an earlier 0008_pg_functions gets the functions head defines
 
 Revision ID: 0021_pg_functions_refresh
-Revises: 0018_notes
+Revises: 0019_pg_search
 Create Date: 2026-12-06 07:30:00
 
 On SQLite, one repair of the same kind: `0006_search` built the span index from store/search/fts.py, which
@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0021_pg_functions_refresh'
-down_revision = '0018_notes'
+down_revision = '0019_pg_search'
 branch_labels = None
 depends_on = None
 

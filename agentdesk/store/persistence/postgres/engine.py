@@ -127,6 +127,26 @@ def busy_timeout_of(engine: Engine) -> float | None:
     return _busy_timeouts.get(engine)
 
 
+def honour_busy_timeout(engine: Engine, timeout_ms: int) -> None:
+    """Every statement of this engine's connections waits at most the busy timeout for a lock, reads too.
+
+    The writers' turn had it (`SET LOCAL` below), but a statement blocked elsewhere waited for ever: a
+    decision behind a row another transaction holds, a read behind a table another login locked. A
+    decision waited 33 s with `--busy-timeout 5` (issue 21). Now the server cancels the wait with
+    "canceling statement due to lock timeout", the unit of work retries until its deadline (`uow.py`),
+    and the failure is one sentence (`describe_error`). Not a `statement_timeout`: a long read (an
+    export of a million spans) is not a wait. Set when a connection opens, so the pool is emptied here:
+    the connections the migration and the login check used were opened before (a migration may wait on
+    another process's migration for longer than any busy timeout).
+    """
+    @event.listens_for(engine, "connect")
+    def _lock_timeout(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.execute(f"SET lock_timeout = {int(timeout_ms)}")
+        dbapi_conn.commit()
+
+    engine.dispose()
+
+
 def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
     """Write transactions take the writers' turn up front, as SQLite's BEGIN IMMEDIATE does.
 
@@ -138,6 +158,7 @@ def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
     """
     timeout_ms = int(busy_timeout_s * 1000)
     _busy_timeouts[engine] = busy_timeout_s
+    honour_busy_timeout(engine, timeout_ms)
 
     @event.listens_for(engine, "begin")
     def _take_writer_turn(conn: Any) -> None:
