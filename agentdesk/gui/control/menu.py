@@ -50,7 +50,7 @@ def add_control_actions(menu: QMenu, model: RunControlModel, index: QModelIndex,
         qaction = menu.addAction(prefix + LABELS[action])
         qaction.setObjectName(f"menu_run_{action.value}")
         why = ("No open run of this agent is loaded (expand the agent to load its runs)." if shown is None
-               else why_not(action, shown, model.source_reason) or ("Waiting for the store to answer."
+               else why_not(action, shown, model.action_reason(action)) or ("Waiting for the store to answer."
                                                                     if model.busy else ""))
         qaction.setEnabled(not why)
         qaction.setToolTip(why)

@@ -65,4 +65,7 @@ class RunControlBar(QWidget):
             qaction.setEnabled(not why)
             qaction.setToolTip(why or TIPS[action])
         reason = self.model.source_reason
-        self.state.setText(shown_line(reason if reason and self.model.run_id else self.model.state_text(), 600))
+        line = reason if reason and self.model.run_id else self.model.state_text()
+        if not line and self.model.run_id:  # a runtime that can only stop (lensagent) says so beside the buttons
+            line = self.model.limits()
+        self.state.setText(shown_line(line, 600))
