@@ -1,11 +1,11 @@
 """`agentdesk pause RUN`, `agentdesk resume RUN`, `agentdesk stop RUN`: an operator's hold on a run.
 
 The agent honours them at its next checkpoint (client library: `run.checkpoint()`, called inside
-`request_approval` and `model_call`). Exit codes: 0 done; 2 bad input, or a store whose runs cannot be
-paused (another runtime's database, a viewer's login, lensagent's pause; the sentence says which); 3 the run is in the wrong
-state (resume a run that is not paused, pause a paused one, stop one already stopping) or has already
-finished; 4 no such run; 5 the store cannot be used.
-"""
+`request_approval` and `model_call`). A lensagent database (with `--allow-writes`) can only stop: the run
+ends cancelled at once, as lensagent's interruptCall would end it. Exit codes: 0 done; 2 bad input, or a
+store whose runs cannot be paused (another runtime's database, a read-only one, a viewer's login, lensagent's
+pause; the sentence says which); 3 the run is in the wrong state (resume a run that is not paused, pause a
+paused one, stop one already stopping) or has already finished; 4 no such run; 5 the store cannot be used."""
 
 from __future__ import annotations
 
