@@ -7,7 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QLabel, QMenu
 from sqlalchemy import func, select
 
 from agentdesk.gui.control.stop_dialog import StopDialog
@@ -182,6 +182,7 @@ def test_a_lensagent_run_can_be_stopped_but_not_paused(qtbot: Any, tmp_path: Pat
         window.run_controls.actions_by[Action.STOP].trigger()
         dialog = window.findChild(StopDialog)
         assert dialog is not None
+        assert "ends cancelled now" in dialog.findChild(QLabel).text()
         dialog.reason.setText("wrong branch")
         dialog.stop_button.click()
         qtbot.waitUntil(lambda: window.run_control.shown is not None and window.run_control.shown.status ==

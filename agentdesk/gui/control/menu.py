@@ -59,7 +59,7 @@ def add_control_actions(menu: QMenu, model: RunControlModel, index: QModelIndex,
         run_id, title = shown.run_id, shown.title
         if action is Action.STOP:
             qaction.triggered.connect(lambda _=False, r=run_id, t=title: ask_to_stop(
-                parent, t, lambda reason: model.act(Action.STOP, reason, r)))
+                parent, t, lambda reason: model.act(Action.STOP, reason, r), model.stop_consequence()))
         else:
             qaction.triggered.connect(lambda _=False, a=action, r=run_id: model.act(a, None, r))
     menu.setToolTipsVisible(True)

@@ -113,6 +113,15 @@ class RunControlModel(QObject):
         return "" if self.source_reason else next(
             (why for action in Action if (why := run_action_why_not(self._services.source, action.value))), "")
 
+    def stop_consequence(self) -> str:
+        """What Stop does here, for the dialog that asks first ("" for the usual checkpoint stop): a runtime that
+        can only stop (lensagent) ends the run at once, in its database, and its process is not told."""
+        if not run_action_why_not(self._services.source, Action.PAUSE.value):
+            return ""
+        return ("The run ends cancelled now, its open calls interrupted, naming you. A process of this runtime that "
+                "is still running it is not told (it learns of changes only in its own process). A stopped run "
+                "cannot be resumed.")
+
     def why_not(self, action: Action) -> str:
         if self.busy:
             return "Waiting for the store to answer the last action."
