@@ -118,3 +118,37 @@ def test_the_cli_stops_a_lensagent_run(path: Path, capsys: pytest.CaptureFixture
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT state, outcome FROM runs WHERE id = 'run_1'").fetchone() == (
             "TERMINAL", "cancelled")
+
+
+@pytest.mark.parametrize("version", ["0.1.0", "0.1.2", "0.1.2-upgraded"])
+def test_every_open_run_of_every_layout_stops_cleanly(tmp_path: Path, version: str) -> None:
+    """Whatever the layout (0.1.0 has no results.capture), a stopped run leaves nothing open under it; a question
+    it held leaves the queue; a READY run of an IDLE agent ends without touching the agent."""
+    path = tmp_path / "lensagent.sqlite"
+    build_lensagent_fixture(path, version)
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO runs (id, agent_id, goal_message_ids_json, initial_step_pending, state, outcome, "
+                     "error_code, revision, created_at, updated_at) VALUES ('run_ready', 'agt_sub', '[]', 1, "
+                     "'READY', NULL, NULL, 0, '2026-12-01T00:00:00.000Z', '2026-12-01T00:00:00.000Z')")
+        idle = conn.execute("SELECT state, revision FROM agents WHERE id = 'agt_sub'").fetchone()
+        open_runs = [r[0] for r in conn.execute("SELECT id FROM runs WHERE state != 'TERMINAL' ORDER BY id")]
+    source = open_source(str(path), allow_writes=True)
+    try:
+        assert isinstance(source, LensagentSource)
+        for run_id in open_runs:
+            assert source.stop_run(run_id, "alice").state is ControlState.STOPPED
+            assert source.run_control(run_id).set_by == "alice"
+        assert source.asks() == []
+    finally:
+        source.close()
+    with sqlite3.connect(path) as conn:
+        left = conn.execute("SELECT count(*) FROM runs r JOIN steps s ON s.run_id = r.id LEFT JOIN calls c ON "
+                            "c.step_id = s.id WHERE s.state != 'TERMINAL' OR c.state != 'TERMINAL' OR "
+                            "r.state != 'TERMINAL'").fetchone()[0]
+        agents = conn.execute("SELECT id, state FROM agents WHERE id IN (SELECT agent_id FROM runs) "
+                              "ORDER BY id").fetchall()
+        orphan = conn.execute("SELECT count(*) FROM calls c LEFT JOIN results r ON r.call_id = c.id "
+                              "WHERE c.state = 'TERMINAL' AND c.outcome = 'interrupted' AND r.id IS NULL").fetchone()
+        assert conn.execute("SELECT state, revision FROM agents WHERE id = 'agt_sub'").fetchone() == idle
+    assert left == 0 and orphan == (0,)
+    assert all(state in ("IDLE", "STOPPED") for _, state in agents)
