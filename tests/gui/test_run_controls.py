@@ -190,6 +190,7 @@ def test_a_lensagent_run_can_be_stopped_but_not_paused(qtbot: Any, tmp_path: Pat
         assert not any(enabled(window).values())
         assert "stopped by tester" in window.run_controls.state.text()
         assert "The run has finished (cancelled)." in window.run_controls.actions_by[Action.STOP].toolTip()
+        qtbot.waitUntil(lambda: window.tree.view.currentIndex().data(ControlRole) == "stopped", timeout=5000)
         qtbot.waitUntil(lambda: opened.services.runner.in_flight == 0, timeout=5000)  # no answer after the close
     finally:
         opened.close()

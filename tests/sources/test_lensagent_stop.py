@@ -56,6 +56,8 @@ def test_stopping_a_run_interrupts_its_calls_and_frees_its_agent(path: Path) -> 
         assert (done.state, done.set_by, done.reason) == (ControlState.STOPPED, "alice", "wrong branch")
         assert source.run_control("run_1").describe().startswith("stopped by alice")
         assert source.run("run_1").status == "cancelled"
+        [listed] = [r for r in source.runs("agt_main").items if r.id == "run_1"]
+        assert (listed.control, listed.control_note.split(" at ")[0]) == ("stopped", "stopped by alice")
         assert source.approval("cal_1").status != "pending"
         with pytest.raises(RunFinished, match="already finished \\(cancelled\\); there is nothing to stop"):
             source.stop_run("run_1", "bob")

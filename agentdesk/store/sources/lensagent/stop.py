@@ -33,13 +33,12 @@ from agentdesk.store.ids import new_id
 from agentdesk.store.persistence.bus import Change
 from agentdesk.store.readmodel import ControlState, RunControl
 from agentdesk.store.sources import parsing as parse
+from agentdesk.store.sources.lensagent import stopped
 from agentdesk.store.sources.lensagent.layout import Layout
 from agentdesk.store.sources.lensagent.writes import ORIGIN, agent_parents, bump_instance
 from agentdesk.store.sources.sql import one, rows
 
 ERROR_CODE = "operator_stopped"
-CLIENT = "agentdesk"
-OPERATION = "stopRun"
 LIVE_AGENT = ("RUNNING", "WAITING")
 
 
@@ -125,26 +124,20 @@ def _record(conn: Connection, layout: Layout, run_id: str, actor: str, reason: s
     """Who stopped the run and why, where lensagent keeps outside clients' commands (`ingress_requests`)."""
     if not layout.has("ingress_requests"):
         return
-    request = {"operation": OPERATION, "run_id": run_id, "actor": actor, "reason": reason}
+    request = {"operation": stopped.OPERATION, "run_id": run_id, "actor": actor, "reason": reason}
     body = json.dumps(request, ensure_ascii=False, sort_keys=True)
     response = {"run_id": run_id, "outcome": "cancelled", "stopped_by": actor, "reason": reason, "stopped_at": now,
                 "interrupted_calls": call_ids}
     _run(conn, "INSERT OR REPLACE INTO ingress_requests (client_id, key, operation, request_digest, response_json, "
-               "created_at) VALUES (:c, :k, :o, :d, :r, :now)", c=CLIENT, k=f"stop:{run_id}", o=OPERATION,
-         d="sha256:" + hashlib.sha256(body.encode()).hexdigest(), r=json.dumps(response, ensure_ascii=False),
-         now=now)
+               "created_at) VALUES (:c, :k, :o, :d, :r, :now)", c=stopped.CLIENT, k=stopped.key_of(run_id),
+         o=stopped.OPERATION, d="sha256:" + hashlib.sha256(body.encode()).hexdigest(),
+         r=json.dumps(response, ensure_ascii=False), now=now)
 
 
 def run_control(conn: Connection, layout: Layout, run_id: str) -> RunControl:
     """The run's control as agentdesk recorded it: stopped by whom (`ingress_requests`), else running."""
-    if layout.has("ingress_requests"):
-        found = one(conn, "SELECT response_json FROM ingress_requests WHERE client_id = :c AND key = :k",
-                    c=CLIENT, k=f"stop:{run_id}")
-        if found is not None:
-            said = parse.json_object(found["response_json"])
-            actor, why, at = said.get("stopped_by"), said.get("reason"), said.get("stopped_at")
-            return RunControl(run_id, ControlState.STOPPED, actor if isinstance(actor, str) else None,
-                              parse.epoch(at) if isinstance(at, str) else None, why if isinstance(why, str) else None)
+    if (found := stopped.stops(conn, [run_id]).get(run_id)) is not None:
+        return found
     if one(conn, "SELECT 1 AS x FROM runs WHERE id = :r", r=run_id) is None:
         raise NotFound(f"There is no run with id {run_id}.")
     return RunControl(run_id, ControlState.RUNNING)
