@@ -26,6 +26,8 @@ RUNNING_CALL = (
     "VALUES ('cal_run', 'prj_demo', 'wsp_main', 'agt_main', 'stp_1', 'att_1', 'par_1', NULL, 'llm', 'read_file', "
     "NULL, 1, '{\"path\":\"a.ts\"}', NULL, 'read_only', 'auto_approve', 'RUNNING', NULL, NULL, 0, NULL, NULL, 2, "
     "'2026-11-30T09:03:21.000Z', '2026-11-30T09:03:22.000Z')")
+SUB_CALL = RUNNING_CALL.replace("'cal_run'", "'cal_child'").replace("'stp_1', 'att_1', 'par_1', NULL", "NULL, NULL, "
+                                "NULL, 'cal_run'").replace("'RUNNING'", "'QUEUED'").replace("NULL, 1, ", "NULL, NULL, ")
 
 
 @pytest.fixture
@@ -34,6 +36,7 @@ def path(tmp_path: Path) -> Path:
     build_lensagent_fixture(found, "0.1.2")
     with sqlite3.connect(found) as conn:  # run_1 holds a call in policy review; add one that is running
         conn.execute(RUNNING_CALL)
+        conn.execute(SUB_CALL)  # a sub-call of the running one, with no step of its own
     return found
 
 
@@ -69,7 +72,7 @@ def test_stopping_a_run_interrupts_its_calls_and_frees_its_agent(path: Path) -> 
                                                       ("span", "call:cal_run"), ("approval", "cal_1")}
     with sqlite3.connect(path) as conn:
         calls = conn.execute("SELECT id, state, wait_reason, outcome, outcome_unknown FROM calls "
-                             "WHERE id IN ('cal_1', 'cal_run') ORDER BY id").fetchall()
+                             "WHERE id IN ('cal_1', 'cal_child', 'cal_run') ORDER BY id").fetchall()
         results = dict(conn.execute("SELECT call_id, outcome || '/' || error_code || '/' || error_message FROM "
                                     "results WHERE call_id IN ('cal_1', 'cal_run')").fetchall())
         run = conn.execute("SELECT state, outcome, error_code, revision FROM runs WHERE id = 'run_1'").fetchone()
@@ -82,7 +85,8 @@ def test_stopping_a_run_interrupts_its_calls_and_frees_its_agent(path: Path) -> 
                      "'READY', NULL, NULL, 0, '2026-12-01T00:00:00.000Z', '2026-12-01T00:00:00.000Z')")
         live = conn.execute("SELECT agent_id, count(*) FROM runs WHERE state != 'TERMINAL' GROUP BY 1 "
                             "HAVING count(*) > 1").fetchall()
-    assert calls == [("cal_1", "TERMINAL", None, "interrupted", 0), ("cal_run", "TERMINAL", None, "interrupted", 1)]
+    assert calls == [("cal_1", "TERMINAL", None, "interrupted", 0), ("cal_child", "TERMINAL", None, "interrupted", 0),
+                     ("cal_run", "TERMINAL", None, "interrupted", 1)]
     assert results == {c: "interrupted/operator_stopped/Stopped by operator alice: wrong branch"
                        for c in ("cal_1", "cal_run")}
     assert run == ("TERMINAL", "cancelled", "operator_stopped", 7)

@@ -40,6 +40,10 @@ from agentdesk.store.sources.sql import one, rows
 
 ERROR_CODE = "operator_stopped"
 LIVE_AGENT = ("RUNNING", "WAITING")
+CALLS_OF_RUN = """WITH RECURSIVE of_run(id) AS (
+  SELECT c.id FROM calls c JOIN steps s ON s.id = c.step_id WHERE s.run_id = :r
+  UNION SELECT c.id FROM calls c JOIN of_run p ON c.parent_call_id = p.id)"""
+"""The run's calls: those of its steps, and their sub-calls (`parent_call_id`), which may carry no step."""
 
 
 def _run(conn: Connection, sql: str, **params: Any) -> int:
@@ -62,8 +66,8 @@ def stop_run(conn: Connection, layout: Layout, run_id: str, actor: str,
                           "to stop.")
     now = parse.iso_now()
     said = message(actor, reason)
-    calls = rows(conn, "SELECT c.id, c.state, c.wait_reason, c.revision FROM calls c JOIN steps s ON s.id = c.step_id "
-                       "WHERE s.run_id = :r AND c.state != 'TERMINAL' ORDER BY c.created_at, c.id", r=run_id)
+    calls = rows(conn, f"{CALLS_OF_RUN} SELECT id, state, wait_reason, revision FROM calls WHERE id IN "
+                       "(SELECT id FROM of_run) AND state != 'TERMINAL' ORDER BY created_at, id", r=run_id)
     for call in calls:
         _interrupt_call(conn, layout, call, ERROR_CODE, said, now)
     steps = rows(conn, "SELECT id, state FROM steps WHERE run_id = :r AND state != 'TERMINAL'", r=run_id)
