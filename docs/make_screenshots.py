@@ -114,8 +114,9 @@ SIZES = ((1024, 768), (1366, 768), (1920, 1080), (2560, 1440))
 
 
 def shoot(store: Path, out: Path, view: str, theme: str = "light", select: str | None = None,
-          size: tuple[int, int] = (1920, 1080)) -> None:
-    args = [sys.executable, "-m", "agentdesk.cli", "--store", str(store), "gui", "--screenshot", str(out),
+          size: tuple[int, int] = (1920, 1080), *, allow_writes: bool = False) -> None:
+    writes = ["--allow-writes"] if allow_writes else []
+    args = [sys.executable, "-m", "agentdesk.cli", "--store", str(store), *writes, "gui", "--screenshot", str(out),
             "--view", view, "--theme", theme, "--size", f"{size[0]}x{size[1]}"]
     if select:
         args += ["--select", select]
@@ -198,6 +199,18 @@ def held_runs(path: Path) -> str:
     return paused
 
 
+def writes_confirmed(path: Path) -> None:
+    """The per-database write consent, as if the operator had said yes (the screenshot run never asks)."""
+    from agentdesk.gui.window.write_consent import confirm_writes
+    from agentdesk.store.sources import open_source
+
+    source = open_source(str(path))
+    try:
+        confirm_writes(source.descriptor)
+    finally:
+        source.close()
+
+
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "screenshots")
     out.mkdir(parents=True, exist_ok=True)
@@ -234,6 +247,10 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", f"tests.sources.fixtures_{kind}", str(fixture)], check=True,
                        cwd=ROOT, stdout=subprocess.DEVNULL)
         shoot(fixture, out / f"{kind}.png", "window", "light")
+        if kind == "lensagent":  # issue 24: Stop… enabled on a lensagent run, Pause / Resume off with the reason
+            writes_confirmed(fixture)
+            shoot(fixture, out / "lensagent-stop-1366x768.png", "window", "light", "run_1", (1366, 768),
+                  allow_writes=True)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """`agentdesk pause RUN`, `agentdesk resume RUN`, `agentdesk stop RUN`: an operator's hold on a run.
 
 The agent honours them at its next checkpoint (client library: `run.checkpoint()`, called inside
-`request_approval` and `model_call`). Exit codes: 0 done; 2 bad input, or a store whose runs cannot be
-paused (another runtime's database, a viewer's login; the sentence says which); 3 the run is in the wrong
-state (resume a run that is not paused, pause a paused one, stop one already stopping) or has already
-finished; 4 no such run; 5 the store cannot be used.
-"""
+`request_approval` and `model_call`). A lensagent database (with `--allow-writes`) can only stop: the run
+ends cancelled at once, as lensagent's interruptCall would end it. Exit codes: 0 done; 2 bad input, or a
+store whose runs cannot be paused (another runtime's database, a read-only one, a viewer's login, lensagent's
+pause; the sentence says which); 3 the run is in the wrong state (resume a run that is not paused, pause a
+paused one, stop one already stopping) or has already finished; 4 no such run; 5 the store cannot be used."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from agentdesk.store.source import require_run_controller
 VERBS = {"pause": "Paused", "resume": "Resumed", "stop": "Asked to stop"}
 AFTER = {ControlState.PAUSED: "the agent blocks at its next checkpoint",
          ControlState.RUNNING: "the agent goes on from its checkpoint",
-         ControlState.STOPPING: "the agent ends the run cancelled at its next checkpoint"}
+         ControlState.STOPPING: "the agent ends the run cancelled at its next checkpoint",
+         ControlState.STOPPED: "the run ended cancelled, its open calls interrupted"}
 
 
 def control_options(p: argparse.ArgumentParser) -> None:
@@ -44,6 +45,7 @@ def cmd_control(args: argparse.Namespace) -> int:
     finally:
         source.close()
     why = f" ({out.clean(control.reason)})" if control.reason else ""
-    say(f"{VERBS[args.command]} run {out.clean(control.run_id)} as {out.clean(args.actor)}{why}: "
+    verb = "Stopped" if control.state is ControlState.STOPPED else VERBS[args.command]  # lensagent: at once
+    say(f"{verb} run {out.clean(control.run_id)} as {out.clean(args.actor)}{why}: "
             f"{AFTER.get(control.state, control.state.value)}.")
     return EXIT_OK

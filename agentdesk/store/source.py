@@ -158,6 +158,20 @@ class RunController(Protocol):
     def run_control(self, run_id: str) -> RunControl: ...
 
 
+@runtime_checkable
+class LimitedRunController(Protocol):
+    """A `RunController` that can take only some of pause / resume / stop (lensagent: stop only)."""
+
+    def why_not_run_action(self, action: str) -> str:
+        """Why `action` ("pause", "resume", "stop") can never be taken on this source's runs ("" when it can)."""
+        ...
+
+
+def run_action_why_not(source: object, action: str) -> str:
+    """Why this source can never take `action` on a run, whatever the run's state ("" for a full controller)."""
+    return source.why_not_run_action(action) if isinstance(source, LimitedRunController) else ""
+
+
 def run_controller(source: object) -> RunController | None:
     """The source as a `RunController`, or None for a source whose runs cannot be paused or stopped."""
     return source if isinstance(source, RunController) else None

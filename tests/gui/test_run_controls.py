@@ -7,7 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QLabel, QMenu
 from sqlalchemy import func, select
 
 from agentdesk.gui.control.stop_dialog import StopDialog
@@ -22,6 +22,7 @@ from agentdesk.store.readmodel import ControlState
 from tests.gui.conftest import World
 from tests.gui.foreign_helpers import Opened
 from tests.sources.fixtures_lensagent import build_lensagent_fixture
+from tests.sources.fixtures_stageflow import build_stageflow_fixture
 
 
 def settle(qtbot: Any, services: Services, window: MainWindow) -> None:
@@ -140,18 +141,56 @@ def _agent_menu(window: MainWindow) -> dict[str, Any]:
 
 
 def test_a_foreign_runtimes_controls_are_off_with_the_reason(qtbot: Any, tmp_path: Path) -> None:
-    path = tmp_path / "lensagent.sqlite"
-    build_lensagent_fixture(path)
-    opened = Opened(qtbot, path, allow_writes=True)  # even with writes allowed: lensagent has no such state
+    path = tmp_path / "stageflow.sqlite"
+    build_stageflow_fixture(path)
+    opened = Opened(qtbot, path, allow_writes=True)  # even with writes allowed: stageflow has no such state
     try:
         window = opened.window
         with qtbot.waitSignal(window.tree.run_selected, timeout=5000):
-            window.tree.select_entity("run", "run_d")
-        qtbot.waitUntil(lambda: window.run_control.run_id == "run_d", timeout=5000)
+            window.tree.select_entity("run", "trn_rc3")
+        qtbot.waitUntil(lambda: window.run_control.run_id == "trn_rc3", timeout=5000)
         assert not any(enabled(window).values())
         tip = html.unescape(window.run_controls.actions_by[Action.PAUSE].toolTip())
-        assert "lensagent has no pause" in tip and "cannot pause, resume or stop" in tip
+        assert "cannot pause, resume or stop" in tip
         assert "cannot pause" in window.run_controls.state.text()
+        qtbot.waitUntil(lambda: opened.services.runner.in_flight == 0, timeout=5000)  # no answer after the close
+    finally:
+        opened.close()
+
+
+NO_PAUSE = "lensagent has no paused state: a run can only be stopped."
+
+
+def test_a_lensagent_run_can_be_stopped_but_not_paused(qtbot: Any, tmp_path: Path) -> None:
+    """lensagent: Stop… enabled (toolbar and tree menu), Pause and Resume off with the reason; a stop ends the run
+    cancelled at once and the window follows it through the bus."""
+    path = tmp_path / "lensagent.sqlite"
+    build_lensagent_fixture(path)
+    opened = Opened(qtbot, path, allow_writes=True)
+    try:
+        window = opened.window
+        with qtbot.waitSignal(window.tree.run_selected, timeout=5000):
+            window.tree.select_entity("run", "run_1")
+        qtbot.waitUntil(lambda: window.run_control.shown is not None, timeout=5000)
+        assert enabled(window) == {Action.PAUSE: False, Action.RESUME: False, Action.STOP: True}
+        for action in (Action.PAUSE, Action.RESUME):
+            assert html.unescape(window.run_controls.actions_by[action].toolTip()) == NO_PAUSE
+        assert window.run_controls.state.text() == NO_PAUSE
+        menu = _agent_menu(window)
+        assert menu["Stop…"].isEnabled() and not menu["Pause"].isEnabled() and not menu["Resume"].isEnabled()
+        assert menu["Pause"].toolTip() == NO_PAUSE
+        window.run_controls.actions_by[Action.STOP].trigger()
+        dialog = window.findChild(StopDialog)
+        assert dialog is not None
+        assert "ends cancelled now" in dialog.findChild(QLabel).text()
+        dialog.reason.setText("wrong branch")
+        dialog.stop_button.click()
+        qtbot.waitUntil(lambda: window.run_control.shown is not None and window.run_control.shown.status ==
+                        "cancelled", timeout=5000)
+        assert not any(enabled(window).values())
+        assert "stopped by tester" in window.run_controls.state.text()
+        assert "The run has finished (cancelled)." in window.run_controls.actions_by[Action.STOP].toolTip()
+        qtbot.waitUntil(lambda: window.tree.view.currentIndex().data(ControlRole) == "stopped", timeout=5000)
         qtbot.waitUntil(lambda: opened.services.runner.in_flight == 0, timeout=5000)  # no answer after the close
     finally:
         opened.close()

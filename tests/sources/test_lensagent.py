@@ -359,7 +359,10 @@ def test_unsupported_commands_say_why(built: dict[str, Path], tmp_path: Path) ->
             Capability.SET_VISIBILITY,
             Capability.EDIT_ITEM,
             Capability.SEND_MESSAGE,
+            Capability.CONTROL_RUN,  # stop only (test_lensagent_stop.py)
         }
+        with pytest.raises(Unsupported, match="no paused state"):
+            source.pause_run("run_1", "ops")
         with pytest.raises(Unsupported, match="no API to change them"):
             source.set_item_locked("ci_4", True, 0, "ops")
         with pytest.raises(Unsupported, match="compactContext"):

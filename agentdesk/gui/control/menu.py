@@ -50,7 +50,7 @@ def add_control_actions(menu: QMenu, model: RunControlModel, index: QModelIndex,
         qaction = menu.addAction(prefix + LABELS[action])
         qaction.setObjectName(f"menu_run_{action.value}")
         why = ("No open run of this agent is loaded (expand the agent to load its runs)." if shown is None
-               else why_not(action, shown, model.source_reason) or ("Waiting for the store to answer."
+               else why_not(action, shown, model.action_reason(action)) or ("Waiting for the store to answer."
                                                                     if model.busy else ""))
         qaction.setEnabled(not why)
         qaction.setToolTip(why)
@@ -59,7 +59,7 @@ def add_control_actions(menu: QMenu, model: RunControlModel, index: QModelIndex,
         run_id, title = shown.run_id, shown.title
         if action is Action.STOP:
             qaction.triggered.connect(lambda _=False, r=run_id, t=title: ask_to_stop(
-                parent, t, lambda reason: model.act(Action.STOP, reason, r)))
+                parent, t, lambda reason: model.act(Action.STOP, reason, r), model.stop_consequence()))
         else:
             qaction.triggered.connect(lambda _=False, a=action, r=run_id: model.act(a, None, r))
     menu.setToolTipsVisible(True)

@@ -13,16 +13,18 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QLineEdit, QVBo
 
 from agentdesk.model.plain import shown_line
 
+CHECKPOINT = "Its agent ends the run as cancelled at its next checkpoint, naming you. A stopped run cannot be resumed."
+
 
 class StopDialog(QDialog):
-    def __init__(self, run_label: str, on_stop: Callable[[str | None], None], parent: QWidget | None = None) -> None:
+    def __init__(self, run_label: str, on_stop: Callable[[str | None], None], parent: QWidget | None = None,
+                 consequence: str = CHECKPOINT) -> None:
         super().__init__(parent)
         self.setWindowTitle("Stop this run?")
         self.setObjectName("stop_run_dialog")
         self._on_stop = on_stop
         layout = QVBoxLayout(self)
-        question = QLabel(f"Stop “{shown_line(run_label, 120)}”?\n\nIts agent ends the run as cancelled at its "
-                          "next checkpoint, naming you. A stopped run cannot be resumed.", self)
+        question = QLabel(f"Stop “{shown_line(run_label, 120)}”?\n\n{consequence}", self)
         question.setTextFormat(Qt.TextFormat.PlainText)
         question.setWordWrap(True)
         layout.addWidget(question)
@@ -44,7 +46,8 @@ class StopDialog(QDialog):
         self.deleteLater()
 
 
-def ask_to_stop(parent: QWidget, run_label: str, on_stop: Callable[[str | None], None]) -> StopDialog:
-    dialog = StopDialog(run_label, on_stop, parent)
+def ask_to_stop(parent: QWidget, run_label: str, on_stop: Callable[[str | None], None],
+                consequence: str = CHECKPOINT) -> StopDialog:
+    dialog = StopDialog(run_label, on_stop, parent, consequence or CHECKPOINT)
     dialog.open()
     return dialog

@@ -20,6 +20,7 @@ from agentdesk.store.control.state import Action
 TIPS = {Action.PAUSE: "Pause the run: its agent blocks at its next checkpoint until resumed",
         Action.RESUME: "Resume the paused run: its agent goes on from its checkpoint",
         Action.STOP: "Stop the run: its agent ends it cancelled at its next checkpoint (asks first)"}
+STOP_NOW = "Stop the run: it ends cancelled now, its open calls interrupted (asks first)"
 
 
 class RunControlBar(QWidget):
@@ -55,7 +56,7 @@ class RunControlBar(QWidget):
         if action is Action.STOP:
             shown = self.model.shown
             label = shown.title if shown is not None else (self.model.run_id or "")
-            ask_to_stop(self, label, lambda reason: self.model.act(Action.STOP, reason))
+            ask_to_stop(self, label, lambda reason: self.model.act(Action.STOP, reason), self.model.stop_consequence())
             return
         self.model.act(action)
 
@@ -63,6 +64,10 @@ class RunControlBar(QWidget):
         for action, qaction in self.actions_by.items():
             why = self.model.why_not(action)
             qaction.setEnabled(not why)
-            qaction.setToolTip(why or TIPS[action])
+            at_once = action is Action.STOP and bool(self.model.stop_consequence())
+            qaction.setToolTip(why or (STOP_NOW if at_once else TIPS[action]))
         reason = self.model.source_reason
-        self.state.setText(shown_line(reason if reason and self.model.run_id else self.model.state_text(), 600))
+        line = reason if reason and self.model.run_id else self.model.state_text()
+        if not line and self.model.run_id:  # a runtime that can only stop (lensagent) says so beside the buttons
+            line = self.model.limits()
+        self.state.setText(shown_line(line, 600))

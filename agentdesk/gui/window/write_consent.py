@@ -40,7 +40,12 @@ def ask_for_writes(descriptor: SourceDescriptor) -> bool:
     box.exec()
     allowed = box.clickedButton() is allow
     if allowed:
-        settings = open_settings()
-        settings.setValue(_key(descriptor.location), True)
-        settings.sync()
+        confirm_writes(descriptor)
     return allowed
+
+
+def confirm_writes(descriptor: SourceDescriptor) -> None:
+    """Remember the operator's yes for this file (the next window opens it writable without asking)."""
+    settings = open_settings()
+    settings.setValue(_key(descriptor.location), True)
+    settings.sync()

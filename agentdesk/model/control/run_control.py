@@ -20,12 +20,13 @@ from agentdesk.model.services import Services
 from agentdesk.store.control.state import Action, next_state
 from agentdesk.store.persistence.bus import RESET, Change, EntityKind
 from agentdesk.store.readmodel import ControlState, RunControl
-from agentdesk.store.source import Capability, Source, run_controller
+from agentdesk.store.source import Capability, Source, run_action_why_not, run_controller
 
 LABELS = {Action.PAUSE: "Pause", Action.RESUME: "Resume", Action.STOP: "Stop…"}
 DONE = {Action.PAUSE: "Paused {run}: its agent blocks at its next checkpoint.",
         Action.RESUME: "Resumed {run}.",
         Action.STOP: "Asked {run} to stop: its agent ends the run cancelled at its next checkpoint."}
+STOPPED = "Stopped {run}: the run ended cancelled, its open calls interrupted."
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,12 @@ def unavailable(source: Source) -> str:
     if run_controller(source) is not None and Capability.CONTROL_RUN in source.capabilities:
         return ""
     return source.why_not(Capability.CONTROL_RUN) or "This store's runs cannot be paused or stopped."
+
+
+def action_unavailable(source: Source, action: Action) -> str:
+    """Why `action` can never be taken on this source's runs ("" when the run's state decides): a runtime that
+    can only stop (lensagent) says so first, then why the source cannot control runs at all."""
+    return run_action_why_not(source, action.value) or unavailable(source)
 
 
 def why_not(action: Action, shown: Shown | None, source_reason: str) -> str:
@@ -97,10 +104,28 @@ class RunControlModel(QObject):
         self.changed.emit()
         self._reload()
 
+    def action_reason(self, action: Action) -> str:
+        """Why `action` is never possible here ("" when the run's state decides): the source, then the action."""
+        return action_unavailable(self._services.source, action)
+
+    def limits(self) -> str:
+        """What this store's run controls cannot do at all, in one line ("" when they can do everything)."""
+        return "" if self.source_reason else next(
+            (why for action in Action if (why := run_action_why_not(self._services.source, action.value))), "")
+
+    def stop_consequence(self) -> str:
+        """What Stop does here, for the dialog that asks first ("" for the usual checkpoint stop): a runtime that
+        can only stop (lensagent) ends the run at once, in its database, and its process is not told."""
+        if not run_action_why_not(self._services.source, Action.PAUSE.value):
+            return ""
+        return ("The run ends cancelled now, its open calls interrupted, naming you. A process of this runtime that "
+                "is still running it is not told (it learns of changes only in its own process). A stopped run "
+                "cannot be resumed.")
+
     def why_not(self, action: Action) -> str:
         if self.busy:
             return "Waiting for the store to answer the last action."
-        return why_not(action, self.shown, self.source_reason)
+        return why_not(action, self.shown, self.action_reason(action))
 
     def state_text(self) -> str:
         """The run's control state in a few words for the toolbar ("" when no run or never held)."""
@@ -139,11 +164,12 @@ class RunControlModel(QObject):
         self.busy = True
         self.changed.emit()
         try:
-            await self._services.runner.run(call, target, self._services.actor, reason)
+            after = await self._services.runner.run(call, target, self._services.actor, reason)
         except Exception as exc:  # a refusal (someone else came first, the run finished) is one sentence
             self.reported.emit(str(exc))
         else:
-            self.reported.emit(DONE[action].format(run=target))
+            done = STOPPED if after.state is ControlState.STOPPED else DONE[action]  # lensagent: stopped at once
+            self.reported.emit(done.format(run=target))
         finally:
             self.busy = False
             self.changed.emit()

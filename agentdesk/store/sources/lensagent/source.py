@@ -2,9 +2,10 @@
 
 Reads map lensagent's full tree, derived spans, policy-review approvals and context editor
 onto agentdesk's read model (see docs/sources.md (lensagent)). Writes, only when the operator
-allowed them, are the three the schema defines and the reference documents: decisions on
-calls in policy review, turn-group visibility and context-item edits. Locks are refused:
-lensagent sets `locked` itself (the goal message is locked) and exposes no setter, so what
+allowed them, follow the runtime's own transitions: decisions on calls in policy review, answers to
+calls waiting for user input, queued messages, turn-group visibility, context-item edits, and
+stopping a run as `interruptCall` would (stop.py; lensagent has no pause, so pause and resume are
+refused). Locks are refused: lensagent sets `locked` itself (the goal message is locked) and exposes no setter, so what
 an operator's lock or unlock would mean to the runtime is unknown.
 """
 
@@ -16,9 +17,11 @@ from pathlib import Path
 from agentdesk.store import readmodel as rm
 from agentdesk.store.asks.commands import check_answer
 from agentdesk.store.asks.reads import Ask
+from agentdesk.store.errors import Unsupported
+from agentdesk.store.readmodel import RunControl
 from agentdesk.store.source import Capability
 from agentdesk.store.sources.foreign import ForeignSource
-from agentdesk.store.sources.lensagent import approvals, asks, detail, nodes, spans, tree, writes
+from agentdesk.store.sources.lensagent import approvals, asks, detail, nodes, spans, stop, tree, writes
 from agentdesk.store.sources.lensagent import context as contexts
 from agentdesk.store.sources.lensagent.follow import FOLLOW
 from agentdesk.store.sources.lensagent.layout import Layout, read_layout, version_of
@@ -27,6 +30,7 @@ from agentdesk.store.sources.reads import Reads, given
 from agentdesk.store.sources.schema import Schema
 from agentdesk.store.validation import check_name, check_text
 
+NO_PAUSE = "lensagent has no paused state: a run can only be stopped."
 TABLES = frozenset({"projects", "tasks", "sessions", "agents", "runs", "steps", "calls", "context_items",
                     "context_turn_groups"})
 
@@ -41,7 +45,7 @@ class LensagentSource(ForeignSource):
     follow = FOLLOW
     writable_capabilities = frozenset(
         {Capability.APPROVE, Capability.DENY, Capability.SET_VISIBILITY, Capability.EDIT_ITEM,
-         Capability.SEND_MESSAGE}
+         Capability.SEND_MESSAGE, Capability.CONTROL_RUN}
     )
     unsupported_reasons = {
         Capability.EDIT_ARGUMENTS: "lensagent reviews a call as the model asked for it; its review has no "
@@ -52,14 +56,11 @@ class LensagentSource(ForeignSource):
         Capability.COMPACT: "lensagent compacts a context with its own model call (compactContext); "
         "agentdesk does not write compactions into a lensagent database.",
         Capability.UNDO_COMPACTION: "lensagent cannot undo a compaction.",
-        Capability.CONTROL_RUN: "lensagent has no pause, and ends a run cancelled or interrupted only from "
-        "inside its own process: a stop written into its database would not reach a running lensagent (it is "
-        "told through its in-process EventBus), so agentdesk cannot pause, resume or stop its runs.",
     }
     notes = (
         "lensagent also keeps an EventLog (a JSONL hash chain in a file beside the database) that only its "
-        "own process appends to: agentdesk cannot keep it in step with direct writes, so after a decision "
-        "or a context edit made here that log no longer records every change, and a running lensagent is "
+        "own process appends to: agentdesk cannot keep it in step with direct writes, so after a decision, "
+        "a stop or a context edit made here that log no longer records every change, and a running lensagent is "
         "not told through its EventBus."
     )
 
@@ -117,6 +118,29 @@ class LensagentSource(ForeignSource):
             published = writes.answer(conn, self.layout, ask_id, answer, actor, expected_revision)
         self.bus.publish(published)
         return self.ask(ask_id)
+
+    # -- run control: stop only (store/source.py: RunController, LimitedRunController) ----------
+    def why_not_run_action(self, action: str) -> str:
+        return "" if action == "stop" else NO_PAUSE
+
+    def pause_run(self, run_id: str, actor: str, reason: str | None = None) -> RunControl:
+        raise Unsupported(NO_PAUSE)
+
+    def resume_run(self, run_id: str, actor: str, reason: str | None = None) -> RunControl:
+        raise Unsupported(NO_PAUSE)
+
+    def stop_run(self, run_id: str, actor: str, reason: str | None = None) -> RunControl:
+        """End the run cancelled as lensagent's interruptCall would (stop.py), only with --allow-writes."""
+        actor = check_name("actor name", actor)
+        reason = check_name("reason", reason, required=False) or None
+        with self.writing(Capability.CONTROL_RUN) as conn:
+            control, published = stop.stop_run(conn, self.layout, run_id, actor, reason)
+        self.bus.publish(published)
+        return control
+
+    def run_control(self, run_id: str) -> RunControl:
+        with self.reading() as conn:
+            return stop.run_control(conn, self.layout, run_id)
 
     # -- commands ----------------------------------------------------------------------------
     def decide(

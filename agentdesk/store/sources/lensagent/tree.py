@@ -19,6 +19,7 @@ from agentdesk.store.errors import NotFound
 from agentdesk.store.queries import roll_up
 from agentdesk.store.readmodel import Page
 from agentdesk.store.sources import parsing as parse
+from agentdesk.store.sources.lensagent import stopped
 from agentdesk.store.sources.lensagent import values as v
 from agentdesk.store.sources.sql import marks, one, parent_chain, rows
 
@@ -194,12 +195,15 @@ def run_values(conn: Connection, found: list[dict[str, Any]]) -> list[rm.Run]:
     usage = run_usage(conn, found)
     counts = pending(conn)
     titles = goal_titles(conn, found)
+    stops = stopped.stops(conn, [r["id"] for r in found])
     return [
-        _run(r, titles.get(r["id"]), usage.get(r["id"], rm.Usage()), counts[("run", r["id"])]) for r in found
+        _run(r, titles.get(r["id"]), usage.get(r["id"], rm.Usage()), counts[("run", r["id"])], stops.get(r["id"]))
+        for r in found
     ]
 
 
-def _run(r: dict[str, Any], title: str | None, usage: rm.Usage, pending_count: int) -> rm.Run:
+def _run(r: dict[str, Any], title: str | None, usage: rm.Usage, pending_count: int,
+         stop: rm.RunControl | None = None) -> rm.Run:
     error = r["error_code"]
     if r["state"] == "TERMINAL" and r["outcome"] == "interrupted":
         error = f"interrupted: {error}" if error else "interrupted"
@@ -217,6 +221,8 @@ def _run(r: dict[str, Any], title: str | None, usage: rm.Usage, pending_count: i
         usage,
         r["revision"],
         pending_count,
+        control=stop.state.value if stop is not None else "running",
+        control_note=stop.describe() if stop is not None else "",
     )
 
 
