@@ -46,6 +46,7 @@ CRASH_DIR_ENV = "AGENTDESK_TEST_CRASH_DIR"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: about SQLite files; not run against PostgreSQL")
+    config.addinivalue_line("markers", "postgres_only: about the server (its index, its locks); not run on SQLite")
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault(CRASH_DIR_ENV, tempfile.mkdtemp(prefix="agentdesk-test-crashes-"))
 
@@ -74,7 +75,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" not in metafunc.fixturenames or metafunc.definition.get_closest_marker("sqlite_only"):
         return
-    if metafunc.module.__name__.rsplit(".", 1)[-1] in PG_MODULES:
+    if metafunc.definition.get_closest_marker("postgres_only"):
+        metafunc.parametrize("backend", ("postgresql",), indirect=True)
+    elif metafunc.module.__name__.rsplit(".", 1)[-1] in PG_MODULES:
         metafunc.parametrize("backend", BACKENDS, indirect=True)
 
 

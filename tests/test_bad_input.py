@@ -279,7 +279,7 @@ def test_a_tampered_audit_record(store_path: Path, closed: World) -> None:
     as_json = agentdesk("--store", str(store_path), "verify", "--json")
     assert as_json.returncode == 6
     context = {"notes": [], "keyed_from": None, "anchored_seq": None, "keys": [], "anchor_format": None,
-               "older_anchor_lines": 0}  # what verify says beside the verdict (keys, anchor format): not checked here
+               "older_anchor_lines": 0, "restored": []}  # what verify says beside the verdict: not checked here
     assert json.loads(as_json.stdout) | context == {
         "ok": False, "verdict": "tampered", "records": seq - 1, "broken_seq": seq, "failure": "content changed",
         "reason": f"Record {seq} was changed: its content does not match its hash (content changed).",

@@ -71,11 +71,11 @@ def test_an_unknown_run_is_not_found(source: NativeSource, spans: Spans) -> None
         search_run(source, "run_missing", "x")
 
 
+@pytest.mark.postgres_only  # SQLite's FTS5 index: tests/analysis/test_search_index.py
 def test_postgresql_answers_from_its_index(store: Store, source: NativeSource, spans: Spans) -> None:
     """Spans are found while dirty (scanned as they are), once indexed (from `span_words`, through its GIN
     index), and again as they are after a change made them dirty again."""
-    if not store.is_postgres:
-        pytest.skip("PostgreSQL's index (SQLite's FTS5 is tests/analysis/test_search_index.py)")
+    assert store.is_postgres
     with store.engine.connect() as conn:
         dirty = conn.execute(text("SELECT count(*) FROM span_words_dirty")).scalar_one()
     assert dirty >= 5  # written, not yet indexed
@@ -100,8 +100,8 @@ def test_postgresql_answers_from_its_index(store: Store, source: NativeSource, s
     assert re.search(r"Index Scan on span_words_search\s+\(", plan) and "spans_search_long" in long
 
 
+@pytest.mark.postgres_only  # the server's indexer
 def test_the_indexer_refuses_a_wild_batch_size(store: Store, spans: Spans) -> None:
-    if not store.is_postgres:
-        pytest.skip("the server's indexer")
+    assert store.is_postgres
     with pytest.raises(DBAPIError, match="1 to 10000 at a time"), store.engine.begin() as conn:
         conn.execute(text(pg_index.INDEX_SQL), {"run": None, "limit": 10**9})

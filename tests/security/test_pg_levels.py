@@ -47,6 +47,7 @@ from agentdesk.store.persistence.postgres.listener import CHANNEL
 from agentdesk.store.rules.commands import add_rule
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import PgCluster
+from tests.security.logins import login_at_level
 from tests.waiting import wait_until
 
 LEVELS = ("agent", "viewer", "operator", "admin")
@@ -117,12 +118,7 @@ class Bench:
 
 
 def _login(cluster: PgCluster, url: str, level: str) -> tuple[str, str]:
-    name = f"rt_{level.replace(' ', '_')}_{uuid.uuid4().hex[:6]}"
-    with cluster.admin() as conn:  # type: ignore[attr-defined]
-        conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'secret'")
-        conn.execute(f"GRANT agentdesk_{level.split()[-1]} TO {name}")
-    scheme, rest = url.split("://", 1)
-    return name, f"{scheme}://{name}:secret@{rest.split('@', 1)[1]}"
+    return login_at_level(cluster, url, level, "rt")
 
 
 @pytest.fixture(scope="module")

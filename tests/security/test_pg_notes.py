@@ -7,7 +7,6 @@ reads only, an operator writes only through the functions of migration 0018_note
 from __future__ import annotations
 
 import io
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import PgCluster
+from tests.security.logins import login_at_level
 
 LEVELS = ("agent", "viewer", "operator", "admin")
 
@@ -41,12 +41,7 @@ class Bench:
 
 
 def _login(cluster: PgCluster, url: str, level: str) -> tuple[str, str]:
-    name = f"nt_{level}_{uuid.uuid4().hex[:6]}"
-    with cluster.admin() as conn:  # type: ignore[attr-defined]
-        conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'secret'")
-        conn.execute(f"GRANT agentdesk_{level} TO {name}")
-    scheme, rest = url.split("://", 1)
-    return name, f"{scheme}://{name}:secret@{rest.split('@', 1)[1]}"
+    return login_at_level(cluster, url, level, "nt")
 
 
 @pytest.fixture(scope="module")

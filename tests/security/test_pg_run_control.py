@@ -8,7 +8,6 @@ agentdesk does.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.readmodel import ControlState
 from agentdesk.store.runtime import AgentRuntime
 from tests.conftest import PgCluster
+from tests.security.logins import login_at_level
 
 LEVELS = ("agent", "other agent", "viewer", "operator")
 
@@ -37,12 +37,7 @@ class Bench:
 
 
 def _login(cluster: PgCluster, url: str, level: str) -> tuple[str, str]:
-    name = f"rc_{level.replace(' ', '_')}_{uuid.uuid4().hex[:6]}"
-    with cluster.admin() as conn:  # type: ignore[attr-defined]
-        conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'secret'")
-        conn.execute(f"GRANT agentdesk_{level.split()[-1]} TO {name}")
-    scheme, rest = url.split("://", 1)
-    return name, f"{scheme}://{name}:secret@{rest.split('@', 1)[1]}"
+    return login_at_level(cluster, url, level, "rc")
 
 
 @pytest.fixture(scope="module")
