@@ -124,3 +124,18 @@ def test_the_trees_pending_count_includes_questions(services: Services, other: S
     qtbot.waitUntil(lambda: run_pending() == len(world.approval_ids) + 1)
     asks.answer(other, ask_id, "main", "alice")
     qtbot.waitUntil(lambda: run_pending() == len(world.approval_ids))
+
+
+def test_the_status_bar_names_questions_and_their_agents(services: Services, world: World, other: Store,
+                                                         qtbot: Any) -> None:
+    from agentdesk.gui.window.main_window import MainWindow
+
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.show()
+    label = window.status.pending_label
+    qtbot.waitUntil(lambda: label.text().startswith("3 pending approvals"), timeout=5000)
+    assert "question" not in label.text()
+    asks.create(other, world.run_id, "Which branch?", ["main", "dev"])  # from another process's store
+    qtbot.waitUntil(lambda: "· 1 question ·" in label.text(), timeout=5000)
+    assert label.text() == "3 pending approvals · 1 question · 1 agent waiting for you"

@@ -328,6 +328,7 @@ class MainWindow(QMainWindow):
     def _on_questions(self, questions: int) -> None:
         """A question waits for a person like an approval does: named in the dock's title, and it opens the queue."""
         self._queue_title()
+        self._show_waiting_agents()
         if questions:
             self._fold_queue(questions)
 
@@ -341,11 +342,14 @@ class MainWindow(QMainWindow):
 
     def _show_waiting_agents(self) -> set[str]:
         """Agents blocked on the operator: a pending approval that has not expired and whose requester still
-        beats (one that stopped beating has nobody behind it: it is not an agent waiting for you)."""
+        beats (one that stopped beating has nobody behind it: it is not an agent waiting for you), or a pending
+        question. Returns the agents waiting on an approval (the demo follows the first one)."""
         model = self.queue.pending_model
         waiting = {a.agent_id for row in range(model.rowCount()) if (a := model.approval_at(row)) is not None
                    and not model.is_expired(a) and not model.is_gone(a)}
-        self.status.set_pending(model.awaiting_count(), len(waiting))
+        asks = self.queue.questions.model
+        asking = {q.agent_id for row in range(asks.pending) if (q := asks.ask_at(row)) is not None}
+        self.status.set_pending(model.awaiting_count(), len(waiting | asking), asks.pending)
         return waiting
 
     def _fold_queue(self, count: int) -> None:

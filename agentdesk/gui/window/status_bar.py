@@ -60,14 +60,16 @@ class StoreStatusBar(QStatusBar):
         self._timer.start()
         self.refresh()
 
-    def set_pending(self, count: int, waiting_agents: int = 0) -> None:
-        """An agent with a pending approval is blocked on the operator: say how many, in those words."""
+    def set_pending(self, count: int, waiting_agents: int = 0, questions: int = 0) -> None:
+        """An agent with a pending approval or question is blocked on the operator: say how many, in those words."""
         text = f"{count} pending approval{'s' if count != 1 else ''}"
+        if questions:
+            text += f" · {questions} question{'s' if questions != 1 else ''}"
         if waiting_agents:
             text += f" · {waiting_agents} agent{'s' if waiting_agents != 1 else ''} waiting for you"
         self.pending_label.setText(text)
-        colour = "#d08000" if count else ""
-        self.pending_label.setStyleSheet(f"color: {colour}; font-weight: bold;" if count else "")
+        busy = bool(count or questions)
+        self.pending_label.setStyleSheet("color: #d08000; font-weight: bold;" if busy else "")
 
     def _on_busy(self, in_flight: int) -> None:
         self.busy_label.setText("loading…" if in_flight else "")
