@@ -73,7 +73,8 @@ class StoreRunner(QObject):
             return await asyncio.wrap_future(self._pool.submit(fn, *args))
         finally:
             self._in_flight -= 1
-            self.busy_changed.emit(self._in_flight)
+            if not self._closed:  # a coroutine closed after the window (and this object) went away
+                self.busy_changed.emit(self._in_flight)
 
     def _deliver(self, result: Any, exc: BaseException | None, on_done: OnDone | None,
                  on_error: OnError | None) -> None:
