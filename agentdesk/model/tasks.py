@@ -14,6 +14,7 @@ exactly as under the app's `loop.run_forever()`.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import warnings
 from collections.abc import Callable, Coroutine
@@ -44,7 +45,13 @@ def qt_loop() -> asyncio.AbstractEventLoop:
         return current
     made = qasync.QEventLoop(already_running=False)
     asyncio.set_event_loop(made)
+    atexit.register(_close, made)  # while its Qt objects live: at garbage collection they may be gone
     return made
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    if not loop.is_closed() and not loop.is_running():
+        loop.close()
 
 
 def report(on_error: OnError | None, error_signal: Any | None = None) -> Callable[[asyncio.Future[Any]], None]:
