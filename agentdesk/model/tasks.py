@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import itertools
 import logging
 import warnings
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Hashable
 from typing import Any
 
 import qasync
@@ -124,3 +125,41 @@ class LatestTask:
     def pending(self) -> bool:
         """A request is in flight."""
         return self._task is not None and not self._task.done()
+
+
+class Tickets:
+    """Requests side by side, each with a ticket from one rising counter; a reset cancels them all.
+
+    For models that apply answers per row (tree rows, approval rows): several reads are in flight at once, the
+    coroutine is handed its ticket, and `fresh(key, ticket)` keeps the newest answer per key, since reads
+    finish on the pool in any order. `cancel` (a reset: another store, a feed gap) cancels every request in
+    flight, so none of their answers or errors arrive, and forgets what the rows showed.
+    """
+
+    def __init__(self, runner: StoreRunner) -> None:
+        self._error_signal = runner.error
+        self._tickets = itertools.count(1)
+        self._newest: dict[Hashable, int] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def add(self, work: Callable[[int], Coroutine[Any, Any, Any]], on_error: OnError | None = None) -> int:
+        """Run `work(ticket)` beside the requests in flight; its failure goes to `on_error` unless cancelled."""
+        ticket = next(self._tickets)
+        task = spawn(work(ticket), on_error, self._error_signal)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return ticket
+
+    def cancel(self) -> None:
+        """Drop every request in flight and the per-key record."""
+        for task in self._tasks:
+            task.cancel()
+        self._tasks.clear()
+        self._newest.clear()
+
+    def fresh(self, key: Hashable, ticket: int) -> bool:
+        """True, and remembered, unless `key` already shows an answer newer than `ticket`."""
+        if ticket < self._newest.get(key, 0):
+            return False
+        self._newest[key] = ticket
+        return True
