@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agentdesk.model.runner import StoreRunner
-from agentdesk.model.tasks import LatestTask, spawn
+from agentdesk.model.tasks import LatestTask, Tickets, spawn
 
 
 @pytest.fixture
@@ -112,3 +112,35 @@ def test_a_cancelled_request_s_failure_is_dropped(runner: StoreRunner, qtbot: An
     gate.set()
     qtbot.waitUntil(task.done)
     assert task.cancelled() and errors == []
+
+
+def test_tickets_rise_fresh_keeps_the_newest_per_key_and_a_reset_cancels_every_read(runner: StoreRunner,
+                                                                                   qtbot: Any) -> None:
+    tickets, got = Tickets(runner), []
+    gates = [threading.Event() for _ in range(3)]
+
+    async def read(n: int, ticket: int) -> None:
+        got.append((await runner.run(answer_when, gates[n], n), ticket))
+
+    issued = [tickets.add(lambda ticket, n=n: read(n, ticket)) for n in range(3)]  # type: ignore[misc]
+    for gate in reversed(gates):  # the newest finishes first
+        gate.set()
+    qtbot.waitUntil(lambda: len(got) == 3)
+    by_value = dict(got)
+    assert by_value[0] < by_value[1] < by_value[2] and sorted(issued) == issued
+    assert tickets.fresh("row", by_value[2])
+    assert not tickets.fresh("row", by_value[1])  # the row shows a newer answer: an older one is refused
+    assert tickets.fresh("other row", by_value[0])  # per key
+    late, errors = threading.Event(), []
+    got.clear()
+
+    async def slow(ticket: int) -> None:
+        got.append((await runner.run(answer_when, late, "late"), ticket))
+
+    tickets.add(slow, on_error=errors.append)
+    qtbot.waitUntil(lambda: runner.in_flight == 1)
+    tickets.cancel()
+    late.set()
+    qtbot.waitUntil(lambda: runner.in_flight == 0)
+    assert got == [] and errors == []
+    assert tickets.fresh("row", by_value[1])  # a reset forgets what rows showed

@@ -6,7 +6,7 @@ upsert, `store.postgres.presence`) on the store runner at once and every
 presence listener (its own thread and connection) says someone arrived at or
 left the approval shown. Nothing here blocks the GUI thread: finding out whether
 the store has presence, starting the listener, every write and read go through
-the runner, and answers a newer selection superseded are dropped (`Latest`).
+the runner, and a newer selection cancels the read of an older one (`LatestTask`).
 If the server refuses presence (an old schema, a login without grants) the
 model goes quiet for the rest of the session rather than showing errors: it is
 a courtesy, never in the way of a decision.
