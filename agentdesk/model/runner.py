@@ -1,24 +1,22 @@
-"""Runs blocking store calls off the GUI thread and brings results back to it.
+"""Runs blocking store calls off the GUI thread: the window awaits them on the qasync loop.
 
-The store is synchronous (SQLAlchemy + SQLite), so every call goes to a small
-thread pool. Completions are delivered on the GUI thread through a queued
-signal, which works under any Qt event loop (qasync's in the app, pytest-qt's
-in tests). `run()` is the coroutine form for `@asyncSlot` handlers.
-Models put `model.latest.Latest` around their reads, which drops answers that
-a newer request (or a reset) superseded.
+The store is synchronous (SQLAlchemy + SQLite/PostgreSQL), so every call goes to
+a small thread pool; `run()` is the coroutine the window's `async def` methods
+await (started with `model.tasks.spawn`, `LatestTask` or `Tickets`, or as
+`@asyncSlot`s), so the answer is applied on the GUI thread and the GUI thread
+never waits on the database. Unhandled failures reach the status bar through
+`error`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Signal
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 OnDone = Callable[[Any], None]
@@ -26,9 +24,8 @@ OnError = Callable[[BaseException], None]
 
 
 class StoreRunner(QObject):
-    """A thread pool for store calls whose callbacks run on the thread that owns this object."""
+    """A thread pool for store calls, awaited from coroutines on the qasync loop."""
 
-    _completed = Signal(object, object, object, object)  # result, error, on_done, on_error
     error = Signal(str)
     """Errors nobody handled, as one sentence for the status bar."""
     busy_changed = Signal(int)
@@ -36,33 +33,13 @@ class StoreRunner(QObject):
     def __init__(self, max_workers: int = 4, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agentdesk-store")
-        # Queued even on the same thread: a job that finishes before its callback is attached must
-        # still answer later, from the event loop, never inside the caller's own stack.
-        self._completed.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
         self._in_flight = 0
         self._closed = False
 
-    def submit(self, fn: Callable[..., T], *args: Any, on_done: OnDone | None = None,
-               on_error: OnError | None = None) -> Future[T]:
-        if self._closed:  # a late timer after the window closed: nothing left to answer to
-            future: Future[T] = Future()
-            future.cancel()
-            return future
-        self._in_flight += 1
-        self.busy_changed.emit(self._in_flight)
-        future = self._pool.submit(fn, *args)
-
-        def finished(f: Future[T]) -> None:
-            exc = f.exception()
-            self._completed.emit(None if exc else f.result(), exc, on_done, on_error)
-
-        future.add_done_callback(finished)
-        return future
-
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Await a store call from an `@asyncSlot` coroutine on the qasync loop.
+        """Await a store call from a coroutine on the qasync loop.
 
-        Counted in `in_flight` like `submit()` (the status bar's "loading…", screenshots waiting for quiet);
+        Counted in `in_flight` (the status bar's "loading…", screenshots waiting for quiet);
         after `shutdown()` the awaiting coroutine is cancelled, as nothing is left to answer to.
         """
         if self._closed:
@@ -73,24 +50,8 @@ class StoreRunner(QObject):
             return await asyncio.wrap_future(self._pool.submit(fn, *args))
         finally:
             self._in_flight -= 1
-            self.busy_changed.emit(self._in_flight)
-
-    def _deliver(self, result: Any, exc: BaseException | None, on_done: OnDone | None,
-                 on_error: OnError | None) -> None:
-        self._in_flight -= 1
-        self.busy_changed.emit(self._in_flight)
-        try:
-            if exc is not None:
-                if on_error is not None:
-                    on_error(exc)
-                else:
-                    log.error("store call failed: %s", exc, exc_info=exc)
-                    self.error.emit(str(exc))
-            elif on_done is not None:
-                on_done(result)
-        except Exception as callback_error:  # a broken callback must not kill the event loop
-            log.exception("store call callback failed")
-            self.error.emit(str(callback_error))
+            if not self._closed:  # a coroutine closed after the window (and this object) went away
+                self.busy_changed.emit(self._in_flight)
 
     @property
     def in_flight(self) -> int:

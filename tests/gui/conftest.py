@@ -101,5 +101,11 @@ def qasync_loop(qapp: Any) -> Iterator[Any]:
     loop = qasync.QEventLoop(qapp)
     asyncio.set_event_loop(loop)
     yield loop
+    # Store reads still in flight when the test ends are closed here, as their answers have nothing left to
+    # reach, rather than left for garbage collection to warn about ("never awaited"). Not by running the loop:
+    # that would deliver answers to widgets already deleted.
+    for task in asyncio.all_tasks(loop):
+        if not task.done():
+            task.get_coro().close()
     asyncio.set_event_loop(None)
     loop.close()  # now, while its Qt objects live (at garbage collection they may already be gone)

@@ -16,6 +16,7 @@ from agentdesk.gui.window import file_menu
 from agentdesk.gui.window.main_window import CENTRE_MIN_WIDTH, MainWindow, fitting_size
 from agentdesk.gui.window.settings import open_settings
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import spawn
 from agentdesk.store.native import NativeSource
 
 from .conftest import World
@@ -170,6 +171,6 @@ def test_a_failed_store_call_stays_in_the_message_bar(services: Services, qtbot:
     def broken() -> None:
         raise OSError("disk I/O error")
 
-    services.runner.submit(broken)
+    spawn(services.runner.run(broken), error_signal=services.runner.error)  # nobody handles it: the status bar
     qtbot.waitUntil(window.message_bar.isVisible)
     assert "disk I/O error" in window.message_bar.label.text()

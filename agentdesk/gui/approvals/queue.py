@@ -27,9 +27,11 @@ from agentdesk.model.approvals.pending import PendingApprovalModel
 from agentdesk.model.approvals.presence import PresenceModel
 from agentdesk.model.plain import tooltip
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import spawn
 from agentdesk.store import readmodel as rm
 from agentdesk.store.approvals.heartbeat import GONE_AFTER_S, dismiss_gone
 from agentdesk.store.native import NativeSource
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.source import Capability
 
 PENDING_TAB, DECIDED_TAB, QUESTIONS_TAB = 0, 1, 2
@@ -297,13 +299,17 @@ class ApprovalQueue(QWidget):
         if not ids or not isinstance(source, NativeSource):
             return
 
-        def done(dismissed: list[str]) -> None:
-            kept = len(ids) - len(dismissed)
-            again = f"; {kept} came back or were decided meanwhile" if kept else ""
-            self.log.add(f"• Dismissed {len(dismissed)} approvals whose requester was gone{again}.")
+        spawn(self._dismiss_gone(source.store, ids), error_signal=self._services.runner.error)
 
-        self._services.runner.submit(dismiss_gone, source.store, self._services.actor, ids, on_done=done,
-                                     on_error=lambda exc: self.log.add(f"• Could not dismiss: {exc}"))
+    async def _dismiss_gone(self, store: Store, ids: list[str]) -> None:
+        try:
+            dismissed = await self._services.runner.run(dismiss_gone, store, self._services.actor, ids)
+        except Exception as exc:
+            self.log.add(f"• Could not dismiss: {exc}")
+            return
+        kept = len(ids) - len(dismissed)
+        again = f"; {kept} came back or were decided meanwhile" if kept else ""
+        self.log.add(f"• Dismissed {len(dismissed)} approvals whose requester was gone{again}.")
 
     # -- navigation -----------------------------------------------------------------------
     def show_selected_in_timeline(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import spawn
 from agentdesk.model.text import plural
 from agentdesk.store.ingest.importer import ImportProgress, ImportResult, import_files
 from agentdesk.store.ingest.spans import NotOtlp
@@ -96,7 +98,15 @@ class ImportDialog(QDialog):
         assert isinstance(source, NativeSource)
         job = partial(import_files, source.store, self.paths, progress=self._relay.progressed.emit,
                       cancel=self.cancel_event, actor=self.services.actor)
-        self.services.runner.submit(job, on_done=self._done, on_error=self._failed)
+        spawn(self._import(job), error_signal=self.services.runner.error)
+
+    async def _import(self, job: Callable[[], ImportResult]) -> None:
+        try:
+            result = await self.services.runner.run(job)
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self._done(result)
 
     # -- progress -------------------------------------------------------------------------
     def _show_progress(self, p: ImportProgress) -> None:

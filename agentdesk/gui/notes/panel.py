@@ -25,14 +25,15 @@ from PySide6.QtWidgets import (
 
 from agentdesk.gui.notes.dialog import MarkDialog
 from agentdesk.gui.shared.palette import status_colour
-from agentdesk.model.latest import Latest
 from agentdesk.model.notes.cache import MarksCache
 from agentdesk.model.notes.writes import MarkRequest, apply
 from agentdesk.model.plain import shown_block, shown_line
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask, spawn
 from agentdesk.store.errors import StoreError
 from agentdesk.store.notes import commands, reads
 from agentdesk.store.notes.marks import Marks, Note, Target, utc_text
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.text.visible import findings, plural
 
 MAX_SHOWN_CHARS = 200_000
@@ -75,7 +76,7 @@ class MarksPanel(QWidget):
         self.services, self.cache = services, cache
         self.target: Target | None = None
         self.marks = Marks()
-        self._latest = Latest(services.runner)
+        self._latest = LatestTask(services.runner)
         self.labels = QLabel(textFormat=Qt.TextFormat.PlainText, wordWrap=True)
         self.banner = QLabel(textFormat=Qt.TextFormat.PlainText, wordWrap=True)
         self.banner.setAutoFillBackground(True)
@@ -120,7 +121,10 @@ class MarksPanel(QWidget):
         if store is None or target is None:
             self._latest.cancel()
             return
-        self._latest.submit(reads.marks_for, store, target.kind, target.id, on_done=self._show)
+        self._latest.start(self._load(store, target))
+
+    async def _load(self, store: Store, target: Target) -> None:
+        self._show(await self.services.runner.run(reads.marks_for, store, target.kind, target.id))
 
     def _show(self, marks: Marks) -> None:
         self.marks = marks
@@ -146,10 +150,12 @@ class MarksPanel(QWidget):
         if not target.run_id:  # a span or approval shown before its run was known: the store finds it
             store = self.cache.store
             assert store is not None
-            self.services.runner.submit(reads.resolve, store, f"{target.kind}:{target.id}",
-                                        on_done=self._open_on, on_error=lambda e: self.failed.emit(str(e)))
+            spawn(self._resolve(store, target), on_error=lambda e: self.failed.emit(str(e)))
             return
         self._open_on(target)
+
+    async def _resolve(self, store: Store, target: Target) -> None:
+        self._open_on(await self.services.runner.run(reads.resolve, store, f"{target.kind}:{target.id}"))
 
     def _open_on(self, target: Target) -> None:
         self.target = target
@@ -161,8 +167,15 @@ class MarksPanel(QWidget):
         store = self.cache.store
         if store is None or request.empty:
             return
-        self.services.runner.submit(apply, store, request, self.services.actor,
-                                    on_done=lambda _said: self.reload(), on_error=self._refused)
+        self._write(apply, store, request, self.services.actor)
+
+    def _write(self, fn: Callable[..., object], *args: object) -> None:
+        """A write on the runner; the panel reloads after it, or says why the store refused it."""
+        spawn(self._written(fn, args), on_error=self._refused)
+
+    async def _written(self, fn: Callable[..., object], args: tuple[object, ...]) -> None:
+        await self.services.runner.run(fn, *args)
+        self.reload()
 
     # -- editing and removing a note (compare-and-set on the revision shown) ------------------------------
     def note_menu(self) -> QMenu:
@@ -194,14 +207,12 @@ class MarksPanel(QWidget):
     def _save_edit(self, note: Note, text: str) -> None:
         store = self.cache.store
         if store is not None and text != note.text:
-            self.services.runner.submit(commands.edit_note, store, note.id, text, note.revision, self.services.actor,
-                                        on_done=lambda _n: self.reload(), on_error=self._refused)
+            self._write(commands.edit_note, store, note.id, text, note.revision, self.services.actor)
 
     def remove_note(self, note: Note) -> None:
         store = self.cache.store
         if store is not None:
-            self.services.runner.submit(commands.remove_note, store, note.id, note.revision, self.services.actor,
-                                        on_done=lambda _n: self.reload(), on_error=self._refused)
+            self._write(commands.remove_note, store, note.id, note.revision, self.services.actor)
 
     def _refused(self, exc: BaseException) -> None:
         self.failed.emit(str(exc) if isinstance(exc, StoreError) else f"The note could not be written: {exc}.")

@@ -35,8 +35,10 @@ from agentdesk.model.rules.dry_run import DryRunModel
 from agentdesk.model.rules.service import rules_store, why_no_rules
 from agentdesk.model.rules.table import HEADERS, RuleTableModel
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask, spawn
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import StoreError
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.rules import commands as rule_commands
 from agentdesk.store.rules.dryrun import DryRun, dry_run, propose_rule
 from agentdesk.store.rules.model import Effect, Rule, covers_every_call, every_call_warning
@@ -85,7 +87,7 @@ class RulesPanel(QWidget):
         self._store = rules_store(services.source)
         self._why_not = why_no_rules(services.source)
         self._current_approval = current_approval
-        self._dry_seq = 0
+        self._dry = LatestTask(services.runner, on_error=lambda exc: self.summary.setText(f"The dry run failed: {exc}"))
         self._want = ""
         self.rules_model = RuleTableModel(services, self)
         self.dry_model = DryRunModel(self)
@@ -241,25 +243,18 @@ class RulesPanel(QWidget):
         draft = self._draft()
         if draft is None:
             return
-        self._dry_seq += 1
-        seq = self._dry_seq
         self.summary.setText("Replaying the history…")
-        self._services.runner.submit(dry_run, self._store, draft,
-                                     on_done=lambda result: self._dry_done(seq, draft, result),
-                                     on_error=lambda exc: self._dry_failed(seq, exc))
+        self._dry.start(self._dry_run(self._store, draft))  # a newer draft cancels the replay of an older one
 
-    def _dry_done(self, seq: int, draft: Rule, result: DryRun) -> None:
-        if seq != self._dry_seq:
-            return
+    async def _dry_run(self, store: Store, draft: Rule) -> None:
+        self._dry_done(draft, await self._services.runner.run(dry_run, store, draft))
+
+    def _dry_done(self, draft: Rule, result: DryRun) -> None:
         self.dry_model.show(result)
         self.summary.setText(summary_text(result))
         settles = set() if draft.effect == Effect.ASK else \
             {r.approval_id for r in result.pending if r.outcome != "would-ask"}  # a maybe-deny only asks
         self.draft_settles.emit(settles, str(draft.effect))
-
-    def _dry_failed(self, seq: int, exc: BaseException) -> None:
-        if seq == self._dry_seq:
-            self.summary.setText(f"The dry run failed: {exc}")
 
     # -- commands -------------------------------------------------------------------------
     def save(self) -> None:
@@ -324,21 +319,23 @@ class RulesPanel(QWidget):
                   lambda _none: f"Removed rule {rule.id}.")
 
     def _run(self, job: Callable[[], Any], said: Callable[[Any], str], *, select: bool = False) -> None:
-        def done(result: Any) -> None:
-            self.message.setText(said(result))
-            if select and isinstance(result, Rule):
-                if self.editor.rule_id in ("", result.id):  # keep editing what was saved, at its new revision
-                    self.editor.load(form_of(result), f"Rule {result.id} (revision {result.revision}, "
-                                                      f"{result.hit_count:,} hits)")
-                self._want = result.id
-                self._select_wanted()  # the list may have reloaded already, or reloads next
-                self.rules_model.loaded.connect(self._select_wanted, Qt.ConnectionType.SingleShotConnection)
+        spawn(self._command(job, said, select))
 
-        def failed(exc: BaseException) -> None:
+    async def _command(self, job: Callable[[], Any], said: Callable[[Any], str], select: bool) -> None:
+        try:
+            result = await self._services.runner.run(job)
+        except Exception as exc:
             self.message.setText(str(exc) if isinstance(exc, StoreError) else f"The store refused: {exc}")
             self.rules_model.reload()
-
-        self._services.runner.submit(job, on_done=done, on_error=failed)
+            return
+        self.message.setText(said(result))
+        if select and isinstance(result, Rule):
+            if self.editor.rule_id in ("", result.id):  # keep editing what was saved, at its new revision
+                self.editor.load(form_of(result), f"Rule {result.id} (revision {result.revision}, "
+                                                  f"{result.hit_count:,} hits)")
+            self._want = result.id
+            self._select_wanted()  # the list may have reloaded already, or reloads next
+            self.rules_model.loaded.connect(self._select_wanted, Qt.ConnectionType.SingleShotConnection)
 
     def _select_wanted(self) -> None:
         row = self.rules_model.row_of(self._want)

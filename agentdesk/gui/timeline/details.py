@@ -30,9 +30,9 @@ from agentdesk.gui.shared.flow import FlowLayout, HeightForWidth
 from agentdesk.gui.shared.marks import MarkHighlighter
 from agentdesk.gui.shared.palette import ERROR_COLOUR, status_colour
 from agentdesk.gui.timeline.drawing import one_line
-from agentdesk.model.latest import Latest
 from agentdesk.model.plain import shown_block, shown_line
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask
 from agentdesk.store import readmodel as rm
 from agentdesk.store.ingest.prices import ESTIMATED_KEY
 from agentdesk.store.source import Source
@@ -179,7 +179,8 @@ class SpanDetails(QWidget):
     def __init__(self, services: Services | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.services = services
-        self._latest = Latest(services.runner) if services is not None else None
+        self._latest = None if services is None else LatestTask(
+            services.runner, on_error=lambda exc: self.clear(f"Could not load the span: {exc}"))
         self.span_id: str | None = None
         self.view: SpanView | None = None
         self._build()
@@ -259,8 +260,10 @@ class SpanDetails(QWidget):
             self.clear()
             return
         self.span_id = span_id
-        self._latest.submit(load_span_view, self.services.source, span_id, on_done=self.set_view,
-                            on_error=lambda exc: self.clear(f"Could not load the span: {exc}"))
+        self._latest.start(self._load(self.services, span_id))
+
+    async def _load(self, services: Services, span_id: str) -> None:
+        self.set_view(await services.runner.run(load_span_view, services.source, span_id))
 
     def set_view(self, view: SpanView) -> None:
         span = view.span

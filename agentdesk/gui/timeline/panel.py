@@ -33,10 +33,10 @@ from agentdesk.gui.timeline.minimap import Minimap
 from agentdesk.gui.timeline.path_panel import PathPanel
 from agentdesk.gui.timeline.span_item import SpanItem
 from agentdesk.gui.timeline.tokens import RIGHT_AXIS_WIDTH, TokensPlot
-from agentdesk.model.latest import Latest
 from agentdesk.model.messages.sending import messaging_refusal
 from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask
 from agentdesk.model.timeline.feed import TimelineFeed
 from agentdesk.store import readmodel as rm
 from agentdesk.store.analysis.layout.counts import SpanCounts
@@ -71,8 +71,9 @@ class TimelinePanel(QWidget):
         self.path_on = False
         self.matches: Matches | None = None
         self.match_index = -1
-        self._path_latest = Latest(services.runner)
-        self._find_latest = Latest(services.runner)
+        self._path_latest = LatestTask(
+            services.runner, on_error=lambda exc: self._show_header(f"Could not find the critical path: {exc}"))
+        self._find_latest = LatestTask(services.runner, on_error=self._find_failed)
         self._follow = True
         """Fitted: a live run's new spans and its growing end keep the whole run in view."""
         self._pinned = False
@@ -377,8 +378,10 @@ class TimelinePanel(QWidget):
     def _compute_path(self) -> None:
         if self.data is None or self.run_id is None:
             return
-        self._path_latest.submit(path_of, self.services.source, self.run_id, self.data, on_done=self._path_ready,
-                                 on_error=lambda exc: self._show_header(f"Could not find the critical path: {exc}"))
+        self._path_latest.start(self._find_path(self.run_id, self.data))
+
+    async def _find_path(self, run_id: str, data: TimelineData) -> None:
+        self._path_ready(await self.services.runner.run(path_of, self.services.source, run_id, data))
 
     def _path_ready(self, path: PathLanes) -> None:
         if not self.path_on or path.data is not self.data:
@@ -410,8 +413,10 @@ class TimelinePanel(QWidget):
             return
         self.find_bar.show_message("searching…")
         place = self.match_index if keep_place else -1
-        self._find_latest.submit(find, self.services.source, self.run_id, query, self.data,
-                                 on_done=lambda matches: self._found(matches, place), on_error=self._find_failed)
+        self._find_latest.start(self._find(self.run_id, query, self.data, place))
+
+    async def _find(self, run_id: str, query: str, data: TimelineData, place: int) -> None:
+        self._found(await self.services.runner.run(find, self.services.source, run_id, query, data), place)
 
     def _found(self, matches: Matches, place: int) -> None:
         if matches.data is not self.data:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QModelIndex
 
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import spawn
 from agentdesk.model.tree.model import EntityRole, ProjectTreeModel
 from agentdesk.store.persistence.bus import EntityKind
 from agentdesk.store.readmodel import Location
@@ -42,10 +43,15 @@ class Revealer:
     def start(self, entity: str, entity_id: str, *, page: int, max_runs: int) -> None:
         self._seq += 1
         seq = self._seq
-        self._services.runner.submit(
-            self._services.source.locate, EntityKind(entity), entity_id,
-            on_done=lambda location: self._located(seq, location, page, max_runs),
-            on_error=lambda exc: self._failed(seq, f"Cannot show {entity} {entity_id}: {exc}"))
+        spawn(self._locate(seq, entity, entity_id, page, max_runs), error_signal=self._services.runner.error)
+
+    async def _locate(self, seq: int, entity: str, entity_id: str, page: int, max_runs: int) -> None:
+        try:
+            location = await self._services.runner.run(self._services.source.locate, EntityKind(entity), entity_id)
+        except Exception as exc:
+            self._failed(seq, f"Cannot show {entity} {entity_id}: {exc}")
+            return
+        self._located(seq, location, page, max_runs)
 
     def _located(self, seq: int, location: Location, page: int, max_runs: int) -> None:
         if seq != self._seq:

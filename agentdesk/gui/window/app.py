@@ -145,6 +145,10 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
     from agentdesk.model.services import Services
 
     apply_theme(app, theme if screenshot or theme != "system" else "system")
+    # The qasync loop first: the window's models start their store reads (coroutines on this loop) as they
+    # are built, and every one of them must land on the loop that runs below.
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
     source.watch()
     services = Services.create(source, actor=getpass.getuser() or "operator")
     window = MainWindow(services)
@@ -180,8 +184,6 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
             window.select(resolve_entity(source, select), select)
         window.ensure_operator_name()
         _quit_on_signals(app)
-        loop = qasync.QEventLoop(app)
-        asyncio.set_event_loop(loop)
         closing = asyncio.Event()
         app.aboutToQuit.connect(closing.set)
         with loop:
@@ -192,3 +194,5 @@ def _run(app: QApplication, source: Source, screenshot: str | None, view: str, s
         gc.enable()
         window.close()
         services.close()
+        if not loop.is_closed():  # the screenshot path never ran it; closed now, while its Qt objects live
+            loop.close()

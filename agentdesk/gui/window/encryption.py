@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QLabel, QStatusBar
 
 from agentdesk.model.plain import tooltip
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import spawn
 from agentdesk.store.persistence.database import own_store
 from agentdesk.store.persistence.postgres.tls import Encryption, connection_encryption
 
@@ -35,6 +36,14 @@ def add_encryption_label(bar: QStatusBar, services: Services) -> QLabel:
         label.setStyleSheet("color: #e5484d;" if warn else "")
         label.show()
 
+    async def ask() -> None:
+        try:
+            found = await services.runner.run(connection_encryption, store.engine)
+        except Exception:  # nothing known about the connection: no claim either way
+            label.hide()
+            return
+        show(found)
+
     label.hide()
-    services.runner.submit(connection_encryption, store.engine, on_done=show, on_error=lambda _exc: label.hide())
+    spawn(ask(), error_signal=services.runner.error)
     return label

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 
 from agentdesk.model.plain import shown_line
 from agentdesk.model.runner import StoreRunner
+from agentdesk.model.tasks import spawn
 from agentdesk.store.sources import open_source
 
 RECENT_KEY = "recent/stores"
@@ -90,8 +91,15 @@ class StoreMenu:
 
     def open(self, location: str) -> None:
         """Check the store on the runner, then open it in a new window (or say why not, here)."""
-        self._runner.submit(can_open, location, on_done=lambda _none: self._start(location),
-                            on_error=lambda exc: self._report(f"Could not open the store {location}: {exc}"))
+        spawn(self._check(location), error_signal=self._runner.error)
+
+    async def _check(self, location: str) -> None:
+        try:
+            await self._runner.run(can_open, location)
+        except Exception as exc:
+            self._report(f"Could not open the store {location}: {exc}")
+            return
+        self._start(location)
 
     def _start(self, location: str) -> None:
         program, arguments = window_command(location)

@@ -47,6 +47,7 @@ from agentdesk.gui.window.status_bar import StoreStatusBar
 from agentdesk.model.control.run_control import RunControlModel
 from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import spawn
 from agentdesk.resources import ICON, resource_path
 from agentdesk.store import readmodel as rm
 
@@ -298,15 +299,17 @@ class MainWindow(QMainWindow):
         self._show_tab(TIMELINE_TAB)
 
     def show_context(self, agent_id: str, approval_id: str) -> None:
-        def opened(approval: rm.Approval) -> None:
-            self.context_editor.show_agent(agent_id, approval.created_at)
-            self._show_tab(CONTEXT_TAB)
-
         if approval_id:
-            self.services.runner.submit(self.services.source.approval, approval_id, on_done=opened)
+            spawn(self._show_context_at(agent_id, approval_id), error_signal=self.services.runner.error)
         else:
             self.context_editor.show_agent(agent_id, None)
             self._show_tab(CONTEXT_TAB)
+
+    async def _show_context_at(self, agent_id: str, approval_id: str) -> None:
+        """The agent's context as it was when the approval was asked for."""
+        approval: rm.Approval = await self.services.runner.run(self.services.source.approval, approval_id)
+        self.context_editor.show_agent(agent_id, approval.created_at)
+        self._show_tab(CONTEXT_TAB)
 
     def rule_from_selected_approval(self) -> None:
         """"Create a rule from this approval": the narrowest rule, in the Rules tab, not yet saved."""
@@ -425,9 +428,10 @@ class MainWindow(QMainWindow):
         if entity and entity_id:
             self.select(entity, entity_id)
         else:  # first time on this store: start on the run most worth looking at
-            self.services.runner.submit(self.services.source.showcase_run, on_done=self._select_run)
+            spawn(self._select_showcase(), error_signal=self.services.runner.error)
 
-    def _select_run(self, run_id: str | None) -> None:
+    async def _select_showcase(self) -> None:
+        run_id: str | None = await self.services.runner.run(self.services.source.showcase_run)
         if run_id:
             self.select("run", run_id)
 
@@ -444,11 +448,14 @@ class MainWindow(QMainWindow):
             return
         if entity == "approval":
             self.queue.select_approval(entity_id)
-            self.services.runner.submit(self.services.source.approval, entity_id,
-                                        on_done=lambda a: self.show_in_timeline(a.run_id, a.span_id or ""))
+            spawn(self._show_approval_in_timeline(entity_id), error_signal=self.services.runner.error)
         self.tree.select_entity(entity, entity_id)
         if entity == "span":
             self.timeline.select_span(entity_id)
+
+    async def _show_approval_in_timeline(self, approval_id: str) -> None:
+        approval: rm.Approval = await self.services.runner.run(self.services.source.approval, approval_id)
+        self.show_in_timeline(approval.run_id, approval.span_id or "")
 
     def reset_layout(self) -> None:
         for dock, area in ((self.tree_dock, Qt.DockWidgetArea.LeftDockWidgetArea),

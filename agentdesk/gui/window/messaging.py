@@ -15,6 +15,7 @@ from agentdesk.gui.messages.dialog import SendMessageDialog
 from agentdesk.model.messages.sending import send_message
 from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import spawn
 
 
 class Messaging:
@@ -43,6 +44,9 @@ class Messaging:
 
     def _send(self, agent_id: str, name: str, text: str) -> None:
         who = shown_line(name, 80)  # the pending row in the context editor is the confirmation; the status bar is short
-        send_message(self._services, agent_id, text,
-                     on_done=lambda message_id: self._status.showMessage("Message queued.", 10_000),
-                     on_error=lambda exc: self._report_error(f"The message to {who} was not sent: {exc}"))
+        spawn(self._deliver(agent_id, text),
+              on_error=lambda exc: self._report_error(f"The message to {who} was not sent: {exc}"))
+
+    async def _deliver(self, agent_id: str, text: str) -> None:
+        await send_message(self._services, agent_id, text)
+        self._status.showMessage("Message queued.", 10_000)

@@ -17,6 +17,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QHBoxLayout, QInputDialog, QLabel, QToolButton, QWidget
 
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import spawn
 from agentdesk.model.tree.rows import escaped_tooltip
 from agentdesk.store.ingest.receiver_stats import ReceiverCounters
 from agentdesk.store.native import NativeSource
@@ -101,13 +102,29 @@ class ReceiverToggle(QWidget):
             return
         self._busy = True
         if on:
-            self._services.runner.submit(self._start, self.port, on_done=self._started, on_error=self._failed)
+            spawn(self._switch_on(), error_signal=self._services.runner.error)
         else:
             receiver, self._receiver = self._receiver, None
             self._timer.stop()
             assert receiver is not None
-            self._services.runner.submit(receiver.stop, on_done=self._stopped, on_error=self._failed)
+            spawn(self._switch_off(receiver), error_signal=self._services.runner.error)
         self._show_state()
+
+    async def _switch_on(self) -> None:
+        try:
+            receiver = await self._services.runner.run(self._start, self.port)
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self._started(receiver)
+
+    async def _switch_off(self, receiver: ReceiverThread) -> None:
+        try:
+            await self._services.runner.run(receiver.stop)
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self._stopped(None)
 
     def _start(self, port: int) -> ReceiverThread:
         """On a runner thread: bind (or fail to) without the GUI waiting."""

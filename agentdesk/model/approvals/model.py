@@ -5,9 +5,9 @@ change re-reads just the changed approvals on the runner (one call per batch)
 and applies the answer with exact row inserts, removals and `dataChanged`: a
 pending approval decided elsewhere leaves the pending table, and `left` says
 with what outcome and by whom. Reads complete out of order on the pool, so
-they go through `model.latest.Latest`: each answer carries its ticket, an answer
+they go through `model.tasks.Tickets`: each answer carries its ticket, an answer
 older than what an approval already shows is dropped, and a full reload drops
-every answer issued before it.
+every read issued before it (cancelled on the qasync loop).
 
 The tables themselves are `pending.PendingApprovalModel` and
 `decided.DecidedApprovalModel`.
@@ -21,9 +21,9 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
 
 from agentdesk.model.approval_format import Clock, utc_now
-from agentdesk.model.latest import Latest
 from agentdesk.model.plain import shown_line, shown_tooltip
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import Tickets
 from agentdesk.store import readmodel as rm
 from agentdesk.store.errors import NotFound
 from agentdesk.store.persistence.bus import RESET, Change
@@ -66,7 +66,7 @@ class ApprovalTableModel(QAbstractTableModel):
         self._clock = clock
         self._limit = limit
         self._rows: list[rm.Approval] = []
-        self._latest = Latest(services.runner)
+        self._latest = Tickets(services.runner)
         self._loading = False
         self._deferred: dict[str, None] = {}
         self.is_loaded = False
@@ -138,7 +138,7 @@ class ApprovalTableModel(QAbstractTableModel):
         self._deferred.clear()  # the full read covers them
         read, args = self._read_all()
         self._latest.cancel()
-        self._latest.add(read, *args, on_done=self._loaded, on_error=self._load_error)
+        self._latest.add(lambda ticket: self._read(ticket, self._loaded, read, *args), on_error=self._load_error)
 
     def refresh(self, ids: Iterable[str]) -> None:
         """Re-read these approvals (after a change, or a decision that lost a race)."""
@@ -148,7 +148,12 @@ class ApprovalTableModel(QAbstractTableModel):
         if self._loading:
             self._deferred.update(dict.fromkeys(wanted))
             return
-        self._latest.add(read_approvals, self._source, wanted, on_done=self._apply, on_error=self._load_error)
+        self._latest.add(lambda ticket: self._read(ticket, self._apply, read_approvals, self._source, wanted),
+                         on_error=self._load_error)
+
+    async def _read(self, ticket: int, apply: Callable[[Any, int], None], fn: Callable[..., Any],
+                    *args: Any) -> None:
+        apply(await self._runner.run(fn, *args), ticket)
 
     def _load_error(self, exc: BaseException) -> None:
         self._loading = False

@@ -6,7 +6,7 @@ upsert, `store.postgres.presence`) on the store runner at once and every
 presence listener (its own thread and connection) says someone arrived at or
 left the approval shown. Nothing here blocks the GUI thread: finding out whether
 the store has presence, starting the listener, every write and read go through
-the runner, and answers a newer selection superseded are dropped (`Latest`).
+the runner, and a newer selection cancels the read of an older one (`LatestTask`).
 If the server refuses presence (an old schema, a login without grants) the
 model goes quiet for the rest of the session rather than showing errors: it is
 a courtesy, never in the way of a decision.
@@ -15,12 +15,13 @@ a courtesy, never in the way of a decision.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from PySide6.QtCore import QCoreApplication, QObject, QTimer, Signal
 
-from agentdesk.model.latest import Latest
 from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask, spawn
 from agentdesk.store.approvals.presence import HEARTBEAT_S, Presence, PresenceListener, presence_for
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class PresenceModel(QObject):
         self._ready = False
         self._current = ""
         self._shown: tuple[str, list[str]] = ("", [])
-        self._latest = Latest(services.runner)
+        self._latest = LatestTask(services.runner, on_error=self._unavailable)
         self._heartbeat = QTimer(self)
         self._heartbeat.setInterval(int(heartbeat_s * 1000))
         self._heartbeat.timeout.connect(self._beat)
@@ -57,8 +58,7 @@ class PresenceModel(QObject):
         app = QCoreApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.close)
-        services.runner.submit(_connect, services.source, self._heard.emit, on_done=self._connected,
-                               on_error=self._unavailable)
+        spawn(self._connect(), on_error=self._unavailable)
 
     @property
     def active(self) -> bool:
@@ -90,7 +90,7 @@ class PresenceModel(QObject):
             self._heartbeat.stop()
             self._latest.cancel()
             presence = self._presence
-            self._services.runner.submit(presence.leave, on_error=self._unavailable)
+            spawn(self._services.runner.run(presence.leave), on_error=self._unavailable)
 
     def close(self) -> None:
         """Stop listening and leave (the row would expire by itself within LIVE_S anyway)."""
@@ -105,8 +105,9 @@ class PresenceModel(QObject):
             except Exception as exc:  # closing: the server may already be gone; the row expires on its own
                 log.info("presence: could not leave: %s", exc)
 
-    # -- runner answers -----------------------------------------------------------------
-    def _connected(self, found: tuple[Presence, PresenceListener] | None) -> None:
+    # -- store work, awaited on the qasync loop ----------------------------------------------
+    async def _connect(self) -> None:
+        found = await self._services.runner.run(_connect, self._services.source, self._heard.emit)
         self._ready = True
         if found is None:
             return
@@ -119,15 +120,16 @@ class PresenceModel(QObject):
         if self._presence is None or not self._current:
             return
         approval_id = self._current
-        self._latest.submit(self._presence.look, approval_id, on_done=lambda others: self._show(approval_id, others),
-                            on_error=self._unavailable)
+        self._latest.start(self._ask(self._presence.look, approval_id))
+
+    async def _ask(self, ask: Callable[[str], list[str]], approval_id: str) -> None:
+        self._show(approval_id, await self._services.runner.run(ask, approval_id))
 
     def _on_heard(self, ids: set[str] | None) -> None:
         if self._presence is None or not self._current or (ids is not None and self._current not in ids):
             return
         approval_id = self._current
-        self._latest.submit(self._presence.others, approval_id,
-                            on_done=lambda others: self._show(approval_id, others), on_error=self._unavailable)
+        self._latest.start(self._ask(self._presence.others, approval_id))
 
     def _show(self, approval_id: str, others: list[str]) -> None:
         if approval_id != self._current:
@@ -143,7 +145,8 @@ class PresenceModel(QObject):
         self._presence = None
         listener, self._listener = self._listener, None
         if listener is not None:
-            self._services.runner.submit(listener.stop)  # joins its thread: not on the GUI thread
+            spawn(self._services.runner.run(listener.stop),  # joins its thread: not on the GUI thread
+                  error_signal=self._services.runner.error)
         self._show(self._current, [])
 
 

@@ -10,7 +10,7 @@ guarded by the revision the operator was shown; the outcome (or the one-sentence
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -19,7 +19,8 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersisten
 
 from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.model.services import Services
-from agentdesk.store.asks.protocol import ask_reader, ask_writer
+from agentdesk.model.tasks import spawn
+from agentdesk.store.asks.protocol import AskReader, ask_reader, ask_writer
 from agentdesk.store.asks.reads import Ask
 from agentdesk.store.persistence.bus import RESET, Change
 from agentdesk.store.text.arguments import inspect_cached
@@ -133,8 +134,15 @@ class AskModel(QAbstractTableModel):
         self._reading = True
         self._ticket += 1
         ticket = self._ticket
-        self._services.runner.submit(reader.asks, True, LIMIT, on_done=lambda rows: self._loaded(rows, ticket),
-                                     on_error=lambda exc: self._read_done())
+        spawn(self._read(reader, ticket), error_signal=self._services.runner.error)
+
+    async def _read(self, reader: AskReader, ticket: int) -> None:
+        try:
+            rows = await self._services.runner.run(reader.asks, True, LIMIT)
+        except Exception:  # the next change reads again
+            self._read_done()
+            return
+        self._loaded(rows, ticket)
 
     def _read_done(self) -> None:
         self._reading = False
@@ -183,6 +191,13 @@ class AskModel(QAbstractTableModel):
         if writer is None:
             self.refused.emit(ask.id, "This source cannot record answers.")
             return
-        self._services.runner.submit(partial(writer.answer_ask, expected_revision=ask.revision), ask.id, text,
-                                     self._services.actor, on_done=self.answered.emit,
-                                     on_error=lambda exc: self.refused.emit(ask.id, str(exc)))
+        spawn(self._answer(partial(writer.answer_ask, expected_revision=ask.revision), ask.id, text),
+              error_signal=self._services.runner.error)
+
+    async def _answer(self, write: Callable[[str, str, str], object], ask_id: str, text: str) -> None:
+        try:
+            answered = await self._services.runner.run(write, ask_id, text, self._services.actor)
+        except Exception as exc:
+            self.refused.emit(ask_id, str(exc))
+            return
+        self.answered.emit(answered)

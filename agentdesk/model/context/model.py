@@ -22,9 +22,9 @@ from agentdesk.model.context import rules as context_rules
 from agentdesk.model.context.display import AddedAfterRole, CoveredRole, ItemIdRole, NodeTypeRole, RowDisplay
 from agentdesk.model.context.rows import HEADERS, KIND, LOCKED, PREVIEW, ROLE, TOKENS, VISIBLE, ContextRows, Index
 from agentdesk.model.context.tree import GroupRow, ItemRow, Row, build_tree
-from agentdesk.model.latest import Latest
 from agentdesk.model.runner import OnDone, OnError
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask
 from agentdesk.store import readmodel as rm
 from agentdesk.store.ingest.writer import IMPORTED_AGENT_PREFIX
 from agentdesk.store.messages.desk import message_desk
@@ -81,7 +81,7 @@ class ContextModel(ContextRows):
     def __init__(self, services: Services, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._services = services
-        self._latest = Latest(services.runner)
+        self._latest = LatestTask(services.runner, on_error=lambda exc: self.load_failed.emit(str(exc)))
         self._display = RowDisplay(lambda row, column: context_rules.toggle_refusal(self, row, column))
         self._snapshot: rm.AgentContext | None = None
         self._agent: rm.Agent | None = None
@@ -149,8 +149,10 @@ class ContextModel(ContextRows):
         self._pending_since = None
         if self._agent_id is None or self._closed:
             return
-        self._latest.submit(load, self._services.source, self._agent_id, on_done=self._apply,
-                            on_error=lambda exc: self.load_failed.emit(str(exc)))
+        self._latest.start(self._load(self._agent_id))
+
+    async def _load(self, agent_id: str) -> None:
+        self._apply(await self._services.runner.run(load, self._services.source, agent_id))
 
     def _apply(self, loaded: Loaded) -> None:
         ctx = loaded.context

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, Signal
 from qasync import asyncSlot
 
-from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask
 from agentdesk.store.control.state import Action, next_state
 from agentdesk.store.persistence.bus import RESET, Change, EntityKind
 from agentdesk.store.readmodel import ControlState, RunControl
@@ -85,7 +85,7 @@ class RunControlModel(QObject):
     def __init__(self, services: Services, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._services = services
-        self._latest = Latest(services.runner)
+        self._latest = LatestTask(services.runner, on_error=lambda _exc: self._shown(None))
         self.run_id: str | None = None
         self.shown: Shown | None = None
         self.busy = False
@@ -138,8 +138,10 @@ class RunControlModel(QObject):
         if self.run_id is None:
             self._latest.cancel()
             return
-        self._latest.submit(read_shown, self._services.source, self.run_id, on_done=self._shown,
-                            on_error=lambda _exc: self._shown(None))
+        self._latest.start(self._read(self.run_id))
+
+    async def _read(self, run_id: str) -> None:
+        self._shown(await self._services.runner.run(read_shown, self._services.source, run_id))
 
     def _shown(self, shown: Shown | None) -> None:
         if shown is not None and shown.run_id != self.run_id:

@@ -1,12 +1,12 @@
-"""Computes a run diff on the runner and hands the rows back on the GUI thread (latest request wins)."""
+"""Computes a run diff on the runner, awaited on the qasync loop (a newer request cancels the older)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
 from agentdesk.model.diff.rows import DiffRows, build_rows
-from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask
 from agentdesk.store import readmodel as rm
 from agentdesk.store.analysis.run_diff import diff_runs
 from agentdesk.store.errors import StoreError
@@ -36,16 +36,20 @@ class DiffLoader(QObject):
     def __init__(self, services: Services, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._services = services
-        self._latest = Latest(services.runner)
-        self._runs = Latest(services.runner)
+        self._latest = LatestTask(services.runner, on_error=self._error)
+        self._runs = LatestTask(services.runner, on_error=self._error)
 
     def compare(self, run_a: str, run_b: str) -> None:
-        self._latest.submit(_compute, self._services.source, run_a, run_b, on_done=self.loaded.emit,
-                            on_error=self._error)
+        self._latest.start(self._compare(run_a, run_b))
+
+    async def _compare(self, run_a: str, run_b: str) -> None:
+        self.loaded.emit(await self._services.runner.run(_compute, self._services.source, run_a, run_b))
 
     def find_candidates(self, run_id: str) -> None:
-        self._runs.submit(_candidates, self._services.source, run_id, on_done=self.candidates.emit,
-                          on_error=self._error)
+        self._runs.start(self._find_candidates(run_id))
+
+    async def _find_candidates(self, run_id: str) -> None:
+        self.candidates.emit(await self._services.runner.run(_candidates, self._services.source, run_id))
 
     def _error(self, exc: BaseException) -> None:
         self.failed.emit(str(exc) if isinstance(exc, StoreError) else f"The diff failed: {exc}.")

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from agentdesk.model.latest import Latest
 from agentdesk.model.runner import OnError
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask, spawn
 from agentdesk.store.messages.desk import MessageDesk, message_desk, messaging_refusal
 from agentdesk.store.messages.reads import Message
 from agentdesk.store.persistence.bus import RESET, Change
@@ -39,7 +39,7 @@ class PendingMessages(QObject):
         super().__init__(parent)
         self._services = services
         self._desk: MessageDesk | None = message_desk(services.source)
-        self._latest = Latest(services.runner)
+        self._latest = LatestTask(services.runner, on_error=lambda exc: self.failed.emit(str(exc)))
         self._agent_id: str | None = None
         self._rows: list[Message] = []
         self._cancelling: set[str] = set()
@@ -68,8 +68,10 @@ class PendingMessages(QObject):
         desk, agent_id = self._desk, self._agent_id
         if desk is None or agent_id is None:
             return
-        self._latest.submit(desk.pending, agent_id, on_done=self._apply,
-                            on_error=lambda exc: self.failed.emit(str(exc)))
+        self._latest.start(self._load(desk, agent_id))
+
+    async def _load(self, desk: MessageDesk, agent_id: str) -> None:
+        self._apply(await self._services.runner.run(desk.pending, agent_id))
 
     def close(self) -> None:
         self._timer.stop()
@@ -82,16 +84,20 @@ class PendingMessages(QObject):
         self._cancelling.add(message_id)
         self.changed.emit()
 
-        def failed(exc: BaseException) -> None:
+        spawn(self._cancel(self._desk, message_id, on_error))
+
+    async def _cancel(self, desk: MessageDesk, message_id: str, on_error: OnError | None) -> None:
+        try:
+            await self._services.runner.run(desk.cancel, message_id, self._services.actor)
+        except Exception as exc:
             self._cancelling.discard(message_id)
             self.reload()
             if on_error is not None:
                 on_error(exc)
             else:
                 self.failed.emit(str(exc))
-
-        self._services.runner.submit(self._desk.cancel, message_id, self._services.actor,
-                                     on_done=lambda _: self.reload(), on_error=failed)
+            return
+        self.reload()
 
     def _apply(self, rows: list[Message]) -> None:
         if rows and rows[0].agent_id != self._agent_id:

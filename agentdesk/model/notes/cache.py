@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, Signal
 
-from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask
 from agentdesk.store.notes import reads
 from agentdesk.store.notes.marks import Marks
 from agentdesk.store.persistence.bus import Change, ChangeOp, EntityKind
@@ -43,8 +43,8 @@ class MarksCache(QObject):
         self.spans: dict[str, Marks] = {}
         """The watched run's marked spans, by span id."""
         self.run_id: str | None = None
-        self._runs_latest = Latest(services.runner)
-        self._spans_latest = Latest(services.runner)
+        self._runs_latest = LatestTask(services.runner)
+        self._spans_latest = LatestTask(services.runner)
         services.bridge.changes.connect(self._on_changes)
         self.reload()
 
@@ -55,7 +55,7 @@ class MarksCache(QObject):
     def reload(self) -> None:
         if self.store is None:
             return
-        self._runs_latest.submit(reads.every_marked_run, self.store, on_done=self._runs_read)
+        self._runs_latest.start(self._read_runs(self.store))
         self._load_spans()
 
     def watch_run(self, run_id: str | None) -> None:
@@ -74,14 +74,16 @@ class MarksCache(QObject):
         if self.store is None or self.run_id is None:
             self._spans_latest.cancel()
             return
-        self._spans_latest.submit(reads.marks_in_run, self.store, self.run_id, "span", on_done=self._spans_read)
+        self._spans_latest.start(self._read_spans(self.store, self.run_id))
 
-    def _runs_read(self, runs: dict[str, tuple[int, tuple[str, ...]]]) -> None:
+    async def _read_runs(self, store: Store) -> None:
+        runs: dict[str, tuple[int, tuple[str, ...]]] = await self.services.runner.run(reads.every_marked_run, store)
         if runs != self.runs:
             self.runs = runs
             self.changed.emit()
 
-    def _spans_read(self, spans: dict[str, Marks]) -> None:
+    async def _read_spans(self, store: Store, run_id: str) -> None:
+        spans: dict[str, Marks] = await self.services.runner.run(reads.marks_in_run, store, run_id, "span")
         if spans != self.spans:
             self.spans = spans
             self.changed.emit()

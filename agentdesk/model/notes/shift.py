@@ -13,16 +13,16 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
 
-from agentdesk.model.latest import Latest
 from agentdesk.model.notes.cache import MARK_ENTITIES
 from agentdesk.model.plain import shown_line, tooltip
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask
 from agentdesk.store.errors import StoreError
 from agentdesk.store.notes import reads
 from agentdesk.store.notes.marks import Entry
 from agentdesk.store.notes.since import DEFAULT_SINCE, since_time
 from agentdesk.store.persistence.bus import Change, ChangeOp
-from agentdesk.store.persistence.database import own_store
+from agentdesk.store.persistence.database import Store, own_store
 
 HEADERS = ("When", "Who", "What", "On", "Labels", "Text")
 EntryRole = Qt.ItemDataRole.UserRole + 1
@@ -39,7 +39,7 @@ class ShiftNotesModel(QAbstractTableModel):
         self.store = own_store(services.source)
         self.entries: list[Entry] = []
         self.since_text, self.label = DEFAULT_SINCE, ""
-        self._latest = Latest(services.runner)
+        self._latest = LatestTask(services.runner, on_error=self._failed)
         services.bridge.changes.connect(self._on_changes)
 
     def load(self, since_text: str | None = None, label: str | None = None) -> None:
@@ -55,8 +55,10 @@ class ShiftNotesModel(QAbstractTableModel):
         except StoreError as exc:
             self.loaded.emit(str(exc))
             return
-        self._latest.submit(reads.since, self.store, at, self.label.casefold() or None,
-                            on_done=lambda entries: self._show(entries, at), on_error=self._failed)
+        self._latest.start(self._read(self.store, at, self.label.casefold() or None))
+
+    async def _read(self, store: Store, at: float, label: str | None) -> None:
+        self._show(await self.services.runner.run(reads.since, store, at, label), at)
 
     def _show(self, entries: list[Entry], at: float) -> None:
         self.beginResetModel()

@@ -19,8 +19,10 @@ from agentdesk.model.approval_format import Clock, local_time, utc_now
 from agentdesk.model.rules.flat_table import FlatTableModel, Index
 from agentdesk.model.rules.service import rules_store
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask
 from agentdesk.model.text import escaped_tooltip, one_line
 from agentdesk.store.persistence.bus import RESET, Change
+from agentdesk.store.persistence.database import Store
 from agentdesk.store.rules.commands import list_rules
 from agentdesk.store.rules.model import Rule, describe_matcher
 
@@ -51,7 +53,8 @@ class RuleTableModel(FlatTableModel):
         self._store = rules_store(services.source)
         self._clock = clock
         self._rules: list[Rule] = []
-        self._seq = 0
+        self._latest = LatestTask(services.runner,
+                                  on_error=lambda exc: self.failed.emit(f"Could not read the rules: {exc}"))
         self._bold = QFont()
         self._bold.setBold(True)
         self._grey = QColor(Qt.GlobalColor.gray)
@@ -117,18 +120,16 @@ class RuleTableModel(FlatTableModel):
     def reload(self) -> None:
         if self._store is None:
             return
-        self._seq += 1
-        seq = self._seq
-        self._services.runner.submit(list_rules, self._store, on_done=lambda rules: self._loaded(seq, rules),
-                                     on_error=lambda exc: self.failed.emit(f"Could not read the rules: {exc}"))
+        self._latest.start(self._load(self._store))  # an older read still on its way is dropped
+
+    async def _load(self, store: Store) -> None:
+        self._loaded(await self._services.runner.run(list_rules, store))
 
     def _on_changes(self, changes: Sequence[Change]) -> None:
         if any(c.op == RESET or c.entity == "rule" for c in changes):
             self.reload()
 
-    def _loaded(self, seq: int, rules: list[Rule]) -> None:
-        if seq != self._seq:
-            return  # an older read finished after a newer one was issued
+    def _loaded(self, rules: list[Rule]) -> None:
         if [r.id for r in rules] == [r.id for r in self._rules]:
             changed = [n for n, (a, b) in enumerate(zip(self._rules, rules, strict=True)) if a != b]
             self._rules = rules

@@ -9,9 +9,9 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 
-from agentdesk.model.latest import Latest
 from agentdesk.model.plain import shown_line
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask
 from agentdesk.store.errors import StoreError
 from agentdesk.store.search.store_search import HitKind, StoreSearchResult, search_store
 
@@ -39,12 +39,15 @@ class SearchResults(QStandardItemModel):
     def __init__(self, services: Services, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._services = services
-        self._latest = Latest(services.runner)
+        self._latest = LatestTask(services.runner, on_error=self._error)
         self.setHorizontalHeaderLabels(["Run / hit", "Kind", "Id"])
         self.last: StoreSearchResult | None = None
 
     def search(self, query: str) -> None:
-        self._latest.submit(search_store, self._services.source, query, on_done=self._show, on_error=self._error)
+        self._latest.start(self._search(query))
+
+    async def _search(self, query: str) -> None:
+        self._show(await self._services.runner.run(search_store, self._services.source, query))
 
     def _error(self, exc: BaseException) -> None:
         self.removeRows(0, self.rowCount())  # not clear(): that drops the columns and the view's header setup

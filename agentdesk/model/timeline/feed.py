@@ -8,7 +8,7 @@ span is inserted into the layout, and the grid, token series and rows are derive
 from the ones shown (`load_changes`), all on the runner: at a million spans a live
 span costs ~10 ms there and nothing but the swap on the GUI thread. One request is
 in flight at a time, and answers for a run no longer shown are dropped
-(`model.latest.Latest`).
+(`model.tasks.LatestTask`).
 
 The feed also keeps which lanes are rows (`Rows`: deep sub-trees of a big run
 collapsed by default, the operator's expand / collapse choices kept by span id
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import LatestTask
 from agentdesk.store import readmodel as rm
 from agentdesk.store.analysis.layout.data import APPEND_AT_MOST, Before, TimelineData, TokenSeries
 from agentdesk.store.analysis.layout.overview import Overview, grown, overview
@@ -240,7 +240,7 @@ class TimelineFeed(QObject):
         self._overrides_version = 0
         self.error: str | None = None
         """Why the shown run could not be loaded (the sentence `failed` carried), None while it loads or loaded."""
-        self._latest = Latest(services.runner)
+        self._latest = LatestTask(services.runner)
         self._busy = False
         self._dirty: set[str] = set()
         self._run_dirty = False
@@ -319,20 +319,21 @@ class TimelineFeed(QObject):
     def _submit(self, fn: Callable[..., Any], *args: Any, on_done: Callable[[Any], None]) -> None:
         """One request at a time; `show` (another run) drops the answer of one in flight."""
         self._busy = True
+        self._latest.start(self._request(fn, args, on_done))
 
-        def done(result: Any) -> None:
-            self._busy = False
-            self.error = None
-            on_done(result)
-            self._arm()
-
-        def failed(exc: BaseException) -> None:
+    async def _request(self, fn: Callable[..., Any], args: tuple[Any, ...], on_done: Callable[[Any], None]) -> None:
+        try:
+            result = await self.services.runner.run(fn, *args)
+        except Exception as exc:
             self._busy = False
             reason = str(exc).strip().rstrip(".") or type(exc).__name__  # never "Could not load the run: "
             self.error = f"Could not load the run {self.run_id}: {reason}."
             self.failed.emit(self.error)
-
-        self._latest.submit(fn, *args, on_done=done, on_error=failed)
+            return
+        self._busy = False
+        self.error = None
+        on_done(result)
+        self._arm()
 
     def _loaded(self, loaded: Loaded, version: int | None = None) -> None:
         first = self.data is None

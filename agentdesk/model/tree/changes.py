@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import Tickets
 from agentdesk.model.tree.edits import TreeEdits
 from agentdesk.model.tree.host import TreeHost
 from agentdesk.model.tree.nodes import Node, NodeStore
@@ -22,9 +22,9 @@ from agentdesk.store.persistence.bus import RESET, Change, ChangeOp, EntityKind
 
 class TreeChanges:
     def __init__(self, model: TreeHost, nodes: NodeStore, edits: TreeEdits, services: Services,
-                 latest: Latest) -> None:
+                 latest: Tickets) -> None:
         self._model, self._nodes, self._edits = model, nodes, edits
-        self._source, self._latest = services.source, latest
+        self._source, self._runner, self._latest = services.source, services.runner, latest
 
     def apply(self, changes: Sequence[Change]) -> None:
         if any(c.op == RESET for c in changes):
@@ -34,7 +34,10 @@ class TreeChanges:
         for change in changes:
             self._plan(change, wanted)
         if wanted:
-            self._latest.add(read_rows, self._source, wanted, on_done=self._read, on_error=self._failed)
+            self._latest.add(lambda ticket: self._refresh(wanted, ticket), on_error=self._failed)
+
+    async def _refresh(self, wanted: dict[Key, str], ticket: int) -> None:
+        self._read(await self._runner.run(read_rows, self._source, wanted), ticket)
 
     def _failed(self, exc: BaseException) -> None:
         self._model.report_failure(f"Could not refresh the tree: {exc}")

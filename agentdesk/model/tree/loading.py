@@ -3,7 +3,7 @@
 `fetchMore` only starts a read on the runner; the rows are inserted when the
 answer arrives, already formatted (`reads`). Runs are paged newest first,
 so an agent with 100,000 runs opens at once. Reads complete out of order on the
-pool, so each carries the ticket `Latest` issued it with, a row ignores
+pool, so each carries the ticket `Tickets` issued it with, a row ignores
 answers older than the one it shows, and a reset drops them all. Changes about children of a node whose load
 is in flight wait on that node and are replayed after the load (the load may
 predate them).
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import Tickets
 from agentdesk.model.tree.edits import TreeEdits
 from agentdesk.model.tree.host import TreeHost
 from agentdesk.model.tree.nodes import Node, NodeStore
@@ -24,9 +24,9 @@ from agentdesk.store.persistence.bus import Change
 
 class TreeLoader:
     def __init__(self, model: TreeHost, nodes: NodeStore, edits: TreeEdits, services: Services,
-                 latest: Latest, page_size: int, replay: Callable[[Sequence[Change]], None]) -> None:
+                 latest: Tickets, page_size: int, replay: Callable[[Sequence[Change]], None]) -> None:
         self._model, self._nodes, self._edits = model, nodes, edits
-        self._source, self._latest = services.source, latest
+        self._source, self._runner, self._latest = services.source, services.runner, latest
         self._page_size = page_size
         self._replay = replay
 
@@ -45,11 +45,14 @@ class TreeLoader:
         if not (self.can_fetch(node) or self.can_page(node)):
             return False
         node.loading = True
-        self._latest.add(read_children, self._source, node.entity, node.id, node.runs_loaded,
-                         limit or self._page_size,
-                         on_done=lambda listing, seq: self._loaded(seq, node, listing),
+        after, count = node.runs_loaded, limit or self._page_size  # the page as asked for now
+        self._latest.add(lambda ticket: self._load(node, after, count, ticket),
                          on_error=lambda exc: self._failed(node, exc))
         return True
+
+    async def _load(self, node: Node, after: int, count: int, ticket: int) -> None:
+        listing = await self._runner.run(read_children, self._source, node.entity, node.id, after, count)
+        self._loaded(ticket, node, listing)
 
     def _failed(self, node: Node, exc: BaseException) -> None:
         if self._nodes.holds(node):

@@ -17,8 +17,8 @@ from typing import Any
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QObject, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QIcon
 
-from agentdesk.model.latest import Latest
 from agentdesk.model.services import Services
+from agentdesk.model.tasks import Tickets
 from agentdesk.model.text import plural
 from agentdesk.model.tree.changes import TreeChanges
 from agentdesk.model.tree.edits import TreeEdits
@@ -64,7 +64,7 @@ class ProjectTreeModel(QAbstractItemModel):
         self._status_icon = status_icon
         self._nodes = NodeStore()
         self._by_uid = self._nodes.by_uid  # the invalid index's id (0) is the root's uid
-        self._latest = Latest(services.runner)
+        self._latest = Tickets(services.runner)
         edits = TreeEdits(self, self._nodes)
         self._changes = TreeChanges(self, self._nodes, edits, services, self._latest)
         self._loader = TreeLoader(self, self._nodes, edits, services, self._latest, page_size,
