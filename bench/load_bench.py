@@ -322,24 +322,14 @@ def _best(fn: Any, repeat: int = 5) -> float:
 
 
 def _populate(url: str, spans: int) -> str:
-    """A store with one run of `spans` spans among 20 small ones (the timeline bench's store); its run id."""
+    """A store with one run of `spans` spans among 20 small ones (the timeline bench's store); its run id.
+    The big run's token sums pass 2**31: PostgreSQL's `runs` columns are BIGINT since 0022_bigint_tokens."""
     from agentdesk.store.sim import generator
 
     store = open_store(url)
-    insert = generator._insert
-
-    def fitting(conn: Any, tables: dict[str, list[dict[str, Any]]], names: Any) -> None:
-        for run in tables.get("runs", []):  # PostgreSQL's INTEGER: the big run's token sums pass 2**31
-            for key in ("input_tokens", "output_tokens"):
-                if isinstance(run.get(key), int) and run[key] > 2**31 - 1:
-                    run[key] = 2**31 - 1
-        insert(conn, tables, names)
-
-    generator._insert = fitting  # type: ignore[assignment]
     try:
         return generator.populate_bulk(store, projects=1, runs=20, big_run_spans=spans, detailed_runs=5).big_run_id
     finally:
-        generator._insert = insert  # type: ignore[assignment]
         store.close()
 
 
@@ -355,6 +345,7 @@ def measure_views(url: str, import_url: str, spans: int, tmp: Path, per_trace: i
     run = _populate(url, spans)
     source = NativeSource.open(url)
     try:
+        first_call = _best(lambda: span_columns(source, run, FIRST_SPANS), 1)  # cold-ish: the store just opened
         count = len(span_columns(source, run))
         first = _best(lambda: span_columns(source, run, FIRST_SPANS))
         whole = _best(lambda: span_columns(source, run))
@@ -374,7 +365,8 @@ def measure_views(url: str, import_url: str, spans: int, tmp: Path, per_trace: i
         imported = time.perf_counter() - began
     finally:
         store.close()
-    return {"spans": count, "first_s": first, "whole_s": whole, "search_unindexed_s": unindexed,
+    return {"spans": count, "first_call_s": first_call, "first_s": first, "whole_s": whole,
+            "search_unindexed_s": unindexed,
             "search_s": indexed, "hits": found.total, "import_s": imported,
             "imported": result.report.spans_written, "import_error": str(result.error) if result.error else None}
 
@@ -383,6 +375,7 @@ def judge_views(results: dict[str, dict[str, Any]], spans: int, missed: list[str
     """Print both backends side by side and the ratios; a missed target goes to `missed`."""
     names = list(results)
     rows = [("spans in the run", "spans", "{:,}"),
+            (f"timeline: first {FIRST_SPANS:,}, first call", "first_call_s", "{:.3f} s"),
             (f"timeline: first {FIRST_SPANS:,} spans", "first_s", "{:.3f} s"),
             ("timeline: all spans", "whole_s", "{:.3f} s"),
             (f"search {SEARCH_QUERY!r}, unindexed", "search_unindexed_s", "{:.3f} s"),
@@ -413,7 +406,8 @@ def judge_views(results: dict[str, dict[str, Any]], spans: int, missed: list[str
         return
     if pg["hits"] != lite["hits"]:
         missed.append(f"the search found {pg['hits']:,} spans on PostgreSQL and {lite['hits']:,} on SQLite")
-    for key, limit, what in (("first_s", TIMELINE_RATIO, "the timeline's first spans"),
+    for key, limit, what in (("first_call_s", TIMELINE_RATIO, "the timeline's first spans (first call)"),
+                             ("first_s", TIMELINE_RATIO, "the timeline's first spans"),
                              ("whole_s", TIMELINE_RATIO, "the timeline's whole run"),
                              ("import_s", IMPORT_RATIO, "the import")):
         times = float(pg[key] / lite[key]) if lite[key] > 0 else float("inf")

@@ -178,3 +178,19 @@ def test_info_counts_rows(source: NativeSource, world: World) -> None:
     assert info.counts["agents"] == 2
     assert info.counts["pending approvals"] == 1
     assert not info.read_only and info.schema_version is not None
+
+
+def test_a_long_runs_token_sums_pass_the_32_bit_range(rt: AgentRuntime) -> None:
+    """Each span's counts fit 32 bits, the run's sums do not: kept on both backends (SQLite's INTEGER is
+    64-bit; PostgreSQL's `runs` token columns are BIGINT since 0022_bigint_tokens)."""
+    from sqlalchemy import text
+
+    run = rt.start_run(rt.create_agent(rt.create_session(rt.create_task(rt.create_project("p"), "t"), "s"),
+                                       "a", "m"), "r")
+    for _ in range(3):
+        rt.finish_span(rt.start_span(run, "model", "call"), "ok", None, input_tokens=2_000_000_000,
+                       output_tokens=1_000_000_000)
+    with rt.store.reading() as session:
+        sums = session.execute(text("SELECT input_tokens, output_tokens FROM runs WHERE id = :run"),
+                               {"run": run}).one()
+    assert tuple(sums) == (6_000_000_000, 3_000_000_000)

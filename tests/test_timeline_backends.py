@@ -106,3 +106,43 @@ def test_a_run_without_spans_reads_empty(store: Store, source: NativeSource, rt:
     run = rt.start_run(rt.create_agent(rt.create_session(rt.create_task(rt.create_project("p"), "t"), "s"),
                                        "a", "m"), "r")
     assert len(span_read.span_columns(source, run)) == 0
+
+
+@pytest.mark.parametrize("first", [3, 14, 20])
+def test_the_first_spans_with_ties_in_start_order_then_id(store: Store, source: NativeSource, rt: AgentRuntime,
+                                                          first: int) -> None:
+    """Starts shared by several spans (each backend breaks the ties its own way: SQLite by rowid,
+    PostgreSQL by id, the row read alike); `first` at, below and past the run's size; a separator in a
+    name past the first spans does not send the first spans to the row read."""
+    run = _run(rt, store)
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE spans SET started_at = (SELECT min(started_at) FROM spans WHERE run_id = :run) + 1 "
+                          "WHERE run_id = :run AND name <> 'root'"), {"run": run})
+        conn.execute(text("UPDATE spans SET name = 'a\x1fb' WHERE run_id = :run AND name = 'step 12'"), {"run": run})
+    columns = span_read.span_columns(source, run, first)
+    _same(columns, _row_read(store, run, first))
+    ids = list(columns.ids)
+    assert len(ids) == min(first, 14) and columns.start.tolist() == sorted(columns.start.tolist())
+    assert columns.complete == (first >= 14)
+    if first < 14:
+        assert columns.keys is not None  # packed: the separator is past the first spans
+
+
+@pytest.mark.postgres_only
+def test_the_read_goes_through_the_run_index_whatever_the_statistics(store: Store, rt: AgentRuntime) -> None:
+    """A run the planner's statistics do not know (never analysed here) is still read through
+    `spans_by_run` in order, not by a bitmap scan of the whole run sorted after (issue 21's first spans)."""
+    from agentdesk.store.timeline import postgres
+
+    run = _run(rt, store)
+    with store.reading() as session:
+        cursor = postgres._cursor(session)
+        cursor.execute(postgres._PLAN)
+        plans = []
+        for sql, params in ((postgres._first_sql(5), {"run": run}),
+                            (postgres._packed_sql(True, 4), {"run": run, "t0": 0.0, "last_start": 0.0,
+                                                             "last_id": ""})):
+            plans.append("\n".join(str(row[0]) for row in cursor.execute("EXPLAIN " + sql, params).fetchall()))
+    for plan in plans:
+        assert "spans_by_run" in plan and "Bitmap" not in plan and "Seq Scan" not in plan, plan
+        assert "\n  ->  Sort" not in plan and " Sort  (" not in plan.replace("Incremental Sort  (", ""), plan

@@ -79,8 +79,9 @@ class RunRow(Base):
     started_at: Mapped[float] = mapped_column(Float)
     ended_at: Mapped[float | None] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text)
-    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
-    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    # The run's sums pass 2**31 on a long run: 64-bit on both backends (SQLite's INTEGER is; 0022 on PostgreSQL)
+    input_tokens: Mapped[int] = mapped_column(Integer().with_variant(BigInteger(), "postgresql"), default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer().with_variant(BigInteger(), "postgresql"), default=0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     revision: Mapped[int] = mapped_column(Integer, default=1)
 
