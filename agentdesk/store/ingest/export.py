@@ -23,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agentdesk.store.errors import InvalidInput, NotFound
+from agentdesk.store.ingest import names as n
 from agentdesk.store.ingest import values as v
 from agentdesk.store.ingest.marks_otel import decorate, strip_stored
 from agentdesk.store.ingest.prices import ESTIMATED_KEY
@@ -40,7 +41,8 @@ BINARY_FORMATS = frozenset({"otlp-proto"})
 """Written as bytes: a binary `ExportTraceServiceRequest` (what Phoenix, Jaeger and Tempo take over OTLP/HTTP)."""
 CHUNK = 1000
 SCOPE = {"name": "agentdesk", "version": "0.1.0"}
-KIND_OPERATION = {"model": "chat", "tool": "execute_tool", "agent": "invoke_agent", "sub_agent": "invoke_agent"}
+KIND_OPERATION = {"model": n.CHAT_OPERATION, "tool": n.TOOL_OPERATION, "agent": n.AGENT_OPERATION,
+                  "sub_agent": n.AGENT_OPERATION}
 
 
 def _hex(text: str, n: int) -> str:
@@ -328,10 +330,10 @@ class _NativeFacts:
         self.synthetic_root = span
 
     def root_attributes(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.agent_name,
-                               "gen_ai.conversation.id": self.run.session_id, RUN_TITLE_KEY: self.run.title}
+        out: dict[str, Any] = {n.OPERATION: n.AGENT_OPERATION, n.AGENT_NAME: self.agent_name,
+                               n.CONVERSATION_ID: self.run.session_id, RUN_TITLE_KEY: self.run.title}
         if self.model:
-            out["gen_ai.request.model"] = self.model
+            out[n.REQUEST_MODEL] = self.model
         return out
 
     def span(self, row: sc.SpanRow, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -339,26 +341,26 @@ class _NativeFacts:
         out = dict(attrs)
         op = KIND_OPERATION.get(row.kind)
         if op:
-            out["gen_ai.operation.name"] = op
+            out[n.OPERATION] = op
         else:
             out["agentdesk.span.kind"] = row.kind
         if row.id == self.root:
             out.update(self.root_attributes())
         if row.kind == "model":
-            out["gen_ai.request.model"] = self.model
-            out["gen_ai.usage.input_tokens"] = row.input_tokens
-            out["gen_ai.usage.output_tokens"] = row.output_tokens
+            out[n.REQUEST_MODEL] = self.model
+            out[n.INPUT_TOKENS] = row.input_tokens
+            out[n.OUTPUT_TOKENS] = row.output_tokens
             sent = self._sent(row.id)
             if sent:
-                out["gen_ai.input.messages"] = json.dumps(sent, ensure_ascii=False)
+                out[n.INPUT_MESSAGES] = json.dumps(sent, ensure_ascii=False)
         elif row.kind == "tool":
-            out["gen_ai.tool.name"] = row.name
+            out[n.TOOL_NAME] = row.name
             if row.input_text is not None:
-                out["gen_ai.tool.call.arguments"] = row.input_text
+                out[n.TOOL_CALL_ARGUMENTS] = row.input_text
             if row.output_text is not None:
-                out["gen_ai.tool.call.result"] = row.output_text
+                out[n.TOOL_CALL_RESULT] = row.output_text
         elif row.kind in ("agent", "sub_agent"):
-            out["gen_ai.agent.name"] = self.agent_name if row.kind == "agent" else row.name
+            out[n.AGENT_NAME] = self.agent_name if row.kind == "agent" else row.name
         if row.cost_usd and not attrs.get(ESTIMATED_KEY):  # an estimate is made again on import, never sent
             out["agentdesk.cost_usd"] = row.cost_usd
         if row.status == "cancelled":
@@ -439,7 +441,7 @@ class _NativeFacts:
 def _approval_attributes(a: sc.ApprovalRow) -> dict[str, Any]:
     attrs: dict[str, Any] = {"agentdesk.approval.id": a.id, "agentdesk.approval.status": a.status,
                              "agentdesk.approval.tool": a.tool_name, "agentdesk.approval.arguments": a.arguments,
-                             "gen_ai.tool.name": a.tool_name}
+                             n.TOOL_NAME: a.tool_name}
     for key, value in (("decided_by", a.decided_by), ("reason", a.reason),
                        ("edited_arguments", a.edited_arguments)):
         if value:

@@ -48,7 +48,9 @@ COMPLETION_PREFIX = _g.GEN_AI_COMPLETION + "."  # gen_ai.completion.N.*
 _ops = _g.GenAiOperationNameValues
 MODEL_OPERATIONS = frozenset({_ops.CHAT.value, _ops.TEXT_COMPLETION.value, _ops.GENERATE_CONTENT.value,
                               _ops.EMBEDDINGS.value})
-AGENT_OPERATIONS = frozenset({_ops.INVOKE_AGENT.value})
+AGENT_OPERATION = _ops.INVOKE_AGENT.value
+CHAT_OPERATION = _ops.CHAT.value
+AGENT_OPERATIONS = frozenset({AGENT_OPERATION})
 TOOL_OPERATION = _ops.EXECUTE_TOOL.value
 
 # GenAI events (log records with an event name, or span events): not in the installed semconv package.
