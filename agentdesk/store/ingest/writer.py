@@ -22,10 +22,11 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, Update, bindparam, delete, func, insert, literal_column, select, update
 from sqlalchemy import text as sql_text
+from sqlalchemy.orm import aliased
 
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.ingest.events import adopt_pending
@@ -802,25 +803,40 @@ class TraceWriter:
             for n in range(0, len(tops), IN_CHUNK):
                 self.conn.execute(update(S).where(S.id.in_(tops[n:n + IN_CHUNK])).values(parent_span_id=self.root_row))
 
-    def roll_up_facts(self, conn: Connection) -> tuple[Any, ...]:
+    def roll_up_facts(self, conn: Connection, root: str | None = None) -> tuple[Any, ...]:
         """The run's totals over its spans; a staged write reads them outside the write lock (nobody
-        else writes a staged run's spans), so the settling transaction only updates."""
+        else writes a staged run's spans), so the settling transaction only updates. With `root`, the
+        root span's (id, status, name, error, attributes) follow, read in the same statement (a round
+        trip fewer per trace on PostgreSQL)."""
         S = sc.SpanRow
         model = S.kind == "model"
-        return tuple(conn.execute(select(
+        columns: list[Any] = [
             func.count(), func.count().filter(S.ended_at.is_(None)), func.min(S.started_at),
             func.max(S.ended_at), func.coalesce(func.sum(S.input_tokens).filter(model), 0),
             func.coalesce(func.sum(S.output_tokens).filter(model), 0),
-            func.coalesce(func.sum(S.cost_usd).filter(model), 0.0)).where(S.run_id == self.run_id)).one())
+            func.coalesce(func.sum(S.cost_usd).filter(model), 0.0)]
+        if root is not None:
+            R = aliased(S)
+            columns += [select(c).where(R.id == root).scalar_subquery()
+                        for c in (R.id, R.status, R.name, R.error, R.attributes)]
+        return tuple(conn.execute(select(*columns).where(S.run_id == self.run_id)).one())
 
     def _roll_up(self) -> None:
         S = sc.SpanRow
         given, self._facts = self._facts, None
-        _total, open_, first, last, tin, tout, cost = given if given is not None else self.roll_up_facts(self.conn)
-        root = None
-        if self.root_row is not None:
-            root = self.conn.execute(select(S.status, S.name, S.error, S.attributes)
-                                     .where(S.id == self.root_row)).first()
+        root: _Root | None = None
+        merged = False
+        if given is None:
+            given = self.roll_up_facts(self.conn, self.root_row)
+            if len(given) > 7:
+                merged = True
+                given, found = given[:7], given[7:]
+                root = _Root(*found[1:]) if found[0] is not None else None
+        if not merged and self.root_row is not None:
+            stored = self.conn.execute(select(S.status, S.name, S.error, S.attributes)
+                                       .where(S.id == self.root_row)).first()
+            root = _Root(*stored) if stored is not None else None
+        _total, open_, first, last, tin, tout, cost = given
         status = "running" if open_ else ("failed" if root is not None and root.status == "error" else "done")
         values: dict[str, Any] = {"status": status, "started_at": first, "ended_at": None if open_ else last,
                                   "input_tokens": int(tin), "output_tokens": int(tout), "cost_usd": float(cost),
@@ -830,7 +846,6 @@ class TraceWriter:
             title = json.loads(root.attributes or "{}").get(RUN_TITLE_KEY) if RUN_TITLE_KEY in (
                 root.attributes or "") else None
             values["title"] = title if isinstance(title, str) and title else root.name
-        self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(**values))
         agent_status = {"running": "running", "failed": "failed"}.get(status, "done")
         self._flush_agents()
         ids = list(self._agents)
@@ -839,17 +854,42 @@ class TraceWriter:
             if facts.get("model"):
                 by_model.setdefault(str(facts["model"]), []).append(agent_id)
         A = sc.AgentRow
-        for n in range(0, len(ids), IN_CHUNK):
-            self.conn.execute(update(A).where(A.id.in_(ids[n:n + IN_CHUNK])).values(
-                status=agent_status, revision=A.revision + 1))
-        for model_name, agents in by_model.items():
+        session_status = "running" if status == "running" else ("failed" if status == "failed" else "done")
+        together([
+            update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(**values),
+            *(update(A).where(A.id.in_(ids[n:n + IN_CHUNK])).values(status=agent_status, revision=A.revision + 1)
+              for n in range(0, len(ids), IN_CHUNK)),
+            update(sc.SessionRow).where(sc.SessionRow.id == self.session_id).values(
+                status=session_status, ended_at=None if open_ else last, revision=sc.SessionRow.revision + 1)],
+            self.conn)
+        for model_name, agents in by_model.items():  # after the status: an agent's row once per statement
             for n in range(0, len(agents), IN_CHUNK):
                 self.conn.execute(update(A).where(A.id.in_(agents[n:n + IN_CHUNK]), A.model == "")
                                   .values(model=model_name))
-        session_status = "running" if status == "running" else ("failed" if status == "failed" else "done")
-        self.conn.execute(update(sc.SessionRow).where(sc.SessionRow.id == self.session_id).values(
-            status=session_status, ended_at=None if open_ else last, revision=sc.SessionRow.revision + 1))
         self._record("session", "update", self.session_id, {"project": self.project_id, "task": self.task_id})
+
+
+def together(updates: Sequence[Update], conn: Connection) -> None:
+    """Run UPDATEs of different rows as one statement on PostgreSQL (the first, with the others as
+    data-modifying WITH queries: one round trip, not one each; the same privileges, policies and triggers
+    apply as to each alone), one by one elsewhere (SQLite has no UPDATE inside WITH)."""
+    if conn.dialect.name != "postgresql" or len(updates) < 2:
+        for statement in updates:
+            conn.execute(statement)
+        return
+    first = updates[0]
+    for n, other in enumerate(updates[1:]):
+        first = first.add_cte(other.returning(literal_column("1")).cte(f"also_{n}"))
+    conn.execute(first)
+
+
+class _Root(NamedTuple):
+    """The root span's facts the roll-up needs."""
+
+    status: str
+    name: str
+    error: str | None
+    attributes: str | None
 
 
 @dataclass
@@ -881,6 +921,12 @@ SPAN_COLUMNS = ("id", "run_id", "parent_span_id", "kind", "name", "status", "sta
                 "input_tokens", "output_tokens", "cost_usd", "attributes", "input_text", "output_text", "error",
                 "context_revision")
 """The order of `_span_row`'s tuples (the id first: sorting the tuples sorts by primary key)."""
+
+
+COPY_MIN_ROWS = 4
+"""PostgreSQL: fewer rows (a small trace's one agent) go in as one INSERT (one round trip); a COPY costs two
+(the COPY, then its data and end). Span tuples always take COPY: an executemany of 20 spans was slower still
+(SQLAlchemy's per-row processing)."""
 
 
 def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
@@ -946,7 +992,7 @@ def _copy_defaults(table: type[sc.Base], columns: Sequence[str]) -> dict[str, An
 def bulk_insert(conn: Connection, table: type[sc.Base], rows: list[dict[str, Any]]) -> None:
     """executemany straight to the driver on SQLite (SQLAlchemy's per-row parameter processing
     was a third of the import time); COPY on PostgreSQL; the portable Core insert elsewhere."""
-    if conn.dialect.name == "postgresql" and rows:
+    if conn.dialect.name == "postgresql" and len(rows) >= COPY_MIN_ROWS:
         given = list(rows[0])
         defaults = _copy_defaults(table, given)
         if defaults is not None and all(len(r) == len(given) for r in rows):
