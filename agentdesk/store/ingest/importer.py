@@ -340,6 +340,9 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
             report()
 
     staging.clean_stale(store, keep={run_row_id(trace) for trace, _ in traces})
+    resources: set[str] = set()
+    """Resource keys known stored, shared by this import's traces (`TraceWriter._resources`): a failed
+    transaction ends the import, so no key stays here whose row rolled back."""
     n = 0
     yielded = False
     while n < len(traces):
@@ -386,7 +389,8 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
                     if reports and uow.operator_waiting():
                         yielded = True
                         break
-                    reports.append(write_trace(uow, spill.index(trace), chunks(trace), default_project))
+                    reports.append(write_trace(uow, spill.index(trace), chunks(trace), default_project,
+                                               resources))
                     size += spans
         except _Stop:
             result.cancelled = True

@@ -30,6 +30,9 @@ from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.text.jsonsafe import loads
 
+IN_CHUNK = 500
+"""Runs per IN (...) lookup: well under SQLite's bound-parameter limit."""
+
 NOTE_EVENT = "agentdesk.note"
 LABEL_EVENT = "agentdesk.label"
 LABEL_KEYS = {"span": "agentdesk.labels", "run": "agentdesk.run.labels", "approval": "agentdesk.approval.labels"}
@@ -94,8 +97,9 @@ class Restored:
 def restore(store: Store, run_ids: list[str]) -> Restored:
     """The notes and labels the imported runs' spans carried, written back as notes and labels of those runs."""
     done = Restored()
+    found = _found(store, run_ids)
     for run_id in run_ids:
-        for kind, target, what in _found(store, run_id):
+        for kind, target, what in found.get(run_id, ()):
             try:
                 _write(store, run_id, kind, target, what, done)
             except (Conflict, NotFound):
@@ -128,15 +132,24 @@ def iso_seconds(text: object) -> float | None:
         return None
 
 
-def _found(store: Store, run_id: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """(kind, target id, note or label) for every mark the run's stored spans carry."""
-    found: list[tuple[str, str, dict[str, Any]]] = []
+def _found(store: Store, run_ids: list[str]) -> dict[str, list[tuple[str, str, dict[str, Any]]]]:
+    """Run -> (kind, target id, note or label) for every mark the runs' stored spans carry.
+
+    One read for all the runs, `IN_CHUNK` runs a statement: one read per run was two statements and a
+    transaction per imported trace (5,000 round-trip triples for 5,000 small traces on PostgreSQL)."""
+    found: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
+    approvals: dict[str, str] = {}
+    rows: list[tuple[str, str, str | None]] = []
     with store.reading() as s:
-        approvals = {span: a for a, span in s.execute(select(sc.ApprovalRow.id, sc.ApprovalRow.span_id)
-                                                      .where(sc.ApprovalRow.run_id == run_id)).all() if span}
-        rows = s.execute(select(sc.SpanRow.id, sc.SpanRow.attributes).where(
-            sc.SpanRow.run_id == run_id, sc.SpanRow.attributes.contains("agentdesk."))).all()
-    for span_id, text in rows:
+        for n in range(0, len(run_ids), IN_CHUNK):
+            some = run_ids[n:n + IN_CHUNK]
+            approvals.update((span, a) for a, span in s.execute(
+                select(sc.ApprovalRow.id, sc.ApprovalRow.span_id).where(sc.ApprovalRow.run_id.in_(some))).all()
+                if span)
+            rows += [(r, i, t) for i, r, t in s.execute(
+                select(sc.SpanRow.id, sc.SpanRow.run_id, sc.SpanRow.attributes).where(
+                    sc.SpanRow.run_id.in_(some), sc.SpanRow.attributes.contains("agentdesk."))).all()]
+    for run_id, span_id, text in rows:
         try:
             attrs = loads(text or "{}")
         except ValueError:
@@ -144,7 +157,7 @@ def _found(store: Store, run_id: str) -> list[tuple[str, str, dict[str, Any]]]:
         if not isinstance(attrs, dict):
             continue
         targets = {"span": span_id, "run": run_id, "approval": approvals.get(span_id, "")}
-        found += marks_of(attrs, targets)
+        found.setdefault(run_id, []).extend(marks_of(attrs, targets))
     return found
 
 

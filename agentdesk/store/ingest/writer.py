@@ -21,11 +21,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, Update, bindparam, delete, func, insert, literal_column, select, update
 from sqlalchemy import text as sql_text
+from sqlalchemy.orm import aliased
 
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.ingest.events import adopt_pending
@@ -39,6 +41,7 @@ from agentdesk.store.ingest.prepare import (  # item_id: readback and events imp
     digest,
     item_id,
 )
+from agentdesk.store.ingest.probe import Probe, probe
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.uow import UnitOfWork
@@ -162,7 +165,7 @@ class TraceWriter:
     """Writes one trace inside a unit of work: `prepare`, then `write` chunks, then `finish`."""
 
     def __init__(self, uow: UnitOfWork, index: TraceIndex, default_project: str | None, *,
-                 staged: bool = False) -> None:
+                 staged: bool = False, resources: set[str] | None = None) -> None:
         self.rebind(uow)
         self.staged = staged
         """Written over many transactions (`store.otel.staging`): what it creates is named in
@@ -187,7 +190,11 @@ class TraceWriter:
         """(agent, role, content, repeat) -> item id, for the items already queued in this write."""
         self._context_touched: set[str] = set()
         self._written: list[str] = []
-        self._resources: set[str] = set()
+        self._resources: set[str] = resources if resources is not None else set()
+        """Resource keys known stored: shared by the writers of one import (rows never deleted), so each
+        key is looked up once per import, not once per trace."""
+        self._orphans = 0
+        """Orphan rows this writer inserted: a new run with none has nothing waiting to be placed."""
         self._stored_agents: dict[str, str | None] = {}
         """Stored span row id -> the agent of its nearest agent span (many children share a parent)."""
         self._seen: dict[str, float | None] = {}
@@ -199,6 +206,8 @@ class TraceWriter:
         """Continue in another unit of work (a staged trace takes one per slice)."""
         self.uow = uow
         self.conn: Connection = uow.session.connection()
+        self._probe: Probe | None = None
+        """`prepare`'s answers, good for this transaction only."""
         self._approval_spans: list[tuple[str, Prepared]] = []
         if self.conn.dialect.name == "sqlite":  # random-id B-tree inserts thrash the default 2 MB page cache
             self.conn.exec_driver_sql("PRAGMA cache_size=-131072")
@@ -229,30 +238,35 @@ class TraceWriter:
         # Rows are dated by the trace, not by the import: re-importing elsewhere gives equal rows.
         now = self._first = (min((e.start_ns for e in self.index.spans.values()), default=0) / 1e9
                              or self.uow.now)
-        run = s.get(sc.RunRow, self.run_id)
-        if run is not None:
-            self.project_id, self.task_id, self.session_id = run.project_id, run.task_id, run.session_id
-            self.run_agent: str = run.agent_id
+        name = self.index.project or self.default_project or DEFAULT_PROJECT
+        project_id = "otp_" + _h(name)
+        task_id = "ott_" + _h(project_id)
+        conv = self.index.conversation
+        session_id = "ots_" + _h(project_id, conv or "trace:" + self.index.trace_id)
+        found = self._probe = probe(self.conn, self.run_id, project_id, task_id, session_id, self.index.trace_id)
+        if found.run is not None:
+            self.project_id, self.task_id, self.session_id, self.run_agent = found.run
             self.root_row = self.index.root_span and span_row_id(self.index.trace_id, self.index.root_span)
             if self.root_row is None:
                 self.root_row = self._stored_root()
         else:
             self._new_run = True
-            name = self.index.project or self.default_project or DEFAULT_PROJECT
-            self.project_id = "otp_" + _h(name)
-            if s.get(sc.ProjectRow, self.project_id) is None:
+            self.project_id = project_id
+            if not found.project:
                 s.add(sc.ProjectRow(id=self.project_id, name=name, created_at=now, revision=1))
+                s.flush()  # each container before the next (they are keys of each other)
                 self._stage("project", [self.project_id])
                 self._record("project", "insert", self.project_id)
-            self.task_id = "ott_" + _h(self.project_id)
-            if s.get(sc.TaskRow, self.task_id) is None:
+            self.task_id = task_id
+            if not found.task:
                 s.add(sc.TaskRow(id=self.task_id, project_id=self.project_id, title=TASK_TITLE, created_at=now,
                                  revision=1))
+                s.flush()  # each container before the next (they are keys of each other)
                 self._stage("task", [self.task_id])
                 self._record("task", "insert", self.task_id, {"project": self.project_id})
-            conv = self.index.conversation
-            self.session_id = "ots_" + _h(self.project_id, conv or "trace:" + self.index.trace_id)
-            if s.get(sc.SessionRow, self.session_id) is None:
+            self.session_id = session_id
+            if not found.session:
+                self._session_agents = set()  # a session made now has no agents yet (agents.session_id is a key)
                 title = conv or f"trace {self.index.root_name or self.index.trace_id[:8]}"
                 s.add(sc.SessionRow(id=self.session_id, project_id=self.project_id, task_id=self.task_id,
                                     title=title, status="running", created_at=now, revision=1))
@@ -267,7 +281,7 @@ class TraceWriter:
             if entry.agent_key is not None:
                 self._enclosing_agent(span_id)
         self._flush_agents()
-        if run is not None:
+        if found.run is not None:
             self._rehome()
         self._claim_shared()
         if self._new_run:
@@ -282,6 +296,8 @@ class TraceWriter:
     def _claim_shared(self) -> None:
         """Containers this trace uses that an unfinished staged import created become visible now: they
         hold this trace too (which is whole when this transaction commits). Staged runs stay hidden."""
+        if self._probe is not None and not self._probe.others_staged:
+            return  # no other import has anything staged (asked in this transaction)
         St = sc.ImportStagingRow
         ids = [self.project_id, self.task_id, self.session_id, *self._agents]
         for n in range(0, len(ids), IN_CHUNK):
@@ -488,6 +504,7 @@ class TraceWriter:
             self.report.spans_written += len(span_rows)
         if orphan_rows:
             bulk_insert(self.conn, sc.OtelOrphanRow, orphan_rows)
+            self._orphans += len(orphan_rows)
         self._flush_context(context)
 
     def _existing(self, row_ids: list[str]) -> dict[str, float | None]:
@@ -654,7 +671,8 @@ class TraceWriter:
     def finish(self) -> IngestReport:
         self._restore_approvals()
         # log records (GenAI events) that came before their spans
-        self.report.events_joined += adopt_pending(self.conn, self.index.trace_id, self._context_touched)
+        if self._probe is None or self._probe.events_waiting:
+            self.report.events_joined += adopt_pending(self.conn, self.index.trace_id, self._context_touched)
         self._place_orphans()
         self._roll_up()
         parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id,
@@ -675,9 +693,12 @@ class TraceWriter:
                 context_revision=sc.AgentRow.context_revision + 1))
         for agent_id in touched:
             self._record("context", "update", agent_id, {"agent": agent_id, "session": self.session_id})
-        self.report.orphans_pending = self.conn.execute(
-            select(func.count()).select_from(sc.OtelOrphanRow)
-            .where(sc.OtelOrphanRow.run_id == self.run_id)).scalar_one()
+        if self._new_run:  # every orphan of a new run is one this writer inserted
+            self.report.orphans_pending = self._orphans - self.report.placed
+        else:
+            self.report.orphans_pending = self.conn.execute(
+                select(func.count()).select_from(sc.OtelOrphanRow)
+                .where(sc.OtelOrphanRow.run_id == self.run_id)).scalar_one()
         return self.report
 
     # -- a staged trace: settle, then flip ---------------------------------------------------
@@ -752,6 +773,8 @@ class TraceWriter:
         Orph, S = sc.OtelOrphanRow, sc.SpanRow
         written = self._written[self._placed_upto:]
         self._placed_upto = len(self._written)
+        if self._new_run and not self._orphans and self.root_row is not None:
+            return  # a new run's orphans are all this writer's: none written, none waits, nothing to move
         for n in range(0, len(written), IN_CHUNK):
             rows = self.conn.execute(select(Orph.span_id, Orph.parent_id, S.attributes, S.name)
                                      .join(S, S.id == Orph.span_id)
@@ -781,25 +804,40 @@ class TraceWriter:
             for n in range(0, len(tops), IN_CHUNK):
                 self.conn.execute(update(S).where(S.id.in_(tops[n:n + IN_CHUNK])).values(parent_span_id=self.root_row))
 
-    def roll_up_facts(self, conn: Connection) -> tuple[Any, ...]:
+    def roll_up_facts(self, conn: Connection, root: str | None = None) -> tuple[Any, ...]:
         """The run's totals over its spans; a staged write reads them outside the write lock (nobody
-        else writes a staged run's spans), so the settling transaction only updates."""
+        else writes a staged run's spans), so the settling transaction only updates. With `root`, the
+        root span's (id, status, name, error, attributes) follow, read in the same statement (a round
+        trip fewer per trace on PostgreSQL)."""
         S = sc.SpanRow
         model = S.kind == "model"
-        return tuple(conn.execute(select(
+        columns: list[Any] = [
             func.count(), func.count().filter(S.ended_at.is_(None)), func.min(S.started_at),
             func.max(S.ended_at), func.coalesce(func.sum(S.input_tokens).filter(model), 0),
             func.coalesce(func.sum(S.output_tokens).filter(model), 0),
-            func.coalesce(func.sum(S.cost_usd).filter(model), 0.0)).where(S.run_id == self.run_id)).one())
+            func.coalesce(func.sum(S.cost_usd).filter(model), 0.0)]
+        if root is not None:
+            R = aliased(S)
+            columns += [select(c).where(R.id == root).scalar_subquery()
+                        for c in (R.id, R.status, R.name, R.error, R.attributes)]
+        return tuple(conn.execute(select(*columns).where(S.run_id == self.run_id)).one())
 
     def _roll_up(self) -> None:
         S = sc.SpanRow
         given, self._facts = self._facts, None
-        _total, open_, first, last, tin, tout, cost = given if given is not None else self.roll_up_facts(self.conn)
-        root = None
-        if self.root_row is not None:
-            root = self.conn.execute(select(S.status, S.name, S.error, S.attributes)
-                                     .where(S.id == self.root_row)).first()
+        root: _Root | None = None
+        merged = False
+        if given is None:
+            given = self.roll_up_facts(self.conn, self.root_row)
+            if len(given) > 7:
+                merged = True
+                given, found = given[:7], given[7:]
+                root = _Root(*found[1:]) if found[0] is not None else None
+        if not merged and self.root_row is not None:
+            stored = self.conn.execute(select(S.status, S.name, S.error, S.attributes)
+                                       .where(S.id == self.root_row)).first()
+            root = _Root(*stored) if stored is not None else None
+        _total, open_, first, last, tin, tout, cost = given
         status = "running" if open_ else ("failed" if root is not None and root.status == "error" else "done")
         values: dict[str, Any] = {"status": status, "started_at": first, "ended_at": None if open_ else last,
                                   "input_tokens": int(tin), "output_tokens": int(tout), "cost_usd": float(cost),
@@ -809,7 +847,6 @@ class TraceWriter:
             title = json.loads(root.attributes or "{}").get(RUN_TITLE_KEY) if RUN_TITLE_KEY in (
                 root.attributes or "") else None
             values["title"] = title if isinstance(title, str) and title else root.name
-        self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(**values))
         agent_status = {"running": "running", "failed": "failed"}.get(status, "done")
         self._flush_agents()
         ids = list(self._agents)
@@ -818,17 +855,42 @@ class TraceWriter:
             if facts.get("model"):
                 by_model.setdefault(str(facts["model"]), []).append(agent_id)
         A = sc.AgentRow
-        for n in range(0, len(ids), IN_CHUNK):
-            self.conn.execute(update(A).where(A.id.in_(ids[n:n + IN_CHUNK])).values(
-                status=agent_status, revision=A.revision + 1))
-        for model_name, agents in by_model.items():
+        session_status = "running" if status == "running" else ("failed" if status == "failed" else "done")
+        together([
+            update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(**values),
+            *(update(A).where(A.id.in_(ids[n:n + IN_CHUNK])).values(status=agent_status, revision=A.revision + 1)
+              for n in range(0, len(ids), IN_CHUNK)),
+            update(sc.SessionRow).where(sc.SessionRow.id == self.session_id).values(
+                status=session_status, ended_at=None if open_ else last, revision=sc.SessionRow.revision + 1)],
+            self.conn)
+        for model_name, agents in by_model.items():  # after the status: an agent's row once per statement
             for n in range(0, len(agents), IN_CHUNK):
                 self.conn.execute(update(A).where(A.id.in_(agents[n:n + IN_CHUNK]), A.model == "")
                                   .values(model=model_name))
-        session_status = "running" if status == "running" else ("failed" if status == "failed" else "done")
-        self.conn.execute(update(sc.SessionRow).where(sc.SessionRow.id == self.session_id).values(
-            status=session_status, ended_at=None if open_ else last, revision=sc.SessionRow.revision + 1))
         self._record("session", "update", self.session_id, {"project": self.project_id, "task": self.task_id})
+
+
+def together(updates: Sequence[Update], conn: Connection) -> None:
+    """Run UPDATEs of different rows as one statement on PostgreSQL (the first, with the others as
+    data-modifying WITH queries: one round trip, not one each; the same privileges, policies and triggers
+    apply as to each alone), one by one elsewhere (SQLite has no UPDATE inside WITH)."""
+    if conn.dialect.name != "postgresql" or len(updates) < 2:
+        for statement in updates:
+            conn.execute(statement)
+        return
+    first = updates[0]
+    for n, other in enumerate(updates[1:]):
+        first = first.add_cte(other.returning(literal_column("1")).cte(f"also_{n}"))
+    conn.execute(first)
+
+
+class _Root(NamedTuple):
+    """The root span's facts the roll-up needs."""
+
+    status: str
+    name: str
+    error: str | None
+    attributes: str | None
 
 
 @dataclass
@@ -862,8 +924,21 @@ SPAN_COLUMNS = ("id", "run_id", "parent_span_id", "kind", "name", "status", "sta
 """The order of `_span_row`'s tuples (the id first: sorting the tuples sorts by primary key)."""
 
 
+VALUES_MAX_ROWS = 200
+"""PostgreSQL: up to this many rows go in as one INSERT ... VALUES written straight to the driver (one round
+trip); a COPY costs two (the COPY, then its data and end) and pays only for more rows. An executemany through
+SQLAlchemy was slower than either (its per-row processing)."""
+
+
+@lru_cache(maxsize=64)
+def _placeholders(width: int, count: int) -> str:
+    """`($1, $2), ($3, $4)` for `count` rows of `width` values (a small trace's shapes repeat: built once)."""
+    return ", ".join("(" + ", ".join(f"${r * width + c + 1}" for c in range(width)) + ")" for r in range(count))
+
+
 def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """PostgreSQL: the rows through `COPY ... FROM STDIN` on the transaction's own connection (psycopg 3).
+    """PostgreSQL: the rows through `COPY ... FROM STDIN` on the transaction's own connection (psycopg 3);
+    up to `VALUES_MAX_ROWS` rows (a small trace's spans, its agent) as one INSERT instead.
 
     An executemany sends one INSERT per row and waits for its answer; COPY streams every row in one
     statement, a third of the time at 20,000 spans. It needs exactly the INSERT privilege on the table
@@ -871,13 +946,30 @@ def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterab
     by the table's row-level security (an agent: migration 0013) may not COPY into it at all ("COPY FROM
     not supported with row-level security"): its rows are copied into a temporary table of the same
     shape and moved with one INSERT ... SELECT, which the policies and triggers check row by row as
-    they check an INSERT."""
+    they check an INSERT.
+
+    Whether the login is bound is asked once per connection and table (`info` lives as long as the
+    connection; a login's policies change only with a migration), not once per COPY: it was a round trip
+    per trace."""
     raw = conn.connection.driver_connection
+    known: dict[str, bool] = conn.connection.info.setdefault("agentdesk_row_security", {})
     names = ", ".join(columns)
+    rows = list(rows)
+    if not rows:
+        return
+    if len(rows) <= VALUES_MAX_ROWS:  # an INSERT: the policies check it as any other (no COPY needed)
+        from psycopg import RawCursor  # psycopg is there whenever PostgreSQL is; $n placeholders: no parsing
+
+        with RawCursor(raw) as plain:  # type: ignore[arg-type]
+            plain.execute(f"INSERT INTO public.{table} ({names}) VALUES {_placeholders(len(columns), len(rows))}",
+                          [value for row in rows for value in row])
+        return
     with raw.cursor() as cursor:  # type: ignore[union-attr]
-        bound = cursor.execute("SELECT row_security_active(%s::regclass)", (f"public.{table}",)).fetchone()
+        if table not in known:
+            answer = cursor.execute("SELECT row_security_active(%s::regclass)", (f"public.{table}",)).fetchone()
+            known[table] = bool(answer is not None and answer[0])
         target = f"public.{table}"
-        if bound is not None and bound[0]:
+        if known[table]:
             target = f"agentdesk_copy_{table}"
             cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {target} (LIKE public.{table} INCLUDING DEFAULTS) "
                            "ON COMMIT DELETE ROWS")
@@ -940,9 +1032,10 @@ def bulk_insert(conn: Connection, table: type[sc.Base], rows: list[dict[str, Any
 
 
 def write_trace(uow: UnitOfWork, index: TraceIndex, chunks: Iterable[Sequence[Prepared]],
-                default_project: str | None) -> IngestReport:
-    """Write one trace (its spans in any number of chunks) inside `uow`."""
-    writer = TraceWriter(uow, index, default_project)
+                default_project: str | None, resources: set[str] | None = None) -> IngestReport:
+    """Write one trace (its spans in any number of chunks) inside `uow`; `resources`: the resource keys
+    known stored, shared by the traces of one import (`TraceWriter._resources`)."""
+    writer = TraceWriter(uow, index, default_project, resources=resources)
     writer.prepare()
     for chunk in chunks:
         writer.write(chunk)
