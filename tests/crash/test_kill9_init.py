@@ -8,16 +8,17 @@ migrations run, while the WAL is checkpointed, around the rename.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from agentdesk.store.persistence.database import head_revision
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 KILLS = int(os.environ.get("AGENTDESK_INIT_KILLS", "5"))
@@ -35,11 +36,9 @@ def init(store: Path, root: Path) -> subprocess.Popen[bytes]:
 
 def building(store: Path, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
     """Wait until the build's temporary file exists (or the command already finished)."""
-    give_up = time.monotonic() + timeout_s
-    while proc.poll() is None and time.monotonic() < give_up:
-        if store.exists() or any(p.name.startswith(f".{store.name}.init-") for p in store.parent.iterdir()):
-            return
-        time.sleep(0.002)
+    wait_until(lambda: proc.poll() is not None or store.exists()
+               or any(p.name.startswith(f".{store.name}.init-") for p in store.parent.iterdir()),
+               timeout_s=timeout_s, poll_s=0.002, what="init's build file")
 
 
 def state_of(store: Path) -> str:
@@ -66,7 +65,8 @@ def test_a_killed_init_leaves_no_store_or_a_whole_one(tmp_path: Path) -> None:
         store = folder / "agentdesk.sqlite"
         proc = init(store, tmp_path)
         building(store, proc)
-        time.sleep(rng.uniform(0.0, 0.6))
+        with contextlib.suppress(subprocess.TimeoutExpired):  # the kill moment: random, unless init ended first
+            proc.wait(timeout=rng.uniform(0.0, 0.6))
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         seen.append(state_of(store))
