@@ -10,20 +10,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from agentdesk.store.agents import tokens
 from agentdesk.store.asks import commands as asks
 from agentdesk.store.asks.reads import list_asks
 from agentdesk.store.control import commands as control
 from agentdesk.store.control.checkpoint import read_control
 from agentdesk.store.messages import commands as messages
 from agentdesk.store.native import NativeSource
-from agentdesk.store.persistence.database import Store, open_store
-from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
+from agentdesk.store.persistence.database import Store
 from tests.client.gate_processes import env
 from tests.waiting import eventually, wait_until
 
@@ -48,17 +43,6 @@ AGENT = textwrap.dedent("""
         except RunStopped as stopped:
             print("stopped", stopped.stopped_by, stopped.reason, flush=True)
 """)
-
-
-@pytest.fixture
-def receiver(tmp_path: Path) -> Iterator[tuple[Store, str, str]]:
-    store = open_store(str(tmp_path / "store.sqlite"), create=True)
-    token = tokens.create(store, "steered-bot", "operator")[1]
-    thread = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
-    host, port = thread.start()
-    yield store, f"http://{host}:{port}", token
-    thread.stop()
-    store.close()
 
 
 def test_one_agent_is_answered_messaged_paused_resumed_and_stopped(receiver: tuple[Store, str, str],
