@@ -42,20 +42,20 @@ def test_critical_path_find_and_minimap_on_a_foreign_run(kind: Kind, tmp_path: P
 
         panel.plot.setFocus()
         qtbot.keyClick(panel.plot, Qt.Key.Key_P)
-        qtbot.waitUntil(lambda: panel.path is not None, timeout=WAIT_MS)
-        assert panel.path is not None and len(panel.path) >= 1
+        qtbot.waitUntil(lambda: panel.critical.path is not None, timeout=WAIT_MS)
+        assert panel.critical.path is not None and len(panel.critical.path) >= 1
         assert "critical path: " in panel.header.text()
-        assert panel.path_panel.table.topLevelItemCount() == len(panel.path)
-        assert len(panel.minimap.path) == len(panel.path)
+        assert panel.path_panel.table.topLevelItemCount() == len(panel.critical.path)
+        assert len(panel.minimap.path) == len(panel.critical.path)
 
         name = table.names[len(table.names) // 2]  # a span's own name, found by the fallback scan
         wanted = {i for i, n in zip(table.ids, table.names, strict=True) if n == name}
         qtbot.keyClick(panel.plot, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
         qtbot.keyClicks(panel.find_bar.edit, f'"{name}"')
         qtbot.keyClick(panel.find_bar.edit, Qt.Key.Key_Return)
-        qtbot.waitUntil(lambda: panel.matches is not None, timeout=WAIT_MS)
-        assert panel.matches is not None and panel.data is not None
-        found = {panel.data.ids[lane] for lane in panel.matches.lanes.tolist()}
+        qtbot.waitUntil(lambda: panel.finding.matches is not None, timeout=WAIT_MS)
+        assert panel.finding.matches is not None and panel.data is not None
+        found = {panel.data.ids[lane] for lane in panel.finding.matches.lanes.tolist()}
         assert wanted <= found, (name, wanted, found)
         assert panel.selected_id in found and len(panel.minimap.matches) == len(found)
     finally:

@@ -40,12 +40,12 @@ def window_path(store: Path, run_id: str, qtbot: Any) -> tuple[TimelinePanel, Se
     qtbot.waitUntil(lambda: panel.feed.complete and panel.data is not None, timeout=WAIT_MS)
     panel.plot.setFocus()
     qtbot.keyClick(panel.plot, Qt.Key.Key_P)
-    qtbot.waitUntil(lambda: panel.path is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: panel.critical.path is not None, timeout=WAIT_MS)
     return panel, services
 
 
 def assert_same(panel: TimelinePanel, cli: dict[str, Any]) -> None:
-    path, data = panel.path, panel.data
+    path, data = panel.critical.path, panel.data
     assert path is not None and data is not None
     assert cli["summary"] in panel.header.text()
     assert cli["summary"].capitalize() in panel.path_panel.title.text()

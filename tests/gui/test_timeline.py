@@ -441,7 +441,7 @@ def test_a_pan_paints_each_plot_once_and_reuses_the_lane_labels(panel: TimelineP
     assert labels is not None
     # Running spans grow on a 200 ms tick, a repaint of its own; on a loaded machine the five pans
     # take long enough for a tick to land among them. Only the pans are counted here.
-    panel._tick_timer.stop()
+    panel.follow.timer.stop()
     for pans in range(1, 6):
         panel.view.translateBy(x=step)  # along time only: the lanes shown stay the same
         # each pan's paint is the event that proves the previous one did not paint twice
@@ -467,7 +467,7 @@ def test_a_shorter_window_keeps_rows_readable(panel: TimelinePanel, world: World
     qtbot.waitUntil(lambda: panel.view.height() > 600)
     panel.fit()
     if not following:
-        panel._stop_following()  # as after the operator panned
+        panel.follow.stop_following()  # as after the operator panned
     top, bottom = panel.view.viewRange()[1]
     before_px = panel.view.height() / (bottom - top)
     panel.resize(1400, 420)

@@ -148,7 +148,7 @@ def test_zoomed_out_lane_column_is_redrawn_only_when_its_count_changes(services,
     from tests.gui.timeline_helpers import panel_showing
 
     panel = panel_showing(services, world.run_id, qtbot)
-    panel._tick_timer.stop()
+    panel.follow.timer.stop()
     panel.view.setLimits(yMin=None, yMax=None, minYRange=None)  # five rows zoomed out as a big run's
     panel.show_window(0.0, 10.0, 0.0, 400.0)  # rows a pixel tall: the column shows the summary
     panel.plot.viewport().repaint()

@@ -11,7 +11,7 @@ from tests.gui.timeline_helpers import panel_showing
 
 def opened(services, world, qtbot) -> TimelinePanel:  # type: ignore[no-untyped-def]
     panel = panel_showing(services, world.run_id, qtbot)
-    panel._tick_timer.stop()
+    panel.follow.timer.stop()
     panel.view.setLimits(yMin=None, yMax=None, minYRange=None)
     return panel
 

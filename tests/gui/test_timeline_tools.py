@@ -54,23 +54,24 @@ def test_key_p_highlights_the_critical_path_lists_it_and_names_it_in_the_header(
     shown(panel, qtbot, world)
     panel.plot.setFocus()
     qtbot.keyClick(panel.plot, Qt.Key.Key_P)
-    qtbot.waitUntil(lambda: panel.path is not None, timeout=5000)
-    assert panel.path is not None and panel.data is not None
-    on_path = {panel.data.ids[lane] for lane in panel.path.lanes.tolist()}
+    qtbot.waitUntil(lambda: panel.critical.path is not None, timeout=5000)
+    assert panel.critical.path is not None and panel.data is not None
+    on_path = {panel.data.ids[lane] for lane in panel.critical.path.lanes.tolist()}
     assert panel.data.ids[0] in on_path  # the root agent spans the run
-    assert panel.item.path_lanes is not None and set(panel.item.path_lanes.tolist()) == set(panel.path.lanes.tolist())
+    assert panel.item.path_lanes is not None
+    assert set(panel.item.path_lanes.tolist()) == set(panel.critical.path.lanes.tolist())
     assert re.search(r"critical path: \d+ spans?, \d+ % in ", panel.header.text())  # the CLI's words
     assert panel.side.currentWidget() is panel.path_panel
-    assert panel.path_panel.isVisible() and panel.path_panel.table.topLevelItemCount() == len(panel.path)
-    assert len(panel.minimap.path) == len(panel.path)
+    assert panel.path_panel.isVisible() and panel.path_panel.table.topLevelItemCount() == len(panel.critical.path)
+    assert len(panel.minimap.path) == len(panel.critical.path)
     share = [float(panel.path_panel.table.topLevelItem(i).text(3).rstrip(" %"))
              for i in range(panel.path_panel.table.topLevelItemCount())]
     assert sum(share) <= 100.5 and all(s >= 0 for s in share)
-    row = panel.path_panel.table.topLevelItem(len(panel.path) - 1)
+    row = panel.path_panel.table.topLevelItem(len(panel.critical.path) - 1)
     panel.path_panel._clicked(row)  # a click on a row selects that span
-    assert panel.selected_id == panel.data.ids[int(panel.path.lanes[-1])]
+    assert panel.selected_id == panel.data.ids[int(panel.critical.path.lanes[-1])]
     qtbot.keyClick(panel.plot, Qt.Key.Key_P)
-    assert panel.path is None and panel.item.path_lanes is None and not panel.side.isTabVisible(1)
+    assert panel.critical.path is None and panel.item.path_lanes is None and not panel.side.isTabVisible(1)
     assert "critical path" not in panel.header.text()
 
 
@@ -82,9 +83,9 @@ def test_ctrl_f_finds_spans_and_f3_steps_through_them(panel: TimelinePanel, worl
     assert panel.find_bar.isVisible() and panel.find_bar.edit.hasFocus()
     qtbot.keyClicks(panel.find_bar.edit, "kind:tool")
     qtbot.keyClick(panel.find_bar.edit, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: panel.matches is not None, timeout=5000)
-    assert panel.matches is not None and panel.data is not None
-    found = [panel.data.ids[lane] for lane in panel.matches.lanes.tolist()]
+    qtbot.waitUntil(lambda: panel.finding.matches is not None, timeout=5000)
+    assert panel.finding.matches is not None and panel.data is not None
+    found = [panel.data.ids[lane] for lane in panel.finding.matches.lanes.tolist()]
     assert set(found) == {world.tool_span_id, world.error_span_id}
     assert panel.find_bar.count.text() == "1 of 2 matches"
     assert panel.selected_id == found[0]  # the first match is selected and shown
@@ -103,18 +104,18 @@ def test_a_bad_query_says_why_in_one_sentence_and_escape_clears_the_search(
     shown(panel, qtbot, world)
     panel.find_bar.open_bar()
     panel.find_spans("status:error")
-    qtbot.waitUntil(lambda: panel.matches is not None, timeout=5000)
-    assert panel.matches is not None and len(panel.matches.lanes) == 1
+    qtbot.waitUntil(lambda: panel.finding.matches is not None, timeout=5000)
+    assert panel.finding.matches is not None and len(panel.finding.matches.lanes) == 1
     panel.find_spans("kind:nonsense")
-    qtbot.waitUntil(lambda: panel.matches is None and panel.find_bar.count.text() not in ("", "searching…"),
+    qtbot.waitUntil(lambda: panel.finding.matches is None and panel.find_bar.count.text() not in ("", "searching…"),
                     timeout=5000)
     message = panel.find_bar.count.text()
     assert message.endswith(".") and "\n" not in message and "Traceback" not in message
     assert panel.item.match_lanes is None
     panel.find_spans("status:error")
-    qtbot.waitUntil(lambda: panel.matches is not None, timeout=5000)
+    qtbot.waitUntil(lambda: panel.finding.matches is not None, timeout=5000)
     qtbot.keyClick(panel.find_bar.edit, Qt.Key.Key_Escape)
-    assert not panel.find_bar.isVisible() and panel.matches is None and panel.item.match_lanes is None
+    assert not panel.find_bar.isVisible() and panel.finding.matches is None and panel.item.match_lanes is None
 
 
 def test_a_big_run_shows_its_first_spans_then_all_of_them(services: Services, world: World, qtbot,
@@ -201,9 +202,9 @@ def test_f3_onto_a_match_in_a_collapsed_sub_tree_expands_its_ancestors(
     assert panel.rows is not None and len(panel.rows) == 1
     panel.find_bar.open_bar()
     panel.find_spans("kind:tool")
-    qtbot.waitUntil(lambda: panel.matches is not None, timeout=5000)
-    assert panel.matches is not None
-    target = panel.data.ids[int(panel.matches.lanes[0])]
+    qtbot.waitUntil(lambda: panel.finding.matches is not None, timeout=5000)
+    assert panel.finding.matches is not None
+    target = panel.data.ids[int(panel.finding.matches.lanes[0])]
     assert panel.selected_id == target  # the first match was stepped onto
     lane = panel.data.lane_of[target]
     assert panel.rows.visible(lane) and len(panel.rows) == 5  # its collapsed ancestor opened
@@ -212,7 +213,7 @@ def test_f3_onto_a_match_in_a_collapsed_sub_tree_expands_its_ancestors(
     assert panel.item.match_lanes is not None and panel.item.match_lanes.tolist() == [0]
     qtbot.keyClick(panel.find_bar.edit, Qt.Key.Key_F3)
     assert panel.rows is not None and len(panel.rows) == 5
-    assert panel.selected_id == panel.data.ids[int(panel.matches.lanes[1])]
+    assert panel.selected_id == panel.data.ids[int(panel.finding.matches.lanes[1])]
 
 
 def test_the_critical_path_and_the_minimap_still_work_with_a_collapsed_sub_tree(
@@ -221,17 +222,17 @@ def test_the_critical_path_and_the_minimap_still_work_with_a_collapsed_sub_tree(
     assert panel.data is not None
     panel.set_collapsed(0, True)
     panel.toggle_critical_path()
-    qtbot.waitUntil(lambda: panel.path is not None, timeout=5000)
-    assert panel.path is not None and len(panel.path) >= 2
+    qtbot.waitUntil(lambda: panel.critical.path is not None, timeout=5000)
+    assert panel.critical.path is not None and len(panel.critical.path) >= 2
     assert panel.item.path_lanes is not None and panel.item.path_lanes.tolist() == [0]  # all in the one row
-    assert len(panel.minimap.path) == len(panel.path)  # the minimap marks every span of it
+    assert len(panel.minimap.path) == len(panel.critical.path)  # the minimap marks every span of it
     assert panel.minimap.overview is not None and panel.minimap.overview.lanes == 5  # the whole run
     panel.grab()
-    deep = int(panel.path.lanes[-1])
-    panel.path_panel._clicked(panel.path_panel.table.topLevelItem(len(panel.path) - 1))
+    deep = int(panel.critical.path.lanes[-1])
+    panel.path_panel._clicked(panel.path_panel.table.topLevelItem(len(panel.critical.path) - 1))
     assert panel.selected_id == panel.data.ids[deep]
     assert panel.rows is not None and panel.rows.visible(deep)  # a click in the list opens the way to it
-    assert panel.item.path_lanes is not None and len(panel.item.path_lanes) == len(panel.path)
+    assert panel.item.path_lanes is not None and len(panel.item.path_lanes) == len(panel.critical.path)
 
 
 def test_the_minimap_keeps_its_strip_while_only_the_window_moves(
@@ -286,13 +287,13 @@ def test_lane_labels_fit_their_names_up_to_a_limit_and_a_click_on_one_selects_it
     assert data is not None
     lane_named = {name: lane for lane, name in enumerate(data.names[0:len(data)])}
     lane = lane_named["read_file"]
-    row = panel._row(lane)
+    row = panel.row_of(lane)
     axis = panel.lanes
     rect = axis.mapRectFromParent(axis.geometry())
     top, bottom = panel.view.viewRange()[1]
     y = rect.top() + (row + 0.5 - top) * rect.height() / (bottom - top)
     scene = axis.mapToScene(QPointF(rect.right() - 20, y))
-    assert panel._lane_at(scene) == lane
+    assert panel.hover.lane_at(scene) == lane
     assert long_name in panel.tooltip(lane_named[long_name])  # whole on hover, however narrow the column
     qtbot.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton, pos=panel.plot.mapFromScene(scene))
     assert panel.selected_id == world.tool_span_id
