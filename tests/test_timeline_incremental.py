@@ -90,11 +90,11 @@ def test_an_earlier_layout_is_unchanged_by_appends_from_it(run: tuple[list, int]
 
 def test_a_run_appended_past_its_room_keeps_growing() -> None:
     """More appends than the room after the arrays holds: the layout moves to a bigger buffer."""
-    from agentdesk.store.analysis.layout import data as data_module
+    from agentdesk.store.timeline.room import ROOM_MIN
 
     spans = [("root", None, 0.0, None, 0)] + [(f"c{i}", "root", float(i + 1), None, i) for i in range(3000)]
     data = TimelineData.from_table(_table(spans[:2]), t0=0.0)
-    assert data_module.ROOM_MIN < 3000
+    assert ROOM_MIN < 3000
     for span in spans[2:]:
         data = data.relaid_out(_table([span]))
     _same_layout(data, TimelineData.from_table(_table(spans), t0=0.0))

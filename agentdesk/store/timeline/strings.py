@@ -17,6 +17,8 @@ from typing import Any, TypeVar, overload
 
 import numpy as np
 
+from agentdesk.store.timeline.room import insert_at
+
 T = TypeVar("T")
 
 
@@ -154,18 +156,6 @@ class Coded(Gathered[str]):
         values = self._table.strings[:]
         return np.asarray([table.get(v, default) for v in values], dtype=dtype)[self.codes] if len(self) else \
             np.zeros(0, dtype=dtype)
-
-
-def insert_at(array: np.ndarray, at: int, value: Any, room: int = 0) -> np.ndarray:
-    """A copy of a 1-D array with `value` before index `at`: two memory copies (`np.insert` costs ~3x
-    as much in its general machinery, and a live append does a dozen of these at a million spans).
-    With `room`, the copy is a view at the start of a buffer that many values longer."""
-    n = len(array)
-    out = np.empty(n + 1 + room, dtype=array.dtype)
-    out[:at] = array[:at]
-    out[at] = value
-    out[at + 1:n + 1] = array[at:]
-    return out[:n + 1] if room else out
 
 
 def encode(strings: Sequence[str], table: StringTable) -> np.ndarray:

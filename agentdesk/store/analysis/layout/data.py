@@ -21,7 +21,8 @@ from agentdesk.store import readmodel as rm
 from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.timeline.columns import SpanColumns, from_table
 from agentdesk.store.timeline.id_index import Keys
-from agentdesk.store.timeline.strings import Coded, Gathered, insert_at, take
+from agentdesk.store.timeline.room import Room, insert_at, put, with_room
+from agentdesk.store.timeline.strings import Coded, Gathered, take
 
 KINDS: tuple[str, ...] = (rm.SpanKind.AGENT, rm.SpanKind.SUB_AGENT, rm.SpanKind.MODEL, rm.SpanKind.TOOL,
                           rm.SpanKind.GUARDRAIL, rm.SpanKind.GATE, rm.SpanKind.INTERNAL)
@@ -151,27 +152,9 @@ class TokenSeries:
     model_calls: int = field(default=-1, kw_only=True)
     """Model calls with usage in the layout (open ones too): while there are any, only they count
     (`TimelineData.token_series`). -1 when unknown: such a series is not extended, only rebuilt."""
-    room: _SeriesRoom | None = field(default=None, compare=False, repr=False, kw_only=True)
-    """The room after the arrays (see `_SeriesRoom`); None: appending copies."""
-
-
-class _SeriesRoom:
-    """Spare room after a token series' arrays, claimed once per length (as `_Room` for a layout):
-    a live span that ends after every other adds its sample by writing into it, not by copying four
-    arrays of a million samples; the series it came from (still on screen) ends where it did."""
-
-    __slots__ = ("capacity", "length", "lock")
-
-    def __init__(self, length: int) -> None:
-        self.length, self.capacity = length, length + max(ROOM_MIN, length // ROOM_SHARE)
-        self.lock = threading.Lock()
-
-    def claim(self, length: int, more: int) -> bool:
-        with self.lock:
-            if self.length != length or length + more > self.capacity:
-                return False
-            self.length = length + more
-            return True
+    room: Room | None = field(default=None, compare=False, repr=False, kw_only=True)
+    """The room after the arrays (a live span that ends after every other adds its sample there, not by
+    copying four arrays of a million samples); None: appending copies."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,52 +275,6 @@ class LaneIndex:
 
 _ROOMY = ("start", "end", "input_tokens", "output_tokens", "cost", "parent", "depth", "kind", "status")
 """The per-lane arrays of a layout (besides ids, names, kinds, statuses and the lane index)."""
-ROOM_SHARE, ROOM_MIN = 64, 1024
-"""Room for this share of a layout's spans (at least `ROOM_MIN`) after its arrays: ~1.6 % more memory
-reserved, and the pages of room never written are never resident."""
-
-
-class _Room:
-    """The room after the arrays of a layout, shared by the layouts appended at its end.
-
-    A live run's new span almost always lands after the last lane. Copying a dozen million-long
-    arrays for it cost ~10 ms (~80 ms when the copies fault their pages in); writing it into spare
-    room costs microseconds. The room is claimed once per length: the layout that appended at
-    `length` owns the slot, so a second append to the same older layout copies instead (it must not
-    overwrite the first one's span). Earlier layouts are views that end before the room.
-    """
-
-    __slots__ = ("capacity", "key_capacity", "key_length", "length", "lock")
-
-    def __init__(self, length: int, key_length: int) -> None:
-        self.length, self.key_length = length, key_length
-        spare = max(ROOM_MIN, length // ROOM_SHARE)
-        self.capacity, self.key_capacity = length + spare, key_length + spare
-        self.lock = threading.Lock()
-
-    def claim(self, length: int, key: int) -> bool:
-        """Whether a layout of `length` lanes may write the span with `key` into the room."""
-        with self.lock:
-            if (self.length, self.key_length) != (length, key) or length >= self.capacity \
-                    or key >= self.key_capacity:
-                return False
-            self.length, self.key_length = length + 1, key + 1
-            return True
-
-
-def _roomy(array: np.ndarray, capacity: int) -> np.ndarray:
-    """`array` copied to the start of a buffer of `capacity` (a view of its own length)."""
-    buffer = np.empty(max(capacity, len(array)), dtype=array.dtype)
-    buffer[:len(array)] = array
-    return buffer[:len(array)]
-
-
-def _put(view: np.ndarray, value: object) -> np.ndarray:
-    """The view one longer, `value` written into its buffer's room (see `_Room.claim`)."""
-    buffer, n = view.base, len(view)
-    assert isinstance(buffer, np.ndarray) and len(buffer) > n
-    buffer[n] = value
-    return buffer[:n + 1]
 
 
 class _Growing(Sequence[str]):
@@ -435,7 +372,7 @@ class TimelineData:
     spans hold a few hundred megabytes, not a gigabyte of row objects, and a
     layout is reordered, copied or appended to in numpy, not by walking a million
     Python objects with the GIL held while the GUI thread waits for it. The
-    arrays sit in buffers with room after them (`_Room`), so a live span after
+    arrays sit in buffers with room after them (`Room`), so a live span after
     the last lane is appended in place. An appended layout shares those buffers
     with the one it came from: `update` (in place) on either changes both.
     """
@@ -485,15 +422,16 @@ class TimelineData:
         self._make_room()
 
     def _make_room(self) -> None:
-        """Move the arrays into buffers with room at the end (`_Room`): the next spans appended there
+        """Move the arrays into buffers with room at the end (`Room`): the next spans appended there
         are written in place, not copied with a million others."""
-        room = _Room(len(self), len(self.lane_of._lane))
+        room = Room(len(self), len(self.lane_of._lane))  # lanes, and keys of the lane index
+        lanes, keys = room.capacity
         for name in _ROOMY:
-            setattr(self, name, _roomy(getattr(self, name), room.capacity))
-        self.ids = LaneIds(self.ids._ids, _roomy(self.ids._at, room.capacity))
+            setattr(self, name, with_room(getattr(self, name), lanes))
+        self.ids = LaneIds(self.ids._ids, with_room(self.ids._at, lanes))
         self.names, self.kind_names, self.status_names = (
-            Coded(_roomy(c.codes, room.capacity), c._table) for c in (self.names, self.kind_names, self.status_names))
-        self.lane_of = LaneIndex(self.lane_of._keys, _roomy(self.lane_of._lane, room.key_capacity))
+            Coded(with_room(c.codes, lanes), c._table) for c in (self.names, self.kind_names, self.status_names))
+        self.lane_of = LaneIndex(self.lane_of._keys, with_room(self.lane_of._lane, keys))
         self._room = room
 
     @classmethod
@@ -646,17 +584,17 @@ class TimelineData:
         new = object.__new__(TimelineData)
         new.t0, new.total, new.version = self.t0, self.total + 1, self.version
         key = self.lane_of._keys.add(rows.ids[i])
-        if at == len(self) and self._room.claim(at, key):
+        if at == len(self) and self._room.claim(at, key):  # the span goes after the last lane, its key last
             self._append(new, up, key, rows, i)
             return new
         old = self.lane_of._lane
-        room = new._room = _Room(len(self) + 1, max(len(old), key + 1))
-        spare = room.capacity - room.length
+        room = new._room = Room(len(self) + 1, max(len(old), key + 1))
+        spare = room.capacity[0] - room.length[0]
         new.ids = self.ids.inserted(at, rows.ids[i], spare)
         new.names = self.names.inserted(at, rows.names[i], spare)
         new.kind_names = self.kind_names.inserted(at, rows.kinds[i], spare)
         new.status_names = self.status_names.inserted(at, rows.statuses[i], spare)
-        lanes = np.empty(room.key_capacity, dtype=old.dtype)[:room.key_length]
+        lanes = np.empty(room.capacity[1], dtype=old.dtype)[:room.length[1]]
         lanes[:len(old)] = old
         lanes[len(old):] = -1
         if at < len(self):  # lanes from `at` on move down one (none do for a span at the end)
@@ -681,25 +619,25 @@ class TimelineData:
 
     def _append(self, new: TimelineData, up: int, key: int, rows: SpanTable, i: int) -> None:
         """`new` as this layout with the span after its last lane, written into the room its arrays
-        share (`_Room.claim` said it is free): no array is copied, this layout still ends where it did."""
+        share (`Room.claim` said it is free): no array is copied, this layout still ends where it did."""
         at, end = len(self), rows.ends[i]
         new._room = self._room
-        new.ids = LaneIds(self.ids._ids, _put(self.ids._at, self.ids._ids.add(rows.ids[i])))
+        new.ids = LaneIds(self.ids._ids, put(self.ids._at, self.ids._ids.add(rows.ids[i])))
         new.names, new.kind_names, new.status_names = (
-            Coded(_put(c.codes, c._table[value]), c._table)
+            Coded(put(c.codes, c._table[value]), c._table)
             for c, value in ((self.names, rows.names[i]), (self.kind_names, rows.kinds[i]),
                              (self.status_names, rows.statuses[i])))
-        new.lane_of = LaneIndex(self.lane_of._keys, _put(self.lane_of._lane, at))
-        new.parent = _put(self.parent, up)
-        new.depth = _put(self.depth, self.depth[up] + 1 if up >= 0 else 0)
+        new.lane_of = LaneIndex(self.lane_of._keys, put(self.lane_of._lane, at))
+        new.parent = put(self.parent, up)
+        new.depth = put(self.depth, self.depth[up] + 1 if up >= 0 else 0)
         new.unknown_parent = dict(self.unknown_parent)
-        new.kind = _put(self.kind, KIND_CODES.get(rows.kinds[i], OTHER_KIND))
-        new.status = _put(self.status, STATUS_CODES.get(rows.statuses[i], OK))
-        new.start = _put(self.start, rows.starts[i] - self.t0)
-        new.end = _put(self.end, math.nan if end is None else end - self.t0)
-        new.input_tokens = _put(self.input_tokens, rows.input_tokens[i])
-        new.output_tokens = _put(self.output_tokens, rows.output_tokens[i])
-        new.cost = _put(self.cost, rows.costs[i])
+        new.kind = put(self.kind, KIND_CODES.get(rows.kinds[i], OTHER_KIND))
+        new.status = put(self.status, STATUS_CODES.get(rows.statuses[i], OK))
+        new.start = put(self.start, rows.starts[i] - self.t0)
+        new.end = put(self.end, math.nan if end is None else end - self.t0)
+        new.input_tokens = put(self.input_tokens, rows.input_tokens[i])
+        new.output_tokens = put(self.output_tokens, rows.output_tokens[i])
+        new.cost = put(self.cost, rows.costs[i])
 
     def columns(self) -> SpanColumns:
         """This layout's spans as columns (lane order, times relative to t0)."""
@@ -715,12 +653,13 @@ class TimelineData:
         models = int(model_calls.sum())
         done = ~np.isnan(self.end) & (model_calls if models else used)
         by_end = np.argsort(self.end[done], kind="stable")
-        room = _SeriesRoom(int(done.sum()) + 1)
+        room = Room(int(done.sum()) + 1)
+        (capacity,) = room.capacity
 
         def cumulative(values: np.ndarray) -> np.ndarray:
-            return _roomy(np.concatenate(([0], np.cumsum(values[done][by_end]))), room.capacity)
+            return with_room(np.concatenate(([0], np.cumsum(values[done][by_end]))), capacity)
 
-        t = _roomy(np.concatenate(([0.0], self.end[done][by_end])), room.capacity)
+        t = with_room(np.concatenate(([0.0], self.end[done][by_end])), capacity)
         return TokenSeries(t, cumulative(self.input_tokens), cumulative(self.output_tokens),
                            cumulative(self.cost), model_calls=models, room=room)
 
@@ -772,21 +711,18 @@ class TimelineData:
         n = len(old.t)
         if n > 1 and not ends[0] > old.t[-1]:
             return self.token_series()
-        room = old.room if old.room is not None and old.room.claim(n, len(add)) else None
+        room = old.room if old.room is not None and old.room.claim(n, more=len(add)) else None
         if room is None:
-            room = _SeriesRoom(n + len(add))
-            arrays = [_roomy(a, room.capacity) for a in (old.t, old.input_tokens, old.output_tokens, old.cost)]
+            room = Room(n + len(add))
+            arrays = [with_room(a, room.capacity[0]) for a in (old.t, old.input_tokens, old.output_tokens, old.cost)]
         else:
             arrays = [old.t, old.input_tokens, old.output_tokens, old.cost]
         out = []
         for i, values in enumerate((ends, self.input_tokens[add], self.output_tokens[add], self.cost[add])):
             array = arrays[i]
-            buffer = array.base
-            assert isinstance(buffer, np.ndarray) and len(buffer) >= n + len(add)
             if i:  # running sums, added one by one as the whole series adds them
                 values = np.cumsum(np.concatenate((array[n - 1:n], values)))[1:]
-            buffer[n:n + len(add)] = values
-            out.append(buffer[:n + len(add)])
+            out.append(put(array, values))
         return TokenSeries(out[0], out[1], out[2], out[3], model_calls=models, room=room)
 
     def hit(self, x: float, y: float, tol_x: float, tol_y: float, now: float) -> int:

@@ -26,8 +26,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from agentdesk.store.analysis.layout.data import TimelineData, _roomy, _SeriesRoom
-from agentdesk.store.timeline.strings import Gathered, insert_at
+from agentdesk.store.analysis.layout.data import TimelineData
+from agentdesk.store.timeline.room import Room, insert_at, put, with_room
+from agentdesk.store.timeline.strings import Gathered
 
 ROW_BUDGET = 2000
 """A run with more spans than this opens with deep sub-trees collapsed (levels shown while within it)."""
@@ -293,7 +294,7 @@ class RowView(TimelineData):
     drawing reads lanes, and here a lane is a row. Not for editing: the feed keeps it up (`grown`,
     `rewrite`) as its layout changes."""
 
-    _rows_room: _SeriesRoom | None = None
+    _rows_room: Room | None = None
     """Room after the arrays, for rows added at the end (`grown`); None: adding copies."""
 
     def __init__(self, rows: Rows) -> None:
@@ -327,25 +328,23 @@ class RowView(TimelineData):
         parents = np.where(up >= 0, rows.row_at[np.maximum(up, 0)], -1)
         names = ("start", "end", "kind", "status", "depth", "input_tokens", "output_tokens", "cost", "parent")
         values = [getattr(data, name)[lanes] for name in names[:-1]] + [parents]
-        room: _SeriesRoom | None = getattr(old, "_rows_room", None)
-        if k and bool((at == n).all()) and room is not None and room.claim(n, k):
+        room: Room | None = getattr(old, "_rows_room", None)
+        if k and bool((at == n).all()) and room is not None and room.claim(n, more=k):
             # new rows after the last (a live span at the end of the run): written into the room
             for name, value in zip(names, values, strict=True):
-                buffer = getattr(old, name).base
-                buffer[n:n + k] = value
-                setattr(view, name, buffer[:n + k])
+                setattr(view, name, put(getattr(old, name), value))
             view._rows_room = room
         elif not k:
             for name in names:
                 setattr(view, name, getattr(old, name))
             view._rows_room = None
         else:  # copied once into buffers with room after them, for the next ones at the end
-            room = _SeriesRoom(n + k)
+            room = Room(n + k)
             moved = old.parent + np.searchsorted(at, old.parent, side="right")
             moved[old.parent < 0] = -1
             for name, value in zip(names, values, strict=True):
                 column = moved if name == "parent" else getattr(old, name)
-                setattr(view, name, _roomy(_insert(column, at, value), room.capacity))
+                setattr(view, name, with_room(_insert(column, at, value), room.capacity[0]))
             view._rows_room = room
         view.ids = Picked(data.ids, rows.shown)  # type: ignore[assignment]
         view.names = Picked(data.names, rows.shown)  # type: ignore[assignment]
