@@ -55,11 +55,19 @@ class DirectAxis(pg.AxisItem):
 
     def __init__(self, orientation: str) -> None:
         super().__init__(orientation)
+        # the room for the labels across the axis is set through the public style (`_fit_text_space`)
+        self.setStyle(autoExpandTextSpace=False)
+        self.fixed_ticks = False
+        """Ticks set by `setTicks` (not from the range): drawn by pyqtgraph's general path."""
         self._pixels: tuple[tuple[object, ...], QPixmap] | None = None
         self._text_sizes: dict[tuple[str, str], tuple[float, float]] = {}
         self._texts = StaticTexts()
         self.renders = 0
         """How many times the axis was drawn afresh (the rest were copies): tests read it."""
+
+    def setTicks(self, ticks: Any) -> None:
+        self.fixed_ticks = ticks is not None
+        super().setTicks(ticks)
 
     def setRange(self, mn: float, mx: float) -> None:
         if self.picture is not None and [mn, mx] == list(self.range):
@@ -89,7 +97,7 @@ class DirectAxis(pg.AxisItem):
         try:
             painter.translate(-rect.topLeft())
             painter.setFont(font)
-            if self._tickLevels is not None or self.grid is not False or any(self.style["stopAxisAtTick"]):
+            if self.fixed_ticks or self.grid is not False or any(self.style["stopAxisAtTick"]):
                 specs = self.generateDrawSpecs(painter)  # fixed ticks, a grid: pyqtgraph's general path
                 if specs is not None:
                     self.drawPicture(painter, *specs)
@@ -284,8 +292,16 @@ class DirectAxis(pg.AxisItem):
                     place = QRectF(x - width / 2, tick_stop + offset, width, height)
                 if box & place == place:
                     specs.append((place, text_flags, text))
-        self._updateMaxTextSize(last_size2)
+        self._fit_text_space(last_size2)
         return specs
+
+    def _fit_text_space(self, size: float) -> None:
+        """Room across the axis for the widest (or tallest) label, as pyqtgraph's own auto-expanding
+        text space keeps it (it grows at once and shrinks only by 10 px or more), through its public
+        style: a time axis's labels are one line of its font, an axis of fixed width ignores it."""
+        name = "tickTextWidth" if self.orientation in ("left", "right") else "tickTextHeight"
+        if size > self.style[name] or size < self.style[name] - 10:
+            self.setStyle(**{name: math.ceil(size)})  # whole pixels: pyqtgraph kept the fraction
 
 
 _SPECS_CURRENT = QPicture()
