@@ -40,8 +40,7 @@ class MinimapController(QObject):
         """The run's overview grid (drawn once per change, not per pan)."""
         if self.minimap.overview is not overview:
             self.minimap.set_overview(overview)
-            if overview is not None:
-                self.sync()
+            self.sync()
 
     def clear_marks(self) -> None:
         self.minimap.set_marks(np.zeros(0), np.zeros((0, 2)))
