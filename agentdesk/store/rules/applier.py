@@ -146,11 +146,14 @@ def apply_one(store: Store, request: Request, rules: list[Rule]) -> Applied:
 
 def follow(store: Store, wake: threading.Event, stop: threading.Event,
            report: Callable[[Sequence[Applied]], None], idle_s: float = IDLE_S,
-           on_outage: Callable[[ServerUnreachable], None] | None = None) -> None:
+           on_outage: Callable[[ServerUnreachable], None] | None = None,
+           on_pass: Callable[[], None] | None = None) -> None:
     """Apply passes until `stop`: one now, then one each time `wake` is set (a request or rule change heard on
-    the bus) or `idle_s` passes. A lost server is waited out (`on_outage` hears of each failed pass)."""
+    the bus) or `idle_s` passes. A lost server is waited out: `on_outage` hears of each pass that failed (the
+    next is tried within a second), `on_pass` of each that worked. Set `wake` after `stop` to end it at once."""
     while not stop.is_set():
         wake.clear()
+        healthy = True
         try:
             while not stop.is_set():
                 applied = apply_pending(store)
@@ -158,7 +161,13 @@ def follow(store: Store, wake: threading.Event, stop: threading.Event,
                     report(applied)
                 if len(applied) < BATCH:
                     break
+            if on_pass is not None:
+                on_pass()
         except ServerUnreachable as exc:
+            healthy = False
             if on_outage is not None:
                 on_outage(exc)
-        wake.wait(idle_s)
+        wake.wait(idle_s if healthy else min(idle_s, OUTAGE_RETRY_S))
+
+
+OUTAGE_RETRY_S = 1.0

@@ -10,7 +10,6 @@ agent's wait gets the applier's decision (its audit guard agrees); an agent or a
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -24,44 +23,8 @@ from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.rules.applier import apply_pending, unlooked
 from agentdesk.store.rules.commands import add_rule
-from agentdesk.store.runtime import AgentRuntime
 from tests.postgres.conftest import make_login, pg_url  # noqa: F401 - the fixtures
-
-Login = Callable[[str | None], tuple[str, str]]
-
-
-class Team:
-    """The owner (who writes rules), an agent login with a run, and an operator login."""
-
-    def __init__(self, owner: Store, agent: Store, operator: Store, operator_name: str) -> None:
-        self.owner, self.agent, self.operator, self.operator_name = owner, agent, operator, operator_name
-        self.rt = AgentRuntime(agent)
-        pid = self.rt.create_project("team")
-        agent_id = self.rt.create_agent(self.rt.create_session(self.rt.create_task(pid, "t"), "s"), "a", "m")
-        self.run = self.rt.start_run(agent_id, "r")
-
-    def request(self, tool: str, arguments: dict[str, Any]) -> str:
-        return self.rt.request_approval(self.run, tool, arguments, timeout_s=None)
-
-    def row(self, approval_id: str) -> sc.ApprovalRow:
-        with self.owner.reading() as s:
-            row = s.get(sc.ApprovalRow, approval_id)
-            assert row is not None
-            s.expunge(row)
-            return row
-
-
-@pytest.fixture
-def team(pg_url: str, make_login: Login) -> Iterator[Team]:  # noqa: F811 - the fixtures
-    owner = open_store(pg_url)
-    _, agent_url = make_login("agent")
-    operator_name, operator_url = make_login("operator")
-    agent, operator = open_store(agent_url), open_store(operator_url)
-    try:
-        yield Team(owner, agent, operator, operator_name)
-    finally:
-        for store in (agent, operator, owner):
-            store.close()
+from tests.store.rules.team import Login, Team, team_fixture  # noqa: F401 - the fixture
 
 
 def test_an_agent_logins_request_waits_until_an_operators_applier_decides_it_by_rule(team: Team) -> None:
