@@ -19,13 +19,11 @@ from agentdesk.cli import output as out
 from agentdesk.cli.opening import EXIT_OK, CommandFailed, open_any, positive, say
 from agentdesk.store.errors import InvalidInput, PermissionRefused, ServerUnreachable, Unsupported
 from agentdesk.store.native import NativeSource
-from agentdesk.store.persistence.bus import Change, EntityKind
-from agentdesk.store.rules.applier import DECIDED, Applied, applier_refusal, apply_pending, follow
+from agentdesk.store.persistence.bus import Change
+from agentdesk.store.rules.applier import DECIDED, WAKE_ON, Applied, applier_refusal, apply_pending, follow
 
 EXIT_INTERRUPTED = 130
 """Ctrl-C: 128 + SIGINT, as shells report it (and as `agentdesk watch` exits)."""
-WAKES = frozenset({EntityKind.APPROVAL, EntityKind.RULE, EntityKind.ALL})
-"""A new request, a rule changed, or a reset after a reconnect: worth another pass."""
 
 
 def add_apply_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -89,7 +87,7 @@ def _follow(source: NativeSource, timeout: float | None) -> int:
     wake, stop = threading.Event(), threading.Event()
 
     def heard(batch: Sequence[Change]) -> None:
-        if any(change.entity in WAKES for change in batch):
+        if any(change.entity in WAKE_ON for change in batch):
             wake.set()
 
     def outage(_exc: ServerUnreachable) -> None:

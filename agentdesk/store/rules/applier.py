@@ -31,6 +31,7 @@ from sqlalchemy import exists, select, text
 
 from agentdesk.store.errors import PermissionRefused, ServerUnreachable, Unsupported
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.bus import EntityKind
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.rules.commands import live_rules_for
 from agentdesk.store.rules.matching import Call, decide
@@ -46,6 +47,8 @@ BATCH = 200
 IDLE_S = 5.0
 """`follow` looks again this often with no change heard (a missed notification costs at most this long)."""
 
+WAKE_ON = frozenset({EntityKind.APPROVAL, EntityKind.RULE, EntityKind.ALL})
+"""Changes worth another pass: a new request, a rule changed, or a reset (a reconnect after an outage)."""
 DECIDED = frozenset({"approved", "denied"})
 WAITS = frozenset({"ask", "none"})
 """Outcomes that leave the request for a person."""
@@ -78,6 +81,8 @@ class Request:
 
 def applier_refusal(store: Store) -> str | None:
     """Why this store and login cannot apply rules (one sentence), or None when they can."""
+    if store.read_only:
+        return "The store is open read-only: rules cannot be applied from here."
     if not store.is_postgres:
         return ("On a SQLite store standing rules are applied as each request is made; the rule applier is "
                 "for PostgreSQL stores.")
