@@ -1,19 +1,22 @@
 """Questions, messages and run control ride out a PostgreSQL server that stops and comes back.
 
 A throwaway server of this module's own (tests/postgres/own_server.py, `server.start()`): the session's is
-shared. Each agent is a real process using the client library on the store; each test stops the server under
-it while it waits (or while its next call is due), waits for the agent's one line about the lost server,
-brings the server back, and checks the end state: the operator's answer given after the outage reaches the
-waiting `run.ask`; a message queued before it is delivered exactly once, at the next model call; a pause held
+shared. Each agent is a real process using the client library, on the store itself ("local") or, for the ask
+and the message, through a real `agentdesk receive` with an agent token ("http"); each test stops the server
+under it while it waits (or while its next call is due), waits for the agent's one line about the lost server
+where the agent meets it itself, brings the server back, and checks the end state: the operator's answer
+given after the outage reaches the waiting `run.ask`; a message queued before it is delivered exactly once, at the next model call; a pause held
 across it is lifted by a resume after it. Nothing crashed, doubled or left waiting.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TypeVar
@@ -52,11 +55,12 @@ def reached(call: Callable[[], T]) -> T | None:
 class Agent:
     """An agent process on the store: its stdout lines, its stderr file, a line to release it on stdin."""
 
-    def __init__(self, code: str, url: str, err: Path) -> None:
+    def __init__(self, code: str, url: str, err: Path, token: str | None = None) -> None:
         self.err = err
+        env = child_env() | ({"AGENTDESK_TOKEN": token} if token else {})
         with err.open("w") as err_file:
             self.proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), url], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=err_file, text=True, env=child_env())
+                                         stdout=subprocess.PIPE, stderr=err_file, text=True, env=env)
 
     @property
     def stdin(self) -> IO[str]:
@@ -83,10 +87,28 @@ class Agent:
             self.proc.kill()
             self.proc.wait()
 
-    def said_one_outage(self) -> None:
+    def said_one_outage(self, most: int = 1) -> None:
         text = self.err.read_text()
         assert "Traceback" not in text, text
-        assert sum(UNREACHABLE in line for line in text.splitlines()) == 1, text
+        assert sum(UNREACHABLE in line for line in text.splitlines()) <= most, text
+
+
+@pytest.fixture(params=["local", "http"])
+def reach(request: pytest.FixtureRequest, own_server: OwnServer, store: Store) -> Iterator[tuple[str, str | None]]:
+    """(URL, token) an agent connects with: the store itself, or a receiver's agent API on it."""
+    if request.param == "local":
+        yield own_server.url, None
+        return
+    from agentdesk.store.agents import tokens
+    from tests.client.gate_processes import ReceiverProcess
+    token = tokens.create(store, f"outage-{uuid.uuid4().hex[:6]}", "operator")[1]
+    receiver = ReceiverProcess(own_server.url)
+    try:
+        yield receiver.url, token
+    finally:
+        receiver.proc.send_signal(signal.SIGTERM)
+        _out, err = receiver.proc.communicate(timeout=30)
+        assert "Traceback" not in err, err
 
 
 def outage_under(own_server: OwnServer, agent: Agent) -> None:
@@ -112,13 +134,17 @@ ASKER = """
 """
 
 
-def test_an_agent_waiting_in_ask_gets_the_answer_given_after_the_outage(own_server: OwnServer, store: Store,
-                                                                        tmp_path: Path) -> None:
-    agent = Agent(ASKER, own_server.url, tmp_path / "asker.err")
+def test_an_agent_waiting_in_ask_gets_the_answer_given_after_the_outage(
+        own_server: OwnServer, store: Store, reach: tuple[str, str | None], tmp_path: Path) -> None:
+    agent = Agent(ASKER, reach[0], tmp_path / "asker.err", reach[1])
     try:
         run_id = json.loads(agent.line())["run"]
         ask_id = eventually(lambda: pending_asks(store, run_id), what="the agent's question")[0]
-        outage_under(own_server, agent)
+        if reach[1] is None:
+            outage_under(own_server, agent)
+        else:  # over HTTP the receiver holds the wait: it meets the outage, the agent need not
+            own_server.stop()
+            own_server.start()
         eventually(lambda: reached(lambda: asks.answer(store, ask_id, "eu", "operator")),
                    what="the answer, once the server is back")
         assert json.loads(agent.line()) == {"answer": "eu"}
@@ -157,8 +183,8 @@ MESSAGED = """
 
 
 def test_a_message_queued_before_the_outage_is_delivered_once_at_the_next_model_call(
-        own_server: OwnServer, store: Store, tmp_path: Path) -> None:
-    agent = Agent(MESSAGED, own_server.url, tmp_path / "messaged.err")
+        own_server: OwnServer, store: Store, reach: tuple[str, str | None], tmp_path: Path) -> None:
+    agent = Agent(MESSAGED, reach[0], tmp_path / "messaged.err", reach[1])
     text = "Stop retrying the refund; ask me first."
     try:
         ids = json.loads(agent.line())
