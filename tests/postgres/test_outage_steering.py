@@ -5,8 +5,8 @@ shared. Each agent is a real process using the client library, on the store itse
 and the message, through a real `agentdesk receive` with an agent token ("http"); each test stops the server
 under it while it waits (or while its next call is due), waits for the agent's one line about the lost server
 where the agent meets it itself, brings the server back, and checks the end state: the operator's answer
-given after the outage reaches the waiting `run.ask`; a message queued before it is delivered exactly once, at the next model call; a pause held
-across it is lifted by a resume after it. Nothing crashed, doubled or left waiting.
+given after the outage reaches the waiting `run.ask`; a message queued before it is delivered exactly once,
+at the next model call; a pause held across it is lifted by a resume after it. Nothing crashed, doubled or left waiting.
 """
 
 from __future__ import annotations
