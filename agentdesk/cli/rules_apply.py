@@ -20,7 +20,7 @@ from agentdesk.cli.opening import EXIT_OK, CommandFailed, open_any, positive, sa
 from agentdesk.store.errors import InvalidInput, PermissionRefused, ServerUnreachable, Unsupported
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.bus import Change
-from agentdesk.store.rules.applier import DECIDED, WAKE_ON, Applied, applier_refusal, apply_pending, follow
+from agentdesk.store.rules.applier import DECIDED, Applied, applier_refusal, apply_pending, follow, wakes
 
 EXIT_INTERRUPTED = 130
 """Ctrl-C: 128 + SIGINT, as shells report it (and as `agentdesk watch` exits)."""
@@ -87,7 +87,7 @@ def _follow(source: NativeSource, timeout: float | None) -> int:
     wake, stop = threading.Event(), threading.Event()
 
     def heard(batch: Sequence[Change]) -> None:
-        if any(change.entity in WAKE_ON for change in batch):
+        if any(wakes(change) for change in batch):
             wake.set()
 
     def outage(_exc: ServerUnreachable) -> None:

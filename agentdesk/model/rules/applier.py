@@ -21,7 +21,7 @@ from agentdesk.model.tasks import spawn
 from agentdesk.store.errors import ServerUnreachable
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.bus import Change
-from agentdesk.store.rules.applier import BATCH, DECIDED, WAKE_ON, Applied, applier_refusal, apply_pending
+from agentdesk.store.rules.applier import BATCH, DECIDED, Applied, applier_refusal, apply_pending, wakes
 
 IDLE_MS = 15_000
 """A pass this often with nothing heard: a notification lost in an outage costs at most this long."""
@@ -50,7 +50,7 @@ class RuleApplier(QObject):
             self.kick()
 
     def _heard(self, batch: Sequence[Change]) -> None:
-        if any(change.entity in WAKE_ON for change in batch):
+        if any(wakes(change) for change in batch):
             self.kick()
 
     def kick(self) -> None:

@@ -31,7 +31,7 @@ from sqlalchemy import exists, select, text
 
 from agentdesk.store.errors import PermissionRefused, ServerUnreachable, Unsupported
 from agentdesk.store.persistence import schema as sc
-from agentdesk.store.persistence.bus import EntityKind
+from agentdesk.store.persistence.bus import Change, ChangeOp, EntityKind
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.rules.commands import live_rules_for
 from agentdesk.store.rules.matching import Call, decide
@@ -47,11 +47,17 @@ BATCH = 200
 IDLE_S = 5.0
 """`follow` looks again this often with no change heard (a missed notification costs at most this long)."""
 
-WAKE_ON = frozenset({EntityKind.APPROVAL, EntityKind.RULE, EntityKind.ALL})
-"""Changes worth another pass: a new request, a rule changed, or a reset (a reconnect after an outage)."""
 DECIDED = frozenset({"approved", "denied"})
 WAITS = frozenset({"ask", "none"})
 """Outcomes that leave the request for a person."""
+
+
+def wakes(change: Change) -> bool:
+    """Whether a change is worth another pass: a new request, a rule changed, or a reset (a reconnect after an
+    outage). Not a heartbeat nor a decision or look (another applier's, or our own): every waiting request beats
+    every few seconds, and a pass there would find nothing new."""
+    return ((change.entity == EntityKind.APPROVAL and change.op == ChangeOp.INSERT)
+            or change.entity == EntityKind.RULE or change.op == ChangeOp.RESET)
 
 
 @dataclass(frozen=True, slots=True)
