@@ -99,6 +99,8 @@ def _follow(source: NativeSource, timeout: float | None) -> int:
 
     source.bus.subscribe(heard)
     source.watch()
+    say(f"Applying standing rules to agent logins' requests on {out.clean(source.store.display_name)}, as "
+        f"{out.clean(source.store.login.name if source.store.login else 'this login')}; Ctrl-C stops.")
     worker = threading.Thread(target=follow, args=(source.store, wake, stop, report),
                               kwargs={"on_outage": outage, "on_pass": source.store.outage.back},
                               name="agentdesk-rule-applier", daemon=True)

@@ -30,6 +30,7 @@ from agentdesk.store.errors import ServerUnreachable
 from agentdesk.store.messages import commands as messages
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store, open_store
+from agentdesk.store.persistence.outage import RideOut
 from tests.postgres.own_server import OwnServer, own_server_fixture  # noqa: F401 - the fixture
 from tests.postgres.test_outage import UNREACHABLE, child_env, said
 from tests.waiting import eventually, wait_until
@@ -247,3 +248,50 @@ def control_held(store: Store, run_id: str) -> bool:
     with store.reading() as s:
         row = s.get(sc.RunControlRow, run_id)
         return row is not None and row.held_at is not None
+
+
+def test_the_rule_applier_follows_across_the_outage(own_server: OwnServer, store: Store, tmp_path: Path) -> None:
+    """`agentdesk rules apply --follow` as an operator: one line when the server goes, and it rules on a request
+    made after the server came back."""
+    import psycopg
+
+    from agentdesk.store.persistence.postgres.engine import libpq_url
+    from agentdesk.store.rules.commands import add_rule
+    from agentdesk.store.runtime import AgentRuntime
+    from tests.postgres.conftest import login_url
+
+    names = {level: f"o_{level}_{uuid.uuid4().hex[:6]}" for level in ("agent", "operator")}
+    with psycopg.connect(libpq_url(own_server.url), autocommit=True) as conn:
+        for level, name in names.items():
+            conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'secret'")
+            conn.execute(f"GRANT agentdesk_{level} TO {name}")
+    rule = add_rule(store, "allow", "read_file", {"kind": "fields", "fields": {"path": {"under": "/src"}}}, "admin")
+    agent_store = open_store(login_url(own_server.url, names["agent"], "secret"))
+    err = tmp_path / "apply.err"
+    with err.open("w") as err_file:
+        applier = subprocess.Popen([sys.executable, "-m", "agentdesk.cli", "--store",
+                                    login_url(own_server.url, names["operator"], "secret"), "rules", "apply",
+                                    "--follow"], stdout=subprocess.PIPE, stderr=err_file, text=True, env=child_env())
+    try:
+        assert applier.stdout is not None
+        assert "Applying standing rules" in applier.stdout.readline(), err.read_text()  # it is following
+        own_server.stop()
+        try:
+            wait_until(lambda: said(err, UNREACHABLE), what="the applier's one line about the lost server")
+        finally:
+            own_server.start()
+        rt = AgentRuntime(agent_store, ride_out=RideOut(30.0))
+        pid = rt.create_project("applied after the outage")
+        run = rt.start_run(rt.create_agent(rt.create_session(rt.create_task(pid, "t"), "s"), "a", "m"), "r")
+        approval = rt.request_approval(run, "read_file", {"path": "/src/a.py"}, timeout_s=None)
+        decision = rt.wait_for_decision(approval, timeout_s=30)
+        assert (decision.status, decision.actor) == ("approved", f"rules (applied by {names['operator']})")
+        applier.send_signal(signal.SIGINT)
+        out, _ = applier.communicate(timeout=30)
+    finally:
+        if applier.poll() is None:
+            applier.kill()
+        agent_store.close()
+    assert applier.returncode == 130 and f"{approval} (read_file): approved by rule {rule.id}" in out
+    text = err.read_text()
+    assert "Traceback" not in text and sum(UNREACHABLE in line for line in text.splitlines()) == 1, text

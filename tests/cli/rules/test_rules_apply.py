@@ -66,6 +66,8 @@ def test_follow_decides_requests_as_they_arrive_until_ctrl_c(team: Team, tmp_pat
         applier = subprocess.Popen([sys.executable, "-m", "agentdesk.cli", "--store", team.operator.url, "rules",
                                     "apply", "--follow"], stdout=sink, stderr=subprocess.STDOUT, env=env)
     try:
+        wait_until(lambda: "Applying standing rules to agent logins' requests" in out.read_text(),
+                   what="the follower's first line")
         approval = team.request("run_shell", {"command": "rm -rf /"})
         wait_until(lambda: team.row(approval).status == "denied", what="the follower's decision")
         wait_until(lambda: f"{approval} (run_shell): denied by rule {rule.id}" in out.read_text(),
