@@ -25,12 +25,18 @@ def window_services(store: Store) -> Services:
     return Services.create(source, actor="tester", coalesce_ms=10)
 
 
+def stop_watching(services: Services) -> None:
+    source = services.source
+    assert isinstance(source, NativeSource) and source.watcher is not None
+    source.watcher.stop()
+
+
 @pytest.fixture
 def operator_services(team: Team, qtbot: Any) -> Iterator[Services]:
     services = window_services(team.operator)
     yield services
     services.close()
-    services.source.watcher.stop()  # type: ignore[attr-defined] # the store itself is the team's to close
+    stop_watching(services)  # the store itself is the team's to close
 
 
 def test_an_operators_window_decides_a_new_agent_request_by_rule(team: Team, operator_services: Services,
@@ -55,7 +61,7 @@ def test_an_agents_window_and_a_sqlite_window_apply_nothing(team: Team, tmp_path
         assert not RuleApplier(agent).active and not RuleApplier(local).active
     finally:
         agent.close()
-        agent.source.watcher.stop()  # type: ignore[attr-defined]
+        stop_watching(agent)
         local.close()
         sqlite.close()
 
