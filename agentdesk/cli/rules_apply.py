@@ -101,9 +101,15 @@ def _follow(source: NativeSource, timeout: float | None) -> int:
     source.watch()
     say(f"Applying standing rules to agent logins' requests on {out.clean(source.store.display_name)}, as "
         f"{out.clean(source.store.login.name if source.store.login else 'this login')}; Ctrl-C stops.")
-    worker = threading.Thread(target=follow, args=(source.store, wake, stop, report),
-                              kwargs={"on_outage": outage, "on_pass": source.store.outage.back},
-                              name="agentdesk-rule-applier", daemon=True)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            follow(source.store, wake, stop, report, on_outage=outage, on_pass=source.store.outage.back)
+        except BaseException as exc:  # e.g. the login lost its level: said in the main thread, one sentence
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, name="agentdesk-rule-applier", daemon=True)
     worker.start()
     try:
         worker.join(timeout)
@@ -113,4 +119,6 @@ def _follow(source: NativeSource, timeout: float | None) -> int:
         stop.set()
         wake.set()
         worker.join(10)
+    if failed:
+        raise failed[0]
     return EXIT_OK

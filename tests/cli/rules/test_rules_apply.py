@@ -17,6 +17,7 @@ import pytest
 
 from agentdesk.cli.main import main
 from agentdesk.store.rules.commands import add_rule
+from tests.conftest import PgCluster
 from tests.postgres.conftest import make_login, pg_url  # noqa: F401 - the fixtures
 from tests.store.rules.team import Team, team_fixture  # noqa: F401 - the fixture
 from tests.waiting import wait_until
@@ -80,3 +81,27 @@ def test_follow_decides_requests_as_they_arrive_until_ctrl_c(team: Team, tmp_pat
             applier.kill()
             applier.wait()
     assert "Traceback" not in out.read_text()
+
+
+def test_follow_ends_in_one_sentence_when_its_login_loses_the_level(team: Team, tmp_path: Path,
+                                                                    pg_cluster: PgCluster) -> None:
+    add_rule(team.owner, "allow", "run_shell", SHELL_LS, "admin")
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3]), "PYTHONUNBUFFERED": "1"}
+    with out.open("w") as sink:
+        applier = subprocess.Popen([sys.executable, "-m", "agentdesk.cli", "--store", team.operator.url, "rules",
+                                    "apply", "--follow"], stdout=sink, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_until(lambda: "Applying standing rules" in out.read_text(), what="the follower's first line")
+        with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
+            conn.execute(f"REVOKE agentdesk_operator FROM {team.operator_name}")
+            conn.execute(f"GRANT agentdesk_viewer TO {team.operator_name}")
+        approval = team.request("run_shell", {"command": "ls"})  # wakes it: its pass is refused by the server
+        assert applier.wait(30) == 2
+    finally:
+        if applier.poll() is None:
+            applier.kill()
+            applier.wait()
+    text = out.read_text()
+    assert "Traceback" not in text and f"{team.operator_name} is a viewer;" in text and "needs" in text, text
+    assert team.row(approval).status == "pending"
