@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from agentdesk.model.services import Services
 from agentdesk.model.tasks import spawn
-from agentdesk.store.errors import ServerUnreachable
+from agentdesk.store.errors import PermissionRefused, ServerUnreachable
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.bus import Change
 from agentdesk.store.rules.applier import BATCH, DECIDED, Applied, applier_refusal, apply_pending, wakes
@@ -72,9 +72,17 @@ class RuleApplier(QObject):
                 return
 
     def _failed(self, exc: BaseException) -> None:
-        """A lost server is the status bar's to say (the reconnect's reset kicks a pass); anything else is shown."""
-        if not isinstance(exc, ServerUnreachable):
-            self.services.runner.error.emit(str(exc))
+        """A lost server is the status bar's to say (the reconnect's reset kicks a pass); anything else is shown.
+        A refusal (the login lost its level since the window opened) is said once and ends the applying here."""
+        if isinstance(exc, ServerUnreachable):
+            return
+        if isinstance(exc, PermissionRefused):
+            self.stop()
+            self.active = False
+            self.services.bridge.changes.disconnect(self._heard)
+            self.services.runner.error.emit(f"Standing rules are no longer applied from this window: {exc}")
+            return
+        self.services.runner.error.emit(str(exc))
 
     def stop(self) -> None:
         self._timer.stop()

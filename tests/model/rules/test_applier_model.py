@@ -15,6 +15,7 @@ from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.rules.applier import Applied
 from agentdesk.store.rules.commands import add_rule
+from tests.conftest import PgCluster
 from tests.postgres.conftest import make_login, pg_url  # noqa: F401 - the fixtures
 from tests.store.rules.team import Team, team_fixture  # noqa: F401 - the fixture
 
@@ -69,3 +70,18 @@ def test_an_agents_window_and_a_sqlite_window_apply_nothing(team: Team, tmp_path
 def test_the_status_line_counts_what_rules_decided() -> None:
     found = [Applied("a", "t", "approved", "r"), Applied("b", "t", "denied", "r"), Applied("c", "t", "approved")]
     assert decided_line(found) == "Standing rules decided agent requests here: 2 approved, 1 denied."
+
+
+def test_a_window_whose_login_lost_its_level_says_so_once_and_stops_applying(
+        team: Team, operator_services: Services, pg_cluster: PgCluster, qtbot: Any) -> None:
+    applier = RuleApplier(operator_services)
+    qtbot.waitUntil(lambda: applier.passes >= 1)
+    with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
+        conn.execute(f"REVOKE agentdesk_operator FROM {team.operator_name}")
+        conn.execute(f"GRANT agentdesk_viewer TO {team.operator_name}")
+    errors: list[str] = []
+    operator_services.runner.error.connect(errors.append)
+    team.request("read_file", {"path": "/src/a.py"})  # heard: a pass, refused by the server
+    qtbot.waitUntil(lambda: not applier.active, timeout=20_000)
+    assert len(errors) == 1 and errors[0].startswith("Standing rules are no longer applied from this window: ")
+    assert f"{team.operator_name} is a viewer" in errors[0]
