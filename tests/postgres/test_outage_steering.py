@@ -6,7 +6,8 @@ and the message, through a real `agentdesk receive` with an agent token ("http")
 under it while it waits (or while its next call is due), waits for the agent's one line about the lost server
 where the agent meets it itself, brings the server back, and checks the end state: the operator's answer
 given after the outage reaches the waiting `run.ask`; a message queued before it is delivered exactly once,
-at the next model call; a pause held across it is lifted by a resume after it. Nothing crashed, doubled or left waiting.
+at the next model call; a pause held across it obeys the resume or the stop given after it. Nothing
+crashed, doubled or left waiting.
 """
 
 from __future__ import annotations
@@ -211,20 +212,24 @@ def test_a_message_queued_before_the_outage_is_delivered_once_at_the_next_model_
 
 PAUSED = """
     import json, sys
-    from agentdesk.client import AgentDesk
+    from agentdesk.client import AgentDesk, RunStopped
     with AgentDesk.connect(sys.argv[1]) as desk:
         agent = desk.register(project="outage", agent="paused", model="m")
-        with agent.run("a pause across an outage") as run:
-            print(json.dumps({"run": run.id}), flush=True)
-            sys.stdin.readline()  # released once the operator paused the run
-            run.checkpoint()  # blocks while paused, across the outage
-            print(json.dumps({"resumed": True}), flush=True)
+        try:
+            with agent.run("a pause across an outage") as run:
+                print(json.dumps({"run": run.id}), flush=True)
+                sys.stdin.readline()  # released once the operator paused the run
+                run.checkpoint()  # blocks while paused, across the outage
+                print(json.dumps({"after": "resume"}), flush=True)
+        except RunStopped:
+            print(json.dumps({"after": "stop"}), flush=True)
         agent.finish()
 """
 
 
-def test_a_run_paused_across_the_outage_goes_on_after_the_resume(own_server: OwnServer, store: Store,
-                                                                  tmp_path: Path) -> None:
+@pytest.mark.parametrize(("action", "status"), [("resume", "done"), ("stop", "cancelled")])
+def test_a_run_paused_across_the_outage_obeys_the_control_given_after_it(
+        own_server: OwnServer, store: Store, tmp_path: Path, action: str, status: str) -> None:
     agent = Agent(PAUSED, own_server.url, tmp_path / "paused.err")
     try:
         run_id = json.loads(agent.line())["run"]
@@ -232,16 +237,16 @@ def test_a_run_paused_across_the_outage_goes_on_after_the_resume(own_server: Own
         agent.release()
         eventually(lambda: control_held(store, run_id), what="the agent blocked at its checkpoint")
         outage_under(own_server, agent)
-        eventually(lambda: reached(lambda: control.resume(store, run_id, "operator")),
-                   what="the resume, once the server is back")
-        assert json.loads(agent.line()) == {"resumed": True}
+        act = control.resume if action == "resume" else control.stop
+        eventually(lambda: reached(lambda: act(store, run_id, "operator")), what=f"the {action}, once it is back")
+        assert json.loads(agent.line()) == {"after": action}
         agent.finish()
     finally:
         agent.kill()
     agent.said_one_outage()
     with store.reading() as s:
         run = s.get(sc.RunRow, run_id)
-        assert run is not None and run.status == "done"
+        assert run is not None and run.status == status
 
 
 def control_held(store: Store, run_id: str) -> bool:
