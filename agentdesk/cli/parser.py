@@ -107,7 +107,8 @@ def build_parser(handlers: dict[str, Handler]) -> argparse.ArgumentParser:
     message_options(command("message", "send an agent a message (read at its next model call; prints the "
                                        "message id), or --cancel a pending one"))
     messages_options(command("messages", "list pending operators' messages, oldest first"))
-    add_rules_parser(command("rules", "standing approval rules: list, add, remove, test (dry run)"), common)
+    add_rules_parser(command("rules", "standing approval rules: list, add, remove, test (dry run), "
+                                      "apply (PostgreSQL)"), common)
     receive_options(command("receive", "an OTLP/HTTP receiver: live spans from any OpenTelemetry exporter "
                                        "into the store (Ctrl-C stops)"))
     import_options(command("import", "import OpenTelemetry traces (OTLP/JSON, JSON Lines, protobuf) into "

@@ -1,4 +1,4 @@
-"""`agentdesk rules list|add|remove|test`: standing approval rules from the command line.
+"""`agentdesk rules list|add|remove|test|apply`: standing approval rules from the command line.
 
 `test ID` is the dry run: every past approval the rule would have decided, how,
 and where that differs from what the person decided; plus the pending approvals
@@ -18,6 +18,7 @@ from typing import Any
 
 from agentdesk.cli import output as out
 from agentdesk.cli.opening import EXIT_OK, CommandFailed, number, open_any, positive, say
+from agentdesk.cli.rules_apply import add_apply_parser, cmd_rules_apply
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.bus import EntityKind
@@ -65,6 +66,7 @@ def add_rules_parser(p: argparse.ArgumentParser, common: argparse.ArgumentParser
     remove.add_argument("--actor", required=True, help="your name, recorded in the audit log")
     remove.add_argument("--revision", type=number(int, least=0, most=2**63 - 1),
                         help="only if the rule is still at this revision")
+    add_apply_parser(sub, common)
     test = sub.add_parser("test", parents=[common], help="dry run: what the rule would have decided")
     test.add_argument("id", help="the rule's id (`agentdesk rules list` shows them)")
     test.add_argument("--limit", type=positive(int), default=DEFAULT_HISTORY, help="past approvals to replay")
@@ -82,7 +84,8 @@ def _native(args: argparse.Namespace, *, write: bool = False) -> NativeSource:
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
-    action = {"list": _list, "add": _add, "remove": _remove, "test": _test}[args.rules_command]
+    action = {"list": _list, "add": _add, "remove": _remove, "test": _test,
+              "apply": cmd_rules_apply}[args.rules_command]
     return action(args)
 
 

@@ -71,7 +71,10 @@ class LocalRuntime(AgentRuntime):
     def model_context(self, agent_id: str) -> ModelContext:
         return model_context(self.store, agent_id)
 
+    @rides_out
     def take_messages(self, agent_id: str) -> list[Delivered]:
+        """Made again after a lost server only when nothing of it was applied (the unit of work says which), and the
+        server delivers only what is still pending: a message is delivered once, never twice, never lost."""
         return messages.take(self.store, agent_id, self.actor)
 
     @rides_out
@@ -116,13 +119,37 @@ class LocalRuntime(AgentRuntime):
             return self.poll_decision(approval_id)
         return Decision("withdrawn", why, "", self.actor)
 
+    @rides_out
     def ask(self, run_id: str, question: str, options: list[str] | None, expires_in: float | None,
             span_id: str | None) -> str:
         return ask_commands.create(self.store, run_id, question, options, expires_in=expires_in, span_id=span_id,
                                    actor=self.actor)
 
     def wait_for_answer(self, ask_id: str, timeout_s: float | None = None) -> AskState:
-        return ask_waiting.wait(self.store, ask_id, self.actor, timeout_s)
+        """The wait outlasts a lost server, as a wait for a decision does: the answer is read once it is back."""
+        give_up = None if timeout_s is None else time.monotonic() + timeout_s
+        outage: Pauses | None = None
+        while True:
+            left = None if give_up is None else max(0.0, give_up - time.monotonic())
+            try:
+                found = ask_waiting.wait(self.store, ask_id, self.actor, left)
+            except ServerUnreachable:
+                if self.ride_out.deadline_s <= 0:
+                    raise
+                self.store.outage.lost()
+                outage = outage or Pauses()
+                if self.ride_out.pause(outage.next() if left is None else min(outage.next(), left)):
+                    raise
+                if left is not None and left <= 0:
+                    return self.ask_state(ask_id)
+                continue
+            if outage is not None:
+                self.store.outage.back()
+            return found
+
+    @rides_out
+    def ask_state(self, ask_id: str) -> AskState:
+        return ask_waiting.read_state(self.store, ask_id)
 
     async def await_answer(self, ask_id: str, timeout_s: float | None = None) -> AskState:
         """Waits in slices on a worker thread, so cancelling the task stops the wait within one slice."""
@@ -130,24 +157,30 @@ class LocalRuntime(AgentRuntime):
         give_up = None if timeout_s is None else loop.time() + timeout_s
         while True:
             left = None if give_up is None else max(0.0, give_up - loop.time())
-            found = await asyncio.to_thread(ask_waiting.wait, self.store, ask_id, self.actor,
-                                            0.25 if left is None else min(0.25, left))
+            found = await asyncio.to_thread(self.wait_for_answer, ask_id, 0.25 if left is None else min(0.25, left))
             if not found.pending or (left is not None and left <= 0.25):
                 return found
 
+    @rides_out
     def cancel_ask(self, ask_id: str, why: str) -> AskState:
         return ask_waiting.cancel(self.store, ask_id, self.actor, why)
 
+    @rides_out
     def checkpoint(self, run_id: str) -> RunControl:
         return reach_checkpoint(self.store, run_id, self.actor)
 
     def wait_control(self, run_id: str, timeout_s: float) -> RunControl:
         give_up = time.monotonic() + timeout_s
         while True:
-            control = read_control(self.store, run_id)
+            control = self.read_control(run_id)
             if not control.held or time.monotonic() >= give_up:
                 return control
             time.sleep(CONTROL_POLL_S)
+
+    @rides_out
+    def read_control(self, run_id: str) -> RunControl:
+        """One look at the run's control row; a paused agent's wait outlasts a lost server."""
+        return read_control(self.store, run_id)
 
     def close(self) -> None:
         self.store.close()

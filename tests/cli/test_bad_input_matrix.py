@@ -184,6 +184,7 @@ def store_commands(store: Path) -> Iterator[tuple[str, tuple[str, ...]]]:
     yield "rules add", (*s, "rules", "add", "--tool", "Bash", "--command", "ls", "--actor", "ops")
     yield "rules remove", (*s, "rules", "remove", "rul_0000000000000000", "--actor", "ops")
     yield "rules test", (*s, "rules", "test", "rul_0000000000000000")
+    yield "rules apply", (*s, "rules", "apply")
     yield "export", (*s, "export", "run_0000000000000000")
 
 

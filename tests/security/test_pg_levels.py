@@ -354,6 +354,13 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
         "agentdesk_note_parents": [("parents", f"SELECT agentdesk_note_parents('{b.run}', 'run', '{b.run}')")],
         "agentdesk_note_check": [("check", "SELECT agentdesk_note_check('x', 'run', 'y', 'z')")],
         "agentdesk_note_written": [("written", "SELECT agentdesk_note_written(1, 2)")],
+        # the rule applier (migration 0026_rule_applier): operators only; tests/store/rules/test_applier.py in full
+        "agentdesk_rules_decide": [("decide the pending one by rule", "SELECT * FROM agentdesk_rules_decide("
+                                   f"'{b.pending}', 'rul_none', 1, '', '{v}')"),
+                                   ("decide the denied one by rule", "SELECT * FROM agentdesk_rules_decide("
+                                   f"'{b.denied}', 'rul_none', 1, '', '{v}')")],
+        "agentdesk_rules_looked": [("look at the pending one", f"SELECT * FROM agentdesk_rules_looked('{b.pending}', "
+                                                               f"NULL, '{v}')")],
         # trigger functions: PostgreSQL refuses to call them at all
         **{f: [("as a function", f"SELECT {f}()")] for f in (
             "agentdesk_approval_inserted", "agentdesk_approval_updated", "agentdesk_context_appended",

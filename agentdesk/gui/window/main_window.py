@@ -46,6 +46,7 @@ from agentdesk.gui.window.shortcuts_help import ShortcutsDialog
 from agentdesk.gui.window.status_bar import StoreStatusBar
 from agentdesk.model.control.run_control import RunControlModel
 from agentdesk.model.plain import shown_line
+from agentdesk.model.rules.applier import RuleApplier, decided_line
 from agentdesk.model.services import Services
 from agentdesk.model.tasks import spawn
 from agentdesk.resources import ICON, resource_path
@@ -128,6 +129,8 @@ class MainWindow(QMainWindow):
         self._docks_sized = False
         self.status = StoreStatusBar(services, self)
         self.setStatusBar(self.status)
+        self.rule_applier = RuleApplier(services, self)  # PostgreSQL, operator or admin: rules agent logins' requests
+        self.rule_applier.decided.connect(lambda applied: self.status.showMessage(decided_line(applied), 10_000))
         self.receiver = ReceiverToggle(services, self.settings, self.status)
         self.status.insertPermanentWidget(0, self.receiver)
         self._wire()
@@ -470,5 +473,6 @@ class MainWindow(QMainWindow):
         self.settings.setValue("timeline/details_share", json.dumps(self.timeline.split_shares()))
         self.settings.sync()
         self.context_editor.shutdown()
+        self.rule_applier.stop()
         self.receiver.shutdown()
         super().closeEvent(event)

@@ -231,6 +231,18 @@ class RuleRow(Base):
     last_hit_at: Mapped[float | None] = mapped_column(Float)
 
 
+class RuleLookRow(Base):
+    """An applier's look at an agent login's pending request on PostgreSQL (store/rules/applier.py): no row means
+    no applier has looked yet. `outcome` is approved or denied (a rule decided), ask (an ask rule matched) or none
+    (no rule did): the last two wait for a person. Written only by the server's functions (migration 0026)."""
+    __tablename__ = "approval_rule_looks"
+    approval_id: Mapped[str] = mapped_column(ForeignKey("approvals.id"), primary_key=True)
+    looked_at: Mapped[float] = mapped_column(Float)
+    looked_login: Mapped[str] = mapped_column(Text)
+    rule_id: Mapped[str | None] = mapped_column(String(64))
+    outcome: Mapped[str] = mapped_column(String(16))
+
+
 class ContextGroupRow(Base):
     __tablename__ = "context_groups"
     __table_args__ = (Index("groups_by_agent", "agent_id", "ordinal"),)

@@ -29,6 +29,12 @@ def prepare_request(store: Store, tool: str, arguments: str) -> dict[str, Comman
     """The views of every argument a live shell rule for `tool` names (empty when no such rule)."""
     with store.reading() as session:
         rules = live_rules_for(session, tool, time.time())
+    return views_for(rules, arguments)
+
+
+def views_for(rules: list[Any], arguments: str) -> dict[str, CommandView]:
+    """The views of every argument a shell rule among `rules` names: the same analysis wherever rules are
+    applied (inside `request_approval`, and by an operator's applier on PostgreSQL, store/rules/applier.py)."""
     fields = shell_fields(rules)
     if not fields:
         return {}
