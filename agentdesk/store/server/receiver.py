@@ -99,6 +99,12 @@ class CannotListen(StoreError):
     exit_code = 2
 
 
+class CannotSpool(StoreError):
+    """The spool's folder cannot be made or locked (permissions, a full disk): nothing was accepted."""
+
+    exit_code = 2
+
+
 def is_loopback(host: str) -> bool:
     if host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost"):
         return True
@@ -168,6 +174,8 @@ class Receiver:
         self.agent_api = AgentApi(store)
         """The gate over HTTP on the same port (`/agent/v1/...`, agent tokens): store/server/agent_api.py."""
         self._runner: web.AppRunner | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The loop it serves on once started: in the window, the window's own."""
         self.address: tuple[str, int] | None = None
         self.guard = ConnectionGuard(self.config.limits, retry_after_s=self.config.retry_after_s)
 
@@ -190,8 +198,12 @@ class Receiver:
         """Open the spool (replaying what a receiver that died left in it), then listen.
 
         The folder work runs on a worker thread: on the window's loop nothing waits for the disk."""
-        loop = asyncio.get_running_loop()
-        adopted = await loop.run_in_executor(None, self.spool.open)
+        loop = self.loop = asyncio.get_running_loop()
+        try:
+            adopted = await loop.run_in_executor(None, self.spool.open)
+        except OSError as exc:
+            raise CannotSpool(f"Cannot use the receiver's spool folder {self.spool.root}: "
+                              f"{exc.strerror or exc}.") from exc
         self._commit.start()
         self._writer.start(replayed(adopted, self.spool.root, self.config.max_body_bytes))
         self.agent_api.start(asyncio.get_running_loop())
@@ -219,18 +231,19 @@ class Receiver:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        await asyncio.get_running_loop().run_in_executor(None, self._stop_writing)
+        await asyncio.get_running_loop().run_in_executor(None, self.stop_writing)
         self._decoders.shutdown(wait=False)
         if self._mapper is not None:
             self._mapper.shutdown(wait=False, cancel_futures=True)
             self._mapper = None
         self.stats.listening(None)
 
-    def _stop_writing(self) -> None:
-        """Requests in flight are spooled and answered; the writer drains what it can. What it could not
-        write (the store unavailable) stays in the spool for the next start."""
+    def stop_writing(self, timeout_s: float = 30.0) -> None:
+        """Requests in flight are spooled and answered; the writer drains what it can within the timeout.
+        What it could not write (the store unavailable) stays in the spool for the next start. Blocks:
+        `stop` runs it on a worker thread; a window closing calls it directly."""
         self._commit.stop()
-        self._writer.stop()
+        self._writer.stop(timeout_s)
         self.spool.close(remove=self._writer.idle and not self._writer.abandoned)
 
     def _durable(self, pending: Pending, position: Position) -> None:
