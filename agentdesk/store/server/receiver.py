@@ -157,7 +157,7 @@ def default_ingest(default_project: str | None) -> Ingest:
 
 
 class Receiver:
-    """The HTTP side: checks, decodes off the loop, hands to the writer and answers when it is written."""
+    """The HTTP side: checks, decodes off the loop, spools durably and answers; the writer stores it after."""
 
     def __init__(self, store: Store, config: ReceiverConfig | None = None, *, ingest: Ingest | None = None) -> None:
         self.config = config or ReceiverConfig()
