@@ -2,7 +2,7 @@
 
 The counters are printed when they change (at most every `--every` seconds) and
 once more on exit, so a terminal shows at a glance whether spans arrive and
-whether any were refused (503 + Retry-After: the exporter sends them again).
+whether any were refused (429 + Retry-After: the exporter sends them again).
 The receiver (and aiohttp) is imported only when this command runs.
 """
 

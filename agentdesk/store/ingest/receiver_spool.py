@@ -175,8 +175,9 @@ class Adopted:
         _write_checkpoint(self.folder, position)
 
     def remove(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        """Unlocked first (Windows deletes no open file); a receiver adopting it meanwhile replays nothing new."""
         os.close(self._lock_fd)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class Spool:
@@ -273,11 +274,11 @@ class Spool:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        if remove:
-            shutil.rmtree(self.folder, ignore_errors=True)
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+        if remove:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def reject(root: Path, record: Record) -> None:
