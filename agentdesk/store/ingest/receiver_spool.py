@@ -222,6 +222,11 @@ class Spool:
                 found.append(Adopted(folder, fd))
         return found
 
+    def over_bound(self) -> bool:
+        """Already full: a request can be refused before the work of decoding it."""
+        with self._lock:
+            return self._pending >= self.max_bytes
+
     def reserve(self, size: int) -> None:
         """Count a request against the bound before it is written; `SpoolFull` when it would pass it."""
         with self._lock:

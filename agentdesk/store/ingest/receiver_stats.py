@@ -24,6 +24,7 @@ class ReceiverCounters:
     """Answered 429 (the spool over its bound: the writer is behind) or 503 (the spool cannot be written), with
     Retry-After: the exporter sends them again."""
     refused_spans: int = 0
+    """Spans of refused requests that were decoded first (one refused while the spool was full is not)."""
     rejected_requests: int = 0
     """Answered 4xx: unreadable, too large, wrong type, no token. Retrying will not help."""
     failed_requests: int = 0

@@ -281,6 +281,8 @@ class Receiver:
                 body = await read_body(request, self.config.limits)
             except web.HTTPRequestEntityTooLarge:
                 raise BodyRefused(413, self._too_large()) from None
+            if self.spool.over_bound():  # the writer is behind: spend no CPU decoding what must wait anyway
+                return self._behind(kind, 0)
             # aiohttp has already inflated a gzip body, holding it to client_max_size as it went,
             # so a gzip bomb stops at the limit (413) and the decoder sees plain bytes.
             decoded, spans = await self._decode(body, request.headers.get("Content-Type"), decoder)
@@ -306,10 +308,8 @@ class Receiver:
         """200 once the record is fsynced in the spool (with others: group commit); the writer stores it after."""
         try:
             self.spool.reserve(record.size)
-        except SpoolFull as exc:
-            self.stats.refused(spans, str(exc))
-            return self._error(kind, 429, f"The store writer is behind ({exc}); retry after "
-                                          f"{self.config.retry_after_s} s.", retry=True)
+        except SpoolFull:
+            return self._behind(kind, spans)
         loop = asyncio.get_running_loop()
         durable: asyncio.Future[BaseException | None] = loop.create_future()
 
@@ -324,6 +324,14 @@ class Receiver:
                                retry=True)
         self.stats.accepted(spans, logs=record.kind == LOGS)
         return self._ok(kind)
+
+    def _behind(self, kind: str, spans: int) -> web.Response:
+        """429 + Retry-After: the spool holds its bound of acknowledged bodies not yet stored."""
+        problem = (f"{self.spool.pending_bytes / 1048576:.1f} MiB are waiting for the store; the spool's bound "
+                   f"is {self.spool.max_bytes / 1048576:.0f} MiB")
+        self.stats.refused(spans, problem)
+        return self._error(kind, 429, f"The store writer is behind ({problem}); retry after "
+                                      f"{self.config.retry_after_s} s.", retry=True)
 
     def _authorise(self, request: web.Request) -> None:
         token = self.config.token
