@@ -2,7 +2,7 @@
 
 The counters are printed when they change (at most every `--every` seconds) and
 once more on exit, so a terminal shows at a glance whether spans arrive and
-whether any were refused (503 + Retry-After: the exporter sends them again).
+whether any were refused (429 + Retry-After: the exporter sends them again).
 The receiver (and aiohttp) is imported only when this command runs.
 """
 
@@ -48,8 +48,9 @@ def receive_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--project", metavar="NAME", help="project for spans whose resource names none")
     p.add_argument("--max-body-mb", type=positive(float, most=4096), default=20.0, metavar="MB",
                    help="body limit, compressed or not (default 20)")
-    p.add_argument("--queue", type=positive(int, most=100_000), default=16, metavar="N",
-                   help="requests waiting for the store before new ones get 503 (default 16)")
+    p.add_argument("--spool-mb", type=positive(float, most=1_048_576), default=64.0, metavar="MB",
+                   help="request bodies acknowledged but not yet in the store before new ones get 429 "
+                        "(default 64)")
     p.add_argument("--every", type=positive(float), default=2.0, metavar="SECONDS",
                    help="print the counters at most this often (default 2)")
     p.add_argument("--duration", type=positive(float), metavar="SECONDS", help="stop after this long")
@@ -67,7 +68,7 @@ def config_of(args: argparse.Namespace) -> ReceiverConfig:
 
     config = ReceiverConfig(host=args.host, port=args.port, token=args.token or os.environ.get(TOKEN_ENV) or None,
                             allow_remote=args.allow_remote, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                            max_queued=int(args.queue), default_project=args.project,
+                            spool_max_bytes=int(args.spool_mb * 1024 * 1024), default_project=args.project,
                             limits=ReceiverLimits(header_timeout_s=args.header_timeout,
                                                   body_timeout_s=args.body_timeout))
     config.check()  # refuse a remote address without the flag and a token before opening anything

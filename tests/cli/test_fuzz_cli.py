@@ -118,7 +118,7 @@ TEMPLATES: list[list[str]] = [
     ["search", T, "--limit", N], ["search", T, "--run", ID], ["search", T, "--json"],
     ["critical-path", ID, "--limit", N], ["critical-path", ID, "--json"], ["diff", ID, ID], ["diff", ID, ID, "--json"],
     ["admin", "prune", "--keep-days", N], ["admin", "role", "list"], ["admin", "role", "grant", T, T],
-    ["receive", "--port", N, "--port", "0", "--max-body-mb", N, "--queue", N, "--every", N, "--every", "0.1",
+    ["receive", "--port", N, "--port", "0", "--max-body-mb", N, "--spool-mb", N, "--every", N, "--every", "0.1",
      "--duration", N, "--duration", "0.2", "--header-timeout", N, "--body-timeout", N],
     ["--store", P, "info"], ["--store", P, "approvals"], ["--store", P, "verify"], ["--store", T, "info"],
     [T], [T, T], ["--" + "x" * 30],

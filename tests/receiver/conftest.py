@@ -30,16 +30,27 @@ class Answer:
         return json.loads(self.body)
 
 
+RUNNING: dict[str, ReceiverThread] = {}
+"""Receivers the `start_receiver` fixture started, by `host:port`."""
+
+
 def post(url: str, body: bytes, content_type: str | None = "application/json",
-         headers: dict[str, str] | None = None) -> Answer:
-    """One POST from an aiohttp client, run to completion."""
+         headers: dict[str, str] | None = None, *, stored: bool = True) -> Answer:
+    """One POST from an aiohttp client, run to completion.
+
+    A 200 means the body is durable in the receiver's spool, not yet that it is in the store: for a
+    receiver this fixture started, wait for its writer, so the test can read the store at once."""
     async def send() -> Answer:
         sent = dict(headers or {})
         if content_type:
             sent["Content-Type"] = content_type
         async with aiohttp.ClientSession() as session, session.post(url, data=body, headers=sent) as response:
             return Answer(response.status, dict(response.headers), await response.read())
-    return asyncio.run(send())
+    answer = asyncio.run(send())
+    receiver = RUNNING.get(url.split("/")[2]) if "://" in url else None
+    if stored and answer.status == 200 and receiver is not None:
+        assert receiver.wait_stored(30), "the receiver's writer did not store what it acknowledged"
+    return answer
 
 
 def span_json(trace: str, span: str, parent: str | None = None, name: str = "step", end: bool = True,
@@ -98,8 +109,12 @@ def start_receiver(store: Store) -> Iterator[Start]:
         receiver = ReceiverThread(store, ReceiverConfig(port=0, **config), ingest=ingest)
         host, port = receiver.start()
         started.append(receiver)
+        RUNNING[f"{host}:{port}"] = receiver
         return receiver, f"http://{host}:{port}/v1/traces"
 
     yield start
     for receiver in started:
+        address = receiver.receiver.address
         receiver.stop()
+        if address is not None:
+            RUNNING.pop(f"{address[0]}:{address[1]}", None)

@@ -14,7 +14,7 @@ from agentdesk.cli.main import main
     (["--port", "70000"], "0-65535"),
     (["--host", "0.0.0.0"], "--allow-remote"),
     (["--host", "0.0.0.0", "--allow-remote"], "bearer token"),
-    (["--queue", "0"], "must be positive"),
+    (["--spool-mb", "0"], "must be positive"),
 ])
 def test_refused_configurations(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
                                 argv: list[str], words: str) -> None:

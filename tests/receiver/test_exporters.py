@@ -90,7 +90,7 @@ def recorded_spans(count: int, service: str) -> list[ReadableSpan]:
 def test_overload_is_refused_with_retry_after_and_the_exporter_retries_without_loss(
         store: Store, start_receiver: Start) -> None:
     gate = Gate()
-    receiver, url = start_receiver(ingest=gate.ingest, max_queued=1, retry_after_s=1)
+    receiver, url = start_receiver(ingest=gate.ingest, spool_max_bytes=1, retry_after_s=1)
     batches = [recorded_spans(50, f"agent-{n}") for n in range(3)]
     results: dict[int, SpanExportResult] = {}
 
@@ -101,16 +101,14 @@ def test_overload_is_refused_with_retry_after_and_the_exporter_retries_without_l
         return thread
 
     threads = [export(0)]
-    assert gate.entered.wait(10)  # the writer is busy with batch 0
-    threads.append(export(1))
-    while receiver.receiver.writer.queued < 1:  # batch 1 waits in the queue
-        threading.Event().wait(0.01)
-    threads.append(export(2))  # no room: 503 + Retry-After, the exporter backs off and retries
-    while receiver.stats.snapshot().refused_requests < 1:
+    assert gate.entered.wait(10)  # batch 0 is durable and answered; the writer is held writing it
+    threads += [export(1), export(2)]  # over the spool's bound: 429 + Retry-After, the exporters retry
+    while receiver.stats.snapshot().refused_requests < 2:
         threading.Event().wait(0.01)
     gate.release.set()
     for thread in threads:
         thread.join(60)
+    assert receiver.wait_stored(30)
     assert results == {0: SpanExportResult.SUCCESS, 1: SpanExportResult.SUCCESS, 2: SpanExportResult.SUCCESS}
     counters = receiver.stats.snapshot()
     assert counters.refused_requests >= 1 and counters.spans == 150 and counters.requests == 3

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 from google.rpc import status_pb2
@@ -13,8 +12,7 @@ from agentdesk.store.ingest.spans import run_row_id, span_row_id
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.server.receiver import ReceiverConfig, ReceiverRefused, is_loopback
-from tests.receiver.conftest import Answer, Gate, Start, as_protobuf, document, post, span_json, stored_parent
-from tests.waiting import wait_until
+from tests.receiver.conftest import Gate, Start, as_protobuf, document, post, span_json, stored_parent
 
 T1, T2 = "11" * 16, "22" * 16
 ROOT, CHILD, GRANDCHILD = "a1" * 8, "b2" * 8, "c3" * 8
@@ -137,32 +135,21 @@ def test_a_remote_address_needs_the_flag_and_a_token() -> None:
     ReceiverConfig(host="0.0.0.0", allow_remote=True, token="t").check()
 
 
-def test_a_full_queue_answers_503_with_retry_after_and_loses_nothing(store: Store, start_receiver: Start) -> None:
+def test_a_full_spool_answers_429_with_retry_after_and_loses_nothing(store: Store, start_receiver: Start) -> None:
     gate = Gate()
-    receiver, url = start_receiver(ingest=gate.ingest, max_queued=1, retry_after_s=2)
-    answers: dict[str, Answer] = {}
-
-    def send(name: str, trace: str) -> threading.Thread:
-        body = json.dumps(document(span_json(trace, ROOT, name=name))).encode()
-        thread = threading.Thread(target=lambda: answers.__setitem__(name, post(url, body)))
-        thread.start()
-        return thread
-
-    first = send("first", T1)
-    assert gate.entered.wait(10)  # the writer holds the first request
-    second = send("second", T2)
-    wait_until(lambda: receiver.receiver.writer.queued >= 1, what="the second request queued")
-    third_trace = "33" * 16
-    refused = post(url, json.dumps(document(span_json(third_trace, ROOT, name="third"))).encode())
-    assert refused.status == 503 and refused.headers["Retry-After"] == "2"
-    assert "behind" in refused.json()["message"]
+    receiver, url = start_receiver(ingest=gate.ingest, spool_max_bytes=1, retry_after_s=2)
+    first = post(url, json.dumps(document(span_json(T1, ROOT, name="first"))).encode(), stored=False)
+    assert first.status == 200  # durable in the spool: answered while the store writer is still held
+    assert gate.entered.wait(10)
+    second = json.dumps(document(span_json(T2, ROOT, name="second"))).encode()
+    refused = post(url, second)  # the spool holds more than its bound until the writer catches up
+    assert refused.status == 429 and refused.headers["Retry-After"] == "2"
+    assert "behind" in refused.json()["message"] and "spool" in refused.json()["message"]
     gate.release.set()
-    first.join(10)
-    second.join(10)
-    assert answers["first"].status == answers["second"].status == 200
-    retried = post(url, json.dumps(document(span_json(third_trace, ROOT, name="third"))).encode())
-    assert retried.status == 200
+    assert receiver.wait_stored(10)
+    assert post(url, second).status == 200
     source = NativeSource(store)
-    assert {source.span(span_row_id(t, ROOT)).name for t in (T1, T2, third_trace)} == {"first", "second", "third"}
+    assert {source.span(span_row_id(t, ROOT)).name for t in (T1, T2)} == {"first", "second"}
     counters = receiver.stats.snapshot()
-    assert (counters.requests, counters.spans, counters.refused_requests, counters.refused_spans) == (3, 3, 1, 1)
+    # refused before decoding (the spool was already full), so its spans were never counted
+    assert (counters.requests, counters.spans, counters.refused_requests, counters.refused_spans) == (2, 2, 1, 0)

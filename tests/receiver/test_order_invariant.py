@@ -34,6 +34,7 @@ def shape(path: Path, batches: list[list[dict[str, Any]]]) -> list[tuple[str, st
     try:
         for batch in batches:
             assert post(f"http://{host}:{port}/v1/traces", json.dumps(document(*batch)).encode()).status == 200
+        assert receiver.wait_stored()  # a 200 is durable in the spool; the tree is read once it is stored
         table = NativeSource(store).span_table(run_row_id(TRACE))
         names = dict(zip(table.ids, table.names, strict=True))
         return sorted((names[i], names.get(p) if p else None, k)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,12 +20,33 @@ from agentdesk.gui.window.receiver_toggle import PORT_KEY
 from agentdesk.model.services import Services
 from agentdesk.store.native import NativeSource
 from tests.gui.conftest import World, build_world
-from tests.receiver.conftest import document, post, span_json
+from tests.receiver.conftest import Answer, document, post, span_json
 
 
 @pytest.fixture(autouse=True)
 def own_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTDESK_CONFIG_DIR", str(tmp_path / "config"))
+
+
+@pytest.fixture(autouse=True)
+def running_loop(qapp: Any) -> Iterator[asyncio.AbstractEventLoop]:
+    """The window's qasync loop, running as under the app's `asyncio.run(..., loop_factory=QEventLoop)`:
+    the receiver's aiohttp server asks for the running loop. qtbot's event processing drives it."""
+    import qasync
+
+    loop = qasync.QEventLoop(qapp, already_running=True)
+    asyncio.set_event_loop(loop)
+    yield loop
+    for task in asyncio.all_tasks(loop):
+        if not task.done():
+            task.get_coro().close()
+    # Not `loop.stop()`: that calls QApplication.exit(), which would end every later qtbot wait at once.
+    loop._QEventLoop__is_running = False
+    qapp.aboutToQuit.disconnect(loop._after_run_forever)
+    loop._after_run_forever()
+    asyncio.events._set_running_loop(None)
+    asyncio.set_event_loop(None)
+    loop.close()
 
 
 @pytest.fixture
@@ -51,6 +74,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def post_aside(url: str, body: bytes) -> list[Answer]:
+    """POST from another thread: the receiver answers on the window's loop, which qtbot's waits drive."""
+    answers: list[Answer] = []
+    threading.Thread(target=lambda: answers.append(post(url, body)), daemon=True).start()
+    return answers
+
+
 def make_window(services: Services, qtbot: Any) -> MainWindow:
     window = MainWindow(services)
     qtbot.addWidget(window)
@@ -58,7 +88,18 @@ def make_window(services: Services, qtbot: Any) -> MainWindow:
     return window
 
 
-def test_off_by_default_then_on_at_the_configured_port(services: Services, qtbot: Any) -> None:
+def test_off_by_default_then_on_at_the_configured_port(services: Services, qtbot: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentdesk.store.server.receiver import Receiver
+
+    served: list[tuple[threading.Thread, asyncio.AbstractEventLoop]] = []
+    traces = Receiver._traces
+
+    async def noted(self: Receiver, request: Any) -> Any:
+        served.append((threading.current_thread(), asyncio.get_running_loop()))
+        return await traces(self, request)
+
+    monkeypatch.setattr(Receiver, "_traces", noted)
     window = make_window(services, qtbot)
     toggle = window.receiver
     assert not toggle.is_on and not toggle.button.isChecked() and toggle.button.text() == "○ OTLP off"
@@ -67,8 +108,16 @@ def test_off_by_default_then_on_at_the_configured_port(services: Services, qtbot
     toggle.button.click()
     qtbot.waitUntil(lambda: toggle.is_on, timeout=5000)
     assert toggle.action.isChecked() and toggle.button.text() == f"● OTLP :{port}"
+    receiver = toggle.receiver
+    assert receiver is not None and receiver.loop is not None
     body = json.dumps(document(span_json("12" * 16, "34" * 8, name="invoke_agent live"), service="live-agent"))
-    assert post(f"http://127.0.0.1:{port}/v1/traces", body.encode()).status == 200
+    answers = post_aside(f"http://127.0.0.1:{port}/v1/traces", body.encode())
+    qtbot.waitUntil(lambda: bool(answers), timeout=10000)
+    assert answers[0].status == 200
+    # One async style: the handler ran on the GUI thread, on the window's qasync loop; no loop thread of its own.
+    assert served == [(threading.main_thread(), receiver.loop)]
+    assert type(receiver.loop).__module__.startswith("qasync")
+    assert not [t for t in threading.enumerate() if t.name == "agentdesk-otlp-receiver"]
     toggle.refresh()
     assert toggle.label.text() == "1 spans · 1 requests · 0 refused"
     model = window.tree.model  # the tree hears of the new project through the bus, live

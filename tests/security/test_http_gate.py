@@ -46,6 +46,8 @@ class World:
     approval_id: str
     ask_id: str = ""
     """alice-bot's question (issue 24): an agent token asks, waits and cancels; nobody answers over this port."""
+    receiver: ReceiverThread | None = None
+    """To wait for what `/v1/traces` acknowledged (durable in the spool) to be in the store."""
 
 
 @pytest.fixture
@@ -66,7 +68,7 @@ def world(store_path: Path) -> Iterator[World]:
         approval = desk.runtime.request_approval(run.id, "run_shell", '{"command": "ls"}', span_id=span)
         ask = desk.runtime.ask(run.id, "Deploy now?", ["yes", "no"], 600, None)
     yield World(store, host, port, alice, mallory, revoked, agent.id, agent.session_id, run.id, span, item, group,
-                approval, ask)
+                approval, ask, thread)
     thread.stop()
     store.close()
 
@@ -309,7 +311,7 @@ def test_an_agent_gates_inside_a_received_trace_but_cannot_rewrite_its_spans(wor
     trace, root = "ab" * 16, "cd" * 8
     raw = json.dumps(document(span_json(trace, root, name="invoke_agent janitor"))).encode()
     status, _ = call(world, "POST", "/v1/traces", raw=raw)
-    assert status == 200
+    assert status == 200 and world.receiver is not None and world.receiver.wait_stored()
     run_id = f"otr_{trace}"
     otel_span = f"o{trace}{root}"
     before = footprint(world.store)

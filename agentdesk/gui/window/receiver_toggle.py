@@ -1,9 +1,11 @@
 """The window's OTLP receiver switch: off by default, its port in settings, counters in the status bar.
 
-The receiver runs on a loop and threads of its own (`ReceiverThread`): HTTP,
-decoding and writing never touch the GUI thread, and starting or stopping it
-(which waits for requests in flight) runs on the store runner. The window only
-polls the counters once a second and shows them as plain text.
+The receiver's coroutines run on the window's own qasync loop (one async style,
+no second loop on a thread): aiohttp's handlers only read bodies and await
+futures. What would block is elsewhere: decoding in the receiver's helper process,
+the spool's appends and fsyncs on its group-commit thread, store writes on its
+writer thread, so the GUI thread never waits on the database or the disk. The
+window only polls the counters once a second and shows them as plain text.
 Only loopback is offered here; a remote address with a token is the CLI's
 `agentdesk receive --allow-remote --token`.
 """
@@ -23,7 +25,7 @@ from agentdesk.store.ingest.receiver_stats import ReceiverCounters
 from agentdesk.store.native import NativeSource
 
 if TYPE_CHECKING:
-    from agentdesk.store.server.receiver import ReceiverThread
+    from agentdesk.store.server.receiver import Receiver
 
 DEFAULT_PORT = 4318
 PORT_KEY = "receiver/port"
@@ -36,7 +38,7 @@ class ReceiverToggle(QWidget):
         super().__init__(parent)
         self._services = services
         self._settings = settings
-        self._receiver: ReceiverThread | None = None
+        self._receiver: Receiver | None = None
         self._busy = False
         self.button = QToolButton(self)
         self.button.setCheckable(True)
@@ -111,32 +113,33 @@ class ReceiverToggle(QWidget):
         self._show_state()
 
     async def _switch_on(self) -> None:
+        """On the window's loop: the spool's folder work runs on a worker thread, binding does not block."""
+        from agentdesk.store.server.receiver import Receiver, ReceiverConfig  # aiohttp only when used
+
+        source = self._services.source
+        assert isinstance(source, NativeSource)
         try:
-            receiver = await self._services.runner.run(self._start, self.port)
+            receiver = Receiver(source.store, ReceiverConfig(port=self.port))
+            await receiver.start()
         except Exception as exc:
             self._failed(exc)
             return
         self._started(receiver)
 
-    async def _switch_off(self, receiver: ReceiverThread) -> None:
+    async def _switch_off(self, receiver: Receiver) -> None:
+        """Requests in flight get their answers; the writer's drain waits on a worker thread."""
         try:
-            await self._services.runner.run(receiver.stop)
+            await receiver.stop()
         except Exception as exc:
             self._failed(exc)
             return
         self._stopped(None)
 
-    def _start(self, port: int) -> ReceiverThread:
-        """On a runner thread: bind (or fail to) without the GUI waiting."""
-        from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread  # aiohttp only when used
+    @property
+    def receiver(self) -> Receiver | None:
+        return self._receiver
 
-        source = self._services.source
-        assert isinstance(source, NativeSource)
-        receiver = ReceiverThread(source.store, ReceiverConfig(port=port))
-        receiver.start()
-        return receiver
-
-    def _started(self, receiver: ReceiverThread) -> None:
+    def _started(self, receiver: Receiver) -> None:
         self._busy = False
         self._receiver = receiver
         self._timer.start()
@@ -154,11 +157,14 @@ class ReceiverToggle(QWidget):
         self._message(str(error))
 
     def shutdown(self) -> None:
-        """Window closing: stop listening and let requests in flight finish (bounded)."""
+        """Window closing: store what was acknowledged (bounded; what is left stays in the spool for the
+        next start), then stop listening on the loop while it still runs."""
         self._timer.stop()
         receiver, self._receiver = self._receiver, None
         if receiver is not None:
-            receiver.stop(timeout_s=10.0)
+            receiver.stop_writing(timeout_s=10.0)
+            if receiver.loop is not None and receiver.loop.is_running():
+                spawn(receiver.stop(), error_signal=self._services.runner.error)
 
     # -- showing ---------------------------------------------------------------------------
     def counters(self) -> ReceiverCounters | None:

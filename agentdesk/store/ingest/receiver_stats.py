@@ -16,22 +16,25 @@ from dataclasses import dataclass, replace
 class ReceiverCounters:
     listening_on: str | None = None
     requests: int = 0
-    """Requests answered 200: their spans are in the store."""
+    """Requests answered 200: their spans are durable in the spool (and in the store once the writer drains it)."""
     spans: int = 0
     log_records: int = 0
     """Log records (GenAI events, other logs) accepted on /v1/logs: joined to their span, or kept for it."""
     refused_requests: int = 0
-    """Answered 503 + Retry-After (writer behind, store locked): the exporter sends them again."""
+    """Answered 429 (the spool over its bound: the writer is behind) or 503 (the spool cannot be written), with
+    Retry-After: the exporter sends them again."""
     refused_spans: int = 0
+    """Spans of refused requests that were decoded first (one refused while the spool was full is not)."""
     rejected_requests: int = 0
     """Answered 4xx: unreadable, too large, wrong type, no token. Retrying will not help."""
     failed_requests: int = 0
-    """Answered 500: a bug or an unexpected store error; logged."""
+    """Answered 500 (a bug), or acknowledged and then refused by the store (kept in the spool's
+    `rejected.otlp`); logged."""
     last_problem: str = ""
     last_request_at: float | None = None
 
     def summary(self) -> str:
-        refused = f"{self.refused_requests:,} refused (503)"
+        refused = f"{self.refused_requests:,} refused (429/503)"
         rejected = f", {self.rejected_requests:,} rejected" if self.rejected_requests else ""
         failed = f", {self.failed_requests:,} failed" if self.failed_requests else ""
         logs = f" and {self.log_records:,} log records" if self.log_records else ""

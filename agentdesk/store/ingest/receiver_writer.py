@@ -1,25 +1,22 @@
-"""The receiver's single writer: a bounded queue in front of one thread that calls the ingest API.
+"""The receiver's single writer: drains the spool into the store in large batches.
+
+Requests reach it already durable (`receiver_spool`, `receiver_commit`) and
+already answered 200, so nothing here keeps an exporter waiting: the writer takes
+everything that queued up while it wrote and writes it as one ingest call (one
+transaction), kept to about `MAX_TRANSACTION_S` of writing at the estimated rate
+and `MERGE_SPANS` at most, since the store has one write lock and an operator's
+decision must not wait behind a long one. After each commit every entry's `done`
+runs, in spool order (it moves the spool's drained checkpoint).
 
 Why one thread: the store takes one writer at a time anyway, and the ingest API
-is written for one writer with batches in any order. Why bounded: when the
-writer falls behind, `submit` refuses at once (`QueueFull`) and the HTTP side
-answers 503 with Retry-After, which every OTLP exporter honours by retrying.
-Nothing is ever accepted and then dropped: a request is answered only after its
-spans were committed (or with the error that kept them out).
+is written for one writer with batches in any order.
 
-The bound is in time as well as in requests: the writer keeps a running
-estimate of how many spans a second the store takes, and refuses a request when
-the work already waiting would keep it more than `max_wait_s` in the queue.
-An exporter gives up on a request after 10 s (the OTLP default timeout); a
-request it has given up on would still be written, but the exporter would count
-it as failed. A refusal, instead, it retries.
-
-Requests already waiting when the writer comes round are merged into one ingest
-call, so a burst costs a few transactions, not one per request. A merged call
-is kept to about `MAX_TRANSACTION_S` of writing at the estimated rate (and
-`MERGE_SPANS` at most): the store has one write lock, and an operator's
-decision must not wait behind a long import transaction. If a merged call fails, each request is retried alone so the
-error goes to the request that caused it.
+When the store is locked or gone (`StoreUnavailable`) the batch is tried again
+after a pause, and the spool fills until the receiver answers 429. When the store
+refuses a batch as invalid, each entry is tried alone, so only the one at fault is
+set aside (`rejected`: kept in the spool's `rejected.otlp`, counted and logged);
+the decoder validated it before it was acknowledged, so that means a bug, not an
+agent's mistake.
 """
 
 from __future__ import annotations
@@ -28,76 +25,102 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from agentdesk.store.errors import InvalidInput
+from agentdesk.store.errors import StoreUnavailable
+from agentdesk.store.ingest.receiver_spool import Record
 from agentdesk.store.persistence.database import Store
 
 log = logging.getLogger(__name__)
 
-MERGE_SPANS = 5_000
+MERGE_SPANS = 20_000
 MAX_TRANSACTION_S = 1.0
-DEFAULT_MAX_WAIT_S = 4.0
-"""Well inside the exporters' 10 s timeout, leaving room for the request's own write."""
 RATE_SMOOTHING = 0.3
+RETRY_S = 1.0
+"""Pause before trying a batch again when the store was unavailable."""
 Ingest = Callable[[Store, Any], Any]
-"""Writes one payload: an `ExportTraceServiceRequest`, or a list of prepared spans (`ingest_payload`)."""
-Done = Callable[[Any, BaseException | None], None]
-
-
-class QueueFull(Exception):
-    """The writer is behind: the caller must refuse the request (never accept it and drop it)."""
+"""Writes one payload: an `ExportTraceServiceRequest`, a list of prepared spans, or a `LogBatch` (`ingest_payload`)."""
 
 
 @dataclass(slots=True)
-class Job:
-    request: Any
-    """An `ExportTraceServiceRequest`, or the prepared spans of one (a list)."""
+class Entry:
+    payload: Any
+    """What to write; None for a marker that only runs `done` in its turn (an adopted spool finished)."""
     spans: int
-    done: Done
+    record: Record | None
+    """The spooled record, to set aside if the store refuses it."""
+    done: Callable[[], None]
+    """Runs after the commit that wrote it, in spool order."""
+
+
+Rejected = Callable[[Entry, BaseException], None]
 
 
 def merge(payloads: list[Any]) -> Any:
-    """Several requests as one ingest call: prepared spans concatenated, or protobuf requests joined."""
+    """Several payloads of one kind as one ingest call: prepared spans concatenated, protobuf requests joined."""
+    if len(payloads) == 1:
+        return payloads[0]
     if all(isinstance(p, list) for p in payloads):
         return [span for p in payloads for span in p]
-    merged = ExportTraceServiceRequest()
-    for p in payloads:
-        merged.resource_spans.extend(p.resource_spans)
-    return merged
+    if all(isinstance(p, ExportTraceServiceRequest) for p in payloads):
+        merged = ExportTraceServiceRequest()
+        for p in payloads:
+            merged.resource_spans.extend(p.resource_spans)
+        return merged
+    raise TypeError("only prepared spans or trace requests merge")
 
 
 def span_count(request: ExportTraceServiceRequest) -> int:
     return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
 
 
+def _sort(entry: Entry) -> type | None:
+    """Entries of one sort merge: lists with lists, requests with requests; logs and markers stay alone."""
+    payload = entry.payload
+    return type(payload) if isinstance(payload, list | ExportTraceServiceRequest) else None
+
+
 class IngestWriter:
-    def __init__(self, store: Store, ingest: Ingest, *, max_queued: int = 16,
-                 max_wait_s: float = DEFAULT_MAX_WAIT_S, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, store: Store, ingest: Ingest, *, rejected: Rejected | None = None,
+                 clock: Callable[[], float] = time.perf_counter, retry_s: float = RETRY_S) -> None:
         """`clock` times each write (the rate estimate); a test gives its own instead of sleeping."""
         self.store = store
         self._ingest = ingest
+        self._rejected = rejected or _log_rejected
         self._clock = clock
-        self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=max_queued)
-        self._max_wait_s = max_wait_s
+        self._retry_s = retry_s
+        self._queue: queue.Queue[Entry | None] = queue.Queue()
         self._lock = threading.Lock()
-        self._queued_spans = 0
-        self._writing = False
+        self._settled = threading.Condition(self._lock)
+        self._replaying = True
+        self._outstanding = 0
+        """Entries submitted and not yet written (or set aside)."""
+        self._replay: Iterable[Entry] = ()
         self.spans_per_s: float | None = None
         """Running estimate of what the store takes; None until the first write."""
         self._thread = threading.Thread(target=self._loop, name="agentdesk-otlp-writer", daemon=True)
         self._stopping = threading.Event()
+        self.abandoned = False
+        """Stopped with entries unwritten (the store was unavailable): they stay in the spool for the next start."""
         self.busy_s = 0.0
         """Seconds spent inside the ingest API: with `ingest_calls`, tells whether the store is the bottleneck."""
         self.ingest_calls = 0
+        self.rejected = 0
 
-    def start(self) -> IngestWriter:
+    def start(self, replay: Iterable[Entry] = ()) -> IngestWriter:
+        """`replay`: entries from adopted spools, written before anything that arrives now."""
+        self._replay = replay
         self._thread.start()
         return self
+
+    def submit(self, entry: Entry) -> None:
+        with self._lock:
+            self._outstanding += 1
+        self._queue.put(entry)
 
     @property
     def queued(self) -> int:
@@ -105,49 +128,57 @@ class IngestWriter:
 
     @property
     def idle(self) -> bool:
+        """Nothing waiting and nothing being written: every acknowledged span is in the store."""
         with self._lock:
-            return not self._writing and self._queued_spans == 0 and self._queue.empty()
+            return not self._replaying and not self._outstanding
 
-    def submit(self, request: Any, spans: int, done: Done) -> None:
-        """Queue a request; `done(report, error)` is called from the writer thread once it is settled."""
-        if self._stopping.is_set():
-            raise QueueFull("the receiver is stopping")
-        with self._lock:
-            rate, waiting = self.spans_per_s, self._queued_spans
-            if waiting and rate and (waiting + spans) / rate > self._max_wait_s:
-                raise QueueFull(f"about {waiting / rate:.1f} s of writing is already waiting for the store")
-            try:
-                self._queue.put_nowait(Job(request, spans, done))
-            except queue.Full:
-                raise QueueFull(f"{self._queue.maxsize} requests are already waiting for the store") from None
-            self._queued_spans += spans
-
-    def _taken(self, job: Job) -> None:
-        with self._lock:
-            self._queued_spans -= job.spans
-            self._writing = True
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Block until every entry submitted so far is written (or set aside); False on timeout."""
+        with self._settled:
+            return self._settled.wait_for(lambda: not self._replaying and not self._outstanding, timeout_s)
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Finish what was queued (its senders are waiting for the answer), then end the thread."""
+        """Write what is queued, then end the thread; an unavailable store ends it at once (`abandoned`)."""
         self._stopping.set()
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join(timeout_s)
+        if self._thread.is_alive() or not self._queue.empty():
+            self.abandoned = True
 
     def _loop(self) -> None:
+        try:
+            self._write_all(self._replay)
+        except Exception:  # an unreadable adopted spool must not keep the receiver from writing
+            log.exception("OTLP receiver: replaying the spool failed")
+        self._replay = ()
+        with self._settled:
+            self._replaying = False
+            self._settled.notify_all()
         while True:
-            job = self._queue.get()
-            if job is None:
+            entry = self._queue.get()
+            if entry is None:
                 return
-            self._taken(job)
-            jobs, stop = self._drain(job)
-            try:
-                self._write(jobs)
-            finally:
-                with self._lock:
-                    self._writing = False
-            if stop:
+            batch = self._drain(entry)
+            if not self._write(batch):
+                self.abandoned = True
                 return
+
+    def _write_all(self, entries: Iterable[Entry]) -> None:
+        """The replay: entries read and decoded as they are needed, merged as the live ones are."""
+        batch: list[Entry] = []
+        spans, limit = 0, self.merge_limit()
+        for entry in entries:
+            with self._lock:
+                self._outstanding += 1
+            if batch and (_sort(entry) is None or _sort(entry) != _sort(batch[0]) or spans + entry.spans > limit):
+                if not self._write(batch):
+                    return
+                batch, spans, limit = [], 0, self.merge_limit()
+            batch.append(entry)
+            spans += entry.spans
+        if batch:
+            self._write(batch)
 
     def merge_limit(self) -> int:
         """Spans one merged call may hold: about a second of writing, as far as the estimate knows."""
@@ -155,62 +186,57 @@ class IngestWriter:
             rate = self.spans_per_s
         return MERGE_SPANS if rate is None else max(1, min(MERGE_SPANS, int(rate * MAX_TRANSACTION_S)))
 
-    def _drain(self, first: Job) -> tuple[list[Job], bool]:
-        jobs, spans, limit = [first], first.spans, self.merge_limit()
-        while spans < limit and self._queue.qsize():
-            if spans + self._peek_spans() > limit:
+    def _drain(self, first: Entry) -> list[Entry]:
+        """The first entry and those queued behind it that merge with it."""
+        batch, spans, limit = [first], first.spans, self.merge_limit()
+        sort = _sort(first)
+        while sort is not None and spans < limit:
+            head = self._peek()
+            if head is None or _sort(head) != sort or spans + head.spans > limit:
                 break
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is None:
-                return jobs, True
-            self._taken(job)
-            jobs.append(job)
-            spans += job.spans
-        return jobs, False
+            entry = self._queue.get_nowait()
+            assert entry is head
+            batch.append(entry)
+            spans += entry.spans
+        return batch
 
-    def _peek_spans(self) -> int:
-        """Spans of the next waiting request (the queue's own deque, read under its lock)."""
+    def _peek(self) -> Entry | None:
         with self._queue.mutex:
-            head = self._queue.queue[0] if self._queue.queue else None
-        return head.spans if head is not None else 0
+            return self._queue.queue[0] if self._queue.queue else None
 
-    def _write(self, jobs: list[Job]) -> None:
-        if len(jobs) == 1:
-            self._one(jobs[0])
-            return
-        merged = merge([job.request for job in jobs])
-        try:
-            report = self._timed(merged, sum(job.spans for job in jobs))
-        except InvalidInput:
-            for job in jobs:  # find whose request it was: the others still get written
-                self._one(job)
-            return
-        except Exception as exc:  # the store is locked or gone: every sender hears it, and may retry
-            self._settle(jobs, None, exc)
-            return
-        self._settle(jobs, report, None)
+    def _write(self, batch: list[Entry]) -> bool:
+        """Write a batch and run its entries' `done`; False when stopping with the store unavailable."""
+        payloads = [e.payload for e in batch if e.payload is not None]
+        while payloads:
+            try:
+                self._timed(merge(payloads), sum(e.spans for e in batch))
+                break
+            except StoreUnavailable as exc:
+                log.warning("OTLP receiver: the store is unavailable (%s); the spool keeps the spans", exc)
+                if self._stopping.wait(self._retry_s):
+                    return False
+            except Exception as exc:
+                if len(batch) > 1:  # find whose it was: the others still get written
+                    return all(self._write([e]) for e in batch)
+                self.rejected += 1
+                self._rejected(batch[0], exc)
+                break
+        for entry in batch:
+            entry.done()
+        with self._settled:
+            self._outstanding -= len(batch)
+            self._settled.notify_all()
+        return True
 
-    def _one(self, job: Job) -> None:
-        try:
-            report = self._timed(job.request, job.spans)
-        except Exception as exc:
-            self._settle([job], None, exc)
-            return
-        self._settle([job], report, None)
-
-    def _timed(self, request: Any, spans: int) -> Any:
+    def _timed(self, payload: Any, spans: int) -> Any:
         started = self._clock()
         try:
-            report = self._ingest(self.store, request)
+            return self._ingest(self.store, payload)
         finally:
             elapsed = self._clock() - started
             self.busy_s += elapsed
             self.ingest_calls += 1
-        self._note_rate(spans, elapsed)
-        return report
+            self._note_rate(spans, elapsed)
 
     def _note_rate(self, spans: int, elapsed: float) -> None:
         if spans < 50 or elapsed <= 0:  # tiny writes are all overhead: they would make the estimate too low
@@ -220,10 +246,6 @@ class IngestWriter:
             old = self.spans_per_s
             self.spans_per_s = rate if old is None else old + RATE_SMOOTHING * (rate - old)
 
-    @staticmethod
-    def _settle(jobs: list[Job], report: Any, error: BaseException | None) -> None:
-        for job in jobs:
-            try:
-                job.done(report, error)
-            except Exception:  # a sender that went away must not stop the writer
-                log.exception("OTLP receiver: reporting a write result failed")
+
+def _log_rejected(entry: Entry, error: BaseException) -> None:
+    log.error("OTLP receiver: the store refused %d acknowledged spans: %s", entry.spans, error)
