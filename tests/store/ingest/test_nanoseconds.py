@@ -137,3 +137,25 @@ def test_on_postgresql_a_time_no_double_holds_comes_back_exactly(store: Store, p
             second.close()
     finally:
         pg_cluster.drop(fresh)
+
+
+def test_a_span_the_runtime_records_is_stored_and_exported_in_whole_nanoseconds(store: Store) -> None:
+    """The runtime's clock (float seconds) becomes integer nanoseconds as the span is written, and export
+    writes those integers as they are."""
+    from sqlalchemy import text
+
+    from agentdesk.store.runtime import AgentRuntime
+
+    rt = AgentRuntime(store)
+    agent = rt.create_agent(rt.create_session(rt.create_task(rt.create_project("p"), "t"), "s"), "a", "m")
+    run = rt.start_run(agent, "r")
+    span = rt.start_span(run, "tool", "ls")
+    rt.finish_span(span)
+    with store.engine.connect() as conn:
+        start, end = conn.execute(text("SELECT started_at, ended_at FROM spans WHERE id = :i"), {"i": span}).one()
+    assert type(start) is int and type(end) is int and 0 < start <= end
+    out = io.StringIO()
+    export(store, out, run_id=run, fmt="otlp-json")
+    times = {(s["startTimeUnixNano"], s["endTimeUnixNano"])
+             for rs in json.loads(out.getvalue())["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]}
+    assert (str(start), str(end)) in times
