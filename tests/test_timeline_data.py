@@ -448,8 +448,8 @@ def test_the_rowid_range_read_and_the_index_read_both_match_the_row_read(tmp_pat
 
 
 def test_a_time_too_far_for_the_packed_integers_reads_by_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """A span ~300 years off the run's start (foreign data) does not fit nanoseconds in int64: the
-    packed read declines it and the row read gives the exact values."""
+    """A span end past the readable times (2255 on, stored as integer nanoseconds since migration 0023): the
+    packed read declines it and the row read gives it as an unreadable time (the epoch)."""
     import sqlite3
 
     from agentdesk.store.timeline import packed as packed_read
@@ -460,7 +460,7 @@ def test_a_time_too_far_for_the_packed_integers_reads_by_rows(tmp_path) -> None:
         raw = sqlite3.connect(str(tmp_path / "s.sqlite"))
         far = raw.execute("SELECT id, started_at FROM spans WHERE run_id = ? AND ended_at IS NOT NULL LIMIT 1",
                           (run,)).fetchone()
-        raw.execute("UPDATE spans SET ended_at = ? WHERE id = ?", (far[1] + 1e10, far[0]))
+        raw.execute("UPDATE spans SET ended_at = ? WHERE id = ?", (9_100_000_000_000_000_000, far[0]))
         raw.commit()
         raw.close()
         with source.store.reading() as session:
@@ -474,6 +474,6 @@ def test_a_time_too_far_for_the_packed_integers_reads_by_rows(tmp_path) -> None:
             slow = span_read._rows(session, run, None)
         cols = span_read.span_columns(source, run)
         _same(cols, slow)
-        assert cols.end[cols.ids.index(far[0])] == far[1] + 1e10
+        assert cols.end[cols.ids.index(far[0])] == 0.0
     finally:
         source.close()

@@ -184,7 +184,8 @@ def test_a_value_too_far_for_the_integers_is_seen_in_them(tmp_path: Path, column
         raw = sqlite3.connect(str(tmp_path / "s.sqlite"))
         span, value = raw.execute(f"SELECT id, ifnull({column}, 0) FROM spans WHERE run_id = ? AND ended_at IS NOT "
                                   "NULL LIMIT 1", (run,)).fetchone()
-        raw.execute(f"UPDATE spans SET {column} = ? WHERE id = ?", (value + shift, span))
+        far = value + shift * 1e9 if column.endswith("_at") else value + shift  # times: nanoseconds (0023)
+        raw.execute(f"UPDATE spans SET {column} = ? WHERE id = ?", (far, span))
         raw.commit()
         raw.close()
         with source.store.reading() as session:

@@ -23,7 +23,7 @@ from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.bus import EntityKind
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.readmodel import Location, Page, SpanTable
-from agentdesk.store.text.times import seconds_column
+from agentdesk.store.text.times import ns_column
 
 ROLL_UP_ORDER = ("waiting", "running", "failed", "done", "cancelled", "idle", "pending")
 """A parent's status is its most urgent child's: an operator looks where agents wait first."""
@@ -204,7 +204,7 @@ class NativeQueries:
                         for row in s.execute(select(*columns, S.run_id).where(S.id.in_(wanted[n:n + 500])))
                         if row[-1] == run_id]
         cols: list[Any] = list(zip(*rows, strict=True)) if rows else [[] for _ in range(10)]
-        cols[5], cols[6] = seconds_column(cols[5]), seconds_column(cols[6], open_ends=True)  # ±1e300, text…
+        cols[5], cols[6] = ns_column(cols[5]), ns_column(cols[6], open_ends=True)  # nanoseconds; unreadable…
         return SpanTable(*[list(c) for c in cols])
 
     def span(self, span_id: str) -> rm.Span:

@@ -44,6 +44,7 @@ from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.outage import NO_RIDE_OUT, Pauses, RideOut
 from agentdesk.store.rules.apply import apply_rules
 from agentdesk.store.rules.prepare import prepare_request
+from agentdesk.store.text.times import ns_of_seconds
 from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import (
     arguments_text,
@@ -248,7 +249,7 @@ class AgentRuntime:
             run = self._get(uow, sc.RunRow, run_id)
             span = sc.SpanRow(
                 id=span_id, run_id=run_id, parent_span_id=parent_span_id, kind=kind, name=name,
-                status="running", started_at=uow.now, attributes=json.dumps(dict(attributes or {})),
+                status="running", started_at=ns_of_seconds(uow.now), attributes=json.dumps(dict(attributes or {})),
                 input_text=check_text("span input", input_text) if input_text else None)
             uow.session.add(span)
             uow.session.flush()
@@ -279,7 +280,7 @@ class AgentRuntime:
         with self._unit() as uow:
             span = self._get(uow, sc.SpanRow, span_id)
             span.status = status
-            span.ended_at = uow.now
+            span.ended_at = ns_of_seconds(uow.now)
             span.output_text = check_text("span output", output_text) if output_text else None
             span.input_tokens, span.output_tokens, span.cost_usd = input_tokens, output_tokens, cost_usd
             span.error = error

@@ -93,8 +93,10 @@ def test_scan_fallback_agrees_with_the_index(scan_source: NativeSource, spans: S
 
 def test_duration_terms(source: NativeSource, spans: Spans, rt: AgentRuntime) -> None:
     with source.store.write_engine.begin() as conn:
-        conn.execute(text("UPDATE spans SET started_at = 100, ended_at = 103 WHERE id = :i"), {"i": spans.read})
-        conn.execute(text("UPDATE spans SET started_at = 104, ended_at = 104.05 WHERE id = :i"),
+        # span times are integer nanoseconds (migration 0023): 100 s to 103 s, 104 s to 104.05 s
+        conn.execute(text("UPDATE spans SET started_at = 100000000000, ended_at = 103000000000 WHERE id = :i"),
+                     {"i": spans.read})
+        conn.execute(text("UPDATE spans SET started_at = 104000000000, ended_at = 104050000000 WHERE id = :i"),
                      {"i": spans.write})
     assert set(search_run(source, spans.run, "dur>2s").span_ids) == {spans.read}
     assert spans.write in search_run(source, spans.run, "dur<100ms").span_ids

@@ -354,7 +354,7 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
         "agentdesk_note_parents": [("parents", f"SELECT agentdesk_note_parents('{b.run}', 'run', '{b.run}')")],
         "agentdesk_note_check": [("check", "SELECT agentdesk_note_check('x', 'run', 'y', 'z')")],
         "agentdesk_note_written": [("written", "SELECT agentdesk_note_written(1, 2)")],
-        # the rule applier (migration 0026_rule_applier): operators only; tests/store/rules/test_applier.py in full
+        # the rule applier (migration 0024_rule_applier): operators only; tests/store/rules/test_applier.py in full
         "agentdesk_rules_decide": [("decide the pending one by rule", "SELECT * FROM agentdesk_rules_decide("
                                    f"'{b.pending}', 'rul_none', 1, '', '{v}')"),
                                    ("decide the denied one by rule", "SELECT * FROM agentdesk_rules_decide("

@@ -34,7 +34,7 @@ from agentdesk.store.notes.reads import marks_by_target, readable
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.text.jsonsafe import bounded, loads
-from agentdesk.store.text.times import readable_seconds
+from agentdesk.store.text.times import ns_of_seconds, readable_ns, readable_seconds
 
 FORMATS = ("otlp-json", "otlp-jsonl", "otlp-proto")
 BINARY_FORMATS = frozenset({"otlp-proto"})
@@ -59,9 +59,16 @@ def span_hex(row_id: str) -> str:
 
 
 def _ns(seconds: float | None) -> str:
-    """OTLP nanoseconds; a stored time that is no time (±1e300, 9.2e18, text) is written as 0, unknown."""
+    """OTLP nanoseconds of a time agentdesk keeps in seconds (a native run's, an approval's); a stored time
+    that is no time (±1e300, 9.2e18, text) is written as 0, unknown."""
     readable = readable_seconds(seconds)
-    return "0" if readable is None else str(round(readable * 1e9))
+    return "0" if readable is None else str(ns_of_seconds(readable))
+
+
+def _span_ns(stored: int | None) -> str:
+    """A span's stored time (integer nanoseconds) as OTLP writes it: the very integer that was imported;
+    one that is no time (unreadable, or a float or a word written into the column) is 0, unknown."""
+    return str(stored) if type(stored) is int and readable_ns(stored) is not None else "0"
 
 
 def runs_of(store: Store, run_id: str | None, project: str | None) -> list[str]:
@@ -244,7 +251,7 @@ def _imported_span(row: sc.SpanRow, attrs: dict[str, Any], orphans: dict[str, st
     span: dict[str, Any] = {
         "traceId": trace_id, "spanId": span_id, "name": original_name(row.name) if row.id in orphans else row.name,
         "kind": v.SPAN_KINDS.get(str(attrs.get("otel.kind")), 0),
-        "startTimeUnixNano": _ns(row.started_at), "endTimeUnixNano": _ns(row.ended_at),
+        "startTimeUnixNano": _span_ns(row.started_at), "endTimeUnixNano": _span_ns(row.ended_at),
         "attributes": v.to_attributes({k: val for k, val in attrs.items() if k not in EXTRA_KEYS})}
     if parent:
         span["parentSpanId"] = span_hex(parent)
@@ -374,7 +381,7 @@ class _NativeFacts:
             out.update(_approval_attributes(approval))
         span: dict[str, Any] = {
             "traceId": self.trace, "spanId": span_hex(row.id), "name": row.name, "kind": 1,
-            "startTimeUnixNano": _ns(row.started_at), "endTimeUnixNano": _ns(row.ended_at),
+            "startTimeUnixNano": _span_ns(row.started_at), "endTimeUnixNano": _span_ns(row.ended_at),
             "attributes": v.to_attributes(out)}
         if row.parent_span_id:
             span["parentSpanId"] = span_hex(row.parent_span_id)

@@ -44,6 +44,7 @@ from agentdesk.store.ingest.prepare import (  # item_id: readback and events imp
 from agentdesk.store.ingest.probe import Probe, probe
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.text.times import NS_PER_S
 from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import estimate_tokens, payload_hash
 
@@ -197,8 +198,8 @@ class TraceWriter:
         """Orphan rows this writer inserted: a new run with none has nothing waiting to be placed."""
         self._stored_agents: dict[str, str | None] = {}
         """Stored span row id -> the agent of its nearest agent span (many children share a parent)."""
-        self._seen: dict[str, float | None] = {}
-        """Spans this writer wrote (row id -> end time): a later chunk may repeat them."""
+        self._seen: dict[str, int | None] = {}
+        """Spans this writer wrote (row id -> end time, ns): a later chunk may repeat them."""
         self._new_run = False
         self._first = uow.now
 
@@ -507,9 +508,9 @@ class TraceWriter:
             self._orphans += len(orphan_rows)
         self._flush_context(context)
 
-    def _existing(self, row_ids: list[str]) -> dict[str, float | None]:
+    def _existing(self, row_ids: list[str]) -> dict[str, int | None]:
         S = sc.SpanRow
-        out: dict[str, float | None] = {}
+        out: dict[str, int | None] = {}
         for n in range(0, len(row_ids), IN_CHUNK):
             out.update((i, e) for i, e in self.conn.execute(
                 select(S.id, S.ended_at).where(S.id.in_(row_ids[n:n + IN_CHUNK]))))
@@ -548,8 +549,8 @@ class TraceWriter:
             if not facts.get("model"):
                 facts["model"] = sp.model
         return ((row_id, self.run_id, parent_row, self._kind(sp),
-                 sp.name if orphan_of is None else ORPHAN_PREFIX + sp.name, sp.status, sp.start_ns / 1e9,
-                 sp.end_ns / 1e9 if sp.end_ns else None, sp.input_tokens, sp.output_tokens, sp.cost_usd,
+                 sp.name if orphan_of is None else ORPHAN_PREFIX + sp.name, sp.status, sp.start_ns,
+                 sp.end_ns or None, sp.input_tokens, sp.output_tokens, sp.cost_usd,
                  add_keys(sp.attributes, own) if own else sp.attributes, sp.input_text, sp.output_text,
                  sp.error, 1 if sp.kind == "model" and sp.inputs else None), orphan_of)
 
@@ -565,13 +566,13 @@ class TraceWriter:
         if waiting is not None:
             own[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
         self.conn.execute(update(sc.SpanRow).where(sc.SpanRow.id == row_id).values(
-            status=sp.status, ended_at=sp.end_ns / 1e9, input_tokens=sp.input_tokens,
+            status=sp.status, ended_at=sp.end_ns, input_tokens=sp.input_tokens,
             output_tokens=sp.output_tokens, cost_usd=sp.cost_usd, output_text=sp.output_text,
             input_text=sp.input_text, error=sp.error, kind=self._kind(sp),
             name=sp.name if waiting is None else ORPHAN_PREFIX + sp.name,
             attributes=add_keys(sp.attributes, own) if own else sp.attributes))
         self._written.append(row_id)
-        self._seen[row_id] = sp.end_ns / 1e9
+        self._seen[row_id] = sp.end_ns
         self.report.completed += 1
 
     # -- what the model saw ----------------------------------------------------------------
@@ -837,7 +838,9 @@ class TraceWriter:
             stored = self.conn.execute(select(S.status, S.name, S.error, S.attributes)
                                        .where(S.id == self.root_row)).first()
             root = _Root(*stored) if stored is not None else None
-        _total, open_, first, last, tin, tout, cost = given
+        _total, open_, first_ns, last_ns, tin, tout, cost = given
+        # The run and session keep float seconds (no OTLP time of their own); their spans' are nanoseconds
+        first, last = (None if t is None else t / NS_PER_S for t in (first_ns, last_ns))
         status = "running" if open_ else ("failed" if root is not None and root.status == "error" else "done")
         values: dict[str, Any] = {"status": status, "started_at": first, "ended_at": None if open_ else last,
                                   "input_tokens": int(tin), "output_tokens": int(tout), "cost_usd": float(cost),

@@ -9,7 +9,7 @@ from typing import Any
 from agentdesk.store import readmodel as rm
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.text.jsonsafe import DISPLAY_CHARS, loads_bounded, truncated
-from agentdesk.store.text.times import moment
+from agentdesk.store.text.times import moment, moment_ns
 
 
 def ts(value: float) -> datetime:
@@ -60,7 +60,7 @@ def run(row: sc.RunRow, pending: int, control: str = "running", control_note: st
 
 def span(row: sc.SpanRow) -> rm.Span:
     return rm.Span(row.id, row.run_id, row.parent_span_id, row.kind, row.name, row.status,
-                   ts(row.started_at), ts_opt(row.ended_at),
+                   moment_ns(row.started_at), None if row.ended_at is None else moment_ns(row.ended_at),
                    rm.Usage(row.input_tokens, row.output_tokens, row.cost_usd), json_dict(row.attributes),
                    row.input_text, row.output_text, row.error, row.context_revision)
 

@@ -1,6 +1,7 @@
 """agentdesk's own tables, as typed SQLAlchemy declarative models.
 
-Times are stored as float seconds since the epoch (UTC): portable across SQLite
+Times are stored as float seconds since the epoch (UTC), except a span's start and end, integer
+nanoseconds (OTLP's own unit, kept exact from import to export; migration 0023). Seconds are portable across SQLite
 and PostgreSQL, cheap to compare in SQL (expiry checks) and to feed to the
 timeline as arrays. The hierarchy ids (project, task, session, agent) are copied
 onto lower rows because they never change and it makes per-level counts (pending
@@ -9,12 +10,14 @@ approvals, status roll-ups) one indexed GROUP BY instead of a chain of joins.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 SEQ = BigInteger().with_variant(Integer(), "sqlite")
 """The audit's and the change log's seq: bigint on PostgreSQL (migration 0012); SQLite's INTEGER is 64-bit and
 must stay spelled INTEGER for its rowid alias."""
+NS = BigInteger().with_variant(Integer(), "sqlite")
+"""A span time in integer nanoseconds since the epoch (migration 0023; see store/text/times.py)."""
 
 
 class Base(DeclarativeBase):
@@ -111,8 +114,11 @@ class SpanRow(Base):
     kind: Mapped[str] = mapped_column(String(16))
     name: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16))
-    started_at: Mapped[float] = mapped_column(Float)
-    ended_at: Mapped[float | None] = mapped_column(Float)
+    # Integer nanoseconds since the epoch (migration 0023), the exact OTLP times: a float's 256 ns step
+    # near 1.7e18 changed three imported times in four. BIGINT on PostgreSQL, INTEGER (64-bit) on SQLite.
+    started_at: Mapped[int] = mapped_column(NS, server_default=text("-1"))
+    """-1 (unreadable) by default: SQLite adds a NOT NULL column only with one (migration 0023)."""
+    ended_at: Mapped[int | None] = mapped_column(NS)
     input_tokens: Mapped[int] = mapped_column(Integer, default=0)
     output_tokens: Mapped[int] = mapped_column(Integer, default=0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
@@ -234,7 +240,7 @@ class RuleRow(Base):
 class RuleLookRow(Base):
     """An applier's look at an agent login's pending request on PostgreSQL (store/rules/applier.py): no row means
     no applier has looked yet. `outcome` is approved or denied (a rule decided), ask (an ask rule matched) or none
-    (no rule did): the last two wait for a person. Written only by the server's functions (migration 0026)."""
+    (no rule did): the last two wait for a person. Written only by the server's functions (migration 0024)."""
     __tablename__ = "approval_rule_looks"
     approval_id: Mapped[str] = mapped_column(ForeignKey("approvals.id"), primary_key=True)
     looked_at: Mapped[float] = mapped_column(Float)

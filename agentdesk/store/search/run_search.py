@@ -32,7 +32,7 @@ from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.marks import marked_targets
 from agentdesk.store.search.query import Query, fts_phrase, matches_text, parse, words_of
 from agentdesk.store.source import Source
-from agentdesk.store.text.times import seconds_column
+from agentdesk.store.text.times import NS_PER_S, ns_column
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def column_tests(q: Query, params: dict[str, Any], table: str = "s") -> list[str
         params["status"] = next(iter(q.statuses))
         tests.append(f"{table}.status = :status")
     for n, d in enumerate(q.durations):
-        params[f"dur{n}"] = d.seconds
+        params[f"dur{n}"] = round(d.seconds * NS_PER_S)  # span times are integer nanoseconds
         tests.append(f"({table}.ended_at IS NOT NULL AND {table}.ended_at - {table}.started_at {d.op} :dur{n})")
     return tests
 
@@ -226,7 +226,7 @@ def _by_start(rows: Sequence[Any]) -> tuple[list[str], int]:
     try:
         starts = np.fromiter((row[1] for row in rows), dtype=np.float64, count=len(rows))
     except (TypeError, ValueError):  # a word where a time belongs: it sorts as an unreadable time
-        starts = np.array(seconds_column(row[1] for row in rows), dtype=np.float64)
+        starts = np.array(ns_column(row[1] for row in rows), dtype=np.float64)
     order = np.argsort(starts, kind="stable").tolist()
     return [rows[i][0] for i in order], len(rows)
 

@@ -40,7 +40,7 @@ from agentdesk.store.search.run_search import (
     search_run,
 )
 from agentdesk.store.source import Source
-from agentdesk.store.text.times import UNREADABLE_SECONDS, readable_seconds
+from agentdesk.store.text.times import UNREADABLE_SECONDS, readable_ns
 
 MAX_MARKED = 10_000
 """Marked spans a mixed query narrows to in one SQL statement (SQLite allows 32,766 parameters)."""
@@ -174,8 +174,9 @@ def _spans_pg(engine: Engine, q: Query, limit: int) -> tuple[list[Hit], int]:
 
 
 def _started(value: object) -> float:
-    """A stored start as seconds; an unreadable one (text, ±1e300) sorts as the foreign readers' epoch."""
-    seconds = readable_seconds(value)
+    """A stored span start (integer nanoseconds) as seconds; an unreadable one (negative, text, ±1e300) sorts
+    as the foreign readers' epoch."""
+    seconds = readable_ns(value)
     return UNREADABLE_SECONDS if seconds is None else seconds
 
 

@@ -26,6 +26,7 @@ from agentdesk.store.persistence.database import Store
 from agentdesk.store.sim import bulk_rows as br
 from agentdesk.store.sim.content import AgentProfile, ContentGenerator, ToolCall, Usage
 from agentdesk.store.sim.spans import IdMaker, Row, SpanTreeBuilder, mark_running_tail, shift_times, tree_end
+from agentdesk.store.text.times import ns_of_seconds
 
 __all__ = ["AgentProfile", "BulkResult", "ContentGenerator", "ToolCall", "Usage", "populate_bulk"]
 
@@ -70,13 +71,23 @@ def populate_bulk(store: Store, *, seed: int = 0, projects: int = 5, runs: int =
     with store.write_engine.begin() as conn:
         _insert(conn, plan.tables, ("projects", "tasks", "sessions", "agents", "runs"))
     with store.write_engine.begin() as conn:
-        _insert(conn, plan.tables, ("spans",))
+        spans = plan.tables.get("spans", [])
+        for start in range(0, len(spans), CHUNK):  # converted a chunk at a time: a million spans, not two
+            conn.execute(insert(sc.SpanRow), [_span_in_ns(row) for row in spans[start:start + CHUNK]])
     with store.write_engine.begin() as conn:
         _insert(conn, plan.tables, ("tool_calls", "approvals", "context_groups", "context_items",
                                     "context_item_revisions", "span_context_items"))
         audit = _audit(conn, plan.audit_events)
     audit.anchor()  # after the commit: the chain head goes to the store's anchor file
     return plan.result(time.perf_counter() - began)
+
+
+def _span_in_ns(row: Row) -> Row:
+    """A planned span (times in seconds, as the plan computes them) as its row: times in integer
+    nanoseconds (migration 0023)."""
+    end = row["ended_at"]
+    return row | {"started_at": ns_of_seconds(row["started_at"]),
+                  "ended_at": None if end is None else ns_of_seconds(end)}
 
 
 def _insert(conn: Connection, tables: dict[str, list[Row]], names: Iterable[str]) -> None:

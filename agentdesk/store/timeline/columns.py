@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 
 from agentdesk.store.readmodel import SpanTable
-from agentdesk.store.text.times import EARLIEST_S, LATEST_S, seconds_column
+from agentdesk.store.text.times import (
+    EARLIEST_S,
+    LATEST_S,
+    NS_PER_S,
+    READABLE_NS_BELOW,
+    ns_column,
+    seconds_column,
+)
 from agentdesk.store.timeline.id_index import SpanKeys
 from agentdesk.store.timeline.strings import Coded, StringTable, take
 
@@ -23,7 +30,8 @@ _DTYPES = (np.float64, np.float64, np.int64, np.int64, np.float64)
 
 @dataclass(frozen=True, slots=True)
 class SpanColumns:
-    """Span columns in start order; times are seconds since the epoch, `end` NaN while open.
+    """Span columns in start order; times are seconds since the epoch, `end` NaN while open (our schema
+    stores nanoseconds: the reads divide at this edge, where the layout wants float seconds).
 
     `total` is how many spans the run has, or with only the first spans asked for a lower bound:
     more than `len(self)` when the run has more (counting them all waits on the whole index, a
@@ -56,7 +64,9 @@ class SpanColumns:
 class ColumnBuilder:
     """Appends row chunks to the columns: ids as strings, kinds, names and statuses coded, numbers as arrays."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, ns: bool = False) -> None:
+        self.ns = ns
+        """Times come as integer nanoseconds (our schema's spans, migration 0023), not seconds (a SpanTable)."""
         self.ids: list[str] = []
         self.parent_ids: list[str | None] = []
         self.kinds, self.names, self.statuses = (Coded(np.zeros(0, np.int32), StringTable()) for _ in range(3))
@@ -75,7 +85,7 @@ class ColumnBuilder:
             coded + values for coded, values in zip((self.kinds, self.names, self.statuses), cols[2:5], strict=True))
         for n, (out, values, dtype) in enumerate(zip(self.numbers, cols[5:], _DTYPES, strict=True)):
             if n < 2:  # times: each unreadable one (±1e300, 9.2e18, text) the epoch, as foreign readers give it
-                values = _times(values, open_ends=n == 1)
+                values = _times(values, open_ends=n == 1, ns=self.ns)
             try:
                 array = np.array(values, dtype=np.float64)  # None becomes NaN: an open end, or a missing count
             except (TypeError, ValueError):  # a word where a count belongs: no count
@@ -90,16 +100,20 @@ class ColumnBuilder:
                            input_tokens, output_tokens, cost, total=len(self.ids) if total is None else total)
 
 
-def _times(values: Sequence[Any], *, open_ends: bool) -> Sequence[Any]:
-    """The time column as it is when every value is a readable time (checked in C), else mended."""
+def _times(values: Sequence[Any], *, open_ends: bool, ns: bool = False) -> Sequence[Any]:
+    """The time column in seconds: as it is (or divided, from nanoseconds) when every value is a readable
+    time (checked in C), else mended value by value."""
+    mended = ns_column if ns else seconds_column
     try:
         array = np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
-        return seconds_column(values, open_ends=open_ends)
+        return mended(values, open_ends=open_ends)
     known = array[~np.isnan(array)] if open_ends else array
-    if bool(((known >= EARLIEST_S) & (known <= LATEST_S)).all()):
+    if ns and bool(((known >= 0) & (known < READABLE_NS_BELOW)).all()):
+        return array / NS_PER_S  # type: ignore[return-value]  # an array: what the caller makes of it anyway
+    if not ns and bool(((known >= EARLIEST_S) & (known <= LATEST_S)).all()):
         return values
-    return seconds_column(values, open_ends=open_ends)
+    return mended(values, open_ends=open_ends)
 
 
 def from_table(table: SpanTable) -> SpanColumns:

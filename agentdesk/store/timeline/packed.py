@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from agentdesk.store.persistence.sqlite import lenient_text
+from agentdesk.store.text.times import READABLE_NS_BELOW
 from agentdesk.store.timeline.columns import SpanColumns
 from agentdesk.store.timeline.id_index import FixedKeys, Keys, SpanKeys
 from agentdesk.store.timeline.strings import STEP, Coded, FixedIds, FixedParents, StringTable, encode, fixed_width, take
@@ -52,15 +53,17 @@ of a real (doubles this large are multiples of 1024)."""
 
 
 _NS, _PICO = 1e9, 1e12
-"""Times travel as integer nanoseconds since the run's first start, costs as integer picodollars."""
+"""Times travel as integer nanoseconds since the run's first start (stored as integer nanoseconds since
+the epoch, migration 0023: a subtraction, exact; a float or a word written into the column makes a real,
+or overflows into one, and the run reads by rows), costs as integer picodollars."""
 
 
 _PACKED = ("SELECT count(*), "
            "group_concat(id, '\x1f'), "
            "group_concat(ifnull(parent_span_id, ''), '\x1f'), group_concat(ifnull(kind, ''), '\x1f'), "
            "group_concat(ifnull(name, ''), '\x1f'), group_concat(ifnull(status, ''), '\x1f'), "
-           "group_concat(CAST(round((started_at - :t0) * 1e9) AS INTEGER), ','), "
-           "group_concat(ifnull(CAST(round((ended_at - :t0) * 1e9) AS INTEGER), :none), ','), "
+           "group_concat(started_at - :t0, ','), "
+           "group_concat(ifnull(ended_at - :t0, :none), ','), "
            "group_concat(ifnull(input_tokens, 0), ','), "
            "group_concat(ifnull(output_tokens, 0), ','), "
            "group_concat(CAST(round(ifnull(cost_usd, 0) * 1e12) AS INTEGER), ',') "
@@ -99,7 +102,8 @@ class _Extent:
     """The run's span count, first start and rowid range: one pass over its `spans_by_run` entries."""
 
     total: int
-    t0: float
+    t0: int
+    """The first start, integer nanoseconds (0 when it is no integer: the rows then hold absolute times)."""
     lo: int
     hi: int
 
@@ -120,7 +124,7 @@ def _extent(cursor: Any, run_id: str, first: int | None = None) -> _Extent:
     else:
         count, t0, lo, hi = cursor.execute("SELECT count(*), min(started_at), min(rowid), max(rowid) FROM spans "
                                            "WHERE run_id = ?", (run_id,)).fetchone()
-    return _Extent(int(count), float(t0) if isinstance(t0, (int, float)) else 0.0, int(lo or 0), int(hi or 0))
+    return _Extent(int(count), t0 if type(t0) is int else 0, int(lo or 0), int(hi or 0))
 
 
 def _packed(cursor: Any, run_id: str, first: int | None, extent: _Extent, by_rowid: bool | None = None,
@@ -203,10 +207,11 @@ def assemble(job: _Job, pieces: list[_Piece], total: int, *, sort: bool) -> Span
             kinds, names, statuses = (c.taken(order) for c in (kinds, names, statuses))
             start_ns, end_ns, input_tokens, output_tokens, cost_pico = (
                 a[order] for a in (start_ns, end_ns, input_tokens, output_tokens, cost_pico))
+    t0 = job.t0 / _NS
     start = start_ns / _NS
-    start += job.t0
+    start += t0
     end = np.where(end_ns == _NONE, np.nan, end_ns / _NS)
-    end += job.t0
+    end += t0
     return SpanColumns(ids, parents, kinds, names, statuses, start, end, input_tokens, output_tokens,
                        cost_pico / _PICO, total=max(total, count), keys=SpanKeys(keys, key_of, parent_key))
 
@@ -233,7 +238,8 @@ class _Job:
 
     statement: str
     run_id: str
-    t0: float
+    t0: int
+    """Integer nanoseconds: the times are read relative to it."""
     tables: tuple[StringTable, StringTable, StringTable]
     """Kinds, names, statuses (thread-safe: both reading threads add to them)."""
     keys: Keys
@@ -335,9 +341,13 @@ def _unpack(row: Sequence[Any], job: _Job, base: int) -> _Piece | None:
             if len(values) != count:
                 return None
             numbers.append(values)
-    for k in (0, 1, 4):  # start, end, cost: too far for int64 (see `_SCALED_BELOW`)
+    values = numbers[4]  # cost: too far for int64 (see `_SCALED_BELOW`)
+    if ((values >= _SCALED_BELOW) | (values <= -_SCALED_BELOW)).any():
+        return None
+    low, high = -job.t0, READABLE_NS_BELOW - job.t0  # the readable times, [0, 2255), less the first start
+    for k in (0, 1):  # an unreadable time (negative, past 2255) is the row read's to mend
         values = numbers[k]
-        if ((values >= _SCALED_BELOW) | ((values <= -_SCALED_BELOW) & (values != _NONE))).any():
+        if ((values < low) & (values != _NONE) | (values >= high)).any():
             return None
     fixed = fixed_width(row[1], count), fixed_width(row[2], count)
     texts: list[list[Any]] = []  # ids and parents too unless both are fixed; kinds, names, statuses

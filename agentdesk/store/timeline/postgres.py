@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 from psycopg.adapt import Loader
 
+from agentdesk.store.text.times import READABLE_NS_BELOW, UNREADABLE_NS
 from agentdesk.store.timeline.columns import ColumnBuilder, SpanColumns
 from agentdesk.store.timeline.id_index import Keys
 from agentdesk.store.timeline.packed import _NONE, _SEP, _Job, _Piece, _unpack, assemble
@@ -34,6 +35,11 @@ _CLAMP = "greatest(least({x}, 9.2e18), -9.2e18)"
 """Past int64 a cast fails (and aborts the transaction): clamped, `_unpack` sees the value as too far.
 `least` and `greatest` skip NULLs (`least(NULL, 9.2e18)` is 9.2e18): a NULL end is tested first."""
 
+_TIME = f"least(greatest({{x}}, {UNREADABLE_NS}), {READABLE_NS_BELOW})"
+"""A stored time (bigint nanoseconds) kept within [unreadable, the last readable) before the run's first
+start (kept so too) is taken from it: the difference then fits int64 whatever a login wrote (an overflow
+would abort the read's transaction), and stays an exact integer subtraction."""
+
 _ORDER = "ORDER BY started_at, id"
 """Start order, ties by id: one order for every slice, from the `spans_by_run` index."""
 
@@ -44,14 +50,14 @@ _COLUMNS = "id, parent_span_id, kind, name, status, started_at, ended_at, input_
 def _aggregates(t0: str) -> str:
     """The packed columns of the rows in FROM (in their order), times rebased to `t0` (SQL)."""
     sep = f"E'\\x{ord(_SEP):02x}'"
-    start = _CLAMP.format(x=f"(started_at - {t0}) * 1e9")
-    end = _CLAMP.format(x=f"(ended_at - {t0}) * 1e9")
+    start = _TIME.format(x="started_at") + f" - {t0}"
+    end = _TIME.format(x="ended_at") + f" - {t0}"
     cost = _CLAMP.format(x="coalesce(cost_usd, 0) * 1e12")
     return (f"count(*), string_agg(id, {sep}), string_agg(coalesce(parent_span_id, ''), {sep}), "
             f"string_agg(coalesce(kind, ''), {sep}), string_agg(coalesce(name, ''), {sep}), "
             f"string_agg(coalesce(status, ''), {sep}), "
-            f"string_agg(round({start})::bigint::text, ','), "
-            f"string_agg(CASE WHEN ended_at IS NULL THEN {_NONE} ELSE round({end})::bigint END::text, ','), "
+            f"string_agg(({start})::text, ','), "
+            f"string_agg(CASE WHEN ended_at IS NULL THEN {_NONE} ELSE {end} END::text, ','), "
             "string_agg(coalesce(input_tokens, 0)::text, ','), string_agg(coalesce(output_tokens, 0)::text, ','), "
             f"string_agg(round({cost})::bigint::text, ','), max(started_at)")
 
@@ -69,7 +75,7 @@ def _first_sql(first: int) -> str:
     (server and transfer, first 10,000): 12 ms, against 15 ms for one pass numbering the rows with window
     functions and packing those within `first` (`FILTER`), and ~20 ms for an earlier form that read the
     rows into a materialized CTE and sorted them again (the CTE's order is not the planner's to rely on)."""
-    t0 = "(SELECT min(started_at) FROM spans WHERE run_id = %(run)s)"
+    t0 = "(SELECT " + _TIME.format(x="min(started_at)") + " FROM spans WHERE run_id = %(run)s)"
     return (f"SELECT {_aggregates(t0)}, (SELECT count(*) FROM (SELECT 1 FROM spans WHERE run_id = %(run)s "
             f"LIMIT {int(first) + 1}) c), min(started_at) "
             f"FROM (SELECT {_COLUMNS} FROM spans WHERE run_id = %(run)s {_ORDER} LIMIT {int(first)}) s")
@@ -113,7 +119,7 @@ def read(session: Any, run_id: str, first: int | None) -> SpanColumns | None:
         row = cursor.execute("SELECT min(started_at) FROM spans WHERE run_id = %s", (run_id,)).fetchone()
         if row is None or row[0] is None:
             return None
-        t0 = float(row[0]) if isinstance(row[0], float | int) else 0.0
+        t0 = _first_start(row[0])
         job = _Job("", run_id, t0, (StringTable(), StringTable(), StringTable()), Keys())
         pieces: list[_Piece] = []
         params: dict[str, Any] = {"run": run_id, "t0": t0}
@@ -130,7 +136,7 @@ def read(session: Any, run_id: str, first: int | None) -> SpanColumns | None:
             got += int(answer[0])
             last_id = piece.ids[-1]
             params["last_id"] = last_id.decode() if isinstance(last_id, bytes) else str(last_id)
-            params["last_start"] = float(answer[11])
+            params["last_start"] = int(answer[11])
             if int(answer[0]) < size:
                 break
         return assemble(job, pieces, got, sort=False) if pieces else None
@@ -140,10 +146,15 @@ def _first(cursor: psycopg.Cursor[Any], run_id: str, first: int) -> SpanColumns 
     answer = cursor.execute(_first_sql(first), {"run": run_id}).fetchone()
     if answer is None or not answer[0]:
         return None
-    t0 = float(answer[13]) if isinstance(answer[13], float | int) else 0.0
+    t0 = _first_start(answer[13])
     job = _Job("", run_id, t0, (StringTable(), StringTable(), StringTable()), Keys())
     piece = _unpack(answer[:11], job, 0)
     return None if piece is None else assemble(job, [piece], int(answer[12]), sort=False)
+
+
+def _first_start(value: object) -> int:
+    """The run's first start as `_TIME` keeps it (integer nanoseconds)."""
+    return min(max(value, UNREADABLE_NS), READABLE_NS_BELOW) if type(value) is int else 0
 
 
 def rows(session: Any, run_id: str, first: int | None) -> SpanColumns:
@@ -154,7 +165,7 @@ def rows(session: Any, run_id: str, first: int | None) -> SpanColumns:
                                  f"{'' if first is None else ' LIMIT ' + str(int(first) + 1)}) s",
                                  (run_id,)).fetchone()
         total = int(counted[0]) if counted else 0
-        builder = ColumnBuilder()
+        builder = ColumnBuilder(ns=True)
         cursor.execute("SELECT id, parent_span_id, coalesce(kind, ''), coalesce(name, ''), coalesce(status, ''), "
                        "started_at, ended_at, input_tokens, output_tokens, cost_usd FROM spans "
                        f"WHERE run_id = %s {_ORDER}{limit}", (run_id,))

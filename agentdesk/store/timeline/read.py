@@ -103,7 +103,7 @@ def _rows(session: Any, run_id: str, first: int | None) -> SpanColumns:
         cursor.execute("SELECT id" + order, (run_id,))
         while chunk := cursor.fetchmany(CHUNK):
             ids.extend(_texts([row[0] for row in chunk]))
-        builder = ColumnBuilder()
+        builder = ColumnBuilder(ns=True)
         decoded = _Decoded()
         cursor.execute(f"SELECT {_COLUMNS.replace('id, ', 'NULL, ', 1)}" + order, (run_id,))
         while chunk := cursor.fetchmany(CHUNK):

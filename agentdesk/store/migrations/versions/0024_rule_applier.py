@@ -1,7 +1,7 @@
 """rule applier: standing rules decide agent logins' requests on PostgreSQL, applied by an operator's process
 
-Revision ID: 0026_rule_applier
-Revises: 0022_bigint_tokens
+Revision ID: 0024_rule_applier
+Revises: 0023_integer_nanoseconds
 Create Date: 2026-12-06 10:00:00
 
 Until now an agent login's approval request on PostgreSQL was never decided by a standing rule: the agent's
@@ -40,8 +40,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0026_rule_applier'
-down_revision = '0022_bigint_tokens'
+revision = '0024_rule_applier'
+down_revision = '0023_integer_nanoseconds'
 branch_labels = None
 depends_on = None
 
