@@ -3,9 +3,10 @@ old TEXT rows read as before, and PostgreSQL stores the text as it is."""
 
 from __future__ import annotations
 
-import json
 import io
+import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import select, text
@@ -103,3 +104,27 @@ def test_export_gives_back_the_attributes_as_imported(store: Store) -> None:
                        if a["key"] == "gen_ai.input.messages")
     assert histories == sorted(str(s.attributes["gen_ai.input.messages"]) for s in spans
                                if "gen_ai.input.messages" in (s.attributes or {}))
+
+
+def test_the_details_pane_and_what_the_model_saw_read_compressed_spans(store: Store) -> None:
+    _imported(store)
+    source = NativeSource(store)
+    with store.engine.begin() as conn:
+        packed = [str(i) for i in conn.execute(text("SELECT id FROM spans WHERE typeof(attributes) = 'blob'"))
+                  .scalars()]
+    assert packed
+    for span_id in packed:
+        span = source.span(span_id)
+        assert "Fix the build" in span.attributes["gen_ai.input.messages"]
+        assert any("Fix the build" in item.content for item in source.sent_context(span_id))
+
+
+@pytest.mark.postgres_only
+def test_postgresql_stores_the_text_as_it_is(backend: str, store: Store) -> None:
+    _imported(store)  # its server functions and word index read the column as text; TOAST compresses it
+    with store.engine.begin() as conn:
+        kinds = set(conn.execute(text("SELECT pg_typeof(attributes)::text FROM spans")).scalars())
+        raw = dict(conn.execute(text("SELECT id, attributes FROM spans")).all())
+    assert kinds == {"text"}
+    assert all(json.loads(a) for a in raw.values())
+    assert search_run(NativeSource(store), _run(store), 'gen_ai.input.messages:"fix the build"').span_ids
