@@ -44,7 +44,7 @@ from agentdesk.store.ingest.prepare import (  # item_id: readback and events imp
 from agentdesk.store.ingest.probe import Probe, probe
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
 from agentdesk.store.persistence import schema as sc
-from agentdesk.store.persistence.payloads import pack
+from agentdesk.store.persistence.payloads import pack_rows
 from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import estimate_tokens, payload_hash
 
@@ -551,12 +551,8 @@ class TraceWriter:
         return ((row_id, self.run_id, parent_row, self._kind(sp),
                  sp.name if orphan_of is None else ORPHAN_PREFIX + sp.name, sp.status, sp.start_ns / 1e9,
                  sp.end_ns / 1e9 if sp.end_ns else None, sp.input_tokens, sp.output_tokens, sp.cost_usd,
-                 self._stored(add_keys(sp.attributes, own) if own else sp.attributes), sp.input_text,
-                 sp.output_text, sp.error, 1 if sp.kind == "model" and sp.inputs else None), orphan_of)
-
-    def _stored(self, attributes: str) -> str | bytes | None:
-        """The attributes as the raw insert stores them: compressed on SQLite when large (payloads.py)."""
-        return pack(attributes) if self.conn.dialect.name == "sqlite" else attributes
+                 add_keys(sp.attributes, own) if own else sp.attributes, sp.input_text, sp.output_text,
+                 sp.error, 1 if sp.kind == "model" and sp.inputs else None), orphan_of)
 
     def _agent_of_span(self, sp: Prepared) -> str:
         return self._enclosing_agent(sp.span_id) or self.run_agent
@@ -996,7 +992,7 @@ def insert_tuples(conn: Connection, table: str, columns: Sequence[str], rows: li
         conn.execute(insert(sc.Base.metadata.tables[table]), [dict(zip(columns, r, strict=True)) for r in rows])
         return
     sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
-    conn.exec_driver_sql(sql, rows)
+    conn.exec_driver_sql(sql, pack_rows(table, columns, rows))  # large payloads compressed (payloads.py)
 
 
 def _copy_defaults(table: type[sc.Base], columns: Sequence[str]) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Dialect, Text
@@ -62,6 +63,18 @@ def unpack(value: Any) -> Any:
         except (zlib.error, UnicodeDecodeError):
             pass
     return data.decode("utf-8", "replace")
+
+
+PACKED = frozenset({("spans", "attributes")})
+"""The (table, column) pairs stored packed on SQLite; the ORM knows them by their `PackedText` type."""
+
+
+def pack_rows(table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows for a raw SQLite insert into `table`, with its packed columns packed (the rows as they are if none)."""
+    where = [n for n, column in enumerate(columns) if (table, column) in PACKED]
+    if not where:
+        return rows
+    return [tuple(pack(v) if n in where else v for n, v in enumerate(row)) for row in rows]
 
 
 def register(conn: sqlite3.Connection) -> None:
