@@ -41,6 +41,13 @@ def test_large_repetitive_text_is_stored_as_a_marked_blob() -> None:
     assert payloads.pack("{}") == "{}"  # small values stay TEXT
 
 
+def test_a_raw_insert_packs_only_the_packed_columns() -> None:
+    rows = [("s1", HISTORY, HISTORY)]
+    (packed,) = payloads.pack_rows("spans", ["id", "attributes", "input_text"], rows)
+    assert packed[0] == "s1" and packed[2] == HISTORY and isinstance(packed[1], bytes)
+    assert payloads.pack_rows("context_items", ["id", "attributes"], rows) is rows
+
+
 def test_a_blob_with_an_unknown_marker_reads_as_lenient_text() -> None:
     assert payloads.unpack(b"\x07abc") == "\x07abc"
     assert payloads.unpack(b"\x01not deflate") == "\x01not deflate"
