@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, func, or_, select
 
 from agentdesk.store.errors import Conflict, NotFound, PermissionRefused
 from agentdesk.store.ingest import values as v
@@ -39,6 +39,13 @@ LABEL_KEYS = {"span": "agentdesk.labels", "run": "agentdesk.run.labels", "approv
 OURS = frozenset(LABEL_KEYS.values())
 IMPORT_AUTHOR = "import"
 """Who a label read only from an `agentdesk.*labels` attribute (no event saying who) is recorded as."""
+
+
+def _may_carry_marks(dialect: str) -> ColumnElement[bool]:
+    """Spans whose attributes may hold `agentdesk.` keys: the text says so, or (SQLite) it is stored compressed
+    (persistence/payloads.py), which LIKE cannot see into; the parse after the query decides."""
+    like = sc.SpanRow.attributes.contains("agentdesk.")
+    return or_(like, func.typeof(sc.SpanRow.attributes) == "blob") if dialect == "sqlite" else like
 
 
 def iso(at: float) -> str:
@@ -148,7 +155,7 @@ def _found(store: Store, run_ids: list[str]) -> dict[str, list[tuple[str, str, d
                 if span)
             rows += [(r, i, t) for i, r, t in s.execute(
                 select(sc.SpanRow.id, sc.SpanRow.run_id, sc.SpanRow.attributes).where(
-                    sc.SpanRow.run_id.in_(some), sc.SpanRow.attributes.contains("agentdesk."))).all()]
+                    sc.SpanRow.run_id.in_(some), _may_carry_marks(s.get_bind().dialect.name))).all()]
     for run_id, span_id, text in rows:
         try:
             attrs = loads(text or "{}")

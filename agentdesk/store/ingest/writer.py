@@ -44,6 +44,7 @@ from agentdesk.store.ingest.prepare import (  # item_id: readback and events imp
 from agentdesk.store.ingest.probe import Probe, probe
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.payloads import pack_rows
 from agentdesk.store.text.times import NS_PER_S
 from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import estimate_tokens, payload_hash
@@ -994,7 +995,7 @@ def insert_tuples(conn: Connection, table: str, columns: Sequence[str], rows: li
         conn.execute(insert(sc.Base.metadata.tables[table]), [dict(zip(columns, r, strict=True)) for r in rows])
         return
     sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
-    conn.exec_driver_sql(sql, rows)
+    conn.exec_driver_sql(sql, pack_rows(table, columns, rows))  # large payloads compressed (payloads.py)
 
 
 def _copy_defaults(table: type[sc.Base], columns: Sequence[str]) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from agentdesk.store import readmodel as rm
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.payloads import unpack
 from agentdesk.store.text.jsonsafe import DISPLAY_CHARS, loads_bounded, truncated
 from agentdesk.store.text.times import moment, moment_ns
 
@@ -22,7 +23,9 @@ def ts_opt(value: float | None) -> datetime | None:
     return None if value is None else ts(value)
 
 
-def json_dict(text: str | None) -> dict[str, Any]:
+def json_dict(stored: str | bytes | None) -> dict[str, Any]:
+    """A stored JSON object column as a dict; a raw driver value compressed on SQLite (payloads.py) is read too."""
+    text = unpack(stored)
     if not text:
         return {}
     try:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from agentdesk.store.persistence.payloads import PackedText
+
 SEQ = BigInteger().with_variant(Integer(), "sqlite")
 """The audit's and the change log's seq: bigint on PostgreSQL (migration 0012); SQLite's INTEGER is 64-bit and
 must stay spelled INTEGER for its rowid alias."""
@@ -122,7 +124,8 @@ class SpanRow(Base):
     input_tokens: Mapped[int] = mapped_column(Integer, default=0)
     output_tokens: Mapped[int] = mapped_column(Integer, default=0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
-    attributes: Mapped[str] = mapped_column(Text, default="{}")
+    attributes: Mapped[str] = mapped_column(PackedText, default="{}")
+    """Stored compressed on SQLite when large (persistence/payloads.py); always read back as text."""
     input_text: Mapped[str | None] = mapped_column(Text)
     output_text: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)

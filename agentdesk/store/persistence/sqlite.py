@@ -36,6 +36,8 @@ except ImportError:  # pragma: no cover - Windows: no intent announcement, threa
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.pool import NullPool, Pool, QueuePool
 
+from agentdesk.store.persistence import payloads
+
 SQLITE_MAGIC = b"SQLite format 3\x00"
 IMMEDIATE = "agentdesk_immediate"
 BUSY_SLICE_MS = "agentdesk_busy_ms"
@@ -151,6 +153,7 @@ def create_sqlite_engine(path: Path, *, read_only: bool, busy_timeout_s: float,
         conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False,
                                isolation_level=None)
         conn.text_factory = lenient_text  # one invalid UTF-8 value must not fail the whole query
+        payloads.register(conn)  # agentdesk_text(spans.attributes): compressed payloads read as text in SQL
         conn.execute(f"PRAGMA busy_timeout={timeout_ms}")
         conn.execute("PRAGMA foreign_keys=ON")
         if read_only:

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, Engine, text
 
+from agentdesk.store.persistence.payloads import sql_text
+
 TOKENIZER = "unicode61 remove_diacritics 2"
 ROWS_TABLE = "span_search_rows"
 FTS_TABLE = "span_fts"
@@ -44,10 +46,13 @@ TRIGGERS = ("span_search_insert", "span_search_update", "span_search_delete")
 
 
 def attrs_sql(row: str) -> str:
-    """SQL for a span row's attributes as "key value key value" text ('' for anything but a JSON object)."""
-    return (f"CASE WHEN json_valid({row}.attributes) AND json_type({row}.attributes) = 'object' "
+    """SQL for a span row's attributes as "key value key value" text ('' for anything but a JSON object).
+
+    The column is read through `agentdesk_text` (persistence/payloads.py): large attributes are stored compressed."""
+    attrs = sql_text(f"{row}.attributes")
+    return (f"CASE WHEN json_valid({attrs}) AND json_type({attrs}) = 'object' "
             f"THEN coalesce((SELECT group_concat(key || ' ' || coalesce(value, ''), ' ') "
-            f"FROM json_each({row}.attributes)), '') ELSE '' END")
+            f"FROM json_each({attrs})), '') ELSE '' END")
 
 
 def _mark(row: str) -> str:

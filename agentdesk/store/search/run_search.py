@@ -26,6 +26,7 @@ from agentdesk.store.errors import NotFound
 from agentdesk.store.ingest.staging import STAGED_SQL
 from agentdesk.store.persistence.convert import json_dict
 from agentdesk.store.persistence.database import own_store
+from agentdesk.store.persistence.payloads import sql_text
 from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.search import fts, pg_index
 from agentdesk.store.search.indexer import drain_for_search
@@ -156,8 +157,9 @@ def attribute_tests(q: Query, params: dict[str, Any], table: str = "r") -> list[
     tests: list[str] = []
     for n, a in enumerate(q.attributes):
         params[f"akey{n}"] = "$." + json.dumps(a.key)
-        value = f"lower(CAST(json_extract({table}.attributes, :akey{n}) AS TEXT))"
-        tests.append(f"json_valid({table}.attributes) AND {value} IS NOT NULL")
+        attrs = sql_text(f"{table}.attributes")  # stored compressed when large (persistence/payloads.py)
+        value = f"lower(CAST(json_extract({attrs}, :akey{n}) AS TEXT))"
+        tests.append(f"json_valid({attrs}) AND {value} IS NOT NULL")
         for m, word in enumerate(a.words):
             params[f"aword{n}_{m}"] = f"%{word}%"
             tests.append(f"{value} LIKE :aword{n}_{m}")

@@ -1,0 +1,100 @@
+"""Large text payloads stored compressed on SQLite: the span's attributes JSON (docs/architecture.md, "Storage").
+
+A model call's attributes carry its whole message history (`gen_ai.input.messages`) as JSON text: most of a
+span's bytes, and very repetitive. On SQLite a value of at least `THRESHOLD` bytes is stored as a BLOB of one
+marker byte (`DEFLATE`) and a raw deflate stream, when that is smaller; anything else stays TEXT. SQLite keeps
+a value's type per row, so rows written before this (TEXT) read as they always did, and a reader tells the two
+apart by the type alone: TEXT is the text, a BLOB starts with its codec's marker. The marker leaves room for
+another codec later without touching old rows.
+
+PostgreSQL stores the text as it is: it already compresses large values (TOAST), and its server functions and
+GIN word index read the column as text.
+
+Readers get text back three ways: the ORM column type (`PackedText`) unpacks on every select; raw driver rows
+go through `unpack`; SQL that needs the JSON (`json_extract`, `json_each`) wraps the column in `SQL_TEXT(...)`,
+a function every agentdesk SQLite connection registers (`register`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Dialect, Text
+from sqlalchemy.types import TypeDecorator
+
+THRESHOLD = 768
+"""Shorter values stay TEXT: deflate saves little on them, and each call costs about the same CPU whatever the
+size, so a tool call's few hundred bytes are not worth it (the OTel import bench: half the CPU of a 256-byte
+threshold for about 100 bytes a span more)."""
+DEFLATE = 0x01
+"""The marker byte of a raw deflate stream (zlib's `wbits=-15` reads any window size)."""
+LEVEL, WINDOW_BITS, MEM_LEVEL = 1, -12, 4
+"""Fastest level, a 4 KiB window and a small hash table: a span's attributes are a few KiB, and a compressor
+that allocates little starts fast (the default 32 KiB window and memLevel 8 take several times longer per value
+here; level 6 saves under 3% more)."""
+SQL_TEXT = "agentdesk_text"
+"""The SQLite function that reads a stored payload as text: `agentdesk_text(spans.attributes)`."""
+
+
+def pack(text: str | None) -> str | bytes | None:
+    """What to store on SQLite for `text`: itself, or the marker and its deflate stream when that is smaller."""
+    if text is None or len(text) < THRESHOLD:
+        return text
+    raw = text.encode("utf-8", "surrogatepass")
+    packer = zlib.compressobj(LEVEL, zlib.DEFLATED, WINDOW_BITS, MEM_LEVEL)
+    body = packer.compress(raw) + packer.flush()
+    return bytes((DEFLATE,)) + body if len(body) + 1 < len(raw) else text
+
+
+def unpack(value: Any) -> Any:
+    """The text of a stored payload: TEXT (and anything not bytes) as it is, a marked BLOB decompressed.
+
+    A BLOB without a marker this version knows (another program wrote bytes there) reads as lenient UTF-8,
+    as TEXT that is not UTF-8 does (`sqlite.lenient_text`)."""
+    if not isinstance(value, bytes | bytearray | memoryview):
+        return value
+    data = bytes(value)
+    if data[:1] == bytes((DEFLATE,)):
+        try:
+            return zlib.decompress(data[1:], -15).decode("utf-8", "surrogatepass")
+        except (zlib.error, UnicodeDecodeError):
+            pass
+    return data.decode("utf-8", "replace")
+
+
+PACKED = frozenset({("spans", "attributes")})
+"""The (table, column) pairs stored packed on SQLite; the ORM knows them by their `PackedText` type."""
+
+
+def pack_rows(table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows for a raw SQLite insert into `table`, with its packed columns packed (the rows as they are if none)."""
+    where = [n for n, column in enumerate(columns) if (table, column) in PACKED]
+    if not where:
+        return rows
+    return [tuple(pack(v) if n in where else v for n, v in enumerate(row)) for row in rows]
+
+
+def register(conn: sqlite3.Connection) -> None:
+    """Make `agentdesk_text(x)` callable in this connection's SQL (deterministic, so indexes may use it)."""
+    conn.create_function(SQL_TEXT, 1, unpack, deterministic=True)
+
+
+def sql_text(column: str) -> str:
+    """SQL reading `column` as text on SQLite: `agentdesk_text(column)`."""
+    return f"{SQL_TEXT}({column})"
+
+
+class PackedText(TypeDecorator[str]):
+    """A TEXT column whose large values are stored compressed on SQLite (`pack`), read back as text."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> Any:
+        return pack(value) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        return unpack(value)
