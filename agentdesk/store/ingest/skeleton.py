@@ -19,14 +19,14 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from agentdesk.store.ingest import names as n
 from agentdesk.store.ingest.prepare import AGENT_KEY
-from agentdesk.store.ingest.semconv import agent_identity, is_agent_span
+from agentdesk.store.ingest.semconv import agent_identity, conversation_of, is_agent_span
 from agentdesk.store.ingest.spans import OtelSpan, split_span_row_id
 from agentdesk.store.persistence import schema as sc
 
 ORPHAN_PREFIX = "(orphan) "
 """Put before an orphan's name while it waits (the writer's marker; removed when the parent arrives)."""
 _KEYS = (n.OPERATION, n.OI_SPAN_KIND, n.AGENT_NAME, n.OI_AGENT_NAME, n.AGENT_ID, n.RESPONSE_MODEL,
-         n.REQUEST_MODEL, n.OI_MODEL_NAME, AGENT_KEY)
+         n.REQUEST_MODEL, n.OI_MODEL_NAME, n.CONVERSATION_ID, n.OI_SESSION_ID, AGENT_KEY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,8 @@ class StoredSpan:
     model: str
     agent: str | None
     """A model span's recorded agent (`agentdesk.agent`), or None."""
+    conversation: str | None
+    """`gen_ai.conversation.id` / `session.id`: the session (it may be on the root span only, which comes last)."""
 
 
 def json_field(conn: Connection, column: Any, key: str) -> Any:
@@ -74,7 +76,7 @@ def load(conn: Connection, run_id: str) -> list[StoredSpan]:
         model = str(attrs.get(n.RESPONSE_MODEL) or attrs.get(n.REQUEST_MODEL) or attrs.get(n.OI_MODEL_NAME) or "")
         agent = values[AGENT_KEY]
         out.append(StoredSpan(ids[1], parent[1] if parent else None, row[3], name, round(row[5] * 1e9), key,
-                              agent_name, model, None if agent is None else str(agent)))
+                              agent_name, model, None if agent is None else str(agent), conversation_of(attrs)))
     return out
 
 

@@ -213,6 +213,8 @@ class TraceWriter:
         """Agent -> start of the span its model was taken from: the earliest span naming a model wins."""
         self._latest_turn: dict[str, float | None] = {}
         self._shared: bool | None = None
+        self._old_session: str | None = None
+        """The session a stored run left for the one its conversation names (`_move_session`)."""
         """Agent -> start of its latest stored turn: a call not after it cannot simply be appended."""
 
     def rebind(self, uow: UnitOfWork) -> None:
@@ -260,6 +262,9 @@ class TraceWriter:
         if found.run is not None:
             self.project_id, self.task_id, self.session_id, stored_agent = found.run
             self._load_skeleton()
+            wanted = "ots_" + _h(self.project_id, self.index.conversation or "trace:" + self.index.trace_id)
+            if wanted != self.session_id:  # its conversation id came only now (on the root span, say)
+                self._move_session(wanted, now)
             if self.session_id == "ots_" + _h(self.project_id, "trace:" + self.index.trace_id):
                 # a session of its own, titled after its root span, which may have come only now
                 title = f"trace {self.index.root_name or self.index.trace_id[:8]}"
@@ -341,8 +346,45 @@ class TraceWriter:
         self._skeleton = skeleton.load(self.conn, self.run_id)
         for st in self._skeleton:
             if st.span_id not in self.index.spans:
-                self.index.note(st.span_id, st.parent_id, st.agent_key, st.agent_name, st.start_ns, None, None,
-                                st.name)
+                self.index.note(st.span_id, st.parent_id, st.agent_key, st.agent_name, st.start_ns, None,
+                                st.conversation, st.name)
+
+    def _move_session(self, wanted: str, now: float) -> None:
+        """The run moves to the session its conversation names (created if new), with its approvals; its agents
+        are derived anew in that session (`_retype` moves the calls and their context), and the old session's
+        agents, and the session itself once empty, go at `finish` (`_drop_old_session`)."""
+        old, S = self.session_id, sc.SessionRow
+        if self.conn.execute(select(S.id).where(S.id == wanted)).first() is None:
+            self.uow.session.add(S(id=wanted, project_id=self.project_id, task_id=self.task_id,
+                                   title=self.index.conversation or f"trace {self.index.trace_id[:8]}",
+                                   status="running", created_at=now, revision=1))
+            self.uow.session.flush()
+            self._stage("session", [wanted])
+            self._record("session", "insert", wanted, {"project": self.project_id, "task": self.task_id})
+        self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id, sc.RunRow.session_id == old)
+                          .values(session_id=wanted))
+        self.conn.execute(update(sc.ApprovalRow).where(sc.ApprovalRow.run_id == self.run_id,
+                                                       sc.ApprovalRow.session_id == old).values(session_id=wanted))
+        self.session_id, self._session_agents, self._old_session = wanted, None, old
+
+    def _drop_old_session(self) -> None:
+        """The session the run left: its agents nothing derives any more, then the session itself when no run
+        or agent is left in it (on PostgreSQL below the owner the empty session stays: no delete function)."""
+        old = self._old_session
+        if old is None:
+            return
+        current, self.session_id, self._shared = self.session_id, old, None
+        try:
+            self._drop_stale_agents()
+        finally:
+            self.session_id, self._shared = current, None
+        S, R, A = sc.SessionRow, sc.RunRow, sc.AgentRow
+        if self.conn.execute(select(R.id).where(R.session_id == old).limit(1)).first() is None and \
+                self.conn.execute(select(A.id).where(A.session_id == old).limit(1)).first() is None and \
+                self.may_rebuild():
+            self.conn.execute(delete(sc.ImportStagingRow).where(sc.ImportStagingRow.entity_id == old))
+            self.conn.execute(delete(S).where(S.id == old))
+            self._record("session", "delete", old, {"project": self.project_id, "task": self.task_id})
 
     def _retype(self, stored_agent: str) -> None:
         """Correct, in this transaction, what stored spans were given before the spans now here arrived.
@@ -780,6 +822,7 @@ class TraceWriter:
             self._context_touched |= self._rebuild
         if self._skeleton is not None:
             self._drop_stale_agents()
+            self._drop_old_session()
         self._place_orphans()
         self._roll_up()
         parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id,

@@ -53,12 +53,17 @@ def _attrs(values: dict[str, Any], snake: bool = False) -> list[dict[str, Any]]:
     return [{"key": k, "value": _value(v, snake)} for k, v in values.items()]
 
 
+SNAKE = {"traceId": "trace_id", "spanId": "span_id", "parentSpanId": "parent_span_id",
+         "startTimeUnixNano": "start_time_unix_nano", "endTimeUnixNano": "end_time_unix_nano"}
+
+
 def _span(trace: str, n: int, parent: int | None, name: str, start: int, end: int, values: dict[str, Any],
           *, snake: bool = False, kind: int = 1) -> dict[str, Any]:
-    key = (lambda k: k) if not snake else (lambda k: {"traceId": "trace_id", "spanId": "span_id",
-                                                      "parentSpanId": "parent_span_id",
-                                                      "startTimeUnixNano": "start_time_unix_nano",
-                                                      "endTimeUnixNano": "end_time_unix_nano"}.get(k, k))
+    names = SNAKE if snake else {}
+
+    def key(k: str) -> str:
+        return names.get(k, k)
+
     raw: dict[str, Any] = {key("traceId"): trace, key("spanId"): f"{n:016x}", "name": name, "kind": kind,
                            key("startTimeUnixNano"): str(BASE + start * SECOND // 10),
                            key("endTimeUnixNano"): str(BASE + end * SECOND // 10),

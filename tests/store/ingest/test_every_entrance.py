@@ -137,7 +137,8 @@ def assert_intact(path: Path, source: Source) -> None:
         assert stored == wanted
         assert conn.execute("SELECT count(*) FROM otel_orphans").fetchone() == (0,)
         names = dict(conn.execute("SELECT id, name FROM agents"))
-        agents = {(name, names.get(parent)) for name, parent in conn.execute("SELECT name, parent_agent_id FROM agents")}
+        agents = {(name, names.get(parent))
+                  for name, parent in conn.execute("SELECT name, parent_agent_id FROM agents")}
         assert agents == source.agents
         kinds = [k for (k,) in conn.execute("SELECT kind FROM spans WHERE kind IN ('agent', 'sub_agent')")]
         assert sorted(kinds) == sorted("sub_agent" if p else "agent" for _, p in source.agents)
@@ -151,7 +152,7 @@ def assert_intact(path: Path, source: Source) -> None:
         conn.close()
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("name", [*SOURCES, "agentdesk export"])
 def test_each_agent_arrives_whole_and_alike_through_receive_and_import(tmp_path: Path, name: str,
                                                                        seed: int) -> None:
