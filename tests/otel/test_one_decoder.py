@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentdesk.store.ingest.importer import import_files
@@ -164,11 +164,8 @@ def through_import(path: Path, file: Path) -> int:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces(), st.integers(1, 3))
 def test_receive_and_import_store_the_same_rows(case: tuple[dict[str, Any], list[Any]], parts: int) -> None:
-    """One request, or several with parents first. Not yet equal, so not drawn (docs/otel.md, "Not yet"): a trace
-    whose agent spans arrive after spans they enclose (children first, or a root that is no agent)."""
+    """One request, or several with parents first (any order and batching: the test below)."""
     doc, tree = case
-    if any(parent is None and kind != "agent" for _, parent, kind in tree):
-        parts = 1
     body = json.dumps(doc).encode()
     with tempfile.TemporaryDirectory() as folder:
         here = Path(folder)
@@ -324,10 +321,11 @@ def live_traces(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, A
         kinds = [draw(st.sampled_from(TRACE_ROOTS))] + [draw(st.sampled_from(NESTED)) for _ in range(1, count)]
         parents = [None] + [draw(st.integers(0, n - 1)) for n in range(1, count)]
         conversation = draw(st.sampled_from([None, f"conv-{t}"]))
+        on_root_only = draw(st.booleans())  # GenAI puts it on the agent span, which arrives last
         for n, (kind, parent) in enumerate(zip(kinds, parents, strict=True)):
             style = draw(st.sampled_from(["genai", "openinference", "event_only"]))
             values, inputs, answer = live_span_attributes(kind, n, style, draw)
-            if conversation:
+            if conversation and (n == 0 or not on_root_only):
                 values["gen_ai.conversation.id"] = conversation
             span_id = bytes([t + 1, n + 1, 0, 0, 0, 0, 0, 9]).hex()
             depth, up = 0, parent
@@ -412,7 +410,7 @@ def assert_same_stores(received: dict[str, list[Any]], imported: dict[str, list[
             [table, "received only:", *map(str, only_received), "imported only:", *map(str, only_imported)])
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], phases=[Phase.generate])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(live_traces(), st.data())
 def test_receive_in_any_order_and_batching_stores_what_import_does(
         case: tuple[list[dict[str, Any]], list[dict[str, Any]]], data: st.DataObject) -> None:
