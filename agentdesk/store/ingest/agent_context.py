@@ -17,7 +17,8 @@ not delete context rows (migration 0012): there the writer appends instead (`may
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select
@@ -33,8 +34,34 @@ from agentdesk.store.validation import estimate_tokens
 IN_CHUNK = 500
 
 
+CACHED_CALLS = 4_000
+"""Calls whose messages are kept mapped (a receiver's process lives long; a children-first trace moves a call
+between agents more than once, and mapping its messages again was most of the cost of a rebuild)."""
+_mapped: OrderedDict[tuple[str, int, int], list[tuple[str, str, str]]] = OrderedDict()
+
+
+def _key(row_id: str, attributes: str) -> tuple[str, int, int]:
+    """The call's identity for the cache: its attributes without the agent it is filed under (what moves)."""
+    at = attributes.find(f'"{AGENT_KEY}": "')
+    if at >= 0:
+        end = attributes.find('"', at + len(AGENT_KEY) + 5)
+        attributes = attributes[:at] + attributes[end + 1:]
+    return row_id, len(attributes), hash(attributes)
+
+
+def remember(row_id: str, attributes: str, messages: Sequence[tuple[str, str, str]]) -> None:
+    """The writer hands in what `prepare` mapped for a call it stores, so a rebuild need not map it again."""
+    _mapped[_key(row_id, attributes)] = list(messages)
+    while len(_mapped) > CACHED_CALLS:
+        _mapped.popitem(last=False)
+
+
 def messages_of(row_id: str, attributes: str) -> list[tuple[str, str, str]]:
     """(role, rendered content, item kind) of a stored model span's messages, inputs then outputs."""
+    key = _key(row_id, attributes)
+    if key in _mapped:
+        _mapped.move_to_end(key)
+        return _mapped[key]
     ids = split_span_row_id(row_id)
     if ids is None:
         return []
@@ -43,8 +70,10 @@ def messages_of(row_id: str, attributes: str) -> list[tuple[str, str, str]]:
     span = OtelSpan(ids[0], ids[1], None, "", 0, 1, 2, {k: v for k, v in attrs.items() if k not in EXTRA_KEYS},
                     events if isinstance(events, list) else [])
     c = classify(span)
-    return [(str(m.get("role") or "user"), text, msgs.item_kind(m)) for m, text in zip(
+    out = [(str(m.get("role") or "user"), text, msgs.item_kind(m)) for m, text in zip(
         c.input_messages + c.output_messages, c.input_rendered + c.output_rendered, strict=True)]
+    remember(row_id, attributes, out)
+    return out
 
 
 def latest_turn(conn: Connection, agent: str) -> float | None:

@@ -684,10 +684,17 @@ class TraceWriter:
             own[AGENT_KEY] = self._agent_of_span(sp)
         if sp.model:  # an agent written by an earlier request gets its model too (it did only when whole)
             self._note_model(self._agent_of_span(sp), sp.start_ns, sp.model)
+        attributes = add_keys(sp.attributes, own) if own else sp.attributes
+        if sp.kind == "model" and sp.messages and (orphan_of is not None or self._skeleton is not None):
+            # a trace arriving in pieces: its calls may change agent and be numbered again (as they are now,
+            # and as they will be once placed under their parent)
+            agent_context.remember(row_id, attributes, sp.messages)
+            if orphan_of is not None:
+                agent_context.remember(row_id, add_keys(sp.attributes, {AGENT_KEY: own[AGENT_KEY]}), sp.messages)
         return ((row_id, self.run_id, parent_row, self._kind(sp),
                  sp.name if orphan_of is None else ORPHAN_PREFIX + sp.name, sp.status, sp.start_ns / 1e9,
                  sp.end_ns / 1e9 if sp.end_ns else None, sp.input_tokens, sp.output_tokens, sp.cost_usd,
-                 add_keys(sp.attributes, own) if own else sp.attributes, sp.input_text, sp.output_text,
+                 attributes, sp.input_text, sp.output_text,
                  sp.error, 1 if sp.kind == "model" and sp.inputs else None), orphan_of)
 
     def _agent_of_span(self, sp: Prepared) -> str:
