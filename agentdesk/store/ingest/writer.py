@@ -263,7 +263,9 @@ class TraceWriter:
             self.project_id, self.task_id, self.session_id, stored_agent = found.run
             self._load_skeleton()
             wanted = "ots_" + _h(self.project_id, self.index.conversation or "trace:" + self.index.trace_id)
-            if wanted != self.session_id:  # its conversation id came only now (on the root span, say)
+            # its conversation id came only now (on the root span, say); a PostgreSQL login below the owner may
+            # not move approvals between sessions (migration 0012 grants it agent_id, revision, span_id): stays
+            if wanted != self.session_id and self.may_rebuild():
                 self._move_session(wanted, now)
             if self.session_id == "ots_" + _h(self.project_id, "trace:" + self.index.trace_id):
                 # a session of its own, titled after its root span, which may have come only now
