@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
+from agentdesk.store.ingest import agent_context
 from agentdesk.store.ingest import messages as msgs
 from agentdesk.store.ingest.logs import OtelLog
 from agentdesk.store.ingest.messages import PLAIN
@@ -38,13 +39,14 @@ def by_span(logs: Sequence[OtelLog]) -> dict[tuple[str, str], list[dict[str, Any
     return out
 
 
-def attach(conn: Connection, logs: Sequence[OtelLog], touched: set[str]) -> tuple[int, int, set[str]]:
+def attach(conn: Connection, logs: Sequence[OtelLog], touched: set[str], *,
+           rebuild: bool = True) -> tuple[int, int, set[str]]:
     """Join `logs` to their spans: (records applied to stored spans, records kept waiting for their span,
     runs whose spans changed); agents whose context grew are added to `touched`."""
     applied = waiting = 0
     runs: set[str] = set()
     for (trace, span), events in by_span(logs).items():
-        run = apply(conn, span_row_id(trace, span), events, touched)
+        run = apply(conn, span_row_id(trace, span), events, touched, rebuild=rebuild)
         if run is not None:
             applied += len(events)
             runs.add(run)
@@ -61,24 +63,26 @@ def attach(conn: Connection, logs: Sequence[OtelLog], touched: set[str]) -> tupl
     return applied, waiting, runs
 
 
-def adopt_pending(conn: Connection, trace_id: str, touched: set[str]) -> int:
+def adopt_pending(conn: Connection, trace_id: str, touched: set[str], *, rebuild: bool = True) -> int:
     """Apply the events that arrived before their spans (of this trace) to the spans now stored."""
     prefix = PENDING_PREFIX + trace_id
     rows = conn.execute(select(sc.MetaRow.key, sc.MetaRow.value).where(sc.MetaRow.key.startswith(prefix))).all()
     done = 0
     for key, value in rows:
         span = key[len(prefix):]
-        if apply(conn, span_row_id(trace_id, span), json.loads(value), touched) is not None:
+        if apply(conn, span_row_id(trace_id, span), json.loads(value), touched, rebuild=rebuild) is not None:
             conn.execute(delete(sc.MetaRow).where(sc.MetaRow.key == key))
             done += 1
     return done
 
 
 def apply(conn: Connection, row_id: str, events: list[dict[str, Any]],
-          touched: set[str] | None = None) -> str | None:
+          touched: set[str] | None = None, *, rebuild: bool = True) -> str | None:
     """Add `events` to the stored span `row_id` and map it again; its run, or None when it is not stored.
-    Agents given new context items are added to `touched` (the caller bumps their context revision)."""
-    row = conn.execute(select(sc.SpanRow.kind, sc.SpanRow.attributes, sc.SpanRow.run_id)
+    Agents given new context items are added to `touched` (the caller bumps their context revision).
+    `rebuild`: the login may rewrite imported context (`agent_context`), so a call's messages are numbered in
+    time order among its agent's calls whatever came first (else they are appended)."""
+    row = conn.execute(select(sc.SpanRow.kind, sc.SpanRow.attributes, sc.SpanRow.run_id, sc.SpanRow.started_at)
                        .where(sc.SpanRow.id == row_id)).first()
     if row is None:
         return None
@@ -106,8 +110,17 @@ def apply(conn: Connection, row_id: str, events: list[dict[str, Any]],
             if attrs[AGENT_KEY]:
                 messages = [(str(m.get("role") or "user"), text, msgs.item_kind(m)) for m, text in zip(
                     c.input_messages + c.output_messages, c.input_rendered + c.output_rendered, strict=True)]
-                _context(conn, str(attrs[AGENT_KEY]), row_id, messages, int(merged[0].get("time_ns") or 0) / 1e9,
-                         touched)
+                agent = str(attrs[AGENT_KEY])
+                latest = agent_context.latest_turn(conn, agent) if rebuild else None
+                if latest is not None and row.started_at / 1e9 <= latest:  # a call before the agent's last turn
+                    session = conn.execute(select(sc.RunRow.session_id).where(sc.RunRow.id == row.run_id)).scalar()
+                    conn.execute(update(sc.SpanRow).where(sc.SpanRow.id == row_id).values(
+                        attributes=PLAIN.encode(attrs), **values))
+                    agent_context.rebuild(conn, str(session), [agent])
+                    if touched is not None:
+                        touched.add(agent)
+                    return str(row.run_id)
+                _context(conn, agent, row_id, messages, row.started_at / 1e9, touched)  # spans keep ns
     values["attributes"] = PLAIN.encode(attrs)
     conn.execute(update(sc.SpanRow).where(sc.SpanRow.id == row_id).values(**values))
     return str(row.run_id)

@@ -98,7 +98,8 @@ def ingest_prepared(store: Store, spans: Iterable[Prepared], *, default_project:
             report.add(write_trace(uow, index, [trace_spans], default_project))
         uow.audit(actor, action, "import", new_id("imp"),
                   {"spans": report.spans_written, "duplicates": report.duplicates, "traces": report.traces,
-                   "completed": report.completed, "placed": report.placed, "runs": report.run_ids[:50]})
+                   "completed": report.completed, "placed": report.placed, "retyped": report.retyped,
+                   "runs": report.run_ids[:50]})
     return report
 
 
@@ -111,7 +112,9 @@ def ingest_logs(store: Store, batch: LogBatch, *, actor: str = RECEIVER_ACTOR) -
     with UnitOfWork(store) as uow:
         conn = uow.session.connection()
         touched: set[str] = set()
-        report.events_joined, report.events_waiting, runs = attach(conn, batch.logs, touched)
+        login = store.login
+        rebuild = conn.dialect.name != "postgresql" or login is None or login.owner  # `TraceWriter.may_rebuild`
+        report.events_joined, report.events_waiting, runs = attach(conn, batch.logs, touched, rebuild=rebuild)
         for agent_id in sorted(touched):  # the Context tab of each agent whose calls' messages came now
             agent = uow.session.get(AgentRow, agent_id)
             if agent is not None:

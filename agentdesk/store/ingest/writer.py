@@ -30,6 +30,7 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.orm import aliased
 
 from agentdesk.store.errors import InvalidInput
+from agentdesk.store.ingest import agent_context, skeleton
 from agentdesk.store.ingest.events import adopt_pending
 from agentdesk.store.ingest.messages import PLAIN
 from agentdesk.store.ingest.prepare import (  # item_id: readback and events import it from here too
@@ -42,7 +43,7 @@ from agentdesk.store.ingest.prepare import (  # item_id: readback and events imp
     item_id,
 )
 from agentdesk.store.ingest.probe import Probe, probe
-from agentdesk.store.ingest.spans import run_row_id, span_row_id
+from agentdesk.store.ingest.spans import run_row_id, span_row_id, split_span_row_id
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.payloads import pack_rows
 from agentdesk.store.text.times import NS_PER_S
@@ -82,6 +83,8 @@ class IngestReport:
     """Log records kept for a span that has not arrived."""
     logs_unplaced: int = 0
     """Log records with no trace or span id: nothing to join them to (counted, named in the summary)."""
+    retyped: int = 0
+    """Stored spans whose kind or agent changed because spans of their trace arrived after them."""
 
     def add(self, other: IngestReport) -> None:
         self.spans_written += other.spans_written
@@ -93,6 +96,7 @@ class IngestReport:
         self.events_joined += other.events_joined
         self.events_waiting += other.events_waiting
         self.logs_unplaced += other.logs_unplaced
+        self.retyped += other.retyped
         self.run_ids.extend(r for r in other.run_ids if r not in self.run_ids)
 
 
@@ -203,6 +207,17 @@ class TraceWriter:
         """Spans this writer wrote (row id -> end time, ns): a later chunk may repeat them."""
         self._new_run = False
         self._first = uow.now
+        self._skeleton: list[skeleton.StoredSpan] | None = None
+        """A stored trace's spans (`skeleton.load`), read into `index`: placing decides over the whole trace."""
+        self._rebuild: set[str] = set()
+        """Agents whose context is written again from their calls at `finish` (`agent_context.rebuild`)."""
+        self._model_at: dict[str, int] = {}
+        """Agent -> start of the span its model was taken from: the earliest span naming a model wins."""
+        self._latest_turn: dict[str, float | None] = {}
+        self._shared: bool | None = None
+        self._old_session: str | None = None
+        """The session a stored run left for the one its conversation names (`_move_session`)."""
+        """Agent -> start of its latest stored turn: a call not after it cannot simply be appended."""
 
     def rebind(self, uow: UnitOfWork) -> None:
         """Continue in another unit of work (a staged trace takes one per slice)."""
@@ -247,7 +262,19 @@ class TraceWriter:
         session_id = "ots_" + _h(project_id, conv or "trace:" + self.index.trace_id)
         found = self._probe = probe(self.conn, self.run_id, project_id, task_id, session_id, self.index.trace_id)
         if found.run is not None:
-            self.project_id, self.task_id, self.session_id, self.run_agent = found.run
+            self.project_id, self.task_id, self.session_id, stored_agent = found.run
+            self._load_skeleton()
+            wanted = "ots_" + _h(self.project_id, self.index.conversation or "trace:" + self.index.trace_id)
+            # its conversation id came only now (on the root span, say); a PostgreSQL login below the owner may
+            # not move approvals between sessions (migration 0012 grants it agent_id, revision, span_id): stays
+            if wanted != self.session_id and self.may_rebuild():
+                self._move_session(wanted, now)
+            if self.session_id == "ots_" + _h(self.project_id, "trace:" + self.index.trace_id):
+                # a session of its own, titled after its root span, which may have come only now
+                title = f"trace {self.index.root_name or self.index.trace_id[:8]}"
+                self.conn.execute(update(sc.SessionRow).where(sc.SessionRow.id == self.session_id,
+                                                              sc.SessionRow.title != title).values(title=title))
+            self.run_agent = self._top_agent()
             self.root_row = self.index.root_span and span_row_id(self.index.trace_id, self.index.root_span)
             if self.root_row is None:
                 self.root_row = self._stored_root()
@@ -284,7 +311,7 @@ class TraceWriter:
                 self._enclosing_agent(span_id)
         self._flush_agents()
         if found.run is not None:
-            self._rehome()
+            self._retype(stored_agent)
         self._claim_shared()
         if self._new_run:
             s.flush()
@@ -317,55 +344,168 @@ class TraceWriter:
         name = self.index.project or self.default_project or DEFAULT_PROJECT
         return self._ensure_agent("service:" + name, name, None)
 
-    def _rehome(self) -> None:
-        """Live traces arrive children first (a root span is exported when it ends, last): the run
-        was filed under an agent named after the service. When the outermost agent span arrives,
-        the run, its context and its sub-agents move to that agent, and the stand-in goes."""
-        A = sc.AgentRow
-        stand_in = self.conn.execute(select(A.name, A.parent_agent_id, A.model).where(A.id == self.run_agent)).first()
-        if stand_in is None or stand_in.parent_agent_id is not None or \
-                self.run_agent != "ota_" + _h(self.session_id, "", "service:" + stand_in.name):
-            return
-        top = next((self._agent_of.get(sid) for sid, e in self.index.by_start()
-                    if e.agent_key is not None and self._enclosing_agent(e.parent_id) is None), None)
-        if top is None or top == self.run_agent:
-            return
-        old, c = self.run_agent, self.conn
-        c.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(agent_id=top))
-        c.execute(update(sc.ContextItemRow).where(sc.ContextItemRow.agent_id == old).values(agent_id=top))
-        c.execute(update(sc.ContextGroupRow).where(sc.ContextGroupRow.agent_id == old).values(agent_id=top))
-        c.execute(update(A).where(A.parent_agent_id == old, A.id != top).values(parent_agent_id=top))
-        self._rehome_approvals(old, top)
-        for agent in (old, top):  # both agents' context views reload (their items moved)
-            self._record("context", "update", agent, {"agent": agent, "session": self.session_id})
-        self.run_agent = top
-        self._agents.pop(old, None)
-        facts = self._agents.setdefault(top, {"parent": None})
-        if stand_in.model and not facts.get("model"):  # the model its calls made before the agent span came
-            facts["model"] = stand_in.model
-        left = c.execute(select(func.count()).select_from(sc.RunRow).where(sc.RunRow.agent_id == old)).scalar_one()
-        used = c.execute(select(func.count()).select_from(sc.ApprovalRow).where(sc.ApprovalRow.agent_id == old)
-                         ).scalar_one()
-        if not left and not used:
-            if not self._server_delete("placeholder agent", [old]):
-                c.execute(delete(A).where(A.id == old))
-            self._record("agent", "delete", old, {"project": self.project_id, "task": self.task_id,
-                                                     "session": self.session_id})
+    def _load_skeleton(self) -> None:
+        """A trace stored before: its spans' skeleton joins the index, so placing decides over the whole trace
+        (what `import` decides) rather than over this request's part of it."""
+        self._skeleton = skeleton.load(self.conn, self.run_id)
+        for st in self._skeleton:
+            if st.span_id not in self.index.spans:
+                self.index.note(st.span_id, st.parent_id, st.agent_key, st.agent_name, st.start_ns, None,
+                                st.conversation, st.name)
 
-    def _rehome_approvals(self, old: str, top: str) -> None:
-        """An approval the agent asked for (the client's `join_trace`) before its agent span arrived
-        was filed under the stand-in: it moves with the run, in this transaction, and the change
-        log says so, so the queue and the tree show it under the real agent."""
-        Ap = sc.ApprovalRow
-        moved = self.conn.execute(select(Ap.id, Ap.revision).where(Ap.run_id == self.run_id, Ap.agent_id == old)).all()
-        if not moved:
+    def _move_session(self, wanted: str, now: float) -> None:
+        """The run moves to the session its conversation names (created if new), with its approvals; its agents
+        are derived anew in that session (`_retype` moves the calls and their context), and the old session's
+        agents, and the session itself once empty, go at `finish` (`_drop_old_session`)."""
+        old, S = self.session_id, sc.SessionRow
+        if self.conn.execute(select(S.id).where(S.id == wanted)).first() is None:
+            self.uow.session.add(S(id=wanted, project_id=self.project_id, task_id=self.task_id,
+                                   title=self.index.conversation or f"trace {self.index.trace_id[:8]}",
+                                   status="running", created_at=now, revision=1))
+            self.uow.session.flush()
+            self._stage("session", [wanted])
+            self._record("session", "insert", wanted, {"project": self.project_id, "task": self.task_id})
+        self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id, sc.RunRow.session_id == old)
+                          .values(session_id=wanted))
+        self.conn.execute(update(sc.ApprovalRow).where(sc.ApprovalRow.run_id == self.run_id,
+                                                       sc.ApprovalRow.session_id == old).values(session_id=wanted))
+        self.session_id, self._session_agents, self._old_session = wanted, None, old
+
+    def _drop_old_session(self) -> None:
+        """The session the run left: its agents nothing derives any more, then the session itself when no run
+        or agent is left in it (on PostgreSQL below the owner the empty session stays: no delete function)."""
+        old = self._old_session
+        if old is None:
             return
-        self.conn.execute(update(Ap).where(Ap.run_id == self.run_id, Ap.agent_id == old)
-                          .values(agent_id=top, revision=Ap.revision + 1))
-        parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id, "agent": top,
-                   "run": self.run_id}
-        for approval_id, revision in moved:
-            self._record("approval", "update", approval_id, parents, revision + 1)
+        current, self.session_id, self._shared = self.session_id, old, None
+        try:
+            self._drop_stale_agents()
+        finally:
+            self.session_id, self._shared = current, None
+        S, R, A = sc.SessionRow, sc.RunRow, sc.AgentRow
+        if self.conn.execute(select(R.id).where(R.session_id == old).limit(1)).first() is None and \
+                self.conn.execute(select(A.id).where(A.session_id == old).limit(1)).first() is None and \
+                self.may_rebuild():
+            self.conn.execute(delete(sc.ImportStagingRow).where(sc.ImportStagingRow.entity_id == old))
+            self.conn.execute(delete(S).where(S.id == old))
+            self._record("session", "delete", old, {"project": self.project_id, "task": self.task_id})
+
+    def _retype(self, stored_agent: str) -> None:
+        """Correct, in this transaction, what stored spans were given before the spans now here arrived.
+
+        Live traces arrive children first: a nested agent span written before its enclosing agent span was a
+        top-level `agent` with an agent row of its own, a model call was filed under the agent known then (or
+        under a stand-in named after the service), the run under the outermost agent of the first request.
+        Decided again over the whole trace, each stored span gets what `import` would give it: its kind
+        (`agent` / `sub_agent`), the agent recorded on a model call; the run moves to the trace's outermost
+        agent, restored approvals to their span's agent. Agents whose calls changed have their context written
+        again (`finish`), and agents nothing derives any more are deleted (`_drop_stale_agents`).
+        Every update is conditional on the value read (`WHERE kind = :was`), in the writer's transaction."""
+        assert self._skeleton is not None
+        S, trace = sc.SpanRow, self.index.trace_id
+        if self.run_agent != stored_agent:
+            self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id, sc.RunRow.agent_id == stored_agent)
+                              .values(agent_id=self.run_agent))
+        kinds: list[dict[str, Any]] = []
+        keyed: dict[str, str] = {}
+        for st in self._skeleton:
+            row_id = span_row_id(trace, st.span_id)
+            if st.kind in ("agent", "sub_agent"):
+                nested = st.parent_id is not None and self._enclosing_agent(st.parent_id) is not None
+                wanted = "sub_agent" if nested else "agent"
+                if wanted != st.kind:
+                    kinds.append({"sid": row_id, "was": st.kind, "now": wanted})
+            agent = self._enclosing_agent(st.span_id) or self.run_agent
+            if st.model:
+                self._note_model(agent, st.start_ns, st.model)
+            if st.kind == "model" and agent != st.agent:
+                keyed[row_id] = agent
+                self._rebuild.update(a for a in (agent, st.agent) if a)
+        if kinds:
+            self.conn.execute(update(S).where(S.id == bindparam("sid"), S.kind == bindparam("was"))
+                              .values(kind=bindparam("now")), kinds)
+        ids = list(keyed)
+        for n in range(0, len(ids), IN_CHUNK):
+            rows = self.conn.execute(select(S.id, S.attributes).where(S.id.in_(ids[n:n + IN_CHUNK]))).all()
+            moves = []
+            for row_id, text in rows:
+                attrs = json.loads(text or "{}")
+                attrs[AGENT_KEY] = keyed[row_id]
+                moves.append({"sid": row_id, "was": text, "attrs": PLAIN.encode(attrs)})
+            self.conn.execute(update(S).where(S.id == bindparam("sid"), S.attributes == bindparam("was"))
+                              .values(attributes=bindparam("attrs")), moves)
+        self.report.retyped += len(set(ids) | {k["sid"] for k in kinds})
+        self._retype_approvals(stored_agent)
+
+    def _retype_approvals(self, stored_agent: str) -> None:
+        """An approval belongs to its gate span's agent (restored from an export), or, asked for through the
+        client's `join_trace` before any agent span arrived, to the run's agent: it moves with them, in this
+        transaction, and the change log says so, so the queue and the tree show it under the right agent."""
+        Ap = sc.ApprovalRow
+        rows = self.conn.execute(select(Ap.id, Ap.span_id, Ap.agent_id, Ap.revision)
+                                 .where(Ap.run_id == self.run_id)).all()
+        for approval_id, span_row, agent, revision in rows:
+            ids = split_span_row_id(span_row) if span_row else None
+            if ids is not None and ids[1] in self.index.spans:
+                wanted = self._enclosing_agent(ids[1]) or self.run_agent
+            elif agent == stored_agent:
+                wanted = self.run_agent
+            else:
+                continue
+            if wanted == agent:
+                continue
+            self.conn.execute(update(Ap).where(Ap.id == approval_id, Ap.revision == revision)
+                              .values(agent_id=wanted, revision=revision + 1))
+            self._record("approval", "update", approval_id, {"project": self.project_id, "task": self.task_id,
+                                                             "session": self.session_id, "agent": wanted,
+                                                             "run": self.run_id}, revision + 1)
+
+    def _note_model(self, agent: str, start_ns: int, model: str) -> None:
+        """An agent's model is the one its earliest span names (what `import`, in time order, sees first)."""
+        facts = self._agents.setdefault(agent, {"parent": None})
+        if not facts.get("model") or start_ns < self._model_at.get(agent, start_ns):
+            facts["model"] = model
+            self._model_at[agent] = start_ns
+
+    def _session_shared(self) -> bool:
+        """Whether other traces share this trace's session (a conversation): their agents may be this trace's."""
+        if self._shared is None:
+            R = sc.RunRow
+            self._shared = self.conn.execute(select(R.id).where(R.session_id == self.session_id, R.id != self.run_id)
+                                             .limit(1)).first() is not None
+        return self._shared
+
+    def _drop_stale_agents(self) -> None:
+        """Agents a stored trace derived before it was whole (a sub-agent taken for a top-level one, the stand-in
+        named after the service) and nothing derives now: deleted, children first, when nothing uses them (no
+        run, approval, context or sub-agent; the same test as the server's `agentdesk_runtime_delete`). In a
+        session other traces share (a conversation), an agent whose name an agent span of another trace bears
+        is kept: it may be that trace's."""
+        A, R = sc.AgentRow, sc.RunRow
+        stale = {i: name for i, name in self.conn.execute(
+            select(A.id, A.name).where(A.session_id == self.session_id)).all()
+            if i not in self._agents and i.startswith(IMPORTED_AGENT_PREFIX)}
+        if not stale:
+            return
+        if self._session_shared():
+            others = select(R.id).where(R.session_id == self.session_id, R.id != self.run_id)
+            names = skeleton.agent_names(self.conn, others)
+            stale = {i: name for i, name in stale.items() if name not in names}
+        while stale:
+            ids = list(stale)
+            used: set[str] = set()
+            for column in (R.agent_id, sc.ApprovalRow.agent_id, sc.ContextItemRow.agent_id,
+                           sc.ContextGroupRow.agent_id, A.parent_agent_id):
+                used.update(str(u) for u in self.conn.execute(select(column).where(column.in_(ids))).scalars())
+            gone = [i for i in ids if i not in used]
+            if not gone:
+                return
+            if not self._server_delete("placeholder agent", gone):
+                self.conn.execute(delete(A).where(A.id.in_(gone)))
+            for agent_id in gone:
+                self._record("agent", "delete", agent_id, {"project": self.project_id, "task": self.task_id,
+                                                           "session": self.session_id})
+                del stale[agent_id]
 
     def _enclosing_agent(self, span_id: str | None) -> str | None:
         """The agent of the nearest agent span at or above `span_id`.
@@ -381,8 +521,9 @@ class TraceWriter:
                 found = self._agent_of[current]
                 break
             entry = self.index.spans.get(current)
-            if entry is None:
-                found = self._stored_agent_of(span_row_id(self.index.trace_id, current))
+            if entry is None:  # not here; stored, unless the stored spans are in the index already
+                found = (None if self._skeleton is not None
+                         else self._stored_agent_of(span_row_id(self.index.trace_id, current)))
                 break
             path.append(current)
             current = entry.parent_id
@@ -543,16 +684,21 @@ class TraceWriter:
                 orphan_of = wanted
                 parent_row = self.root_row if self.root_row != row_id else None
                 own[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
-        if sp.kind == "model" and sp.messages:
+        if sp.kind == "model":  # every model call names its agent (`_retype` moves it; log events find it)
             own[AGENT_KEY] = self._agent_of_span(sp)
         if sp.model:  # an agent written by an earlier request gets its model too (it did only when whole)
-            facts = self._agents.setdefault(self._agent_of_span(sp), {"parent": None})
-            if not facts.get("model"):
-                facts["model"] = sp.model
+            self._note_model(self._agent_of_span(sp), sp.start_ns, sp.model)
+        attributes = add_keys(sp.attributes, own) if own else sp.attributes
+        if sp.kind == "model" and sp.messages and (orphan_of is not None or self._skeleton is not None):
+            # a trace arriving in pieces: its calls may change agent and be numbered again (as they are now,
+            # and as they will be once placed under their parent)
+            agent_context.remember(row_id, attributes, sp.messages)
+            if orphan_of is not None:
+                agent_context.remember(row_id, add_keys(sp.attributes, {AGENT_KEY: own[AGENT_KEY]}), sp.messages)
         return ((row_id, self.run_id, parent_row, self._kind(sp),
                  sp.name if orphan_of is None else ORPHAN_PREFIX + sp.name, sp.status, sp.start_ns,
                  sp.end_ns or None, sp.input_tokens, sp.output_tokens, sp.cost_usd,
-                 add_keys(sp.attributes, own) if own else sp.attributes, sp.input_text, sp.output_text,
+                 attributes, sp.input_text, sp.output_text,
                  sp.error, 1 if sp.kind == "model" and sp.inputs else None), orphan_of)
 
     def _agent_of_span(self, sp: Prepared) -> str:
@@ -562,7 +708,7 @@ class TraceWriter:
         waiting = self.conn.execute(select(sc.OtelOrphanRow.parent_id)
                                     .where(sc.OtelOrphanRow.span_id == row_id)).scalar()
         own: dict[str, Any] = {}
-        if sp.kind == "model" and sp.messages:
+        if sp.kind == "model":
             own[AGENT_KEY] = self._agent_of_span(sp)
         if waiting is not None:
             own[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
@@ -583,6 +729,12 @@ class TraceWriter:
             return
         agent = self._agent_of_span(sp)
         at = sp.start_ns / 1e9
+        if agent not in self._created and agent not in self._rebuild and self.may_rebuild():
+            if agent not in self._latest_turn:
+                self._latest_turn[agent] = agent_context.latest_turn(self.conn, agent)
+            latest = self._latest_turn[agent]
+            if latest is not None and at <= latest:
+                self._rebuild.add(agent)  # an earlier call may take items a later one brought: numbered again
         repeats: dict[tuple[str, str], int] = {}
         known_ids = self._item_ids
         group = ""
@@ -617,7 +769,7 @@ class TraceWriter:
                                             .where(sc.ContextItemRow.id.in_(ids[n:n + IN_CHUNK]))).scalars())
         groups: dict[str, dict[str, Any]] = {}
         for item, agent, group, kind, role, content, at in batch.candidates:
-            if item in stored:
+            if item in stored or agent in self._rebuild:  # those are numbered again at `finish`
                 continue
             if agent not in self._positions:
                 self._start_numbering(agent)
@@ -674,7 +826,14 @@ class TraceWriter:
         self._restore_approvals()
         # log records (GenAI events) that came before their spans
         if self._probe is None or self._probe.events_waiting:
-            self.report.events_joined += adopt_pending(self.conn, self.index.trace_id, self._context_touched)
+            self.report.events_joined += adopt_pending(self.conn, self.index.trace_id, self._context_touched,
+                                                       rebuild=self.may_rebuild())
+        if self._rebuild and self.may_rebuild():
+            agent_context.rebuild(self.conn, self.session_id, self._rebuild)
+            self._context_touched |= self._rebuild
+        if self._skeleton is not None:
+            self._drop_stale_agents()
+            self._drop_old_session()
         self._place_orphans()
         self._roll_up()
         parents = {"project": self.project_id, "task": self.task_id, "session": self.session_id,
@@ -687,7 +846,7 @@ class TraceWriter:
             self._record("agent", "insert", agent_id, p)
         self._record("run", "insert" if self._new_run else "update", self.run_id,
                         {k: parents[k] for k in ("project", "task", "session", "agent")})
-        if self._written:
+        if self._written or self.report.retyped:
             self._record("span_batch", "insert", self.run_id, parents)
         touched = sorted(self._context_touched)
         for n in range(0, len(touched), IN_CHUNK):
@@ -758,6 +917,12 @@ class TraceWriter:
         if not self._server_delete("staging", []):
             self.conn.execute(delete(St).where(St.run_id == self.run_id))
         return self.report
+
+    def may_rebuild(self) -> bool:
+        """Whether this login may delete and rewrite imported context (`agent_context`): not a PostgreSQL login
+        below the owner (it holds no DELETE on context tables, migration 0012), which appends instead."""
+        login = self.uow.store.login
+        return self.conn.dialect.name != "postgresql" or login is None or login.owner
 
     def _server_delete(self, what: str, ids: list[str]) -> bool:
         """On PostgreSQL below the owner, the runtime's few deletes go through `agentdesk_runtime_delete`
@@ -867,9 +1032,16 @@ class TraceWriter:
             update(sc.SessionRow).where(sc.SessionRow.id == self.session_id).values(
                 status=session_status, ended_at=None if open_ else last, revision=sc.SessionRow.revision + 1)],
             self.conn)
+        if self._skeleton is not None and not self._session_shared():
+            # seen whole now, this trace alone derives these agents: one whose calls all moved away has no model
+            unset_ids = [a for a, facts in self._agents.items() if not facts.get("model")]
+            for n in range(0, len(unset_ids), IN_CHUNK):
+                self.conn.execute(update(A).where(A.id.in_(unset_ids[n:n + IN_CHUNK]), A.model != "").values(model=""))
         for model_name, agents in by_model.items():  # after the status: an agent's row once per statement
             for n in range(0, len(agents), IN_CHUNK):
-                self.conn.execute(update(A).where(A.id.in_(agents[n:n + IN_CHUNK]), A.model == "")
+                # a trace stored before is seen whole now: its agents' model is its earliest span's
+                unset = A.model != model_name if self._skeleton is not None else A.model == ""
+                self.conn.execute(update(A).where(A.id.in_(agents[n:n + IN_CHUNK]), unset)
                                   .values(model=model_name))
         self._record("session", "update", self.session_id, {"project": self.project_id, "task": self.task_id})
 
