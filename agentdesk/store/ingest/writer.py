@@ -25,13 +25,13 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Update, bindparam, delete, func, insert, literal_column, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 from sqlalchemy import text as sql_text
-from sqlalchemy.orm import aliased
 
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.ingest.events import adopt_pending
 from agentdesk.store.ingest.messages import PLAIN
+from agentdesk.store.ingest.outbox import ask, flush, is_postgres, run, run_numbered
 from agentdesk.store.ingest.prepare import (  # item_id: readback and events import it from here too
     AGENT_KEY,
     EXTRA_KEYS,
@@ -234,7 +234,6 @@ class TraceWriter:
         if looped is not None:
             raise InvalidInput(f"Trace {self.index.trace_id}: span {looped} is its own ancestor "
                                "(its parent chain loops back to it).")
-        s = self.uow.session
         # Rows are dated by the trace, not by the import: re-importing elsewhere gives equal rows.
         now = self._first = (min((e.start_ns for e in self.index.spans.values()), default=0) / 1e9
                              or self.uow.now)
@@ -253,27 +252,24 @@ class TraceWriter:
             self._new_run = True
             self.project_id = project_id
             if not found.project:
-                s.add(sc.ProjectRow(id=self.project_id, name=name, created_at=now, revision=1))
-                s.flush()  # each container before the next (they are keys of each other)
+                self._add(sc.ProjectRow, id=self.project_id, name=name, created_at=now, revision=1)
                 self._stage("project", [self.project_id])
                 self._record("project", "insert", self.project_id)
             self.task_id = task_id
             if not found.task:
-                s.add(sc.TaskRow(id=self.task_id, project_id=self.project_id, title=TASK_TITLE, created_at=now,
-                                 revision=1))
-                s.flush()  # each container before the next (they are keys of each other)
+                self._add(sc.TaskRow, id=self.task_id, project_id=self.project_id, title=TASK_TITLE, created_at=now,
+                          revision=1)
                 self._stage("task", [self.task_id])
                 self._record("task", "insert", self.task_id, {"project": self.project_id})
             self.session_id = session_id
             if not found.session:
                 self._session_agents = set()  # a session made now has no agents yet (agents.session_id is a key)
                 title = conv or f"trace {self.index.root_name or self.index.trace_id[:8]}"
-                s.add(sc.SessionRow(id=self.session_id, project_id=self.project_id, task_id=self.task_id,
-                                    title=title, status="running", created_at=now, revision=1))
+                self._add(sc.SessionRow, id=self.session_id, project_id=self.project_id, task_id=self.task_id,
+                          title=title, status="running", created_at=now, revision=1)
                 self._stage("session", [self.session_id])
                 self._record("session", "insert", self.session_id,
                                 {"project": self.project_id, "task": self.task_id})
-            s.flush()
             self.run_agent = self._top_agent()
             self.root_row = self.index.root_span and span_row_id(self.index.trace_id, self.index.root_span)
         self._agents.setdefault(self.run_agent, {"parent": None})
@@ -285,13 +281,20 @@ class TraceWriter:
             self._rehome()
         self._claim_shared()
         if self._new_run:
-            s.flush()
-            s.add(sc.RunRow(id=self.run_id, project_id=self.project_id, task_id=self.task_id,
-                            session_id=self.session_id, agent_id=self.run_agent,
-                            title=self.index.root_name or f"trace {self.index.trace_id[:8]}",
-                            status="running", started_at=now, revision=1))
-            s.flush()
+            self._add(sc.RunRow, id=self.run_id, project_id=self.project_id, task_id=self.task_id,
+                      session_id=self.session_id, agent_id=self.run_agent,
+                      title=self.index.root_name or f"trace {self.index.trace_id[:8]}",
+                      status="running", started_at=now, revision=1)
             self._stage("run", [self.run_id])
+
+    def _add(self, table: type[sc.Base], **values: Any) -> None:
+        """A container row, in the order they are keys of each other: queued on PostgreSQL (`outbox`: sent
+        with the next read, in order), through the session elsewhere (flushed, so the next one finds it)."""
+        if is_postgres(self.conn):
+            bulk_insert(self.conn, table, [values])
+            return
+        self.uow.session.add(table(**values))
+        self.uow.session.flush()
 
     def _claim_shared(self) -> None:
         """Containers this trace uses that an unfinished staged import created become visible now: they
@@ -688,9 +691,10 @@ class TraceWriter:
         if self._written:
             self._record("span_batch", "insert", self.run_id, parents)
         touched = sorted(self._context_touched)
-        for n in range(0, len(touched), IN_CHUNK):
-            self.conn.execute(update(sc.AgentRow).where(sc.AgentRow.id.in_(touched[n:n + IN_CHUNK])).values(
-                context_revision=sc.AgentRow.context_revision + 1))
+        if touched:
+            ids = "= ANY(:agents)" if is_postgres(self.conn) else "IN (SELECT value FROM json_each(:agents))"
+            run(self.conn, f"UPDATE agents SET context_revision = context_revision + 1 WHERE id {ids}",
+                {"agents": touched if is_postgres(self.conn) else json.dumps(touched)})
         for agent_id in touched:
             self._record("context", "update", agent_id, {"agent": agent_id, "session": self.session_id})
         if self._new_run:  # every orphan of a new run is one this writer inserted
@@ -808,22 +812,12 @@ class TraceWriter:
         """The run's totals over its spans; a staged write reads them outside the write lock (nobody
         else writes a staged run's spans), so the settling transaction only updates. With `root`, the
         root span's (id, status, name, error, attributes) follow, read in the same statement (a round
-        trip fewer per trace on PostgreSQL)."""
-        S = sc.SpanRow
-        model = S.kind == "model"
-        columns: list[Any] = [
-            func.count(), func.count().filter(S.ended_at.is_(None)), func.min(S.started_at),
-            func.max(S.ended_at), func.coalesce(func.sum(S.input_tokens).filter(model), 0),
-            func.coalesce(func.sum(S.output_tokens).filter(model), 0),
-            func.coalesce(func.sum(S.cost_usd).filter(model), 0.0)]
-        if root is not None:
-            R = aliased(S)
-            columns += [select(c).where(R.id == root).scalar_subquery()
-                        for c in (R.id, R.status, R.name, R.error, R.attributes)]
-        return tuple(conn.execute(select(*columns).where(S.run_id == self.run_id)).one())
+        trip fewer per trace on PostgreSQL, where the trace's queued inserts go with it: `outbox`)."""
+        found = ask(conn, ROLL_UP_SQL if root is None else ROLL_UP_ROOT_SQL, {"run": self.run_id, "root": root})
+        assert found is not None
+        return found
 
     def _roll_up(self) -> None:
-        S = sc.SpanRow
         given, self._facts = self._facts, None
         root: _Root | None = None
         merged = False
@@ -834,54 +828,73 @@ class TraceWriter:
                 given, found = given[:7], given[7:]
                 root = _Root(*found[1:]) if found[0] is not None else None
         if not merged and self.root_row is not None:
+            S = sc.SpanRow
             stored = self.conn.execute(select(S.status, S.name, S.error, S.attributes)
                                        .where(S.id == self.root_row)).first()
             root = _Root(*stored) if stored is not None else None
         _total, open_, first, last, tin, tout, cost = given
         status = "running" if open_ else ("failed" if root is not None and root.status == "error" else "done")
-        values: dict[str, Any] = {"status": status, "started_at": first, "ended_at": None if open_ else last,
-                                  "input_tokens": int(tin), "output_tokens": int(tout), "cost_usd": float(cost),
-                                  "error": root.error if root is not None and status == "failed" else None,
-                                  "revision": sc.RunRow.revision + 1}
+        title: str | None = None
         if root is not None:
-            title = json.loads(root.attributes or "{}").get(RUN_TITLE_KEY) if RUN_TITLE_KEY in (
+            named = json.loads(root.attributes or "{}").get(RUN_TITLE_KEY) if RUN_TITLE_KEY in (
                 root.attributes or "") else None
-            values["title"] = title if isinstance(title, str) and title else root.name
-        agent_status = {"running": "running", "failed": "failed"}.get(status, "done")
+            title = named if isinstance(named, str) and named else root.name
         self._flush_agents()
-        ids = list(self._agents)
         by_model: dict[str, list[str]] = {}
         for agent_id, facts in self._agents.items():
             if facts.get("model"):
                 by_model.setdefault(str(facts["model"]), []).append(agent_id)
-        A = sc.AgentRow
-        session_status = "running" if status == "running" else ("failed" if status == "failed" else "done")
-        together([
-            update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(**values),
-            *(update(A).where(A.id.in_(ids[n:n + IN_CHUNK])).values(status=agent_status, revision=A.revision + 1)
-              for n in range(0, len(ids), IN_CHUNK)),
-            update(sc.SessionRow).where(sc.SessionRow.id == self.session_id).values(
-                status=session_status, ended_at=None if open_ else last, revision=sc.SessionRow.revision + 1)],
-            self.conn)
-        for model_name, agents in by_model.items():  # after the status: an agent's row once per statement
-            for n in range(0, len(agents), IN_CHUNK):
-                self.conn.execute(update(A).where(A.id.in_(agents[n:n + IN_CHUNK]), A.model == "")
-                                  .values(model=model_name))
+        ended = None if open_ else last
+        params = {"run": self.run_id, "status": status, "started_at": first, "ended_at": ended,
+                  "input_tokens": int(tin), "output_tokens": int(tout), "cost_usd": float(cost),
+                  "error": root.error if root is not None and status == "failed" else None, "title": title,
+                  "agent_status": {"running": "running", "failed": "failed"}.get(status, "done"),
+                  "session": self.session_id, "session_status": status}
+        _store_roll_up(self.conn, params, list(self._agents), by_model)
         self._record("session", "update", self.session_id, {"project": self.project_id, "task": self.task_id})
 
 
-def together(updates: Sequence[Update], conn: Connection) -> None:
-    """Run UPDATEs of different rows as one statement on PostgreSQL (the first, with the others as
-    data-modifying WITH queries: one round trip, not one each; the same privileges, policies and triggers
-    apply as to each alone), one by one elsewhere (SQLite has no UPDATE inside WITH)."""
-    if conn.dialect.name != "postgresql" or len(updates) < 2:
-        for statement in updates:
-            conn.execute(statement)
+_ROLL_UP_COLUMNS = (
+    "SELECT count(*), count(*) FILTER (WHERE ended_at IS NULL), min(started_at), max(ended_at), "
+    "coalesce(sum(input_tokens) FILTER (WHERE kind = 'model'), 0), "
+    "coalesce(sum(output_tokens) FILTER (WHERE kind = 'model'), 0), "
+    "coalesce(sum(cost_usd) FILTER (WHERE kind = 'model'), 0.0)")
+ROLL_UP_SQL = _ROLL_UP_COLUMNS + " FROM spans WHERE run_id = :run"
+"""A run's totals over its spans (the run's slice of `spans_by_run`)."""
+ROLL_UP_ROOT_SQL = (_ROLL_UP_COLUMNS + "".join(f", (SELECT {c} FROM spans WHERE id = :root)"
+                                               for c in ("id", "status", "name", "error", "attributes"))
+                    + " FROM spans WHERE run_id = :run")
+"""The totals and the root span's facts (primary-key lookups), in one statement."""
+
+_RUN_SQL = ("UPDATE runs SET status = :status, started_at = :started_at, ended_at = :ended_at, "
+            "input_tokens = :input_tokens, output_tokens = :output_tokens, cost_usd = :cost_usd, error = :error, "
+            "title = coalesce(:title, title), revision = revision + 1 WHERE id = :run")
+_SESSION_SQL = ("UPDATE sessions SET status = :session_status, ended_at = :ended_at, revision = revision + 1 "
+                "WHERE id = :session")
+_AGENTS_SQL = "UPDATE agents SET status = :agent_status, revision = revision + 1 WHERE id {ids}"
+_MODEL_SQL = "UPDATE agents SET model = :model WHERE id {ids} AND model = ''"
+
+
+def _store_roll_up(conn: Connection, params: dict[str, Any], agents: list[str],
+                   by_model: dict[str, list[str]]) -> None:
+    """The run, its agents and its session updated from the roll-up. PostgreSQL: one statement (the
+    agents' and session's updates as data-modifying WITH queries: the same privileges, policies and
+    triggers apply as to each alone), queued in the `outbox`, ids as one array; SQLite (no UPDATE inside
+    WITH): one by one, ids `IN_CHUNK` at a time. The models after the status: a row once per statement."""
+    if is_postgres(conn):
+        run(conn, f"WITH agents_done AS ({_AGENTS_SQL.format(ids='= ANY(:agents)')} RETURNING 1), "
+                  f"session_done AS ({_SESSION_SQL} RETURNING 1) {_RUN_SQL}", {**params, "agents": agents})
+        for model_name, ids in by_model.items():
+            run(conn, _MODEL_SQL.format(ids="= ANY(:agents)"), {"model": model_name, "agents": ids})
         return
-    first = updates[0]
-    for n, other in enumerate(updates[1:]):
-        first = first.add_cte(other.returning(literal_column("1")).cte(f"also_{n}"))
-    conn.execute(first)
+    run(conn, _RUN_SQL, params)
+    for n in range(0, len(agents), IN_CHUNK):
+        run(conn, _AGENTS_SQL.format(ids="IN (SELECT value FROM json_each(:agents))"),
+            {**params, "agents": json.dumps(agents[n:n + IN_CHUNK])})
+    run(conn, _SESSION_SQL, params)
+    for model_name, ids in by_model.items():
+        run(conn, _MODEL_SQL.format(ids="IN (SELECT value FROM json_each(:agents))"),
+            {"model": model_name, "agents": json.dumps(ids)})
 
 
 class _Root(NamedTuple):
@@ -938,7 +951,8 @@ def _placeholders(width: int, count: int) -> str:
 
 def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """PostgreSQL: the rows through `COPY ... FROM STDIN` on the transaction's own connection (psycopg 3);
-    up to `VALUES_MAX_ROWS` rows (a small trace's spans, its agent) as one INSERT instead.
+    up to `VALUES_MAX_ROWS` rows (a small trace's spans, its agent) as one INSERT instead, queued in the
+    `outbox` (sent with the next statement that needs an answer).
 
     An executemany sends one INSERT per row and waits for its answer; COPY streams every row in one
     statement, a third of the time at 20,000 spans. It needs exactly the INSERT privilege on the table
@@ -958,12 +972,10 @@ def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterab
     if not rows:
         return
     if len(rows) <= VALUES_MAX_ROWS:  # an INSERT: the policies check it as any other (no COPY needed)
-        from psycopg import RawCursor  # psycopg is there whenever PostgreSQL is; $n placeholders: no parsing
-
-        with RawCursor(raw) as plain:  # type: ignore[arg-type]
-            plain.execute(f"INSERT INTO public.{table} ({names}) VALUES {_placeholders(len(columns), len(rows))}",
-                          [value for row in rows for value in row])
+        run_numbered(conn, f"INSERT INTO public.{table} ({names}) VALUES {_placeholders(len(columns), len(rows))}",
+                     [value for row in rows for value in row])  # queued: sent with the next read (`outbox`)
         return
+    flush(conn)  # what is queued goes first (a pipeline cannot hold a COPY)
     with raw.cursor() as cursor:  # type: ignore[union-attr]
         if table not in known:
             answer = cursor.execute("SELECT row_security_active(%s::regclass)", (f"public.{table}",)).fetchone()
