@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import psycopg as postgresql_psycopg
+from sqlalchemy.exc import DBAPIError
 
 _KEY = "agentdesk_outbox"
 _listening: weakref.WeakSet[Engine] = weakref.WeakSet()
@@ -35,8 +36,6 @@ class Outbox:
 
     def __init__(self) -> None:
         self.queued: list[tuple[str, Params, bool]] = []
-        self.round_trips = 0
-        """Sends (tests count them: each is one wait for the server, however many statements it held)."""
 
     def send(self, raw: Any, read: tuple[str, Params] | None = None) -> list[tuple[Any, ...]]:
         """Everything queued, then `read` (`%(name)s` placeholders), in one round trip; `read`'s rows."""
@@ -45,19 +44,28 @@ class Outbox:
             statements.append((read[0], read[1], False))
         if not statements:
             return []
-        from psycopg import RawCursor  # psycopg is there whenever PostgreSQL is
+        import psycopg  # there whenever PostgreSQL is
 
-        self.round_trips += 1
-        if len(statements) == 1:  # one statement: no pipeline (its Sync) to pay for
-            sql, params, dollar = statements[0]
-            with (RawCursor(raw) if dollar else raw.cursor()) as cursor:
-                cursor.execute(sql, params)
-                return list(cursor.fetchall()) if read is not None else []
-        with raw.pipeline(), RawCursor(raw) as numbered, raw.cursor() as named:
-            for sql, params, dollar in statements:
-                (numbered if dollar else named).execute(sql, params)
-            # the read was sent last, on `named`: fetching it syncs the pipeline (all above have run, in order)
-            return list(named.fetchall()) if read is not None else []
+        try:
+            return _send(raw, statements, read is not None)
+        except psycopg.Error as exc:  # as SQLAlchemy wraps it: the unit of work's translations apply
+            sql = "; ".join(statement[0] for statement in statements)
+            raise DBAPIError.instance(sql, None, exc, psycopg.Error) from exc
+
+
+def _send(raw: Any, statements: list[tuple[str, Params, bool]], read: bool) -> list[tuple[Any, ...]]:
+    from psycopg import RawCursor
+
+    if len(statements) == 1:  # one statement: no pipeline (its Sync) to pay for
+        sql, params, dollar = statements[0]
+        with (RawCursor(raw) if dollar else raw.cursor()) as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall()) if read else []
+    with raw.pipeline(), RawCursor(raw) as numbered, raw.cursor() as named:
+        for sql, params, dollar in statements:
+            (numbered if dollar else named).execute(sql, params)
+        # the read was sent last, on `named`: fetching it syncs the pipeline (all above have run, in order)
+        return list(named.fetchall()) if read else []
 
 
 def is_postgres(conn: Connection) -> bool:
