@@ -200,6 +200,10 @@ class TraceWriter:
         self._seen: dict[str, float | None] = {}
         """Spans this writer wrote (row id -> end time): a later chunk may repeat them."""
         self._new_run = False
+        self._totals: _Totals | None = None
+        """A new run's roll-up facts, gathered from the rows this writer inserts (they are all of its spans):
+        the roll-up then reads nothing, and the trace's inserts wait in the `outbox` for the next trace's probe.
+        None when the stored rows must be read (a run stored before, a span completed, events applied)."""
         self._first = uow.now
 
     def rebind(self, uow: UnitOfWork) -> None:
@@ -250,6 +254,7 @@ class TraceWriter:
                 self.root_row = self._stored_root()
         else:
             self._new_run = True
+            self._totals = None if self.staged or found.events_waiting else _Totals()
             self.project_id = project_id
             if not found.project:
                 self._add(sc.ProjectRow, id=self.project_id, name=name, created_at=now, revision=1)
@@ -503,6 +508,8 @@ class TraceWriter:
         if span_rows:
             insert_tuples(self.conn, sc.SpanRow.__tablename__, SPAN_COLUMNS, sorted(span_rows))
             self._written.extend(r[0] for r in span_rows)
+            if self._totals is not None:
+                self._totals.add(span_rows, self.root_row)
             seen.update((r[0], r[7]) for r in span_rows)
             self.report.spans_written += len(span_rows)
         if orphan_rows:
@@ -575,6 +582,7 @@ class TraceWriter:
             attributes=add_keys(sp.attributes, own) if own else sp.attributes))
         self._written.append(row_id)
         self._seen[row_id] = sp.end_ns / 1e9
+        self._totals = None  # a row changed after it was counted: the roll-up reads the stored rows
         self.report.completed += 1
 
     # -- what the model saw ----------------------------------------------------------------
@@ -822,7 +830,8 @@ class TraceWriter:
         root: _Root | None = None
         merged = False
         if given is None:
-            given = self.roll_up_facts(self.conn, self.root_row)
+            given = (self._totals.facts() if self._totals is not None
+                     else self.roll_up_facts(self.conn, self.root_row))
             if len(given) > 7:
                 merged = True
                 given, found = given[:7], given[7:]
@@ -897,6 +906,44 @@ def _store_roll_up(conn: Connection, params: dict[str, Any], agents: list[str],
             {"model": model_name, "agents": json.dumps(ids)})
 
 
+@dataclass(slots=True)
+class _Totals:
+    """What `ROLL_UP_ROOT_SQL` would read of a new run, from its rows as they are inserted (`SPAN_COLUMNS`
+    tuples; the values are compared and summed, never converted): count, open, first start, last end, the
+    model calls' tokens and cost, then the root span's (id, status, name, error, attributes) or Nones."""
+
+    count: int = 0
+    open: int = 0
+    first: Any = None
+    last: Any = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: Any = 0.0
+    root: tuple[Any, ...] = (None, None, None, None, None)
+
+    def add(self, rows: Sequence[tuple[Any, ...]], root_row: str | None) -> None:
+        at = _SPAN_AT
+        for row in rows:
+            self.count += 1
+            start, end = row[at["started_at"]], row[at["ended_at"]]
+            if self.first is None or start < self.first:
+                self.first = start
+            if end is None:
+                self.open += 1
+            elif self.last is None or end > self.last:
+                self.last = end
+            if row[at["kind"]] == "model":
+                self.tokens_in += row[at["input_tokens"]] or 0
+                self.tokens_out += row[at["output_tokens"]] or 0
+                self.cost += row[at["cost_usd"]] or 0
+            if row[0] == root_row:
+                self.root = tuple(row[at[c]] for c in ("id", "status", "name", "error", "attributes"))
+
+    def facts(self) -> tuple[Any, ...]:
+        return (self.count, self.open, self.first, self.last, self.tokens_in, self.tokens_out, self.cost,
+                *self.root)
+
+
 class _Root(NamedTuple):
     """The root span's facts the roll-up needs."""
 
@@ -935,6 +982,7 @@ SPAN_COLUMNS = ("id", "run_id", "parent_span_id", "kind", "name", "status", "sta
                 "input_tokens", "output_tokens", "cost_usd", "attributes", "input_text", "output_text", "error",
                 "context_revision")
 """The order of `_span_row`'s tuples (the id first: sorting the tuples sorts by primary key)."""
+_SPAN_AT = {name: n for n, name in enumerate(SPAN_COLUMNS)}
 
 
 VALUES_MAX_ROWS = 200
