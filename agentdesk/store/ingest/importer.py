@@ -39,8 +39,10 @@ from agentdesk.store.ingest.logs import LogBatch
 from agentdesk.store.ingest.marks_otel import Restored
 from agentdesk.store.ingest.marks_otel import restore as restore_marks
 from agentdesk.store.ingest.prepare import Prepared, Preparer, fewer_collections
+from agentdesk.store.ingest.report import IngestReport
 from agentdesk.store.ingest.spans import BadRecord, run_row_id
-from agentdesk.store.ingest.writer import IngestReport, TraceIndex, TraceWriter, write_trace
+from agentdesk.store.ingest.trace_index import TraceIndex
+from agentdesk.store.ingest.writer import TraceWriter, write_trace
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.uow import UnitOfWork
 

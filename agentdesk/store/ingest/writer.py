@@ -21,9 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 from sqlalchemy import text as sql_text
@@ -31,7 +29,7 @@ from sqlalchemy import text as sql_text
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.ingest.events import adopt_pending
 from agentdesk.store.ingest.messages import PLAIN
-from agentdesk.store.ingest.outbox import ask, flush, is_postgres, run, run_numbered
+from agentdesk.store.ingest.outbox import ask, is_postgres, run
 from agentdesk.store.ingest.prepare import (  # item_id: readback and events import it from here too
     AGENT_KEY,
     EXTRA_KEYS,
@@ -42,7 +40,11 @@ from agentdesk.store.ingest.prepare import (  # item_id: readback and events imp
     item_id,
 )
 from agentdesk.store.ingest.probe import Probe, probe
+from agentdesk.store.ingest.report import IngestReport
+from agentdesk.store.ingest.rollup import ROLL_UP_ROOT_SQL, ROLL_UP_SQL, Root, Totals, store_roll_up
+from agentdesk.store.ingest.rows import IN_CHUNK, SPAN_COLUMNS, bulk_insert, insert_tuples
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
+from agentdesk.store.ingest.trace_index import TraceIndex
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import estimate_tokens, payload_hash
@@ -55,110 +57,8 @@ APPROVAL_ID_KEY = "agentdesk.approval.id"
 RUN_TITLE_KEY = "agentdesk.run.title"
 ORPHAN_PREFIX = "(orphan) "
 """Put before an orphan's name while it waits, so the timeline shows it as orphaned; removed when placed."""
-IN_CHUNK = 500
-"""Bound parameters per IN (...) lookup: well under SQLite's limit."""
-__all__ = ["AGENT_KEY", "EXTRA_KEYS", "ORPHAN_KEY", "IngestReport", "TraceIndex", "write_trace"]
+__all__ = ["AGENT_KEY", "EXTRA_KEYS", "ORPHAN_KEY", "TraceWriter", "write_trace"]
 _h = digest
-
-
-@dataclass
-class IngestReport:
-    """What one write did. `orphans_pending` counts spans still waiting for their parent after it."""
-
-    spans_written: int = 0
-    duplicates: int = 0
-    completed: int = 0
-    """Open spans that arrived again, ended, and were completed."""
-    placed: int = 0
-    """Orphans moved under a parent that arrived in this write."""
-    orphans_pending: int = 0
-    traces: int = 0
-    run_ids: list[str] = field(default_factory=list)
-    events_joined: int = 0
-    """Log records (GenAI events, other logs) now on their span: they came first, or their span was stored."""
-    events_waiting: int = 0
-    """Log records kept for a span that has not arrived."""
-    logs_unplaced: int = 0
-    """Log records with no trace or span id: nothing to join them to (counted, named in the summary)."""
-
-    def add(self, other: IngestReport) -> None:
-        self.spans_written += other.spans_written
-        self.duplicates += other.duplicates
-        self.completed += other.completed
-        self.placed += other.placed
-        self.orphans_pending += other.orphans_pending
-        self.traces += other.traces
-        self.events_joined += other.events_joined
-        self.events_waiting += other.events_waiting
-        self.logs_unplaced += other.logs_unplaced
-        self.run_ids.extend(r for r in other.run_ids if r not in self.run_ids)
-
-
-@dataclass(slots=True)
-class IndexEntry:
-    parent_id: str | None
-    agent_key: str | None
-    agent_name: str | None
-    start_ns: int
-
-
-@dataclass
-class TraceIndex:
-    """The compact facts of one trace's spans (no payloads): enough to place every span."""
-
-    trace_id: str
-    spans: dict[str, IndexEntry] = field(default_factory=dict)
-    project: str | None = None
-    conversation: str | None = None
-    root_span: str | None = None
-    root_name: str | None = None
-    _by_start: list[tuple[str, IndexEntry]] | None = field(default=None, repr=False, compare=False)
-    _cycle: tuple[int, str | None] | None = field(default=None, repr=False, compare=False)
-
-    def add(self, p: Prepared) -> None:
-        self.note(p.span_id, p.parent_id, p.agent_key, p.agent_name, p.start_ns, p.project, p.conversation,
-                  p.name)
-
-    def note(self, span_id: str, parent_id: str | None, agent_key: str | None, agent_name: str | None,
-             start_ns: int, project: str | None, conversation: str | None, name: str) -> None:
-        self.spans[span_id] = IndexEntry(parent_id, agent_key, agent_name, start_ns)
-        if self.project is None and project:
-            self.project = project
-        if self.conversation is None and conversation:
-            self.conversation = conversation
-        if parent_id is None and self.root_span is None:
-            self.root_span, self.root_name = span_id, name
-
-    def by_start(self) -> list[tuple[str, IndexEntry]]:
-        """The spans in start order, sorted once (a staged write sorts before taking the lock)."""
-        if self._by_start is None or len(self._by_start) != len(self.spans):
-            self._by_start = sorted(self.spans.items(), key=lambda kv: kv[1].start_ns)
-        return self._by_start
-
-    def cycle(self) -> str | None:
-        """A span that is its own ancestor (hostile or broken input), or None. O(spans), iterative;
-        the answer is kept (a staged write asks before taking the lock, `prepare` again under it)."""
-        if self._cycle is not None and self._cycle[0] == len(self.spans):
-            return self._cycle[1]
-        found = self._find_cycle()
-        self._cycle = (len(self.spans), found)
-        return found
-
-    def _find_cycle(self) -> str | None:
-        done: set[str] = set()
-        for start in self.spans:
-            path: list[str] = []
-            on_path: set[str] = set()
-            current: str | None = start
-            while current is not None and current not in done:
-                if current in on_path:
-                    return current
-                on_path.add(current)
-                path.append(current)
-                entry = self.spans.get(current)
-                current = entry.parent_id if entry is not None else None
-            done.update(path)
-        return None
 
 
 class TraceWriter:
@@ -200,7 +100,7 @@ class TraceWriter:
         self._seen: dict[str, float | None] = {}
         """Spans this writer wrote (row id -> end time): a later chunk may repeat them."""
         self._new_run = False
-        self._totals: _Totals | None = None
+        self._totals: Totals | None = None
         """A new run's roll-up facts, gathered from the rows this writer inserts (they are all of its spans):
         the roll-up then reads nothing, and the trace's inserts wait in the `outbox` for the next trace's probe.
         None when the stored rows must be read (a run stored before, a span completed, events applied)."""
@@ -254,7 +154,7 @@ class TraceWriter:
                 self.root_row = self._stored_root()
         else:
             self._new_run = True
-            self._totals = None if self.staged or found.events_waiting else _Totals()
+            self._totals = None if self.staged or found.events_waiting else Totals()
             self.project_id = project_id
             if not found.project:
                 self._add(sc.ProjectRow, id=self.project_id, name=name, created_at=now, revision=1)
@@ -827,7 +727,7 @@ class TraceWriter:
 
     def _roll_up(self) -> None:
         given, self._facts = self._facts, None
-        root: _Root | None = None
+        root: Root | None = None
         merged = False
         if given is None:
             given = (self._totals.facts() if self._totals is not None
@@ -835,12 +735,12 @@ class TraceWriter:
             if len(given) > 7:
                 merged = True
                 given, found = given[:7], given[7:]
-                root = _Root(*found[1:]) if found[0] is not None else None
+                root = Root(*found[1:]) if found[0] is not None else None
         if not merged and self.root_row is not None:
             S = sc.SpanRow
             stored = self.conn.execute(select(S.status, S.name, S.error, S.attributes)
                                        .where(S.id == self.root_row)).first()
-            root = _Root(*stored) if stored is not None else None
+            root = Root(*stored) if stored is not None else None
         _total, open_, first, last, tin, tout, cost = given
         status = "running" if open_ else ("failed" if root is not None and root.status == "error" else "done")
         title: str | None = None
@@ -859,98 +759,8 @@ class TraceWriter:
                   "error": root.error if root is not None and status == "failed" else None, "title": title,
                   "agent_status": {"running": "running", "failed": "failed"}.get(status, "done"),
                   "session": self.session_id, "session_status": status}
-        _store_roll_up(self.conn, params, list(self._agents), by_model)
+        store_roll_up(self.conn, params, list(self._agents), by_model)
         self._record("session", "update", self.session_id, {"project": self.project_id, "task": self.task_id})
-
-
-_ROLL_UP_COLUMNS = (
-    "SELECT count(*), count(*) FILTER (WHERE ended_at IS NULL), min(started_at), max(ended_at), "
-    "coalesce(sum(input_tokens) FILTER (WHERE kind = 'model'), 0), "
-    "coalesce(sum(output_tokens) FILTER (WHERE kind = 'model'), 0), "
-    "coalesce(sum(cost_usd) FILTER (WHERE kind = 'model'), 0.0)")
-ROLL_UP_SQL = _ROLL_UP_COLUMNS + " FROM spans WHERE run_id = :run"
-"""A run's totals over its spans (the run's slice of `spans_by_run`)."""
-ROLL_UP_ROOT_SQL = (_ROLL_UP_COLUMNS + "".join(f", (SELECT {c} FROM spans WHERE id = :root)"
-                                               for c in ("id", "status", "name", "error", "attributes"))
-                    + " FROM spans WHERE run_id = :run")
-"""The totals and the root span's facts (primary-key lookups), in one statement."""
-
-_RUN_SQL = ("UPDATE runs SET status = :status, started_at = :started_at, ended_at = :ended_at, "
-            "input_tokens = :input_tokens, output_tokens = :output_tokens, cost_usd = :cost_usd, error = :error, "
-            "title = coalesce(:title, title), revision = revision + 1 WHERE id = :run")
-_SESSION_SQL = ("UPDATE sessions SET status = :session_status, ended_at = :ended_at, revision = revision + 1 "
-                "WHERE id = :session")
-_AGENTS_SQL = "UPDATE agents SET status = :agent_status, revision = revision + 1 WHERE id {ids}"
-_MODEL_SQL = "UPDATE agents SET model = :model WHERE id {ids} AND model = ''"
-
-
-def _store_roll_up(conn: Connection, params: dict[str, Any], agents: list[str],
-                   by_model: dict[str, list[str]]) -> None:
-    """The run, its agents and its session updated from the roll-up. PostgreSQL: one statement (the
-    agents' and session's updates as data-modifying WITH queries: the same privileges, policies and
-    triggers apply as to each alone), queued in the `outbox`, ids as one array; SQLite (no UPDATE inside
-    WITH): one by one, ids `IN_CHUNK` at a time. The models after the status: a row once per statement."""
-    if is_postgres(conn):
-        run(conn, f"WITH agents_done AS ({_AGENTS_SQL.format(ids='= ANY(:agents)')} RETURNING 1), "
-                  f"session_done AS ({_SESSION_SQL} RETURNING 1) {_RUN_SQL}", {**params, "agents": agents})
-        for model_name, ids in by_model.items():
-            run(conn, _MODEL_SQL.format(ids="= ANY(:agents)"), {"model": model_name, "agents": ids})
-        return
-    run(conn, _RUN_SQL, params)
-    for n in range(0, len(agents), IN_CHUNK):
-        run(conn, _AGENTS_SQL.format(ids="IN (SELECT value FROM json_each(:agents))"),
-            {**params, "agents": json.dumps(agents[n:n + IN_CHUNK])})
-    run(conn, _SESSION_SQL, params)
-    for model_name, ids in by_model.items():
-        run(conn, _MODEL_SQL.format(ids="IN (SELECT value FROM json_each(:agents))"),
-            {"model": model_name, "agents": json.dumps(ids)})
-
-
-@dataclass(slots=True)
-class _Totals:
-    """What `ROLL_UP_ROOT_SQL` would read of a new run, from its rows as they are inserted (`SPAN_COLUMNS`
-    tuples; the values are compared and summed, never converted): count, open, first start, last end, the
-    model calls' tokens and cost, then the root span's (id, status, name, error, attributes) or Nones."""
-
-    count: int = 0
-    open: int = 0
-    first: Any = None
-    last: Any = None
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cost: Any = 0.0
-    root: tuple[Any, ...] = (None, None, None, None, None)
-
-    def add(self, rows: Sequence[tuple[Any, ...]], root_row: str | None) -> None:
-        at = _SPAN_AT
-        for row in rows:
-            self.count += 1
-            start, end = row[at["started_at"]], row[at["ended_at"]]
-            if self.first is None or start < self.first:
-                self.first = start
-            if end is None:
-                self.open += 1
-            elif self.last is None or end > self.last:
-                self.last = end
-            if row[at["kind"]] == "model":
-                self.tokens_in += row[at["input_tokens"]] or 0
-                self.tokens_out += row[at["output_tokens"]] or 0
-                self.cost += row[at["cost_usd"]] or 0
-            if row[0] == root_row:
-                self.root = tuple(row[at[c]] for c in ("id", "status", "name", "error", "attributes"))
-
-    def facts(self) -> tuple[Any, ...]:
-        return (self.count, self.open, self.first, self.last, self.tokens_in, self.tokens_out, self.cost,
-                *self.root)
-
-
-class _Root(NamedTuple):
-    """The root span's facts the roll-up needs."""
-
-    status: str
-    name: str
-    error: str | None
-    attributes: str | None
 
 
 @dataclass
@@ -971,124 +781,6 @@ class _ContextBatch:
 
 def original_name(name: str) -> str:
     return name[len(ORPHAN_PREFIX):] if name.startswith(ORPHAN_PREFIX) else name
-
-
-SORT_KEYS = {"spans": "id", "context_items": "id", "context_item_revisions": "item_id",
-             "span_context_items": "span_id"}
-"""Tables whose rows may be inserted in primary-key order (agents may not: parents come first)."""
-
-
-SPAN_COLUMNS = ("id", "run_id", "parent_span_id", "kind", "name", "status", "started_at", "ended_at",
-                "input_tokens", "output_tokens", "cost_usd", "attributes", "input_text", "output_text", "error",
-                "context_revision")
-"""The order of `_span_row`'s tuples (the id first: sorting the tuples sorts by primary key)."""
-_SPAN_AT = {name: n for n, name in enumerate(SPAN_COLUMNS)}
-
-
-VALUES_MAX_ROWS = 200
-"""PostgreSQL: up to this many rows go in as one INSERT ... VALUES written straight to the driver (one round
-trip); a COPY costs two (the COPY, then its data and end) and pays only for more rows. An executemany through
-SQLAlchemy was slower than either (its per-row processing)."""
-
-
-@lru_cache(maxsize=64)
-def _placeholders(width: int, count: int) -> str:
-    """`($1, $2), ($3, $4)` for `count` rows of `width` values (a small trace's shapes repeat: built once)."""
-    return ", ".join("(" + ", ".join(f"${r * width + c + 1}" for c in range(width)) + ")" for r in range(count))
-
-
-def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """PostgreSQL: the rows through `COPY ... FROM STDIN` on the transaction's own connection (psycopg 3);
-    up to `VALUES_MAX_ROWS` rows (a small trace's spans, its agent) as one INSERT instead, queued in the
-    `outbox` (sent with the next statement that needs an answer).
-
-    An executemany sends one INSERT per row and waits for its answer; COPY streams every row in one
-    statement, a third of the time at 20,000 spans. It needs exactly the INSERT privilege on the table
-    and fires the same triggers, so a login writes through it only what it could INSERT. A login bound
-    by the table's row-level security (an agent: migration 0013) may not COPY into it at all ("COPY FROM
-    not supported with row-level security"): its rows are copied into a temporary table of the same
-    shape and moved with one INSERT ... SELECT, which the policies and triggers check row by row as
-    they check an INSERT.
-
-    Whether the login is bound is asked once per connection and table (`info` lives as long as the
-    connection; a login's policies change only with a migration), not once per COPY: it was a round trip
-    per trace."""
-    raw = conn.connection.driver_connection
-    known: dict[str, bool] = conn.connection.info.setdefault("agentdesk_row_security", {})
-    names = ", ".join(columns)
-    rows = list(rows)
-    if not rows:
-        return
-    if len(rows) <= VALUES_MAX_ROWS:  # an INSERT: the policies check it as any other (no COPY needed)
-        run_numbered(conn, f"INSERT INTO public.{table} ({names}) VALUES {_placeholders(len(columns), len(rows))}",
-                     [value for row in rows for value in row])  # queued: sent with the next read (`outbox`)
-        return
-    flush(conn)  # what is queued goes first (a pipeline cannot hold a COPY)
-    with raw.cursor() as cursor:  # type: ignore[union-attr]
-        if table not in known:
-            answer = cursor.execute("SELECT row_security_active(%s::regclass)", (f"public.{table}",)).fetchone()
-            known[table] = bool(answer is not None and answer[0])
-        target = f"public.{table}"
-        if known[table]:
-            target = f"agentdesk_copy_{table}"
-            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {target} (LIKE public.{table} INCLUDING DEFAULTS) "
-                           "ON COMMIT DELETE ROWS")
-        with cursor.copy(f"COPY {target} ({names}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-        if target != f"public.{table}":
-            cursor.execute(f"INSERT INTO public.{table} ({names}) SELECT {names} FROM {target}")
-            cursor.execute(f"TRUNCATE {target}")
-
-
-def insert_tuples(conn: Connection, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
-    """executemany of ready tuples straight to the driver (SQLAlchemy's per-row processing is slow);
-    COPY on PostgreSQL (`copy_rows`)."""
-    if conn.dialect.name == "postgresql":
-        copy_rows(conn, table, columns, rows)
-        return
-    if conn.dialect.name != "sqlite":
-        conn.execute(insert(sc.Base.metadata.tables[table]), [dict(zip(columns, r, strict=True)) for r in rows])
-        return
-    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
-    conn.exec_driver_sql(sql, rows)
-
-
-def _copy_defaults(table: type[sc.Base], columns: Sequence[str]) -> dict[str, Any] | None:
-    """The scalar Python-side defaults of the columns not given (a Core insert fills them; COPY would
-    not), or None when one is computed (a callable): the Core insert then."""
-    filled: dict[str, Any] = {}
-    for column in table.__table__.columns:
-        if column.name in columns or column.default is None:
-            continue
-        if not column.default.is_scalar:
-            return None
-        filled[column.name] = column.default.arg  # type: ignore[attr-defined]
-    return filled
-
-
-def bulk_insert(conn: Connection, table: type[sc.Base], rows: list[dict[str, Any]]) -> None:
-    """executemany straight to the driver on SQLite (SQLAlchemy's per-row parameter processing
-    was a third of the import time); COPY on PostgreSQL; the portable Core insert elsewhere."""
-    if conn.dialect.name == "postgresql" and rows:
-        given = list(rows[0])
-        defaults = _copy_defaults(table, given)
-        if defaults is not None and all(len(r) == len(given) for r in rows):
-            columns = [*given, *defaults]
-            fixed = tuple(defaults.values())
-            copy_rows(conn, table.__tablename__, columns, (tuple(r[c] for c in given) + fixed for r in rows))
-            return
-    if conn.dialect.name != "sqlite":
-        conn.execute(insert(table), rows)
-        return
-    columns = list(rows[0])
-    key = SORT_KEYS.get(table.__tablename__)
-    if key is not None:  # in key order, each chunk's B-tree inserts touch neighbouring pages
-        rows = sorted(rows, key=itemgetter(key))
-    sql = (f"INSERT INTO {table.__tablename__} ({', '.join(columns)}) "
-           f"VALUES ({', '.join('?' for _ in columns)})")
-    conn.exec_driver_sql(sql, list(map(itemgetter(*columns), rows)) if len(columns) > 1
-                         else [(r[columns[0]],) for r in rows])
 
 
 def write_trace(uow: UnitOfWork, index: TraceIndex, chunks: Iterable[Sequence[Prepared]],
