@@ -43,7 +43,7 @@ _MODEL_SQL = "UPDATE agents SET model = :model WHERE id {ids} AND model = ''"
 
 
 def store_roll_up(conn: Connection, params: dict[str, Any], agents: list[str],
-                   by_model: dict[str, list[str]]) -> None:
+                  by_model: dict[str, list[str]]) -> None:
     """The run, its agents and its session updated from the roll-up. PostgreSQL: one statement (the
     agents' and session's updates as data-modifying WITH queries: the same privileges, policies and
     triggers apply as to each alone), queued in the `outbox`, ids as one array; SQLite (no UPDATE inside
