@@ -3,10 +3,11 @@
 Why: an import of small traces is round trips. A 20-span trace cost seven statements (its probe, the
 session, agent, run and span inserts, the roll-up read and its update), each a wait for the server:
 on two shared cores every wait is also two context switches, and PostgreSQL's import took 1.5x
-SQLite's time (3.6x under load). Only two of the seven need an answer. The others are queued here and
-go out in psycopg's pipeline mode together with the next statement whose answer the writer needs (the
-next trace's probe, this trace's roll-up read): a trace now costs two round trips, and the statements
-are the same, run in the same order, in the same transaction.
+SQLite's time (2.4-5.5x under load). Only two of the seven need an answer. The others are queued here
+and go out in psycopg's pipeline mode together with the next statement whose answer the writer needs
+(the next trace's probe; the roll-up read where one is needed: a new run's is summed from its rows,
+`rollup.Totals`): a new trace costs one round trip, and the statements are the same, run in the same
+order, in the same transaction.
 
 The queue lives in the connection's `info` (per pooled connection) and is sent before anything else
 uses the connection: any statement SQLAlchemy runs on it (`before_cursor_execute`), its commit (and the
