@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentdesk.store.ingest.ingest import ingest_json, ingest_request, ingest_spans
+    from agentdesk.store.ingest.report import IngestReport
     from agentdesk.store.ingest.spans import BadRecord, OtelSpan
-    from agentdesk.store.ingest.writer import IngestReport
 
 _WHERE = {"ingest_json": "ingest", "ingest_request": "ingest", "ingest_spans": "ingest",
-          "BadRecord": "spans", "OtelSpan": "spans", "IngestReport": "writer"}
+          "BadRecord": "spans", "OtelSpan": "spans", "IngestReport": "report"}
 
 __all__ = ["BadRecord", "IngestReport", "OtelSpan", "ingest_json", "ingest_request", "ingest_spans"]
 

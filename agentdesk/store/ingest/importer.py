@@ -39,8 +39,11 @@ from agentdesk.store.ingest.logs import LogBatch
 from agentdesk.store.ingest.marks_otel import Restored
 from agentdesk.store.ingest.marks_otel import restore as restore_marks
 from agentdesk.store.ingest.prepare import Prepared, Preparer, fewer_collections
+from agentdesk.store.ingest.report import IngestReport
 from agentdesk.store.ingest.spans import BadRecord, run_row_id
-from agentdesk.store.ingest.writer import IngestReport, TraceIndex, TraceWriter, write_trace
+from agentdesk.store.ingest.staged_writer import StagedTraceWriter
+from agentdesk.store.ingest.trace_index import TraceIndex
+from agentdesk.store.ingest.writer import write_trace
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.uow import UnitOfWork
 
@@ -425,7 +428,7 @@ def _write_staged(store: Store, spill: _Staging, trace: str, chunks: Callable[[s
     with UnitOfWork(store, runtime=True) as uow:
         if staging.state(uow, run_row_id(trace)) == "visible":
             return None
-        writer = TraceWriter(uow, index, default_project, staged=True)
+        writer = StagedTraceWriter(uow, index, default_project)
         writer.prepare()
     pieces = (chunk[i:i + STAGED_STEP] for chunk in chunks(trace) for i in range(0, len(chunk), STAGED_STEP))
     piece = next(pieces, None)

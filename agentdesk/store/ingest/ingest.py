@@ -14,8 +14,10 @@ from agentdesk.store.ingest.decode import spans_from_json, spans_from_proto
 from agentdesk.store.ingest.events import attach
 from agentdesk.store.ingest.logs import LogBatch
 from agentdesk.store.ingest.prepare import Prepared, prepare_all
+from agentdesk.store.ingest.report import IngestReport
 from agentdesk.store.ingest.spans import OtelSpan
-from agentdesk.store.ingest.writer import IngestReport, TraceIndex, write_trace
+from agentdesk.store.ingest.trace_index import TraceIndex
+from agentdesk.store.ingest.writer import write_trace
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.persistence.schema import AgentRow, RunRow
 from agentdesk.store.uow import UnitOfWork

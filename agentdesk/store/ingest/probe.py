@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, exists, select
+from sqlalchemy import Connection
 
 from agentdesk.store.ingest.events import PENDING_PREFIX
-from agentdesk.store.persistence import schema as sc
+from agentdesk.store.ingest.outbox import ask
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,17 +32,20 @@ class Probe:
     """Log records that came before this trace's spans wait in `agentdesk_meta` (`events.adopt_pending`)."""
 
 
+PROBE_SQL = (
+    "SELECT r.project_id, r.task_id, r.session_id, r.agent_id, "
+    "EXISTS (SELECT 1 FROM projects WHERE id = :project), EXISTS (SELECT 1 FROM tasks WHERE id = :task), "
+    "EXISTS (SELECT 1 FROM sessions WHERE id = :session), "
+    "EXISTS (SELECT 1 FROM import_staging WHERE kind != 'run' AND run_id != :run), "
+    "EXISTS (SELECT 1 FROM agentdesk_meta WHERE key LIKE :pending || '%') "
+    "FROM (SELECT 1 AS one) o LEFT JOIN runs r ON r.id = :run")
+"""Primary-key and index lookups, as the six separate questions were (the last as `startswith` wrote it)."""
+
+
 def probe(conn: Connection, run_id: str, project_id: str, task_id: str, session_id: str, trace_id: str) -> Probe:
-    """The answers for one trace, in one round trip (scalar subqueries, each a primary-key or index lookup)."""
-    R, St, M = sc.RunRow, sc.ImportStagingRow, sc.MetaRow
-    run = [select(column).where(R.id == run_id).scalar_subquery()
-           for column in (R.project_id, R.task_id, R.session_id, R.agent_id)]
-    row = conn.execute(select(
-        *run,
-        exists().where(sc.ProjectRow.id == project_id),
-        exists().where(sc.TaskRow.id == task_id),
-        exists().where(sc.SessionRow.id == session_id),
-        exists().where(St.kind != "run", St.run_id != run_id),
-        exists().where(M.key.startswith(PENDING_PREFIX + trace_id)))).one()
+    """The answers for one trace, in one round trip (sent with the writes queued before it: `outbox`)."""
+    row = ask(conn, PROBE_SQL, {"run": run_id, "project": project_id, "task": task_id, "session": session_id,
+                                "pending": PENDING_PREFIX + trace_id})
+    assert row is not None
     stored = None if row[0] is None else (str(row[0]), str(row[1]), str(row[2]), str(row[3]))
     return Probe(stored, bool(row[4]), bool(row[5]), bool(row[6]), bool(row[7]), bool(row[8]))

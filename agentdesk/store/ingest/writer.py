@@ -21,18 +21,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
-from sqlalchemy import Connection, Update, bindparam, delete, func, insert, literal_column, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 from sqlalchemy import text as sql_text
-from sqlalchemy.orm import aliased
 
 from agentdesk.store.errors import InvalidInput
 from agentdesk.store.ingest import agent_context, skeleton
 from agentdesk.store.ingest.events import adopt_pending
 from agentdesk.store.ingest.messages import PLAIN
+from agentdesk.store.ingest.outbox import ask, is_postgres, run
 from agentdesk.store.ingest.prepare import (  # item_id: readback and events import it from here too
     AGENT_KEY,
     EXTRA_KEYS,
@@ -43,9 +41,12 @@ from agentdesk.store.ingest.prepare import (  # item_id: readback and events imp
     item_id,
 )
 from agentdesk.store.ingest.probe import Probe, probe
+from agentdesk.store.ingest.report import IngestReport
+from agentdesk.store.ingest.rollup import ROLL_UP_ROOT_SQL, ROLL_UP_SQL, Root, Totals, store_roll_up
+from agentdesk.store.ingest.rows import IN_CHUNK, SPAN_COLUMNS, bulk_insert, insert_tuples
 from agentdesk.store.ingest.spans import run_row_id, span_row_id, split_span_row_id
+from agentdesk.store.ingest.trace_index import TraceIndex
 from agentdesk.store.persistence import schema as sc
-from agentdesk.store.persistence.payloads import pack_rows
 from agentdesk.store.text.times import NS_PER_S
 from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import estimate_tokens, payload_hash
@@ -58,113 +59,8 @@ APPROVAL_ID_KEY = "agentdesk.approval.id"
 RUN_TITLE_KEY = "agentdesk.run.title"
 ORPHAN_PREFIX = "(orphan) "
 """Put before an orphan's name while it waits, so the timeline shows it as orphaned; removed when placed."""
-IN_CHUNK = 500
-"""Bound parameters per IN (...) lookup: well under SQLite's limit."""
-__all__ = ["AGENT_KEY", "EXTRA_KEYS", "ORPHAN_KEY", "IngestReport", "TraceIndex", "write_trace"]
+__all__ = ["AGENT_KEY", "EXTRA_KEYS", "ORPHAN_KEY", "TraceWriter", "write_trace"]
 _h = digest
-
-
-@dataclass
-class IngestReport:
-    """What one write did. `orphans_pending` counts spans still waiting for their parent after it."""
-
-    spans_written: int = 0
-    duplicates: int = 0
-    completed: int = 0
-    """Open spans that arrived again, ended, and were completed."""
-    placed: int = 0
-    """Orphans moved under a parent that arrived in this write."""
-    orphans_pending: int = 0
-    traces: int = 0
-    run_ids: list[str] = field(default_factory=list)
-    events_joined: int = 0
-    """Log records (GenAI events, other logs) now on their span: they came first, or their span was stored."""
-    events_waiting: int = 0
-    """Log records kept for a span that has not arrived."""
-    logs_unplaced: int = 0
-    """Log records with no trace or span id: nothing to join them to (counted, named in the summary)."""
-    retyped: int = 0
-    """Stored spans whose kind or agent changed because spans of their trace arrived after them."""
-
-    def add(self, other: IngestReport) -> None:
-        self.spans_written += other.spans_written
-        self.duplicates += other.duplicates
-        self.completed += other.completed
-        self.placed += other.placed
-        self.orphans_pending += other.orphans_pending
-        self.traces += other.traces
-        self.events_joined += other.events_joined
-        self.events_waiting += other.events_waiting
-        self.logs_unplaced += other.logs_unplaced
-        self.retyped += other.retyped
-        self.run_ids.extend(r for r in other.run_ids if r not in self.run_ids)
-
-
-@dataclass(slots=True)
-class IndexEntry:
-    parent_id: str | None
-    agent_key: str | None
-    agent_name: str | None
-    start_ns: int
-
-
-@dataclass
-class TraceIndex:
-    """The compact facts of one trace's spans (no payloads): enough to place every span."""
-
-    trace_id: str
-    spans: dict[str, IndexEntry] = field(default_factory=dict)
-    project: str | None = None
-    conversation: str | None = None
-    root_span: str | None = None
-    root_name: str | None = None
-    _by_start: list[tuple[str, IndexEntry]] | None = field(default=None, repr=False, compare=False)
-    _cycle: tuple[int, str | None] | None = field(default=None, repr=False, compare=False)
-
-    def add(self, p: Prepared) -> None:
-        self.note(p.span_id, p.parent_id, p.agent_key, p.agent_name, p.start_ns, p.project, p.conversation,
-                  p.name)
-
-    def note(self, span_id: str, parent_id: str | None, agent_key: str | None, agent_name: str | None,
-             start_ns: int, project: str | None, conversation: str | None, name: str) -> None:
-        self.spans[span_id] = IndexEntry(parent_id, agent_key, agent_name, start_ns)
-        if self.project is None and project:
-            self.project = project
-        if self.conversation is None and conversation:
-            self.conversation = conversation
-        if parent_id is None and self.root_span is None:
-            self.root_span, self.root_name = span_id, name
-
-    def by_start(self) -> list[tuple[str, IndexEntry]]:
-        """The spans in start order, sorted once (a staged write sorts before taking the lock)."""
-        if self._by_start is None or len(self._by_start) != len(self.spans):
-            self._by_start = sorted(self.spans.items(), key=lambda kv: kv[1].start_ns)
-        return self._by_start
-
-    def cycle(self) -> str | None:
-        """A span that is its own ancestor (hostile or broken input), or None. O(spans), iterative;
-        the answer is kept (a staged write asks before taking the lock, `prepare` again under it)."""
-        if self._cycle is not None and self._cycle[0] == len(self.spans):
-            return self._cycle[1]
-        found = self._find_cycle()
-        self._cycle = (len(self.spans), found)
-        return found
-
-    def _find_cycle(self) -> str | None:
-        done: set[str] = set()
-        for start in self.spans:
-            path: list[str] = []
-            on_path: set[str] = set()
-            current: str | None = start
-            while current is not None and current not in done:
-                if current in on_path:
-                    return current
-                on_path.add(current)
-                path.append(current)
-                entry = self.spans.get(current)
-                current = entry.parent_id if entry is not None else None
-            done.update(path)
-        return None
 
 
 class TraceWriter:
@@ -206,6 +102,10 @@ class TraceWriter:
         self._seen: dict[str, int | None] = {}
         """Spans this writer wrote (row id -> end time, ns): a later chunk may repeat them."""
         self._new_run = False
+        self._totals: Totals | None = None
+        """A new run's roll-up facts, gathered from the rows this writer inserts (they are all of its spans):
+        the roll-up then reads nothing, and the trace's inserts wait in the `outbox` for the next trace's probe.
+        None when the stored rows must be read (a run stored before, a span completed, events applied)."""
         self._first = uow.now
         self._skeleton: list[skeleton.StoredSpan] | None = None
         """A stored trace's spans (`skeleton.load`), read into `index`: placing decides over the whole trace."""
@@ -251,7 +151,6 @@ class TraceWriter:
         if looped is not None:
             raise InvalidInput(f"Trace {self.index.trace_id}: span {looped} is its own ancestor "
                                "(its parent chain loops back to it).")
-        s = self.uow.session
         # Rows are dated by the trace, not by the import: re-importing elsewhere gives equal rows.
         now = self._first = (min((e.start_ns for e in self.index.spans.values()), default=0) / 1e9
                              or self.uow.now)
@@ -280,29 +179,27 @@ class TraceWriter:
                 self.root_row = self._stored_root()
         else:
             self._new_run = True
+            self._totals = None if self.staged or found.events_waiting else Totals()
             self.project_id = project_id
             if not found.project:
-                s.add(sc.ProjectRow(id=self.project_id, name=name, created_at=now, revision=1))
-                s.flush()  # each container before the next (they are keys of each other)
+                self._add(sc.ProjectRow, id=self.project_id, name=name, created_at=now, revision=1)
                 self._stage("project", [self.project_id])
                 self._record("project", "insert", self.project_id)
             self.task_id = task_id
             if not found.task:
-                s.add(sc.TaskRow(id=self.task_id, project_id=self.project_id, title=TASK_TITLE, created_at=now,
-                                 revision=1))
-                s.flush()  # each container before the next (they are keys of each other)
+                self._add(sc.TaskRow, id=self.task_id, project_id=self.project_id, title=TASK_TITLE, created_at=now,
+                          revision=1)
                 self._stage("task", [self.task_id])
                 self._record("task", "insert", self.task_id, {"project": self.project_id})
             self.session_id = session_id
             if not found.session:
                 self._session_agents = set()  # a session made now has no agents yet (agents.session_id is a key)
                 title = conv or f"trace {self.index.root_name or self.index.trace_id[:8]}"
-                s.add(sc.SessionRow(id=self.session_id, project_id=self.project_id, task_id=self.task_id,
-                                    title=title, status="running", created_at=now, revision=1))
+                self._add(sc.SessionRow, id=self.session_id, project_id=self.project_id, task_id=self.task_id,
+                          title=title, status="running", created_at=now, revision=1)
                 self._stage("session", [self.session_id])
                 self._record("session", "insert", self.session_id,
                                 {"project": self.project_id, "task": self.task_id})
-            s.flush()
             self.run_agent = self._top_agent()
             self.root_row = self.index.root_span and span_row_id(self.index.trace_id, self.index.root_span)
         self._agents.setdefault(self.run_agent, {"parent": None})
@@ -314,13 +211,20 @@ class TraceWriter:
             self._retype(stored_agent)
         self._claim_shared()
         if self._new_run:
-            s.flush()
-            s.add(sc.RunRow(id=self.run_id, project_id=self.project_id, task_id=self.task_id,
-                            session_id=self.session_id, agent_id=self.run_agent,
-                            title=self.index.root_name or f"trace {self.index.trace_id[:8]}",
-                            status="running", started_at=now, revision=1))
-            s.flush()
+            self._add(sc.RunRow, id=self.run_id, project_id=self.project_id, task_id=self.task_id,
+                      session_id=self.session_id, agent_id=self.run_agent,
+                      title=self.index.root_name or f"trace {self.index.trace_id[:8]}",
+                      status="running", started_at=now, revision=1)
             self._stage("run", [self.run_id])
+
+    def _add(self, table: type[sc.Base], **values: Any) -> None:
+        """A container row, in the order they are keys of each other: queued on PostgreSQL (`outbox`: sent
+        with the next read, in order), through the session elsewhere (flushed, so the next one finds it)."""
+        if is_postgres(self.conn):
+            bulk_insert(self.conn, table, [values])
+            return
+        self.uow.session.add(table(**values))
+        self.uow.session.flush()
 
     def _claim_shared(self) -> None:
         """Containers this trace uses that an unfinished staged import created become visible now: they
@@ -643,6 +547,8 @@ class TraceWriter:
         if span_rows:
             insert_tuples(self.conn, sc.SpanRow.__tablename__, SPAN_COLUMNS, sorted(span_rows))
             self._written.extend(r[0] for r in span_rows)
+            if self._totals is not None:
+                self._totals.add(span_rows, self.root_row)
             seen.update((r[0], r[7]) for r in span_rows)
             self.report.spans_written += len(span_rows)
         if orphan_rows:
@@ -720,6 +626,7 @@ class TraceWriter:
             attributes=add_keys(sp.attributes, own) if own else sp.attributes))
         self._written.append(row_id)
         self._seen[row_id] = sp.end_ns
+        self._totals = None  # a row changed after it was counted: the roll-up reads the stored rows
         self.report.completed += 1
 
     # -- what the model saw ----------------------------------------------------------------
@@ -849,9 +756,10 @@ class TraceWriter:
         if self._written or self.report.retyped:
             self._record("span_batch", "insert", self.run_id, parents)
         touched = sorted(self._context_touched)
-        for n in range(0, len(touched), IN_CHUNK):
-            self.conn.execute(update(sc.AgentRow).where(sc.AgentRow.id.in_(touched[n:n + IN_CHUNK])).values(
-                context_revision=sc.AgentRow.context_revision + 1))
+        if touched:
+            ids = "= ANY(:agents)" if is_postgres(self.conn) else "IN (SELECT value FROM json_each(:agents))"
+            run(self.conn, f"UPDATE agents SET context_revision = context_revision + 1 WHERE id {ids}",
+                {"agents": touched if is_postgres(self.conn) else json.dumps(touched)})
         for agent_id in touched:
             self._record("context", "update", agent_id, {"agent": agent_id, "session": self.session_id})
         if self._new_run:  # every orphan of a new run is one this writer inserted
@@ -860,62 +768,6 @@ class TraceWriter:
             self.report.orphans_pending = self.conn.execute(
                 select(func.count()).select_from(sc.OtelOrphanRow)
                 .where(sc.OtelOrphanRow.run_id == self.run_id)).scalar_one()
-        return self.report
-
-    # -- a staged trace: settle, then flip ---------------------------------------------------
-    def place_written(self) -> None:
-        """Staged: orphans waiting for the spans written so far move under them (in the slice's transaction)."""
-        self._place_orphans(roots=False)
-
-    def heartbeat(self) -> None:
-        """Staged: the importer is alive (a staged trace untouched for `STALE_S` is abandoned)."""
-        self.conn.execute(update(sc.ImportStagingRow).where(sc.ImportStagingRow.run_id == self.run_id)
-                          .values(heartbeat_at=self.uow.now))
-
-    def settle(self, facts: tuple[Any, ...] | None = None) -> None:
-        """Staged: everything `finish` computes, still hidden (its change-log rows wait for `flip`);
-        `facts`: `roll_up_facts`, read before this transaction."""
-        self._facts = facts
-        self.heartbeat()
-        self.finish()
-
-    def flip(self) -> IngestReport:
-        """Staged: the short last transaction. The trace becomes visible whole: its staged rows are
-        released, and the change log announces them, parents first, then what `finish` recorded."""
-        St, A = sc.ImportStagingRow, sc.AgentRow
-        self._claim_shared()
-        staged = dict(self.conn.execute(select(St.entity_id, St.kind).where(St.run_id == self.run_id)).all())
-        box = {"project": self.project_id, "task": self.task_id, "session": self.session_id}
-        for kind in ("project", "task", "session"):
-            for entity_id in [e for e, k in staged.items() if k == kind]:
-                self.uow.record(kind, "insert", entity_id,
-                                {k: box[k] for k in ("project", "task")[:("project", "task", "session").index(kind)]})
-        agents = [e for e, k in staged.items() if k == "agent"]
-        parent_of: dict[str, str | None] = {}
-        for n in range(0, len(agents), IN_CHUNK):
-            parent_of.update(self.conn.execute(select(A.id, A.parent_agent_id)
-                                               .where(A.id.in_(agents[n:n + IN_CHUNK]))).all())
-
-        def depth(agent: str) -> int:
-            d, current = 0, parent_of.get(agent)
-            while current is not None and current in parent_of and d <= len(parent_of):
-                d, current = d + 1, parent_of.get(current)
-            return d
-
-        for agent_id in sorted(parent_of, key=depth):  # a parent before its sub-agents
-            p = dict(box)
-            if parent_of[agent_id]:
-                p["parent_agent"] = str(parent_of[agent_id])
-            self.uow.record("agent", "insert", agent_id, p)
-        deferred, self._deferred, self.staged = self._deferred, [], False
-        for entity, op, entity_id, parents, revision in deferred:
-            if entity == "agent" and op == "insert":
-                continue  # announced above, with any a crashed earlier attempt staged
-            if entity == "run" and entity_id == self.run_id and self.run_id in staged:
-                op = "insert"  # new to every reader, even when an earlier attempt created the row
-            self.uow.record(entity, op, entity_id, parents, revision)
-        if not self._server_delete("staging", []):
-            self.conn.execute(delete(St).where(St.run_id == self.run_id))
         return self.report
 
     def may_rebuild(self) -> bool:
@@ -975,98 +827,54 @@ class TraceWriter:
         """The run's totals over its spans; a staged write reads them outside the write lock (nobody
         else writes a staged run's spans), so the settling transaction only updates. With `root`, the
         root span's (id, status, name, error, attributes) follow, read in the same statement (a round
-        trip fewer per trace on PostgreSQL)."""
-        S = sc.SpanRow
-        model = S.kind == "model"
-        columns: list[Any] = [
-            func.count(), func.count().filter(S.ended_at.is_(None)), func.min(S.started_at),
-            func.max(S.ended_at), func.coalesce(func.sum(S.input_tokens).filter(model), 0),
-            func.coalesce(func.sum(S.output_tokens).filter(model), 0),
-            func.coalesce(func.sum(S.cost_usd).filter(model), 0.0)]
-        if root is not None:
-            R = aliased(S)
-            columns += [select(c).where(R.id == root).scalar_subquery()
-                        for c in (R.id, R.status, R.name, R.error, R.attributes)]
-        return tuple(conn.execute(select(*columns).where(S.run_id == self.run_id)).one())
+        trip fewer per trace on PostgreSQL, where the trace's queued inserts go with it: `outbox`)."""
+        found = ask(conn, ROLL_UP_SQL if root is None else ROLL_UP_ROOT_SQL, {"run": self.run_id, "root": root})
+        assert found is not None
+        return found
 
     def _roll_up(self) -> None:
-        S = sc.SpanRow
         given, self._facts = self._facts, None
-        root: _Root | None = None
+        root: Root | None = None
         merged = False
         if given is None:
-            given = self.roll_up_facts(self.conn, self.root_row)
+            given = (self._totals.facts() if self._totals is not None
+                     else self.roll_up_facts(self.conn, self.root_row))
             if len(given) > 7:
                 merged = True
                 given, found = given[:7], given[7:]
-                root = _Root(*found[1:]) if found[0] is not None else None
+                root = Root(*found[1:]) if found[0] is not None else None
         if not merged and self.root_row is not None:
+            S = sc.SpanRow
             stored = self.conn.execute(select(S.status, S.name, S.error, S.attributes)
                                        .where(S.id == self.root_row)).first()
-            root = _Root(*stored) if stored is not None else None
+            root = Root(*stored) if stored is not None else None
         _total, open_, first_ns, last_ns, tin, tout, cost = given
         # The run and session keep float seconds (no OTLP time of their own); their spans' are nanoseconds
         first, last = (None if t is None else t / NS_PER_S for t in (first_ns, last_ns))
         status = "running" if open_ else ("failed" if root is not None and root.status == "error" else "done")
-        values: dict[str, Any] = {"status": status, "started_at": first, "ended_at": None if open_ else last,
-                                  "input_tokens": int(tin), "output_tokens": int(tout), "cost_usd": float(cost),
-                                  "error": root.error if root is not None and status == "failed" else None,
-                                  "revision": sc.RunRow.revision + 1}
+        title: str | None = None
         if root is not None:
-            title = json.loads(root.attributes or "{}").get(RUN_TITLE_KEY) if RUN_TITLE_KEY in (
+            named = json.loads(root.attributes or "{}").get(RUN_TITLE_KEY) if RUN_TITLE_KEY in (
                 root.attributes or "") else None
-            values["title"] = title if isinstance(title, str) and title else root.name
-        agent_status = {"running": "running", "failed": "failed"}.get(status, "done")
+            title = named if isinstance(named, str) and named else root.name
         self._flush_agents()
-        ids = list(self._agents)
         by_model: dict[str, list[str]] = {}
         for agent_id, facts in self._agents.items():
             if facts.get("model"):
                 by_model.setdefault(str(facts["model"]), []).append(agent_id)
-        A = sc.AgentRow
-        session_status = "running" if status == "running" else ("failed" if status == "failed" else "done")
-        together([
-            update(sc.RunRow).where(sc.RunRow.id == self.run_id).values(**values),
-            *(update(A).where(A.id.in_(ids[n:n + IN_CHUNK])).values(status=agent_status, revision=A.revision + 1)
-              for n in range(0, len(ids), IN_CHUNK)),
-            update(sc.SessionRow).where(sc.SessionRow.id == self.session_id).values(
-                status=session_status, ended_at=None if open_ else last, revision=sc.SessionRow.revision + 1)],
-            self.conn)
-        if self._skeleton is not None and not self._session_shared():
-            # seen whole now, this trace alone derives these agents: one whose calls all moved away has no model
-            unset_ids = [a for a, facts in self._agents.items() if not facts.get("model")]
-            for n in range(0, len(unset_ids), IN_CHUNK):
-                self.conn.execute(update(A).where(A.id.in_(unset_ids[n:n + IN_CHUNK]), A.model != "").values(model=""))
-        for model_name, agents in by_model.items():  # after the status: an agent's row once per statement
-            for n in range(0, len(agents), IN_CHUNK):
-                # a trace stored before is seen whole now: its agents' model is its earliest span's
-                unset = A.model != model_name if self._skeleton is not None else A.model == ""
-                self.conn.execute(update(A).where(A.id.in_(agents[n:n + IN_CHUNK]), unset)
-                                  .values(model=model_name))
+        whole = self._skeleton is not None
+        unset = ([a for a, facts in self._agents.items() if not facts.get("model")]
+                 if whole and not self._session_shared() else [])
+        ended = None if open_ else last
+        params = {"run": self.run_id, "status": status, "started_at": first, "ended_at": ended,
+                  "input_tokens": int(tin), "output_tokens": int(tout), "cost_usd": float(cost),
+                  "error": root.error if root is not None and status == "failed" else None, "title": title,
+                  "agent_status": {"running": "running", "failed": "failed"}.get(status, "done"),
+                  "session": self.session_id, "session_status": status}
+        # a trace stored before is seen whole now: its agents' model is its earliest span's, and one whose
+        # calls all moved away has none
+        store_roll_up(self.conn, params, list(self._agents), by_model, whole=whole, unset=unset)
         self._record("session", "update", self.session_id, {"project": self.project_id, "task": self.task_id})
-
-
-def together(updates: Sequence[Update], conn: Connection) -> None:
-    """Run UPDATEs of different rows as one statement on PostgreSQL (the first, with the others as
-    data-modifying WITH queries: one round trip, not one each; the same privileges, policies and triggers
-    apply as to each alone), one by one elsewhere (SQLite has no UPDATE inside WITH)."""
-    if conn.dialect.name != "postgresql" or len(updates) < 2:
-        for statement in updates:
-            conn.execute(statement)
-        return
-    first = updates[0]
-    for n, other in enumerate(updates[1:]):
-        first = first.add_cte(other.returning(literal_column("1")).cte(f"also_{n}"))
-    conn.execute(first)
-
-
-class _Root(NamedTuple):
-    """The root span's facts the roll-up needs."""
-
-    status: str
-    name: str
-    error: str | None
-    attributes: str | None
 
 
 @dataclass
@@ -1087,124 +895,6 @@ class _ContextBatch:
 
 def original_name(name: str) -> str:
     return name[len(ORPHAN_PREFIX):] if name.startswith(ORPHAN_PREFIX) else name
-
-
-SORT_KEYS = {"spans": "id", "context_items": "id", "context_item_revisions": "item_id",
-             "span_context_items": "span_id"}
-"""Tables whose rows may be inserted in primary-key order (agents may not: parents come first)."""
-
-
-SPAN_COLUMNS = ("id", "run_id", "parent_span_id", "kind", "name", "status", "started_at", "ended_at",
-                "input_tokens", "output_tokens", "cost_usd", "attributes", "input_text", "output_text", "error",
-                "context_revision")
-"""The order of `_span_row`'s tuples (the id first: sorting the tuples sorts by primary key)."""
-
-
-VALUES_MAX_ROWS = 200
-"""PostgreSQL: up to this many rows go in as one INSERT ... VALUES written straight to the driver (one round
-trip); a COPY costs two (the COPY, then its data and end) and pays only for more rows. An executemany through
-SQLAlchemy was slower than either (its per-row processing)."""
-
-
-@lru_cache(maxsize=64)
-def _placeholders(width: int, count: int) -> str:
-    """`($1, $2), ($3, $4)` for `count` rows of `width` values (a small trace's shapes repeat: built once)."""
-    return ", ".join("(" + ", ".join(f"${r * width + c + 1}" for c in range(width)) + ")" for r in range(count))
-
-
-def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """PostgreSQL: the rows through `COPY ... FROM STDIN` on the transaction's own connection (psycopg 3);
-    up to `VALUES_MAX_ROWS` rows (a small trace's spans, its agent) as one INSERT instead.
-
-    An executemany sends one INSERT per row and waits for its answer; COPY streams every row in one
-    statement, a third of the time at 20,000 spans. It needs exactly the INSERT privilege on the table
-    and fires the same triggers, so a login writes through it only what it could INSERT. A login bound
-    by the table's row-level security (an agent: migration 0013) may not COPY into it at all ("COPY FROM
-    not supported with row-level security"): its rows are copied into a temporary table of the same
-    shape and moved with one INSERT ... SELECT, which the policies and triggers check row by row as
-    they check an INSERT.
-
-    Whether the login is bound is asked once per connection and table (`info` lives as long as the
-    connection; a login's policies change only with a migration), not once per COPY: it was a round trip
-    per trace."""
-    raw = conn.connection.driver_connection
-    known: dict[str, bool] = conn.connection.info.setdefault("agentdesk_row_security", {})
-    names = ", ".join(columns)
-    rows = list(rows)
-    if not rows:
-        return
-    if len(rows) <= VALUES_MAX_ROWS:  # an INSERT: the policies check it as any other (no COPY needed)
-        from psycopg import RawCursor  # psycopg is there whenever PostgreSQL is; $n placeholders: no parsing
-
-        with RawCursor(raw) as plain:  # type: ignore[arg-type]
-            plain.execute(f"INSERT INTO public.{table} ({names}) VALUES {_placeholders(len(columns), len(rows))}",
-                          [value for row in rows for value in row])
-        return
-    with raw.cursor() as cursor:  # type: ignore[union-attr]
-        if table not in known:
-            answer = cursor.execute("SELECT row_security_active(%s::regclass)", (f"public.{table}",)).fetchone()
-            known[table] = bool(answer is not None and answer[0])
-        target = f"public.{table}"
-        if known[table]:
-            target = f"agentdesk_copy_{table}"
-            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {target} (LIKE public.{table} INCLUDING DEFAULTS) "
-                           "ON COMMIT DELETE ROWS")
-        with cursor.copy(f"COPY {target} ({names}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-        if target != f"public.{table}":
-            cursor.execute(f"INSERT INTO public.{table} ({names}) SELECT {names} FROM {target}")
-            cursor.execute(f"TRUNCATE {target}")
-
-
-def insert_tuples(conn: Connection, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
-    """executemany of ready tuples straight to the driver (SQLAlchemy's per-row processing is slow);
-    COPY on PostgreSQL (`copy_rows`)."""
-    if conn.dialect.name == "postgresql":
-        copy_rows(conn, table, columns, rows)
-        return
-    if conn.dialect.name != "sqlite":
-        conn.execute(insert(sc.Base.metadata.tables[table]), [dict(zip(columns, r, strict=True)) for r in rows])
-        return
-    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
-    conn.exec_driver_sql(sql, pack_rows(table, columns, rows))  # large payloads compressed (payloads.py)
-
-
-def _copy_defaults(table: type[sc.Base], columns: Sequence[str]) -> dict[str, Any] | None:
-    """The scalar Python-side defaults of the columns not given (a Core insert fills them; COPY would
-    not), or None when one is computed (a callable): the Core insert then."""
-    filled: dict[str, Any] = {}
-    for column in table.__table__.columns:
-        if column.name in columns or column.default is None:
-            continue
-        if not column.default.is_scalar:
-            return None
-        filled[column.name] = column.default.arg  # type: ignore[attr-defined]
-    return filled
-
-
-def bulk_insert(conn: Connection, table: type[sc.Base], rows: list[dict[str, Any]]) -> None:
-    """executemany straight to the driver on SQLite (SQLAlchemy's per-row parameter processing
-    was a third of the import time); COPY on PostgreSQL; the portable Core insert elsewhere."""
-    if conn.dialect.name == "postgresql" and rows:
-        given = list(rows[0])
-        defaults = _copy_defaults(table, given)
-        if defaults is not None and all(len(r) == len(given) for r in rows):
-            columns = [*given, *defaults]
-            fixed = tuple(defaults.values())
-            copy_rows(conn, table.__tablename__, columns, (tuple(r[c] for c in given) + fixed for r in rows))
-            return
-    if conn.dialect.name != "sqlite":
-        conn.execute(insert(table), rows)
-        return
-    columns = list(rows[0])
-    key = SORT_KEYS.get(table.__tablename__)
-    if key is not None:  # in key order, each chunk's B-tree inserts touch neighbouring pages
-        rows = sorted(rows, key=itemgetter(key))
-    sql = (f"INSERT INTO {table.__tablename__} ({', '.join(columns)}) "
-           f"VALUES ({', '.join('?' for _ in columns)})")
-    conn.exec_driver_sql(sql, list(map(itemgetter(*columns), rows)) if len(columns) > 1
-                         else [(r[columns[0]],) for r in rows])
 
 
 def write_trace(uow: UnitOfWork, index: TraceIndex, chunks: Iterable[Sequence[Prepared]],

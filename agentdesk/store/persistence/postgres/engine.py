@@ -64,13 +64,32 @@ def create_postgres_engine(url: str, *, read_only: bool) -> Engine:
     if read_only:
         connect_args["options"] = "-c default_transaction_read_only=on"
     engine = create_engine(normalise(url), pool_pre_ping=True, connect_args=connect_args)
+    _settings[engine] = {"TIME ZONE": "'UTC'"}
 
-    @event.listens_for(engine, "connect")
-    def _utc(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.execute("SET TIME ZONE 'UTC'")
-        dbapi_conn.commit()
+    @event.listens_for(engine, "checkout")
+    def _settle(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        wanted = "; ".join(f"SET {name} {'' if name == 'TIME ZONE' else '= '}{value}"
+                           for name, value in _settings.get(engine, {}).items())
+        if record.info.get(_SETTLED) == wanted:
+            return
+        dbapi_conn.autocommit = True  # the session's settings, outside a transaction: no BEGIN, no COMMIT
+        try:
+            dbapi_conn.execute(wanted)
+        finally:
+            dbapi_conn.autocommit = False
+        record.info[_SETTLED] = wanted
 
     return engine
+
+
+_settings: weakref.WeakKeyDictionary[Engine, dict[str, str]] = weakref.WeakKeyDictionary()
+"""Each engine's session settings, applied to a connection when it is checked out with other ones than these
+(a new one, or one opened before `honour_busy_timeout`): one simple-protocol query, one round trip. They were
+set on connect, each with its own transaction (BEGIN, SET, COMMIT: six round trips for two settings), and the
+pool was emptied at open to reach the connections opened before: the timeline's first read after opening a
+store paid a new server process, those round trips and its cold catalog caches (1.65-1.77x SQLite's time,
+issue 21), where the connection the open had used was there, warm."""
+_SETTLED = "agentdesk_settings"
 
 
 def describe_error(text: str, url: str) -> str:
@@ -135,16 +154,11 @@ def honour_busy_timeout(engine: Engine, timeout_ms: int) -> None:
     decision waited 33 s with `--busy-timeout 5` (issue 21). Now the server cancels the wait with
     "canceling statement due to lock timeout", the unit of work retries until its deadline (`uow.py`),
     and the failure is one sentence (`describe_error`). Not a `statement_timeout`: a long read (an
-    export of a million spans) is not a wait. Set when a connection opens, so the pool is emptied here:
-    the connections the migration and the login check used were opened before (a migration may wait on
+    export of a million spans) is not a wait. Applied when a connection is next checked out (`_settle`):
+    the ones the migration and the login check used get it after them, not during (a migration may wait on
     another process's migration for longer than any busy timeout).
     """
-    @event.listens_for(engine, "connect")
-    def _lock_timeout(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.execute(f"SET lock_timeout = {int(timeout_ms)}")
-        dbapi_conn.commit()
-
-    engine.dispose()
+    _settings.setdefault(engine, {})["lock_timeout"] = str(int(timeout_ms))
 
 
 def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
@@ -164,8 +178,9 @@ def writer_engine(engine: Engine, busy_timeout_s: float) -> Engine:
     def _take_writer_turn(conn: Any) -> None:
         options = conn.get_execution_options()
         if options.get(WRITER, False):
-            conn.exec_driver_sql(f"SET LOCAL lock_timeout = {timeout_ms}")
             runtime = "true" if options.get(RUNTIME_QUEUE, False) else "false"
-            conn.exec_driver_sql(TURN_SQL.format(runtime=runtime))
+            # one simple-protocol query (no parameters), so one round trip: a write paid two here, and an
+            # import of small traces pays this once per transaction (issue 21)
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = {timeout_ms}; {TURN_SQL.format(runtime=runtime)}")
 
     return engine.execution_options(**{WRITER: True})
