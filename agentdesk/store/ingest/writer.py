@@ -47,6 +47,7 @@ from agentdesk.store.ingest.rows import IN_CHUNK, SPAN_COLUMNS, bulk_insert, ins
 from agentdesk.store.ingest.spans import run_row_id, span_row_id, split_span_row_id
 from agentdesk.store.ingest.trace_index import TraceIndex
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.payloads import unpack
 from agentdesk.store.text.times import NS_PER_S
 from agentdesk.store.uow import UnitOfWork
 from agentdesk.store.validation import estimate_tokens, payload_hash
@@ -854,8 +855,8 @@ class TraceWriter:
         status = "running" if open_ else ("failed" if root is not None and root.status == "error" else "done")
         title: str | None = None
         if root is not None:
-            named = json.loads(root.attributes or "{}").get(RUN_TITLE_KEY) if RUN_TITLE_KEY in (
-                root.attributes or "") else None
+            attributes = unpack(root.attributes) or ""  # the roll-up's own SQL reads the stored (maybe packed) value
+            named = json.loads(attributes).get(RUN_TITLE_KEY) if RUN_TITLE_KEY in attributes else None
             title = named if isinstance(named, str) and named else root.name
         self._flush_agents()
         by_model: dict[str, list[str]] = {}
