@@ -16,9 +16,12 @@ from __future__ import annotations
 import faulthandler
 import gc
 import os
+import queue
+import shutil
 import sqlite3
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -94,6 +97,9 @@ class PgCluster:
     bin_dir: Path | None = None
     template: str = ""
     made: list[str] = field(default_factory=list)
+    undropped: list[str] = field(default_factory=list)
+    _to_drop: queue.SimpleQueue[str | None] = field(default_factory=queue.SimpleQueue)
+    _dropper: threading.Thread | None = None
 
     def database_url(self, name: str) -> str:
         base, _, query = self.url.partition("?")
@@ -122,9 +128,36 @@ class PgCluster:
         return self.database_url(name)
 
     def drop(self, url: str) -> None:
-        name = url.split("?", 1)[0].rsplit("/", 1)[1]
         with self.admin() as conn:  # type: ignore[attr-defined]
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'DROP DATABASE IF EXISTS "{_database_name(url)}" WITH (FORCE)')
+
+    def drop_later(self, url: str) -> None:
+        """Drop a finished test's database on a thread of this worker's, while the next test runs.
+
+        Dropping (a connection, ending the test's sessions, removing the files) costs a few tenths of a second
+        the next test need not wait for; `finish_drops` waits for them all at the end of the session."""
+        if self._dropper is None:
+            self._dropper = threading.Thread(target=self._drop_queued, name="drop test databases", daemon=True)
+            self._dropper.start()
+        self._to_drop.put(_database_name(url))
+
+    def _drop_queued(self) -> None:
+        with self.admin() as conn:  # type: ignore[attr-defined]
+            while (name := self._to_drop.get()) is not None:
+                try:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                except Exception as exc:  # reported at the end of the session (finish_drops)
+                    self.undropped.append(f"{name}: {exc}")
+
+    def finish_drops(self) -> None:
+        if self._dropper is not None:
+            self._to_drop.put(None)
+            self._dropper.join()
+            self._dropper = None
+
+
+def _database_name(url: str) -> str:
+    return url.split("?", 1)[0].rsplit("/", 1)[1]
 
 
 @pytest.fixture(scope="session")
@@ -155,11 +188,13 @@ def pg_cluster() -> Iterator[PgCluster]:
         cluster.prepare()
         yield cluster
     finally:
+        cluster.finish_drops()
         if owned and root is not None and bin_dir is not None:
             server.stop(bin_dir, root)
         else:
             for name in (cluster.template,):
                 cluster.drop(cluster.database_url(name))
+    assert not cluster.undropped, f"test databases left behind: {cluster.undropped}"
 
 
 @pytest.fixture(autouse=True)
@@ -212,13 +247,53 @@ def store_path(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> 
         return tmp_path / "agentdesk.sqlite"
     cluster: PgCluster = request.getfixturevalue("pg_cluster")
     url = cluster.fresh_database()
-    request.addfinalizer(lambda: cluster.drop(url))
+    request.addfinalizer(lambda: cluster.drop_later(url))
     return PgLocation(url)  # type: ignore[return-value]
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated, empty SQLite store, built once per worker: SQLite's twin of `PgCluster`'s template database.
+
+    Running the 22 migrations takes about half a second; copying the finished file takes milliseconds, and
+    the store fixtures of some 1,400 tests start from it (see `copy_sqlite_template`). Building a store from
+    nothing is still tested where it is the point (tests/migrations, first run, `init`, kill -9 during init).
+    """
+    folder = tmp_path_factory.mktemp("sqlite-template")
+    with pytest.MonkeyPatch.context() as patch:  # whatever creating a store writes to its config stays here
+        patch.setenv("AGENTDESK_CONFIG_DIR", str(folder / "config"))
+        open_store(str(folder / "template.sqlite")).close()
+    return folder / "template.sqlite"
+
+
+def copy_sqlite_template(template: Path, path: Path) -> Path:
+    """A fresh store at `path` that is byte for byte what `open_store` builds there, in milliseconds.
+
+    The copy keeps the template's mode (0600, as `open_store` creates it) and gets an identity of its own
+    (`agentdesk_meta.store_id`, a random id in a store built from nothing), so two stores of one test never
+    share audit keys or anchors."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(template, path)
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            conn.execute("UPDATE agentdesk_meta SET value = ? WHERE key = 'store_id'", (uuid.uuid4().hex,))
+    finally:
+        conn.close()
+    return path
+
+
+def prebuilt(request: pytest.FixtureRequest, location: Path) -> Path:
+    """`location` holding a fresh store: on SQLite a copy of the session's template when nothing is there yet;
+    a PostgreSQL location is already a migrated clone (`store_path`)."""
+    if not isinstance(location, PgLocation) and not Path(location).exists():
+        copy_sqlite_template(request.getfixturevalue("sqlite_template"), Path(location))
+    return location
+
+
 @pytest.fixture
-def store(store_path: Path) -> Iterator[Store]:
-    opened = open_store(str(store_path))
+def store(store_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
+    opened = open_store(str(prebuilt(request, store_path)))
     yield opened
     opened.close()
 

@@ -15,6 +15,7 @@ import pytest
 from agentdesk.model.services import Services
 from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
+from tests.conftest import prebuilt
 
 
 @dataclass
@@ -76,8 +77,8 @@ def build_world(path: Path) -> World:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> World:
-    return build_world(tmp_path / "store.sqlite")
+def world(tmp_path: Path, request: pytest.FixtureRequest) -> World:
+    return build_world(prebuilt(request, tmp_path / "store.sqlite"))
 
 
 @pytest.fixture

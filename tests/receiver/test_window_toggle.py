@@ -17,6 +17,7 @@ from agentdesk.gui.window.main_window import MainWindow
 from agentdesk.gui.window.receiver_toggle import PORT_KEY
 from agentdesk.model.services import Services
 from agentdesk.store.native import NativeSource
+from tests.conftest import prebuilt
 from tests.gui.conftest import World, build_world
 from tests.receiver.conftest import document, post, span_json
 
@@ -27,8 +28,8 @@ def own_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> World:
-    return build_world(tmp_path / "store.sqlite")
+def world(tmp_path: Path, request: pytest.FixtureRequest) -> World:
+    return build_world(prebuilt(request, tmp_path / "store.sqlite"))
 
 
 def open_services(path: Path, *, read_only: bool = False) -> Services:
