@@ -13,6 +13,7 @@ cases skip with the reason, except under CI=true, where they fail.
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import gc
 import os
@@ -251,49 +252,47 @@ def store_path(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> 
     return PgLocation(url)  # type: ignore[return-value]
 
 
-@pytest.fixture(scope="session")
-def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated, empty SQLite store, built once per worker: SQLite's twin of `PgCluster`'s template database.
+_sqlite_template: Path | None = None
+
+
+def sqlite_template() -> Path:
+    """A migrated, empty SQLite store, built once per process: SQLite's twin of `PgCluster`'s template database.
 
     Running the 22 migrations takes about half a second; copying the finished file takes milliseconds, and
-    the store fixtures of some 1,400 tests start from it (see `copy_sqlite_template`). Building a store from
-    nothing is still tested where it is the point (tests/migrations, first run, `init`, kill -9 during init).
+    the store fixtures of some 1,400 tests start from it (`prebuilt`). Building a store from nothing is still
+    tested where it is the point (tests/migrations, first run, `init`, kill -9 during init).
     """
-    folder = tmp_path_factory.mktemp("sqlite-template")
-    with pytest.MonkeyPatch.context() as patch:  # whatever creating a store writes to its config stays here
-        patch.setenv("AGENTDESK_CONFIG_DIR", str(folder / "config"))
-        open_store(str(folder / "template.sqlite")).close()
-    return folder / "template.sqlite"
+    global _sqlite_template
+    if _sqlite_template is None:
+        folder = Path(tempfile.mkdtemp(prefix="agentdesk-sqlite-template-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        with pytest.MonkeyPatch.context() as patch:  # whatever creating a store writes to its config stays here
+            patch.setenv("AGENTDESK_CONFIG_DIR", str(folder / "config"))
+            open_store(str(folder / "template.sqlite")).close()
+        _sqlite_template = folder / "template.sqlite"
+    return _sqlite_template
 
 
-def copy_sqlite_template(template: Path, path: Path) -> Path:
-    """A fresh store at `path` that is byte for byte what `open_store` builds there, in milliseconds.
-
-    The copy keeps the template's mode (0600, as `open_store` creates it) and gets an identity of its own
-    (`agentdesk_meta.store_id`, a random id in a store built from nothing), so two stores of one test never
-    share audit keys or anchors."""
+def prebuilt(location: Path) -> Path:
+    """`location` holding a fresh store, as `open_store` would build it: on SQLite a copy of the template
+    (`sqlite_template`) when nothing is there yet; a PostgreSQL location is already a migrated clone."""
+    if isinstance(location, PgLocation) or Path(location).exists():
+        return location
+    path = Path(location)
     path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(template, path)
+    shutil.copy(sqlite_template(), path)  # with its mode: 0600, as open_store creates a store
     conn = sqlite3.connect(path)
     try:
-        with conn:
+        with conn:  # an identity of its own, as each store built from nothing has: its own audit key and anchor
             conn.execute("UPDATE agentdesk_meta SET value = ? WHERE key = 'store_id'", (uuid.uuid4().hex,))
     finally:
         conn.close()
-    return path
-
-
-def prebuilt(request: pytest.FixtureRequest, location: Path) -> Path:
-    """`location` holding a fresh store: on SQLite a copy of the session's template when nothing is there yet;
-    a PostgreSQL location is already a migrated clone (`store_path`)."""
-    if not isinstance(location, PgLocation) and not Path(location).exists():
-        copy_sqlite_template(request.getfixturevalue("sqlite_template"), Path(location))
     return location
 
 
 @pytest.fixture
-def store(store_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
-    opened = open_store(str(prebuilt(request, store_path)))
+def store(store_path: Path) -> Iterator[Store]:
+    opened = open_store(str(prebuilt(store_path)))
     yield opened
     opened.close()
 

@@ -15,8 +15,8 @@ from tests.conftest import prebuilt
 
 
 @pytest.fixture
-def asked(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, str, str]:
-    path = prebuilt(request, tmp_path / "s.sqlite")
+def asked(tmp_path: Path) -> tuple[str, str, str]:
+    path = prebuilt(tmp_path / "s.sqlite")
     store = open_store(str(path), create=True)
     rt = AgentRuntime(store)
     agent = rt.create_agent(rt.create_session(rt.create_task(rt.create_project("P"), "t"), "s"), "planner", "m")

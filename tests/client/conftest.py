@@ -14,9 +14,9 @@ from tests.conftest import prebuilt
 
 
 @pytest.fixture
-def receiver(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Store, str, str]]:
+def receiver(tmp_path: Path) -> Iterator[tuple[Store, str, str]]:
     """(the store, the agent API's URL, an agent token): the agent gets the URL and token, never the store."""
-    store = open_store(str(prebuilt(request, tmp_path / "store.sqlite")), create=True)
+    store = open_store(str(prebuilt(tmp_path / "store.sqlite")), create=True)
     token = tokens.create(store, "remote-agent", "operator")[1]
     thread = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
     host, port = thread.start()

@@ -96,8 +96,8 @@ def test_aask_awaits_the_answer_and_a_cancelled_task_takes_the_question_back(sto
 
 
 @pytest.fixture
-def http(store_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Store, str, str, str]]:
-    store = open_store(str(prebuilt(request, store_path)), create=True)
+def http(store_path: Path) -> Iterator[tuple[Store, str, str, str]]:
+    store = open_store(str(prebuilt(store_path)), create=True)
     alice = tokens.create(store, "alice-bot", "operator")[1]
     mallory = tokens.create(store, "mallory-bot", "operator")[1]
     thread = ReceiverThread(store, ReceiverConfig(port=0, helper=False))

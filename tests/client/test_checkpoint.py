@@ -20,8 +20,8 @@ from tests.waiting import wait_until
 
 
 @pytest.fixture
-def setting(store_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[AgentDesk, Store]]:
-    operator = open_store(str(prebuilt(request, store_path)), create=True)
+def setting(store_path: Path) -> Iterator[tuple[AgentDesk, Store]]:
+    operator = open_store(str(prebuilt(store_path)), create=True)
     with AgentDesk.connect(str(store_path), actor="test-agent") as desk:
         yield desk, operator
     operator.close()

@@ -28,8 +28,8 @@ from tests.conftest import prebuilt
 
 
 @pytest.fixture
-def store(store_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
-    opened = open_store(str(prebuilt(request, store_path)), create=True)
+def store(store_path: Path) -> Iterator[Store]:
+    opened = open_store(str(prebuilt(store_path)), create=True)
     yield opened
     opened.close()
 

@@ -77,8 +77,8 @@ def build_world(path: Path) -> World:
 
 
 @pytest.fixture
-def world(tmp_path: Path, request: pytest.FixtureRequest) -> World:
-    return build_world(prebuilt(request, tmp_path / "store.sqlite"))
+def world(tmp_path: Path) -> World:
+    return build_world(prebuilt(tmp_path / "store.sqlite"))
 
 
 @pytest.fixture

@@ -70,8 +70,8 @@ with AgentDesk.connect() as desk:
 
 
 @pytest.fixture
-def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Store, ReceiverProcess, str]]:
-    path = str(prebuilt(request, tmp_path / "agentdesk.sqlite"))
+def served(tmp_path: Path) -> Iterator[tuple[Store, ReceiverProcess, str]]:
+    path = str(prebuilt(tmp_path / "agentdesk.sqlite"))
     store = open_store(path, create=True)
     token = tokens.create(store, "planner-bot", "operator")[1]
     receiver = ReceiverProcess(path)

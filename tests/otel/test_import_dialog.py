@@ -24,8 +24,8 @@ from tests.otel.traces import agent_trace, otlp_json
 
 
 @pytest.fixture
-def services(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Services]:
-    source = NativeSource.open(str(prebuilt(request, tmp_path / "store.sqlite")))
+def services(tmp_path: Path) -> Iterator[Services]:
+    source = NativeSource.open(str(prebuilt(tmp_path / "store.sqlite")))
     made = Services.create(source)
     yield made
     made.close()

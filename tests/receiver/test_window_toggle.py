@@ -28,8 +28,8 @@ def own_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def world(tmp_path: Path, request: pytest.FixtureRequest) -> World:
-    return build_world(prebuilt(request, tmp_path / "store.sqlite"))
+def world(tmp_path: Path) -> World:
+    return build_world(prebuilt(tmp_path / "store.sqlite"))
 
 
 def open_services(path: Path, *, read_only: bool = False) -> Services:

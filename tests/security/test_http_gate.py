@@ -50,8 +50,8 @@ class World:
 
 
 @pytest.fixture
-def world(store_path: Path, request: pytest.FixtureRequest) -> Iterator[World]:
-    store = open_store(str(prebuilt(request, store_path)), create=True)
+def world(store_path: Path) -> Iterator[World]:
+    store = open_store(str(prebuilt(store_path)), create=True)
     alice = tokens.create(store, "alice-bot", "operator")[1]
     mallory = tokens.create(store, "mallory-bot", "operator")[1]
     revoked = tokens.create(store, "old-bot", "operator")[1]

@@ -145,8 +145,8 @@ class Served:
 
 
 @pytest.fixture
-def served(store_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
-    store = open_store(str(prebuilt(request, store_path)), create=True)
+def served(store_path: Path) -> Iterator[Served]:
+    store = open_store(str(prebuilt(store_path)), create=True)
     alice = tokens.create(store, "alice-bot", "operator")[1]
     mallory = tokens.create(store, "mallory-bot", "operator")[1]
     thread = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
