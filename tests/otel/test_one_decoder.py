@@ -142,7 +142,7 @@ def split(doc: dict[str, Any], parts: int) -> list[dict[str, Any]]:
 
 
 def through_receiver(path: Path, *bodies: bytes) -> int:
-    store = open_store(str(path))
+    store = open_store(str(prebuilt(path)))
     receiver = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
     host, port = receiver.start()
     try:
@@ -153,7 +153,7 @@ def through_receiver(path: Path, *bodies: bytes) -> int:
 
 
 def through_import(path: Path, file: Path) -> int:
-    store = open_store(str(path))
+    store = open_store(str(prebuilt(path)))
     try:
         result = import_files(store, [file], helper=False)
         assert result.error is None, result.error
