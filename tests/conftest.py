@@ -55,6 +55,16 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault(CRASH_DIR_ENV, tempfile.mkdtemp(prefix="agentdesk-test-crashes-"))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What the imports and the collection made lives for the whole session: out of the cyclic collector's sight.
+
+    A full collection walks every object the collector tracks, some 300,000 after collecting the suite, and
+    `qt_objects_die_on_the_gui_thread` runs one after each Qt test (0.2 s of CPU each, 250 tests); frozen, it
+    walks only what the test made. Frozen objects are still freed when their last reference goes."""
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """A worker's fatal-error report goes to a file of its own (xdist shows only "worker crashed")."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
@@ -225,6 +235,7 @@ def qt_objects_die_on_the_gui_thread(request: pytest.FixtureRequest) -> Iterator
                     widget.close()
             widgets.QApplication.processEvents()
         gc.collect()
+        gc.freeze()  # what outlived its test (modules imported on first use, caches) is not walked again
         if was_enabled:
             gc.enable()
 
