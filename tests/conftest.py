@@ -13,7 +13,6 @@ cases skip with the reason, except under CI=true, where they fail.
 
 from __future__ import annotations
 
-import atexit
 import faulthandler
 import gc
 import os
@@ -72,6 +71,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if worker and folder:
         report = open(Path(folder) / f"{worker}.log", "w")  # noqa: SIM115 - open for the process's life
         faulthandler.enable(file=report, all_threads=True)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _sqlite_template is not None:
+        shutil.rmtree(_sqlite_template.parent, ignore_errors=True)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -269,14 +273,14 @@ _sqlite_template: Path | None = None
 def sqlite_template() -> Path:
     """A migrated, empty SQLite store, built once per process: SQLite's twin of `PgCluster`'s template database.
 
-    Running the 22 migrations takes about half a second; copying the finished file takes milliseconds, and
-    the store fixtures of some 1,400 tests start from it (`prebuilt`). Building a store from nothing is still
-    tested where it is the point (tests/migrations, first run, `init`, kill -9 during init).
+    Running every migration takes about half a second; copying the finished file takes milliseconds, and the
+    store fixtures (`store`, the view tests' `world`, ...) and the hypothesis examples that need a fresh store
+    start from it (`prebuilt`). Building a store from nothing is still tested where it is the point
+    (tests/migrations, first run, `init`, kill -9 during init). Removed at the end of the session.
     """
     global _sqlite_template
     if _sqlite_template is None:
         folder = Path(tempfile.mkdtemp(prefix="agentdesk-sqlite-template-"))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
         with pytest.MonkeyPatch.context() as patch:  # whatever creating a store writes to its config stays here
             patch.setenv("AGENTDESK_CONFIG_DIR", str(folder / "config"))
             open_store(str(folder / "template.sqlite")).close()
