@@ -23,6 +23,7 @@ from agentdesk.store.persistence.outage import (
 )
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.sim.leftovers import GONE_REASON, close_gone_runs
+from tests.conftest import prebuilt
 
 
 class DriverError(Exception):
@@ -112,7 +113,7 @@ def test_ride_out_retries_until_the_server_answers_and_gives_up_when_told() -> N
 
 
 def test_a_waiting_run_whose_agent_is_gone_is_closed_and_a_live_one_is_not(tmp_path: Path) -> None:
-    store = open_store(str(tmp_path / "s.sqlite"))
+    store = open_store(str(prebuilt(tmp_path / "s.sqlite")))
     try:
         rt = AgentRuntime(store, actor="simulator")
         sid = rt.create_session(rt.create_task(rt.create_project("p"), "t"), "s")
@@ -147,7 +148,7 @@ def test_the_agent_api_says_503_only_when_nothing_of_the_request_was_applied(tmp
     from agentdesk.store.errors import CommitUnknown
     from agentdesk.store.server.agent_api import answered_once, status_of
 
-    store = open_store(str(tmp_path / "s.sqlite"))
+    store = open_store(str(prebuilt(tmp_path / "s.sqlite")))
     try:
         rt = AgentRuntime(store)
 

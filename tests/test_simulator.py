@@ -27,7 +27,7 @@ from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.sim.content import ContentGenerator
 from agentdesk.store.sim.generator import populate_bulk
 from agentdesk.store.sim.player import SimEvent, Simulator
-from tests.conftest import dump
+from tests.conftest import dump, prebuilt
 from tests.waiting import eventually, wait_until
 
 Row = dict[str, object]
@@ -215,7 +215,7 @@ def test_a_crowd_stops_at_its_deadline_and_leaves_nothing_open(tmp_path: Path) -
     So the transactions after the deadline number at most the sessions opened (plus a few racing it):
     closing step by step, or agents writing the session they queued for, would need several per session.
     """
-    store = open_store(str(tmp_path / "crowd.sqlite"))
+    store = open_store(str(prebuilt(tmp_path / "crowd.sqlite")))
     try:
         began = time.time()
         sim = Simulator(store, agents=300, seed=4, duration_s=1.0, approval_rate=0.0).start()

@@ -19,6 +19,7 @@ from agentdesk.store.analysis.layout.data import (
     step_samples,
 )
 from agentdesk.store.readmodel import SpanTable
+from tests.conftest import prebuilt
 
 
 def table(rows: list[tuple[str, str | None, float, float | None]], kind: str = "tool",
@@ -305,7 +306,7 @@ def test_native_columns_are_the_span_table_in_start_order(tmp_path) -> None:  # 
     from agentdesk.store.timeline.columns import from_table
     from agentdesk.store.timeline.read import span_columns
 
-    source = NativeSource.open(str(tmp_path / "s.sqlite"))
+    source = NativeSource.open(str(prebuilt(tmp_path / "s.sqlite")))
     try:
         rt = AgentRuntime(source.store)
         run = rt.start_run(rt.create_agent(rt.create_session(rt.create_task(rt.create_project("p"), "t"), "s"),
@@ -336,7 +337,7 @@ def test_packed_native_columns_match_the_row_read(tmp_path, odd_name: str) -> No
     from agentdesk.store.runtime import AgentRuntime
     from agentdesk.store.timeline import read as span_read
 
-    source = NativeSource.open(str(tmp_path / "s.sqlite"))
+    source = NativeSource.open(str(prebuilt(tmp_path / "s.sqlite")))
     try:
         rt = AgentRuntime(source.store)
         run = rt.start_run(rt.create_agent(rt.create_session(rt.create_task(rt.create_project("p"), "t"), "s"),
@@ -378,7 +379,7 @@ def _two_runs(tmp_path, runs: int = 2, spans: int = 12):  # type: ignore[no-unty
     from agentdesk.store.native import NativeSource
     from agentdesk.store.runtime import AgentRuntime
 
-    source = NativeSource.open(str(tmp_path / "s.sqlite"))
+    source = NativeSource.open(str(prebuilt(tmp_path / "s.sqlite")))
     rt = AgentRuntime(source.store)
     session = rt.create_session(rt.create_task(rt.create_project("p"), "t"), "s")
     ids = [rt.start_run(rt.create_agent(session, f"a{r}", "m"), "r") for r in range(runs)]

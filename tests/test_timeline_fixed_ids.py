@@ -17,6 +17,7 @@ from agentdesk.store.timeline import packed as packed_read
 from agentdesk.store.timeline import read as span_read
 from agentdesk.store.timeline.id_index import FixedKeys
 from agentdesk.store.timeline.strings import FixedIds, FixedParents, fixed_width
+from tests.conftest import prebuilt
 
 HEX = st.text("0123456789abcdef", min_size=16, max_size=16).map(lambda s: "spn_" + s)
 ODD = st.text(st.characters(codec="utf-8", exclude_characters="\x1f"), max_size=12)
@@ -102,7 +103,7 @@ def _store_with_ids(path: Path, ids: list[str]) -> tuple[object, str]:
     from agentdesk.store.native import NativeSource
     from agentdesk.store.runtime import AgentRuntime
 
-    source = NativeSource.open(str(path))
+    source = NativeSource.open(str(prebuilt(path)))
     rt = AgentRuntime(source.store)
     run = rt.start_run(rt.create_agent(rt.create_session(rt.create_task(rt.create_project("p"), "t"), "s"),
                                        "a", "m"), "r")

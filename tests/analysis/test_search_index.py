@@ -18,6 +18,7 @@ from agentdesk.store.search.indexer import IndexSchedule, dirty_count, drain
 from agentdesk.store.search.query import parse
 from agentdesk.store.search.run_search import search_run
 from agentdesk.store.search.store_search import HitKind, search_store
+from tests.conftest import prebuilt
 
 
 def _run(rt: AgentRuntime) -> str:
@@ -154,7 +155,7 @@ op = st.one_of(
 @given(ops=st.lists(op, max_size=25))
 def test_index_backed_search_always_equals_the_scan(ops: list[tuple[object, ...]]) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        store = open_store(str(Path(folder) / "s.sqlite"))
+        store = open_store(str(prebuilt(Path(folder) / "s.sqlite")))
         source, rt = NativeSource(store), AgentRuntime(store)
         try:
             run = _run(rt)

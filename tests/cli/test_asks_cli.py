@@ -11,11 +11,12 @@ from agentdesk.cli.main import main
 from agentdesk.store.asks import commands as asks
 from agentdesk.store.persistence.database import open_store
 from agentdesk.store.runtime import AgentRuntime
+from tests.conftest import prebuilt
 
 
 @pytest.fixture
 def asked(tmp_path: Path) -> tuple[str, str, str]:
-    path = tmp_path / "s.sqlite"
+    path = prebuilt(tmp_path / "s.sqlite")
     store = open_store(str(path), create=True)
     rt = AgentRuntime(store)
     agent = rt.create_agent(rt.create_session(rt.create_task(rt.create_project("P"), "t"), "s"), "planner", "m")

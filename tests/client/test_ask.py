@@ -24,6 +24,7 @@ from agentdesk.store.asks.reads import Ask, list_asks, read_ask
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
 from tests.client.gate_processes import AgentProcess, env
+from tests.conftest import prebuilt
 from tests.security.test_http_gate import World, call
 from tests.waiting import eventually
 
@@ -96,7 +97,7 @@ def test_aask_awaits_the_answer_and_a_cancelled_task_takes_the_question_back(sto
 
 @pytest.fixture
 def http(store_path: Path) -> Iterator[tuple[Store, str, str, str]]:
-    store = open_store(str(store_path), create=True)
+    store = open_store(str(prebuilt(store_path)), create=True)
     alice = tokens.create(store, "alice-bot", "operator")[1]
     mallory = tokens.create(store, "mallory-bot", "operator")[1]
     thread = ReceiverThread(store, ReceiverConfig(port=0, helper=False))

@@ -15,12 +15,13 @@ from agentdesk.store.control import commands as control
 from agentdesk.store.control.checkpoint import read_control
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store, open_store
+from tests.conftest import prebuilt
 from tests.waiting import wait_until
 
 
 @pytest.fixture
 def setting(store_path: Path) -> Iterator[tuple[AgentDesk, Store]]:
-    operator = open_store(str(store_path), create=True)
+    operator = open_store(str(prebuilt(store_path)), create=True)
     with AgentDesk.connect(str(store_path), actor="test-agent") as desk:
         yield desk, operator
     operator.close()

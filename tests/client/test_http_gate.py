@@ -24,11 +24,12 @@ from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.readmodel import Approval
 from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
 from tests.client.gate_processes import ReceiverProcess, eventually, requesting
+from tests.conftest import prebuilt
 
 
 @pytest.fixture
 def store(store_path: Path) -> Iterator[Store]:
-    opened = open_store(str(store_path), create=True)
+    opened = open_store(str(prebuilt(store_path)), create=True)
     yield opened
     opened.close()
 

@@ -15,6 +15,7 @@ import pytest
 from agentdesk.model.services import Services
 from agentdesk.store.native import NativeSource
 from agentdesk.store.runtime import AgentRuntime
+from tests.conftest import prebuilt
 
 
 @dataclass
@@ -77,7 +78,7 @@ def build_world(path: Path) -> World:
 
 @pytest.fixture
 def world(tmp_path: Path) -> World:
-    return build_world(tmp_path / "store.sqlite")
+    return build_world(prebuilt(tmp_path / "store.sqlite"))
 
 
 @pytest.fixture

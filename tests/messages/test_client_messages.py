@@ -19,7 +19,7 @@ from agentdesk.store.messages import commands as messages
 from agentdesk.store.messages.reads import read_message
 from agentdesk.store.persistence.database import Store, open_store
 from tests.client.gate_processes import ReceiverProcess, env
-from tests.conftest import BACKENDS
+from tests.conftest import BACKENDS, prebuilt
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
@@ -71,7 +71,7 @@ with AgentDesk.connect() as desk:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Store, ReceiverProcess, str]]:
-    path = str(tmp_path / "agentdesk.sqlite")
+    path = str(prebuilt(tmp_path / "agentdesk.sqlite"))
     store = open_store(path, create=True)
     token = tokens.create(store, "planner-bot", "operator")[1]
     receiver = ReceiverProcess(path)

@@ -20,6 +20,7 @@ from agentdesk.store.notes import commands, reads
 from agentdesk.store.notes.marks import Label, Marks, Note, Target
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.runtime import AgentRuntime
+from tests.conftest import prebuilt
 
 
 def native_run(store: Store, rt: AgentRuntime) -> tuple[str, str, str]:
@@ -75,8 +76,8 @@ def test_export_carries_events_and_attributes(store: Store, rt: AgentRuntime) ->
 def test_export_import_export_round_trips(tmp_path: Path, store: Store, rt: AgentRuntime) -> None:
     run, _, _ = native_run(store, rt)
     (tmp_path / "a.json").write_text(exported(store, run))
-    fresh = open_store(str(tmp_path / "fresh.sqlite"))
-    third = open_store(str(tmp_path / "third.sqlite"))
+    fresh = open_store(str(prebuilt(tmp_path / "fresh.sqlite")))
+    third = open_store(str(prebuilt(tmp_path / "third.sqlite")))
     try:
         result = import_files(fresh, [tmp_path / "a.json"], helper=False)
         assert (result.marks.notes, result.marks.labels) == (2, 4)

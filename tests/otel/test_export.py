@@ -18,6 +18,7 @@ from agentdesk.store.ingest.importer import import_files
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.runtime import AgentRuntime
+from tests.conftest import prebuilt
 from tests.otel.traces import agent_trace, request_of
 
 
@@ -73,7 +74,7 @@ def test_export_then_import_gives_the_same_read_model(tmp_path: Path, store: Sto
     project = next(p for p in NativeSource(store).projects() if p.name == "support-bot")
     path.write_text(exported(store, fmt, project=project.id)
                     + exported(store, fmt, project="other").replace('{"resourceSpans"', "\n" + '{"resourceSpans"', 1))
-    fresh = open_store(str(tmp_path / "fresh.sqlite"))
+    fresh = open_store(str(prebuilt(tmp_path / "fresh.sqlite")))
     try:
         result = import_files(fresh, [path])
         assert result.error is None
@@ -114,7 +115,7 @@ def test_a_native_run_exports_genai_attributes_and_approvals_with_their_decision
     assert all(len(s["traceId"]) == 32 and len(s["spanId"]) == 16 for s in spans.values())
     path = tmp_path / "native.json"
     path.write_text(json.dumps(doc))
-    fresh = open_store(str(tmp_path / "fresh.sqlite"))
+    fresh = open_store(str(prebuilt(tmp_path / "fresh.sqlite")))
     try:
         import_files(fresh, [path])
         src, dst = NativeSource(store), NativeSource(fresh)
@@ -194,7 +195,7 @@ def test_otlp_proto_export_reimports_to_the_same_read_model(tmp_path: Path, stor
         assert data[:1] == b"\x0a" and len(ExportTraceServiceRequest.FromString(data).resource_spans) >= 1
         paths.append(tmp_path / f"{project.name}.pb")
         paths[-1].write_bytes(data)
-    fresh = open_store(str(tmp_path / "fresh.sqlite"))
+    fresh = open_store(str(prebuilt(tmp_path / "fresh.sqlite")))
     try:
         result = import_files(fresh, paths, helper=False)
         assert result.error is None and result.formats == ["protobuf", "protobuf"]
@@ -229,7 +230,7 @@ def test_a_run_of_gate_spans_exports_as_one_trace_and_comes_back_whole(
     assert all(s.get("parentSpanId") == roots[0]["spanId"] for s in spans if s is not roots[0])
     path = tmp_path / "gates.json"
     path.write_text(json.dumps(doc))
-    fresh = open_store(str(tmp_path / "fresh.sqlite"))
+    fresh = open_store(str(prebuilt(tmp_path / "fresh.sqlite")))
     try:
         assert import_files(fresh, [path], helper=False).error is None
         dst = NativeSource(fresh)

@@ -19,12 +19,13 @@ from agentdesk.store.ingest.importer import ImportResult
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.schema import SpanRow
 from agentdesk.store.source import Capability
+from tests.conftest import prebuilt
 from tests.otel.traces import agent_trace, otlp_json
 
 
 @pytest.fixture
 def services(tmp_path: Path) -> Iterator[Services]:
-    source = NativeSource.open(str(tmp_path / "store.sqlite"))
+    source = NativeSource.open(str(prebuilt(tmp_path / "store.sqlite")))
     made = Services.create(source)
     yield made
     made.close()

@@ -24,6 +24,7 @@ from agentdesk.store.ingest.spans import NotOtlp, span_row_id
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.schema import SpanRow
 from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
+from tests.conftest import prebuilt
 from tests.receiver.conftest import post
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +100,7 @@ def assert_joined(store: Store) -> None:
 @pytest.mark.parametrize("logs_first", [True, False])
 def test_event_only_messages_over_v1_logs_join_their_span_whichever_comes_first(tmp_path: Path,
                                                                                  logs_first: bool) -> None:
-    store = open_store(str(tmp_path / "s.sqlite"))
+    store = open_store(str(prebuilt(tmp_path / "s.sqlite")))
     receiver = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
     host, port = receiver.start()
     try:
@@ -129,7 +130,7 @@ def test_protobuf_logs_over_http(tmp_path: Path) -> None:
                 r["traceId"] = __import__("base64").b64encode(bytes.fromhex(TRACE)).decode()
                 r["spanId"] = __import__("base64").b64encode(bytes.fromhex(SPAN)).decode()
     body = json_format.ParseDict(doc, ExportLogsServiceRequest(), ignore_unknown_fields=True).SerializeToString()
-    store = open_store(str(tmp_path / "s.sqlite"))
+    store = open_store(str(prebuilt(tmp_path / "s.sqlite")))
     receiver = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
     host, port = receiver.start()
     try:
@@ -144,7 +145,7 @@ def test_protobuf_logs_over_http(tmp_path: Path) -> None:
 def test_import_of_a_log_file_and_a_trace_file(tmp_path: Path) -> None:
     (tmp_path / "logs.json").write_text(json.dumps(logs_doc(stray=True)))
     (tmp_path / "spans.json").write_text(json.dumps(spans_doc()))
-    store = open_store(str(tmp_path / "s.sqlite"))
+    store = open_store(str(prebuilt(tmp_path / "s.sqlite")))
     result = import_files(store, [tmp_path / "logs.json", tmp_path / "spans.json"], helper=False)
     assert result.error is None
     assert (result.report.events_joined, result.report.logs_unplaced) == (3, 1)
@@ -164,7 +165,7 @@ def test_what_is_not_otlp_is_one_sentence_and_exit_2(tmp_path: Path) -> None:
     console = tmp_path / "console.json"  # what ConsoleSpanExporter prints: one span object after another
     console.write_text(json.dumps({"name": "x", "context": {"trace_id": "0x1"}, "kind": "SpanKind.INTERNAL"},
                                   indent=4) + "\n" + json.dumps({"name": "y"}, indent=4) + "\n")
-    store = open_store(str(tmp_path / "s.sqlite"))
+    store = open_store(str(prebuilt(tmp_path / "s.sqlite")))
     result = import_files(store, [foo], helper=False)
     assert isinstance(result.error, NotOtlp)
     store.close()
@@ -191,7 +192,7 @@ def test_import_of_a_binary_log_file(tmp_path: Path) -> None:
     (tmp_path / "logs.pb").write_bytes(
         json_format.ParseDict(doc, ExportLogsServiceRequest(), ignore_unknown_fields=True).SerializeToString())
     (tmp_path / "spans.json").write_text(json.dumps(spans_doc()))
-    store = open_store(str(tmp_path / "s.sqlite"))
+    store = open_store(str(prebuilt(tmp_path / "s.sqlite")))
     result = import_files(store, [tmp_path / "spans.json", tmp_path / "logs.pb"], helper=False)
     assert result.error is None and result.report.events_joined == 3
     assert_joined(store)

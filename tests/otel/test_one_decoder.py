@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from agentdesk.store.ingest.importer import import_files
 from agentdesk.store.persistence.database import open_store
 from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
+from tests.conftest import prebuilt
 from tests.receiver.conftest import post
 
 TABLES = ("projects", "tasks", "sessions", "agents", "runs", "spans", "span_context_items", "context_items",
@@ -141,7 +142,7 @@ def split(doc: dict[str, Any], parts: int) -> list[dict[str, Any]]:
 
 
 def through_receiver(path: Path, *bodies: bytes) -> int:
-    store = open_store(str(path))
+    store = open_store(str(prebuilt(path)))
     receiver = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
     host, port = receiver.start()
     try:
@@ -152,7 +153,7 @@ def through_receiver(path: Path, *bodies: bytes) -> int:
 
 
 def through_import(path: Path, file: Path) -> int:
-    store = open_store(str(path))
+    store = open_store(str(prebuilt(path)))
     try:
         result = import_files(store, [file], helper=False)
         assert result.error is None, result.error
@@ -193,7 +194,7 @@ def test_snake_case_any_values_keep_every_attribute(tmp_path: Path) -> None:
                                "scope_spans": [{"scope": {"name": "x"}, "spans": [span]}]}]}
     path = tmp_path / "phoenix.json"
     path.write_text(json.dumps(doc))
-    store = open_store(str(tmp_path / "s.sqlite"))
+    store = open_store(str(prebuilt(tmp_path / "s.sqlite")))
     try:
         assert import_files(store, [path], helper=False).error is None
         from agentdesk.store.persistence.schema import ProjectRow, SpanRow
@@ -212,7 +213,7 @@ def test_the_receiver_takes_pre_1_0_and_refuses_what_is_not_otlp(tmp_path: Path)
             "endTimeUnixNano": "1700000001000000000"}
     old = {"resourceSpans": [{"instrumentationLibrarySpans": [{"instrumentationLibrary": {"name": "old"},
                                                                 "spans": [span]}]}]}
-    store = open_store(str(tmp_path / "s.sqlite"))
+    store = open_store(str(prebuilt(tmp_path / "s.sqlite")))
     receiver = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
     host, port = receiver.start()
     try:

@@ -16,6 +16,7 @@ from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.schema import SpanRow
 from agentdesk.store.readmodel import Span
+from tests.conftest import prebuilt
 from tests.otel.traces import agent_trace, request_of
 
 
@@ -75,7 +76,7 @@ def test_an_estimate_is_not_exported_as_a_reported_cost_and_comes_back_the_same(
         export(store, f, project=project.id, fmt="otlp-json")
     text = out.read_text()
     assert ESTIMATED_KEY not in text and "agentdesk.cost_usd" not in text
-    again = open_store(str(tmp_path / "again.sqlite"))
+    again = open_store(str(prebuilt(tmp_path / "again.sqlite")))
     try:
         import_files(again, [out])
         assert sorted(s.usage.cost_usd for s in model_spans(again)) == pytest.approx(before)

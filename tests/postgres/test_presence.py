@@ -18,6 +18,7 @@ from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.runtime import AgentRuntime
+from tests.conftest import prebuilt
 
 MakeLogin = Callable[[str | None], tuple[str, str]]
 SHOTS = os.environ.get("AGENTDESK_SHOTS")
@@ -153,7 +154,7 @@ def test_a_refused_write_makes_presence_say_so(approvals: list[str], logins: Any
 
 
 def test_sqlite_has_no_presence(tmp_path: Path) -> None:
-    source = NativeSource.open(str(tmp_path / "s.sqlite"))
+    source = NativeSource.open(str(prebuilt(tmp_path / "s.sqlite")))
     try:
         assert presence_for(source) is None
     finally:
@@ -209,7 +210,7 @@ def test_on_sqlite_the_pane_shows_nothing(tmp_path: Path, qtbot: Any) -> None:
     from agentdesk.gui.approvals.tables import select_row
     from agentdesk.model.services import Services
 
-    source = NativeSource.open(str(tmp_path / "s.sqlite"))
+    source = NativeSource.open(str(prebuilt(tmp_path / "s.sqlite")))
     rt = AgentRuntime(source.store)
     pid = rt.create_project("p")
     aid = rt.create_agent(rt.create_session(rt.create_task(pid, "t"), "s"), "a", "m")

@@ -14,6 +14,7 @@ from agentdesk.store.ingest.spans import run_row_id
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import open_store
 from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
+from tests.conftest import prebuilt
 from tests.receiver.conftest import document, post, span_json
 
 TRACE = "7e" * 16
@@ -28,7 +29,7 @@ def spans() -> list[dict[str, Any]]:
 
 def shape(path: Path, batches: list[list[dict[str, Any]]]) -> list[tuple[str, str | None, str]]:
     """Send the batches through a receiver into a fresh store; return (name, parent name, kind) per span."""
-    store = open_store(str(path))
+    store = open_store(str(prebuilt(path)))
     receiver = ReceiverThread(store, ReceiverConfig(port=0))
     host, port = receiver.start()
     try:

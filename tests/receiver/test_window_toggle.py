@@ -19,6 +19,7 @@ from agentdesk.gui.window.main_window import MainWindow
 from agentdesk.gui.window.receiver_toggle import PORT_KEY
 from agentdesk.model.services import Services
 from agentdesk.store.native import NativeSource
+from tests.conftest import prebuilt
 from tests.gui.conftest import World, build_world
 from tests.receiver.conftest import Answer, document, post, span_json
 
@@ -51,7 +52,7 @@ def running_loop(qapp: Any) -> Iterator[asyncio.AbstractEventLoop]:
 
 @pytest.fixture
 def world(tmp_path: Path) -> World:
-    return build_world(tmp_path / "store.sqlite")
+    return build_world(prebuilt(tmp_path / "store.sqlite"))
 
 
 def open_services(path: Path, *, read_only: bool = False) -> Services:

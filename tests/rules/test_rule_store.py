@@ -21,7 +21,7 @@ from agentdesk.store.rules.commands import add_rule, get_rule, list_rules, remov
 from agentdesk.store.rules.dryrun import dry_run, propose_rule, would_settle
 from agentdesk.store.rules.model import Effect, Rule, parse_matcher
 from agentdesk.store.runtime import AgentRuntime
-from tests.conftest import World
+from tests.conftest import World, prebuilt
 from tests.waiting import wait_until
 
 NPM = {"kind": "shell", "field": "command", "commands": [["npm", "test"]],
@@ -196,7 +196,7 @@ PATTERNS = [[["npm", "test"]], [["npm", "*"]], [["cd", "/w"], ["npm", "test"]], 
 def test_dry_run_counts_equal_a_brute_force_replay(tmp_path: Path, history: list[tuple[str, str, bool]],
                                                    effect: str, patterns: list[list[str]], scoped: bool) -> None:
     """What the dry run predicts is what the runtime does when the same calls arrive with the rule saved."""
-    path = tmp_path / f"s{time.monotonic_ns()}.sqlite"
+    path = prebuilt(tmp_path / f"s{time.monotonic_ns()}.sqlite")
     store = open_store(str(path))
     try:
         rt, source = AgentRuntime(store), NativeSource(store)

@@ -25,6 +25,7 @@ from agentdesk.store.agents import tokens
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
+from tests.conftest import prebuilt
 
 
 @dataclass
@@ -52,7 +53,7 @@ class World:
 
 @pytest.fixture
 def world(store_path: Path) -> Iterator[World]:
-    store = open_store(str(store_path), create=True)
+    store = open_store(str(prebuilt(store_path)), create=True)
     alice = tokens.create(store, "alice-bot", "operator")[1]
     mallory = tokens.create(store, "mallory-bot", "operator")[1]
     revoked = tokens.create(store, "old-bot", "operator")[1]

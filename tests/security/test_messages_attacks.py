@@ -28,7 +28,7 @@ from agentdesk.store.persistence.database import Store, open_store
 from agentdesk.store.persistence.postgres.engine import libpq_url
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
-from tests.conftest import BACKENDS, PgCluster
+from tests.conftest import BACKENDS, PgCluster, prebuilt
 
 LEVELS = ("agent", "other agent", "viewer", "operator")
 
@@ -146,7 +146,7 @@ class Served:
 
 @pytest.fixture
 def served(store_path: Path) -> Iterator[Served]:
-    store = open_store(str(store_path), create=True)
+    store = open_store(str(prebuilt(store_path)), create=True)
     alice = tokens.create(store, "alice-bot", "operator")[1]
     mallory = tokens.create(store, "mallory-bot", "operator")[1]
     thread = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
