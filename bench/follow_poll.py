@@ -18,10 +18,10 @@ from pathlib import Path
 
 from agentdesk.store.sources import open_source
 from agentdesk.store.sources.foreign import ForeignSource
-from tests.sources.fixtures_lensagent import build_lensagent_fixture
-from tests.sources.fixtures_maka import build_maka_fixture
-from tests.sources.fixtures_stageflow import build_stageflow_fixture
-from tests.sources.fixtures_vgxness import build_vgxness_fixture
+from tests.store.sources.fixtures_lensagent import build_lensagent_fixture
+from tests.store.sources.fixtures_maka import build_maka_fixture
+from tests.store.sources.fixtures_stageflow import build_stageflow_fixture
+from tests.store.sources.fixtures_vgxness import build_vgxness_fixture
 
 TARGET_MS = 20.0
 POLLS = 50

@@ -244,7 +244,7 @@ def main() -> None:
         shoot(held, out / f"run-controls-{width}x{height}.png", "window", "light", paused, (width, height))
     for kind in ("lensagent", "stageflow", "vgxness", "maka"):
         fixture = work / f"{kind}.sqlite"
-        subprocess.run([sys.executable, "-m", f"tests.sources.fixtures_{kind}", str(fixture)], check=True,
+        subprocess.run([sys.executable, "-m", f"tests.store.sources.fixtures_{kind}", str(fixture)], check=True,
                        cwd=ROOT, stdout=subprocess.DEVNULL)
         shoot(fixture, out / f"{kind}.png", "window", "light")
         if kind == "lensagent":  # issue 24: Stop… enabled on a lensagent run, Pause / Resume off with the reason

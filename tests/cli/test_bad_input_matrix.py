@@ -298,7 +298,7 @@ def test_an_unexpected_error_names_its_log(tmp_path: Path) -> None:
 
 def test_lone_surrogates_print_as_escapes(tmp_path: Path) -> None:
     """Valid JSON with a lone surrogate escape, printed raw: escaped, not UnicodeEncodeError."""
-    from tests.sources.fixtures_stageflow import build_stageflow_fixture
+    from tests.store.sources.fixtures_stageflow import build_stageflow_fixture
 
     path = tmp_path / "stageflow.db"
     ids = build_stageflow_fixture(path)

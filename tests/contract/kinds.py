@@ -1,7 +1,7 @@
 """The five sources the contract runs against: how each is built, opened and written to from outside.
 
 A `Kind` builds its database (the native store through `AgentRuntime`, the four
-foreign runtimes from their fixtures in `tests/sources/`), opens it read-only or with
+foreign runtimes from their fixtures in `tests/store/sources/`), opens it read-only or with
 writes, and names the few ids a behaviour needs that the tree walk cannot find on its
 own (the approval to decide, the item to edit). `write` is the runtime in another
 connection (a subprocess for the foreign ones) committing new rows; it returns the
@@ -19,15 +19,15 @@ from agentdesk.store.persistence.database import open_store
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
-from tests.sources.fixtures_lensagent import build_lensagent_fixture
-from tests.sources.fixtures_maka import build_maka_fixture
-from tests.sources.fixtures_stageflow import build_stageflow_fixture
-from tests.sources.fixtures_vgxness import build_vgxness_fixture
-from tests.sources.foreign_helpers import run_python
-from tests.sources.test_lensagent import RUNTIME_WRITES as LENSAGENT_WRITER
-from tests.sources.test_maka_live import WRITER as MAKA_WRITER
-from tests.sources.test_stageflow import WRITER as STAGEFLOW_WRITER
-from tests.sources.test_vgxness import WRITER as VGXNESS_WRITER
+from tests.store.sources.fixtures_lensagent import build_lensagent_fixture
+from tests.store.sources.fixtures_maka import build_maka_fixture
+from tests.store.sources.fixtures_stageflow import build_stageflow_fixture
+from tests.store.sources.fixtures_vgxness import build_vgxness_fixture
+from tests.store.sources.foreign_helpers import run_python
+from tests.store.sources.test_lensagent import RUNTIME_WRITES as LENSAGENT_WRITER
+from tests.store.sources.test_maka_live import WRITER as MAKA_WRITER
+from tests.store.sources.test_stageflow import WRITER as STAGEFLOW_WRITER
+from tests.store.sources.test_vgxness import WRITER as VGXNESS_WRITER
 
 Expected = set[tuple[str, str, str]]
 """(entity, op, id) of the changes a write must produce."""

@@ -10,7 +10,7 @@ from agentdesk.store.persistence.bus import ChangeOp, EntityKind
 from agentdesk.store.source import Source
 from tests.contract.kinds import Kind
 from tests.contract.test_reads import walk
-from tests.sources.foreign_helpers import Collector
+from tests.store.sources.foreign_helpers import Collector
 from tests.waiting import watcher_polled
 
 

@@ -26,7 +26,7 @@ from agentdesk.store.ingest.ingest import ingest_payload
 from agentdesk.store.ingest.receiver_decode import decode_prepared
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store, open_store
-from tests.receiver.conftest import as_protobuf, document, post, span_json
+from tests.store.server.conftest import as_protobuf, document, post, span_json
 from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]

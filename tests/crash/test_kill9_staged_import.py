@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agentdesk.store.persistence.database import open_store
 from tests.crash.test_kill9 import cli, env
-from tests.otel.test_staged_import import RUN, big_trace, events_of, visible_runs
+from tests.store.ingest.test_staged_import import RUN, big_trace, events_of, visible_runs
 from tests.waiting import wait_until
 
 SPANS = 30_001

@@ -29,10 +29,10 @@ from hypothesis import strategies as st
 from agentdesk.store.errors import StoreError
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
-from tests.sources.fixtures_lensagent import build_lensagent_fixture
-from tests.sources.fixtures_maka import build_maka_fixture
-from tests.sources.fixtures_stageflow import build_stageflow_fixture
-from tests.sources.fixtures_vgxness import build_vgxness_fixture
+from tests.store.sources.fixtures_lensagent import build_lensagent_fixture
+from tests.store.sources.fixtures_maka import build_maka_fixture
+from tests.store.sources.fixtures_stageflow import build_stageflow_fixture
+from tests.store.sources.fixtures_vgxness import build_vgxness_fixture
 
 BUILDERS: dict[str, Callable[[Path], object]] = {
     "maka": build_maka_fixture,

@@ -1,7 +1,7 @@
 """What the foreign-view tests need per seed runtime: its fixture, a writer, and an opened window.
 
 Each `Kind` names the fixture builder, the run a writer subprocess extends (with the
-seed's own SQL, reused from `tests/sources/`), and the ids that writer creates, so the
+seed's own SQL, reused from `tests/store/sources/`), and the ids that writer creates, so the
 view tests can stay one parametrised body for all four systems.
 """
 
@@ -18,15 +18,15 @@ from agentdesk.gui.window.main_window import MainWindow
 from agentdesk.model.services import Services
 from agentdesk.store.source import Source
 from agentdesk.store.sources import open_source
-from tests.sources.fixtures_lensagent import build_lensagent_fixture
-from tests.sources.fixtures_maka import build_maka_fixture
-from tests.sources.fixtures_stageflow import build_stageflow_fixture
-from tests.sources.fixtures_vgxness import build_vgxness_fixture
-from tests.sources.foreign_helpers import run_python
-from tests.sources.test_lensagent import RUNTIME_WRITES as LENSAGENT_WRITER
-from tests.sources.test_maka_live import WRITER as MAKA_WRITER
-from tests.sources.test_stageflow import WRITER as STAGEFLOW_WRITER
-from tests.sources.test_vgxness import WRITER as VGXNESS_WRITER
+from tests.store.sources.fixtures_lensagent import build_lensagent_fixture
+from tests.store.sources.fixtures_maka import build_maka_fixture
+from tests.store.sources.fixtures_stageflow import build_stageflow_fixture
+from tests.store.sources.fixtures_vgxness import build_vgxness_fixture
+from tests.store.sources.foreign_helpers import run_python
+from tests.store.sources.test_lensagent import RUNTIME_WRITES as LENSAGENT_WRITER
+from tests.store.sources.test_maka_live import WRITER as MAKA_WRITER
+from tests.store.sources.test_stageflow import WRITER as STAGEFLOW_WRITER
+from tests.store.sources.test_vgxness import WRITER as VGXNESS_WRITER
 
 
 @dataclass(frozen=True)

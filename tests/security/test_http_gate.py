@@ -307,7 +307,7 @@ def test_an_oversize_body_is_413(world: World) -> None:
 
 
 def test_an_agent_gates_inside_a_received_trace_but_cannot_rewrite_its_spans(world: World) -> None:
-    from tests.receiver.conftest import document, span_json
+    from tests.store.server.conftest import document, span_json
 
     trace, root = "ab" * 16, "cd" * 8
     raw = json.dumps(document(span_json(trace, root, name="invoke_agent janitor"))).encode()

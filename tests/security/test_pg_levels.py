@@ -945,7 +945,7 @@ def test_the_otlp_ingest_runs_as_an_agent_login(bench: Bench, tmp_path: Any) -> 
     agentdesk_runtime_delete), a trace completed later, a staged file import flipped."""
     from agentdesk.store.ingest.importer import import_files
     from agentdesk.store.ingest.ingest import ingest_json
-    from tests.otel.traces import agent_trace, otlp_json
+    from tests.store.ingest.traces import agent_trace, otlp_json
 
     store = open_store(bench.logins["agent"][1])
     try:

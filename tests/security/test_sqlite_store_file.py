@@ -37,8 +37,8 @@ from agentdesk.store.rules import commands as rule_commands
 from agentdesk.store.runtime import REFUSER, AgentRuntime
 from agentdesk.store.text.arguments import arguments_hash
 from agentdesk.store.uow import UnitOfWork
-from tests.audit.helpers import rows, sql
 from tests.conftest import World
+from tests.store.audit.helpers import rows, sql
 
 EVIL = '{"cmd":"rm -rf ~"}'
 ALLOW_ALL = '{"kind":"any"}'

@@ -23,9 +23,9 @@ from agentdesk.store.ingest.export import export
 from agentdesk.store.ingest.spans import span_row_id
 from agentdesk.store.persistence.database import open_store
 from agentdesk.store.runtime import AgentRuntime
-from tests.otel.test_one_decoder import assert_same_stores, ordered_rows, post
 from tests.store.ingest import sources
 from tests.store.ingest.sources import Source, logs_document, spans_of
+from tests.store.ingest.test_one_decoder import assert_same_stores, ordered_rows, post
 
 
 def agentdesk_export(folder: Path) -> Source:

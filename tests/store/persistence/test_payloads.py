@@ -20,7 +20,7 @@ from agentdesk.store.persistence.convert import json_dict
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.search.indexer import drain
 from agentdesk.store.search.run_search import search_run
-from tests.otel.traces import agent_trace, request_of
+from tests.store.ingest.traces import agent_trace, request_of
 
 HISTORY = json.dumps({"gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
     {"type": "text", "content": f"turn {n}: read src/mod_{n}.py"}]} for n in range(40)]),

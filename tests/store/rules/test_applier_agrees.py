@@ -12,9 +12,9 @@ from agentdesk.store.errors import InvalidInput
 from agentdesk.store.rules.applier import apply_pending
 from agentdesk.store.runtime import AgentRuntime
 from tests.postgres.conftest import make_login, pg_url  # noqa: F401 - the fixtures
-from tests.rules.hostile_commands import BENIGN, DENIED_ENCODED, MAYBE_DENIED, hostile
-from tests.rules.test_fail_closed import SHELL, save_rules
+from tests.store.rules.hostile_commands import BENIGN, DENIED_ENCODED, MAYBE_DENIED, hostile
 from tests.store.rules.team import Team, team_fixture  # noqa: F401 - the fixture
+from tests.store.rules.test_fail_closed import SHELL, save_rules
 
 CORPUS = [*hostile()[::16], *DENIED_ENCODED[::3], *MAYBE_DENIED[:2], *BENIGN[::6]]
 
