@@ -30,6 +30,9 @@ class TraceIndex:
     conversation: str | None = None
     root_span: str | None = None
     root_name: str | None = None
+    root_start: int = 0
+    """The root's start: of several roots the earliest (then the smallest id) is the trace's, whatever order
+    the spans arrive in (`receive` in pieces and `import` whole choose the same one)."""
     _by_start: list[tuple[str, IndexEntry]] | None = field(default=None, repr=False, compare=False)
     _cycle: tuple[int, str | None] | None = field(default=None, repr=False, compare=False)
 
@@ -44,8 +47,9 @@ class TraceIndex:
             self.project = project
         if self.conversation is None and conversation:
             self.conversation = conversation
-        if parent_id is None and self.root_span is None:
-            self.root_span, self.root_name = span_id, name
+        if parent_id is None and (self.root_span is None
+                                  or (start_ns, span_id) < (self.root_start, self.root_span)):
+            self.root_span, self.root_name, self.root_start = span_id, name, start_ns
 
     def by_start(self) -> list[tuple[str, IndexEntry]]:
         """The spans in start order, sorted once (a staged write sorts before taking the lock)."""
