@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentdesk.store.analysis.critical_path import critical_path, summarise
@@ -71,6 +71,7 @@ def test_a_sequential_chain_is_its_own_path(lengths: list[float]) -> None:
 
 @given(st.lists(st.lists(st.floats(min_value=0.01, max_value=50), min_size=1, max_size=5),
                 min_size=1, max_size=8))
+@example([[0.01, 0.01], [0.010000000000000002, 0.01]])  # a tie in float rounding only (found by hypothesis)
 def test_a_fan_out_runs_through_its_longest_branch(branches: list[list[float]]) -> None:
     """A root fans out branches at t=0; each branch is a sequential chain of children under a branch span."""
     starts, ends, parents = [0.0], [0.0], [-1]
@@ -88,11 +89,14 @@ def test_a_fan_out_runs_through_its_longest_branch(branches: list[list[float]]) 
     totals = [ends[members[0]] for members in branch_spans]
     ends[0] = max(totals)
     path = critical_path(np.array(starts), np.array(ends), np.array(parents, dtype=np.int64))
-    longest = max(range(len(branches)), key=lambda b: (totals[b], -b))
+    tolerance = RESOLUTION * len(starts)
+    # branches whose totals differ only by float rounding (0.02 against 0.020000000000000004) are a tie:
+    # the path runs through one of them, whole
+    longest = [b for b in range(len(branches)) if totals[b] >= max(totals) - tolerance]
     on_path = set(path.indices.tolist()) - {0}
-    assert set(branch_spans[longest]) <= on_path
-    assert np.isclose(path.total, max(totals), atol=RESOLUTION * len(starts))
-    others = {i for b, members in enumerate(branch_spans) if totals[b] < totals[longest] for i in members}
+    assert any(set(branch_spans[b]) <= on_path for b in longest)
+    assert np.isclose(path.total, max(totals), atol=tolerance)
+    others = {i for b, members in enumerate(branch_spans) if b not in longest for i in members}
     assert not on_path & others
 
 
