@@ -358,11 +358,20 @@ class _JsonDocument:
         self.pending: list[OtelSpan] = []
         self._tail = b""
         self._bytes_decoded = 0
+        self._counted = (0, 0)
+        """(position, newlines in `buf` before it): `where` counts on from there, not from the buffer's start
+        (it is asked once per record; counting from 0 each time was 10 % of a 100,000-span import)."""
 
     # -- low level -------------------------------------------------------------------------
     def where(self, pos: int | None = None) -> str:
         at = self.pos if pos is None else pos
-        line = self.dropped_lines + self.buf.count("\n", 0, at) + 1
+        counted_to, lines = self._counted
+        if at >= counted_to:
+            lines += self.buf.count("\n", counted_to, at)
+            self._counted = (at, lines)
+        else:
+            lines = self.buf.count("\n", 0, at)
+        line = self.dropped_lines + lines + 1
         return f"{self.file.path}, line {line} (character {self.dropped_chars + at})"
 
     def fail(self, problem: str, pos: int | None = None) -> BadRecord:
@@ -386,6 +395,7 @@ class _JsonDocument:
             self.dropped_chars += self.pos
             self.buf = self.buf[self.pos:]
             self.pos = 0
+            self._counted = (0, 0)
         try:
             text = data[:cut].decode("utf-8")
         except UnicodeDecodeError as exc:  # the receiver refuses these bytes too: one rule for both

@@ -26,6 +26,7 @@ class IngestReport:
     """Log records with no trace or span id: nothing to join them to (counted, named in the summary)."""
     retyped: int = 0
     """Stored spans whose kind or agent changed because spans of their trace arrived after them."""
+    _known_runs: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def add(self, other: IngestReport) -> None:
         self.spans_written += other.spans_written
@@ -38,4 +39,11 @@ class IngestReport:
         self.events_waiting += other.events_waiting
         self.logs_unplaced += other.logs_unplaced
         self.retyped += other.retyped
-        self.run_ids.extend(r for r in other.run_ids if r not in self.run_ids)
+        known = self._known_runs
+        if len(known) != len(self.run_ids):  # built once (run_ids is only ever extended here)
+            known.clear()
+            known.update(self.run_ids)
+        for r in other.run_ids:  # a set beside the list: a 5,000-trace import summed in linear time
+            if r not in known:
+                known.add(r)
+                self.run_ids.append(r)
