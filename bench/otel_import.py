@@ -38,7 +38,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import store_size  # bench/ is not a package: the helper beside this script
+import store_size  # bench/ is not a package: the helpers beside this script
+from pg_bench import fresh_pg
 
 TARGET_S = 20.0
 SPANS_PER_AGENT = 42
@@ -242,7 +243,7 @@ def measure_sqlite(path: Path, indexed: bool, sizes: dict[str, float]) -> None:
 
 def measure_pg(base_url: str, path: Path, n: int, sizes: dict[str, float]) -> None:
     name = f"agentdesk_bench_otel_{os.getpid()}"
-    url = store_size.fresh_pg(base_url, name)
+    url = fresh_pg(base_url, name)
     try:
         def measure(store: str) -> None:
             size, spans, parts = store_size.pg_bytes(store)

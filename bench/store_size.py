@@ -69,19 +69,6 @@ def _one(conn: Any, sql: str) -> int:
     return int(conn.execute(sql).fetchone()[0])
 
 
-def fresh_pg(base_url: str, name: str) -> str:
-    """A new empty database beside `base_url`'s, as a store URL."""
-    import psycopg
-
-    from agentdesk.store.persistence.postgres.engine import libpq_url
-
-    with psycopg.connect(libpq_url(base_url), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    head, _, query = base_url.partition("?")
-    return f"{head.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
-
-
 def drop_pg(base_url: str, name: str) -> None:
     import psycopg
 

@@ -25,7 +25,7 @@ from agentdesk.store.persistence.database import open_store
 from agentdesk.store.runtime import AgentRuntime
 from tests.store.ingest import sources
 from tests.store.ingest.sources import Source, logs_document, spans_of
-from tests.store.ingest.test_one_decoder import assert_same_stores, ordered_rows, post
+from tests.store.ingest.test_one_decoder import assert_same_stores, ordered_rows, receive_all
 
 
 def agentdesk_export(folder: Path) -> Source:
@@ -93,19 +93,7 @@ def requests(source: Source, seed: int) -> list[tuple[str, bytes]]:
     return out
 
 
-def receive(path: Path, bodies: list[tuple[str, bytes]]) -> None:
-    from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
-
-    store = open_store(str(path))
-    receiver = ReceiverThread(store, ReceiverConfig(port=0, helper=False))
-    host, port = receiver.start()
-    try:
-        for signal, body in bodies:
-            answer = post(f"http://{host}:{port}/v1/{signal}", body)
-            assert answer.status == 200, answer.body
-    finally:
-        receiver.stop()
-        store.close()
+receive = receive_all  # the property test's: every request answered 200, then the receiver stopped (drained)
 
 
 def import_files_of(path: Path, folder: Path, source: Source) -> None:
