@@ -41,6 +41,7 @@ PG_MODULES = frozenset({"test_store_commands", "test_store_runtime", "test_bus",
 """test_bad_input is about SQLite files byte for byte; its PostgreSQL faults are tests/postgres/test_faults.py."""
 """Modules whose tests run on SQLite and on PostgreSQL (the GUI tests run once, on SQLite)."""
 BACKENDS = ("sqlite", "postgresql")
+TEMPLATE_LOCK = 0x61676474  # "agdt": the advisory lock under which a worker migrates its template database
 
 
 CRASH_DIR_ENV = "AGENTDESK_TEST_CRASH_DIR"
@@ -132,7 +133,13 @@ class PgCluster:
         with self.admin() as conn:  # type: ignore[attr-defined]
             conn.execute(f'DROP DATABASE IF EXISTS "{self.template}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{self.template}"')
-        open_store(self.database_url(self.template)).close()
+            # One worker migrates at a time: the level roles are the cluster's, not the database's, and two
+            # workers creating them at once on a fresh server collide ("agentdesk_viewer already exists").
+            conn.execute("SELECT pg_advisory_lock(%s)", (TEMPLATE_LOCK,))
+            try:
+                open_store(self.database_url(self.template)).close()
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (TEMPLATE_LOCK,))
 
     def fresh_database(self) -> str:
         """A clean, migrated database: CREATE DATABASE ... TEMPLATE is a file copy, far faster than migrating."""
