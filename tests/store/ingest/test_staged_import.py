@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from agentdesk.store.approvals.commands import decide
 from agentdesk.store.ingest import importer, staging
 from agentdesk.store.ingest.importer import import_files
+from agentdesk.store.ingest.staged_writer import StagedTraceWriter
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.database import Store
 from agentdesk.store.queries import NativeQueries
@@ -81,11 +82,23 @@ def approvals(store: Store, n: int) -> list[str]:
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
 def test_a_decision_during_a_large_trace_does_not_wait_and_the_trace_appears_whole(
-        tmp_path: Path, store: Store, backend: str) -> None:
+        tmp_path: Path, store: Store, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     pending = approvals(store, 40)
     path = big_trace(tmp_path / "big.json")
     done = threading.Event()
     outcome: dict[str, Any] = {}
+    decided_thrice = threading.Event()
+    original_facts = StagedTraceWriter.roll_up_facts
+
+    def facts_after_three_decisions(self: StagedTraceWriter, *args: Any, **kwargs: Any) -> Any:
+        # The roll-up read comes after every piece is staged and before the flip, in a read transaction
+        # (no writer's turn held): holding the import here until the test has decided three times makes
+        # "decided while staged" certain however fast the machine writes (PostgreSQL's pipelined import
+        # finished 20,000 spans before a third decision on CI), without holding anything a decision needs.
+        decided_thrice.wait(60)
+        return original_facts(self, *args, **kwargs)
+
+    monkeypatch.setattr(StagedTraceWriter, "roll_up_facts", facts_after_three_decisions)
 
     def run_import() -> None:
         try:
@@ -106,8 +119,11 @@ def test_a_decision_during_a_large_trace_does_not_wait_and_the_trace_appears_who
                 latencies.append(time.monotonic() - began)
                 mid_import.append(not done.is_set() and staged_rows(store) > 0)
                 seen.append(visible_runs(store))
+                if sum(mid_import) >= 3:
+                    decided_thrice.set()
             time.sleep(0.05)
     finally:
+        decided_thrice.set()
         worker.join(120)
     result = outcome["result"]
     assert result.error is None and not result.cancelled and result.report.spans_written == SPANS
