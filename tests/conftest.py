@@ -18,6 +18,7 @@ import gc
 import os
 import queue
 import shutil
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -49,6 +50,12 @@ CRASH_DIR_ENV = "AGENTDESK_TEST_CRASH_DIR"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A shell starts a background job (`cmd &`, nohup) with Ctrl-C ignored, and an ignored signal stays ignored
+    # across exec: the CLI processes the tests start would ignore the SIGINT that stands for an operator's Ctrl-C
+    # (every "exit 130" test timed out in a stress run started from a script). A handler, unlike SIG_IGN, is
+    # reset to the default at exec, so the children start as a terminal would start them.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line("markers", "sqlite_only: about SQLite files; not run against PostgreSQL")
     config.addinivalue_line("markers", "postgres_only: about the server (its index, its locks); not run on SQLite")
     if not os.environ.get("PYTEST_XDIST_WORKER"):
