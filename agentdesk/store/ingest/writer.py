@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, event, func, insert, select, update
 from sqlalchemy import text as sql_text
 
 from agentdesk.store.errors import InvalidInput
@@ -44,6 +44,7 @@ from agentdesk.store.ingest.probe import Probe, probe
 from agentdesk.store.ingest.report import IngestReport
 from agentdesk.store.ingest.rollup import ROLL_UP_ROOT_SQL, ROLL_UP_SQL, Root, Totals, store_roll_up
 from agentdesk.store.ingest.rows import IN_CHUNK, SPAN_COLUMNS, bulk_insert, insert_tuples
+from agentdesk.store.ingest.skeleton_cache import Skeleton, cache_of
 from agentdesk.store.ingest.spans import run_row_id, span_row_id, split_span_row_id
 from agentdesk.store.ingest.trace_index import TraceIndex
 from agentdesk.store.persistence import schema as sc
@@ -110,6 +111,9 @@ class TraceWriter:
         self._first = uow.now
         self._skeleton: list[skeleton.StoredSpan] | None = None
         """A stored trace's spans (`skeleton.load`), read into `index`: placing decides over the whole trace."""
+        self._kept: Skeleton | None = None
+        """The stored skeleton as this write leaves it, kept for the trace's next write after the commit
+        (`skeleton_cache`); None when there is nothing to keep (a new run, a staged write)."""
         self._rebuild: set[str] = set()
         """Agents whose context is written again from their calls at `finish` (`agent_context.rebuild`)."""
         self._model_at: dict[str, int] = {}
@@ -127,6 +131,7 @@ class TraceWriter:
         self._probe: Probe | None = None
         """`prepare`'s answers, good for this transaction only."""
         self._approval_spans: list[tuple[str, Prepared]] = []
+        self._bumped = False
         if self.conn.dialect.name == "sqlite":  # random-id B-tree inserts thrash the default 2 MB page cache
             self.conn.exec_driver_sql("PRAGMA cache_size=-131072")
 
@@ -251,12 +256,38 @@ class TraceWriter:
 
     def _load_skeleton(self) -> None:
         """A trace stored before: its spans' skeleton joins the index, so placing decides over the whole trace
-        (what `import` decides) rather than over this request's part of it."""
-        self._skeleton = skeleton.load(self.conn, self.run_id)
+        (what `import` decides) rather than over this request's part of it. The skeleton this process kept
+        after the trace's last write, if that write is still the last one (`skeleton_cache`), else read."""
+        revision = self._probe.revision if self._probe is not None else None
+        kept = None if self.staged else cache_of(self.uow.store).get(self.run_id, revision)
+        if kept is None:
+            kept = {st.span_id: st for st in skeleton.load(self.conn, self.run_id)}
+        self._skeleton = list(kept.values())
+        if not self.staged and revision is not None:
+            self._kept = kept
+            event.listen(self.uow.session, "after_commit", self._keep_skeleton(revision + 1), once=True)
         for st in self._skeleton:
             if st.span_id not in self.index.spans:
                 self.index.note(st.span_id, st.parent_id, st.agent_key, st.agent_name, st.start_ns, None,
                                 st.conversation, st.name)
+
+    def _keep_skeleton(self, revision: int) -> Any:
+        """After the commit only (a rolled-back write keeps nothing): the skeleton as stored at `revision`,
+        the run's revision once this write's roll-up has bumped it."""
+        store, run_id = self.uow.store, self.run_id
+
+        def keep(_session: Any) -> None:
+            if self._kept is not None:
+                cache_of(store).keep(run_id, revision, self._kept)
+            else:
+                cache_of(store).forget(run_id)
+        return keep
+
+    def _track(self, sp: Prepared, kind: str, attributes: str) -> None:
+        """A span this write stores, as `skeleton.load` would read it back (see `_kept`)."""
+        if self._kept is not None:
+            self._kept[sp.span_id] = skeleton.of_row(self.index.trace_id, sp.span_id, sp.parent_id, kind, sp.name,
+                                                     sp.start_ns, attributes, postgres=is_postgres(self.conn))
 
     def _move_session(self, wanted: str, now: float) -> None:
         """The run moves to the session its conversation names (created if new), with its approvals; its agents
@@ -327,8 +358,9 @@ class TraceWriter:
                 keyed[row_id] = agent
                 self._rebuild.update(a for a in (agent, st.agent) if a)
         if kinds:
-            self.conn.execute(update(S).where(S.id == bindparam("sid"), S.kind == bindparam("was"))
-                              .values(kind=bindparam("now")), kinds)
+            done = self.conn.execute(update(S).where(S.id == bindparam("sid"), S.kind == bindparam("was"))
+                                     .values(kind=bindparam("now")), kinds)
+            self._retyped({k["sid"]: k["now"] for k in kinds}, "kind", done.rowcount)
         ids = list(keyed)
         for n in range(0, len(ids), IN_CHUNK):
             rows = self.conn.execute(select(S.id, S.attributes).where(S.id.in_(ids[n:n + IN_CHUNK]))).all()
@@ -337,10 +369,25 @@ class TraceWriter:
                 attrs = json.loads(text or "{}")
                 attrs[AGENT_KEY] = keyed[row_id]
                 moves.append({"sid": row_id, "was": text, "attrs": PLAIN.encode(attrs)})
-            self.conn.execute(update(S).where(S.id == bindparam("sid"), S.attributes == bindparam("was"))
-                              .values(attributes=bindparam("attrs")), moves)
+            done = self.conn.execute(update(S).where(S.id == bindparam("sid"), S.attributes == bindparam("was"))
+                                     .values(attributes=bindparam("attrs")), moves)
+            self._retyped({m["sid"]: keyed[m["sid"]] for m in moves}, "agent", done.rowcount)
         self.report.retyped += len(set(ids) | {k["sid"] for k in kinds})
         self._retype_approvals(stored_agent)
+
+    def _retyped(self, values: dict[str, str], field: str, rowcount: int) -> None:
+        """What `_retype` changed, in the kept skeleton; a compare-and-set that missed (the stored rows were not
+        what the skeleton said) leaves nothing to keep: the next write reads the stored skeleton again."""
+        if self._kept is None:
+            return
+        if 0 <= rowcount < len(values):
+            self._kept = None
+            return
+        for row_id, value in values.items():
+            ids = split_span_row_id(row_id)
+            if ids is not None and ids[1] in self._kept:
+                had = self._kept[ids[1]]
+                self._kept[ids[1]] = replace(had, kind=value) if field == "kind" else replace(had, agent=value)
 
     def _retype_approvals(self, stored_agent: str) -> None:
         """An approval belongs to its gate span's agent (restored from an export), or, asked for through the
@@ -504,6 +551,10 @@ class TraceWriter:
     # -- spans -----------------------------------------------------------------------------
     def write(self, spans: Sequence[Prepared]) -> None:
         """One chunk of this trace's spans (any order, duplicates allowed)."""
+        if self.staged and not self._bumped:  # a slice adds spans before the roll-up: a kept skeleton is stale
+            self._bumped = True
+            self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id)
+                              .values(revision=sc.RunRow.revision + 1))
         unique: dict[str, Prepared] = {}
         for span in spans:
             had = unique.get(span.span_id)
@@ -537,6 +588,7 @@ class TraceWriter:
                     self.report.duplicates += 1
                 continue
             row, orphan_of = self._span_row(row_id, sp, stored_parents)
+            self._track(sp, row[3], row[11])
             if APPROVAL_ID_KEY in sp.attributes:  # a gate agentdesk exported: its approval comes back too
                 self._approval_spans.append((row_id, sp))
             if sp.messages:
@@ -619,12 +671,13 @@ class TraceWriter:
             own[AGENT_KEY] = self._agent_of_span(sp)
         if waiting is not None:
             own[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
+        kind, attributes = self._kind(sp), add_keys(sp.attributes, own) if own else sp.attributes
         self.conn.execute(update(sc.SpanRow).where(sc.SpanRow.id == row_id).values(
             status=sp.status, ended_at=sp.end_ns, input_tokens=sp.input_tokens,
             output_tokens=sp.output_tokens, cost_usd=sp.cost_usd, output_text=sp.output_text,
-            input_text=sp.input_text, error=sp.error, kind=self._kind(sp),
-            name=sp.name if waiting is None else ORPHAN_PREFIX + sp.name,
-            attributes=add_keys(sp.attributes, own) if own else sp.attributes))
+            input_text=sp.input_text, error=sp.error, kind=kind,
+            name=sp.name if waiting is None else ORPHAN_PREFIX + sp.name, attributes=attributes))
+        self._track(sp, kind, attributes)
         self._written.append(row_id)
         self._seen[row_id] = sp.end_ns
         self._totals = None  # a row changed after it was counted: the roll-up reads the stored rows
