@@ -31,7 +31,7 @@ from agentdesk.store.ingest.prepare import AGENT_KEY, Prepared
 from agentdesk.store.ingest.rows import IN_CHUNK
 from agentdesk.store.ingest.skeleton_cache import Skeleton, cache_of
 from agentdesk.store.ingest.spans import span_row_id, split_span_row_id
-from agentdesk.store.ingest.trace_index import TraceIndex
+from agentdesk.store.ingest.trace_index import IndexEntry, TraceIndex
 from agentdesk.store.ingest.trace_write import IMPORTED_AGENT_PREFIX
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.uow import UnitOfWork
@@ -63,10 +63,14 @@ class LateParentCorrection(AgentPlacement):
         if not self.staged and revision is not None:
             self._kept = kept
             event.listen(self.uow.session, "after_commit", self._keep_skeleton(revision + 1), once=True)
-        for st in self._skeleton:
-            if st.span_id not in self.index.spans:
-                self.index.note(st.span_id, st.parent_id, st.agent_key, st.agent_name, st.start_ns, None,
-                                st.conversation, st.name)
+        spans, index = self.index.spans, self.index
+        for st in self._skeleton:  # `index.note` for each, called only where it decides more than the entry
+            if st.span_id not in spans:
+                if st.parent_id is None or (st.conversation and index.conversation is None):
+                    index.note(st.span_id, st.parent_id, st.agent_key, st.agent_name, st.start_ns, None,
+                               st.conversation, st.name)
+                else:
+                    spans[st.span_id] = IndexEntry(st.parent_id, st.agent_key, st.agent_name, st.start_ns)
 
     def _keep_skeleton(self, revision: int) -> Any:
         """After the commit only (a rolled-back write keeps nothing): the skeleton as stored at `revision`,

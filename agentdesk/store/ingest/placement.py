@@ -17,7 +17,7 @@ from sqlalchemy import select
 from agentdesk.store.ingest.prepare import Prepared, digest
 from agentdesk.store.ingest.rows import bulk_insert
 from agentdesk.store.ingest.spans import span_row_id
-from agentdesk.store.ingest.trace_index import TraceIndex
+from agentdesk.store.ingest.trace_index import IndexEntry, TraceIndex
 from agentdesk.store.ingest.trace_write import DEFAULT_PROJECT, IMPORTED_AGENT_PREFIX, TraceWrite
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.uow import UnitOfWork
@@ -37,18 +37,30 @@ class AgentPlacement(TraceWrite):
         self._session_agents: set[str] | None = None
         self._stored_agents: dict[str, str | None] = {}
         """Stored span row id -> the agent of its nearest agent span (many children share a parent)."""
+        self._agent_spans: tuple[int, list[tuple[str, IndexEntry]]] | None = None
+        """(spans in the index when sorted, its agent spans in start order): `agent_spans_by_start`."""
         self._model_at: dict[str, int] = {}
         """Agent -> start of the span its model was taken from: the earliest span naming a model wins."""
 
     def _top_agent(self) -> str:
         """The run's agent: the trace's outermost agent span, else one named after the service."""
-        for span_id, entry in self.index.by_start():
-            if entry.agent_key is not None and self._enclosing_agent(entry.parent_id) is None:
+        for span_id, entry in self.agent_spans_by_start():
+            if self._enclosing_agent(entry.parent_id) is None:
                 found = self._enclosing_agent(span_id)
                 assert found is not None
                 return found
         name = self.index.project or self.default_project or DEFAULT_PROJECT
         return self._ensure_agent("service:" + name, name, None)
+
+    def agent_spans_by_start(self) -> list[tuple[str, IndexEntry]]:
+        """The trace's agent spans in start order (ties in the index's order, as `TraceIndex.by_start` sorts):
+        all that choosing the run's agent and deriving the agents reads, without sorting every span of a
+        stored trace on each of its writes."""
+        if self._agent_spans is None or self._agent_spans[0] != len(self.index.spans):
+            spans = [(sid, e) for sid, e in self.index.spans.items() if e.agent_key is not None]
+            spans.sort(key=lambda kv: kv[1].start_ns)
+            self._agent_spans = (len(self.index.spans), spans)
+        return self._agent_spans[1]
 
     def _note_model(self, agent: str, start_ns: int, model: str) -> None:
         """An agent's model is the one its earliest span names (what `import`, in time order, sees first)."""

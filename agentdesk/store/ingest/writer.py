@@ -147,9 +147,8 @@ class TraceWriter(LateParentCorrection, CallContext):
             self.run_agent = self._top_agent()
             self.root_row = self.index.root_span and span_row_id(self.index.trace_id, self.index.root_span)
         self._agents.setdefault(self.run_agent, {"parent": None})
-        for span_id, entry in self.index.by_start():
-            if entry.agent_key is not None:
-                self._enclosing_agent(span_id)
+        for span_id, _entry in self.agent_spans_by_start():
+            self._enclosing_agent(span_id)
         self._flush_agents()
         if found.run is not None:
             self._retype(stored_agent)
