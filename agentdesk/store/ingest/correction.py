@@ -27,7 +27,7 @@ from agentdesk.store.ingest import skeleton
 from agentdesk.store.ingest.messages import PLAIN
 from agentdesk.store.ingest.outbox import is_postgres
 from agentdesk.store.ingest.placement import AgentPlacement
-from agentdesk.store.ingest.prepare import AGENT_KEY, Prepared
+from agentdesk.store.ingest.prepare import AGENT_KEY, Prepared, digest
 from agentdesk.store.ingest.rows import IN_CHUNK
 from agentdesk.store.ingest.skeleton_cache import Skeleton, cache_of
 from agentdesk.store.ingest.spans import span_row_id, split_span_row_id
@@ -71,6 +71,12 @@ class LateParentCorrection(AgentPlacement):
                                st.conversation, st.name)
                 else:
                     spans[st.span_id] = IndexEntry(st.parent_id, st.agent_key, st.agent_name, st.start_ns)
+
+    def forget_kept(self) -> None:
+        """A new run under a trace id this process may have kept (the run was deleted since): its revisions
+        start again, so what was kept must not match one of them."""
+        if not self.staged:
+            cache_of(self.uow.store).forget(self.run_id)
 
     def _keep_skeleton(self, revision: int) -> Any:
         """After the commit only (a rolled-back write keeps nothing): the skeleton as stored at `revision`,
@@ -145,6 +151,8 @@ class LateParentCorrection(AgentPlacement):
                               .values(agent_id=self.run_agent))
         kinds: list[dict[str, Any]] = []
         keyed: dict[str, str] = {}
+        losing: dict[str, list[str]] = {}
+        """Agent -> its calls that move to another agent."""
         for st in self._skeleton:
             row_id = span_row_id(trace, st.span_id)
             if st.kind in ("agent", "sub_agent"):
@@ -157,7 +165,12 @@ class LateParentCorrection(AgentPlacement):
                 self._note_model(agent, st.start_ns, st.model)
             if st.kind == "model" and agent != st.agent:
                 keyed[row_id] = agent
-                self._rebuild.update(a for a in (agent, st.agent) if a)
+                self._rebuild.add(agent)
+                if st.agent:
+                    losing.setdefault(st.agent, []).append(row_id)
+        for old, calls in losing.items():
+            if old not in self._rebuild and self._brought_items(old, calls):
+                self._rebuild.add(old)
         if kinds:
             done = self.conn.execute(update(S).where(S.id == bindparam("sid"), S.kind == bindparam("was"))
                                      .values(kind=bindparam("now")), kinds)
@@ -175,6 +188,17 @@ class LateParentCorrection(AgentPlacement):
             self._retyped({m["sid"]: keyed[m["sid"]] for m in moves}, "agent", done.rowcount)
         self.report.retyped += len(set(ids) | {k["sid"] for k in kinds})
         self._retype_approvals(stored_agent)
+
+    def _brought_items(self, agent: str, calls: list[str]) -> bool:
+        """Whether any of `calls` was the first of `agent`'s calls to carry a message: only then does the agent's
+        context change when they leave it. An agent's context is its calls' messages numbered in call order, one
+        turn (`otg_` + the call) per call that brought new items (`agent_context`); a call that brought none
+        leaves every item's first call, position and turn as they were. So the agent that held a trace's
+        orphaned calls (the run's, until their agent span arrives) is not rebuilt each time some move away."""
+        G = sc.ContextGroupRow
+        groups = ["otg_" + digest(row_id) for row_id in calls]
+        return any(self.conn.execute(select(G.id).where(G.agent_id == agent, G.id.in_(groups[n:n + IN_CHUNK]))
+                                     .limit(1)).first() is not None for n in range(0, len(groups), IN_CHUNK))
 
     def _retyped(self, values: dict[str, str], field: str, rowcount: int) -> None:
         """What `_retype` changed, in the kept skeleton; a compare-and-set that missed (the stored rows were not

@@ -123,6 +123,7 @@ class TraceWriter(LateParentCorrection, CallContext):
                 self.root_row = self._stored_root()
         else:
             self._new_run = True
+            self.forget_kept()
             self._totals = None if self.staged or found.events_waiting else Totals()
             self.project_id = project_id
             if not found.project:
