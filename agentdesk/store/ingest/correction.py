@@ -189,6 +189,18 @@ class LateParentCorrection(AgentPlacement):
         self.report.retyped += len(set(ids) | {k["sid"] for k in kinds})
         self._retype_approvals(stored_agent)
 
+    def calls_of(self, agents: set[str]) -> dict[str, list[str]] | None:
+        """Each of `agents`' calls (span row ids), from the kept skeleton as this write leaves it, when they are
+        all there: the trace is alone in its session (no other trace's calls can be theirs). Else None."""
+        if self._kept is None or self._session_shared():
+            return None
+        out: dict[str, list[str]] = {a: [] for a in agents}
+        trace = self.index.trace_id
+        for st in self._kept.values():
+            if st.kind == "model" and st.agent in out:
+                out[st.agent].append(span_row_id(trace, st.span_id))
+        return out
+
     def _brought_items(self, agent: str, calls: list[str]) -> bool:
         """Whether any of `calls` was the first of `agent`'s calls to carry a message: only then does the agent's
         context change when they leave it. An agent's context is its calls' messages numbered in call order, one

@@ -339,7 +339,7 @@ class TraceWriter(LateParentCorrection, CallContext):
             self.report.events_joined += adopt_pending(self.conn, self.index.trace_id, self._context_touched,
                                                        rebuild=self.may_rebuild())
         if self._rebuild and self.may_rebuild():
-            agent_context.rebuild(self.conn, self.session_id, self._rebuild)
+            agent_context.rebuild(self.conn, self.session_id, self._rebuild, self.calls_of(self._rebuild))
             self._context_touched |= self._rebuild
         if self._skeleton is not None:
             self._drop_stale_agents()

@@ -43,9 +43,9 @@ def test_an_agent_is_rebuilt_only_when_a_call_leaving_it_brought_items(
     rebuilt: list[set[str]] = []
     real = agent_context.rebuild
 
-    def spy(conn: Any, session_id: str, agents: Any) -> None:
+    def spy(conn: Any, session_id: str, agents: Any, known: Any = None) -> None:
         rebuilt.append(set(agents))
-        real(conn, session_id, agents)
+        real(conn, session_id, agents, known)
 
     monkeypatch.setattr(agent_context, "rebuild", spy)
     spans = [BOSS, chat(3, 1), chat(4, 5, second), WORKER]
