@@ -18,6 +18,7 @@ last revision. Every correction is a compare-and-set on the value read.
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from dataclasses import replace
 from typing import Any
 
@@ -84,10 +85,12 @@ class LateParentCorrection(AgentPlacement):
         store, run_id = self.uow.store, self.run_id
 
         def keep(_session: Any) -> None:
-            if self._kept is not None:
-                cache_of(store).keep(run_id, revision, self._kept)
-            else:
-                cache_of(store).forget(run_id)
+            # the write is committed: nothing here may make it look failed (an entry not kept is only read again)
+            with suppress(Exception):
+                if self._kept is not None:
+                    cache_of(store).keep(run_id, revision, self._kept)
+                else:
+                    cache_of(store).forget(run_id)
         return keep
 
     def _track(self, sp: Prepared, kind: str, attributes: str) -> None:
