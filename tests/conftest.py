@@ -38,7 +38,8 @@ PG_MODULES = frozenset({"test_store_commands", "test_store_runtime", "test_bus",
                         "test_audit", "test_store_maintenance", "test_source_seam", "test_notes_store",
                         "test_notes_cli", "test_notes_search", "test_store_asks", "test_ask",
                         "test_run_control", "test_run_control_http", "test_timeline_backends", "test_retype_backends",
-                        "test_search_backends", "test_busy_timeout", "test_views", "test_import_backends"})
+                        "test_search_backends", "test_busy_timeout", "test_views", "test_import_backends",
+                        "test_skeleton_cache"})
 """test_bad_input is about SQLite files byte for byte; its PostgreSQL faults are tests/postgres/test_faults.py."""
 """Modules whose tests run on SQLite and on PostgreSQL (the GUI tests run once, on SQLite)."""
 BACKENDS = ("sqlite", "postgresql")

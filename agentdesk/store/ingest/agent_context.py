@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select
@@ -84,16 +84,26 @@ def latest_turn(conn: Connection, agent: str) -> float | None:
     return None if value is None else float(value)
 
 
-def rebuild(conn: Connection, session_id: str, agents: Collection[str]) -> None:
+def rebuild(conn: Connection, session_id: str, agents: Collection[str],
+            known: Mapping[str, Sequence[str]] | None = None) -> None:
     """Delete `agents`' imported context and write it again from their calls (model spans of `session_id` whose
-    `agentdesk.agent` names them), in time order."""
+    `agentdesk.agent` names them), in time order. `known`: each agent's calls (span row ids), when the writer
+    knows them all (a trace alone in its session, its skeleton kept): read by key, not found by extracting
+    every model span's agent in the session."""
     agents = sorted(a for a in agents if a)
     if not agents:
         return
     S, R, It, G, V = sc.SpanRow, sc.RunRow, sc.ContextItemRow, sc.ContextGroupRow, sc.ContextItemRevisionRow
-    owner = json_field(conn, S.attributes, AGENT_KEY)
     calls: dict[str, list[tuple[int, str, str]]] = {a: [] for a in agents}
-    for n in range(0, len(agents), IN_CHUNK):
+    if known is not None:
+        for agent in agents:
+            ids = list(known.get(agent, ()))
+            for n in range(0, len(ids), IN_CHUNK):
+                for row_id, started, attributes in conn.execute(
+                        select(S.id, S.started_at, S.attributes).where(S.id.in_(ids[n:n + IN_CHUNK]))):
+                    calls[agent].append((int(started), row_id, attributes))
+    owner = json_field(conn, S.attributes, AGENT_KEY)
+    for n in range(0, len(agents) if known is None else 0, IN_CHUNK):
         for row_id, started, attributes, agent in conn.execute(
                 select(S.id, S.started_at, S.attributes, owner).join(R, R.id == S.run_id)
                 .where(R.session_id == session_id, S.kind == "model", owner.in_(agents[n:n + IN_CHUNK]))):

@@ -30,6 +30,9 @@ class Probe:
     """Another import has containers staged (hidden): this trace may have to claim some (`_claim_shared`)."""
     events_waiting: bool
     """Log records that came before this trace's spans wait in `agentdesk_meta` (`events.adopt_pending`)."""
+    revision: int | None = None
+    """The stored run's revision: whether a skeleton this process kept is still the stored one
+    (`skeleton_cache`)."""
 
 
 PROBE_SQL = (
@@ -37,7 +40,7 @@ PROBE_SQL = (
     "EXISTS (SELECT 1 FROM projects WHERE id = :project), EXISTS (SELECT 1 FROM tasks WHERE id = :task), "
     "EXISTS (SELECT 1 FROM sessions WHERE id = :session), "
     "EXISTS (SELECT 1 FROM import_staging WHERE kind != 'run' AND run_id != :run), "
-    "EXISTS (SELECT 1 FROM agentdesk_meta WHERE key LIKE :pending || '%') "
+    "EXISTS (SELECT 1 FROM agentdesk_meta WHERE key LIKE :pending || '%'), r.revision "
     "FROM (SELECT 1 AS one) o LEFT JOIN runs r ON r.id = :run")
 """Primary-key and index lookups, as the six separate questions were (the last as `startswith` wrote it)."""
 
@@ -48,4 +51,5 @@ def probe(conn: Connection, run_id: str, project_id: str, task_id: str, session_
                                 "pending": PENDING_PREFIX + trace_id})
     assert row is not None
     stored = None if row[0] is None else (str(row[0]), str(row[1]), str(row[2]), str(row[3]))
-    return Probe(stored, bool(row[4]), bool(row[5]), bool(row[6]), bool(row[7]), bool(row[8]))
+    return Probe(stored, bool(row[4]), bool(row[5]), bool(row[6]), bool(row[7]), bool(row[8]),
+                 None if row[9] is None else int(row[9]))

@@ -11,6 +11,7 @@ Only small JSON fields are extracted in SQL; the messages stay in the database.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,17 +69,43 @@ def load(conn: Connection, run_id: str) -> list[StoredSpan]:
             continue
         parent_row = row[2] if row[2] is not None else row[1]
         parent = split_span_row_id(parent_row) if parent_row else None
-        values = dict(zip(_KEYS, row[6:], strict=True))
-        attrs = {k: v for k, v in values.items() if v is not None and k != AGENT_KEY}
-        name = row[4][len(ORPHAN_PREFIX):] if row[4].startswith(ORPHAN_PREFIX) else row[4]
-        key = agent_name = None
-        if is_agent_span(attrs):
-            key, agent_name = agent_identity(OtelSpan(ids[0], ids[1], None, name, 0, 0, 0, attrs))
-        model = str(attrs.get(n.RESPONSE_MODEL) or attrs.get(n.REQUEST_MODEL) or attrs.get(n.OI_MODEL_NAME) or "")
-        agent = values[AGENT_KEY]
-        out.append(StoredSpan(ids[1], parent[1] if parent else None, row[3], name, int(row[5]), key,
-                              agent_name, model, None if agent is None else str(agent), conversation_of(attrs)))
+        out.append(_stored(ids, parent[1] if parent else None, row[3], row[4], int(row[5]),
+                           dict(zip(_KEYS, row[6:], strict=True))))
     return out
+
+
+def of_row(trace_id: str, span_id: str, parent_id: str | None, kind: str, name: str, start_ns: int,
+           attributes: str, *, postgres: bool) -> StoredSpan:
+    """What `load` would read back of a span this write stores (its attributes as written, as text): the
+    skeleton a writer keeps (`skeleton_cache`) then equals the stored one without reading it again."""
+    attrs = json.loads(attributes or "{}")
+    values = {k: _as_sql(attrs.get(k), postgres) for k in _KEYS}
+    return _stored((trace_id, span_id), parent_id, kind, name, start_ns, values)
+
+
+def _as_sql(value: Any, postgres: bool) -> Any:
+    """A JSON value as `json_field` extracts it: SQLite's json_extract (true is 1, objects minified text),
+    PostgreSQL's jsonb_extract_path_text (everything as text)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return ("true" if value else "false") if postgres else int(value)
+    if isinstance(value, int | float):
+        return str(value) if postgres else value
+    return json.dumps(value) if postgres else json.dumps(value, separators=(",", ":"))
+
+
+def _stored(ids: tuple[str, str], parent_id: str | None, kind: str, name: str, start_ns: int,
+            values: dict[str, Any]) -> StoredSpan:
+    attrs = {k: v for k, v in values.items() if v is not None and k != AGENT_KEY}
+    name = name[len(ORPHAN_PREFIX):] if name.startswith(ORPHAN_PREFIX) else name
+    key = agent_name = None
+    if is_agent_span(attrs):
+        key, agent_name = agent_identity(OtelSpan(ids[0], ids[1], None, name, 0, 0, 0, attrs))
+    model = str(attrs.get(n.RESPONSE_MODEL) or attrs.get(n.REQUEST_MODEL) or attrs.get(n.OI_MODEL_NAME) or "")
+    agent = values[AGENT_KEY]
+    return StoredSpan(ids[1], parent_id, kind, name, start_ns, key, agent_name, model,
+                      None if agent is None else str(agent), conversation_of(attrs))
 
 
 def agent_names(conn: Connection, runs: Any) -> set[str]:

@@ -14,20 +14,24 @@ completed), and a span can name its parent before the parent exists. A span
 whose parent is absent is an *orphan*: it is shown under its trace's root (or at
 the top when the root is absent too), remembered in `otel_orphans`, and moved
 under its parent in the write where the parent arrives.
+
+The writer's other jobs are modules of their own: which agent a span belongs to
+(`placement`), what a late parent corrects in the spans stored before it
+(`correction`), what the model saw (`call_context`); `trace_write` is what they share.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
-from sqlalchemy import text as sql_text
+from sqlalchemy import Connection, bindparam, delete, func, select, update
 
 from agentdesk.store.errors import InvalidInput
-from agentdesk.store.ingest import agent_context, skeleton
+from agentdesk.store.ingest import agent_context
+from agentdesk.store.ingest.call_context import CallContext, ContextBatch
+from agentdesk.store.ingest.correction import LateParentCorrection
 from agentdesk.store.ingest.events import adopt_pending
 from agentdesk.store.ingest.messages import PLAIN
 from agentdesk.store.ingest.outbox import ask, is_postgres, run
@@ -40,66 +44,43 @@ from agentdesk.store.ingest.prepare import (  # item_id: readback and events imp
     digest,
     item_id,
 )
-from agentdesk.store.ingest.probe import Probe, probe
+from agentdesk.store.ingest.probe import probe
 from agentdesk.store.ingest.report import IngestReport
 from agentdesk.store.ingest.rollup import ROLL_UP_ROOT_SQL, ROLL_UP_SQL, Root, Totals, store_roll_up
 from agentdesk.store.ingest.rows import IN_CHUNK, SPAN_COLUMNS, bulk_insert, insert_tuples
-from agentdesk.store.ingest.spans import run_row_id, span_row_id, split_span_row_id
+from agentdesk.store.ingest.spans import span_row_id
 from agentdesk.store.ingest.trace_index import TraceIndex
+from agentdesk.store.ingest.trace_write import DEFAULT_PROJECT, IMPORTED_AGENT_PREFIX
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.payloads import unpack
 from agentdesk.store.text.times import NS_PER_S
 from agentdesk.store.uow import UnitOfWork
-from agentdesk.store.validation import estimate_tokens, payload_hash
+from agentdesk.store.validation import payload_hash
 
-DEFAULT_PROJECT = "OpenTelemetry"
-IMPORTED_AGENT_PREFIX = "ota_"
-"""Agents made from OTel spans: their context is what the model was sent, so views show it read-only."""
 TASK_TITLE = "Imported OpenTelemetry traces"
 APPROVAL_ID_KEY = "agentdesk.approval.id"
 RUN_TITLE_KEY = "agentdesk.run.title"
 ORPHAN_PREFIX = "(orphan) "
 """Put before an orphan's name while it waits, so the timeline shows it as orphaned; removed when placed."""
-__all__ = ["AGENT_KEY", "EXTRA_KEYS", "ORPHAN_KEY", "TraceWriter", "write_trace"]
+__all__ = ["AGENT_KEY", "DEFAULT_PROJECT", "EXTRA_KEYS", "IMPORTED_AGENT_PREFIX", "ORPHAN_KEY", "TraceWriter",
+           "item_id", "write_trace"]
 _h = digest
 
 
-class TraceWriter:
+class TraceWriter(LateParentCorrection, CallContext):
     """Writes one trace inside a unit of work: `prepare`, then `write` chunks, then `finish`."""
 
     def __init__(self, uow: UnitOfWork, index: TraceIndex, default_project: str | None, *,
                  staged: bool = False, resources: set[str] | None = None) -> None:
-        self.rebind(uow)
-        self.staged = staged
-        """Written over many transactions (`store.otel.staging`): what it creates is named in
-        `import_staging` (hidden from readers) and its change-log rows wait for `flip`."""
-        self._deferred: list[tuple[str, str, str, dict[str, str] | None, int | None]] = []
+        super().__init__(uow, index, default_project, staged=staged, resources=resources)
         self._placed_upto = 0
         self._facts: tuple[Any, ...] | None = None
-        self.index = index
-        self.default_project = default_project
-        self.run_id = run_row_id(index.trace_id)
-        self.report = IngestReport(traces=1, run_ids=[self.run_id])
-        self._agent_of: dict[str, str | None] = {}
-        """OTel span id -> agentdesk agent id of its nearest agent span (None: the run's agent)."""
-        self._agents: dict[str, dict[str, Any]] = {}
-        self._new_agents: list[str] = []
-        self._created: set[str] = set()
-        self._pending_agents: list[dict[str, Any]] = []
-        self._session_agents: set[str] | None = None
-        self._positions: dict[str, int] = {}
-        self._ordinals: dict[str, int] = {}
-        self._item_ids: dict[tuple[str, str, str, int], str] = {}
-        """(agent, role, content, repeat) -> item id, for the items already queued in this write."""
-        self._context_touched: set[str] = set()
         self._written: list[str] = []
         self._resources: set[str] = resources if resources is not None else set()
         """Resource keys known stored: shared by the writers of one import (rows never deleted), so each
         key is looked up once per import, not once per trace."""
         self._orphans = 0
         """Orphan rows this writer inserted: a new run with none has nothing waiting to be placed."""
-        self._stored_agents: dict[str, str | None] = {}
-        """Stored span row id -> the agent of its nearest agent span (many children share a parent)."""
         self._seen: dict[str, int | None] = {}
         """Spans this writer wrote (row id -> end time, ns): a later chunk may repeat them."""
         self._new_run = False
@@ -107,44 +88,6 @@ class TraceWriter:
         """A new run's roll-up facts, gathered from the rows this writer inserts (they are all of its spans):
         the roll-up then reads nothing, and the trace's inserts wait in the `outbox` for the next trace's probe.
         None when the stored rows must be read (a run stored before, a span completed, events applied)."""
-        self._first = uow.now
-        self._skeleton: list[skeleton.StoredSpan] | None = None
-        """A stored trace's spans (`skeleton.load`), read into `index`: placing decides over the whole trace."""
-        self._rebuild: set[str] = set()
-        """Agents whose context is written again from their calls at `finish` (`agent_context.rebuild`)."""
-        self._model_at: dict[str, int] = {}
-        """Agent -> start of the span its model was taken from: the earliest span naming a model wins."""
-        self._latest_turn: dict[str, float | None] = {}
-        self._shared: bool | None = None
-        self._old_session: str | None = None
-        """The session a stored run left for the one its conversation names (`_move_session`)."""
-        """Agent -> start of its latest stored turn: a call not after it cannot simply be appended."""
-
-    def rebind(self, uow: UnitOfWork) -> None:
-        """Continue in another unit of work (a staged trace takes one per slice)."""
-        self.uow = uow
-        self.conn: Connection = uow.session.connection()
-        self._probe: Probe | None = None
-        """`prepare`'s answers, good for this transaction only."""
-        self._approval_spans: list[tuple[str, Prepared]] = []
-        if self.conn.dialect.name == "sqlite":  # random-id B-tree inserts thrash the default 2 MB page cache
-            self.conn.exec_driver_sql("PRAGMA cache_size=-131072")
-
-    def _record(self, entity: str, op: str, entity_id: str, parents: dict[str, str] | None = None,
-                revision: int | None = None) -> None:
-        """A change-log row now, or (staged) at the flip: no watcher hears of a trace before it is whole."""
-        if self.staged:
-            self._deferred.append((entity, op, entity_id, parents, revision))
-        else:
-            self.uow.record(entity, op, entity_id, parents, revision)
-
-    def _stage(self, kind: str, ids: Iterable[str]) -> None:
-        """Name rows this staged write created: hidden until the flip (same transaction as their insert)."""
-        if not self.staged:
-            return
-        rows = [{"entity_id": i, "kind": kind, "run_id": self.run_id, "heartbeat_at": self.uow.now} for i in ids]
-        if rows:
-            self.conn.execute(insert(sc.ImportStagingRow), rows)
 
     # -- placing the trace in the hierarchy ------------------------------------------------
     def prepare(self) -> None:
@@ -180,6 +123,7 @@ class TraceWriter:
                 self.root_row = self._stored_root()
         else:
             self._new_run = True
+            self.forget_kept()
             self._totals = None if self.staged or found.events_waiting else Totals()
             self.project_id = project_id
             if not found.project:
@@ -204,9 +148,8 @@ class TraceWriter:
             self.run_agent = self._top_agent()
             self.root_row = self.index.root_span and span_row_id(self.index.trace_id, self.index.root_span)
         self._agents.setdefault(self.run_agent, {"parent": None})
-        for span_id, entry in self.index.by_start():
-            if entry.agent_key is not None:
-                self._enclosing_agent(span_id)
+        for span_id, _entry in self.agent_spans_by_start():
+            self._enclosing_agent(span_id)
         self._flush_agents()
         if found.run is not None:
             self._retype(stored_agent)
@@ -217,279 +160,6 @@ class TraceWriter:
                       title=self.index.root_name or f"trace {self.index.trace_id[:8]}",
                       status="running", started_at=now, revision=1)
             self._stage("run", [self.run_id])
-
-    def _add(self, table: type[sc.Base], **values: Any) -> None:
-        """A container row, in the order they are keys of each other: queued on PostgreSQL (`outbox`: sent
-        with the next read, in order), through the session elsewhere (flushed, so the next one finds it)."""
-        if is_postgres(self.conn):
-            bulk_insert(self.conn, table, [values])
-            return
-        self.uow.session.add(table(**values))
-        self.uow.session.flush()
-
-    def _claim_shared(self) -> None:
-        """Containers this trace uses that an unfinished staged import created become visible now: they
-        hold this trace too (which is whole when this transaction commits). Staged runs stay hidden."""
-        if self._probe is not None and not self._probe.others_staged:
-            return  # no other import has anything staged (asked in this transaction)
-        St = sc.ImportStagingRow
-        ids = [self.project_id, self.task_id, self.session_id, *self._agents]
-        for n in range(0, len(ids), IN_CHUNK):
-            if not self._server_delete("staging of others", ids[n:n + IN_CHUNK]):
-                self.conn.execute(delete(St).where(St.entity_id.in_(ids[n:n + IN_CHUNK]), St.run_id != self.run_id,
-                                                   St.kind != "run"))
-
-    def _top_agent(self) -> str:
-        """The run's agent: the trace's outermost agent span, else one named after the service."""
-        for span_id, entry in self.index.by_start():
-            if entry.agent_key is not None and self._enclosing_agent(entry.parent_id) is None:
-                found = self._enclosing_agent(span_id)
-                assert found is not None
-                return found
-        name = self.index.project or self.default_project or DEFAULT_PROJECT
-        return self._ensure_agent("service:" + name, name, None)
-
-    def _load_skeleton(self) -> None:
-        """A trace stored before: its spans' skeleton joins the index, so placing decides over the whole trace
-        (what `import` decides) rather than over this request's part of it."""
-        self._skeleton = skeleton.load(self.conn, self.run_id)
-        for st in self._skeleton:
-            if st.span_id not in self.index.spans:
-                self.index.note(st.span_id, st.parent_id, st.agent_key, st.agent_name, st.start_ns, None,
-                                st.conversation, st.name)
-
-    def _move_session(self, wanted: str, now: float) -> None:
-        """The run moves to the session its conversation names (created if new), with its approvals; its agents
-        are derived anew in that session (`_retype` moves the calls and their context), and the old session's
-        agents, and the session itself once empty, go at `finish` (`_drop_old_session`)."""
-        old, S = self.session_id, sc.SessionRow
-        if self.conn.execute(select(S.id).where(S.id == wanted)).first() is None:
-            self.uow.session.add(S(id=wanted, project_id=self.project_id, task_id=self.task_id,
-                                   title=self.index.conversation or f"trace {self.index.trace_id[:8]}",
-                                   status="running", created_at=now, revision=1))
-            self.uow.session.flush()
-            self._stage("session", [wanted])
-            self._record("session", "insert", wanted, {"project": self.project_id, "task": self.task_id})
-        self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id, sc.RunRow.session_id == old)
-                          .values(session_id=wanted))
-        self.conn.execute(update(sc.ApprovalRow).where(sc.ApprovalRow.run_id == self.run_id,
-                                                       sc.ApprovalRow.session_id == old).values(session_id=wanted))
-        self.session_id, self._session_agents, self._old_session = wanted, None, old
-
-    def _drop_old_session(self) -> None:
-        """The session the run left: its agents nothing derives any more, then the session itself when no run
-        or agent is left in it (on PostgreSQL below the owner the empty session stays: no delete function)."""
-        old = self._old_session
-        if old is None:
-            return
-        current, self.session_id, self._shared = self.session_id, old, None
-        try:
-            self._drop_stale_agents()
-        finally:
-            self.session_id, self._shared = current, None
-        S, R, A = sc.SessionRow, sc.RunRow, sc.AgentRow
-        if self.conn.execute(select(R.id).where(R.session_id == old).limit(1)).first() is None and \
-                self.conn.execute(select(A.id).where(A.session_id == old).limit(1)).first() is None and \
-                self.may_rebuild():
-            self.conn.execute(delete(sc.ImportStagingRow).where(sc.ImportStagingRow.entity_id == old))
-            self.conn.execute(delete(S).where(S.id == old))
-            self._record("session", "delete", old, {"project": self.project_id, "task": self.task_id})
-
-    def _retype(self, stored_agent: str) -> None:
-        """Correct, in this transaction, what stored spans were given before the spans now here arrived.
-
-        Live traces arrive children first: a nested agent span written before its enclosing agent span was a
-        top-level `agent` with an agent row of its own, a model call was filed under the agent known then (or
-        under a stand-in named after the service), the run under the outermost agent of the first request.
-        Decided again over the whole trace, each stored span gets what `import` would give it: its kind
-        (`agent` / `sub_agent`), the agent recorded on a model call; the run moves to the trace's outermost
-        agent, restored approvals to their span's agent. Agents whose calls changed have their context written
-        again (`finish`), and agents nothing derives any more are deleted (`_drop_stale_agents`).
-        Every update is conditional on the value read (`WHERE kind = :was`), in the writer's transaction."""
-        assert self._skeleton is not None
-        S, trace = sc.SpanRow, self.index.trace_id
-        if self.run_agent != stored_agent:
-            self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id, sc.RunRow.agent_id == stored_agent)
-                              .values(agent_id=self.run_agent))
-        kinds: list[dict[str, Any]] = []
-        keyed: dict[str, str] = {}
-        for st in self._skeleton:
-            row_id = span_row_id(trace, st.span_id)
-            if st.kind in ("agent", "sub_agent"):
-                nested = st.parent_id is not None and self._enclosing_agent(st.parent_id) is not None
-                wanted = "sub_agent" if nested else "agent"
-                if wanted != st.kind:
-                    kinds.append({"sid": row_id, "was": st.kind, "now": wanted})
-            agent = self._enclosing_agent(st.span_id) or self.run_agent
-            if st.model:
-                self._note_model(agent, st.start_ns, st.model)
-            if st.kind == "model" and agent != st.agent:
-                keyed[row_id] = agent
-                self._rebuild.update(a for a in (agent, st.agent) if a)
-        if kinds:
-            self.conn.execute(update(S).where(S.id == bindparam("sid"), S.kind == bindparam("was"))
-                              .values(kind=bindparam("now")), kinds)
-        ids = list(keyed)
-        for n in range(0, len(ids), IN_CHUNK):
-            rows = self.conn.execute(select(S.id, S.attributes).where(S.id.in_(ids[n:n + IN_CHUNK]))).all()
-            moves = []
-            for row_id, text in rows:
-                attrs = json.loads(text or "{}")
-                attrs[AGENT_KEY] = keyed[row_id]
-                moves.append({"sid": row_id, "was": text, "attrs": PLAIN.encode(attrs)})
-            self.conn.execute(update(S).where(S.id == bindparam("sid"), S.attributes == bindparam("was"))
-                              .values(attributes=bindparam("attrs")), moves)
-        self.report.retyped += len(set(ids) | {k["sid"] for k in kinds})
-        self._retype_approvals(stored_agent)
-
-    def _retype_approvals(self, stored_agent: str) -> None:
-        """An approval belongs to its gate span's agent (restored from an export), or, asked for through the
-        client's `join_trace` before any agent span arrived, to the run's agent: it moves with them, in this
-        transaction, and the change log says so, so the queue and the tree show it under the right agent."""
-        Ap = sc.ApprovalRow
-        rows = self.conn.execute(select(Ap.id, Ap.span_id, Ap.agent_id, Ap.revision)
-                                 .where(Ap.run_id == self.run_id)).all()
-        for approval_id, span_row, agent, revision in rows:
-            ids = split_span_row_id(span_row) if span_row else None
-            if ids is not None and ids[1] in self.index.spans:
-                wanted = self._enclosing_agent(ids[1]) or self.run_agent
-            elif agent == stored_agent:
-                wanted = self.run_agent
-            else:
-                continue
-            if wanted == agent:
-                continue
-            self.conn.execute(update(Ap).where(Ap.id == approval_id, Ap.revision == revision)
-                              .values(agent_id=wanted, revision=revision + 1))
-            self._record("approval", "update", approval_id, {"project": self.project_id, "task": self.task_id,
-                                                             "session": self.session_id, "agent": wanted,
-                                                             "run": self.run_id}, revision + 1)
-
-    def _note_model(self, agent: str, start_ns: int, model: str) -> None:
-        """An agent's model is the one its earliest span names (what `import`, in time order, sees first)."""
-        facts = self._agents.setdefault(agent, {"parent": None})
-        if not facts.get("model") or start_ns < self._model_at.get(agent, start_ns):
-            facts["model"] = model
-            self._model_at[agent] = start_ns
-
-    def _session_shared(self) -> bool:
-        """Whether other traces share this trace's session (a conversation): their agents may be this trace's."""
-        if self._shared is None:
-            R = sc.RunRow
-            self._shared = self.conn.execute(select(R.id).where(R.session_id == self.session_id, R.id != self.run_id)
-                                             .limit(1)).first() is not None
-        return self._shared
-
-    def _drop_stale_agents(self) -> None:
-        """Agents a stored trace derived before it was whole (a sub-agent taken for a top-level one, the stand-in
-        named after the service) and nothing derives now: deleted, children first, when nothing uses them (no
-        run, approval, context or sub-agent; the same test as the server's `agentdesk_runtime_delete`). In a
-        session other traces share (a conversation), an agent whose name an agent span of another trace bears
-        is kept: it may be that trace's."""
-        A, R = sc.AgentRow, sc.RunRow
-        stale = {i: name for i, name in self.conn.execute(
-            select(A.id, A.name).where(A.session_id == self.session_id)).all()
-            if i not in self._agents and i.startswith(IMPORTED_AGENT_PREFIX)}
-        if not stale:
-            return
-        if self._session_shared():
-            others = select(R.id).where(R.session_id == self.session_id, R.id != self.run_id)
-            names = skeleton.agent_names(self.conn, others)
-            stale = {i: name for i, name in stale.items() if name not in names}
-        while stale:
-            ids = list(stale)
-            used: set[str] = set()
-            for column in (R.agent_id, sc.ApprovalRow.agent_id, sc.ContextItemRow.agent_id,
-                           sc.ContextGroupRow.agent_id, A.parent_agent_id):
-                used.update(str(u) for u in self.conn.execute(select(column).where(column.in_(ids))).scalars())
-            gone = [i for i in ids if i not in used]
-            if not gone:
-                return
-            if not self._server_delete("placeholder agent", gone):
-                self.conn.execute(delete(A).where(A.id.in_(gone)))
-            for agent_id in gone:
-                self._record("agent", "delete", agent_id, {"project": self.project_id, "task": self.task_id,
-                                                           "session": self.session_id})
-                del stale[agent_id]
-
-    def _enclosing_agent(self, span_id: str | None) -> str | None:
-        """The agent of the nearest agent span at or above `span_id`.
-
-        Iterative, resolved top-down, memoised: a trace can be 100,000 spans deep, and a
-        hostile one can loop (the walk stops after as many steps as there are spans).
-        """
-        path: list[str] = []
-        found: str | None = None
-        current = span_id
-        while current is not None:
-            if current in self._agent_of:
-                found = self._agent_of[current]
-                break
-            entry = self.index.spans.get(current)
-            if entry is None:  # not here; stored, unless the stored spans are in the index already
-                found = (None if self._skeleton is not None
-                         else self._stored_agent_of(span_row_id(self.index.trace_id, current)))
-                break
-            path.append(current)
-            current = entry.parent_id
-            if len(path) > len(self.index.spans):
-                break
-        for sid in reversed(path):
-            entry = self.index.spans[sid]
-            if entry.agent_key is not None:
-                found = self._ensure_agent(entry.agent_key, entry.agent_name or entry.agent_key, found)
-            self._agent_of[sid] = found
-        return found
-
-    def _stored_agent_of(self, row_id: str) -> str | None:
-        """For a parent written earlier: walk stored spans up to the nearest agent span (once per parent)."""
-        if row_id not in self._stored_agents:
-            self._stored_agents[row_id] = self._walk_stored(row_id)
-        return self._stored_agents[row_id]
-
-    def _walk_stored(self, row_id: str) -> str | None:
-        seen = 0
-        current: str | None = row_id
-        while current is not None and seen < 100_000:
-            row = self.conn.execute(select(sc.SpanRow.kind, sc.SpanRow.parent_span_id, sc.SpanRow.attributes,
-                                           sc.SpanRow.name).where(sc.SpanRow.id == current)).first()
-            if row is None:
-                return None
-            if row.kind in ("agent", "sub_agent"):
-                attrs = json.loads(row.attributes or "{}")
-                name = attrs.get("gen_ai.agent.name") or row.name
-                key = str(attrs.get("gen_ai.agent.id") or name)
-                hit = self.conn.execute(select(sc.AgentRow.id).where(
-                    sc.AgentRow.session_id == self.session_id, sc.AgentRow.name == str(name))).scalar()
-                return hit if hit else self._ensure_agent(key, str(name), None)
-            current, seen = row.parent_span_id, seen + 1
-        return None
-
-    def _ensure_agent(self, key: str, name: str, parent: str | None) -> str:
-        agent_id = IMPORTED_AGENT_PREFIX + _h(self.session_id, parent or "", key)
-        if agent_id in self._agents:
-            return agent_id
-        if self._session_agents is None:  # one query for the session's agents, not one per agent
-            self._session_agents = set(self.conn.execute(
-                select(sc.AgentRow.id).where(sc.AgentRow.session_id == self.session_id)).scalars())
-        if agent_id not in self._session_agents:
-            self._session_agents.add(agent_id)
-            self._pending_agents.append({
-                "id": agent_id, "project_id": self.project_id, "task_id": self.task_id,
-                "session_id": self.session_id, "parent_agent_id": parent, "name": name, "model": "",
-                "status": "running", "context_revision": 0, "context_budget": 128_000,
-                "created_at": self._first, "revision": 1})
-            self._new_agents.append(agent_id)
-            self._created.add(agent_id)
-        self._agents[agent_id] = {"parent": parent}
-        return agent_id
-
-    def _flush_agents(self) -> None:
-        """New agents in creation order (a parent is always created before its sub-agents)."""
-        if self._pending_agents:
-            bulk_insert(self.conn, sc.AgentRow, self._pending_agents)
-            self._stage("agent", [a["id"] for a in self._pending_agents])
-            self._pending_agents = []
 
     def _stored_root(self) -> str | None:
         S, Orph = sc.SpanRow, sc.OtelOrphanRow
@@ -504,6 +174,10 @@ class TraceWriter:
     # -- spans -----------------------------------------------------------------------------
     def write(self, spans: Sequence[Prepared]) -> None:
         """One chunk of this trace's spans (any order, duplicates allowed)."""
+        if self.staged and not self._bumped:  # a slice adds spans before the roll-up: a kept skeleton is stale
+            self._bumped = True
+            self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id)
+                              .values(revision=sc.RunRow.revision + 1))
         unique: dict[str, Prepared] = {}
         for span in spans:
             had = unique.get(span.span_id)
@@ -526,7 +200,7 @@ class TraceWriter:
                           else set())
         span_rows: list[tuple[Any, ...]] = []
         orphan_rows: list[dict[str, Any]] = []
-        context = _ContextBatch()
+        context = ContextBatch()
         for row_id, sp in ids.items():
             if sp.resource_key is not None and sp.resource_key not in self._resources:
                 self._resource(sp.resource_key, sp.resource or "{}")
@@ -537,6 +211,7 @@ class TraceWriter:
                     self.report.duplicates += 1
                 continue
             row, orphan_of = self._span_row(row_id, sp, stored_parents)
+            self._track(sp, row[3], row[11])
             if APPROVAL_ID_KEY in sp.attributes:  # a gate agentdesk exported: its approval comes back too
                 self._approval_spans.append((row_id, sp))
             if sp.messages:
@@ -574,11 +249,6 @@ class TraceWriter:
             self.uow.session.add(sc.OtelResourceRow(key=key, attributes=text))
             self.uow.session.flush()
 
-    def _kind(self, sp: Prepared) -> str:
-        if sp.kind == "agent" and sp.parent_id is not None and self._enclosing_agent(sp.parent_id) is not None:
-            return "sub_agent"
-        return sp.kind
-
     def _span_row(self, row_id: str, sp: Prepared, stored_parents: set[str]) -> tuple[tuple[Any, ...], str | None]:
         """The span's row as a tuple in `SPAN_COLUMNS` order, and the parent it waits for (an orphan)."""
         own: dict[str, Any] = {}
@@ -608,9 +278,6 @@ class TraceWriter:
                  attributes, sp.input_text, sp.output_text,
                  sp.error, 1 if sp.kind == "model" and sp.inputs else None), orphan_of)
 
-    def _agent_of_span(self, sp: Prepared) -> str:
-        return self._enclosing_agent(sp.span_id) or self.run_agent
-
     def _complete(self, row_id: str, sp: Prepared) -> None:
         waiting = self.conn.execute(select(sc.OtelOrphanRow.parent_id)
                                     .where(sc.OtelOrphanRow.span_id == row_id)).scalar()
@@ -619,84 +286,19 @@ class TraceWriter:
             own[AGENT_KEY] = self._agent_of_span(sp)
         if waiting is not None:
             own[ORPHAN_KEY] = f"its parent span {sp.parent_id} has not arrived"
+        kind, attributes = self._kind(sp), add_keys(sp.attributes, own) if own else sp.attributes
         self.conn.execute(update(sc.SpanRow).where(sc.SpanRow.id == row_id).values(
             status=sp.status, ended_at=sp.end_ns, input_tokens=sp.input_tokens,
             output_tokens=sp.output_tokens, cost_usd=sp.cost_usd, output_text=sp.output_text,
-            input_text=sp.input_text, error=sp.error, kind=self._kind(sp),
-            name=sp.name if waiting is None else ORPHAN_PREFIX + sp.name,
-            attributes=add_keys(sp.attributes, own) if own else sp.attributes))
+            input_text=sp.input_text, error=sp.error, kind=kind,
+            name=sp.name if waiting is None else ORPHAN_PREFIX + sp.name, attributes=attributes))
+        self._track(sp, kind, attributes)
         self._written.append(row_id)
         self._seen[row_id] = sp.end_ns
         self._totals = None  # a row changed after it was counted: the roll-up reads the stored rows
         self.report.completed += 1
 
     # -- what the model saw ----------------------------------------------------------------
-    def _context(self, row_id: str, sp: Prepared, batch: _ContextBatch) -> None:
-        """Queue the call's messages as context items of its agent (deduplicated)."""
-        if sp.kind != "model":
-            return
-        agent = self._agent_of_span(sp)
-        at = sp.start_ns / 1e9
-        if agent not in self._created and agent not in self._rebuild and self.may_rebuild():
-            if agent not in self._latest_turn:
-                self._latest_turn[agent] = agent_context.latest_turn(self.conn, agent)
-            latest = self._latest_turn[agent]
-            if latest is not None and at <= latest:
-                self._rebuild.add(agent)  # an earlier call may take items a later one brought: numbered again
-        repeats: dict[tuple[str, str], int] = {}
-        known_ids = self._item_ids
-        group = ""
-        for role, content, kind in sp.messages:
-            # The same message in the next call (a growing or sliding history) is the same item;
-            # a message repeated within one call is a new one.
-            k = repeats[(role, content)] = repeats.get((role, content), -1) + 1
-            if (agent, role, content, k) in known_ids:  # most of a history was sent before
-                continue
-            item = known_ids[(agent, role, content, k)] = item_id(agent, role, content, k)
-            group = group or "otg_" + _h(row_id)
-            batch.candidates.append((item, agent, group, kind, role, content, at))
-
-    def _start_numbering(self, agent: str) -> None:
-        """Where an agent's items and turns continue from: 0 for an agent made in this write."""
-        if agent in self._created:
-            self._positions[agent] = self._ordinals[agent] = 0
-            return
-        self._positions[agent] = self.conn.execute(
-            select(func.coalesce(func.max(sc.ContextItemRow.position), 0))
-            .where(sc.ContextItemRow.agent_id == agent)).scalar_one()
-        self._ordinals[agent] = self.conn.execute(
-            select(func.coalesce(func.max(sc.ContextGroupRow.ordinal), 0))
-            .where(sc.ContextGroupRow.agent_id == agent)).scalar_one()
-
-    def _flush_context(self, batch: _ContextBatch) -> None:
-        """New items get the next positions of their agent, in the order they were first seen."""
-        ids = [c[0] for c in batch.candidates]
-        stored: set[str] = set()
-        for n in range(0, len(ids), IN_CHUNK):
-            stored.update(self.conn.execute(select(sc.ContextItemRow.id)
-                                            .where(sc.ContextItemRow.id.in_(ids[n:n + IN_CHUNK]))).scalars())
-        groups: dict[str, dict[str, Any]] = {}
-        for item, agent, group, kind, role, content, at in batch.candidates:
-            if item in stored or agent in self._rebuild:  # those are numbered again at `finish`
-                continue
-            if agent not in self._positions:
-                self._start_numbering(agent)
-            self._positions[agent] += 1
-            if group not in groups:
-                self._ordinals[agent] += 1  # turns numbered 1, 2, 3... per agent
-                groups[group] = {"id": group, "agent_id": agent, "ordinal": self._ordinals[agent],
-                                 "kind": "turn", "revision": 1, "created_at": at}
-            tokens = estimate_tokens(content)
-            batch.items.append({"id": item, "agent_id": agent, "group_id": group,
-                                "position": self._positions[agent], "kind": kind, "role": role,
-                                "content": content, "visible": True, "locked": False, "revision": 1,
-                                "token_estimate": tokens, "compaction_id": None, "summary_of": None,
-                                "removed": False, "created_at": at})
-            batch.revisions.append({"item_id": item, "revision": 1, "content": content, "token_estimate": tokens,
-                                    "created_at": at})
-            self._context_touched.add(agent)
-        batch.groups.extend(groups.values())
-        batch.flush(self.conn)
 
     # -- closing the trace -----------------------------------------------------------------
     def _restore_approvals(self) -> None:
@@ -737,7 +339,7 @@ class TraceWriter:
             self.report.events_joined += adopt_pending(self.conn, self.index.trace_id, self._context_touched,
                                                        rebuild=self.may_rebuild())
         if self._rebuild and self.may_rebuild():
-            agent_context.rebuild(self.conn, self.session_id, self._rebuild)
+            agent_context.rebuild(self.conn, self.session_id, self._rebuild, self.calls_of(self._rebuild))
             self._context_touched |= self._rebuild
         if self._skeleton is not None:
             self._drop_stale_agents()
@@ -770,22 +372,6 @@ class TraceWriter:
                 select(func.count()).select_from(sc.OtelOrphanRow)
                 .where(sc.OtelOrphanRow.run_id == self.run_id)).scalar_one()
         return self.report
-
-    def may_rebuild(self) -> bool:
-        """Whether this login may delete and rewrite imported context (`agent_context`): not a PostgreSQL login
-        below the owner (it holds no DELETE on context tables, migration 0012), which appends instead."""
-        login = self.uow.store.login
-        return self.conn.dialect.name != "postgresql" or login is None or login.owner
-
-    def _server_delete(self, what: str, ids: list[str]) -> bool:
-        """On PostgreSQL below the owner, the runtime's few deletes go through `agentdesk_runtime_delete`
-        (migration 0012): an agent login holds no DELETE grant (one would let it LOCK any of these tables)."""
-        login = self.uow.store.login
-        if self.conn.dialect.name != "postgresql" or login is None or login.owner:
-            return False
-        self.conn.execute(sql_text("SELECT agentdesk_runtime_delete(:what, :run, CAST(:ids AS text[]))"),
-                          {"what": what, "run": self.run_id, "ids": ids})
-        return True
 
     def _place_orphans(self, roots: bool = True) -> None:
         """Orphans whose parent this write brought move under it; set-based, so a batch costs a few
@@ -876,22 +462,6 @@ class TraceWriter:
         # calls all moved away has none
         store_roll_up(self.conn, params, list(self._agents), by_model, whole=whole, unset=unset)
         self._record("session", "update", self.session_id, {"project": self.project_id, "task": self.task_id})
-
-
-@dataclass
-class _ContextBatch:
-    groups: list[dict[str, Any]] = field(default_factory=list)
-    items: list[dict[str, Any]] = field(default_factory=list)
-    revisions: list[dict[str, Any]] = field(default_factory=list)
-    sent: list[dict[str, Any]] = field(default_factory=list)
-    candidates: list[tuple[str, str, str, str, str, str, float]] = field(default_factory=list)
-    """(item id, agent, group, item kind, role, content, at) of messages not yet known in this write."""
-
-    def flush(self, conn: Connection) -> None:
-        for table, rows in ((sc.ContextGroupRow, self.groups), (sc.ContextItemRow, self.items),
-                            (sc.ContextItemRevisionRow, self.revisions), (sc.SpanContextRow, self.sent)):
-            if rows:
-                bulk_insert(conn, table, rows)
 
 
 def original_name(name: str) -> str:
