@@ -18,14 +18,13 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from functools import lru_cache
 from typing import Any
 
 from agentdesk.store.persistence.payloads import sql_text
-from agentdesk.store.search.query import Query, word_pattern
+from agentdesk.store.search.query import Query, holds_words
 
 VALUE_HAS = "agentdesk_value_has"
-"""SQL: whether a JSON value (as SQLite's `->` gives it; NULL for a missing key) holds a word pattern."""
+"""SQL: whether a JSON value (as SQLite's `->` gives it; NULL for a missing key) holds words (space-separated)."""
 KEY_HAS = "agentdesk_key_has"
 """SQL: the same for a key a JSON path may miss, the whole JSON parsed in Python: a key with `"`, `\\`, a
 control or a non-ASCII character (SQLite 3.40 compares a path's label with the key as written in the JSON,
@@ -37,18 +36,13 @@ _PATH_SAFE = re.compile(r'[\x20\x21\x23-\x5b\x5d-\x7e]*')
 _ESCAPE = re.compile(r"\\.")
 
 
-@lru_cache(maxsize=64)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE | re.UNICODE)
-
-
-def _holds(value: Any, pattern: str) -> bool:
+def _holds(value: Any, words: str) -> bool:
     if value is None:
         return False
-    return _compiled(pattern).search(value if isinstance(value, str) else json.dumps(value)) is not None
+    return holds_words(tuple(words.split(" ")), value if isinstance(value, str) else json.dumps(value))
 
 
-def value_has(value_json: str | None, pattern: str) -> bool:
+def value_has(value_json: str | None, words: str) -> bool:
     """`VALUE_HAS`: None (no such key) and JSON null hold nothing, as in the scan.
 
     A string is searched in its JSON text, each escape but `\\u` made a space: every other escape stands for
@@ -56,20 +50,20 @@ def value_has(value_json: str | None, pattern: str) -> bool:
     if value_json is None:
         return False
     if value_json[:1] == '"' and "\\u" not in value_json:
-        return _compiled(pattern).search(_ESCAPE.sub(" ", value_json[1:-1])) is not None
+        return holds_words(tuple(words.split(" ")), _ESCAPE.sub(" ", value_json[1:-1]))
     try:
-        return _holds(json.loads(value_json), pattern)
+        return _holds(json.loads(value_json), words)
     except ValueError:
         return False
 
 
-def key_has(attributes: str | None, key: str, pattern: str) -> bool:
+def key_has(attributes: str | None, key: str, words: str) -> bool:
     """`KEY_HAS`: the scan's own test on the whole attributes JSON."""
     try:
         found = json.loads(attributes) if attributes else None
     except ValueError:
         return False
-    return isinstance(found, dict) and _holds(found.get(key), pattern)
+    return isinstance(found, dict) and _holds(found.get(key), words)
 
 
 def register_checks(raw: sqlite3.Connection) -> None:
@@ -88,7 +82,7 @@ def attribute_tests(q: Query, params: dict[str, Any], table: str = "s") -> list[
     column = f"{table}.attributes"  # stored compressed when large (persistence/payloads.py): TEXT needs no call
     attrs = f"CASE WHEN typeof({column}) = 'text' THEN {column} ELSE {sql_text(column)} END"
     for n, a in enumerate(q.attributes):
-        params[f"apat{n}"] = word_pattern(a.words).pattern
+        params[f"apat{n}"] = " ".join(a.words)  # words hold no spaces (query.WORD)
         if _PATH_SAFE.fullmatch(a.key):
             params[f"akey{n}"] = f'$."{a.key}"'
             tests.append(f"{VALUE_HAS}({attrs} -> :akey{n}, :apat{n})")

@@ -127,7 +127,7 @@ def drain(engine: Engine, *, run_id: str | None = None, limit: int | None = None
         size = chunk if limit is None else min(chunk, limit - done)
         took = index_chunk(engine, size, run_id)
         done += took
-        if took < size:
+        if not took:  # (not `took < size`: a chunk that restarted the index left every span dirty)
             break
     return done
 
