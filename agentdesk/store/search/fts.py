@@ -49,6 +49,9 @@ SOURCE_VIEW = "span_fts_source"
 STALE_TABLE = "span_search_stale"
 """Index rowid -> the values its span had when indexed, kept by the triggers at the span's first change
 since (or a `lost` mark when an overwrite left none); the indexer drops them as it re-indexes."""
+META_TABLE = "span_search_meta"
+"""key -> value; 'sqlite_version': the SQLite library that built the index (the indexer starts it again under
+another: the source view's attribute words come from SQLite's JSON functions, and a delete repeats them)."""
 DIRTY_TABLE = "span_search_dirty"
 """Span ids written since they were last indexed (inserted, changed or deleted)."""
 COLUMNS_INDEX = "span_search_columns"
@@ -56,7 +59,7 @@ COLUMNS_INDEX = "span_search_columns"
 INDEXED_COLUMNS = "id, name, input_text, output_text, attributes, run_id, started_at"
 """The span columns the index copies: an update of any other column (status, ended_at) marks nothing."""
 INDEXES = frozenset({COLUMNS_INDEX})
-TABLES = frozenset({ROWS_TABLE, FTS_TABLE, DIRTY_TABLE, STALE_TABLE,
+TABLES = frozenset({ROWS_TABLE, FTS_TABLE, DIRTY_TABLE, STALE_TABLE, META_TABLE,
                     *(f"{FTS_TABLE}_{part}" for part in ("data", "idx", "docsize", "config", "content"))})
 """Every table the index adds (FTS5 keeps its index in shadow tables), outside the ORM's metadata."""
 TRIGGERS = ("span_search_insert", "span_search_update", "span_search_delete")

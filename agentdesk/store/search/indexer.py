@@ -69,8 +69,11 @@ _UNREMOVABLE = (
 )
 """How many of these spans' index rows the source view has no values for: a `lost` mark (a span row overwritten
 without its delete trigger), or no copy kept and no span row (one removed without it). Should always be 0."""
+_OTHER_SQLITE = f"SELECT count(*) FROM {fts.META_TABLE} WHERE key = 'sqlite_version' AND value <> sqlite_version()"
+"""1 when another SQLite library built the index: its JSON functions might write an attribute's words otherwise."""
 _RESET = (
     f"INSERT INTO {fts.FTS_TABLE}({fts.FTS_TABLE}) VALUES ('delete-all')",
+    f"INSERT OR REPLACE INTO {fts.META_TABLE}(key, value) VALUES ('sqlite_version', sqlite_version())",
     f"DELETE FROM {fts.STALE_TABLE}",
     f"DELETE FROM {fts.ROWS_TABLE}",
     f"INSERT OR IGNORE INTO {fts.DIRTY_TABLE}(span_id) SELECT id FROM spans",
@@ -108,15 +111,22 @@ def reindex(raw: Any, ids: Sequence[str]) -> None:
     """Re-index `ids` from their current rows and clear their marks (inside the caller's write transaction).
 
     An index row that cannot be removed exactly would corrupt the index for good, so then the whole index is
-    emptied and every span marked dirty (logged: the triggers were bypassed); searches stay right meanwhile,
-    scanning what is dirty."""
+    emptied and every span marked dirty (logged: the triggers were bypassed, or another SQLite version built
+    the index); searches stay right meanwhile, scanning what is dirty."""
     payload = json.dumps(list(ids))
-    if raw.execute(_UNREMOVABLE, (payload,)).fetchone()[0]:
+    if raw.execute(_OTHER_SQLITE).fetchone()[0]:
+        log.info("search index: built by another SQLite version; re-indexing all")
+        _reset(raw)
+    elif raw.execute(_UNREMOVABLE, (payload,)).fetchone()[0]:
         log.warning("search index: a span row was replaced or removed without its triggers; re-indexing all")
-        for statement in _RESET:
-            raw.execute(statement)
+        _reset(raw)
     for statement in _CHUNK:
         raw.execute(statement, (payload,))
+
+
+def _reset(raw: Any) -> None:
+    for statement in _RESET:
+        raw.execute(statement)
 
 
 def drain(engine: Engine, *, run_id: str | None = None, limit: int | None = None,

@@ -277,3 +277,20 @@ def test_a_store_indexed_before_0025_is_reindexed_from_nothing(path: Path) -> No
         assert search_run(source, run, "path:a").span_ids == ["s1"]
     finally:
         store.close()
+
+
+def test_an_index_built_by_another_sqlite_is_built_again(
+        path: Path, indexed: tuple[NativeSource, str], caplog: pytest.LogCaptureFixture) -> None:
+    source, run = indexed
+    with plain(path) as conn:  # as if an older library had built it, and a span changed since
+        conn.execute(f"UPDATE {fts.META_TABLE} SET value = '3.0.0' WHERE key = 'sqlite_version'")
+        conn.execute("UPDATE spans SET input_text = 'changed words' WHERE id = 's1'")
+    caplog.set_level("INFO")
+    drain(source.store.write_engine)
+    assert "another SQLite version" in caplog.text
+    integrity(source)
+    assert search_run(source, run, "words").span_ids == ["s1", "s2"]
+    assert search_run(source, run, '"first words"').span_ids == []
+    with plain(path) as conn:
+        version = conn.execute(f"SELECT value FROM {fts.META_TABLE}").fetchone()[0]
+    assert version == sqlite3.sqlite_version

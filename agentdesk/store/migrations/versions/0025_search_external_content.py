@@ -23,6 +23,9 @@ compressed), and only FTS5's own 'delete', 'rebuild' and 'integrity-check' and t
 An indexed span row replaced without its delete trigger (INSERT OR REPLACE, or UPDATE OR REPLACE onto its id,
 with recursive triggers off) leaves no values to delete by: the insert and update triggers then keep a `lost`
 mark instead, and the indexer clears the whole index and marks every span dirty (store/search/indexer.py).
+It does the same when the SQLite library differs from the one that built the index (`span_search_meta`): the
+view's attribute words come from SQLite's JSON functions, whose text of a number or a nested value another
+version might write differently, and a delete must repeat the indexed words exactly.
 
 The view computes the attribute words as `fts.attrs_sql` did, but writes JSON true and false as the words `true`
 and `false` (json_each gives 1 and 0), as the scan reads them. The rebuild is 0006's: everything dropped and
@@ -69,6 +72,7 @@ DROP = (
     "DROP VIEW IF EXISTS span_fts_source",
     "DROP TABLE IF EXISTS span_search_stale",
     "DROP TABLE IF EXISTS span_search_rows",
+    "DROP TABLE IF EXISTS span_search_meta",
     "DELETE FROM span_search_dirty",
 )
 
@@ -77,6 +81,8 @@ CREATE = (
     "run_id VARCHAR(64) NOT NULL, started_at INTEGER NOT NULL)",
     "CREATE TABLE span_search_stale (rowid INTEGER PRIMARY KEY, name TEXT, input_text TEXT, output_text TEXT, "
     "attributes TEXT, lost INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE span_search_meta (key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)",
+    "INSERT INTO span_search_meta (key, value) VALUES ('sqlite_version', sqlite_version())",
     f"""CREATE VIEW span_fts_source (rowid, name, input_text, output_text, attrs) AS
         SELECT r.rowid, s.name, s.input_text, s.output_text, {_attrs('s')}
         FROM span_search_rows r CROSS JOIN spans s ON s.id = r.span_id
