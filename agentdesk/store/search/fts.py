@@ -21,8 +21,15 @@ indexed with (other values corrupt the index), and the indexer re-indexes a span
 *after* it changed. The triggers only copy columns, calling no function, so a plain
 `sqlite3` shell writing spans keeps the index correct; the view reads the attributes
 through `agentdesk_text` (they are stored compressed), which only agentdesk's
-connections have, and only FTS5's 'delete', 'rebuild' and 'integrity-check' and the
-indexer read it. Copies exist only between a change and the next indexing.
+connections have. Only the indexer reads it, in its own statements, and hands the
+values to FTS5's 'delete' command: FTS5 cannot read it itself ('rebuild', the rank-1
+'integrity-check' and `DELETE FROM span_fts` fail with "SQL logic error" on its
+json_each), so never remove index rows any other way. Copies exist only between a
+change and the next indexing. When a
+row cannot be removed exactly (a span row overwritten without its delete trigger
+leaves a `lost` mark; another SQLite library, whose JSON functions might write the
+view's attribute words differently, built the index) the indexer empties the index
+and marks every span dirty.
 
 Its rowids come from `span_search_rows`, a stable integer per span id: `spans`
 has no INTEGER PRIMARY KEY, so its own rowids may change on VACUUM and cannot key
