@@ -22,9 +22,10 @@ indexed with (other values corrupt the index), and the indexer re-indexes a span
 `sqlite3` shell writing spans keeps the index correct; the view reads the attributes
 through `agentdesk_text` (they are stored compressed), which only agentdesk's
 connections have. Only the indexer reads it, in its own statements, and hands the
-values to FTS5's 'delete' command: FTS5 cannot read it itself ('rebuild', the rank-1
-'integrity-check' and `DELETE FROM span_fts` fail with "SQL logic error" on its
-json_each), so never remove index rows any other way. Copies exist only between a
+values to FTS5's 'delete' command: FTS5 cannot read it itself (on its json_each,
+'rebuild' and the rank-1 'integrity-check' fail with "SQL logic error", and
+`DELETE FROM span_fts` with "database disk image is malformed"), so never remove
+index rows any other way. Copies exist only between a
 change and the next indexing. When a
 row cannot be removed exactly (a span row overwritten without its delete trigger
 leaves a `lost` mark; another SQLite library, whose JSON functions might write the

@@ -25,10 +25,11 @@ from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import alembic_config, open_store
 from agentdesk.store.persistence.payloads import pack, register
 from agentdesk.store.runtime import AgentRuntime
-from agentdesk.store.search import fts, run_search
+from agentdesk.store.search import fts, run_search, store_search
 from agentdesk.store.search.indexer import dirty_count, drain, index_chunk
 from agentdesk.store.search.query import parse
 from agentdesk.store.search.run_search import search_run
+from agentdesk.store.search.store_search import HitKind, search_store
 from tests.conftest import prebuilt
 
 WORDS = ("alpha", "beta", "gamma", "read", "file", "alp", "x1", "42", "true", "null")
@@ -152,8 +153,16 @@ def _apply(op: tuple[object, ...], path: Path, source: NativeSource, run: str, s
     elif kind == "index":
         index_chunk(source.store.write_engine, int(op[1]))  # type: ignore[call-overload]
     elif kind == "search":
-        query = str(op[1])
-        assert sorted(search_run(source, run, query).span_ids) == scanned(source, run, query), query
+        same_as_scan(source, run, str(op[1]))
+
+
+def same_as_scan(source: NativeSource, run: str, query: str) -> None:
+    """One run's search and the store's (its span hits) answer as the scan does."""
+    wanted = scanned(source, run, query)
+    assert sorted(search_run(source, run, query).span_ids) == wanted, query
+    found = search_store(source, query)
+    assert sorted(h.id for g in found.groups for h in g.hits if h.kind == HitKind.SPAN) == wanted, query
+    assert found.totals[HitKind.SPAN] == len(wanted), query
 
 
 @settings(max_examples=10, deadline=None,
@@ -161,7 +170,8 @@ def _apply(op: tuple[object, ...], path: Path, source: NativeSource, run: str, s
 @given(steps=operations, finals=st.lists(queries, min_size=1, max_size=4))
 def test_random_writes_reindexing_and_searches_keep_the_index_exact(
         steps: list[tuple[object, ...]], finals: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run_search, "drain_for_search", lambda store, run_id: 0)  # searches see dirty spans too
+    for module in (run_search, store_search):  # searches that do not index first: dirty spans are scanned
+        monkeypatch.setattr(module, "drain_for_search", lambda store, run_id: 0)
     with tempfile.TemporaryDirectory() as folder:
         path = prebuilt(Path(folder) / "store.sqlite")
         store = open_store(str(path))
@@ -176,7 +186,7 @@ def test_random_writes_reindexing_and_searches_keep_the_index_exact(
             drain(store.write_engine)
             integrity(source)
             for query in finals:
-                assert sorted(search_run(source, run, query).span_ids) == scanned(source, run, query), query
+                same_as_scan(source, run, query)
             with store.engine.connect() as conn:
                 kept = conn.exec_driver_sql(f"SELECT count(*) FROM {fts.STALE_TABLE}").scalar_one()
             assert kept == 0 and dirty_count(store.engine) == 0
