@@ -9,10 +9,10 @@ a search before it runs). A search never returns a stale or missing hit: it take
 the index's answer for the spans *not* dirty and scans the dirty ones from their
 current values (`run_search`).
 
-`span_fts` is an FTS5 *external-content* table (migration 0025) over a span's name,
-input text, output text and attributes (as "key value" words): it stores the words'
-positions, not the text. Its content is the view `span_fts_source`: for each index
-row, the values the span was indexed with. That is the span's current values, unless
+`span_fts` is a *contentless* FTS5 table (`content=''`, migration 0025) over a span's
+name, input text, output text and attributes (as "key value" words): it stores the
+words' positions, not the text. Its content is kept outside it, as the view
+`span_fts_source`: for each index row, the values the span was indexed with. That is the span's current values, unless
 the span changed (or vanished) since it was indexed; then it is the copy the span
 triggers kept in `span_search_stale` at its first change (INSERT OR IGNORE: a second
 change keeps the first copy). Why keep copies: SQLite 3.40 has no
@@ -22,10 +22,10 @@ indexed with (other values corrupt the index), and the indexer re-indexes a span
 `sqlite3` shell writing spans keeps the index correct; the view reads the attributes
 through `agentdesk_text` (they are stored compressed), which only agentdesk's
 connections have. Only the indexer reads it, in its own statements, and hands the
-values to FTS5's 'delete' command: FTS5 cannot read it itself (on its json_each,
-'rebuild' and the rank-1 'integrity-check' fail with "SQL logic error", and
-`DELETE FROM span_fts` with "database disk image is malformed"), so never remove
-index rows any other way. Copies exist only between a
+values to FTS5's 'delete' command. FTS5 is not told of the view (no `content=`):
+it could not read it (on its json_each, FTS5's own reads fail with "SQL logic
+error"), and a plain connection reading `span_fts` (a `.dump`, `iterdump`) could not
+prepare it; a contentless table reads as NULLs there. Copies exist only between a
 change and the next indexing. When a
 row cannot be removed exactly (a span row overwritten without its delete trigger
 leaves a `lost` mark; another SQLite library, whose JSON functions might write the

@@ -1,9 +1,9 @@
 """The span index keeps no copy of its text (migration 0025): removing a changed span's row stays exact.
 
-An external-content FTS5 row must be removed with the very values it was indexed with, else the index is
+A contentless FTS5 row must be removed with the very values it was indexed with, else the index is
 corrupt; the triggers keep those values at a span's first change (`fts.STALE_TABLE`) and the source view
-gives them back. Checked by FTS5 itself ('integrity-check' with rank 1 compares the index with its content)
-and by comparing every search with the scan, after random writes (through agentdesk and through a plain
+gives them back. Checked by FTS5's 'integrity-check', by comparing the index entry by entry with one built
+afresh from the view, and by comparing every search with the scan, after random writes (through a plain
 sqlite3 connection, which has none of agentdesk's SQL functions), reindexing and searches.
 """
 
@@ -59,9 +59,9 @@ def integrity(source: NativeSource) -> None:
     Rows marked lost (their span row overwritten without its delete trigger) are left out: their values are
     gone, and the indexer empties the whole index when it meets one.
 
-    FTS5's 'integrity-check' with rank 1 (which compares an external-content index with its content) cannot
-    read this view: SQLite refuses its json_each inside FTS5's own statements ("SQL logic error"), so the
-    content comparison is done here, through `fts5vocab` instance tables (term, row, column, offset)."""
+    FTS5 does not know the view (the table is contentless: FTS5 could not read a view calling json_each), so
+    its check covers the index's own structure, and the comparison with the content is done here, through
+    `fts5vocab` instance tables (term, row, column, offset)."""
     path = source.store.path
     assert path is not None
     conn = sqlite3.connect(path)

@@ -7,10 +7,14 @@ Create Date: 2026-12-06 12:30:00
 Until now `span_fts` was a regular FTS5 table, so it stored its own copy of every indexed text
 (`span_fts_content`, ~1.7 KB a span on the 100,000-span OTel trace), and `span_search_rows` a copy of each
 span's attributes (~0.55 KB a span) for `key:value` terms. Together they took an indexed store from 1.8 to
-4.7 KB a span. This revision makes the index an FTS5 *external-content* table whose content is a view,
-`span_fts_source`, and drops the attributes copy (`key:value` terms read the span row: store/search/attributes.py).
+4.7 KB a span. This revision makes the index a *contentless* FTS5 table (`content=''`) whose indexed values
+a view gives, `span_fts_source`, and drops the attributes copy (`key:value` terms read the span row:
+store/search/attributes.py). The view is the index's content kept outside it, for the indexer alone: FTS5 is
+not told of it, since FTS5 cannot read a view that calls json_each ("SQL logic error") and a plain sqlite3
+connection (a `.dump`, Python's `iterdump`) cannot prepare one that calls `agentdesk_text`; a contentless
+table reads as NULLs there, and takes 'delete' with the values, 'delete-all' and 'integrity-check' alike.
 
-Why the view holds more than the spans: an external-content FTS5 row can only be removed by repeating the exact
+Why the view holds more than the spans: a contentless FTS5 row can only be removed by repeating the exact
 values it was indexed with (SQLite 3.40 has no `contentless_delete`), and the indexer removes a span's row *after*
 the span changed or vanished. So the span triggers keep, in `span_search_stale`, the values an indexed span had
 before its first change since it was indexed (INSERT OR IGNORE: a second change keeps the first copy), and the
@@ -18,7 +22,7 @@ view gives, per index row, those kept values when there are some and the span's 
 the index holds, always. The indexer deletes by the view's values, then drops the kept copy. The triggers only
 copy column values: they call no function, so a plain `sqlite3` shell (or another runtime's tool) writing spans
 keeps the index correct; only reading the view needs agentdesk's `agentdesk_text` (the attributes are stored
-compressed), and only FTS5's own 'delete', 'rebuild' and 'integrity-check' and the indexer read it.
+compressed), and only the indexer reads it.
 
 An indexed span row replaced without its delete trigger (INSERT OR REPLACE, or UPDATE OR REPLACE onto its id,
 with recursive triggers off) leaves no values to delete by: the insert and update triggers then keep a `lost`
@@ -90,8 +94,8 @@ CREATE = (
         UNION ALL
         SELECT k.rowid, k.name, k.input_text, k.output_text, {_attrs('k')}
         FROM span_search_stale k WHERE NOT k.lost""",
-    "CREATE VIRTUAL TABLE span_fts USING fts5(name, input_text, output_text, attrs, "
-    "content='span_fts_source', content_rowid='rowid', tokenize=\"unicode61 remove_diacritics 2\")",
+    "CREATE VIRTUAL TABLE span_fts USING fts5(name, input_text, output_text, attrs, content='', "
+    "tokenize=\"unicode61 remove_diacritics 2\")",
     f"""CREATE TRIGGER span_search_insert AFTER INSERT ON spans BEGIN
         {_lost()}
         INSERT OR IGNORE INTO span_search_dirty(span_id) VALUES (new.id);
