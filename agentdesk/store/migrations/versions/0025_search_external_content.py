@@ -32,9 +32,10 @@ view's attribute words come from SQLite's JSON functions, whose text of a number
 version might write differently, and a delete must repeat the indexed words exactly.
 
 The view computes the attribute words as the indexer did before (`fts.attrs_sql`), but writes JSON true and
-false as `true` and `false` (json_each gives 1 and 0), as the scan reads them. The rebuild is 0006's: everything dropped and
-made again, every span marked dirty; the indexer (not this revision) tokenizes them. SQLite only: on
-PostgreSQL nothing changes (its word index is the server's, 0019). The SQL is written out here, not imported.
+false as `true` and `false` (json_each gives 1 and 0), as the scan reads them. The rebuild is 0006's:
+everything dropped and made again, every span marked dirty; the indexer (not this revision) tokenizes them.
+SQLite only: on PostgreSQL nothing changes (its word index is the server's, 0019). The SQL is written out
+here, not imported.
 """
 from __future__ import annotations
 
