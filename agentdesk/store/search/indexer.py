@@ -6,6 +6,9 @@ later, so ingest (the OTel import, the receiver, runtimes) never pays for
 tokenizing. Each chunk re-indexes its spans from their *current* values (a span
 deleted since is dropped from the index), in one transaction that also clears
 their dirty marks, so a chunk is all-or-nothing and draining twice is harmless.
+A span's old index row goes out by the values it was indexed with, which the
+source view gives (`fts`: the copy the triggers kept at its first change, else
+its current values); its new one goes in from the same view.
 
 Two callers: a search drains a bounded number of its run's dirty spans first
 (`drain_for_search`, never waiting on a busy lock), and `IndexSchedule` drains the
@@ -44,17 +47,38 @@ SEARCH_CHUNK = 1000
 SEARCH_PAUSE_S = 0.005
 
 _IDS = "SELECT value FROM json_each(?)"
+_ROWIDS = f"SELECT rowid FROM {fts.ROWS_TABLE} WHERE span_id IN ({_IDS})"
+_FTS_COLUMNS = "rowid, name, input_text, output_text, attrs"
 _CHUNK = (
-    f"DELETE FROM {fts.FTS_TABLE} WHERE rowid IN (SELECT rowid FROM {fts.ROWS_TABLE} WHERE span_id IN ({_IDS}))",
+    # out of the index by the values each row was indexed with (the source view: kept copies, else current)
+    f"INSERT INTO {fts.FTS_TABLE}({fts.FTS_TABLE}, {_FTS_COLUMNS}) SELECT 'delete', {_FTS_COLUMNS} "
+    f"FROM {fts.SOURCE_VIEW} WHERE rowid IN ({_ROWIDS})",
+    f"DELETE FROM {fts.STALE_TABLE} WHERE rowid IN ({_ROWIDS})",
     f"DELETE FROM {fts.ROWS_TABLE} WHERE span_id IN ({_IDS})",
-    f"INSERT INTO {fts.ROWS_TABLE}(span_id, run_id, started_at, attributes) "
-    f"SELECT s.id, s.run_id, s.started_at, s.attributes FROM spans s WHERE s.id IN ({_IDS}) "
-    f"ORDER BY s.run_id, s.started_at",
-    f"INSERT INTO {fts.FTS_TABLE}(rowid, name, input_text, output_text, attrs) "
-    f"SELECT r.rowid, s.name, s.input_text, s.output_text, {fts.attrs_sql('s')} "
-    f"FROM {fts.ROWS_TABLE} r CROSS JOIN spans s ON s.id = r.span_id WHERE r.span_id IN ({_IDS})",
+    f"INSERT INTO {fts.ROWS_TABLE}(span_id, run_id, started_at) "
+    f"SELECT s.id, s.run_id, s.started_at FROM spans s WHERE s.id IN ({_IDS}) ORDER BY s.run_id, s.started_at",
+    # into the index from the same view, so what is indexed is what a later delete repeats
+    f"INSERT INTO {fts.FTS_TABLE}({_FTS_COLUMNS}) SELECT {_FTS_COLUMNS} FROM {fts.SOURCE_VIEW} "
+    f"WHERE rowid IN ({_ROWIDS})",
     f"DELETE FROM {fts.DIRTY_TABLE} WHERE span_id IN ({_IDS})",
 )
+_UNREMOVABLE = (
+    f"SELECT count(*) FROM {fts.ROWS_TABLE} r LEFT JOIN {fts.STALE_TABLE} k ON k.rowid = r.rowid "
+    f"WHERE r.span_id IN ({_IDS}) AND (k.lost OR (k.rowid IS NULL AND NOT EXISTS "
+    f"(SELECT 1 FROM spans s WHERE s.id = r.span_id)))"
+)
+"""How many of these spans' index rows the source view has no values for: a `lost` mark (a span row overwritten
+without its delete trigger), or no copy kept and no span row (one removed without it). Should always be 0."""
+_OTHER_SQLITE = f"SELECT count(*) FROM {fts.META_TABLE} WHERE key = 'sqlite_version' AND value <> sqlite_version()"
+"""1 when another SQLite library built the index: its JSON functions might write an attribute's words otherwise."""
+_RESET = (
+    f"INSERT INTO {fts.FTS_TABLE}({fts.FTS_TABLE}) VALUES ('delete-all')",
+    f"INSERT OR REPLACE INTO {fts.META_TABLE}(key, value) VALUES ('sqlite_version', sqlite_version())",
+    f"DELETE FROM {fts.STALE_TABLE}",
+    f"DELETE FROM {fts.ROWS_TABLE}",
+    f"INSERT OR IGNORE INTO {fts.DIRTY_TABLE}(span_id) SELECT id FROM spans",
+)
+"""Start the index again (as migration 0025 left it: empty, every span dirty) when a row cannot be removed."""
 
 
 def _pick(raw: Any, limit: int, run_id: str | None) -> list[str]:
@@ -84,10 +108,25 @@ def index_chunk(engine: Engine, limit: int = DEFAULT_CHUNK, run_id: str | None =
 
 
 def reindex(raw: Any, ids: Sequence[str]) -> None:
-    """Re-index `ids` from their current rows and clear their marks (inside the caller's write transaction)."""
-    payload = (json.dumps(list(ids)),)
+    """Re-index `ids` from their current rows and clear their marks (inside the caller's write transaction).
+
+    An index row that cannot be removed exactly would corrupt the index for good, so then the whole index is
+    emptied and every span marked dirty (logged: the triggers were bypassed, or another SQLite version built
+    the index); searches stay right meanwhile, scanning what is dirty."""
+    payload = json.dumps(list(ids))
+    if raw.execute(_OTHER_SQLITE).fetchone()[0]:
+        log.info("search index: built by another SQLite version; re-indexing all")
+        _reset(raw)
+    elif raw.execute(_UNREMOVABLE, (payload,)).fetchone()[0]:
+        log.warning("search index: a span row was replaced or removed without its triggers; re-indexing all")
+        _reset(raw)
     for statement in _CHUNK:
-        raw.execute(statement, payload)
+        raw.execute(statement, (payload,))
+
+
+def _reset(raw: Any) -> None:
+    for statement in _RESET:
+        raw.execute(statement)
 
 
 def drain(engine: Engine, *, run_id: str | None = None, limit: int | None = None,
@@ -98,7 +137,7 @@ def drain(engine: Engine, *, run_id: str | None = None, limit: int | None = None
         size = chunk if limit is None else min(chunk, limit - done)
         took = index_chunk(engine, size, run_id)
         done += took
-        if took < size:
+        if not took:  # (not `took < size`: a chunk that restarted the index left every span dirty)
             break
     return done
 

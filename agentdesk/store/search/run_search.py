@@ -2,8 +2,8 @@
 
 Native SQLite stores (migration 0006 and later) answer in SQL: words through
 FTS5 (`span_fts`), kind/status/duration as column tests on the run's index, an
-attribute term as an FTS phrase over the attribute words checked against the
-key with `json_extract`. No payload leaves the database. Everything else (a
+attribute term as an FTS phrase over the attribute words checked exactly against
+the key's value in the span row (`attributes`). No payload leaves the database. Everything else (a
 foreign runtime's database, agentdesk on PostgreSQL) is scanned through the
 `Source` seam: the span table's columns decide kind, status, duration and
 name, and only spans still undecided after that are read one by one
@@ -26,9 +26,9 @@ from agentdesk.store.errors import NotFound
 from agentdesk.store.ingest.staging import STAGED_SQL
 from agentdesk.store.persistence.convert import json_dict
 from agentdesk.store.persistence.database import own_store
-from agentdesk.store.persistence.payloads import sql_text
 from agentdesk.store.readmodel import SpanTable
 from agentdesk.store.search import fts, pg_index
+from agentdesk.store.search.attributes import attribute_tests, register_checks
 from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.marks import marked_targets
 from agentdesk.store.search.query import Query, fts_phrase, matches_text, parse, words_of
@@ -152,32 +152,18 @@ def column_tests(q: Query, params: dict[str, Any], table: str = "s") -> list[str
     return tests
 
 
-def attribute_tests(q: Query, params: dict[str, Any], table: str = "r") -> list[str]:
-    """SQL conditions checking each attribute term's key and value words (after FTS found candidates)."""
-    tests: list[str] = []
-    for n, a in enumerate(q.attributes):
-        params[f"akey{n}"] = "$." + json.dumps(a.key)
-        attrs = sql_text(f"{table}.attributes")  # stored compressed when large (persistence/payloads.py)
-        value = f"lower(CAST(json_extract({attrs}, :akey{n}) AS TEXT))"
-        tests.append(f"json_valid({attrs}) AND {value} IS NOT NULL")
-        for m, word in enumerate(a.words):
-            params[f"aword{n}_{m}"] = f"%{word}%"
-            tests.append(f"{value} LIKE :aword{n}_{m}")
-    return tests
-
-
 def _search_sql(engine: Engine, q: Query, run_id: str) -> SearchResult:
     params: dict[str, Any] = {"run": run_id}
     column_terms = column_tests(q, params)
-    attribute_terms = attribute_tests(q, params)
+    attribute_terms = attribute_tests(q, params)  # on the span row: the index keeps no copy of the attributes
     match = match_expression(q)
     if match is None:  # columns only: the span rows themselves, never stale
         sql = (f"SELECT s.id, s.started_at FROM spans s INDEXED BY {fts.COLUMNS_INDEX} "
                f"WHERE {' AND '.join(['s.run_id = :run', *column_terms])}")
     else:  # the index for spans indexed since their last write, UNION the run's dirty spans as they are now
         params["match"] = match
-        join = " CROSS JOIN spans s ON s.id = r.span_id" if column_terms else ""
-        tests = ["r.run_id = :run", *attribute_terms, *column_terms, fresh("r")]
+        join = " CROSS JOIN spans s ON s.id = r.span_id" if column_terms or attribute_terms else ""
+        tests = ["r.run_id = :run", *column_terms, fresh("r"), *attribute_terms]  # the check last: fresh rows only
         sql = (f"SELECT r.span_id, r.started_at, 0, NULL, NULL, NULL, NULL FROM {fts.FTS_TABLE} f "
                f"CROSS JOIN {fts.ROWS_TABLE} r ON r.rowid = f.rowid{join} "
                f"WHERE f.{fts.FTS_TABLE} MATCH :match AND {' AND '.join(tests)} "
@@ -188,6 +174,7 @@ def _search_sql(engine: Engine, q: Query, run_id: str) -> SearchResult:
             raise NotFound(f"No run {run_id!r} in this store.")
         raw = conn.connection.driver_connection  # the sqlite3 cursor: a million rows without ORM row objects
         assert raw is not None
+        register_checks(raw)
         # one statement, one snapshot of the index and the dirty set; dirty rows tested as they stream by
         rows = [row for row in raw.execute(sql, params) if match is None or not row[2] or dirty_matches(q, row)]
     return SearchResult(*_by_start(rows))

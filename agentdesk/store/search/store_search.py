@@ -24,11 +24,11 @@ from agentdesk.store.errors import NotFound
 from agentdesk.store.ingest.staging import STAGED_SQL
 from agentdesk.store.persistence.database import own_store
 from agentdesk.store.search import fts, pg_index
+from agentdesk.store.search.attributes import attribute_tests, register_checks
 from agentdesk.store.search.indexer import drain_for_search
 from agentdesk.store.search.marks import Marked, marked_targets
 from agentdesk.store.search.query import Query, matches_text, parse
 from agentdesk.store.search.run_search import (
-    attribute_tests,
     column_tests,
     dirty_matches,
     dirty_rows,
@@ -138,11 +138,14 @@ def _spans_sql(engine: Engine, q: Query, limit: int, marked: Marked | None = Non
     if match is None:  # columns only: the span rows themselves, never stale
         base = f"FROM spans s WHERE {' AND '.join(tests)}"
     else:  # the index for spans not written since they were indexed; the dirty ones are scanned below
-        where = " AND ".join([*tests, *attribute_tests(q, params), fresh("r")])
+        where = " AND ".join([*tests, fresh("r"), *attribute_tests(q, params)])
         params["match"] = match
         base = (f"FROM {fts.FTS_TABLE} f CROSS JOIN {fts.ROWS_TABLE} r ON r.rowid = f.rowid "
                 f"CROSS JOIN spans s ON s.id = r.span_id WHERE f.{fts.FTS_TABLE} MATCH :match AND {where}")
     with engine.begin() as conn:  # one read transaction: the index and the dirty set from one snapshot
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        register_checks(raw)
         total = conn.execute(text(f"SELECT count(*) {base}"), params).scalar_one()
         rows = conn.execute(text(f"SELECT s.id, s.run_id, s.name, s.started_at {base} LIMIT :limit"),
                             params).all()
