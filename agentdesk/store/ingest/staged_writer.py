@@ -31,8 +31,13 @@ class StagedTraceWriter(TraceWriter):
         self._place_orphans(roots=False)
 
     def heartbeat(self) -> None:
-        """The importer is alive (a staged trace untouched for `STALE_S` is abandoned)."""
-        self.conn.execute(update(sc.ImportStagingRow).where(sc.ImportStagingRow.run_id == self.run_id)
+        """The importer is alive (a staged trace untouched for `STALE_S` is abandoned).
+
+        Only the run's own row: `staging.stale_runs` reads no other, and a trace stages a row per span, so
+        renewing them all made each slice rewrite every row staged so far (quadratic in the trace: most of a
+        100,000-span import's server time on PostgreSQL, whose slices are short)."""
+        St = sc.ImportStagingRow
+        self.conn.execute(update(St).where(St.run_id == self.run_id, St.kind == "run")
                           .values(heartbeat_at=self.uow.now))
 
     def settle(self, facts: tuple[Any, ...] | None = None) -> None:
