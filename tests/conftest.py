@@ -124,6 +124,9 @@ class PgCluster:
     undropped: list[str] = field(default_factory=list)
     _to_drop: queue.SimpleQueue[str | None] = field(default_factory=queue.SimpleQueue)
     _dropper: threading.Thread | None = None
+    _ready: queue.Queue[str | BaseException] = field(default_factory=lambda: queue.Queue(maxsize=1))
+    _maker: threading.Thread | None = None
+    _stop_making: threading.Event = field(default_factory=threading.Event)
 
     def database_url(self, name: str) -> str:
         base, _, query = self.url.partition("?")
@@ -150,12 +153,53 @@ class PgCluster:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (TEMPLATE_LOCK,))
 
     def fresh_database(self) -> str:
-        """A clean, migrated database: CREATE DATABASE ... TEMPLATE is a file copy, far faster than migrating."""
+        """A clean, migrated database: CREATE DATABASE ... TEMPLATE is a file copy, far faster than migrating.
+
+        The copy still takes about 0.3 s (a migrated database is many files), so a thread of this worker's
+        makes the next one while the test that took the last runs (`_make_ahead`): the test starts at once."""
+        if self._maker is None:
+            self._maker = threading.Thread(target=self._make_ahead, name="make test databases", daemon=True)
+            self._maker.start()
+        made = self._ready.get(timeout=300)
+        if isinstance(made, BaseException):
+            raise made
+        return self.database_url(made)
+
+    def _create(self) -> str:
         name = f"t_{uuid.uuid4().hex[:16]}"
         with self.admin() as conn:  # type: ignore[attr-defined]
             conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
         self.made.append(name)
-        return self.database_url(name)
+        return name
+
+    def _make_ahead(self) -> None:
+        """Keep one database ready beyond the one being taken; stop (dropping what was made) at the end."""
+        while not self._stop_making.is_set():
+            try:
+                made: str | BaseException = self._create()
+            except Exception as exc:  # the waiting test raises it
+                made = exc
+            while not self._stop_making.is_set():
+                try:
+                    self._ready.put(made, timeout=0.2)
+                    break
+                except queue.Full:
+                    continue
+            else:
+                if isinstance(made, str):
+                    self.drop_later(self.database_url(made))
+
+    def stop_making(self) -> None:
+        """End `_make_ahead` and drop the databases it made that no test took."""
+        if self._maker is None:
+            return
+        self._stop_making.set()
+        self._maker.join()
+        self._maker = None
+        while not self._ready.empty():
+            made = self._ready.get_nowait()
+            if isinstance(made, str):
+                self.drop_later(self.database_url(made))
 
     def drop(self, url: str) -> None:
         with self.admin() as conn:  # type: ignore[attr-defined]
@@ -218,6 +262,7 @@ def pg_cluster() -> Iterator[PgCluster]:
         cluster.prepare()
         yield cluster
     finally:
+        cluster.stop_making()
         cluster.finish_drops()
         if owned and root is not None and bin_dir is not None:
             server.stop(bin_dir, root)

@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,37 +134,38 @@ for argv in json.loads(sys.stdin.read()):
     results.append([code, out.getvalue()[-2000:], err.getvalue()])
 print(json.dumps(results))
 """
-BATCH = 12
-"""Commands one driver process runs in turn: Python's start-up is most of each case's cost."""
+DRIVERS = 2 * PARALLEL
+"""Driver processes sharing the batched cases: Python's start-up is most of a case's cost, so few processes,
+each running many commands; the cases are dealt round-robin so the slow ones (the locked store's busy
+timeout) are spread over all of them."""
+
+
+def run_group(group: list[Case], env: dict[str, str]) -> list[Outcome]:
+    """One process: a case needing stdin alone (`python -m agentdesk.cli`), else the driver over the group."""
+    if group[0].stdin is not None:
+        argv = [sys.executable, "-m", "agentdesk.cli", *group[0].argv]
+        feed = group[0].stdin
+    else:
+        argv = [sys.executable, "-c", DRIVER]
+        feed = json.dumps([list(c.argv) for c in group]).encode()
+    proc = subprocess.run(argv, cwd=REPO, env=env, input=feed, capture_output=True, timeout=300)
+    if group[0].stdin is not None:
+        return [Outcome(group[0], proc.returncode, proc.stdout.decode(errors="replace"),
+                        proc.stderr.decode(errors="replace"))]
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    return [Outcome(case, code, stdout, stderr)
+            for case, (code, stdout, stderr) in zip(group, json.loads(proc.stdout), strict=True)]
 
 
 def run_all(cases: list[Case], root: Path) -> list[Outcome]:
-    """Run the cases in subprocesses: those needing stdin one each, the rest a batch per process
-    (a fresh `main()` call each, stdout and stderr captured apart), a few processes at a time."""
-    env, outcomes = cli_env(root), {}
-    alone = [[c] for c in cases if c.stdin is not None]
+    """Run the cases in subprocesses, `PARALLEL` at a time: those needing stdin one each, the rest dealt
+    over `DRIVERS` driver processes (a fresh `main()` call each, stdout and stderr captured apart)."""
+    env = cli_env(root)
     batched = [c for c in cases if c.stdin is None]
-    groups = alone + [batched[n:n + BATCH] for n in range(0, len(batched), BATCH)]
-    for start in range(0, len(groups), PARALLEL):
-        running = []
-        for group in groups[start:start + PARALLEL]:
-            if group[0].stdin is not None:
-                argv = [sys.executable, "-m", "agentdesk.cli", *group[0].argv]
-                feed = group[0].stdin
-            else:
-                argv = [sys.executable, "-c", DRIVER]
-                feed = json.dumps([list(c.argv) for c in group]).encode()
-            running.append((group, feed, subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.PIPE,
-                                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
-        for group, feed, proc in running:
-            out, err = proc.communicate(feed, timeout=300)
-            if group[0].stdin is not None:
-                outcomes[group[0]] = Outcome(group[0], proc.returncode, out.decode(errors="replace"),
-                                             err.decode(errors="replace"))
-                continue
-            assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
-            for case, (code, stdout, stderr) in zip(group, json.loads(out), strict=True):
-                outcomes[case] = Outcome(case, code, stdout, stderr)
+    groups = [[c] for c in cases if c.stdin is not None]
+    groups += [batched[n::DRIVERS] for n in range(DRIVERS) if batched[n::DRIVERS]]
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        outcomes = {o.case: o for done in pool.map(lambda g: run_group(g, env), groups) for o in done}
     return [outcomes[c] for c in cases]
 
 

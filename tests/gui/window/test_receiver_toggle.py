@@ -186,6 +186,8 @@ def test_the_windows_receiver_serves_the_agent_api(services: Services, qtbot: An
     assert results == []
     approval_commands.decide(store, asked()[0], True, "tester")  # what the window's Approve does
     qtbot.waitUntil(lambda: results == ["approved"], timeout=10000)
-    thread.join(10)
+    # The agent's run ends through the receiver, which answers on this (the GUI) thread's loop: wait with the
+    # loop turning. A plain thread.join() blocked that loop and waited out its timeout, with the run unended.
+    qtbot.waitUntil(lambda: not thread.is_alive(), timeout=10000)
     window.receiver.action.trigger()
     qtbot.waitUntil(lambda: not window.receiver.is_on and window.receiver.button.isEnabled(), timeout=10000)
