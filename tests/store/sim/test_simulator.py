@@ -142,9 +142,14 @@ def test_agents_work_live_and_operators_steer_them(store: Store) -> None:
     assert not str(approved["error"] or "").startswith("Denied")
     denied = tool_span(operator.denied)
     assert denied["status"] == "error" and denied["error"] == "Denied by bob: touches production"
+    # An expiry fails its run. One that came while `stop()` ended the simulator is the exception: its agent was
+    # stopped while it waited (0.6 s deadlines; on a loaded machine one can pass between the check above and
+    # the stop), and a stopped run ends cancelled, whatever its request's fate. The check above saw at least
+    # one expiry fail its run before the stop.
     expired = [a for a in approvals.values() if a["status"] == "expired"]
-    assert expired and all(runs[a["run_id"]]["status"] == "failed" for a in expired)
-    assert all(runs[a["run_id"]]["error"] == "approval expired" for a in expired)
+    ended = [runs[a["run_id"]] for a in expired]
+    assert any(r["status"] == "failed" for r in ended)
+    assert all((r["status"], r["error"]) in (("failed", "approval expired"), ("cancelled", None)) for r in ended)
     assert sum(published) > 50 and NativeSource(store).verify().ok
 
 
