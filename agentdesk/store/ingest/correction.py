@@ -109,6 +109,7 @@ class LateParentCorrection(AgentPlacement):
                                    title=self.index.conversation or f"trace {self.index.trace_id[:8]}",
                                    status="running", created_at=now, revision=1))
             self.uow.session.flush()
+            self._filed(wanted)
             self._stage("session", [wanted])
             self._record("session", "insert", wanted, {"project": self.project_id, "task": self.task_id})
         self.conn.execute(update(sc.RunRow).where(sc.RunRow.id == self.run_id, sc.RunRow.session_id == old)
@@ -134,6 +135,7 @@ class LateParentCorrection(AgentPlacement):
                 self.may_rebuild():
             self.conn.execute(delete(sc.ImportStagingRow).where(sc.ImportStagingRow.entity_id == old))
             self.conn.execute(delete(S).where(S.id == old))
+            self._filed(old, exists=False)
             self._record("session", "delete", old, {"project": self.project_id, "task": self.task_id})
 
     def _retype(self, stored_agent: str) -> None:

@@ -36,8 +36,10 @@ from agentdesk.store.ingest.decode import Skipped
 from agentdesk.store.ingest.formats import ImportLimits, TraceFile
 from agentdesk.store.ingest.ingest import ingest_logs
 from agentdesk.store.ingest.logs import LogBatch
+from agentdesk.store.ingest.lookahead import Lookahead
 from agentdesk.store.ingest.marks_otel import Restored
 from agentdesk.store.ingest.marks_otel import restore as restore_marks
+from agentdesk.store.ingest.outbox import post
 from agentdesk.store.ingest.prepare import Prepared, Preparer, fewer_collections
 from agentdesk.store.ingest.report import IngestReport
 from agentdesk.store.ingest.spans import BadRecord, run_row_id
@@ -346,6 +348,8 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
     resources: set[str] = set()
     """Resource keys known stored, shared by this import's traces (`TraceWriter._resources`): a failed
     transaction ends the import, so no key stays here whose row rolled back."""
+    lookahead = Lookahead(spill.index, default_project, most_spans=SPANS_PER_TRANSACTION,
+                          most_trace_spans=STAGED_SPANS)
     n = 0
     yielded = False
     while n < len(traces):
@@ -384,6 +388,7 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
             # most the trace being written, never for the rest of the batch).
             with UnitOfWork(store, runtime=True) as uow:
                 began = time.monotonic()
+                ahead = lookahead.begin(uow)
                 while n + len(reports) < len(traces):
                     trace, spans = traces[n + len(reports)]
                     if reports and (size + spans > SPANS_PER_TRANSACTION
@@ -392,8 +397,8 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
                     if reports and uow.operator_waiting():
                         yielded = True
                         break
-                    reports.append(write_trace(uow, spill.index(trace), chunks(trace), default_project,
-                                               resources))
+                    index = lookahead.index(uow, ahead, traces, n + len(reports))
+                    reports.append(write_trace(uow, index, chunks(trace), default_project, resources, ahead))
                     size += spans
         except _Stop:
             result.cancelled = True
@@ -405,6 +410,7 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
         if yielded:  # leave the CPU to the decision too, not only the lock (2 cores: it was starved of both)
             time.sleep(OPERATOR_COURTESY_S)
             yielded = False
+        lookahead.end(len(reports))
         for r in reports:
             result.report.add(r)
         n += len(reports)
@@ -441,6 +447,7 @@ def _write_staged(store: Store, spill: _Staging, trace: str, chunks: Callable[[s
             while piece is not None:
                 writer.write(piece)
                 writer.place_written()
+                post(uow.session.connection())  # PostgreSQL inserts this piece while the next is prepared
                 piece = next(pieces, None)
                 waiting = uow.operator_waiting()
                 if waiting or time.monotonic() - began >= slice_s:

@@ -10,12 +10,14 @@ writes meanwhile); a writer drops them when it moves to another transaction (`Tr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from sqlalchemy import Connection
 
 from agentdesk.store.ingest.events import PENDING_PREFIX
-from agentdesk.store.ingest.outbox import ask
+from agentdesk.store.ingest.outbox import ask, ask_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +47,74 @@ PROBE_SQL = (
 """Primary-key and index lookups, as the six separate questions were (the last as `startswith` wrote it)."""
 
 
-def probe(conn: Connection, run_id: str, project_id: str, task_id: str, session_id: str, trace_id: str) -> Probe:
-    """The answers for one trace, in one round trip (sent with the writes queued before it: `outbox`)."""
-    row = ask(conn, PROBE_SQL, {"run": run_id, "project": project_id, "task": task_id, "session": session_id,
-                                "pending": PENDING_PREFIX + trace_id})
-    assert row is not None
+@dataclass(frozen=True, slots=True)
+class Filing:
+    """Where a trace goes: the ids `probe` asks about (`trace_write.filing` derives them from the trace)."""
+    trace_id: str
+    run_id: str
+    project_id: str
+    task_id: str
+    session_id: str
+
+
+AHEAD_SQL = (
+    "SELECT k.run, r.project_id, r.task_id, r.session_id, r.agent_id, "
+    "EXISTS (SELECT 1 FROM projects WHERE id = k.project), EXISTS (SELECT 1 FROM tasks WHERE id = k.task), "
+    "EXISTS (SELECT 1 FROM sessions WHERE id = k.session), "
+    "EXISTS (SELECT 1 FROM import_staging WHERE kind != 'run' AND run_id != k.run), "
+    "EXISTS (SELECT 1 FROM agentdesk_meta WHERE key LIKE k.pending || '%'), r.revision "
+    "FROM unnest(CAST(:runs AS text[]), CAST(:projects AS text[]), CAST(:tasks AS text[]), "
+    "CAST(:sessions AS text[]), CAST(:pendings AS text[])) AS k(run, project, task, session, pending) "
+    "LEFT JOIN runs r ON r.id = k.run")
+"""`PROBE_SQL` for many traces at once (PostgreSQL)."""
+
+
+@dataclass(slots=True)
+class Ahead:
+    """PostgreSQL: the probes of the traces one transaction is about to write, asked together (`ask_ahead`).
+
+    Why: with one probe per trace, every trace waited for the server to insert the trace before it (the
+    probe is read after the writes queued before it: `outbox`); asked ahead, a trace's write waits for no
+    answer, its rows are `post`ed, and the server inserts them while the client prepares the next trace.
+    The answers hold for the transaction that asked, corrected by what its own writes did since (`changed`):
+    a trace may create the project, task or session a later one is filed under, or empty a session."""
+
+    answers: dict[str, Probe] = field(default_factory=dict)
+    """By run id."""
+    changed: dict[str, bool] = field(default_factory=dict)
+    """Containers (project, task, session ids) this transaction created (True) or deleted (False) since."""
+
+    def take(self, filing: Filing) -> Probe | None:
+        """The trace's answer, as of now; None when it was not asked (the writer probes it alone)."""
+        found = self.answers.pop(filing.run_id, None)
+        if found is None:
+            return None
+        now = self.changed
+        return replace(found, project=now.get(filing.project_id, found.project),
+                       task=now.get(filing.task_id, found.task), session=now.get(filing.session_id, found.session))
+
+
+def ask_ahead(conn: Connection, ahead: Ahead, filings: Sequence[Filing]) -> None:
+    """Ask the probes of `filings` in one statement, into `ahead` (PostgreSQL)."""
+    if not filings:
+        return
+    params: dict[str, Any] = {
+        "runs": [f.run_id for f in filings], "projects": [f.project_id for f in filings],
+        "tasks": [f.task_id for f in filings], "sessions": [f.session_id for f in filings],
+        "pendings": [PENDING_PREFIX + f.trace_id for f in filings]}
+    for row in ask_rows(conn, AHEAD_SQL, params):
+        ahead.answers[str(row[0])] = _answer(row[1:])
+
+
+def _answer(row: Sequence[Any]) -> Probe:
     stored = None if row[0] is None else (str(row[0]), str(row[1]), str(row[2]), str(row[3]))
     return Probe(stored, bool(row[4]), bool(row[5]), bool(row[6]), bool(row[7]), bool(row[8]),
                  None if row[9] is None else int(row[9]))
+
+
+def probe(conn: Connection, filing: Filing) -> Probe:
+    """The answers for one trace, in one round trip (sent with the writes queued before it: `outbox`)."""
+    row = ask(conn, PROBE_SQL, {"run": filing.run_id, "project": filing.project_id, "task": filing.task_id,
+                                "session": filing.session_id, "pending": PENDING_PREFIX + filing.trace_id})
+    assert row is not None
+    return _answer(row)

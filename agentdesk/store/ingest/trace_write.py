@@ -16,8 +16,8 @@ from sqlalchemy import Connection, delete, insert
 from sqlalchemy import text as sql_text
 
 from agentdesk.store.ingest.outbox import is_postgres
-from agentdesk.store.ingest.prepare import Prepared
-from agentdesk.store.ingest.probe import Probe
+from agentdesk.store.ingest.prepare import Prepared, digest
+from agentdesk.store.ingest.probe import Ahead, Filing, Probe
 from agentdesk.store.ingest.report import IngestReport
 from agentdesk.store.ingest.rows import IN_CHUNK, bulk_insert
 from agentdesk.store.ingest.skeleton import StoredSpan
@@ -29,6 +29,16 @@ from agentdesk.store.uow import UnitOfWork
 DEFAULT_PROJECT = "OpenTelemetry"
 IMPORTED_AGENT_PREFIX = "ota_"
 """Agents made from OTel spans: their context is what the model was sent, so views show it read-only."""
+
+
+def filing(index: TraceIndex, default_project: str | None) -> tuple[str, Filing]:
+    """The project's name and the ids a trace is filed under (a new run's; a stored run keeps its own):
+    rows are found again by these ids, so importing a trace again or elsewhere files it in the same place."""
+    name = index.project or default_project or DEFAULT_PROJECT
+    project_id = "otp_" + digest(name)
+    task_id = "ott_" + digest(project_id)
+    session_id = "ots_" + digest(project_id, index.conversation or "trace:" + index.trace_id)
+    return name, Filing(index.trace_id, run_row_id(index.trace_id), project_id, task_id, session_id)
 
 
 class TraceWrite:
@@ -45,6 +55,8 @@ class TraceWrite:
     def __init__(self, uow: UnitOfWork, index: TraceIndex, default_project: str | None, *,
                  staged: bool = False, resources: set[str] | None = None) -> None:
         self.rebind(uow)
+        self.ahead: Ahead | None = None
+        """The probes of this transaction's traces, asked together (PostgreSQL import: `write_trace`)."""
         self.staged = staged
         """Written over many transactions (`store.otel.staging`): what it creates is named in
         `import_staging` (hidden from readers) and its change-log rows wait for `flip`."""
@@ -79,6 +91,11 @@ class TraceWrite:
             self._deferred.append((entity, op, entity_id, parents, revision))
         else:
             self.uow.record(entity, op, entity_id, parents, revision)
+
+    def _filed(self, container_id: str, exists: bool = True) -> None:
+        """A project, task or session this write created (or deleted): answers asked ahead learn it."""
+        if self.ahead is not None:
+            self.ahead.changed[container_id] = exists
 
     def _stage(self, kind: str, ids: Iterable[str]) -> None:
         """Name rows this staged write created: hidden until the flip (same transaction as their insert)."""

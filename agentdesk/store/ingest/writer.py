@@ -34,7 +34,7 @@ from agentdesk.store.ingest.call_context import CallContext, ContextBatch
 from agentdesk.store.ingest.correction import LateParentCorrection
 from agentdesk.store.ingest.events import adopt_pending
 from agentdesk.store.ingest.messages import PLAIN
-from agentdesk.store.ingest.outbox import ask, is_postgres, run
+from agentdesk.store.ingest.outbox import ask, is_postgres, post, run
 from agentdesk.store.ingest.prepare import (  # item_id: readback and events import it from here too
     AGENT_KEY,
     EXTRA_KEYS,
@@ -44,13 +44,13 @@ from agentdesk.store.ingest.prepare import (  # item_id: readback and events imp
     digest,
     item_id,
 )
-from agentdesk.store.ingest.probe import probe
+from agentdesk.store.ingest.probe import Ahead, probe
 from agentdesk.store.ingest.report import IngestReport
 from agentdesk.store.ingest.rollup import ROLL_UP_ROOT_SQL, ROLL_UP_SQL, Root, Totals, store_roll_up
 from agentdesk.store.ingest.rows import IN_CHUNK, SPAN_COLUMNS, bulk_insert, insert_tuples
 from agentdesk.store.ingest.spans import span_row_id
 from agentdesk.store.ingest.trace_index import TraceIndex
-from agentdesk.store.ingest.trace_write import DEFAULT_PROJECT, IMPORTED_AGENT_PREFIX
+from agentdesk.store.ingest.trace_write import DEFAULT_PROJECT, IMPORTED_AGENT_PREFIX, filing
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.payloads import unpack
 from agentdesk.store.text.times import NS_PER_S
@@ -98,12 +98,11 @@ class TraceWriter(LateParentCorrection, CallContext):
         # Rows are dated by the trace, not by the import: re-importing elsewhere gives equal rows.
         now = self._first = (min((e.start_ns for e in self.index.spans.values()), default=0) / 1e9
                              or self.uow.now)
-        name = self.index.project or self.default_project or DEFAULT_PROJECT
-        project_id = "otp_" + _h(name)
-        task_id = "ott_" + _h(project_id)
+        name, where = filing(self.index, self.default_project)
+        project_id, task_id, session_id = where.project_id, where.task_id, where.session_id
         conv = self.index.conversation
-        session_id = "ots_" + _h(project_id, conv or "trace:" + self.index.trace_id)
-        found = self._probe = probe(self.conn, self.run_id, project_id, task_id, session_id, self.index.trace_id)
+        taken = self.ahead.take(where) if self.ahead is not None else None
+        found = self._probe = taken or probe(self.conn, where)
         if found.run is not None:
             self.project_id, self.task_id, self.session_id, stored_agent = found.run
             self._load_skeleton()
@@ -128,12 +127,14 @@ class TraceWriter(LateParentCorrection, CallContext):
             self.project_id = project_id
             if not found.project:
                 self._add(sc.ProjectRow, id=self.project_id, name=name, created_at=now, revision=1)
+                self._filed(self.project_id)
                 self._stage("project", [self.project_id])
                 self._record("project", "insert", self.project_id)
             self.task_id = task_id
             if not found.task:
                 self._add(sc.TaskRow, id=self.task_id, project_id=self.project_id, title=TASK_TITLE, created_at=now,
                           revision=1)
+                self._filed(self.task_id)
                 self._stage("task", [self.task_id])
                 self._record("task", "insert", self.task_id, {"project": self.project_id})
             self.session_id = session_id
@@ -142,6 +143,7 @@ class TraceWriter(LateParentCorrection, CallContext):
                 title = conv or f"trace {self.index.root_name or self.index.trace_id[:8]}"
                 self._add(sc.SessionRow, id=self.session_id, project_id=self.project_id, task_id=self.task_id,
                           title=title, status="running", created_at=now, revision=1)
+                self._filed(self.session_id)
                 self._stage("session", [self.session_id])
                 self._record("session", "insert", self.session_id,
                                 {"project": self.project_id, "task": self.task_id})
@@ -469,11 +471,18 @@ def original_name(name: str) -> str:
 
 
 def write_trace(uow: UnitOfWork, index: TraceIndex, chunks: Iterable[Sequence[Prepared]],
-                default_project: str | None, resources: set[str] | None = None) -> IngestReport:
+                default_project: str | None, resources: set[str] | None = None,
+                ahead: Ahead | None = None) -> IngestReport:
     """Write one trace (its spans in any number of chunks) inside `uow`; `resources`: the resource keys
-    known stored, shared by the traces of one import (`TraceWriter._resources`)."""
+    known stored, shared by the traces of one import (`TraceWriter._resources`); `ahead`: the transaction's
+    probes asked together (PostgreSQL), when the trace's writes go out at once (`outbox.post`): the
+    next trace will not wait for them."""
     writer = TraceWriter(uow, index, default_project, resources=resources)
+    writer.ahead = ahead
     writer.prepare()
     for chunk in chunks:
         writer.write(chunk)
-    return writer.finish()
+    report = writer.finish()
+    if ahead is not None:
+        post(writer.conn)
+    return report
