@@ -47,6 +47,7 @@ from agentdesk.store.ingest.staged_writer import StagedTraceWriter
 from agentdesk.store.ingest.trace_index import TraceIndex
 from agentdesk.store.ingest.writer import write_trace
 from agentdesk.store.persistence.database import Store
+from agentdesk.store.persistence.postgres.turn_waiters import TurnWaiters
 from agentdesk.store.uow import UnitOfWork
 
 IMPORT_ACTOR = "import"
@@ -68,8 +69,10 @@ once, after the piece in flight (~10-20 ms), when an operator's write waits. Lon
 100,000-span trace costs a few dozen commits, not hundreds (50 ms slices made that import ~50 %
 slower: WAL rewrites and checkpoints); short enough that runtimes queued behind it wait ~1 s."""
 UNSIGNALLED_SLICE_S = 0.05
-"""The slice where no operator's wait can be seen (PostgreSQL: the advisory lock has no intent signal),
-so a decision waits at most this long behind the import."""
+"""The slice where no operator's wait can be seen (a SQLite store without its writer gate), so a decision
+waits at most this long behind the import. PostgreSQL's lock table shows a waiting operator
+(`postgres.turn_waiters`): there the slice is `STAGED_SLICE_S` too (it was this one: ~130 transactions for
+100,000 spans, each starting with the server idle; 10.3 -> ~9.4 s of writing)."""
 MEMORY_SPANS = 20_000
 """Decoded spans held in memory before staging moves to the spill file (~2.5 KB each: ~50 MB)."""
 
@@ -438,23 +441,30 @@ def _write_staged(store: Store, spill: _Staging, trace: str, chunks: Callable[[s
         writer.prepare()
     pieces = (chunk[i:i + STAGED_STEP] for chunk in chunks(trace) for i in range(0, len(chunk), STAGED_STEP))
     piece = next(pieces, None)
-    while piece is not None:
-        waiting = False
-        with UnitOfWork(store, runtime=True) as uow:
-            writer.rebind(uow)
-            began = time.monotonic()
-            slice_s = STAGED_SLICE_S if uow.signals_operators else UNSIGNALLED_SLICE_S
-            while piece is not None:
-                writer.write(piece)
-                writer.place_written()
-                post(uow.session.connection())  # PostgreSQL inserts this piece while the next is prepared
-                piece = next(pieces, None)
-                waiting = uow.operator_waiting()
-                if waiting or time.monotonic() - began >= slice_s:
-                    break
-            writer.heartbeat()
-        if waiting:
-            time.sleep(OPERATOR_COURTESY_S)
+    # PostgreSQL: the lock table says when an operator waits (SQLite: the unit of work's writer gate)
+    waiters = TurnWaiters(store.engine) if store.is_postgres else None
+    try:
+        while piece is not None:
+            waiting = False
+            with UnitOfWork(store, runtime=True) as uow:
+                writer.rebind(uow)
+                began = time.monotonic()
+                signalled = uow.signals_operators or waiters is not None
+                slice_s = STAGED_SLICE_S if signalled else UNSIGNALLED_SLICE_S
+                while piece is not None:
+                    writer.write(piece)
+                    writer.place_written()
+                    post(uow.session.connection())  # PostgreSQL inserts this piece while the next is prepared
+                    piece = next(pieces, None)
+                    waiting = uow.operator_waiting() or (waiters is not None and waiters.waiting())
+                    if waiting or time.monotonic() - began >= slice_s:
+                        break
+                writer.heartbeat()
+            if waiting:
+                time.sleep(OPERATOR_COURTESY_S)
+    finally:
+        if waiters is not None:
+            waiters.close()
     with store.reading() as s:  # the roll-up's scan of the run reads, outside the write lock
         facts = writer.roll_up_facts(s.connection())
     with UnitOfWork(store, runtime=True) as uow:
