@@ -363,7 +363,8 @@ def hostile_calls(b: Bench) -> dict[str, list[tuple[str, str]]]:
                                                                f"NULL, '{v}')")],
         # trigger functions: PostgreSQL refuses to call them at all
         **{f: [("as a function", f"SELECT {f}()")] for f in (
-            "agentdesk_approval_inserted", "agentdesk_approval_updated", "agentdesk_context_appended",
+            "agentdesk_approval_inserted", "agentdesk_approval_updated", "agentdesk_context_items_appended",
+            "agentdesk_context_revisions_appended",
             "agentdesk_context_rehomed",
             "agentdesk_rule_changed", "agentdesk_rule_audited", "agentdesk_audit_login",
             "agentdesk_notify_changes", "agentdesk_presence_notify", "agentdesk_row_written",
@@ -1010,3 +1011,50 @@ def test_an_agent_reads_its_own_requests_and_decisions_only(bench: Bench) -> Non
     assert {bench.pending, bench.denied} <= seen["agent"] and bench.others not in seen["agent"]
     assert seen["other agent"] & {bench.pending, bench.denied} == set() and bench.others in seen["other agent"]
     assert {bench.pending, bench.denied, bench.others} <= seen["viewer"]
+
+
+ITEM_COLUMNS = ("id, agent_id, group_id, position, kind, role, content, visible, locked, removed, summary_of, "
+                "revision, token_estimate, created_at")
+
+
+def _item(bench: Bench, item_id: str, *, removed: bool = False, summary_of: str | None = None) -> str:
+    summary = "NULL" if summary_of is None else f"'{summary_of}'"
+    return (f"('{item_id}', '{bench.agent_id}', '{bench.group}', 900, 'message', 'user', 'x', true, false, "
+            f"{str(removed).lower()}, {summary}, 1, 1, 1.0)")
+
+
+def _revisions(*rows: tuple[str, int]) -> str:
+    values = ", ".join(f"('{item}', {revision}, 'x', 1, 1.0)" for item, revision in rows)
+    return ("INSERT INTO context_item_revisions (item_id, revision, content, token_estimate, created_at) "
+            f"VALUES {values}")
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    ("an item", "through"),
+    ("a removed item", "refused"),
+    ("a summary of an item", "refused"),
+    ("two items, one removed", "refused"),
+    ("an item and its first revision", "through"),
+    ("a second revision of an item", "refused"),
+    ("two first revisions of a new item", "refused"),
+])
+def test_an_agent_appends_context_and_never_covers_or_revises_it(bench: Bench, case: str, expected: str) -> None:
+    """Migration 0026 checks an agent's appends once per statement, over all of its rows (0012 did it per row):
+    each refusal here is the whole statement's, shown against the appends that go through."""
+    items = f"INSERT INTO context_items ({ITEM_COLUMNS}) VALUES "
+    sql = {
+        "an item": items + _item(bench, "itm_new"),
+        "a removed item": items + _item(bench, "itm_new", removed=True),
+        "a summary of an item": items + _item(bench, "itm_new", summary_of=bench.item),
+        "two items, one removed": items + _item(bench, "itm_a") + ", " + _item(bench, "itm_b", removed=True),
+        "an item and its first revision": items + _item(bench, "itm_new") + "; " + _revisions(("itm_new", 1)),
+        "a second revision of an item": _revisions((bench.item, 2)),
+        "two first revisions of a new item": items + _item(bench, "itm_new") + "; "
+                                             + _revisions(("itm_new", 1), ("itm_new", 2)),
+    }[case]
+    outcome, detail = attempt(bench.conns["agent"], sql)
+    assert outcome == expected, detail
+    if expected == "refused":
+        assert "needs operator" in str(detail), detail
+    else:
+        assert detail is None, detail  # went in: no other error either
