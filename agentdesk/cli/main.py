@@ -62,9 +62,14 @@ from agentdesk.cli.parser import Handler, parse
 from agentdesk.cli.receive import cmd_receive
 from agentdesk.cli.rules_commands import cmd_rules
 from agentdesk.cli.watch import cmd_watch
-from agentdesk.store.errors import InvalidInput, NoStore, StoreError
+from agentdesk.store.errors import InvalidInput, NoStore, PermissionRefused, StoreError
 from agentdesk.store.native import native_store, size_on_disk
-from agentdesk.store.persistence.database import describe_operational_error, make_private_dirs, own_store
+from agentdesk.store.persistence.database import (
+    describe_operational_error,
+    is_refusal,
+    make_private_dirs,
+    own_store,
+)
 from agentdesk.store.persistence.postgres.tls import connection_encryption
 from agentdesk.store.readmodel import Approval, ApprovalStatus, StoreInfo, awaiting_decision, overdue
 from agentdesk.store.sim.player import SimEvent, Simulator
@@ -389,7 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:
         return fail(str(exc), exc.exit_code)
     except DBAPIError as exc:
-        return fail(describe_operational_error(exc, location_of(args)), EXIT_UNAVAILABLE)
+        return fail(describe_operational_error(exc, location_of(args)),
+                    PermissionRefused.exit_code if is_refusal(exc) else EXIT_UNAVAILABLE)
     except (sqlite3.Error, SQLAlchemyError) as exc:
         return fail(f"The store {location_of(args)} could not be used: {exc}.", EXIT_UNAVAILABLE)
     except BrokenPipeError:  # `agentdesk approvals | head`: the reader left; that is not an error

@@ -215,6 +215,16 @@ class Store:
         self.engine.dispose()
 
 
+INSUFFICIENT_PRIVILEGE = "42501"
+
+
+def is_refusal(exc: DBAPIError) -> bool:
+    """The server refused this login the statement (PostgreSQL's insufficient_privilege): a refusal, as
+    `PermissionRefused` is, not an unavailable store. Which statement meets a level just taken away first (a
+    function that names the level, or a plain read of a table) is a race; the exit code must not be."""
+    return getattr(exc.orig, "sqlstate", None) == INSUFFICIENT_PRIVILEGE
+
+
 def describe_operational_error(exc: DBAPIError, url: str) -> str:
     text = str(exc.orig) if exc.orig is not None else str(exc)
     if pg.is_postgres_url(url):

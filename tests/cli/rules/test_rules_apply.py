@@ -97,7 +97,7 @@ def test_follow_ends_in_one_sentence_when_its_login_loses_the_level(team: Team, 
             conn.execute(f"REVOKE agentdesk_operator FROM {team.operator_name}")
             conn.execute(f"GRANT agentdesk_viewer TO {team.operator_name}")
         approval = team.request("run_shell", {"command": "ls"})  # wakes it: its pass is refused by the server
-        assert applier.wait(30) == 2
+        assert applier.wait(30) == 2, out.read_text()
     finally:
         if applier.poll() is None:
             applier.kill()
