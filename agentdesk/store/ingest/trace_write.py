@@ -31,13 +31,18 @@ IMPORTED_AGENT_PREFIX = "ota_"
 """Agents made from OTel spans: their context is what the model was sent, so views show it read-only."""
 
 
+def session_row_id(project_id: str, conversation: str | None, trace_id: str) -> str:
+    """A trace's session: its conversation's in the project, else one of its own."""
+    return "ots_" + digest(project_id, conversation or "trace:" + trace_id)
+
+
 def filing(index: TraceIndex, default_project: str | None) -> tuple[str, Filing]:
     """The project's name and the ids a trace is filed under (a new run's; a stored run keeps its own):
     rows are found again by these ids, so importing a trace again or elsewhere files it in the same place."""
     name = index.project or default_project or DEFAULT_PROJECT
     project_id = "otp_" + digest(name)
     task_id = "ott_" + digest(project_id)
-    session_id = "ots_" + digest(project_id, index.conversation or "trace:" + index.trace_id)
+    session_id = session_row_id(project_id, index.conversation, index.trace_id)
     return name, Filing(index.trace_id, run_row_id(index.trace_id), project_id, task_id, session_id)
 
 

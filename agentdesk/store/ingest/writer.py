@@ -50,7 +50,7 @@ from agentdesk.store.ingest.rollup import ROLL_UP_ROOT_SQL, ROLL_UP_SQL, Root, T
 from agentdesk.store.ingest.rows import IN_CHUNK, SPAN_COLUMNS, bulk_insert, insert_tuples
 from agentdesk.store.ingest.spans import span_row_id
 from agentdesk.store.ingest.trace_index import TraceIndex
-from agentdesk.store.ingest.trace_write import DEFAULT_PROJECT, IMPORTED_AGENT_PREFIX, filing
+from agentdesk.store.ingest.trace_write import DEFAULT_PROJECT, IMPORTED_AGENT_PREFIX, filing, session_row_id
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.payloads import unpack
 from agentdesk.store.text.times import NS_PER_S
@@ -106,12 +106,12 @@ class TraceWriter(LateParentCorrection, CallContext):
         if found.run is not None:
             self.project_id, self.task_id, self.session_id, stored_agent = found.run
             self._load_skeleton()
-            wanted = "ots_" + _h(self.project_id, self.index.conversation or "trace:" + self.index.trace_id)
+            wanted = session_row_id(self.project_id, self.index.conversation, self.index.trace_id)
             # its conversation id came only now (on the root span, say); a PostgreSQL login below the owner may
             # not move approvals between sessions (migration 0012 grants it agent_id, revision, span_id): stays
             if wanted != self.session_id and self.may_rebuild():
                 self._move_session(wanted, now)
-            if self.session_id == "ots_" + _h(self.project_id, "trace:" + self.index.trace_id):
+            if self.session_id == session_row_id(self.project_id, None, self.index.trace_id):
                 # a session of its own, titled after its root span, which may have come only now
                 title = f"trace {self.index.root_name or self.index.trace_id[:8]}"
                 self.conn.execute(update(sc.SessionRow).where(sc.SessionRow.id == self.session_id,
