@@ -41,10 +41,21 @@ IMPORT_AUTHOR = "import"
 """Who a label read only from an `agentdesk.*labels` attribute (no event saying who) is recorded as."""
 
 
+MARKED = "agentdesk."
+"""Every mark's event name and attribute key starts with this (and so do agentdesk's other keys)."""
+MARK_NAMES = (NOTE_EVENT, LABEL_EVENT, *LABEL_KEYS.values())
+
+
+def may_carry_marks(attributes: str) -> bool:
+    """Whether a span's attributes (as JSON text) may hold a note or a label to restore: they name a mark's event
+    or key (agentdesk's own export names `agentdesk.` keys on every span, so that prefix says too little)."""
+    return MARKED in attributes and any(name in attributes for name in MARK_NAMES)
+
+
 def _may_carry_marks(dialect: str) -> ColumnElement[bool]:
     """Spans whose attributes may hold `agentdesk.` keys: the text says so, or (SQLite) it is stored compressed
     (persistence/payloads.py), which LIKE cannot see into; the parse after the query decides."""
-    like = sc.SpanRow.attributes.contains("agentdesk.")
+    like = sc.SpanRow.attributes.contains(MARKED)
     return or_(like, func.typeof(sc.SpanRow.attributes) == "blob") if dialect == "sqlite" else like
 
 

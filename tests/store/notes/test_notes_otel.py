@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from agentdesk.store.ingest import marks_otel
 from agentdesk.store.ingest import values as v
 from agentdesk.store.ingest.export import export
 from agentdesk.store.ingest.importer import import_files
@@ -96,6 +97,40 @@ def test_export_import_export_round_trips(tmp_path: Path, store: Store, rt: Agen
     finally:
         fresh.close()
         third.close()
+
+
+def test_only_runs_whose_spans_carry_marks_are_read_back(tmp_path: Path, store: Store, rt: AgentRuntime,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The marks are looked for in the runs some span of which names `agentdesk.`: reading every imported
+    span back for them cost ~1 s per 100,000 spans. A run without marks is not read; one with them still is."""
+    marked, _, _ = native_run(store, rt)
+    plain = rt.start_run(rt.create_agent(rt.create_session(rt.create_task(rt.create_project("q"), "t"), "s"),
+                                         "writer", "m"), "write the docs")
+    rt.finish_span(rt.start_span(plain, "agent", "writer"))
+    (tmp_path / "marked.json").write_text(exported(store, marked))
+    (tmp_path / "plain.json").write_text(exported(store, plain))
+    asked: list[str] = []
+    found = marks_otel._found
+
+    def recorded(s: Store, runs: list[str]) -> dict[str, list[tuple[str, str, dict[str, Any]]]]:
+        asked.extend(runs)
+        return found(s, runs)
+
+    monkeypatch.setattr(marks_otel, "_found", recorded)
+    fresh = open_store(str(prebuilt(tmp_path / "fresh.sqlite")))
+    try:
+        result = import_files(fresh, [tmp_path / "plain.json", tmp_path / "marked.json"], helper=False)
+        assert len(result.report.run_ids) == 2
+        assert (result.marks.notes, result.marks.labels) == (2, 4)
+        assert shape(fresh) == shape(store)
+        assert asked == [run for run in result.report.run_ids if run != only_run_named(fresh, "write the docs")]
+    finally:
+        fresh.close()
+
+
+def only_run_named(store: Store, title: str) -> str:
+    with store.reading() as s:
+        return str(s.execute(text("SELECT id FROM runs WHERE title = :t"), {"t": title}).scalar_one())
 
 
 NOTE_TEXT = st.text(min_size=1, max_size=200).filter(lambda t: t.strip() != "" and "\x00" not in t).filter(
