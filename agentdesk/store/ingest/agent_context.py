@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, func, insert, select
 
 from agentdesk.store.ingest import messages as msgs
-from agentdesk.store.ingest.prepare import AGENT_KEY, EXTRA_KEYS, digest, item_id
+from agentdesk.store.ingest.prepare import AGENT_KEY, EXTRA_KEYS, ORPHAN_KEY, digest, item_id
 from agentdesk.store.ingest.semconv import classify
 from agentdesk.store.ingest.skeleton import json_field
 from agentdesk.store.ingest.spans import OtelSpan, split_span_row_id
@@ -47,12 +47,26 @@ _mapped: OrderedDict[tuple[str, int, int], list[tuple[str, str, str]]] = Ordered
 
 
 def _key(row_id: str, attributes: str) -> tuple[str, int, int]:
-    """The call's identity for the cache: its attributes without the agent it is filed under (what moves)."""
-    at = attributes.find(f'"{AGENT_KEY}": "')
-    if at >= 0:
-        end = attributes.find('"', at + len(AGENT_KEY) + 5)
-        attributes = attributes[:at] + attributes[end + 1:]
+    """The call's identity for the cache: its attributes without what the writer changes while it waits and
+    moves (the agent it is filed under, the orphan marker placing removes). One entry for an orphan before
+    and after it is placed: two were an LRU entry too many per call (a 20,000-span trace's rebuilds then
+    missed on half their calls)."""
+    attributes = _without(_without(attributes, AGENT_KEY), ORPHAN_KEY)
     return row_id, len(attributes), hash(attributes)
+
+
+def _without(attributes: str, key: str) -> str:
+    """`attributes` (JSON written by `PLAIN`: `add_keys` appends the writer's keys) without `key` and its string
+    value, nor the separator beside it; unchanged when `key` is not there."""
+    at = attributes.find(f'"{key}": "')
+    if at < 0:
+        return attributes
+    end = attributes.find('"', at + len(key) + 5) + 1
+    if attributes[at - 2:at] == ", ":
+        at -= 2
+    elif attributes[end:end + 2] == ", ":
+        end += 2
+    return attributes[:at] + attributes[end:]
 
 
 def remember(row_id: str, attributes: str, messages: Sequence[tuple[str, str, str]]) -> None:

@@ -159,16 +159,20 @@ class LateParentCorrection(AgentPlacement):
         losing: dict[str, list[str]] = {}
         """Agent -> its calls that move to another agent."""
         for st in self._skeleton:
-            row_id = span_row_id(trace, st.span_id)
             if st.kind in ("agent", "sub_agent"):
                 nested = st.parent_id is not None and self._enclosing_agent(st.parent_id) is not None
                 wanted = "sub_agent" if nested else "agent"
                 if wanted != st.kind:
-                    kinds.append({"sid": row_id, "was": st.kind, "now": wanted})
+                    kinds.append({"sid": span_row_id(trace, st.span_id), "was": st.kind, "now": wanted})
+            elif not st.model and st.kind != "model":
+                # nothing below depends on its agent (a tool span, say: most of a trace). Skipping the walk
+                # changes nothing else: `prepare` derived every agent span's agent, in start order, before this
+                continue
             agent = self._enclosing_agent(st.span_id) or self.run_agent
             if st.model:
                 self._note_model(agent, st.start_ns, st.model)
             if st.kind == "model" and agent != st.agent:
+                row_id = span_row_id(trace, st.span_id)
                 keyed[row_id] = agent
                 self._rebuild.add(agent)
                 if st.agent:
