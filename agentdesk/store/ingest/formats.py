@@ -12,11 +12,13 @@ is a `BadRecord` naming the file and the line, byte or record.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
+import mmap
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -35,6 +37,7 @@ from agentdesk.store.ingest.decode import (
     span_from_json,
     spans_from_proto,
 )
+from agentdesk.store.ingest.json_spans import SpanChunk, chunks, cut_strings, plan
 from agentdesk.store.ingest.logs import (
     RESOURCE_LOGS_KEYS,
     LogBatch,
@@ -43,7 +46,7 @@ from agentdesk.store.ingest.logs import (
     logs_from_resource_json,
 )
 from agentdesk.store.ingest.spans import BadRecord, NotOtlp, OtelSpan
-from agentdesk.store.text.jsonsafe import SURROGATE_ESCAPE, lone_surrogate_in, truncated
+from agentdesk.store.text.jsonsafe import SURROGATE_ESCAPE, lone_surrogate_in
 from agentdesk.store.validation import special_kind
 
 MAX_RECORD_BYTES = 64 * 1024 * 1024
@@ -66,40 +69,6 @@ class ImportLimits:
 
     max_string_chars: int = MAX_STRING_CHARS
     max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES
-
-
-def cut_strings(value: Any, limit: int) -> tuple[Any, int]:
-    """`value` with every string (and key) longer than `limit` cut to it, followed by a marker saying how long
-    the whole was; and how many were cut. Iterative: any nesting."""
-    if isinstance(value, str):
-        return (truncated(value, limit), 1) if len(value) > limit else (value, 0)
-    cut = 0
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            for key in list(node):
-                item = node[key]
-                if isinstance(key, str) and len(key) > limit:
-                    del node[key]
-                    key = truncated(key, limit)
-                    node[key] = item
-                    cut += 1
-                if isinstance(item, str):
-                    if len(item) > limit:
-                        node[key] = truncated(item, limit)
-                        cut += 1
-                elif isinstance(item, dict | list):
-                    stack.append(item)
-        elif isinstance(node, list):
-            for n, item in enumerate(node):
-                if isinstance(item, str):
-                    if len(item) > limit:
-                        node[n] = truncated(item, limit)
-                        cut += 1
-                elif isinstance(item, dict | list):
-                    stack.append(item)
-    return value, cut
 
 
 def _cut_span(span: OtelSpan, limit: int) -> int:
@@ -145,6 +114,12 @@ class Record:
     spans: list[OtelSpan]
     document: int
     """Which top-level document (JSON document or line, proto message or record) the spans came from."""
+    chunk: SpanChunk | None = None
+    """Spans still as JSON bytes (`json_spans`): the helper decodes them; `spans` is then empty."""
+
+    @property
+    def count(self) -> int:
+        return len(self.chunk.spans) if self.chunk is not None else len(self.spans)
 
 
 class TraceFile:
@@ -176,15 +151,29 @@ class TraceFile:
         self.current_traces: set[str] = set()
         """Traces with spans decoded from the current document (yielded or not): what an error taints."""
         self._last_size = 0
+        self._mapped: mmap.mmap | None = None
+        """The file mapped for `json_spans` (a plain JSON document), and how many of its bytes its chunks have
+        covered (in proportion to their spans: the progress bar's position)."""
+        self._mapped_done = 0
+        self.decoded_later = False
+        """Its spans are handed on as JSON bytes (`Record.chunk`): `current_traces` is for the importer to fill
+        as they are mapped (the file is one document)."""
 
     @property
     def position(self) -> int:
         """Bytes of the file read so far (of the compressed file when gzipped)."""
-        return self._raw.tell()
+        return self._mapped_done or self._raw.tell()
 
     def close(self) -> None:
+        self._unmap()
         self._stream.close()
         self._raw.close()
+
+    def _unmap(self) -> None:
+        if self._mapped is not None:
+            with contextlib.suppress(BufferError):  # a chunk still refers to it (cancelled): closed once collected
+                self._mapped.close()
+            self._mapped = None
 
     def _detect(self) -> str:
         try:
@@ -221,9 +210,35 @@ class TraceFile:
 
     # -- JSON: one document, or JSON Lines (a document per line), both streamed -------------------
     def _json(self) -> Iterator[Record]:
+        if not self.compressed and (yield from self._json_spans()):
+            return
         reader = _JsonDocument(self)
         yield from reader.records()
         self.format = "jsonl" if reader.documents > 1 else "json"
+
+    def _json_spans(self) -> Generator[Record, None, bool]:
+        """One plain JSON document through `json_spans` (its spans decoded by the helper too): True once read;
+        False, having read nothing, where the walker must read it."""
+        try:
+            self._mapped = mmap.mmap(self._raw.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return False
+        limit = self.limits.max_string_chars
+        found = plan(self._mapped, limit)
+        if found is None:
+            self._unmap()
+            return False
+        self.document, self.decoded_later = 1, True
+        self.strings_cut += found.strings_cut
+        done = 0
+        for chunk in chunks(found, limit, str(self.path)):
+            done += len(chunk.spans)
+            self._mapped_done = self.size * done // max(found.spans, 1)
+            yield Record(f"{self.path}, spans up to {done:,}", [], 1, chunk)
+        del found
+        self._unmap()
+        self._mapped_done = self.size
+        return True
 
     # -- protobuf ------------------------------------------------------------------------------
     def _proto(self) -> Iterator[Record]:

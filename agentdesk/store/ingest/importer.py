@@ -248,6 +248,14 @@ class _Staging:
             self.spill.close()
 
 
+def _stage(spill: _Staging, trace_file: TraceFile, ready: list[Prepared]) -> None:
+    """Stage mapped spans (decoded as they were mapped: their traces are the document's, which a bad record
+    after them drops)."""
+    if trace_file.decoded_later:
+        trace_file.current_traces.update(span.trace_id for span in ready)
+    spill.add(ready)
+
+
 def import_files(store: Store, paths: Sequence[Path], *, default_project: str | None = None,
                  progress: ProgressFn | None = None, cancel: threading.Event | None = None,
                  actor: str = IMPORT_ACTOR, helper: bool = True, limits: ImportLimits | None = None) -> ImportResult:
@@ -281,9 +289,9 @@ def _import(store: Store, paths: Sequence[Path], default_project: str | None, pr
                 trace_file = TraceFile(path, limits)
                 try:
                     for record in trace_file.records():
-                        decoded += len(record.spans)
-                        for ready in preparer.put(record.spans):
-                            spill.add(ready)
+                        decoded += record.count
+                        for ready in preparer.put(record.chunk or record.spans):
+                            _stage(spill, trace_file, ready)
                         if progress is not None:
                             progress(ImportProgress("reading", done_bytes + trace_file.position, total_bytes,
                                                     decoded, 0, 0, 0, 0))
@@ -292,11 +300,14 @@ def _import(store: Store, paths: Sequence[Path], default_project: str | None, pr
                             break
                     if not result.cancelled:
                         for ready in preparer.drain():
-                            spill.add(ready)
+                            _stage(spill, trace_file, ready)
                     result.formats.append(trace_file.format)
                 except BadRecord:
-                    for ready in preparer.drain():  # the records before the bad one
-                        spill.add(ready)
+                    try:
+                        for ready in preparer.drain():  # the records before the bad one
+                            _stage(spill, trace_file, ready)
+                    except BadRecord:  # the bad one itself, in the helper's queue (`json_spans`)
+                        pass
                     spill.drop(trace_file.current_traces)  # no trace the bad document touched is published
                     raise
                 finally:
@@ -312,6 +323,8 @@ def _import(store: Store, paths: Sequence[Path], default_project: str | None, pr
             result.error = exc
         finally:
             preparer.close()
+            result.skipped.update(preparer.skipped)
+            result.strings_cut += preparer.strings_cut
         result.spans_read = spill.spans
         if not result.cancelled:
             _publish(store, spill, result, default_project, progress, cancel)

@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 from agentdesk.store.ingest import messages as msgs
 from agentdesk.store.ingest import semconv
 from agentdesk.store.ingest import values as v
+from agentdesk.store.ingest.decode import Skipped
+from agentdesk.store.ingest.json_spans import SpanChunk, decode_chunk
 from agentdesk.store.ingest.messages import PLAIN, SORTED
 from agentdesk.store.ingest.prices import ESTIMATED_KEY, price_table
 from agentdesk.store.ingest.spans import OtelSpan
@@ -137,9 +139,23 @@ def prepare_all(spans: Sequence[OtelSpan]) -> list[Prepared]:
     return [prepare(s, resources) for s in spans]
 
 
-def _prepare_plain(spans: Sequence[OtelSpan]) -> list[tuple[Any, ...]]:
+Work = Sequence[OtelSpan] | SpanChunk
+"""Decoded spans, or spans still as JSON bytes (`json_spans`: decoded where they are mapped)."""
+Mapped = tuple[list[Prepared], Skipped, int]
+"""The spans mapped, and (for a `SpanChunk`) those skipped while decoding by reason, and the strings cut."""
+
+
+def prepare_work(work: Work) -> Mapped:
+    if isinstance(work, SpanChunk):
+        spans, skipped, cut = decode_chunk(work)
+        return prepare_all(spans), skipped, cut
+    return prepare_all(work), Skipped(), 0
+
+
+def _prepare_plain(work: Work) -> tuple[list[tuple[Any, ...]], Skipped, int]:
     """The helper process's task: plain tuples pickle faster than named ones."""
-    return [tuple(p) for p in prepare_all(spans)]
+    prepared, skipped, cut = prepare_work(work)
+    return [tuple(p) for p in prepared], skipped, cut
 
 
 def add_keys(attributes: str, keys: dict[str, Any]) -> str:
@@ -174,12 +190,17 @@ def helper_pool() -> ProcessPoolExecutor | None:
         return None
 
 
-class _Slot:
-    __slots__ = ("future", "result", "spans")
+HELPER_SWITCH_S = 0.0005
+"""The interpreter's thread switch interval while a helper works (the default is 5 ms): process-wide, restored
+by `Preparer.close`."""
 
-    def __init__(self, spans: Sequence[OtelSpan], future: Future[list[tuple[Any, ...]]] | None,
-                 result: list[Prepared] | None) -> None:
-        self.spans, self.future, self.result = spans, future, result
+
+class _Slot:
+    __slots__ = ("future", "result", "work")
+
+    def __init__(self, work: Work, future: Future[tuple[list[tuple[Any, ...]], Skipped, int]] | None,
+                 result: Mapped | None) -> None:
+        self.work, self.future, self.result = work, future, result
 
     def ready(self) -> bool:
         return self.result is not None or (self.future is not None and self.future.done())
@@ -193,6 +214,8 @@ class Preparer:
     chunk itself instead of waiting. So both cores work, neither waits on the other,
     and at most `window` chunks are in flight (memory stays bounded). Results come out
     in input order. If the helper fails, its chunks are mapped here: nothing is lost.
+    A chunk may be spans still as JSON bytes (`SpanChunk`): then whoever maps it decodes it
+    too, and `skipped` and `strings_cut` count what its decoding left out or cut.
     """
 
     def __init__(self, *, helper: bool = True, window: int = 3) -> None:
@@ -201,19 +224,26 @@ class Preparer:
         self._pool = helper_pool() if helper else None
         self.helped = 0
         """Chunks the helper mapped (the rest were mapped in this process)."""
+        self.skipped = Skipped()
+        self.strings_cut = 0
+        self._switch_s = sys.getswitchinterval()
+        if self._pool is not None:
+            # The executor's threads hand chunks over and take results back only when they get the GIL, which
+            # this thread holds while it maps: at the default 5 ms the helper sat idle for half the import.
+            sys.setswitchinterval(HELPER_SWITCH_S)
 
-    def put(self, spans: Sequence[OtelSpan]) -> Iterator[list[Prepared]]:
+    def put(self, work: Work) -> Iterator[list[Prepared]]:
         """Hand in one chunk; yields every chunk (this one or earlier ones) now ready, in order."""
         yield from self._ready(block=False)
         in_flight = sum(1 for s in self._slots if s.future is not None)
         if self._pool is not None and in_flight < self.window:
             try:
-                self._slots.append(_Slot(spans, self._pool.submit(_prepare_plain, spans), None))
+                self._slots.append(_Slot(work, self._pool.submit(_prepare_plain, work), None))
             except RuntimeError:  # the pool broke or was shut down
                 self._pool = None
-                self._slots.append(_Slot(spans, None, prepare_all(spans)))
+                self._slots.append(_Slot(work, None, prepare_work(work)))
         else:
-            self._slots.append(_Slot(spans, None, prepare_all(spans)))
+            self._slots.append(_Slot(work, None, prepare_work(work)))
         yield from self._ready(block=False)
 
     def drain(self) -> Iterator[list[Prepared]]:
@@ -223,18 +253,20 @@ class Preparer:
     def _ready(self, *, block: bool) -> Iterator[list[Prepared]]:
         while self._slots and (block or self._slots[0].ready()):
             slot = self._slots.popleft()
-            if slot.result is not None:
-                yield slot.result
-                continue
-            assert slot.future is not None
-            try:
-                plain = slot.future.result()
-            except Exception:  # the helper died (killed, out of memory): map its chunk here
-                self._pool = None
-                yield prepare_all(slot.spans)
-                continue
-            self.helped += 1
-            yield list(map(Prepared._make, plain))
+            if slot.result is None:
+                assert slot.future is not None
+                try:
+                    plain, skipped, cut = slot.future.result()
+                except Exception:  # the helper died (killed, out of memory), or the chunk is bad: mapped here
+                    self._pool = None  # (a bad chunk raises its `BadRecord` here, in order)
+                    slot.result = prepare_work(slot.work)
+                else:
+                    self.helped += 1
+                    slot.result = list(map(Prepared._make, plain)), skipped, cut
+            prepared, skipped, cut = slot.result
+            self.skipped.update(skipped)
+            self.strings_cut += cut
+            yield prepared
 
     def close(self) -> None:
         """Stop the helper; chunks still in flight are dropped (the caller is cancelling or done)."""
@@ -242,3 +274,4 @@ class Preparer:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+        sys.setswitchinterval(self._switch_s)
