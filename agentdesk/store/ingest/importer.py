@@ -280,7 +280,7 @@ def _import(store: Store, paths: Sequence[Path], default_project: str | None, pr
             limits: ImportLimits) -> ImportResult:
     total_bytes = sum(p.stat().st_size for p in paths)
     spill = _Staging(MEMORY_SPANS)
-    preparer = Preparer(helper=helper)
+    preparer = Preparer(helper=helper, pack=not store.is_postgres)
     result = ImportResult(IngestReport(), [str(p) for p in paths], 0, 0.0, limits=limits)
     done_bytes = decoded = 0
     try:

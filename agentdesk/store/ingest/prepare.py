@@ -30,6 +30,7 @@ from agentdesk.store.ingest.json_spans import SpanChunk, decode_chunk
 from agentdesk.store.ingest.messages import PLAIN, SORTED
 from agentdesk.store.ingest.prices import ESTIMATED_KEY, price_table
 from agentdesk.store.ingest.spans import OtelSpan
+from agentdesk.store.persistence.deflate import pack_head
 
 ORPHAN_KEY = "agentdesk.orphan"
 AGENT_KEY = "agentdesk.agent"
@@ -85,10 +86,14 @@ class Prepared(NamedTuple):
     """(role, rendered content, context-item kind) of a model call's input messages, then its output."""
     inputs: int
     """How many of `messages` are input (what the model saw)."""
+    packed: tuple[bytes, int] | None = None
+    """`attributes` but its closing brace, already deflated for a SQLite store (`deflate.pack_head`): the writer
+    deflates only the keys it adds (`deflate.Prepacked`). None for a short text or a PostgreSQL store."""
 
 
-def prepare(span: OtelSpan, resources: dict[int, tuple[str, str]] | None = None) -> Prepared:
-    """Map one span. `resources` caches resource JSON by object identity across a chunk."""
+def prepare(span: OtelSpan, resources: dict[int, tuple[str, str]] | None = None, *, pack: bool = False) -> Prepared:
+    """Map one span. `resources` caches resource JSON by object identity across a chunk; `pack` deflates the
+    attributes ahead for a SQLite store (`Prepared.packed`)."""
     c = semconv.classify(span)
     a = span.attributes
     key = name = None
@@ -131,12 +136,13 @@ def prepare(span: OtelSpan, resources: dict[int, tuple[str, str]] | None = None)
     return Prepared(span.trace_id, span.span_id, span.parent_id, span.name, span.start_ns, span.end_ns, c.kind,
                     c.status, c.input_tokens, c.output_tokens, c.cost_usd, c.input_text, c.output_text, c.error,
                     c.model, key, name, semconv.project_of(span), semconv.conversation_of(a), attributes,
-                    resource_key, resource_text, messages, len(c.input_messages))
+                    resource_key, resource_text, messages, len(c.input_messages),
+                    pack_head(attributes) if pack else None)
 
 
-def prepare_all(spans: Sequence[OtelSpan]) -> list[Prepared]:
+def prepare_all(spans: Sequence[OtelSpan], *, pack: bool = False) -> list[Prepared]:
     resources: dict[int, tuple[str, str]] = {}
-    return [prepare(s, resources) for s in spans]
+    return [prepare(s, resources, pack=pack) for s in spans]
 
 
 Work = Sequence[OtelSpan] | SpanChunk
@@ -145,16 +151,16 @@ Mapped = tuple[list[Prepared], Skipped, int]
 """The spans mapped, and (for a `SpanChunk`) those skipped while decoding by reason, and the strings cut."""
 
 
-def prepare_work(work: Work) -> Mapped:
+def prepare_work(work: Work, pack: bool = False) -> Mapped:
     if isinstance(work, SpanChunk):
         spans, skipped, cut = decode_chunk(work)
-        return prepare_all(spans), skipped, cut
-    return prepare_all(work), Skipped(), 0
+        return prepare_all(spans, pack=pack), skipped, cut
+    return prepare_all(work, pack=pack), Skipped(), 0
 
 
-def _prepare_plain(work: Work) -> tuple[list[tuple[Any, ...]], Skipped, int]:
+def _prepare_plain(work: Work, pack: bool) -> tuple[list[tuple[Any, ...]], Skipped, int]:
     """The helper process's task: plain tuples pickle faster than named ones."""
-    prepared, skipped, cut = prepare_work(work)
+    prepared, skipped, cut = prepare_work(work, pack)
     return [tuple(p) for p in prepared], skipped, cut
 
 
@@ -218,8 +224,10 @@ class Preparer:
     too, and `skipped` and `strings_cut` count what its decoding left out or cut.
     """
 
-    def __init__(self, *, helper: bool = True, window: int = 3) -> None:
+    def __init__(self, *, helper: bool = True, window: int = 3, pack: bool = False) -> None:
         self.window = window
+        self.pack = pack
+        """Deflate the attributes ahead (`Prepared.packed`): the store is SQLite."""
         self._slots: deque[_Slot] = deque()
         self._pool = helper_pool() if helper else None
         self.helped = 0
@@ -238,12 +246,12 @@ class Preparer:
         in_flight = sum(1 for s in self._slots if s.future is not None)
         if self._pool is not None and in_flight < self.window:
             try:
-                self._slots.append(_Slot(work, self._pool.submit(_prepare_plain, work), None))
+                self._slots.append(_Slot(work, self._pool.submit(_prepare_plain, work, self.pack), None))
             except RuntimeError:  # the pool broke or was shut down
                 self._pool = None
-                self._slots.append(_Slot(work, None, prepare_work(work)))
+                self._slots.append(_Slot(work, None, prepare_work(work, self.pack)))
         else:
-            self._slots.append(_Slot(work, None, prepare_work(work)))
+            self._slots.append(_Slot(work, None, prepare_work(work, self.pack)))
         yield from self._ready(block=False)
 
     def drain(self) -> Iterator[list[Prepared]]:
@@ -259,7 +267,7 @@ class Preparer:
                     plain, skipped, cut = slot.future.result()
                 except Exception:  # the helper died (killed, out of memory), or the chunk is bad: mapped here
                     self._pool = None  # (a bad chunk raises its `BadRecord` here, in order)
-                    slot.result = prepare_work(slot.work)
+                    slot.result = prepare_work(slot.work, self.pack)
                 else:
                     self.helped += 1
                     slot.result = list(map(Prepared._make, plain)), skipped, cut

@@ -52,6 +52,7 @@ from agentdesk.store.ingest.spans import span_row_id
 from agentdesk.store.ingest.trace_index import TraceIndex
 from agentdesk.store.ingest.trace_write import DEFAULT_PROJECT, IMPORTED_AGENT_PREFIX, filing, session_row_id
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.deflate import prepacked
 from agentdesk.store.persistence.payloads import unpack
 from agentdesk.store.text.times import NS_PER_S
 from agentdesk.store.uow import UnitOfWork
@@ -274,10 +275,11 @@ class TraceWriter(LateParentCorrection, CallContext):
             agent_context.remember(row_id, attributes, sp.messages)
             if orphan_of is not None:
                 agent_context.remember(row_id, add_keys(sp.attributes, {AGENT_KEY: own[AGENT_KEY]}), sp.messages)
+        stored = attributes if sp.packed is None else prepacked(attributes, sp.packed, len(sp.attributes) - 1)
         return ((row_id, self.run_id, parent_row, self._kind(sp),
                  sp.name if orphan_of is None else ORPHAN_PREFIX + sp.name, sp.status, sp.start_ns,
                  sp.end_ns or None, sp.input_tokens, sp.output_tokens, sp.cost_usd,
-                 attributes, sp.input_text, sp.output_text,
+                 stored, sp.input_text, sp.output_text,
                  sp.error, 1 if sp.kind == "model" and sp.inputs else None), orphan_of)
 
     def _complete(self, row_id: str, sp: Prepared) -> None:

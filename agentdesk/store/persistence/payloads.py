@@ -18,51 +18,19 @@ a function every agentdesk SQLite connection registers (`register`).
 from __future__ import annotations
 
 import sqlite3
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Dialect, Text
 from sqlalchemy.types import TypeDecorator
 
-THRESHOLD = 768
-"""Shorter values stay TEXT: deflate saves little on them, and each call costs about the same CPU whatever the
-size, so a tool call's few hundred bytes are not worth it (the OTel import bench: half the CPU of a 256-byte
-threshold for about 100 bytes a span more)."""
-DEFLATE = 0x01
-"""The marker byte of a raw deflate stream (zlib's `wbits=-15` reads any window size)."""
-LEVEL, WINDOW_BITS, MEM_LEVEL = 1, -12, 4
-"""Fastest level, a 4 KiB window and a small hash table: a span's attributes are a few KiB, and a compressor
-that allocates little starts fast (the default 32 KiB window and memLevel 8 take several times longer per value
-here; level 6 saves under 3% more)."""
+from agentdesk.store.persistence.deflate import DEFLATE, THRESHOLD, pack, unpack
+
+__all__ = ["DEFLATE", "PACKED", "SQL_TEXT", "THRESHOLD", "PackedText", "pack", "pack_rows", "register", "sql_text",
+           "unpack"]
+
 SQL_TEXT = "agentdesk_text"
 """The SQLite function that reads a stored payload as text: `agentdesk_text(spans.attributes)`."""
-
-
-def pack(text: str | None) -> str | bytes | None:
-    """What to store on SQLite for `text`: itself, or the marker and its deflate stream when that is smaller."""
-    if text is None or len(text) < THRESHOLD:
-        return text
-    raw = text.encode("utf-8", "surrogatepass")
-    packer = zlib.compressobj(LEVEL, zlib.DEFLATED, WINDOW_BITS, MEM_LEVEL)
-    body = packer.compress(raw) + packer.flush()
-    return bytes((DEFLATE,)) + body if len(body) + 1 < len(raw) else text
-
-
-def unpack(value: Any) -> Any:
-    """The text of a stored payload: TEXT (and anything not bytes) as it is, a marked BLOB decompressed.
-
-    A BLOB without a marker this version knows (another program wrote bytes there) reads as lenient UTF-8,
-    as TEXT that is not UTF-8 does (`sqlite.lenient_text`)."""
-    if not isinstance(value, bytes | bytearray | memoryview):
-        return value
-    data = bytes(value)
-    if data[:1] == bytes((DEFLATE,)):
-        try:
-            return zlib.decompress(data[1:], -15).decode("utf-8", "surrogatepass")
-        except (zlib.error, UnicodeDecodeError):
-            pass
-    return data.decode("utf-8", "replace")
 
 
 PACKED = frozenset({("spans", "attributes")})

@@ -12,6 +12,7 @@ import base64
 import json
 import sqlite3
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 from agentdesk.store.ingest.importer import import_files
 from agentdesk.store.persistence.database import open_store
+from agentdesk.store.persistence.deflate import unpack
 from agentdesk.store.server.receiver import ReceiverConfig, ReceiverThread
 from tests.conftest import prebuilt
 from tests.store.server.conftest import post
@@ -45,10 +47,16 @@ def rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
         for t in TABLES:
             columns = [c[1] for c in conn.execute(f'PRAGMA table_info("{t}")') if c[1] != "revision"
                        and (t, c[1]) not in (("agents", "created_at"), ("agents", "context_revision"))]
-            out[t] = sorted(conn.execute(f'SELECT {", ".join(columns)} FROM "{t}"').fetchall(), key=repr)
+            out[t] = sorted(as_text(conn.execute(f'SELECT {", ".join(columns)} FROM "{t}"')), key=repr)
         return out
     finally:
         conn.close()
+
+
+def as_text(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows with their compressed payloads as text: the stored bytes depend on where the text was deflated (the
+    import's helper deflates a span's attributes ahead, `deflate.Prepacked`), the text does not."""
+    return [tuple(unpack(value) for value in row) for row in rows]
 
 
 def any_value(value: Any) -> dict[str, Any]:
@@ -250,7 +258,7 @@ def ordered_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
         for t in ORDER_TABLES:
             columns = [c[1] for c in conn.execute(f'PRAGMA table_info("{t}")') if c[1] != "revision"
                        and (t, c[1]) not in {*STAMPED, ("agents", "created_at"), ("agents", "context_revision")}]
-            out[t] = sorted(conn.execute(f'SELECT {", ".join(columns)} FROM "{t}"').fetchall(), key=repr)
+            out[t] = sorted(as_text(conn.execute(f'SELECT {", ".join(columns)} FROM "{t}"')), key=repr)
         return out
     finally:
         conn.close()

@@ -135,3 +135,38 @@ def test_postgresql_stores_the_text_as_it_is(backend: str, store: Store) -> None
     assert kinds == {"text"}
     assert all(json.loads(a) for a in raw.values())
     assert search_run(NativeSource(store), _run(store), 'gen_ai.input.messages:"fix the build"').span_ids
+
+
+@given(st.dictionaries(st.text(max_size=20), st.text(max_size=400), max_size=12),
+       st.dictionaries(st.text(max_size=20), st.text(max_size=60), max_size=3))
+def test_a_text_deflated_ahead_and_finished_with_the_keys_added_reads_back_whole(
+        attributes: dict[str, str], added: dict[str, str]) -> None:
+    """The import's helper deflates a span's attributes but the closing brace (`pack_head`); the writer adds its
+    keys (`add_keys`) and deflates only those (`Prepacked`): the stored value reads back as the whole text (stored
+    as plain text where deflating would not make it smaller, as `pack` decides for any text)."""
+    from agentdesk.store.ingest.messages import PLAIN
+    from agentdesk.store.ingest.prepare import add_keys
+    from agentdesk.store.persistence import deflate
+
+    before = PLAIN.encode(attributes)
+    after = add_keys(before, added) if added else before
+    head = deflate.pack_head(before)
+    if head is None:
+        assert len(before) < deflate.THRESHOLD
+        return
+    stored = payloads.pack(deflate.prepacked(after, head, len(before) - 1))
+    assert payloads.unpack(stored) == after
+    if isinstance(stored, str):
+        assert type(stored) is str  # not the subclass: nothing downstream keeps the deflated head
+
+
+def test_a_long_repetitive_text_deflated_ahead_is_stored_compressed() -> None:
+    from agentdesk.store.ingest.prepare import add_keys
+    from agentdesk.store.persistence import deflate
+
+    head = deflate.pack_head(HISTORY)
+    assert head is not None
+    after = add_keys(HISTORY, {"agentdesk.agent": "ag_1"})
+    stored = payloads.pack(deflate.prepacked(after, head, len(HISTORY) - 1))
+    assert isinstance(stored, bytes) and stored[0] == payloads.DEFLATE and len(stored) < len(after) // 2
+    assert payloads.unpack(stored) == after
