@@ -186,21 +186,22 @@ def cut_strings(value: Any, limit: int) -> tuple[Any, int]:
                     key = truncated(key, limit)
                     node[key] = item
                     cut += 1
-                if isinstance(item, str):
-                    if len(item) > limit:
-                        node[key] = truncated(item, limit)
-                        cut += 1
-                elif isinstance(item, dict | list):
-                    stack.append(item)
+                cut += _cut_item(node, key, item, limit, stack)
         elif isinstance(node, list):
             for n, item in enumerate(node):
-                if isinstance(item, str):
-                    if len(item) > limit:
-                        node[n] = truncated(item, limit)
-                        cut += 1
-                elif isinstance(item, dict | list):
-                    stack.append(item)
+                cut += _cut_item(node, n, item, limit, stack)
     return value, cut
+
+
+def _cut_item(node: Any, slot: Any, item: Any, limit: int, stack: list[Any]) -> int:
+    """Cut `item` (`node[slot]`) if it is a long string (1), or queue it if it holds more (0)."""
+    if isinstance(item, str):
+        if len(item) > limit:
+            node[slot] = truncated(item, limit)
+            return 1
+    elif isinstance(item, dict | list):
+        stack.append(item)
+    return 0
 
 
 def _value(raw: msgspec.Raw, limit: int) -> tuple[Any, int]:
