@@ -37,7 +37,7 @@ from agentdesk.store.ingest.decode import (
     span_from_json,
     spans_from_proto,
 )
-from agentdesk.store.ingest.json_spans import SpanChunk, chunks, cut_strings, plan
+from agentdesk.store.ingest.json_spans import SpanChunk, chunks, cut_strings, plan_file
 from agentdesk.store.ingest.logs import (
     RESOURCE_LOGS_KEYS,
     LogBatch,
@@ -217,25 +217,28 @@ class TraceFile:
         self.format = "jsonl" if reader.documents > 1 else "json"
 
     def _json_spans(self) -> Generator[Record, None, bool]:
-        """One plain JSON document through `json_spans` (its spans decoded by the helper too): True once read;
-        False, having read nothing, where the walker must read it."""
+        """A plain JSON document or JSON Lines file through `json_spans` (the spans decoded by the helper too):
+        True once read; False, having read nothing, where the walker must read it."""
         try:
             self._mapped = mmap.mmap(self._raw.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError):
             return False
         limit = self.limits.max_string_chars
-        found = plan(self._mapped, limit)
+        found = plan_file(self._mapped, limit)
         if found is None:
             self._unmap()
             return False
-        self.document, self.decoded_later = 1, True
-        self.strings_cut += found.strings_cut
-        done = 0
-        for chunk in chunks(found, limit, str(self.path)):
-            done += len(chunk.spans)
-            self._mapped_done = self.size * done // max(found.spans, 1)
-            yield Record(f"{self.path}, spans up to {done:,}", [], 1, chunk)
-        del found
+        self.decoded_later = True
+        self.strings_cut += sum(one.strings_cut for _, one in found)
+        total, done = max(sum(one.spans for _, one in found), 1), 0
+        for document, (line, one) in enumerate(found, 1):
+            self.document = document
+            for chunk in chunks(one, limit, f"{self.path}, line {line}"):
+                done += len(chunk.spans)
+                self._mapped_done = self.size * done // total
+                yield Record(f"{self.path}, line {line}", [], document, chunk)
+        self.format = "jsonl" if len(found) > 1 else "json"
+        del found, one
         self._unmap()
         self._mapped_done = self.size
         return True

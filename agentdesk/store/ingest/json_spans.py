@@ -8,16 +8,18 @@ nothing to pickle; the helper decodes and maps them (`decode_chunk`, then `prepa
 only slices bytes and stages results, and the two processes share the decoding as well as the mapping.
 
 It takes only what it reads exactly as the walker would; anything else is left to the walker, which reads it
-as before (a `None` from `plan`, before any span is handed on):
+as before (a `None` from `plan` or `plan_file`, before any span is handed on):
 - a string limit of at least `SHORTEST_LIMIT` characters;
-- one document (not JSON Lines), uncompressed, UTF-8 throughout (checked: msgspec does not look inside the
-  strings it skips), with only the current camelCase keys above the spans (`resourceSpans`, `resource`,
-  `scopeSpans`, `scope`, `spans`, `schemaUrl`), a resource before its scopes and a scope before its spans (the
-  walker reads in order: a resource after its scopes applies to none of them);
-- no key repeated above the spans (msgspec keeps the last of repeated keys where the walker reads each): the
-  document must name the span start key (`startTimeUnixNano`) exactly once per span found, and `resource` and
-  `scope` once each where they were found, or it is left to the walker (so is a span without a start, which
-  is skipped anyway);
+- one document, or JSON Lines (each line one document: `plan_file`), uncompressed, UTF-8 throughout (checked:
+  msgspec does not look inside the strings it skips);
+- only the current camelCase keys above the spans (`resourceSpans`, `resource`, `scopeSpans`, `scope`, `spans`,
+  `schemaUrl`), a resource before its scopes and a scope before its spans (the walker reads in order: a
+  resource after its scopes applies to none of them);
+- no key repeated above the spans (msgspec keeps the last of repeated keys where the walker reads each): a
+  document must name those keys and each span's start exactly where the structure read has them, in that
+  order (`_KEYS`), so a repeat, or a string value spelling one of them, leaves the file to the walker. One
+  repeat goes unseen: a key spelled with an escape (`"\\u0072esource"`) after its sibling; the last one wins
+  there, as in the receiver's `json.loads`, and no span is lost either way;
 - msgspec refuses what the walker refuses too (invalid JSON, lone UTF-16 surrogates, nesting past its depth),
   and `NaN`, which the walker's decoder takes: all of those are the walker's to read or to report.
 
@@ -48,6 +50,7 @@ _KEYS = re.compile(rb'"(resourceSpans|resource|scopeSpans|scope|spans|startTimeU
 in that order, or the walker reads it (a repeated key, or one after the sibling it should precede, shows here)."""
 _STARTS = frozenset({b"startTimeUnixNano", b"start_time_unix_nano"})
 _START = b"start"
+_BLANK = re.compile(rb"[ \t\r\n]*")
 _UTF8_STEP = 1 << 22
 SHORTEST_LIMIT = 64
 """Under this string limit the walker would cut the keys above the spans too (`resourceSpans` is 13 characters):
@@ -95,7 +98,7 @@ class Plan(NamedTuple):
     """Strings cut in the resources (the spans' own are counted as they are decoded)."""
 
 
-def plan(data: mmap.mmap | bytes, limit: int) -> Plan | None:
+def plan(data: mmap.mmap | bytes | memoryview, limit: int) -> Plan | None:
     """The document's spans, or None when the walker must read it (see the module's list)."""
     if limit < SHORTEST_LIMIT:
         return None
@@ -133,6 +136,28 @@ def plan(data: mmap.mmap | bytes, limit: int) -> Plan | None:
     if named != keys or not _utf8(data):
         return None
     return Plan(groups, sum(len(g[0]) for g in groups), cut)
+
+
+def plan_file(data: mmap.mmap | bytes, limit: int) -> list[tuple[int, Plan]] | None:
+    """(line, plan) of each document: the file as one document, else as JSON Lines (a document per line, blank
+    lines skipped); None when the walker must read it (a document over several lines beside another, two on one
+    line, or anything `plan` leaves to it)."""
+    whole = plan(data, limit)
+    if whole is not None:
+        return [(1, whole)]
+    view = memoryview(data)  # not released: the plans' spans are slices of it (the file is unmapped after them)
+    found: list[tuple[int, Plan]] = []
+    start, line = 0, 1
+    while start < len(view):
+        end = data.find(b"\n", start)
+        end = len(view) if end < 0 else end
+        if not _BLANK.fullmatch(view[start:end]):
+            one = plan(view[start:end], limit)
+            if one is None:
+                return None
+            found.append((line, one))
+        start, line = end + 1, line + 1
+    return found if len(found) > 1 else None
 
 
 def chunks(found: Plan, limit: int, where: str) -> Iterator[SpanChunk]:
@@ -210,7 +235,7 @@ def _value(raw: msgspec.Raw, limit: int) -> tuple[Any, int]:
     return cut_strings(value, limit) if len(raw) > limit else (value, 0)
 
 
-def _utf8(data: mmap.mmap | bytes) -> bool:
+def _utf8(data: mmap.mmap | bytes | memoryview) -> bool:
     """Whether all of `data` is UTF-8 (the walker decodes it strictly; msgspec does not look inside what it skips)."""
     check = codecs.getincrementaldecoder("utf-8")()
     view = memoryview(data)

@@ -25,7 +25,7 @@ def read(path: Path, limits: ImportLimits, *, walker: bool,
     """Every span of the file as the importer gets it, what was skipped and cut, and whether `json_spans` read it."""
     with monkeypatch.context() as patch:
         if walker:
-            patch.setattr(formats, "plan", lambda *_: None)
+            patch.setattr(formats, "plan_file", lambda *_: None)
         trace_file = TraceFile(path, limits)
         spans: list[OtelSpan] = []
         skipped, cut, fast = Skipped(), 0, False
@@ -127,6 +127,22 @@ def test_it_reads_any_document_as_the_walker_does(tmp_path: Path, monkeypatch: p
     assert both(path, monkeypatch, ImportLimits(max_string_chars=limit))
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(docs=st.lists(documents(), min_size=2, max_size=4), ending=st.sampled_from(["\n", "\r\n", "\n\n  \n"]),
+       last=st.sampled_from(["", "\n", "\n \n"]))
+def test_it_reads_json_lines_as_the_walker_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                docs: list[dict[str, Any]], ending: str, last: str) -> None:
+    """A document per line (blank lines and CRLF between them too), as the OTel file exporter writes."""
+    path = tmp_path / "spans.jsonl"
+    path.write_bytes((ending.join(json.dumps(d) for d in docs) + last).encode())
+    assert both(path, monkeypatch)
+    trace_file = TraceFile(path)
+    try:
+        assert sum(1 for _ in trace_file.records()) >= 0 and trace_file.format == "jsonl"
+    finally:
+        trace_file.close()
+
+
 def test_an_sdk_trace_is_read_the_fast_way_and_imported_as_the_walker_imports_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "trace.json"
@@ -136,7 +152,7 @@ def test_an_sdk_trace_is_read_the_fast_way_and_imported_as_the_walker_imports_it
     for way in ("fast", "walker"):
         with monkeypatch.context() as patch:
             if way == "walker":
-                patch.setattr(formats, "plan", lambda *_: None)
+                patch.setattr(formats, "plan_file", lambda *_: None)
             store = open_store(str(tmp_path / f"{way}.sqlite"))
             try:
                 result = import_files(store, [path], helper=way == "fast")
@@ -175,7 +191,10 @@ LEFT_TO_THE_WALKER = {
     "a value spelling a key": doc(spans=SPAN.replace('"s"', '"scope"') % ("ab" * 16, 1)),
     "a span without a start": doc(spans='{"traceId": "%s", "spanId": "0000000000000001"}' % ("ab" * 16)),
     "NaN": doc(spans=SPAN.replace('"name": "s"', '"name": "s", "x": NaN') % ("ab" * 16, 1)),
-    "JSON Lines": doc() + b"\n" + doc(spans=SPAN % ("cd" * 16, 2)),
+    "two documents on one line": doc() + b" " + doc(spans=SPAN % ("cd" * 16, 2)),
+    "a document over several lines beside another": doc().replace(b", ", b",\n") + b"\n" + doc(),
+    "one line of JSON Lines left to the walker": doc() + b"\n" + doc(spans="").replace(b'"spans": []',
+                                                                                     b'"spans": null'),
     "a byte-order mark": b"\xef\xbb\xbf" + doc(),
     "bytes that are not UTF-8": doc(spans=SPAN.replace('"s"', '"\xff"') % ("ab" * 16, 1)).replace(
         "\xff".encode(), b"\xff"),
@@ -193,7 +212,7 @@ LEFT_TO_THE_WALKER = {
 def test_what_it_cannot_read_exactly_is_left_to_the_walker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            name: str) -> None:
     body = LEFT_TO_THE_WALKER[name]
-    assert json_spans.plan(body, 1_000_000) is None
+    assert json_spans.plan_file(body, 1_000_000) is None
     path = write(tmp_path, body)
     fast: object = None
     walker: object = None
