@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, TracesData
 
+from agentdesk.store.ingest import json_spans
 from agentdesk.store.ingest import values as v
 from agentdesk.store.ingest.decode import (
     RESOURCE_SPANS_KEYS,
@@ -219,6 +220,8 @@ class TraceFile:
     def _json_spans(self) -> Generator[Record, None, bool]:
         """A plain JSON document or JSON Lines file through `json_spans` (the spans decoded by the helper too):
         True once read; False, having read nothing, where the walker must read it."""
+        if self.size > json_spans.MAX_BYTES:
+            return False
         try:
             self._mapped = mmap.mmap(self._raw.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError):

@@ -9,7 +9,7 @@ only slices bytes and stages results, and the two processes share the decoding a
 
 It takes only what it reads exactly as the walker would; anything else is left to the walker, which reads it
 as before (a `None` from `plan` or `plan_file`, before any span is handed on):
-- a string limit of at least `SHORTEST_LIMIT` characters;
+- a file of at most `MAX_BYTES`, and a string limit of at least `SHORTEST_LIMIT` characters;
 - one document, or JSON Lines (each line one document: `plan_file`), uncompressed, UTF-8 throughout (checked:
   msgspec does not look inside the strings it skips);
 - only the current camelCase keys above the spans (`resourceSpans`, `resource`, `scopeSpans`, `scope`, `spans`,
@@ -52,6 +52,9 @@ _STARTS = frozenset({b"startTimeUnixNano", b"start_time_unix_nano"})
 _START = b"start"
 _BLANK = re.compile(rb"[ \t\r\n]*")
 _UTF8_STEP = 1 << 22
+MAX_BYTES = 2 * 1024**3
+"""Larger files are the walker's, whose memory is one span whatever the size: here every span found is kept as a
+small object until its chunk is handed on (~50 MB per million spans, about 1.5 GB of OTLP/JSON)."""
 SHORTEST_LIMIT = 64
 """Under this string limit the walker would cut the keys above the spans too (`resourceSpans` is 13 characters):
 such a limit is the walker's to apply."""

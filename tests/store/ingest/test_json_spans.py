@@ -253,3 +253,11 @@ def test_long_strings_are_cut_and_counted_as_the_walker_cuts_them(tmp_path: Path
     assert both(path, monkeypatch, limit)
     (span,), _, cut, _ = read(path, limit, walker=False, monkeypatch=monkeypatch)
     assert cut == 2 and span.name == "x" * 64 + "… (truncated: 100 characters in all)"
+
+
+def test_a_file_larger_than_the_bound_is_the_walkers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walker's memory is one span whatever the file's size; the fast way keeps a small object per span."""
+    path = write(tmp_path, doc())
+    assert both(path, monkeypatch)
+    monkeypatch.setattr(json_spans, "MAX_BYTES", path.stat().st_size - 1)
+    assert not both(path, monkeypatch)
