@@ -152,6 +152,7 @@ Mapped = tuple[list[Prepared], Skipped, int]
 
 
 def prepare_work(work: Work, pack: bool = False) -> Mapped:
+    """One chunk mapped (decoded first when it is still bytes), here or in the helper: the same result."""
     if isinstance(work, SpanChunk):
         spans, skipped, cut = decode_chunk(work)
         return prepare_all(spans, pack=pack), skipped, cut
