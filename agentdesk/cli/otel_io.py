@@ -22,6 +22,7 @@ from agentdesk.store.ingest.export import FORMATS, export
 from agentdesk.store.ingest.formats import MAX_DECOMPRESSED_BYTES, MAX_STRING_CHARS, ImportLimits
 from agentdesk.store.ingest.importer import ImportProgress, check_paths, import_files
 from agentdesk.store.ingest.spans import NotOtlp
+from agentdesk.store.text.visible import plural
 
 EXIT_INVALID = 2
 T = TypeVar("T")
@@ -106,8 +107,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     if isinstance(result.error, NotOtlp) and not r.traces and not r.events_joined:
         raise CommandFailed(f"{result.error}.", EXIT_INVALID)
     rate = result.spans_read / result.seconds if result.seconds > 0 else 0.0
-    traces = f"{r.traces:,} trace{'' if r.traces == 1 else 's'}"
-    say(out.clean(f"Imported {r.spans_written:,} spans in {traces} ({r.duplicates:,} already there, "
+    say(out.clean(f"Imported {plural(r.spans_written, 'span')} in {plural(r.traces, 'trace')} "
+                  f"({r.duplicates:,} already there, "
                   f"{r.completed:,} completed, {r.orphans_pending:,} waiting for a parent) in "
                   f"{result.seconds:.1f} s ({rate:,.0f} spans/s)."))
     if r.events_joined or r.events_waiting or r.logs_unplaced:

@@ -239,6 +239,9 @@ def test_the_cli_prints_a_summary_and_exit_0(tmp_path: Path, store_path: Path) -
     assert done.returncode == 0, done.stderr
     assert "Imported 8 spans in 1 trace (" in done.stdout
     assert "spans/s" in done.stderr  # the tqdm bar
+    one = write_json(tmp_path / "one.json", otlp_json(agent_trace(service="solo")[:1]))
+    single = cli("import", str(one), store=store_path)
+    assert single.returncode == 0 and "Imported 1 span in 1 trace (" in single.stdout, single.stdout
     missing = cli("import", str(tmp_path / "nope.json"), store=store_path)
     assert missing.returncode == 2 and "is not a file" in missing.stderr
 
