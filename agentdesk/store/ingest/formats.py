@@ -116,7 +116,7 @@ class Record:
     document: int
     """Which top-level document (JSON document or line, proto message or record) the spans came from."""
     chunk: SpanChunk | None = None
-    """Spans still as JSON bytes (`json_spans`): the helper decodes them; `spans` is then empty."""
+    """Spans still as JSON bytes (`json_spans`): whoever maps them decodes them; `spans` is then empty."""
 
     @property
     def count(self) -> int:
@@ -158,7 +158,7 @@ class TraceFile:
         self._mapped_done = 0
         self.decoded_later = False
         """Its spans are handed on as JSON bytes (`Record.chunk`): `current_traces` is for the importer to fill
-        as they are mapped (the file is one document)."""
+        as they are mapped (every document of the file was checked before the first span was handed on)."""
 
     @property
     def position(self) -> int:

@@ -25,9 +25,17 @@ def pack(text: str | None) -> str | bytes | None:
     if text is None or len(text) < THRESHOLD:
         return text
     raw = text.encode("utf-8", "surrogatepass")
-    packer = zlib.compressobj(LEVEL, zlib.DEFLATED, WINDOW_BITS, MEM_LEVEL)
-    body = packer.compress(raw) + packer.flush()
-    return bytes((DEFLATE,)) + body if len(body) + 1 < len(raw) else text
+    packer = _packer()
+    return _smaller(packer.compress(raw) + packer.flush(), len(raw), text)
+
+
+def _packer() -> Any:
+    return zlib.compressobj(LEVEL, zlib.DEFLATED, WINDOW_BITS, MEM_LEVEL)
+
+
+def _smaller(body: bytes, raw_bytes: int, text: str) -> str | bytes:
+    """The marker and `body` when that is smaller than the text's `raw_bytes`, else the text itself."""
+    return bytes((DEFLATE,)) + body if len(body) + 1 < raw_bytes else text
 
 
 class Prepacked(str):
@@ -51,7 +59,7 @@ def pack_head(text: str) -> tuple[bytes, int] | None:
     if len(text) < THRESHOLD:
         return None
     raw = text[:-1].encode("utf-8", "surrogatepass")
-    packer = zlib.compressobj(LEVEL, zlib.DEFLATED, WINDOW_BITS, MEM_LEVEL)
+    packer = _packer()
     return packer.compress(raw) + packer.flush(zlib.Z_SYNC_FLUSH), len(raw)
 
 
@@ -65,9 +73,8 @@ def prepacked(text: str, head: tuple[bytes, int], covered: int) -> Prepacked:
 
 def _finish(text: Prepacked) -> str | bytes:
     tail = text[text.covered:].encode("utf-8", "surrogatepass")
-    packer = zlib.compressobj(LEVEL, zlib.DEFLATED, WINDOW_BITS, MEM_LEVEL)
-    body = text.head + packer.compress(tail) + packer.flush()
-    return bytes((DEFLATE,)) + body if len(body) + 1 < text.head_bytes + len(tail) else str(text)
+    packer = _packer()
+    return _smaller(text.head + packer.compress(tail) + packer.flush(), text.head_bytes + len(tail), str(text))
 
 
 def unpack(value: Any) -> Any:
