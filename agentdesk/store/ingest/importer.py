@@ -31,7 +31,7 @@ from pathlib import Path
 
 from agentdesk.store.errors import InvalidInput, StoreError
 from agentdesk.store.ids import new_id
-from agentdesk.store.ingest import staging
+from agentdesk.store.ingest import search_marks, staging
 from agentdesk.store.ingest.decode import Skipped
 from agentdesk.store.ingest.formats import ImportLimits, TraceFile
 from agentdesk.store.ingest.ingest import ingest_logs
@@ -407,7 +407,7 @@ def _publish(store: Store, spill: _Staging, result: ImportResult, default_projec
             # write; between traces it ends its transaction once it has held the lock for
             # IMPORT_SLICE_S, or as soon as an operator's write is waiting (a decision then waits for at
             # most the trace being written, never for the rest of the batch).
-            with UnitOfWork(store, runtime=True) as uow:
+            with UnitOfWork(store, runtime=True) as uow, search_marks.deferred(uow.session.connection()):
                 began = time.monotonic()
                 ahead = lookahead.begin(uow)
                 while n + len(reports) < len(traces):
@@ -464,7 +464,7 @@ def _write_staged(store: Store, spill: _Staging, trace: str, chunks: Callable[[s
     try:
         while piece is not None:
             waiting = False
-            with UnitOfWork(store, runtime=True) as uow:
+            with UnitOfWork(store, runtime=True) as uow, search_marks.deferred(uow.session.connection()):
                 writer.rebind(uow)
                 began = time.monotonic()
                 signalled = uow.signals_operators or waiters is not None

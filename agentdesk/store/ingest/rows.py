@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert
 
+from agentdesk.store.ingest import search_marks
 from agentdesk.store.ingest.outbox import flush, run_numbered
 from agentdesk.store.persistence import schema as sc
 from agentdesk.store.persistence.payloads import pack_rows
@@ -102,6 +103,8 @@ def insert_tuples(conn: Connection, table: str, columns: Sequence[str], rows: li
         return
     sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
     conn.exec_driver_sql(sql, pack_rows(table, columns, rows))  # large payloads compressed (payloads.py)
+    if table == sc.SpanRow.__tablename__:
+        search_marks.catch_up(conn, [row[0] for row in rows])  # when the import dropped the index's trigger
 
 
 def _copy_defaults(table: type[sc.Base], columns: Sequence[str]) -> dict[str, Any] | None:
