@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -214,3 +215,49 @@ def test_an_import_marks_every_span_and_no_reader_sees_the_trigger_gone(
     finally:
         store.close()
     assert _trigger(path) == stored
+
+
+def test_another_writer_between_the_imports_transactions_keeps_the_trigger(tmp_path: Path) -> None:
+    """A program writing spans while a large trace is imported (staged: many transactions) has every span
+    marked by the trigger, which it always finds in place."""
+    path = prebuilt(tmp_path / "store.sqlite")
+    store = open_store(str(path))
+    rt = AgentRuntime(store)
+    run = rt.start_run(rt.create_agent(rt.create_session(rt.create_task(rt.create_project("P"), "T"), "S"),
+                                       "coder", "m"), "r")
+    importing, done = threading.Event(), threading.Event()
+    during: list[str] = []
+
+    def foreign() -> None:
+        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+        try:
+            n = 0
+            while not done.is_set():
+                n += 1
+                conn.execute("INSERT INTO spans (id, run_id, kind, name, status, input_tokens, output_tokens, "
+                             "cost_usd, attributes, started_at) VALUES (?, ?, 'tool', 'x', 'ok', 0, 0, 0, '{}', 1)",
+                             (f"foreign{n}", run))
+                if importing.is_set():
+                    during.append(f"foreign{n}")
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=foreign)
+    thread.start()
+    try:
+        importing.set()
+        result = import_files(store, [big_trace(tmp_path / "big.json", spans=6_000)], helper=False)
+        importing.clear()
+    finally:
+        done.set()
+        thread.join()
+    try:
+        assert result.report.spans_written == 6_000
+        assert len(during) > 3  # the other writer did write while the import ran
+        with store.engine.connect() as conn:
+            spans = {r[0] for r in conn.exec_driver_sql("SELECT id FROM spans")}
+            dirty = {r[0] for r in conn.exec_driver_sql("SELECT span_id FROM span_search_dirty")}
+        assert set(during) <= spans and dirty == spans
+    finally:
+        store.close()
+    assert _trigger(path) is not None
