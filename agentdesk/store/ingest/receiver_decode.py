@@ -185,11 +185,12 @@ def decode_spans(body: bytes, content_type: str | None, content_encoding: str | 
 
 
 def decode_prepared(body: bytes, content_type: str | None, content_encoding: str | None,
-                    limit: int) -> tuple[list[tuple[Any, ...]], int]:
+                    limit: int, *, pack: bool = False) -> tuple[list[tuple[Any, ...]], int]:
     """Decode a request and map its spans (`prepare`): all the work that needs no store, so the
-    receiver does it in its decoding process while the writer writes. An invalid span is a 400."""
+    receiver does it in its decoding process while the writer writes. An invalid span is a 400.
+    `pack`: deflate the attributes ahead too (a SQLite store; `deflate.pack_head`)."""
     spans = decode_spans(body, content_type, content_encoding, limit)
-    return [tuple(p) for p in prepare_all(spans)], len(spans)
+    return [tuple(p) for p in prepare_all(spans, pack=pack)], len(spans)
 
 
 def decode_logs(body: bytes, content_type: str | None, content_encoding: str | None, limit: int) -> LogBatch:

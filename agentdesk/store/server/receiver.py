@@ -139,11 +139,11 @@ class ReceiverConfig:
     """Bytes acknowledged and not yet in the store before new requests get 429 + Retry-After."""
     retry_after_s: int = 1
     default_project: str | None = None
+    """Project for spans whose resource names none (no service.name, no openinference.project.name)."""
     limits: ReceiverLimits = field(default_factory=ReceiverLimits)
     """Timeouts and connection caps against slow or greedy clients (`receiver_limits`)."""
     helper: bool = True
     """Decode and map requests in a helper process (False: in threads of this process)."""
-    """Project for spans whose resource names none (no service.name, no openinference.project.name)."""
 
     def check(self) -> None:
         if is_loopback(self.host):
@@ -180,6 +180,9 @@ class Receiver:
         self._commit = GroupCommit(self.spool, self._durable)
         self._decoders = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentdesk-otlp-decode")
         self._mapper = helper_pool() if self.config.helper else None
+        self._decode_traces = functools.partial(decode_prepared, pack=not store.is_postgres)
+        """A SQLite store's span attributes are deflated where the spans are mapped (the helper process), as the
+        import's are (docs/architecture.md, "Deflated ahead"): the zlib work leaves the one writer thread."""
         self.agent_api = AgentApi(store)
         """The gate over HTTP on the same port (`/agent/v1/...`, agent tokens): store/server/agent_api.py."""
         self._runner: web.AppRunner | None = None
@@ -273,7 +276,7 @@ class Receiver:
 
     # -- one request -----------------------------------------------------------------------
     async def _traces(self, request: web.Request) -> web.StreamResponse:
-        return await self._receive(request, decode_prepared, TRACES)
+        return await self._receive(request, self._decode_traces, TRACES)
 
     async def _logs(self, request: web.Request) -> web.StreamResponse:
         """OTLP logs: GenAI events (and any log record) joined to their span, whichever arrives first."""

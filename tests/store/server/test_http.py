@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from agentdesk.store.ingest import prepare
 from agentdesk.store.ingest.spans import run_row_id, span_row_id
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import Store
@@ -153,3 +155,26 @@ def test_a_full_spool_answers_429_with_retry_after_and_loses_nothing(store: Stor
     counters = receiver.stats.snapshot()
     # refused before decoding (the spool was already full), so its spans were never counted
     assert (counters.requests, counters.spans, counters.refused_requests, counters.refused_spans) == (2, 2, 1, 0)
+
+
+def test_a_sqlite_stores_attributes_are_deflated_where_the_spans_are_mapped(
+        store: Store, start_receiver: Start, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off the writer's one thread, as the import does (`deflate.pack_head`). These receiver tests run on SQLite;
+    a PostgreSQL store keeps the text as it is (`Receiver.__init__` passes `pack` by backend)."""
+    heads: list[str] = []
+    pack_head = prepare.pack_head
+
+    def counted(text: str) -> Any:
+        heads.append(text)
+        return pack_head(text)
+
+    monkeypatch.setattr(prepare, "pack_head", counted)
+    _, url = start_receiver(helper=False)  # mapped in this process's threads, where the count can be seen
+    history = json.dumps([{"role": "user", "parts": [{"type": "text", "content": f"step {n} of the plan"}]}
+                          for n in range(60)])
+    model = span_json(T1, ROOT, name="chat gpt-5", attributes={"gen_ai.operation.name": "chat",
+                                                               "gen_ai.input.messages": history})
+    assert post(url, json.dumps(document(model)).encode()).status == 200
+    assert len(heads) == 1
+    stored = NativeSource(store).span(span_row_id(T1, ROOT)).attributes
+    assert stored["gen_ai.input.messages"] == history
