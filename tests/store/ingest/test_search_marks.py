@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection, Engine
 
-from agentdesk.store.ingest import search_marks
+from agentdesk.store.ingest import importer, search_marks
 from agentdesk.store.ingest.importer import import_files
 from agentdesk.store.native import NativeSource
 from agentdesk.store.persistence.database import open_store
@@ -26,6 +27,7 @@ from agentdesk.store.persistence.sqlite import create_sqlite_engine
 from agentdesk.store.runtime import AgentRuntime
 from agentdesk.store.search.indexer import drain
 from agentdesk.store.search.run_search import search_run
+from agentdesk.store.uow import UnitOfWork
 from tests.conftest import prebuilt
 from tests.store.ingest.test_staged_import import big_trace
 
@@ -217,47 +219,64 @@ def test_an_import_marks_every_span_and_no_reader_sees_the_trigger_gone(
     assert _trigger(path) == stored
 
 
-def test_another_writer_between_the_imports_transactions_keeps_the_trigger(tmp_path: Path) -> None:
-    """A program writing spans while a large trace is imported (staged: many transactions) has every span
-    marked by the trigger, which it always finds in place."""
+def test_another_writer_between_the_imports_transactions_keeps_the_trigger(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program writing a span between the transactions of a staged import finds the trigger in place: its
+    span is marked, as every imported one is."""
     path = prebuilt(tmp_path / "store.sqlite")
     store = open_store(str(path))
     rt = AgentRuntime(store)
     run = rt.start_run(rt.create_agent(rt.create_session(rt.create_task(rt.create_project("P"), "T"), "S"),
                                        "coder", "m"), "r")
-    importing, done = threading.Event(), threading.Event()
-    during: list[str] = []
+    windows: list[bool] = []
+    wanted, landed = threading.Event(), threading.Event()
+    deferred = search_marks.deferred
 
-    def foreign() -> None:
+    @contextmanager
+    def first_then_the_program(conn: Connection) -> Iterator[bool]:
+        with deferred(conn) as dropped:
+            yield dropped
+        windows.append(dropped)
+        wanted.set()  # the program may write once this transaction has committed
+
+    class AfterTheProgram(UnitOfWork):
+        """The import's next transaction begins only once the program's write has landed."""
+
+        def __enter__(self) -> UnitOfWork:
+            if wanted.is_set():
+                assert landed.wait(30)
+            return super().__enter__()
+
+    def program() -> None:
+        if not wanted.wait(30):
+            return
         conn = sqlite3.connect(path, timeout=30, isolation_level=None)
         try:
-            n = 0
-            while not done.is_set():
-                n += 1
-                conn.execute("INSERT INTO spans (id, run_id, kind, name, status, input_tokens, output_tokens, "
-                             "cost_usd, attributes, started_at) VALUES (?, ?, 'tool', 'x', 'ok', 0, 0, 0, '{}', 1)",
-                             (f"foreign{n}", run))
-                if importing.is_set():
-                    during.append(f"foreign{n}")
+            conn.execute("INSERT INTO spans (id, run_id, kind, name, status, input_tokens, output_tokens, "
+                         "cost_usd, attributes, started_at) VALUES ('program', ?, 'tool', 'x', 'ok', 0, 0, 0, "
+                         "'{}', 1)", (run,))
         finally:
             conn.close()
+            landed.set()
 
-    thread = threading.Thread(target=foreign)
+    monkeypatch.setattr(search_marks, "deferred", first_then_the_program)
+    monkeypatch.setattr(importer, "UnitOfWork", AfterTheProgram)
+    monkeypatch.setattr(importer, "STAGED_SLICE_S", 0.01)  # several transactions
+    monkeypatch.setattr(importer, "UNSIGNALLED_SLICE_S", 0.01)
+    thread = threading.Thread(target=program)
     thread.start()
     try:
-        importing.set()
-        result = import_files(store, [big_trace(tmp_path / "big.json", spans=6_000)], helper=False)
-        importing.clear()
+        result = import_files(store, [big_trace(tmp_path / "big.json", spans=4_000)], helper=False)
     finally:
-        done.set()
+        wanted.set()
         thread.join()
     try:
-        assert result.report.spans_written == 6_000
-        assert len(during) > 3  # the other writer did write while the import ran
+        assert result.report.spans_written == 4_000
+        assert len(windows) > 1 and all(windows)  # the program wrote between two of the import's transactions
         with store.engine.connect() as conn:
             spans = {r[0] for r in conn.exec_driver_sql("SELECT id FROM spans")}
             dirty = {r[0] for r in conn.exec_driver_sql("SELECT span_id FROM span_search_dirty")}
-        assert set(during) <= spans and dirty == spans
+        assert "program" in spans and len(spans) == 4_001 and dirty == spans
     finally:
         store.close()
     assert _trigger(path) is not None
