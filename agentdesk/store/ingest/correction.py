@@ -22,7 +22,7 @@ from contextlib import suppress
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import bindparam, delete, event, select, update
+from sqlalchemy import bindparam, delete, event, func, select, update
 
 from agentdesk.store.ingest import skeleton
 from agentdesk.store.ingest.messages import PLAIN
@@ -35,6 +35,7 @@ from agentdesk.store.ingest.spans import span_row_id, split_span_row_id
 from agentdesk.store.ingest.trace_index import IndexEntry, TraceIndex
 from agentdesk.store.ingest.trace_write import IMPORTED_AGENT_PREFIX
 from agentdesk.store.persistence import schema as sc
+from agentdesk.store.persistence.payloads import SQL_TEXT
 from agentdesk.store.uow import UnitOfWork
 
 
@@ -184,6 +185,10 @@ class LateParentCorrection(AgentPlacement):
                                      .values(kind=bindparam("now")), kinds)
             self._retyped({k["sid"]: k["now"] for k in kinds}, "kind", done.rowcount)
         ids = list(keyed)
+        # Compared as text: on SQLite a stored value's deflated bytes depend on where it was deflated (the
+        # import's and the receiver's helpers deflate ahead: two streams), so packing the text read back again
+        # would not give the stored bytes, and the compare-and-set would miss every such row.
+        stored = getattr(func, SQL_TEXT)(S.attributes) if self.conn.dialect.name == "sqlite" else S.attributes
         for n in range(0, len(ids), IN_CHUNK):
             rows = self.conn.execute(select(S.id, S.attributes).where(S.id.in_(ids[n:n + IN_CHUNK]))).all()
             moves = []
@@ -191,7 +196,7 @@ class LateParentCorrection(AgentPlacement):
                 attrs = json.loads(text or "{}")
                 attrs[AGENT_KEY] = keyed[row_id]
                 moves.append({"sid": row_id, "was": text, "attrs": PLAIN.encode(attrs)})
-            done = self.conn.execute(update(S).where(S.id == bindparam("sid"), S.attributes == bindparam("was"))
+            done = self.conn.execute(update(S).where(S.id == bindparam("sid"), stored == bindparam("was"))
                                      .values(attributes=bindparam("attrs")), moves)
             self._retyped({m["sid"]: keyed[m["sid"]] for m in moves}, "agent", done.rowcount)
         self.report.retyped += len(set(ids) | {k["sid"] for k in kinds})
