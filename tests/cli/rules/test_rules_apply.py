@@ -93,7 +93,8 @@ def test_follow_ends_in_one_sentence_when_its_login_loses_the_level(team: Team, 
                                     "apply", "--follow"], stdout=sink, stderr=subprocess.STDOUT, env=env)
     try:
         wait_until(lambda: "Applying standing rules" in out.read_text(), what="the follower's first line")
-        with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
+        with pg_cluster.admin() as conn, conn.transaction():  # type: ignore[attr-defined]
+            # one transaction: a pass between the two would find the login in no group at all
             conn.execute(f"REVOKE agentdesk_operator FROM {team.operator_name}")
             conn.execute(f"GRANT agentdesk_viewer TO {team.operator_name}")
         approval = team.request("run_shell", {"command": "ls"})  # wakes it: its pass is refused by the server

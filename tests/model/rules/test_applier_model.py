@@ -76,7 +76,8 @@ def test_a_window_whose_login_lost_its_level_says_so_once_and_stops_applying(
         team: Team, operator_services: Services, pg_cluster: PgCluster, qtbot: Any) -> None:
     applier = RuleApplier(operator_services)
     qtbot.waitUntil(lambda: applier.passes >= 1)
-    with pg_cluster.admin() as conn:  # type: ignore[attr-defined]
+    with pg_cluster.admin() as conn, conn.transaction():  # type: ignore[attr-defined]
+        # one transaction: a pass between the two would find the login in no group at all
         conn.execute(f"REVOKE agentdesk_operator FROM {team.operator_name}")
         conn.execute(f"GRANT agentdesk_viewer TO {team.operator_name}")
     errors: list[str] = []
