@@ -35,7 +35,6 @@ from agentdesk.store.ingest.spans import span_row_id, split_span_row_id
 from agentdesk.store.ingest.trace_index import IndexEntry, TraceIndex
 from agentdesk.store.ingest.trace_write import IMPORTED_AGENT_PREFIX
 from agentdesk.store.persistence import schema as sc
-from agentdesk.store.persistence.payloads import SQL_TEXT
 from agentdesk.store.uow import UnitOfWork
 
 
@@ -188,7 +187,7 @@ class LateParentCorrection(AgentPlacement):
         # Compared as text: on SQLite a stored value's deflated bytes depend on where it was deflated (the
         # import's and the receiver's helpers deflate ahead: two streams), so packing the text read back again
         # would not give the stored bytes, and the compare-and-set would miss every such row.
-        stored = getattr(func, SQL_TEXT)(S.attributes) if self.conn.dialect.name == "sqlite" else S.attributes
+        stored = func.agentdesk_text(S.attributes) if self.conn.dialect.name == "sqlite" else S.attributes
         for n in range(0, len(ids), IN_CHUNK):
             rows = self.conn.execute(select(S.id, S.attributes).where(S.id.in_(ids[n:n + IN_CHUNK]))).all()
             moves = []
